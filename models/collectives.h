@@ -1,0 +1,60 @@
+// Collective math, written once and shared by the simulator, the planner, the calibrator and the
+// executor's byte counters (STYLE.md, "Collective math in one place").
+//
+// Conventions follow nccl-tests (doc/PERFORMANCE.md): for a collective over n ranks on a
+// message of S bytes, algbw = S / t and busbw = algbw * factor, where factor is 2(n-1)/n for
+// all-reduce, (n-1)/n for reduce-scatter and all-gather (S = the full, gathered size), 1 for
+// send/recv and broadcast. The bytes each rank sends in the ring algorithm equal S * factor.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace trainplan {
+
+enum class Collective {
+  kAllReduce,
+  kReduceScatter,  // S = size of the full (unscattered) buffer
+  kAllGather,      // S = size of the full (gathered) buffer
+  kAllToAll,       // S = size of each rank's whole send buffer
+  kSendRecv,       // S = bytes sent
+  kBroadcast,
+  kReduce,
+  kGather,         // to one root (the single-process DataParallel pattern)
+};
+
+std::string_view to_string(Collective c);
+
+// nccl-tests bus-bandwidth factor.
+double bus_bandwidth_factor(Collective c, std::int64_t n);
+
+// Bytes one rank sends for a collective of `message_bytes` over `n` ranks (ring algorithm;
+// all-to-all sends (n-1)/n of its buffer). Exact in integers when message_bytes is divisible
+// by n, which the executor and simulator arrange; otherwise rounded to the nearest byte.
+std::int64_t bytes_sent_per_rank(Collective c, std::int64_t message_bytes, std::int64_t n);
+
+// Sequential steps of the ring algorithm (each pays one link latency): 2(n-1) for all-reduce,
+// n-1 for reduce-scatter, all-gather and all-to-all (pairwise), 1 for send/recv, n-1 for a
+// pipelined ring broadcast/reduce.
+std::int64_t ring_steps(Collective c, std::int64_t n);
+
+// Alpha-beta time of a ring collective whose slowest link has bandwidth `link_bytes_per_s` and
+// per-step latency `latency_s`: steps * latency + bytes_sent_per_rank / bandwidth.
+double ring_collective_time_s(Collective c, std::int64_t message_bytes, std::int64_t n,
+                              double link_bytes_per_s, double latency_s);
+
+// Two-level (hierarchical) all-reduce for a group spanning `nodes` nodes with `per_node`
+// ranks in each: reduce-scatter inside the node, all-reduce of 1/per_node of the data across
+// nodes (all per_node NICs in parallel), all-gather inside the node. (NCCL's tree/ring mix and
+// Horovod's hierarchical all-reduce follow this pattern.)
+double hierarchical_all_reduce_time_s(std::int64_t message_bytes, std::int64_t nodes,
+                                      std::int64_t per_node, double intra_bytes_per_s,
+                                      double intra_latency_s, double inter_bytes_per_s,
+                                      double inter_latency_s);
+
+// Single-process DataParallel (torch.nn.DataParallel): gather every gradient to one device and
+// broadcast the result back; the root's link carries (n-1) * S each way.
+double gather_broadcast_time_s(std::int64_t message_bytes, std::int64_t n,
+                               double link_bytes_per_s, double latency_s);
+
+}  // namespace trainplan

@@ -1,0 +1,61 @@
+// Time of one task on one device: a roofline of FLOPs against bytes, with an efficiency that
+// depends on the GEMM's shape, plus a fixed per-kernel overhead.
+//
+//   t = max(executed_flops / (peak * gemm_efficiency * shape_efficiency),
+//           bytes / (hbm_bandwidth * memory_efficiency)) + kernel_overhead
+//
+// shape_efficiency models why small GEMMs run far below peak:
+//  - wave quantization: output tiles of tile_m x tile_n are spread over sm_count units; a last,
+//    partial wave leaves units idle (NVIDIA, "Matrix Multiplication Background User's Guide");
+//  - tile padding: m and n are rounded up to whole tiles;
+//  - a short reduction dimension k cannot hide the tile's load/store: k / (k + k_half).
+// The defaults come from the GPU preset; `calibrate` fits them on the machine at hand and the
+// fitted profile replaces them (--hardware FILE).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "models/cluster_spec.h"
+#include "models/cost_model.h"
+#include "models/json_util.h"
+
+namespace trainplan {
+
+struct DeviceRates {
+  double peak_flops_per_s = 0;
+  double hbm_bytes_per_s = 0;
+  double gemm_efficiency = 0.8;    // large-GEMM fraction of peak
+  double memory_efficiency = 0.8;  // streaming-kernel fraction of bandwidth
+  double attention_efficiency = 0.6;  // fused attention kernel, fraction of gemm rate
+  std::int64_t sm_count = 1;       // parallel units for wave quantization
+  double tile_m = 128, tile_n = 128;
+  double k_half = 64;              // k at which a GEMM reaches half its k-limited efficiency
+  double kernel_overhead_s = 4e-6; // launch and tail per kernel
+};
+
+DeviceRates device_rates(const GpuSpec& gpu, Precision precision);
+
+double gemm_shape_efficiency(const DeviceRates& r, std::int64_t m, std::int64_t n, std::int64_t k,
+                             std::int64_t batch);
+// Seconds for one compute task (kGemm, kAttention or kMemory); 0 for kComm.
+double task_time_s(const Task& task, const DeviceRates& r);
+
+// A measured hardware profile (written by `calibrate`): the device's fitted rates and the
+// measured links. Units in every key; see README "Hardware profiles".
+struct HardwareProfile {
+  std::string device;        // what was measured, e.g. "cpu: AMD EPYC 7B13 (1 thread/rank)"
+  std::string date;          // ISO 8601
+  DeviceRates rates;
+  bool has_links = false;
+  double intra_node_bytes_per_s = 0, intra_node_latency_s = 0;
+  double inter_node_bytes_per_s = 0, inter_node_latency_s = 0;
+  // Bytes of memory a rank uses before the model (runtime, libraries): added to predictions.
+  double baseline_memory_bytes = 0;
+};
+Result<HardwareProfile> hardware_profile_from_json(const Json& json, std::string_view source);
+Json hardware_profile_to_json(const HardwareProfile& profile);
+// Replaces the cluster's link figures with the profile's measured ones (when it has them).
+void apply_profile_links(const HardwareProfile& profile, ClusterSpec& cluster);
+
+}  // namespace trainplan

@@ -1,0 +1,820 @@
+// The cost model; see cost_model.h for the sources. Tested by tests/models/cost_model_test.cc.
+#include "models/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace trainplan {
+
+std::string_view to_string(Pass p) {
+  switch (p) {
+    case Pass::kForward: return "forward";
+    case Pass::kBackward: return "backward";
+    case Pass::kRecompute: return "recompute";
+  }
+  return "?";
+}
+
+std::string_view to_string(CommGroup g) {
+  switch (g) {
+    case CommGroup::kTp: return "tp";
+    case CommGroup::kPp: return "pp";
+    case CommGroup::kDp: return "dp";
+    case CommGroup::kEp: return "ep";
+    case CommGroup::kExpertDp: return "expert_dp";
+    case CommGroup::kEmbedding: return "embedding";
+  }
+  return "?";
+}
+
+namespace {
+
+double d(std::int64_t v) { return static_cast<double>(v); }
+
+// ---- parameter pieces (whole model, unsharded) ----
+double norm_params(const ModelSpec& m) {
+  return m.norm == NormKind::kLayerNorm ? 2.0 * d(m.hidden_size) : d(m.hidden_size);
+}
+double mlp_matrices(const ModelSpec& m) { return m.activation == Activation::kSwiglu ? 3.0 : 2.0; }
+// One expert's (or the dense) MLP, biases included.
+double one_mlp_params(const ModelSpec& m) {
+  const double h = d(m.hidden_size), f = d(m.ffn_hidden_size);
+  double p = mlp_matrices(m) * h * f;
+  if (m.bias) p += (mlp_matrices(m) - 1.0) * f + h;
+  return p;
+}
+double router_params(const ModelSpec& m) {
+  return m.is_moe() ? d(m.hidden_size) * d(m.num_experts) : 0.0;
+}
+double attention_params(const ModelSpec& m) {
+  const double h = d(m.hidden_size), q = d(m.q_width()), kv = d(m.kv_width());
+  double p = h * (q + 2.0 * kv) + q * h;
+  if (m.bias) p += q + 2.0 * kv + h;
+  return p;
+}
+
+// ---- per-TP-rank parameter pieces ----
+// Column-parallel weights and biases are split by t; the row-parallel output bias and the norms
+// are replicated (Megatron-LM's ColumnParallelLinear / RowParallelLinear).
+double attention_params_per_rank(const ModelSpec& m, std::int64_t t) {
+  const double h = d(m.hidden_size), q = d(m.q_width()), kv = d(m.kv_width());
+  double p = (h * (q + 2.0 * kv) + q * h) / d(t);
+  if (m.bias) p += (q + 2.0 * kv) / d(t) + h;
+  return p;
+}
+double one_mlp_params_per_rank(const ModelSpec& m, std::int64_t t) {
+  const double h = d(m.hidden_size), f = d(m.ffn_hidden_size);
+  double p = mlp_matrices(m) * h * f / d(t);
+  if (m.bias) p += (mlp_matrices(m) - 1.0) * f / d(t) + h;
+  return p;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+
+std::int64_t padded_vocab(const ModelSpec& model, std::int64_t tp) {
+  const std::int64_t multiple = 128 * tp;
+  return (model.vocab_size + multiple - 1) / multiple * multiple;
+}
+
+double ParameterCounts::total() const {
+  return embedding + position + d(num_layers) * per_layer() + final_norm + lm_head;
+}
+
+double ParameterCounts::active() const {
+  return embedding + position +
+         d(num_layers) * (attention_per_layer + active_mlp_per_layer + norm_per_layer) +
+         final_norm + lm_head;
+}
+
+// Megatron-LM's count (Narayanan et al. 2021, sec. 5.1): P = 12*l*h^2*(1 + 13/(12h) +
+// (V+s)/(12*l*h)) for the GPT shape; this generalises it to GQA, SwiGLU, MoE and RMSNorm.
+ParameterCounts count_parameters(const ModelSpec& m) {
+  ParameterCounts c;
+  c.num_layers = m.num_layers;
+  c.embedding = d(m.vocab_size) * d(m.hidden_size);
+  c.position = m.position == PositionKind::kLearned
+                   ? d(m.max_position_embeddings) * d(m.hidden_size)
+                   : 0.0;
+  c.attention_per_layer = attention_params(m);
+  c.mlp_per_layer = d(m.num_experts) * one_mlp_params(m) + router_params(m);
+  c.active_mlp_per_layer = d(m.experts_per_token) * one_mlp_params(m) + router_params(m);
+  c.norm_per_layer = 2.0 * norm_params(m);
+  c.final_norm = norm_params(m);
+  c.lm_head = m.tie_word_embeddings ? 0.0 : d(m.vocab_size) * d(m.hidden_size);
+  return c;
+}
+
+std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& m, const Plan& p,
+                                              std::int64_t stage) {
+  std::vector<ParamBlock> blocks;
+  const std::int64_t t = p.tp;
+  const double vocab_rows = d(padded_vocab(m, t)) / d(t);
+  const bool first = stage == 0, last = stage == p.pp - 1;
+  if (first) {
+    ParamBlock b;
+    b.kind = BlockKind::kEmbedding;
+    double params = vocab_rows * d(m.hidden_size);
+    if (m.position == PositionKind::kLearned)
+      params += d(m.max_position_embeddings) * d(m.hidden_size);
+    b.dense_params = std::llround(params);
+    b.tied_copy = m.tie_word_embeddings && p.pp > 1;
+    if (b.tied_copy) b.tied_params = std::llround(vocab_rows * d(m.hidden_size));
+    blocks.push_back(b);
+  }
+  const std::vector<std::int64_t> layers = chunk_layers(p, m);
+  std::vector<std::int64_t> first_layer(layers.size(), 0);
+  for (std::size_t c = 1; c < layers.size(); ++c) first_layer[c] = first_layer[c - 1] + layers[c - 1];
+  const double layer_dense = attention_params_per_rank(m, t) + 2.0 * norm_params(m) +
+                             (m.is_moe() ? router_params(m) : one_mlp_params_per_rank(m, t));
+  const double layer_expert =
+      m.is_moe() ? d(m.num_experts / p.ep) * one_mlp_params_per_rank(m, t) : 0.0;
+  for (std::int64_t v = 0; v < p.virtual_stages; ++v) {
+    const auto c = static_cast<std::size_t>(v * p.pp + stage);
+    for (std::int64_t i = 0; i < layers[c]; ++i) {
+      ParamBlock b;
+      b.kind = BlockKind::kLayer;
+      b.layer = first_layer[c] + i;
+      b.dense_params = std::llround(layer_dense);
+      b.expert_params = std::llround(layer_expert);
+      blocks.push_back(b);
+    }
+  }
+  if (last) {
+    ParamBlock b;
+    b.kind = BlockKind::kHead;
+    double params = norm_params(m);
+    // Untied: the head's own matrix. Tied with pp > 1: a copy of the embedding lives here
+    // (Megatron-LM keeps it in sync with an all-reduce over the embedding group).
+    if (!m.tie_word_embeddings || p.pp > 1) params += vocab_rows * d(m.hidden_size);
+    b.dense_params = std::llround(params);
+    b.tied_copy = m.tie_word_embeddings && p.pp > 1;
+    if (b.tied_copy) b.tied_params = std::llround(vocab_rows * d(m.hidden_size));
+    blocks.push_back(b);
+  }
+  return blocks;
+}
+
+StageParameters parameters_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage) {
+  StageParameters s;
+  for (const ParamBlock& b : param_blocks_on_stage(m, p, stage)) {
+    s.dense += d(b.dense_params);
+    s.expert += d(b.expert_params);
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tasks
+
+namespace {
+
+struct Shape {
+  double e;           // bytes per element of activations and weights
+  std::int64_t s, b, t, h, q, kv, hd, f, heads_per_rank;
+  std::int64_t tokens;         // T = s*b
+  std::int64_t norm_tokens;    // T/t with sequence parallel, else T
+  bool sp, dropout, fused, swiglu, moe;
+};
+
+Shape shape_of(const ModelSpec& m, const Plan& p) {
+  Shape x{};
+  x.e = bytes_per_element(p.precision);
+  x.s = m.seq_len;
+  x.b = p.micro_batch_size;
+  x.t = p.tp;
+  x.h = m.hidden_size;
+  x.q = m.q_width();
+  x.kv = m.kv_width();
+  x.hd = m.head_dim;
+  x.f = m.ffn_hidden_size;
+  x.heads_per_rank = m.num_attention_heads / p.tp;
+  x.tokens = x.s * x.b;
+  x.sp = p.sequence_parallel && p.tp > 1;
+  x.norm_tokens = x.sp ? x.tokens / x.t : x.tokens;
+  x.dropout = m.dropout;
+  x.fused = p.attention == AttentionImpl::kFused;
+  x.swiglu = m.activation == Activation::kSwiglu;
+  x.moe = m.is_moe();
+  return x;
+}
+
+Task gemm(std::string_view name, std::int64_t m, std::int64_t n, std::int64_t k,
+          std::int64_t batch, double e) {
+  Task t;
+  t.name = name;
+  t.kind = TaskKind::kGemm;
+  t.m = m;
+  t.n = n;
+  t.k = k;
+  t.batch = batch;
+  t.flops = 2.0 * d(batch) * d(m) * d(n) * d(k);
+  t.executed_flops = t.flops;
+  t.bytes = e * d(batch) * (d(m) * d(k) + d(k) * d(n) + d(m) * d(n));
+  return t;
+}
+
+Task memory(std::string_view name, double bytes) {
+  Task t;
+  t.name = name;
+  t.kind = TaskKind::kMemory;
+  t.bytes = bytes;
+  return t;
+}
+
+Task comm(std::string_view name, Collective c, CommGroup g, std::int64_t group_size,
+          double message_bytes) {
+  Task t;
+  t.name = name;
+  t.kind = TaskKind::kComm;
+  t.collective = c;
+  t.group = g;
+  t.group_size = group_size;
+  t.message_bytes = std::llround(message_bytes);
+  return t;
+}
+
+// Drops collectives over a group of one rank: they move nothing and cost nothing.
+std::vector<Task> without_trivial_comm(std::vector<Task> tasks) {
+  tasks.erase(std::remove_if(tasks.begin(), tasks.end(),
+                             [](const Task& t) {
+                               return t.kind == TaskKind::kComm && t.group_size <= 1;
+                             }),
+              tasks.end());
+  return tasks;
+}
+
+// Megatron's g operator after a row-parallel linear: all-reduce, or reduce-scatter to the
+// sequence-parallel region (Korthikanti et al. 2022, sec. 4.2.2).
+Task tp_exit(std::string_view ar_name, std::string_view rs_name, const Shape& x) {
+  const double bytes = d(x.tokens) * d(x.h) * x.e;
+  return x.sp ? comm(rs_name, Collective::kReduceScatter, CommGroup::kTp, x.t, bytes)
+              : comm(ar_name, Collective::kAllReduce, CommGroup::kTp, x.t, bytes);
+}
+// The all-gather that enters a column-parallel linear from the sequence-parallel region.
+Task tp_gather(std::string_view name, const Shape& x) {
+  return comm(name, Collective::kAllGather, CommGroup::kTp, x.t, d(x.tokens) * d(x.h) * x.e);
+}
+
+void add_attention_core(std::vector<Task>& out, const Shape& x) {
+  const std::int64_t batch = x.b * x.heads_per_rank;
+  if (x.fused) {
+    // FlashAttention-style kernel: 4*b*a*s^2*hd model FLOPs (QK^T and PV); a causal kernel
+    // executes about half of them. Reads Q, K, V and writes O.
+    Task t = gemm("attention", x.s, x.s, x.hd, batch, x.e);
+    t.kind = TaskKind::kAttention;
+    t.flops = 4.0 * d(batch) * d(x.s) * d(x.s) * d(x.hd);
+    t.executed_flops = t.flops / 2.0;
+    t.bytes = x.e * d(x.tokens) * (2.0 * d(x.q) + 2.0 * d(x.kv)) / d(x.t);
+    out.push_back(t);
+    return;
+  }
+  out.push_back(gemm("attn_scores", x.s, x.s, x.hd, batch, x.e));
+  // Scale, causal mask and softmax (one fused kernel), then dropout: read scores, write
+  // probabilities; dropout writes a 1-byte mask and the dropped probabilities.
+  const double elems = d(batch) * d(x.s) * d(x.s);
+  out.push_back(memory("softmax", elems * (2.0 * x.e + (x.dropout ? 1.0 + 2.0 * x.e : 0.0))));
+  out.push_back(gemm("attn_values", x.s, x.hd, x.s, batch, x.e));
+}
+
+void add_mlp_forward(std::vector<Task>& out, const Shape& x, const ModelSpec& m,
+                     const Plan& p) {
+  const std::int64_t f_rank = x.f / x.t;
+  const std::int64_t fc1_n = (x.swiglu ? 2 : 1) * f_rank;
+  const double act_bytes = d(x.tokens) * d(f_rank) * x.e * (x.swiglu ? 3.0 : 2.0);
+  if (!x.moe) {
+    out.push_back(gemm("fc1", x.tokens, fc1_n, x.h, 1, x.e));
+    out.push_back(memory(x.swiglu ? "swiglu" : "gelu", act_bytes));
+    out.push_back(gemm("fc2", x.tokens, x.h, f_rank, 1, x.e));
+    return;
+  }
+  // Mixture of experts: route, send each token to its top-k experts (all-to-all over ep),
+  // run the local experts, and send the results back (Lepikhin et al. 2020, GShard).
+  const std::int64_t k = m.experts_per_token;
+  const std::int64_t local_experts = m.num_experts / p.ep;
+  const double routed = d(x.tokens) * d(k);  // token-expert pairs of this rank's micro-batch
+  out.push_back(gemm("router", x.tokens, m.num_experts, x.h, 1, x.e));
+  out.push_back(comm("ep_dispatch", Collective::kAllToAll, CommGroup::kEp, p.ep,
+                     routed * d(x.h) * x.e));
+  // Balanced routing: each local expert sees routed / local_experts tokens (after all-to-all,
+  // this rank holds the routed tokens of the whole ep group for its experts).
+  const std::int64_t per_expert =
+      std::max<std::int64_t>(1, std::llround(routed / d(local_experts)));
+  Task fc1 = gemm("expert_fc1", per_expert, fc1_n, x.h, local_experts, x.e);
+  fc1.flops = fc1.executed_flops = 2.0 * routed * d(fc1_n) * d(x.h);
+  out.push_back(fc1);
+  out.push_back(memory(x.swiglu ? "swiglu" : "gelu", act_bytes * d(k)));
+  Task fc2 = gemm("expert_fc2", per_expert, x.h, f_rank, local_experts, x.e);
+  fc2.flops = fc2.executed_flops = 2.0 * routed * d(x.h) * d(f_rank);
+  out.push_back(fc2);
+  out.push_back(comm("ep_combine", Collective::kAllToAll, CommGroup::kEp, p.ep,
+                     routed * d(x.h) * x.e));
+}
+
+// Norm: read x, write y. Bias + dropout + residual add: read two, write one, a 1-byte mask.
+double norm_bytes(const Shape& x) { return 2.0 * d(x.norm_tokens) * d(x.h) * x.e; }
+double residual_bytes(const Shape& x) {
+  return d(x.norm_tokens) * d(x.h) * (3.0 * x.e + (x.dropout ? 1.0 : 0.0));
+}
+
+// Backward of a GEMM: data gradient dX = dY W^T and weight gradient dW = X^T dY, each with
+// the forward's FLOPs (Narayanan et al. 2021: backward = 2x forward).
+void add_gemm_backward(std::vector<Task>& out, const Task& fwd, std::string_view dgrad,
+                       std::string_view wgrad, double e) {
+  Task dg = gemm(dgrad, fwd.m, fwd.k, fwd.n, fwd.batch, e);
+  Task wg = gemm(wgrad, fwd.k, fwd.n, fwd.m, fwd.batch, e);
+  dg.flops = wg.flops = fwd.flops;
+  dg.executed_flops = wg.executed_flops = fwd.executed_flops;
+  out.push_back(dg);
+  out.push_back(wg);
+}
+
+const Task& find_task(const std::vector<Task>& tasks, std::string_view name) {
+  for (const Task& t : tasks)
+    if (t.name == name) return t;
+  TRAINPLAN_CHECK(false) << "no task named " << name;
+  return tasks.front();
+}
+
+}  // namespace
+
+std::vector<Task> layer_forward_tasks(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  std::vector<Task> out;
+  out.push_back(memory("norm1", norm_bytes(x)));
+  if (x.sp) out.push_back(tp_gather("tp_all_gather_attn", x));
+  out.push_back(gemm("qkv", x.tokens, (x.q + 2 * x.kv) / x.t, x.h, 1, x.e));
+  add_attention_core(out, x);
+  out.push_back(gemm("out_proj", x.tokens, x.h, x.q / x.t, 1, x.e));
+  out.push_back(tp_exit("tp_all_reduce_attn", "tp_reduce_scatter_attn", x));
+  out.push_back(memory("residual1", residual_bytes(x)));
+  out.push_back(memory("norm2", norm_bytes(x)));
+  if (x.sp) out.push_back(tp_gather("tp_all_gather_mlp", x));
+  add_mlp_forward(out, x, m, p);
+  out.push_back(tp_exit("tp_all_reduce_mlp", "tp_reduce_scatter_mlp", x));
+  out.push_back(memory("residual2", residual_bytes(x)));
+  return without_trivial_comm(out);
+}
+
+std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  const std::vector<Task> fwd = layer_forward_tasks(m, p);
+  std::vector<Task> out;
+  const double th = d(x.tokens) * d(x.h) * x.e;
+  // Backward of Megatron's f (identity forward) is an all-reduce; with sequence parallel the
+  // backward of the all-gather is a reduce-scatter and of the reduce-scatter an all-gather.
+  auto f_backward = [&](std::string_view ar, std::string_view rs) {
+    out.push_back(x.sp ? comm(rs, Collective::kReduceScatter, CommGroup::kTp, x.t, th)
+                       : comm(ar, Collective::kAllReduce, CommGroup::kTp, x.t, th));
+  };
+  auto g_backward = [&](std::string_view name) {
+    if (x.sp) out.push_back(comm(name, Collective::kAllGather, CommGroup::kTp, x.t, th));
+  };
+  // The weight gradient of a column-parallel linear needs its full input; with sequence
+  // parallel only the local shard was stored, so it is gathered again (Megatron-LM does this).
+  auto regather = [&](std::string_view name) {
+    if (x.sp) out.push_back(comm(name, Collective::kAllGather, CommGroup::kTp, x.t, th));
+  };
+
+  out.push_back(memory("residual2_bwd", residual_bytes(x)));
+  g_backward("tp_all_gather_mlp_grad");
+  if (x.moe) {
+    out.push_back(comm("ep_combine_bwd", Collective::kAllToAll, CommGroup::kEp, p.ep,
+                       d(x.tokens) * d(m.experts_per_token) * d(x.h) * x.e));
+    add_gemm_backward(out, find_task(fwd, "expert_fc2"), "expert_fc2_dgrad", "expert_fc2_wgrad",
+                      x.e);
+    Task act = find_task(fwd, x.swiglu ? "swiglu" : "gelu");
+    out.push_back(memory(x.swiglu ? "swiglu_bwd" : "gelu_bwd", 2.0 * act.bytes));
+    add_gemm_backward(out, find_task(fwd, "expert_fc1"), "expert_fc1_dgrad", "expert_fc1_wgrad",
+                      x.e);
+    out.push_back(comm("ep_dispatch_bwd", Collective::kAllToAll, CommGroup::kEp, p.ep,
+                       d(x.tokens) * d(m.experts_per_token) * d(x.h) * x.e));
+    add_gemm_backward(out, find_task(fwd, "router"), "router_dgrad", "router_wgrad", x.e);
+    regather("tp_all_gather_mlp_input");
+  } else {
+    add_gemm_backward(out, find_task(fwd, "fc2"), "fc2_dgrad", "fc2_wgrad", x.e);
+    Task act = find_task(fwd, x.swiglu ? "swiglu" : "gelu");
+    out.push_back(memory(x.swiglu ? "swiglu_bwd" : "gelu_bwd", 2.0 * act.bytes));
+    const Task& fc1 = find_task(fwd, "fc1");
+    Task dg = gemm("fc1_dgrad", fc1.m, fc1.k, fc1.n, 1, x.e);
+    dg.flops = dg.executed_flops = fc1.flops;
+    out.push_back(dg);
+    regather("tp_all_gather_mlp_input");
+    Task wg = gemm("fc1_wgrad", fc1.k, fc1.n, fc1.m, 1, x.e);
+    wg.flops = wg.executed_flops = fc1.flops;
+    out.push_back(wg);
+  }
+  f_backward("tp_all_reduce_mlp_grad", "tp_reduce_scatter_mlp_grad");
+  out.push_back(memory("norm2_bwd", 2.0 * norm_bytes(x)));
+  out.push_back(memory("residual1_bwd", residual_bytes(x)));
+  g_backward("tp_all_gather_attn_grad");
+  add_gemm_backward(out, find_task(fwd, "out_proj"), "out_proj_dgrad", "out_proj_wgrad", x.e);
+  if (x.fused) {
+    // FlashAttention's backward recomputes the scores: 5 matmuls against the forward's 2,
+    // i.e. 2.5x the forward's executed FLOPs (Dao 2023, sec. 3.1).
+    Task a = find_task(fwd, "attention");
+    a.name = "attention_bwd";
+    a.flops = 2.0 * a.flops;
+    a.executed_flops = 2.5 * a.executed_flops;
+    a.bytes = 2.0 * a.bytes;
+    out.push_back(a);
+  } else {
+    add_gemm_backward(out, find_task(fwd, "attn_values"), "attn_values_dgrad_p",
+                      "attn_values_dgrad_v", x.e);
+    Task sm = find_task(fwd, "softmax");
+    out.push_back(memory("softmax_bwd", sm.bytes * 1.5));
+    add_gemm_backward(out, find_task(fwd, "attn_scores"), "attn_scores_dgrad_q",
+                      "attn_scores_dgrad_k", x.e);
+  }
+  const Task& qkv = find_task(fwd, "qkv");
+  Task dg = gemm("qkv_dgrad", qkv.m, qkv.k, qkv.n, 1, x.e);
+  dg.flops = dg.executed_flops = qkv.flops;
+  out.push_back(dg);
+  regather("tp_all_gather_attn_input");
+  Task wg = gemm("qkv_wgrad", qkv.k, qkv.n, qkv.m, 1, x.e);
+  wg.flops = wg.executed_flops = qkv.flops;
+  out.push_back(wg);
+  f_backward("tp_all_reduce_attn_grad", "tp_reduce_scatter_attn_grad");
+  out.push_back(memory("norm1_bwd", 2.0 * norm_bytes(x)));
+  return without_trivial_comm(out);
+}
+
+std::vector<Task> layer_recompute_tasks(const ModelSpec& m, const Plan& p) {
+  switch (p.recompute) {
+    case Recompute::kNone: return {};
+    case Recompute::kFull: return layer_forward_tasks(m, p);
+    case Recompute::kSelective: {
+      // Only the attention core (Korthikanti et al. 2022, sec. 5); a fused kernel already
+      // recomputes it inside its backward, so there is nothing extra to do.
+      if (p.attention == AttentionImpl::kFused) return {};
+      std::vector<Task> out;
+      add_attention_core(out, shape_of(m, p));
+      return out;
+    }
+  }
+  return {};
+}
+
+std::vector<Task> embedding_forward_tasks(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  std::vector<Task> out;
+  // Gather rows of this rank's vocabulary slice (and add positions): write T*h.
+  out.push_back(memory("embedding", 2.0 * d(x.tokens) * d(x.h) * x.e));
+  // Vocabulary-parallel embedding: ranks without a token's row contribute zeros; the sum is an
+  // all-reduce, or a reduce-scatter into the sequence-parallel region.
+  out.push_back(tp_exit("tp_all_reduce_embedding", "tp_reduce_scatter_embedding", x));
+  return without_trivial_comm(out);
+}
+
+std::vector<Task> embedding_backward_tasks(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  std::vector<Task> out;
+  if (x.sp)
+    out.push_back(tp_gather("tp_all_gather_embedding_grad", x));
+  out.push_back(memory("embedding_bwd", 2.0 * d(x.tokens) * d(x.h) * x.e));
+  return without_trivial_comm(out);
+}
+
+std::vector<Task> head_forward_tasks(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  const std::int64_t v_rank = padded_vocab(m, p.tp) / p.tp;
+  std::vector<Task> out;
+  out.push_back(memory("final_norm", norm_bytes(x)));
+  if (x.sp) out.push_back(tp_gather("tp_all_gather_head", x));
+  Task head = gemm("lm_head", x.tokens, v_rank, x.h, 1, x.e);
+  head.flops = 2.0 * d(x.tokens) * d(m.vocab_size) / d(p.tp) * d(x.h);  // unpadded, as eq. 3
+  out.push_back(head);
+  // Cross-entropy over vocabulary-parallel logits in fp32: read logits, write softmax.
+  out.push_back(memory("cross_entropy", d(x.tokens) * d(v_rank) * (x.e + 2.0 * 4.0)));
+  // Megatron's vocab-parallel cross-entropy all-reduces the max, the sum of exponentials and
+  // the target logit: three fp32 values per token.
+  for (std::string_view name : {"tp_all_reduce_logit_max", "tp_all_reduce_sum_exp",
+                                "tp_all_reduce_target_logit"})
+    out.push_back(comm(name, Collective::kAllReduce, CommGroup::kTp, p.tp, d(x.tokens) * 4.0));
+  return without_trivial_comm(out);
+}
+
+std::vector<Task> head_backward_tasks(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  const std::int64_t v_rank = padded_vocab(m, p.tp) / p.tp;
+  std::vector<Task> out;
+  out.push_back(memory("cross_entropy_bwd", d(x.tokens) * d(v_rank) * (4.0 + x.e)));
+  Task head = gemm("lm_head", x.tokens, v_rank, x.h, 1, x.e);
+  head.flops = 2.0 * d(x.tokens) * d(m.vocab_size) / d(p.tp) * d(x.h);
+  add_gemm_backward(out, head, "lm_head_dgrad", "lm_head_wgrad", x.e);
+  out.push_back(tp_exit("tp_all_reduce_head_grad", "tp_reduce_scatter_head_grad", x));
+  out.push_back(memory("final_norm_bwd", 2.0 * norm_bytes(x)));
+  return without_trivial_comm(out);
+}
+
+std::int64_t pipeline_message_bytes(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  return std::llround(d(x.norm_tokens) * d(x.h) * x.e);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data parallel
+
+namespace {
+// A flat buffer of `params` elements padded to a multiple of the group size, so that every rank
+// owns an equal shard (Megatron-LM's distributed optimizer pads the same way).
+std::int64_t padded(std::int64_t params, std::int64_t n) { return (params + n - 1) / n * n; }
+}  // namespace
+
+std::int64_t dp_point_count(const Plan& p, DpPoint point) {
+  switch (point) {
+    case DpPoint::kBeforeForward:
+    case DpPoint::kBeforeBackward:
+    case DpPoint::kAfterBackward: return p.num_micro_batches();
+    case DpPoint::kBeforeRecompute:
+      return p.recompute == Recompute::kFull ? p.num_micro_batches() : 0;
+    case DpPoint::kAfterLastBackward:
+    case DpPoint::kAfterOptimizer: return 1;
+  }
+  return 0;
+}
+
+std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint point) {
+  std::vector<Task> out;
+  const double e = bytes_per_element(p.precision);
+  const std::int64_t edp = p.dp / p.ep;
+  // Each part (dense over dp, experts over dp/ep) gets the same treatment.
+  auto add = [&](std::string_view dense_name, std::string_view expert_name, Collective c) {
+    if (b.dense_params > 0)
+      out.push_back(comm(dense_name, c, CommGroup::kDp, p.dp, d(padded(b.dense_params, p.dp)) * e));
+    if (b.expert_params > 0)
+      out.push_back(comm(expert_name, c, CommGroup::kExpertDp, edp,
+                         d(padded(b.expert_params, edp)) * e));
+  };
+  switch (point) {
+    case DpPoint::kBeforeForward:
+    case DpPoint::kBeforeRecompute:
+    case DpPoint::kBeforeBackward:
+      if (p.zero_stage == 3) add("zero3_param_all_gather", "zero3_expert_param_all_gather",
+                                 Collective::kAllGather);
+      break;
+    case DpPoint::kAfterBackward:
+      if (p.zero_stage >= 2) add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
+                                 Collective::kReduceScatter);
+      break;
+    case DpPoint::kAfterLastBackward:
+      if (p.zero_stage == 0) add("dp_grad_all_reduce", "expert_dp_grad_all_reduce",
+                                 Collective::kAllReduce);
+      if (p.zero_stage == 1) add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
+                                 Collective::kReduceScatter);
+      // Tied embeddings on two stages: sum the two copies' gradients (Megatron-LM's embedding
+      // group), with the embedding rows this rank holds.
+      if (b.tied_copy)
+        out.push_back(comm("embedding_grad_all_reduce", Collective::kAllReduce,
+                           CommGroup::kEmbedding, 2, d(b.tied_params) * e));
+      break;
+    case DpPoint::kAfterOptimizer:
+      if (p.zero_stage == 1 || p.zero_stage == 2)
+        add("zero_param_all_gather", "zero_expert_param_all_gather", Collective::kAllGather);
+      break;
+  }
+  return without_trivial_comm(out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// FLOPs
+
+namespace {
+double sum_flops(const std::vector<Task>& tasks) {
+  double f = 0;
+  for (const Task& t : tasks) f += t.flops;
+  return f;
+}
+}  // namespace
+
+StepFlops step_flops(const ModelSpec& m, const Plan& p) {
+  // FLOPs of one sequence on the whole model: the per-rank tasks of a tp = 1, mbs = 1 plan.
+  Plan one = p;
+  one.tp = 1;
+  one.ep = 1;
+  one.micro_batch_size = 1;
+  one.sequence_parallel = false;
+  const double layer_fwd = sum_flops(layer_forward_tasks(m, one));
+  const double head_fwd = sum_flops(head_forward_tasks(m, one));
+  const double recompute = sum_flops(layer_recompute_tasks(m, one));
+  const double l = d(m.num_layers), batch = d(p.global_batch_size);
+  StepFlops f;
+  f.model = batch * 3.0 * (l * layer_fwd + head_fwd);
+  f.hardware = f.model + batch * l * recompute;
+  return f;
+}
+
+double megatron_eq3_flops(const ModelSpec& m, std::int64_t batch) {
+  const double B = d(batch), s = d(m.seq_len), l = d(m.num_layers), h = d(m.hidden_size),
+               V = d(m.vocab_size);
+  return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+
+StateBytesPerParam state_bytes_per_param(Precision precision, Optimizer optimizer) {
+  StateBytesPerParam s;
+  const bool mixed = precision != Precision::kFp32;
+  s.weights = bytes_per_element(precision);
+  s.gradients = bytes_per_element(precision);
+  // Mixed precision keeps an fp32 master copy (4 bytes) besides the optimizer's own states
+  // (Micikevicius et al. 2018; Rajbhandari et al. 2019 sec. 3.1: K = 12 for Adam).
+  const double master = mixed ? 4.0 : 0.0;
+  switch (optimizer) {
+    case Optimizer::kAdamW: s.optimizer = master + 8.0; break;       // m and v in fp32
+    case Optimizer::kSgdMomentum: s.optimizer = master + 4.0; break; // momentum in fp32
+    case Optimizer::kSgd: s.optimizer = master; break;
+  }
+  return s;
+}
+
+double layer_activation_bytes(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  const double T = d(x.tokens), h = d(x.h), t = d(x.t), e = x.e;
+  const double mask = x.dropout ? 1.0 : 0.0;
+  // Korthikanti et al. 2022, sec. 4.1, per layer: 34*s*b*h + 5*a*s^2*b bytes for GPT with
+  // fp16 and dropout. Terms, in elements of e bytes unless noted:
+  //  kept whole without SP, split over t with SP: the two norm inputs, the QKV and MLP inputs
+  //  (4*T*h), and the two 1-byte dropout masks (2*T*h bytes);
+  //  split over t: Q and K (T*(q+kv)), V (T*kv), the out-projection input (T*q), the MLP
+  //  activation input (T*f, doubled for SwiGLU's gate) and the fc2 input (T*f);
+  //  attention core, split over t: softmax output (2 bytes), dropout mask (1), dropout output (2)
+  //  per score; a fused kernel stores only the fp32 log-sum-exp per row.
+  double replicated = 4.0 * T * h * e + 2.0 * T * h * mask;
+  if (x.sp) replicated /= t;
+  const double f_factor = (x.swiglu ? 2.0 : 1.0) + 1.0;
+  double expert_tokens = x.moe ? d(m.experts_per_token) : 1.0;
+  double split = T * (d(x.q) + d(x.kv)) * e + T * d(x.kv) * e + T * d(x.q) * e +
+                 expert_tokens * f_factor * T * d(x.f) * e;
+  split /= t;
+  double core = 0.0;
+  const double scores = d(x.b) * d(x.heads_per_rank) * d(x.s) * d(x.s);
+  const bool core_stored = !x.fused && p.recompute == Recompute::kNone;
+  if (core_stored) core = scores * (e + (x.dropout ? 1.0 + e : 0.0));
+  if (x.fused) core = d(x.b) * d(x.heads_per_rank) * d(x.s) * 4.0;
+  return replicated + split + core;
+}
+
+double in_flight_micro_batches(const Plan& p, std::int64_t stage) {
+  const double M = d(p.num_micro_batches());
+  switch (p.schedule) {
+    case Schedule::kNaive: return 1.0;
+    case Schedule::kGpipe: return M;
+    case Schedule::k1F1B: return std::min(d(p.pp - stage), M);
+    case Schedule::kInterleaved: {
+      // Megatron-LM: warm-up micro-batches = (pp - stage - 1) * 2 + (v - 1) * pp, plus the one
+      // in steady state, counted in model chunks of 1/v of the stage's layers.
+      const double v = d(p.virtual_stages);
+      const double chunks = std::min(d((p.pp - stage - 1) * 2 + (p.virtual_stages - 1) * p.pp + 1),
+                                     M * v);
+      return chunks / v;
+    }
+  }
+  return 1.0;
+}
+
+MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage) {
+  MemoryBreakdown mem;
+  const Shape x = shape_of(m, p);
+  const StateBytesPerParam sb = state_bytes_per_param(p.precision, p.optimizer);
+  const StageParameters sp = parameters_on_stage(m, p, stage);
+  const double dense = sp.dense, expert = sp.expert;
+  const double dp = d(p.dp), edp = d(p.dp / p.ep);
+  // ZeRO (Rajbhandari et al. 2019, fig. 1): stage 1 shards optimizer states over dp, stage 2
+  // also gradients, stage 3 also weights.
+  auto shard = [&](double v_dense, double v_expert, bool sharded) {
+    return sharded ? v_dense / dp + v_expert / edp : v_dense + v_expert;
+  };
+  mem.weights_bytes = sb.weights * shard(dense, expert, p.zero_stage >= 3);
+  mem.gradients_bytes = sb.gradients * shard(dense, expert, p.zero_stage >= 2);
+  const double opt = sb.optimizer * shard(dense, expert, p.zero_stage >= 1);
+  if (p.offload == Offload::kOptimizer) {
+    mem.host_optimizer_bytes = opt;
+  } else {
+    mem.optimizer_bytes = opt;
+  }
+  // Activations: stored bytes per layer and micro-batch, times the layers of this stage, times
+  // the micro-batches in flight at the peak.
+  std::int64_t stage_layers = 0;
+  const std::vector<std::int64_t> layers = chunk_layers(p, m);
+  for (std::int64_t v = 0; v < p.virtual_stages; ++v)
+    stage_layers += layers[static_cast<std::size_t>(v * p.pp + stage)];
+  const double in_flight = in_flight_micro_batches(p, stage);
+  const double full_layer = layer_activation_bytes(m, p);
+  if (p.recompute == Recompute::kFull) {
+    // Only each layer's input is kept; while one layer is back-propagated, its activations are
+    // rebuilt (one layer's worth on top).
+    const double input = d(x.norm_tokens) * d(x.h) * x.e;
+    mem.activations_bytes = input * d(stage_layers) * in_flight + full_layer;
+  } else {
+    mem.activations_bytes = full_layer * d(stage_layers) * in_flight;
+  }
+  if (stage == p.pp - 1) {
+    // fp32 logits for the cross-entropy: 4*s*b*V/t (Korthikanti et al. 2022, sec. 4.3).
+    mem.activations_bytes += 4.0 * d(x.tokens) * d(padded_vocab(m, p.tp)) / d(p.tp);
+  }
+  if (stage == 0) {
+    // Embedding output (and its dropout mask), per micro-batch in flight.
+    mem.activations_bytes +=
+        d(x.norm_tokens) * d(x.h) * (x.e + (x.dropout ? 1.0 : 0.0)) * in_flight;
+  }
+  if (p.zero_stage == 3) {
+    // Gathered full parameters of the block in use and the one prefetched.
+    double largest = 0;
+    for (const ParamBlock& b : param_blocks_on_stage(m, p, stage))
+      largest = std::max(largest, d(b.dense_params + b.expert_params));
+    mem.buffers_bytes = 2.0 * largest * sb.weights;
+  }
+  return mem;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Communication volume
+
+void add_task_bytes(const std::vector<Task>& tasks, double times, CommVolume& v) {
+  for (const Task& t : tasks) {
+    if (t.kind != TaskKind::kComm) continue;
+    const double b = d(t.bytes_sent()) * times;
+    switch (t.group) {
+      case CommGroup::kTp: v.tp_bytes += b; break;
+      case CommGroup::kPp:
+      case CommGroup::kEmbedding: v.pp_bytes += b; break;
+      case CommGroup::kDp:
+      case CommGroup::kExpertDp: v.dp_bytes += b; break;
+      case CommGroup::kEp: v.ep_bytes += b; break;
+    }
+  }
+}
+
+CommVolume comm_volume_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage) {
+  CommVolume v;
+  const double M = d(p.num_micro_batches());
+  std::int64_t stage_layers = 0;
+  const std::vector<std::int64_t> layers = chunk_layers(p, m);
+  for (std::int64_t c = 0; c < p.virtual_stages; ++c)
+    stage_layers += layers[static_cast<std::size_t>(c * p.pp + stage)];
+  const double L = d(stage_layers);
+  add_task_bytes(layer_forward_tasks(m, p), M * L, v);
+  add_task_bytes(layer_recompute_tasks(m, p), M * L, v);
+  add_task_bytes(layer_backward_tasks(m, p), M * L, v);
+  if (stage == 0) {
+    add_task_bytes(embedding_forward_tasks(m, p), M, v);
+    add_task_bytes(embedding_backward_tasks(m, p), M, v);
+  }
+  if (stage == p.pp - 1) {
+    add_task_bytes(head_forward_tasks(m, p), M, v);
+    add_task_bytes(head_backward_tasks(m, p), M, v);
+  }
+  // Pipeline: each model chunk sends its output forward unless it is the last chunk, and its
+  // input gradient backward unless it is the first, once per micro-batch.
+  const double msg = d(pipeline_message_bytes(m, p));
+  for (std::int64_t c = 0; c < p.virtual_stages; ++c) {
+    const std::int64_t chunk = c * p.pp + stage;
+    if (chunk < p.num_chunks() - 1) v.pp_bytes += msg * M;
+    if (chunk > 0) v.pp_bytes += msg * M;
+  }
+  for (const ParamBlock& b : param_blocks_on_stage(m, p, stage)) {
+    for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kBeforeRecompute,
+                          DpPoint::kBeforeBackward, DpPoint::kAfterBackward,
+                          DpPoint::kAfterLastBackward, DpPoint::kAfterOptimizer}) {
+      add_task_bytes(dp_block_tasks(p, b, point), d(dp_point_count(p, point)), v);
+    }
+  }
+  const OffloadTraffic off = offload_traffic_on_stage(m, p, stage);
+  v.host_bytes = off.device_to_host_bytes + off.host_to_device_bytes;
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Optimizer
+
+double optimizer_step_bytes_per_param(Precision precision, Optimizer optimizer) {
+  const double e = bytes_per_element(precision);
+  const StateBytesPerParam s = state_bytes_per_param(precision, optimizer);
+  // Read the gradient, read and write every optimizer state, write the weight.
+  return e + 2.0 * s.optimizer + e;
+}
+
+double optimizer_params_on_rank(const ModelSpec& m, const Plan& p, std::int64_t stage) {
+  const StageParameters sp = parameters_on_stage(m, p, stage);
+  if (p.zero_stage >= 1) return sp.dense / d(p.dp) + sp.expert / d(p.dp / p.ep);
+  return sp.total();
+}
+
+OffloadTraffic offload_traffic_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage) {
+  OffloadTraffic t;
+  if (p.offload != Offload::kOptimizer) return t;
+  const double params = optimizer_params_on_rank(m, p, stage);
+  const double e = bytes_per_element(p.precision);
+  // ZeRO-Offload (Ren et al. 2021, sec. 4.1): the reduced gradient shard goes to the host, the
+  // CPU runs the optimizer over it, and the updated low-precision weights come back.
+  t.device_to_host_bytes = params * e;
+  t.host_to_device_bytes = params * e;
+  t.host_memory_bytes = params * optimizer_step_bytes_per_param(p.precision, p.optimizer);
+  return t;
+}
+
+}  // namespace trainplan

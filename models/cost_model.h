@@ -1,0 +1,211 @@
+// The cost model of a transformer training step, per rank.
+//
+// One source of truth for what a step does: the ordered tasks of a layer's forward, backward and
+// recompute (GEMMs, memory-bound kernels, and the collectives between them), the embedding and
+// the LM head. The planner sums them analytically, the simulator plays them as events, and the
+// executor issues exactly these collectives, so all three agree on bytes by construction.
+//
+// Sources, cited where used:
+//  - Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using
+//    Megatron-LM" (arXiv:2104.04473): FLOPs (eq. 3), parameter count, schedules.
+//  - Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
+//    (arXiv:2205.05198): activation memory per layer with TP, SP and selective recompute.
+//  - Rajbhandari et al. 2019, "ZeRO" (arXiv:1910.02054): model-state memory by stage.
+//  - Ren et al. 2021, "ZeRO-Offload" (arXiv:2101.06840): optimizer states and step on the host.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "models/cluster_spec.h"
+#include "models/collectives.h"
+#include "models/model_spec.h"
+#include "models/plan.h"
+#include "models/rank_layout.h"
+
+namespace trainplan {
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+struct ParameterCounts {
+  double embedding = 0;            // V*h token table
+  double position = 0;             // max_positions*h for a learned table, 0 for RoPE
+  double attention_per_layer = 0;  // Q, K, V, output projection (+ biases)
+  double mlp_per_layer = 0;        // all experts' MLPs + router
+  double active_mlp_per_layer = 0; // the experts one token passes through (top-k) + router
+  double norm_per_layer = 0;       // the block's two norms
+  double final_norm = 0;
+  double lm_head = 0;              // 0 when tied to the embedding
+  std::int64_t num_layers = 0;
+
+  double per_layer() const { return attention_per_layer + mlp_per_layer + norm_per_layer; }
+  double total() const;
+  // Parameters a token passes through (MoE counts top-k experts), for 6*N*D style estimates.
+  double active() const;
+};
+ParameterCounts count_parameters(const ModelSpec& model);
+
+// Vocabulary padded as Megatron-LM does (make-vocab-size-divisible-by 128, times tp).
+std::int64_t padded_vocab(const ModelSpec& model, std::int64_t tp);
+
+// Parameters held by one rank of pipeline stage `stage` (TP-sharded, before ZeRO sharding).
+// Expert parameters are separate: they are also divided by ep and synchronised over dp/ep.
+struct StageParameters {
+  double dense = 0;   // attention, norms, embeddings, head, router
+  double expert = 0;  // this rank's share of the experts
+  double total() const { return dense + expert; }
+};
+StageParameters parameters_on_stage(const ModelSpec& model, const Plan& plan, std::int64_t stage);
+
+// ---------------------------------------------------------------------------------------------
+// Tasks: what one rank executes, in order.
+enum class TaskKind { kGemm, kAttention, kMemory, kComm };
+// The process group a collective runs in. kExpertDp: replicas holding the same experts
+// (dp/ep of them); kEmbedding: first and last pipeline stage, for tied embeddings.
+enum class CommGroup { kTp, kPp, kDp, kEp, kExpertDp, kEmbedding };
+std::string_view to_string(CommGroup g);
+enum class Pass { kForward, kBackward, kRecompute };
+std::string_view to_string(Pass p);
+
+struct Task {
+  std::string_view name;   // "qkv", "softmax", "tp_all_reduce_attn", ...
+  TaskKind kind = TaskKind::kMemory;
+  // GEMM / attention shape: batch x (m x k) * (k x n).
+  std::int64_t m = 0, n = 0, k = 0, batch = 1;
+  double flops = 0;           // model FLOPs by the papers' convention (full s^2 for attention)
+  double executed_flops = 0;  // what the kernel executes (a causal fused kernel skips half)
+  double bytes = 0;           // device-memory traffic
+  // Collectives: which group, which collective, message size (nccl-tests' S).
+  Collective collective = Collective::kAllReduce;
+  CommGroup group = CommGroup::kTp;
+  std::int64_t group_size = 1;
+  std::int64_t message_bytes = 0;
+
+  std::int64_t bytes_sent() const {
+    return kind == TaskKind::kComm ? bytes_sent_per_rank(collective, message_bytes, group_size)
+                                   : 0;
+  }
+};
+
+// Forward tasks of one transformer layer for one micro-batch on one TP rank.
+std::vector<Task> layer_forward_tasks(const ModelSpec& model, const Plan& plan);
+// Backward tasks of one layer (reverse order; each GEMM gives a data- and a weight-gradient).
+std::vector<Task> layer_backward_tasks(const ModelSpec& model, const Plan& plan);
+// Forward work redone before the backward pass under recompute (empty for none).
+std::vector<Task> layer_recompute_tasks(const ModelSpec& model, const Plan& plan);
+// First stage: token (and position) embedding; last stage: final norm, LM head, loss.
+std::vector<Task> embedding_forward_tasks(const ModelSpec& model, const Plan& plan);
+std::vector<Task> embedding_backward_tasks(const ModelSpec& model, const Plan& plan);
+std::vector<Task> head_forward_tasks(const ModelSpec& model, const Plan& plan);
+std::vector<Task> head_backward_tasks(const ModelSpec& model, const Plan& plan);
+
+// Bytes of the activation tensor a stage boundary sends per micro-batch (scatter/gather
+// optimisation of Narayanan et al. 2021 sec. 4.1 when sequence parallel: each TP rank sends 1/t).
+std::int64_t pipeline_message_bytes(const ModelSpec& model, const Plan& plan);
+
+// Parameter blocks: the unit of data-parallel synchronisation (a gradient bucket, a ZeRO-3
+// gather). A stage holds, in forward order, [embedding], its layers, [head]. Counts are the
+// parameters on one rank (TP-sharded and EP-divided, before ZeRO sharding).
+enum class BlockKind { kEmbedding, kLayer, kHead };
+struct ParamBlock {
+  BlockKind kind = BlockKind::kLayer;
+  std::int64_t layer = -1;  // global layer index for kLayer
+  std::int64_t dense_params = 0;
+  std::int64_t expert_params = 0;
+  bool tied_copy = false;   // holds a tied embedding that pp > 1 keeps on two stages
+  std::int64_t tied_params = 0;  // the tied embedding rows on this rank (when tied_copy)
+};
+std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& model, const Plan& plan,
+                                              std::int64_t stage);
+
+// When a block's data-parallel collectives run.
+enum class DpPoint {
+  kBeforeForward,    // every micro-batch (ZeRO-3 parameter all-gather)
+  kBeforeRecompute,  // every micro-batch, full recompute only (ZeRO-3 gathers again)
+  kBeforeBackward,   // every micro-batch (ZeRO-3)
+  kAfterBackward,    // every micro-batch (ZeRO-2/3 gradient reduce-scatter)
+  kAfterLastBackward,  // once per step (DDP all-reduce, ZeRO-1 reduce-scatter, tied embeddings)
+  kAfterOptimizer,   // once per step (ZeRO-1/2 parameter all-gather)
+};
+std::vector<Task> dp_block_tasks(const Plan& plan, const ParamBlock& block, DpPoint point);
+// How many times per step a point occurs (M for per-micro-batch points, 1 otherwise, 0 for
+// kBeforeRecompute without full recompute).
+std::int64_t dp_point_count(const Plan& plan, DpPoint point);
+
+// ---------------------------------------------------------------------------------------------
+// FLOPs per step (whole model, all ranks)
+struct StepFlops {
+  double model = 0;     // forward + backward, no recompute (MFU numerator; PaLM/Korthikanti)
+  double hardware = 0;  // + recomputed forward (Narayanan et al. eq. 3 counts this)
+};
+StepFlops step_flops(const ModelSpec& model, const Plan& plan);
+// Narayanan et al. 2021 eq. 3 in closed form, for tests and reports:
+// 96*B*s*l*h^2*(1 + s/(6h) + V/(16*l*h)).
+double megatron_eq3_flops(const ModelSpec& model, std::int64_t batch);
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+struct MemoryBreakdown {
+  double weights_bytes = 0;
+  double gradients_bytes = 0;
+  double optimizer_bytes = 0;    // on the device (0 when offloaded)
+  double activations_bytes = 0;  // peak stored activations for the schedule and stage
+  double buffers_bytes = 0;      // ZeRO-3 gathered parameters, communication buffers
+  double host_optimizer_bytes = 0;  // offloaded optimizer states on the host (not device)
+  double device_total() const {
+    return weights_bytes + gradients_bytes + optimizer_bytes + activations_bytes + buffers_bytes;
+  }
+};
+
+// Bytes per parameter of the model states: weights, gradients and optimizer states, before
+// sharding. Mixed-precision AdamW: 2 + 2 + 12 = 16 (Rajbhandari et al. 2019, sec. 3.1).
+struct StateBytesPerParam {
+  double weights = 0, gradients = 0, optimizer = 0;
+  double total() const { return weights + gradients + optimizer; }
+};
+StateBytesPerParam state_bytes_per_param(Precision precision, Optimizer optimizer);
+
+// Stored activation bytes of one layer for one micro-batch on one TP rank (Korthikanti et al.
+// 2022 sec. 4, generalised to GQA, SwiGLU and fused attention).
+double layer_activation_bytes(const ModelSpec& model, const Plan& plan);
+// Micro-batch-layers of activations held at the peak by pipeline stage `stage`, in units of
+// one micro-batch through the stage's layers (GPipe: M; 1F1B: min(pp - stage, M); interleaved:
+// Megatron-LM's warm-up count / virtual_stages).
+double in_flight_micro_batches(const Plan& plan, std::int64_t stage);
+MemoryBreakdown memory_on_stage(const ModelSpec& model, const Plan& plan, std::int64_t stage);
+
+// ---------------------------------------------------------------------------------------------
+// Communication volume per step: bytes one rank of `stage` sends, by group.
+struct CommVolume {
+  double tp_bytes = 0, pp_bytes = 0, dp_bytes = 0, ep_bytes = 0;
+  double host_bytes = 0;  // PCIe traffic of optimizer offload (both directions)
+  double total() const { return tp_bytes + pp_bytes + dp_bytes + ep_bytes; }
+};
+CommVolume comm_volume_on_stage(const ModelSpec& model, const Plan& plan, std::int64_t stage);
+// Sum of bytes_sent_per_rank over a task list, by group (used by comm_volume_on_stage).
+void add_task_bytes(const std::vector<Task>& tasks, double times, CommVolume& volume);
+
+}  // namespace trainplan
+
+namespace trainplan {
+
+// ---------------------------------------------------------------------------------------------
+// The optimizer step: device-memory bytes touched per parameter (a memory-bound kernel).
+// AdamW mixed precision reads the gradient (e bytes), reads and writes fp32 master, m and v
+// (24 bytes) and writes the low-precision weight (e bytes).
+double optimizer_step_bytes_per_param(Precision precision, Optimizer optimizer);
+// Parameters this rank updates per step: its stage parameters, divided by dp under ZeRO >= 1.
+double optimizer_params_on_rank(const ModelSpec& model, const Plan& plan, std::int64_t stage);
+
+// ZeRO-Offload traffic per step for one rank (Ren et al. 2021, sec. 4): gradients to the host,
+// updated weights back, and the host optimizer's memory traffic.
+struct OffloadTraffic {
+  double device_to_host_bytes = 0;
+  double host_to_device_bytes = 0;
+  double host_memory_bytes = 0;  // host DRAM traffic of the CPU optimizer step
+};
+OffloadTraffic offload_traffic_on_stage(const ModelSpec& model, const Plan& plan,
+                                        std::int64_t stage);
+
+}  // namespace trainplan

@@ -1,0 +1,174 @@
+// Strict JSON reading; see json_util.h. Tested by tests/models/json_util_test.cc.
+#include "models/json_util.h"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace trainplan {
+
+Result<Json> parse_json_text(std::string_view text, std::string_view source) {
+  try {
+    return Json::parse(text.begin(), text.end());
+  } catch (const Json::parse_error& e) {
+    std::ostringstream os;
+    os << source << ": malformed JSON at byte " << e.byte << ": " << e.what();
+    return Status::Error(os.str());
+  }
+}
+
+std::string json_value_for_message(const Json& value) {
+  std::string s = value.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+JsonReader::JsonReader(const Json& json, std::string where)
+    : json_(json), where_(std::move(where)) {
+  if (!json_.is_object()) {
+    is_object_ = false;
+    fail(where_ + ": expected a JSON object, got " + json_value_for_message(json_));
+  }
+}
+
+void JsonReader::fail(const std::string& message) {
+  if (status_.ok()) status_ = Status::Error(message);
+}
+
+void JsonReader::fail_field(const char* key, const std::string& why) {
+  fail(where_ + ": field '" + key + "': " + why);
+}
+
+void JsonReader::accept(const char* key) { known_.insert(key); }
+
+const Json* JsonReader::find(const char* key, bool required) {
+  known_.insert(key);
+  if (failed() || !is_object_) return nullptr;
+  auto it = json_.find(key);
+  if (it == json_.end() || it->is_null()) {
+    if (required) fail(where_ + ": missing required field '" + key + "'");
+    return nullptr;
+  }
+  return &*it;
+}
+
+bool JsonReader::get_int(const char* key, std::int64_t& out, std::int64_t min,
+                         std::int64_t max, bool required) {
+  const Json* v = find(key, required);
+  if (v == nullptr) return false;
+  std::int64_t value = 0;
+  if (v->is_number_unsigned()) {
+    auto u = v->get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      fail_field(key, "value " + v->dump() + " is out of range [" + std::to_string(min) + ", " +
+                          std::to_string(max) + "]");
+      return true;
+    }
+    value = static_cast<std::int64_t>(u);
+  } else if (v->is_number_integer()) {
+    value = v->get<std::int64_t>();
+  } else if (v->is_number_float()) {
+    double d = v->get<double>();
+    if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e15) {
+      fail_field(key, "value " + v->dump() + " is not a whole number");
+      return true;
+    }
+    value = static_cast<std::int64_t>(d);
+  } else {
+    fail_field(key, "expected an integer, got " + json_value_for_message(*v));
+    return true;
+  }
+  if (value < min || value > max) {
+    fail_field(key, "value " + std::to_string(value) + " is out of range [" +
+                        std::to_string(min) + ", " + std::to_string(max) + "]");
+    return true;
+  }
+  out = value;
+  return true;
+}
+
+bool JsonReader::get_double(const char* key, double& out, double min, double max,
+                            bool required) {
+  const Json* v = find(key, required);
+  if (v == nullptr) return false;
+  if (!v->is_number()) {
+    fail_field(key, "expected a number, got " + json_value_for_message(*v));
+    return true;
+  }
+  double d = v->get<double>();
+  if (!std::isfinite(d) || d < min || d > max) {
+    std::ostringstream os;
+    os << "value " << v->dump() << " is out of range [" << min << ", " << max << "]";
+    fail_field(key, os.str());
+    return true;
+  }
+  out = d;
+  return true;
+}
+
+bool JsonReader::get_bool(const char* key, bool& out, bool required) {
+  const Json* v = find(key, required);
+  if (v == nullptr) return false;
+  if (!v->is_boolean()) {
+    fail_field(key, "expected true or false, got " + json_value_for_message(*v));
+    return true;
+  }
+  out = v->get<bool>();
+  return true;
+}
+
+bool JsonReader::get_string(const char* key, std::string& out, bool required) {
+  const Json* v = find(key, required);
+  if (v == nullptr) return false;
+  if (!v->is_string()) {
+    fail_field(key, "expected a string, got " + json_value_for_message(*v));
+    return true;
+  }
+  out = v->get<std::string>();
+  return true;
+}
+
+bool JsonReader::get_choice(const char* key, int& out, std::initializer_list<const char*> names,
+                            bool required) {
+  std::string s;
+  if (!get_string(key, s, required) || failed()) return false;
+  int i = 0;
+  for (const char* n : names) {
+    if (s == n) {
+      out = i;
+      return true;
+    }
+    ++i;
+  }
+  std::string allowed;
+  for (const char* n : names) allowed += (allowed.empty() ? "" : ", ") + std::string(n);
+  fail_field(key, "unknown value \"" + s + "\" (expected one of: " + allowed + ")");
+  return true;
+}
+
+const Json* JsonReader::get_object(const char* key, bool required) {
+  const Json* v = find(key, required);
+  if (v == nullptr) return nullptr;
+  if (!v->is_object()) {
+    fail_field(key, "expected an object, got " + json_value_for_message(*v));
+    return nullptr;
+  }
+  return v;
+}
+
+Status JsonReader::finish(bool allow_unknown) {
+  if (failed()) return status_;
+  if (!allow_unknown) {
+    for (auto it = json_.begin(); it != json_.end(); ++it) {
+      if (known_.count(it.key()) == 0) {
+        std::string allowed;
+        for (const auto& k : known_) allowed += (allowed.empty() ? "" : ", ") + k;
+        return Status::Error(where_ + ": unknown field '" + it.key() + "' (known fields: " +
+                             allowed + ")");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace trainplan

@@ -1,0 +1,215 @@
+// Plan loading and validation. Tested by tests/models/plan_test.cc.
+#include "models/plan.h"
+
+#include <numeric>
+#include <sstream>
+
+namespace trainplan {
+
+std::string_view to_string(Schedule s) {
+  switch (s) {
+    case Schedule::kNaive: return "naive";
+    case Schedule::kGpipe: return "gpipe";
+    case Schedule::k1F1B: return "1f1b";
+    case Schedule::kInterleaved: return "interleaved";
+  }
+  return "?";
+}
+std::string_view to_string(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+std::string_view to_string(Optimizer o) {
+  switch (o) {
+    case Optimizer::kAdamW: return "adamw";
+    case Optimizer::kSgd: return "sgd";
+    case Optimizer::kSgdMomentum: return "sgd-momentum";
+  }
+  return "?";
+}
+std::string_view to_string(Offload o) { return o == Offload::kNone ? "none" : "optimizer"; }
+std::string_view to_string(AttentionImpl a) {
+  return a == AttentionImpl::kFused ? "fused" : "unfused";
+}
+
+Result<Plan> plan_from_json(const Json& j, std::string_view source) {
+  Plan p;
+  JsonReader r(j, "plan '" + std::string(source) + "'");
+  using PL = PlanLimits;
+  r.accept("schema");
+  r.accept("notes");
+  r.get_int("tp", p.tp, 1, PL::kMaxDegree, true);
+  r.get_int("pp", p.pp, 1, PL::kMaxDegree, true);
+  r.get_int("dp", p.dp, 1, PL::kMaxDegree, true);
+  r.get_int("ep", p.ep, 1, PL::kMaxDegree, false);
+  std::int64_t zero = 0;
+  r.get_int("zero_stage", zero, 0, 3, false);
+  p.zero_stage = static_cast<int>(zero);
+  r.get_int("micro_batch_size", p.micro_batch_size, 1, PL::kMaxBatch, true);
+  r.get_int("global_batch_size", p.global_batch_size, 1, PL::kMaxBatch, true);
+  int c = 0;
+  if (r.get_choice("schedule", c, {"naive", "gpipe", "1f1b", "interleaved"}, false))
+    p.schedule = static_cast<Schedule>(c);
+  r.get_int("virtual_stages", p.virtual_stages, 1, PL::kMaxVirtualStages, false);
+  if (r.get_choice("recompute", c, {"none", "selective", "full"}, false))
+    p.recompute = static_cast<Recompute>(c);
+  r.get_bool("sequence_parallel", p.sequence_parallel, false);
+  if (r.get_choice("precision", c, {"bf16", "fp16", "fp32"}, false))
+    p.precision = static_cast<Precision>(c);
+  if (r.get_choice("optimizer", c, {"adamw", "sgd", "sgd-momentum"}, false))
+    p.optimizer = static_cast<Optimizer>(c);
+  if (r.get_choice("offload", c, {"none", "optimizer"}, false))
+    p.offload = static_cast<Offload>(c);
+  if (r.get_choice("attention", c, {"fused", "unfused"}, false))
+    p.attention = static_cast<AttentionImpl>(c);
+  r.accept("layers_per_stage");
+  if (r.failed()) return r.finish();
+  if (auto it = j.find("layers_per_stage"); it != j.end() && !it->is_null()) {
+    if (!it->is_array())
+      return Status::Error(r.where() + ": field 'layers_per_stage': expected an array, got " +
+                           json_value_for_message(*it));
+    for (const auto& v : *it) {
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 1 ||
+          v.get<std::int64_t>() > ModelLimits::kMaxLayers)
+        return Status::Error(r.where() + ": field 'layers_per_stage': entry " +
+                             json_value_for_message(v) + " is not a layer count in [1, 65536]");
+      p.layers_per_stage.push_back(v.get<std::int64_t>());
+    }
+  }
+  TRAINPLAN_RETURN_IF_ERROR(r.finish());
+  Status st = validate_plan(p);
+  if (!st.ok()) return Status::Error(r.where() + ": " + st.message());
+  return p;
+}
+
+Json plan_to_json(const Plan& p) {
+  Json j;
+  j["schema"] = "trainplan.plan/1";
+  j["tp"] = p.tp;
+  j["pp"] = p.pp;
+  j["dp"] = p.dp;
+  j["ep"] = p.ep;
+  j["zero_stage"] = p.zero_stage;
+  j["micro_batch_size"] = p.micro_batch_size;
+  j["global_batch_size"] = p.global_batch_size;
+  j["schedule"] = std::string(to_string(p.schedule));
+  j["virtual_stages"] = p.virtual_stages;
+  j["recompute"] = std::string(to_string(p.recompute));
+  j["sequence_parallel"] = p.sequence_parallel;
+  j["precision"] = std::string(to_string(p.precision));
+  j["optimizer"] = std::string(to_string(p.optimizer));
+  j["offload"] = std::string(to_string(p.offload));
+  j["attention"] = std::string(to_string(p.attention));
+  if (!p.layers_per_stage.empty()) j["layers_per_stage"] = p.layers_per_stage;
+  return j;
+}
+
+std::string describe(const Plan& p) {
+  std::ostringstream os;
+  os << "tp=" << p.tp << " pp=" << p.pp << " dp=" << p.dp;
+  if (p.ep > 1) os << " ep=" << p.ep;
+  os << " zero=" << p.zero_stage << " mbs=" << p.micro_batch_size << " " << to_string(p.schedule);
+  if (p.schedule == Schedule::kInterleaved) os << "x" << p.virtual_stages;
+  os << " recompute=" << to_string(p.recompute);
+  if (p.sequence_parallel) os << " sp";
+  if (p.offload != Offload::kNone) os << " offload";
+  return os.str();
+}
+
+Status validate_plan(const Plan& p) {
+  auto err = [](const std::string& s) { return Status::Error(s); };
+  const std::int64_t kMax = PlanLimits::kMaxDegree;
+  if (p.tp < 1 || p.pp < 1 || p.dp < 1 || p.ep < 1)
+    return err("parallel degrees tp, pp, dp, ep must be at least 1");
+  if (p.tp > kMax || p.pp > kMax || p.dp > kMax || p.tp * p.pp > kMax || p.tp * p.pp * p.dp > kMax)
+    return err("world size tp*pp*dp = " + std::to_string(p.tp) + "*" + std::to_string(p.pp) +
+               "*" + std::to_string(p.dp) + " exceeds the limit of " + std::to_string(kMax));
+  if (p.zero_stage < 0 || p.zero_stage > 3)
+    return err("zero_stage=" + std::to_string(p.zero_stage) + " must be 0, 1, 2 or 3");
+  if (p.dp % p.ep != 0)
+    return err("ep=" + std::to_string(p.ep) + " does not divide dp=" + std::to_string(p.dp));
+  if (p.micro_batch_size < 1 || p.global_batch_size < 1)
+    return err("batch sizes must be at least 1");
+  if (p.micro_batch_size > PlanLimits::kMaxBatch || p.global_batch_size > PlanLimits::kMaxBatch)
+    return err("batch sizes must be at most 2^30");
+  if (p.global_batch_size % (p.micro_batch_size * p.dp) != 0)
+    return err("global_batch_size=" + std::to_string(p.global_batch_size) +
+               " is not divisible by micro_batch_size*dp = " +
+               std::to_string(p.micro_batch_size * p.dp));
+  const std::int64_t m = p.num_micro_batches();
+  if (p.schedule == Schedule::kNaive && m != 1)
+    return err("schedule naive runs one micro-batch per replica: micro_batch_size must equal "
+               "global_batch_size/dp = " + std::to_string(p.global_batch_size / p.dp));
+  if (p.schedule != Schedule::kInterleaved && p.virtual_stages != 1)
+    return err("virtual_stages=" + std::to_string(p.virtual_stages) +
+               " needs schedule interleaved");
+  if (p.schedule == Schedule::kInterleaved) {
+    if (p.pp < 2) return err("schedule interleaved needs pp >= 2");
+    if (p.virtual_stages < 2) return err("schedule interleaved needs virtual_stages >= 2");
+    // Megatron-LM's interleaved schedule runs micro-batches in groups of pp.
+    if (m % p.pp != 0)
+      return err("schedule interleaved needs the number of micro-batches (" + std::to_string(m) +
+                 ") to be a multiple of pp=" + std::to_string(p.pp));
+  }
+  if (p.sequence_parallel && p.tp < 2) return err("sequence_parallel needs tp >= 2");
+  if (p.offload != Offload::kNone && p.optimizer == Optimizer::kSgd)
+    return err("offload optimizer: plain sgd has no optimizer states to offload");
+  if (!p.layers_per_stage.empty() &&
+      static_cast<std::int64_t>(p.layers_per_stage.size()) != p.num_chunks())
+    return err("layers_per_stage has " + std::to_string(p.layers_per_stage.size()) +
+               " entries, expected pp*virtual_stages = " + std::to_string(p.num_chunks()));
+  return Status::Ok();
+}
+
+Status check_plan_fits_model(const Plan& p, const ModelSpec& m) {
+  auto err = [](const std::string& s) { return Status::Error(s, ExitCode::kInfeasible); };
+  auto s = [](std::int64_t v) { return std::to_string(v); };
+  if (m.num_attention_heads % p.tp != 0)
+    return err("tp=" + s(p.tp) + " does not divide num_attention_heads=" +
+               s(m.num_attention_heads));
+  if (m.num_kv_heads % p.tp != 0)
+    return err("tp=" + s(p.tp) + " does not divide num_kv_heads=" + s(m.num_kv_heads));
+  if (m.ffn_hidden_size % p.tp != 0)
+    return err("tp=" + s(p.tp) + " does not divide ffn_hidden_size=" + s(m.ffn_hidden_size));
+  if (p.sequence_parallel && m.seq_len % p.tp != 0)
+    return err("sequence_parallel: tp=" + s(p.tp) + " does not divide seq_len=" + s(m.seq_len));
+  if (p.ep > 1 && !m.is_moe()) return err("ep=" + s(p.ep) + " needs a mixture-of-experts model");
+  if (m.num_experts % p.ep != 0)
+    return err("ep=" + s(p.ep) + " does not divide num_experts=" + s(m.num_experts));
+  if (p.layers_per_stage.empty()) {
+    if (m.num_layers % p.num_chunks() != 0)
+      return err("num_layers=" + s(m.num_layers) + " cannot be split evenly over pp*virtual_stages = " +
+                 s(p.num_chunks()) + " model chunks");
+  } else {
+    std::int64_t total = std::accumulate(p.layers_per_stage.begin(), p.layers_per_stage.end(),
+                                         std::int64_t{0});
+    if (total != m.num_layers)
+      return err("layers_per_stage sums to " + s(total) + ", the model has num_layers=" +
+                 s(m.num_layers));
+  }
+  return Status::Ok();
+}
+
+Status check_plan_world_size(const Plan& p, std::int64_t world_size) {
+  if (p.world_size() != world_size)
+    return Status::Error("the plan needs tp*pp*dp = " + std::to_string(p.tp) + "*" +
+                             std::to_string(p.pp) + "*" + std::to_string(p.dp) + " = " +
+                             std::to_string(p.world_size()) + " ranks, but " +
+                             std::to_string(world_size) + " are available",
+                         ExitCode::kInfeasible);
+  return Status::Ok();
+}
+
+std::vector<std::int64_t> chunk_layers(const Plan& p, const ModelSpec& m) {
+  if (!p.layers_per_stage.empty()) return p.layers_per_stage;
+  const std::int64_t chunks = p.num_chunks();
+  std::vector<std::int64_t> out(static_cast<std::size_t>(chunks), m.num_layers / chunks);
+  for (std::int64_t i = 0; i < m.num_layers % chunks; ++i) ++out[static_cast<std::size_t>(i)];
+  return out;
+}
+
+}  // namespace trainplan

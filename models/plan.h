@@ -1,0 +1,85 @@
+// The plan: how one training step is split across GPUs. Written by `plan --emit-plan`, read by
+// `simulate` and `execute`. Every field round-trips through plan_to_json / plan_from_json.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/cluster_spec.h"
+#include "models/json_util.h"
+#include "models/model_spec.h"
+#include "models/status.h"
+
+namespace trainplan {
+
+// naive: layers split across stages, the whole per-replica batch as one micro-batch (one stage
+// busy at a time). gpipe: all forwards, then all backwards (Huang et al. 2019). 1f1b: one
+// forward one backward, PipeDream-flush (Narayanan et al. 2021). interleaved: 1F1B over
+// `virtual_stages` model chunks per device (Narayanan et al. 2021, sec. 2.2).
+enum class Schedule { kNaive, kGpipe, k1F1B, kInterleaved };
+// none: store every activation. selective: recompute the attention core (softmax, dropout,
+// scores x V), Korthikanti et al. 2022 sec. 5. full: store only each layer's input, recompute
+// the layer's forward in the backward pass.
+enum class Recompute { kNone, kSelective, kFull };
+enum class Optimizer { kAdamW, kSgd, kSgdMomentum };
+enum class Offload { kNone, kOptimizer };  // ZeRO-Offload: optimizer states + step on the host
+// fused: a memory-efficient attention kernel (FlashAttention; no s^2 tensor kept). unfused:
+// scores, softmax and dropout materialised (Megatron-LM 2021).
+enum class AttentionImpl { kFused, kUnfused };
+
+std::string_view to_string(Schedule s);
+std::string_view to_string(Recompute r);
+std::string_view to_string(Optimizer o);
+std::string_view to_string(Offload o);
+std::string_view to_string(AttentionImpl a);
+
+struct Plan {
+  std::int64_t tp = 1;                 // tensor-parallel degree (Megatron column/row split)
+  std::int64_t pp = 1;                 // pipeline stages (physical)
+  std::int64_t dp = 1;                 // data-parallel replicas
+  std::int64_t ep = 1;                 // expert-parallel degree (MoE), carved out of dp
+  int zero_stage = 0;                  // 0: DDP, 1: optimizer states, 2: + gradients, 3: + weights
+  std::int64_t micro_batch_size = 1;   // sequences per micro-batch per replica
+  std::int64_t global_batch_size = 1;  // sequences per optimizer step, all replicas
+  Schedule schedule = Schedule::k1F1B;
+  std::int64_t virtual_stages = 1;     // model chunks per device (interleaved only)
+  Recompute recompute = Recompute::kNone;
+  bool sequence_parallel = false;      // Korthikanti et al. 2022: shard norms/dropout over tp
+  Precision precision = Precision::kBf16;
+  Optimizer optimizer = Optimizer::kAdamW;
+  Offload offload = Offload::kNone;
+  AttentionImpl attention = AttentionImpl::kFused;
+  // Layers per model chunk, in pipeline order (pp * virtual_stages entries). Empty: even split.
+  std::vector<std::int64_t> layers_per_stage;
+
+  std::int64_t world_size() const { return tp * pp * dp; }
+  std::int64_t num_chunks() const { return pp * virtual_stages; }
+  // Micro-batches per replica per step (M). Only meaningful for a validated plan.
+  std::int64_t num_micro_batches() const { return global_batch_size / (micro_batch_size * dp); }
+};
+
+struct PlanLimits {
+  static constexpr std::int64_t kMaxDegree = std::int64_t{1} << 24;
+  static constexpr std::int64_t kMaxBatch = std::int64_t{1} << 30;
+  static constexpr std::int64_t kMaxVirtualStages = 1024;
+};
+
+Result<Plan> plan_from_json(const Json& json, std::string_view source);
+Json plan_to_json(const Plan& plan);
+// One line: "tp=8 pp=4 dp=2 zero=1 mbs=2 1f1b recompute=full sp".
+std::string describe(const Plan& plan);
+
+// Checks that the plan is consistent on its own (degrees, batch divisibility, schedule fields).
+Status validate_plan(const Plan& plan);
+// Checks the plan against a model and a world size: why it cannot run, or Ok. The planner uses
+// the same checks to prune, so messages read as reasons ("tp=16 does not divide ...").
+Status check_plan_fits_model(const Plan& plan, const ModelSpec& model);
+Status check_plan_world_size(const Plan& plan, std::int64_t world_size);
+
+// Layers held by each model chunk (pp * virtual_stages entries), in pipeline order: chunk c is
+// on stage c % pp (Megatron-LM's interleaved assignment).
+std::vector<std::int64_t> chunk_layers(const Plan& plan, const ModelSpec& model);
+
+}  // namespace trainplan

@@ -1,0 +1,43 @@
+// Discrete-event simulator of one training step on every rank (issue 3).
+//
+// Contract used by the planner and the `simulate` tool. The implementation lives in this folder;
+// it builds on models/ only (cost_model tasks, compute_model times, collectives, rank_layout).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "models/cluster_spec.h"
+#include "models/compute_model.h"
+#include "models/model_spec.h"
+#include "models/plan.h"
+#include "models/step_report.h"
+
+namespace trainplan {
+
+// How the data-parallel gradient sum is done. ring: NCCL-style ring / hierarchical all-reduce
+// (DDP). gather_broadcast: torch.nn.DataParallel's gather to one GPU and broadcast back.
+enum class DpAlgorithm { kRing, kGatherBroadcast };
+
+struct SimOptions {
+  std::optional<HardwareProfile> hardware;  // measured rates replace the GPU preset's
+  std::string rank_order = "tp,dp,pp";      // innermost first (Megatron-LM default)
+  bool all_ranks = false;       // simulate every rank instead of one replica per symmetric set
+  bool free_communication = false;  // collectives take zero time (tests of pure schedules)
+  bool uniform_compute = false;     // every layer forward 1 unit, backward 2 (tests)
+  bool collect_trace = false;   // fill SimResult::trace_json
+  DpAlgorithm dp_algorithm = DpAlgorithm::kRing;
+};
+
+struct SimResult {
+  StepReport report;            // kind "predicted"
+  std::int64_t events = 0;      // events processed (for the events/s benchmark)
+  std::string trace_json;       // Chrome trace (when collect_trace)
+};
+
+// Simulates one optimizer step. Errors: the plan does not fit the model or the cluster size.
+Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& cluster,
+                                const Plan& plan, const SimOptions& options);
+
+}  // namespace trainplan

@@ -1,0 +1,213 @@
+// Command-line edge; see cli.h. Tested by tests/tools/cli_test.cc and the tools' end-to-end tests.
+#include "tools/cli.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace trainplan::cli {
+
+Args::Args(std::string program, std::string summary, std::vector<Option> options)
+    : program_(std::move(program)), summary_(std::move(summary)), options_(std::move(options)) {}
+
+Status Args::parse(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      help_ = true;
+      continue;
+    }
+    if (a.rfind("--", 0) != 0)
+      return Status::Error("unexpected argument '" + a + "' (options start with --)",
+                           ExitCode::kUsage);
+    std::string name = a.substr(2), value;
+    bool inline_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      inline_value = true;
+    }
+    const Option* opt = nullptr;
+    for (const Option& o : options_)
+      if (o.name == name) opt = &o;
+    if (opt == nullptr)
+      return Status::Error("unknown option '--" + name + "' (see --help)", ExitCode::kUsage);
+    if (values_.count(name))
+      return Status::Error("option '--" + name + "' given twice", ExitCode::kUsage);
+    if (opt->takes_value && !inline_value) {
+      if (i + 1 >= argc)
+        return Status::Error("option '--" + name + "' needs a value", ExitCode::kUsage);
+      value = argv[++i];
+    } else if (!opt->takes_value && inline_value) {
+      return Status::Error("option '--" + name + "' takes no value", ExitCode::kUsage);
+    }
+    values_[name] = opt->takes_value ? value : "1";
+  }
+  return Status::Ok();
+}
+
+std::string Args::get(const std::string& name, const std::string& fallback) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+Result<std::int64_t> Args::get_int(const std::string& name, std::int64_t fallback,
+                                   std::int64_t min, std::int64_t max) const {
+  if (!has(name)) return fallback;
+  const std::string s = get(name);
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno == ERANGE)
+    return Status::Error("--" + name + ": '" + s + "' is not an integer", ExitCode::kUsage);
+  if (v < min || v > max)
+    return Status::Error("--" + name + ": value " + s + " is out of range [" +
+                             std::to_string(min) + ", " + std::to_string(max) + "]",
+                         ExitCode::kUsage);
+  return static_cast<std::int64_t>(v);
+}
+
+Result<double> Args::get_double(const std::string& name, double fallback, double min,
+                                double max) const {
+  if (!has(name)) return fallback;
+  const std::string s = get(name);
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || errno == ERANGE || !(v >= min && v <= max)) {
+    std::ostringstream os;
+    os << "--" << name << ": '" << s << "' is not a number in [" << min << ", " << max << "]";
+    return Status::Error(os.str(), ExitCode::kUsage);
+  }
+  return v;
+}
+
+std::string Args::usage() const {
+  std::ostringstream os;
+  os << "usage: " << program_ << " [options]\n" << summary_ << "\n\noptions:\n";
+  for (const Option& o : options_) {
+    std::string flag = "--" + o.name + (o.takes_value ? " VALUE" : "");
+    os << "  " << flag << std::string(flag.size() < 26 ? 26 - flag.size() : 1, ' ') << o.help
+       << "\n";
+  }
+  os << "  -h, --help                 this text\n";
+  return os.str();
+}
+
+Result<std::string> read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::Error("cannot read '" + path + "': " + std::strerror(errno), ExitCode::kIo);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Status::Error("error reading '" + path + "'", ExitCode::kIo);
+  return ss.str();
+}
+
+Status write_file_atomic(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      return Status::Error("cannot write '" + path + "': " + std::strerror(errno), ExitCode::kIo);
+    out << content;
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return Status::Error("error writing '" + path + "'", ExitCode::kIo);
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return Status::Error("cannot write '" + path + "': " + why, ExitCode::kIo);
+  }
+  return Status::Ok();
+}
+
+Result<Json> read_json_file(const std::string& path) {
+  auto text = read_text_file(path);
+  if (!text.ok()) return text.status();
+  return parse_json_text(*text, path);
+}
+
+Result<ModelSpec> load_model(const Args& args) {
+  if (!args.has("model"))
+    return Status::Error("missing --model FILE (e.g. models/gpt3.json)", ExitCode::kUsage);
+  const std::string path = args.get("model");
+  auto json = read_json_file(path);
+  if (!json.ok()) return json.status();
+  auto model = model_from_json(*json, path);
+  if (!model.ok()) return model;
+  if (args.has("seq-len")) {
+    auto s = args.get_int("seq-len", 0, 1, ModelLimits::kMaxSeq);
+    if (!s.ok()) return s.status();
+    return with_seq_len(*model, *s);
+  }
+  return model;
+}
+
+Result<Plan> load_plan(const std::string& path) {
+  auto json = read_json_file(path);
+  if (!json.ok()) return json.status();
+  return plan_from_json(*json, path);
+}
+
+Result<ClusterSpec> load_cluster(const Args& args) {
+  Result<ClusterSpec> cluster = Status::Error("no cluster");
+  if (args.has("cluster")) {
+    for (const char* other : {"gpus", "gpu", "gpus-per-node"})
+      if (args.has(other))
+        return Status::Error(std::string("--cluster and --") + other + " cannot be combined",
+                             ExitCode::kUsage);
+    auto json = read_json_file(args.get("cluster"));
+    if (!json.ok()) return json.status();
+    cluster = cluster_from_json(*json, args.get("cluster"));
+  } else {
+    if (!args.has("gpus"))
+      return Status::Error("missing --gpus N (or --cluster FILE)", ExitCode::kUsage);
+    auto gpus = args.get_int("gpus", 8, 1, ClusterLimits::kMaxGpus);
+    if (!gpus.ok()) return gpus.status();
+    auto per_node = args.get_int("gpus-per-node", 8, 1, ClusterLimits::kMaxGpusPerNode);
+    if (!per_node.ok()) return per_node.status();
+    cluster = make_cluster(args.get("gpu", "H100-80GB"), *gpus, *per_node);
+  }
+  if (!cluster.ok()) return cluster;
+  auto hw = load_hardware(args);
+  if (!hw.ok()) return hw.status();
+  if (hw->has_value()) apply_profile_links(**hw, *cluster);
+  return cluster;
+}
+
+Result<std::optional<HardwareProfile>> load_hardware(const Args& args) {
+  if (!args.has("hardware")) return std::optional<HardwareProfile>{};
+  auto json = read_json_file(args.get("hardware"));
+  if (!json.ok()) return json.status();
+  auto p = hardware_profile_from_json(*json, args.get("hardware"));
+  if (!p.ok()) return p.status();
+  return std::optional<HardwareProfile>(*p);
+}
+
+std::vector<Args::Option> model_cluster_options() {
+  return {
+      {"model", true, "model JSON (ours or a Hugging Face config.json)"},
+      {"seq-len", true, "training sequence length (default: the model's)"},
+      {"cluster", true, "cluster JSON (instead of --gpus/--gpu/--gpus-per-node)"},
+      {"gpus", true, "number of GPUs (default cluster: H100-80GB, 8 per node)"},
+      {"gpu", true, "GPU preset: A100-40GB, A100-80GB, H100-80GB, H200-141GB, B200-192GB"},
+      {"gpus-per-node", true, "GPUs per node (default 8)"},
+      {"hardware", true, "measured hardware profile from `calibrate`"},
+  };
+}
+
+int fail(const std::string& program, const Status& status) {
+  std::cerr << program << ": error: " << status.message() << std::endl;
+  return static_cast<int>(status.code());
+}
+
+}  // namespace trainplan::cli

@@ -1,0 +1,68 @@
+// The edge of the program: argument parsing, file reading and atomic writing, and the common
+// --model / cluster options. Only tools/ link this; libraries do no file I/O.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/cluster_spec.h"
+#include "models/compute_model.h"
+#include "models/json_util.h"
+#include "models/model_spec.h"
+#include "models/plan.h"
+#include "models/status.h"
+
+namespace trainplan::cli {
+
+// A strict command-line parser: --name value, --name=value, and boolean --flag. Unknown
+// options, missing values and repeated options are errors that name the option.
+class Args {
+ public:
+  struct Option {
+    std::string name;   // without the leading dashes
+    bool takes_value;
+    std::string help;
+  };
+  Args(std::string program, std::string summary, std::vector<Option> options);
+  Status parse(int argc, char** argv);
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+  std::string get(const std::string& name, const std::string& fallback = "") const;
+  Result<std::int64_t> get_int(const std::string& name, std::int64_t fallback, std::int64_t min,
+                               std::int64_t max) const;
+  Result<double> get_double(const std::string& name, double fallback, double min,
+                            double max) const;
+  std::string usage() const;
+  bool help_requested() const { return help_; }
+
+ private:
+  std::string program_, summary_;
+  std::vector<Option> options_;
+  std::map<std::string, std::string> values_;
+  bool help_ = false;
+};
+
+Result<std::string> read_text_file(const std::string& path);
+// Writes to PATH.tmp.PID, then renames over PATH: a reader never sees a half-written file.
+Status write_file_atomic(const std::string& path, const std::string& content);
+Result<Json> read_json_file(const std::string& path);
+
+// --model FILE [--seq-len N]
+Result<ModelSpec> load_model(const Args& args);
+// --plan FILE
+Result<Plan> load_plan(const std::string& path);
+// --cluster FILE, or --gpus N [--gpu NAME] [--gpus-per-node G] (default: H100-80GB, 8 per node),
+// then --hardware FILE replaces link figures with measured ones.
+Result<ClusterSpec> load_cluster(const Args& args);
+// --hardware FILE (optional).
+Result<std::optional<HardwareProfile>> load_hardware(const Args& args);
+
+// The options every model/cluster tool shares, for Args' option list.
+std::vector<Args::Option> model_cluster_options();
+
+// Prints "PROGRAM: error: MESSAGE" to stderr and returns the exit code for the status.
+int fail(const std::string& program, const Status& status);
+
+}  // namespace trainplan::cli
