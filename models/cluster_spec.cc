@@ -244,7 +244,10 @@ Result<ClusterSpec> cluster_from_json(const Json& j, std::string_view source) {
   } else if (it->is_object()) {
     auto g = gpu_from_json(*it, where);
     if (!g.ok()) return g.status();
-    std::string base = it->value("base", "H100-80GB");
+    // gpu_from_json has checked that "base", when present and not null, is a known preset.
+    const auto b = it->find("base");
+    const std::string base =
+        b != it->end() && b->is_string() ? b->get<std::string>() : std::string("H100-80GB");
     auto p = find_preset(base);
     if (!p.ok()) p = find_preset("H100-80GB");
     base_links = *p;

@@ -1,6 +1,7 @@
 // Collective math; see collectives.h. Tested by tests/models/collectives_test.cc.
 #include "models/collectives.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace trainplan {
@@ -86,6 +87,36 @@ double hierarchical_all_reduce_time_s(std::int64_t message_bytes, std::int64_t n
                                 inter_latency_s) +
          ring_collective_time_s(Collective::kAllGather, message_bytes, per_node,
                                 intra_bytes_per_s, intra_latency_s);
+}
+
+double group_collective_time_s(Collective c, std::int64_t message_bytes, std::int64_t nodes,
+                               std::int64_t per_node, double intra_bytes_per_s,
+                               double intra_latency_s, double inter_bytes_per_s,
+                               double inter_latency_s) {
+  if (nodes <= 1)
+    return ring_collective_time_s(c, message_bytes, per_node, intra_bytes_per_s, intra_latency_s);
+  if (per_node <= 1)
+    return ring_collective_time_s(c, message_bytes, nodes, inter_bytes_per_s, inter_latency_s);
+  const std::int64_t shard = (message_bytes + per_node - 1) / per_node;
+  switch (c) {
+    case Collective::kAllReduce:
+      return hierarchical_all_reduce_time_s(message_bytes, nodes, per_node, intra_bytes_per_s,
+                                            intra_latency_s, inter_bytes_per_s, inter_latency_s);
+    case Collective::kReduceScatter:
+    case Collective::kAllGather:
+      return ring_collective_time_s(c, message_bytes, per_node, intra_bytes_per_s,
+                                    intra_latency_s) +
+             ring_collective_time_s(c, shard, nodes, inter_bytes_per_s, inter_latency_s);
+    case Collective::kAllToAll: {
+      const double n = static_cast<double>(nodes * per_node), bytes = static_cast<double>(message_bytes);
+      const double inter = bytes * (n - static_cast<double>(per_node)) / n / inter_bytes_per_s;
+      const double intra = bytes * (static_cast<double>(per_node) - 1.0) / n / intra_bytes_per_s;
+      return static_cast<double>(nodes * per_node - 1) * inter_latency_s + std::max(inter, intra);
+    }
+    default:
+      return ring_collective_time_s(c, message_bytes, nodes * per_node, inter_bytes_per_s,
+                                    inter_latency_s);
+  }
 }
 
 double gather_broadcast_time_s(std::int64_t message_bytes, std::int64_t n,

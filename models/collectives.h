@@ -52,6 +52,16 @@ double hierarchical_all_reduce_time_s(std::int64_t message_bytes, std::int64_t n
                                       double intra_latency_s, double inter_bytes_per_s,
                                       double inter_latency_s);
 
+// Any collective over a group of `nodes` x `per_node` ranks (per_node consecutive ranks in each
+// node): one level when the group fits in a node; otherwise the two-level decomposition
+// (all-reduce as above; reduce-scatter/all-gather: intra-node step on the full message, then the
+// inter-node step on 1/per_node of it; all-to-all: the (n - per_node)/n of each buffer that leaves
+// the node crosses the NICs, the rest NVLink, in parallel).
+double group_collective_time_s(Collective c, std::int64_t message_bytes, std::int64_t nodes,
+                               std::int64_t per_node, double intra_bytes_per_s,
+                               double intra_latency_s, double inter_bytes_per_s,
+                               double inter_latency_s);
+
 // Single-process DataParallel (torch.nn.DataParallel): gather every gradient to one device and
 // broadcast the result back; the root's link carries (n-1) * S each way.
 double gather_broadcast_time_s(std::int64_t message_bytes, std::int64_t n,

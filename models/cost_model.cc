@@ -69,6 +69,29 @@ double one_mlp_params_per_rank(const ModelSpec& m, std::int64_t t) {
   return p;
 }
 
+// Parameters of each block kind on one rank, rounded to whole parameters.
+std::int64_t layer_dense_params(const ModelSpec& m, std::int64_t t) {
+  return std::llround(attention_params_per_rank(m, t) + 2.0 * norm_params(m) +
+                      (m.is_moe() ? router_params(m) : one_mlp_params_per_rank(m, t)));
+}
+std::int64_t layer_expert_params(const ModelSpec& m, const Plan& p) {
+  return m.is_moe() ? std::llround(d(m.num_experts / p.ep) * one_mlp_params_per_rank(m, p.tp))
+                    : 0;
+}
+double vocab_rows_per_rank(const ModelSpec& m, std::int64_t t);
+std::int64_t embedding_block_params(const ModelSpec& m, std::int64_t t) {
+  double params = vocab_rows_per_rank(m, t) * d(m.hidden_size);
+  if (m.position == PositionKind::kLearned)
+    params += d(m.max_position_embeddings) * d(m.hidden_size);
+  return std::llround(params);
+}
+// Final norm, plus the head matrix when untied, or the tied copy pp > 1 keeps on this stage.
+std::int64_t head_block_params(const ModelSpec& m, const Plan& p) {
+  double params = norm_params(m);
+  if (!m.tie_word_embeddings || p.pp > 1) params += vocab_rows_per_rank(m, p.tp) * d(m.hidden_size);
+  return std::llround(params);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -78,6 +101,12 @@ std::int64_t padded_vocab(const ModelSpec& model, std::int64_t tp) {
   const std::int64_t multiple = 128 * tp;
   return (model.vocab_size + multiple - 1) / multiple * multiple;
 }
+
+namespace {
+double vocab_rows_per_rank(const ModelSpec& m, std::int64_t t) {
+  return d(padded_vocab(m, t)) / d(t);
+}
+}  // namespace
 
 double ParameterCounts::total() const {
   return embedding + position + d(num_layers) * per_layer() + final_norm + lm_head;
@@ -110,59 +139,65 @@ ParameterCounts count_parameters(const ModelSpec& m) {
 std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& m, const Plan& p,
                                               std::int64_t stage) {
   std::vector<ParamBlock> blocks;
-  const std::int64_t t = p.tp;
-  const double vocab_rows = d(padded_vocab(m, t)) / d(t);
-  const bool first = stage == 0, last = stage == p.pp - 1;
-  if (first) {
+  const bool tied_copy = m.tie_word_embeddings && p.pp > 1;
+  const std::int64_t tied_rows = std::llround(vocab_rows_per_rank(m, p.tp) * d(m.hidden_size));
+  if (stage == 0) {
     ParamBlock b;
     b.kind = BlockKind::kEmbedding;
-    double params = vocab_rows * d(m.hidden_size);
-    if (m.position == PositionKind::kLearned)
-      params += d(m.max_position_embeddings) * d(m.hidden_size);
-    b.dense_params = std::llround(params);
-    b.tied_copy = m.tie_word_embeddings && p.pp > 1;
-    if (b.tied_copy) b.tied_params = std::llround(vocab_rows * d(m.hidden_size));
+    b.dense_params = embedding_block_params(m, p.tp);
+    b.tied_copy = tied_copy;
+    b.tied_params = tied_copy ? tied_rows : 0;
     blocks.push_back(b);
   }
   const std::vector<std::int64_t> layers = chunk_layers(p, m);
   std::vector<std::int64_t> first_layer(layers.size(), 0);
   for (std::size_t c = 1; c < layers.size(); ++c) first_layer[c] = first_layer[c - 1] + layers[c - 1];
-  const double layer_dense = attention_params_per_rank(m, t) + 2.0 * norm_params(m) +
-                             (m.is_moe() ? router_params(m) : one_mlp_params_per_rank(m, t));
-  const double layer_expert =
-      m.is_moe() ? d(m.num_experts / p.ep) * one_mlp_params_per_rank(m, t) : 0.0;
   for (std::int64_t v = 0; v < p.virtual_stages; ++v) {
     const auto c = static_cast<std::size_t>(v * p.pp + stage);
     for (std::int64_t i = 0; i < layers[c]; ++i) {
       ParamBlock b;
       b.kind = BlockKind::kLayer;
       b.layer = first_layer[c] + i;
-      b.dense_params = std::llround(layer_dense);
-      b.expert_params = std::llround(layer_expert);
+      b.dense_params = layer_dense_params(m, p.tp);
+      b.expert_params = layer_expert_params(m, p);
       blocks.push_back(b);
     }
   }
-  if (last) {
+  if (stage == p.pp - 1) {
     ParamBlock b;
     b.kind = BlockKind::kHead;
-    double params = norm_params(m);
-    // Untied: the head's own matrix. Tied with pp > 1: a copy of the embedding lives here
-    // (Megatron-LM keeps it in sync with an all-reduce over the embedding group).
-    if (!m.tie_word_embeddings || p.pp > 1) params += vocab_rows * d(m.hidden_size);
-    b.dense_params = std::llround(params);
-    b.tied_copy = m.tie_word_embeddings && p.pp > 1;
-    if (b.tied_copy) b.tied_params = std::llround(vocab_rows * d(m.hidden_size));
+    b.dense_params = head_block_params(m, p);
+    b.tied_copy = tied_copy;
+    b.tied_params = tied_copy ? tied_rows : 0;
     blocks.push_back(b);
   }
   return blocks;
 }
 
+std::int64_t layers_on_stage(const Plan& p, const ModelSpec& m, std::int64_t stage) {
+  std::int64_t n = 0;
+  if (!p.layers_per_stage.empty()) {
+    for (std::int64_t v = 0; v < p.virtual_stages; ++v)
+      n += p.layers_per_stage[static_cast<std::size_t>(v * p.pp + stage)];
+    return n;
+  }
+  // Even split as chunk_layers() makes it: the first (L mod chunks) chunks hold one more.
+  const std::int64_t chunks = p.num_chunks(), base = m.num_layers / chunks,
+                     extra = m.num_layers % chunks;
+  for (std::int64_t v = 0; v < p.virtual_stages; ++v)
+    n += base + ((v * p.pp + stage) < extra ? 1 : 0);
+  return n;
+}
+
+// Closed form of the sum over param_blocks_on_stage (no allocation: the planner calls this
+// for every candidate). tests/models/cost_model_test.cc checks that the two agree.
 StageParameters parameters_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage) {
   StageParameters s;
-  for (const ParamBlock& b : param_blocks_on_stage(m, p, stage)) {
-    s.dense += d(b.dense_params);
-    s.expert += d(b.expert_params);
-  }
+  const double layers = d(layers_on_stage(p, m, stage));
+  s.dense = layers * d(layer_dense_params(m, p.tp));
+  s.expert = layers * d(layer_expert_params(m, p));
+  if (stage == 0) s.dense += d(embedding_block_params(m, p.tp));
+  if (stage == p.pp - 1) s.dense += d(head_block_params(m, p));
   return s;
 }
 
@@ -676,6 +711,15 @@ double in_flight_micro_batches(const Plan& p, std::int64_t stage) {
   return 1.0;
 }
 
+double largest_block_params(const ModelSpec& m, const Plan& p, std::int64_t stage) {
+  double largest = 0;
+  if (layers_on_stage(p, m, stage) > 0)
+    largest = d(layer_dense_params(m, p.tp) + layer_expert_params(m, p));
+  if (stage == 0) largest = std::max(largest, d(embedding_block_params(m, p.tp)));
+  if (stage == p.pp - 1) largest = std::max(largest, d(head_block_params(m, p)));
+  return largest;
+}
+
 MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage) {
   MemoryBreakdown mem;
   const Shape x = shape_of(m, p);
@@ -698,10 +742,7 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   }
   // Activations: stored bytes per layer and micro-batch, times the layers of this stage, times
   // the micro-batches in flight at the peak.
-  std::int64_t stage_layers = 0;
-  const std::vector<std::int64_t> layers = chunk_layers(p, m);
-  for (std::int64_t v = 0; v < p.virtual_stages; ++v)
-    stage_layers += layers[static_cast<std::size_t>(v * p.pp + stage)];
+  const std::int64_t stage_layers = layers_on_stage(p, m, stage);
   const double in_flight = in_flight_micro_batches(p, stage);
   const double full_layer = layer_activation_bytes(m, p);
   if (p.recompute == Recompute::kFull) {
@@ -723,10 +764,7 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   }
   if (p.zero_stage == 3) {
     // Gathered full parameters of the block in use and the one prefetched.
-    double largest = 0;
-    for (const ParamBlock& b : param_blocks_on_stage(m, p, stage))
-      largest = std::max(largest, d(b.dense_params + b.expert_params));
-    mem.buffers_bytes = 2.0 * largest * sb.weights;
+    mem.buffers_bytes = 2.0 * largest_block_params(m, p, stage) * sb.weights;
   }
   return mem;
 }
@@ -752,11 +790,7 @@ void add_task_bytes(const std::vector<Task>& tasks, double times, CommVolume& v)
 CommVolume comm_volume_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage) {
   CommVolume v;
   const double M = d(p.num_micro_batches());
-  std::int64_t stage_layers = 0;
-  const std::vector<std::int64_t> layers = chunk_layers(p, m);
-  for (std::int64_t c = 0; c < p.virtual_stages; ++c)
-    stage_layers += layers[static_cast<std::size_t>(c * p.pp + stage)];
-  const double L = d(stage_layers);
+  const double L = d(layers_on_stage(p, m, stage));
   add_task_bytes(layer_forward_tasks(m, p), M * L, v);
   add_task_bytes(layer_recompute_tasks(m, p), M * L, v);
   add_task_bytes(layer_backward_tasks(m, p), M * L, v);

@@ -57,6 +57,10 @@ struct StageParameters {
   double total() const { return dense + expert; }
 };
 StageParameters parameters_on_stage(const ModelSpec& model, const Plan& plan, std::int64_t stage);
+// Transformer layers held by pipeline stage `stage` over all its model chunks.
+std::int64_t layers_on_stage(const Plan& plan, const ModelSpec& model, std::int64_t stage);
+// Parameters of the largest block on the stage (what ZeRO-3 gathers at once).
+double largest_block_params(const ModelSpec& model, const Plan& plan, std::int64_t stage);
 
 // ---------------------------------------------------------------------------------------------
 // Tasks: what one rank executes, in order.

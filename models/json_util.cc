@@ -7,19 +7,62 @@
 
 namespace trainplan {
 
+namespace {
+// Deeper nesting than any config needs. nlohmann::json copies, compares and dumps values
+// recursively, so a file of a million '[' would overflow the stack after parsing.
+constexpr std::size_t kMaxJsonDepth = 256;
+
+// Byte offset of the first bracket nested deeper than kMaxJsonDepth, or npos.
+std::size_t too_deep_at(std::string_view text) {
+  std::size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return i;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+}  // namespace
+
 Result<Json> parse_json_text(std::string_view text, std::string_view source) {
+  if (const std::size_t at = too_deep_at(text); at != std::string_view::npos) {
+    std::ostringstream os;
+    os << source << ": malformed JSON at byte " << at << ": nesting deeper than "
+       << kMaxJsonDepth << " levels";
+    return Status::Error(os.str());
+  }
   try {
     return Json::parse(text.begin(), text.end());
   } catch (const Json::parse_error& e) {
     std::ostringstream os;
     os << source << ": malformed JSON at byte " << e.byte << ": " << e.what();
     return Status::Error(os.str());
+  } catch (const Json::exception& e) {
+    std::ostringstream os;
+    os << source << ": malformed JSON: " << e.what();
+    return Status::Error(os.str());
   }
 }
 
 std::string json_value_for_message(const Json& value) {
-  std::string s = value.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  std::string s = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (s.size() > 60) {
+    // Cut on a UTF-8 character boundary, so the message stays valid UTF-8 (it may be
+    // embedded in JSON output later).
+    std::size_t cut = 57;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    s = s.substr(0, cut) + "...";
+  }
   return s;
 }
 
@@ -69,8 +112,14 @@ bool JsonReader::get_int(const char* key, std::int64_t& out, std::int64_t min,
     value = v->get<std::int64_t>();
   } else if (v->is_number_float()) {
     double d = v->get<double>();
-    if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e15) {
+    if (!std::isfinite(d) || d != std::floor(d)) {
       fail_field(key, "value " + v->dump() + " is not a whole number");
+      return true;
+    }
+    // Beyond 2^53 a double no longer holds every integer; and casting one beyond int64 is UB.
+    if (std::fabs(d) > 9.0e15) {
+      fail_field(key, "value " + v->dump() + " is out of range [" + std::to_string(min) + ", " +
+                          std::to_string(max) + "]");
       return true;
     }
     value = static_cast<std::int64_t>(d);

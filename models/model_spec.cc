@@ -126,13 +126,23 @@ Result<ModelSpec> read_hf(const Json& j, std::string_view source) {
     return Status::Error("Hugging Face config '" + std::string(source) +
                          "': field 'hidden_act': unsupported activation \"" + act + "\"");
   }
+  // Cross-field checks in the config's own key names (validate_model speaks ours).
+  const std::string hw = "Hugging Face config '" + std::string(source) + "': field '";
+  const char* heads_key = gpt2_style ? "n_head" : "num_attention_heads";
+  const char* hidden_key = gpt2_style ? "n_embd" : "hidden_size";
   if (m.head_dim == 0) {
     if (m.hidden_size % m.num_attention_heads != 0)
-      return Status::Error("Hugging Face config '" + std::string(source) +
-                           "': num_attention_heads=" + std::to_string(m.num_attention_heads) +
-                           " does not divide hidden_size=" + std::to_string(m.hidden_size));
+      return Status::Error(hw + heads_key + "': value " + std::to_string(m.num_attention_heads) +
+                           " does not divide " + hidden_key + "=" + std::to_string(m.hidden_size));
     m.head_dim = m.hidden_size / m.num_attention_heads;
   }
+  if (m.num_kv_heads > m.num_attention_heads || m.num_attention_heads % m.num_kv_heads != 0)
+    return Status::Error(hw + "num_key_value_heads': value " + std::to_string(m.num_kv_heads) +
+                         " must divide num_attention_heads=" +
+                         std::to_string(m.num_attention_heads));
+  if (m.experts_per_token > m.num_experts)
+    return Status::Error(hw + "num_experts_per_tok': value " + std::to_string(m.experts_per_token) +
+                         " exceeds num_local_experts=" + std::to_string(m.num_experts));
   m.seq_len = m.max_position_embeddings;
   TRAINPLAN_RETURN_IF_ERROR(validate_model(m, source));
   return m;

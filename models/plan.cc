@@ -128,6 +128,9 @@ Status validate_plan(const Plan& p) {
   if (p.tp > kMax || p.pp > kMax || p.dp > kMax || p.tp * p.pp > kMax || p.tp * p.pp * p.dp > kMax)
     return err("world size tp*pp*dp = " + std::to_string(p.tp) + "*" + std::to_string(p.pp) +
                "*" + std::to_string(p.dp) + " exceeds the limit of " + std::to_string(kMax));
+  if (p.virtual_stages < 1 || p.virtual_stages > PlanLimits::kMaxVirtualStages)
+    return err("virtual_stages=" + std::to_string(p.virtual_stages) + " is out of range [1, " +
+               std::to_string(PlanLimits::kMaxVirtualStages) + "]");
   if (p.zero_stage < 0 || p.zero_stage > 3)
     return err("zero_stage=" + std::to_string(p.zero_stage) + " must be 0, 1, 2 or 3");
   if (p.dp % p.ep != 0)
@@ -168,6 +171,10 @@ Status validate_plan(const Plan& p) {
 Status check_plan_fits_model(const Plan& p, const ModelSpec& m) {
   auto err = [](const std::string& s) { return Status::Error(s, ExitCode::kInfeasible); };
   auto s = [](std::int64_t v) { return std::to_string(v); };
+  // A plan that skipped validate_plan must not divide by zero below.
+  if (p.tp < 1 || p.pp < 1 || p.ep < 1 || p.virtual_stages < 1 ||
+      p.pp > PlanLimits::kMaxDegree || p.virtual_stages > PlanLimits::kMaxVirtualStages)
+    return Status::Error("invalid plan (" + describe(p) + "): " + validate_plan(p).message());
   if (m.num_attention_heads % p.tp != 0)
     return err("tp=" + s(p.tp) + " does not divide num_attention_heads=" +
                s(m.num_attention_heads));

@@ -1,6 +1,8 @@
 // StepReport JSON; see step_report.h. Tested by tests/models/step_report_test.cc.
 #include "models/step_report.h"
 
+#include <limits>
+
 namespace trainplan {
 
 namespace {
@@ -68,6 +70,8 @@ Result<StepReport> step_report_from_json(const Json& j, std::string_view source)
   if (!r.failed() && schema != "trainplan.step_report/1")
     r.fail_field("schema", "unsupported schema \"" + schema + "\" (expected trainplan.step_report/1)");
   r.get_string("kind", s.kind, true);
+  if (!r.failed() && s.kind != "predicted" && s.kind != "measured")
+    r.fail_field("kind", "unknown value \"" + s.kind + "\" (expected one of: predicted, measured)");
   r.get_string("source", s.source, false);
   for (const char* k : {"model", "plan", "cluster"}) {
     r.accept(k);
@@ -89,25 +93,26 @@ Result<StepReport> step_report_from_json(const Json& j, std::string_view source)
   r.accept("loss");
   r.accept("step_times_s");
   TRAINPLAN_RETURN_IF_ERROR(r.finish());
-  auto number_list = [&](const char* key, std::vector<double>& out) -> Status {
+  auto number_list = [&](const char* key, std::vector<double>& out, double min) -> Status {
     if (!j.contains(key)) return Status::Ok();
     if (!j[key].is_array()) return Status::Error(where + ": field '" + key + "': expected an array");
     for (const Json& v : j[key]) {
-      if (!v.is_number())
+      if (!v.is_number() || v.get<double>() < min)
         return Status::Error(where + ": field '" + key + "': entry " + json_value_for_message(v) +
-                             " is not a number");
+                             (v.is_number() ? " is negative" : " is not a number"));
       out.push_back(v.get<double>());
     }
     return Status::Ok();
   };
-  TRAINPLAN_RETURN_IF_ERROR(number_list("loss", s.loss));
-  TRAINPLAN_RETURN_IF_ERROR(number_list("step_times_s", s.step_times_s));
+  TRAINPLAN_RETURN_IF_ERROR(number_list("loss", s.loss, std::numeric_limits<double>::lowest()));
+  TRAINPLAN_RETURN_IF_ERROR(number_list("step_times_s", s.step_times_s, 0.0));
   if (j.contains("bytes_per_group")) {
     const Json& b = j["bytes_per_group"];
     if (!b.is_object()) return Status::Error(where + ": field 'bytes_per_group': expected an object");
     for (auto it = b.begin(); it != b.end(); ++it) {
-      if (!it->is_number())
-        return Status::Error(where + ": field 'bytes_per_group." + it.key() + "': expected a number");
+      if (!it->is_number() || it->get<double>() < 0)
+        return Status::Error(where + ": field 'bytes_per_group." + it.key() +
+                             "': expected a number >= 0, got " + json_value_for_message(*it));
       s.bytes_per_group[it.key()] = it->get<double>();
     }
   }

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -99,14 +100,34 @@ std::string Args::usage() const {
   return os.str();
 }
 
-Result<std::string> read_text_file(const std::string& path) {
+namespace {
+// Reads at most max_bytes; a longer input (or an endless one: /dev/zero, a FIFO) is an error.
+Result<std::string> read_text_limited(const std::string& path, std::size_t max_bytes) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return Status::Error("cannot read '" + path + "': it is a directory", ExitCode::kIo);
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return Status::Error("cannot read '" + path + "': " + std::strerror(errno), ExitCode::kIo);
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  std::string out;
+  char buf[1 << 16];
+  while (in) {
+    in.read(buf, sizeof buf);
+    out.append(buf, static_cast<std::size_t>(in.gcount()));
+    if (out.size() > max_bytes)
+      return Status::Error("cannot read '" + path + "': larger than " +
+                               std::to_string(max_bytes >> 20) + " MiB",
+                           ExitCode::kIo);
+  }
   if (in.bad()) return Status::Error("error reading '" + path + "'", ExitCode::kIo);
-  return ss.str();
+  return out;
+}
+// Model, cluster, plan, profile and report files are kilobytes to a few megabytes.
+constexpr std::size_t kMaxJsonFileBytes = std::size_t{256} << 20;
+}  // namespace
+
+Result<std::string> read_text_file(const std::string& path) {
+  return read_text_limited(path, static_cast<std::size_t>(-1));
 }
 
 Status write_file_atomic(const std::string& path, const std::string& content) {
@@ -131,7 +152,7 @@ Status write_file_atomic(const std::string& path, const std::string& content) {
 }
 
 Result<Json> read_json_file(const std::string& path) {
-  auto text = read_text_file(path);
+  auto text = read_text_limited(path, kMaxJsonFileBytes);
   if (!text.ok()) return text.status();
   return parse_json_text(*text, path);
 }

@@ -1,0 +1,298 @@
+// Analytical step estimate; see estimate.h. Tested by tests/planner/estimate_test.cc.
+#include "planner/estimate.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace trainplan {
+
+namespace {
+double d(std::int64_t v) { return static_cast<double>(v); }
+}  // namespace
+
+Estimator::Estimator(const ModelSpec& model, const ClusterSpec& cluster,
+                     const std::optional<HardwareProfile>& hardware)
+    : model_(model), cluster_(cluster), hardware_(hardware) {}
+
+const DeviceRates& Estimator::rates(Precision p) {
+  const int key = static_cast<int>(p);
+  auto it = rates_.find(key);
+  if (it != rates_.end()) return it->second;
+  DeviceRates r = hardware_ ? hardware_->rates : device_rates(cluster_.gpu, p);
+  return rates_.emplace(key, r).first->second;
+}
+
+// A group of n ranks spaced `stride` apart in the global rank order (TP stride 1, DP stride tp,
+// PP stride tp*dp with Megatron's placement); ranks fill nodes of gpus_per_node in order.
+double Estimator::group_time_s(Collective c, std::int64_t bytes, std::int64_t n,
+                               std::int64_t stride) const {
+  if (n <= 1) return 0.0;
+  const std::int64_t g = cluster_.gpus_per_node;
+  const std::int64_t per_node = stride >= g ? 1 : std::min(n, std::max<std::int64_t>(1, g / stride));
+  const std::int64_t nodes = (n + per_node - 1) / per_node;
+  return group_collective_time_s(c, bytes, nodes, per_node, cluster_.intra_node_bytes_per_s,
+                                 cluster_.intra_node_latency_s, cluster_.inter_node_bytes_per_s,
+                                 cluster_.inter_node_latency_s);
+}
+
+Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan& plan,
+                                     const DeviceRates& r) const {
+  PassTimes t;
+  for (const Task& task : tasks) {
+    if (task.kind != TaskKind::kComm) {
+      t.compute_s += task_time_s(task, r);
+    } else if (task.group == CommGroup::kTp) {
+      t.tp_s += group_time_s(task.collective, task.message_bytes, task.group_size, 1);
+    } else if (task.group == CommGroup::kEp) {
+      t.ep_s += group_time_s(task.collective, task.message_bytes, task.group_size, plan.tp);
+    }
+  }
+  return t;
+}
+
+const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan) {
+  // Everything below depends only on these fields of the plan.
+  const std::array<std::int64_t, 7> key{plan.tp, plan.ep, plan.micro_batch_size,
+                                        plan.sequence_parallel ? 1 : 0,
+                                        static_cast<std::int64_t>(plan.recompute),
+                                        static_cast<std::int64_t>(plan.attention),
+                                        static_cast<std::int64_t>(plan.precision)};
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  const DeviceRates& r = rates(plan.precision);
+  MicroBatchTimes t;
+  t.layer_fwd = cost(layer_forward_tasks(model_, plan), plan, r);
+  t.layer_bwd = cost(layer_backward_tasks(model_, plan), plan, r);
+  t.layer_re = cost(layer_recompute_tasks(model_, plan), plan, r);
+  auto add = [](PassTimes a, const PassTimes& b) {
+    a.compute_s += b.compute_s;
+    a.tp_s += b.tp_s;
+    a.ep_s += b.ep_s;
+    return a;
+  };
+  t.embedding = add(cost(embedding_forward_tasks(model_, plan), plan, r),
+                    cost(embedding_backward_tasks(model_, plan), plan, r));
+  t.head = add(cost(head_forward_tasks(model_, plan), plan, r),
+               cost(head_backward_tasks(model_, plan), plan, r));
+  return cache_.emplace(key, t).first->second;
+}
+
+StepFlops Estimator::step_flops_cached(const Plan& plan) {
+  const int key = static_cast<int>(plan.recompute) * 4 + static_cast<int>(plan.attention);
+  auto it = flops_per_sequence_.find(key);
+  if (it == flops_per_sequence_.end()) {
+    Plan one = plan;
+    one.global_batch_size = 1;
+    it = flops_per_sequence_.emplace(key, step_flops(model_, one)).first;
+  }
+  StepFlops f = it->second;
+  f.model *= d(plan.global_batch_size);
+  f.hardware *= d(plan.global_batch_size);
+  return f;
+}
+
+double Estimator::peak_memory_bytes(const Plan& plan, std::int64_t* peak_stage) const {
+  // With an even split, stage 0 (most micro-batches in flight, the embedding) and the last stage
+  // (LM head, logits) bound every stage in between; an explicit split checks them all.
+  double peak = -1;
+  auto check = [&](std::int64_t s) {
+    const double m = memory_on_stage(model_, plan, s).device_total();
+    if (m > peak) {
+      peak = m;
+      if (peak_stage) *peak_stage = s;
+    }
+  };
+  if (!plan.layers_per_stage.empty()) {
+    for (std::int64_t s = 0; s < plan.pp; ++s) check(s);
+  } else {
+    check(0);
+    if (plan.pp > 1) check(plan.pp - 1);
+  }
+  return peak;
+}
+
+Estimate Estimator::estimate(const Plan& plan) {
+  Estimate e;
+  const MicroBatchTimes& mb = micro_batch_times(plan);
+  const std::int64_t pp = plan.pp, M = plan.num_micro_batches(), v = plan.virtual_stages;
+  const DeviceRates& r = rates(plan.precision);
+
+  // Pipeline-boundary transfer: one per chunk boundary per micro-batch and direction.
+  const std::int64_t stage_stride = plan.tp * plan.dp;
+  const double p2p_s =
+      pp > 1 ? group_time_s(Collective::kSendRecv, pipeline_message_bytes(model_, plan), 2,
+                            stage_stride) / 1.0
+             : 0.0;
+
+  struct StageTimes {
+    double fwd = 0, bwd = 0, compute = 0, tp = 0, ep = 0, pp = 0;
+    std::int64_t layers = 0;
+  };
+  auto stage_times = [&](std::int64_t s) {
+    StageTimes st;
+    const double L = d(layers_on_stage(plan, model_, s));
+    st.layers = layers_on_stage(plan, model_, s);
+    st.fwd = L * (mb.layer_fwd.compute_s + mb.layer_fwd.tp_s + mb.layer_fwd.ep_s);
+    st.bwd = L * (mb.layer_bwd.compute_s + mb.layer_bwd.tp_s + mb.layer_bwd.ep_s +
+                  mb.layer_re.compute_s + mb.layer_re.tp_s + mb.layer_re.ep_s);
+    st.compute = L * (mb.layer_fwd.compute_s + mb.layer_bwd.compute_s + mb.layer_re.compute_s);
+    st.tp = L * (mb.layer_fwd.tp_s + mb.layer_bwd.tp_s + mb.layer_re.tp_s);
+    st.ep = L * (mb.layer_fwd.ep_s + mb.layer_bwd.ep_s + mb.layer_re.ep_s);
+    auto add_edge = [&](const PassTimes& pt) {
+      // The embedding/head's forward share is about a third of its forward + backward.
+      const double all = pt.compute_s + pt.tp_s + pt.ep_s;
+      st.fwd += all / 3.0;
+      st.bwd += all * 2.0 / 3.0;
+      st.compute += pt.compute_s;
+      st.tp += pt.tp_s;
+    };
+    if (s == 0) add_edge(mb.embedding);
+    if (s == pp - 1) add_edge(mb.head);
+    if (pp > 1) {
+      double sends = 0;
+      for (std::int64_t c = 0; c < v; ++c) {
+        const std::int64_t chunk = c * pp + s;
+        if (chunk < plan.num_chunks() - 1) sends += 1;
+        if (chunk > 0) sends += 1;
+      }
+      st.pp = sends * p2p_s;
+      st.fwd += st.pp / 2.0;
+      st.bwd += st.pp / 2.0;
+    }
+    return st;
+  };
+
+  std::vector<std::int64_t> stages;
+  if (!plan.layers_per_stage.empty()) {
+    for (std::int64_t s = 0; s < pp; ++s) stages.push_back(s);
+  } else {
+    stages.push_back(0);
+    if (pp > 2) stages.push_back(1);
+    if (pp > 1) stages.push_back(pp - 1);
+  }
+  double t_max = 0, t_sum = 0, t0 = 0;
+  StageTimes busiest;
+  for (std::int64_t s : stages) {
+    const StageTimes st = stage_times(s);
+    const double t = st.fwd + st.bwd;
+    // Middle stages stand for all pp - 2 of them when the split is even.
+    const double copies = (plan.layers_per_stage.empty() && pp > 2 && s == 1) ? d(pp - 2) : 1.0;
+    t_sum += t * copies;
+    if (s == 0) t0 = t;
+    if (t >= t_max) {
+      t_max = t;
+      busiest = st;
+    }
+  }
+  // Closed-form schedules (Narayanan et al. 2021, sec. 2.2): GPipe and 1F1B take
+  // (M - 1) * slowest stage + the sum of all stages; interleaving divides the fill and drain by v.
+  if (pp == 1) {
+    e.pipeline_s = d(M) * t0;
+  } else if (plan.schedule == Schedule::kInterleaved) {
+    e.pipeline_s = d(M) * t_max + (t_sum - t_max) / d(v);
+  } else {
+    e.pipeline_s = d(M - 1) * t_max + t_sum;
+  }
+  e.bubble_fraction = e.pipeline_s > 0 ? std::max(0.0, 1.0 - d(M) * t0 / e.pipeline_s) : 0.0;
+  e.compute_s = d(M) * busiest.compute;
+  e.tp_comm_s = d(M) * busiest.tp;
+  e.ep_comm_s = d(M) * busiest.ep;
+  e.pp_comm_s = d(M) * busiest.pp;
+
+  // Data parallel, optimizer and offload after (or overlapped with) the pipeline.
+  const double el = bytes_per_element(plan.precision);
+  const std::int64_t edp = plan.dp / plan.ep;
+  double worst_tail = 0;
+  for (std::int64_t s : stages) {
+    const StageTimes st = stage_times(s);
+    const StageParameters sp = parameters_on_stage(model_, plan, s);
+    const std::int64_t dense_bytes = std::llround(std::ceil(sp.dense / d(plan.dp)) * d(plan.dp) * el);
+    const std::int64_t expert_bytes =
+        sp.expert > 0 ? std::llround(std::ceil(sp.expert / d(edp)) * d(edp) * el) : 0;
+    auto coll = [&](Collective c) {
+      return group_time_s(c, dense_bytes, plan.dp, plan.tp) +
+             group_time_s(c, expert_bytes, edp, plan.tp * plan.ep);
+    };
+    const double blocks = d(st.layers + (s == 0 ? 1 : 0) + (s == pp - 1 ? 1 : 0));
+    // Gradient buckets go out as the backward pass finishes each block: all but the last
+    // block's collective can hide behind the rest of the micro-batch's backward.
+    const double bwd_window = st.bwd * (blocks - 1.0) / blocks;
+    const double fwd_window = st.fwd * (blocks - 1.0) / blocks;
+    auto hidden_behind = [&](double comm_s, double window) {
+      return std::max(comm_s - window, comm_s / blocks);
+    };
+    double comm = 0, exposed = 0;
+    switch (plan.zero_stage) {
+      case 0: {
+        const double ar = coll(Collective::kAllReduce);
+        comm = ar;
+        exposed = hidden_behind(ar, bwd_window);
+        break;
+      }
+      case 1: {
+        const double rs = coll(Collective::kReduceScatter), ag = coll(Collective::kAllGather);
+        comm = rs + ag;
+        exposed = hidden_behind(rs, bwd_window) + ag;
+        break;
+      }
+      case 2: {
+        const double rs = coll(Collective::kReduceScatter), ag = coll(Collective::kAllGather);
+        comm = d(M) * rs + ag;
+        exposed = d(M) * hidden_behind(rs, bwd_window) + ag;
+        break;
+      }
+      default: {
+        const double rs = coll(Collective::kReduceScatter), ag = coll(Collective::kAllGather);
+        const double gathers_bwd = plan.recompute == Recompute::kFull ? 2.0 * ag : ag;
+        comm = d(M) * (ag + gathers_bwd + rs);
+        exposed = d(M) * (hidden_behind(ag, fwd_window) + hidden_behind(gathers_bwd + rs, bwd_window));
+        break;
+      }
+    }
+    if (pp > 1 && model_.tie_word_embeddings && (s == 0 || s == pp - 1)) {
+      const double tied = group_time_s(
+          Collective::kAllReduce,
+          std::llround(d(padded_vocab(model_, plan.tp)) / d(plan.tp) * d(model_.hidden_size) * el),
+          2, plan.tp * plan.dp * (pp - 1));
+      comm += tied;
+      exposed += tied;
+    }
+    double optimizer = 0, offload = 0;
+    const double opt_params = optimizer_params_on_rank(model_, plan, s);
+    if (plan.offload == Offload::kOptimizer) {
+      const OffloadTraffic off = offload_traffic_on_stage(model_, plan, s);
+      const double gpus_per_node = d(std::min(cluster_.gpus_per_node, plan.world_size()));
+      offload = (off.device_to_host_bytes + off.host_to_device_bytes) / cluster_.pcie_bytes_per_s +
+                off.host_memory_bytes / (cluster_.host_memory_bytes_per_s_per_node / gpus_per_node);
+    } else {
+      optimizer = opt_params * optimizer_step_bytes_per_param(plan.precision, plan.optimizer) /
+                      (r.hbm_bytes_per_s * r.memory_efficiency) +
+                  r.kernel_overhead_s;
+    }
+    const double tail = exposed + optimizer + offload;
+    if (tail >= worst_tail) {
+      worst_tail = tail;
+      e.dp_comm_s = comm;
+      e.dp_exposed_s = exposed;
+      e.optimizer_s = optimizer;
+      e.offload_s = offload;
+    }
+  }
+  e.step_time_s = e.pipeline_s + worst_tail;
+
+  const StepFlops flops = step_flops_cached(plan);
+  const double gpus = d(plan.world_size());
+  e.tokens_per_s = d(plan.global_batch_size) * d(model_.seq_len) / e.step_time_s;
+  e.model_tflops_per_gpu = flops.model / e.step_time_s / gpus / 1e12;
+  e.hardware_tflops_per_gpu = flops.hardware / e.step_time_s / gpus / 1e12;
+  const double peak = cluster_.gpu.peak_flops_per_s(plan.precision);
+  e.mfu = peak > 0 ? e.model_tflops_per_gpu * 1e12 / peak : 0.0;
+
+  e.peak_memory_bytes = peak_memory_bytes(plan, &e.peak_stage);
+  e.peak_memory = memory_on_stage(model_, plan, e.peak_stage);
+  e.host_memory_per_node_bytes =
+      e.peak_memory.host_optimizer_bytes * d(std::min(cluster_.gpus_per_node, plan.world_size()));
+  return e;
+}
+
+}  // namespace trainplan

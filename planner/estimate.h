@@ -1,0 +1,77 @@
+// The planner's analytical estimate of one training step: sums of the cost model's task times
+// per micro-batch, a closed-form pipeline schedule, data-parallel communication overlapped with
+// the backward pass, the optimizer step, and memory per stage. Fast enough to rank millions of
+// candidates (bench/planner): task lists are costed once per distinct (tp, micro-batch, sequence
+// parallel, recompute, ep) and cached. The event simulator refines the best candidates.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <array>
+#include <map>
+#include <unordered_map>
+
+#include "models/cluster_spec.h"
+#include "models/compute_model.h"
+#include "models/cost_model.h"
+#include "models/model_spec.h"
+#include "models/plan.h"
+
+namespace trainplan {
+
+struct Estimate {
+  double step_time_s = 0;
+  double pipeline_s = 0;        // forward + backward of all micro-batches, bubble included
+  double bubble_fraction = 0;   // stage 0 idle share of pipeline_s
+  double compute_s = 0;         // compute per step on the busiest stage (incl. recompute)
+  double tp_comm_s = 0;         // TP collectives per step on the busiest stage (not overlapped)
+  double ep_comm_s = 0;         // expert all-to-all per step (not overlapped)
+  double pp_comm_s = 0;         // stage-boundary transfers per step
+  double dp_comm_s = 0;         // data-parallel collectives per step
+  double dp_exposed_s = 0;      // the part not hidden behind compute
+  double optimizer_s = 0;       // device optimizer step
+  double offload_s = 0;         // PCIe transfers and host optimizer step (ZeRO-Offload)
+  double tokens_per_s = 0;
+  double model_tflops_per_gpu = 0;
+  double hardware_tflops_per_gpu = 0;
+  double mfu = 0;
+  double peak_memory_bytes = 0;     // device, on the stage that needs most
+  std::int64_t peak_stage = 0;
+  MemoryBreakdown peak_memory;      // breakdown on that stage
+  double host_memory_per_node_bytes = 0;  // offloaded optimizer states per node
+};
+
+class Estimator {
+ public:
+  Estimator(const ModelSpec& model, const ClusterSpec& cluster,
+            const std::optional<HardwareProfile>& hardware);
+  // The plan must already pass validate_plan and check_plan_fits_model.
+  Estimate estimate(const Plan& plan);
+  // Memory only (for fast feasibility scans).
+  double peak_memory_bytes(const Plan& plan, std::int64_t* peak_stage = nullptr) const;
+  const DeviceRates& rates(Precision p);
+  const ModelSpec& model() const { return model_; }
+  const ClusterSpec& cluster() const { return cluster_; }
+
+ private:
+  struct PassTimes {
+    double compute_s = 0, tp_s = 0, ep_s = 0;
+  };
+  struct MicroBatchTimes {  // one micro-batch on one rank
+    PassTimes layer_fwd, layer_bwd, layer_re, embedding, head;  // embedding/head: fwd + bwd
+  };
+  const MicroBatchTimes& micro_batch_times(const Plan& plan);
+  double group_time_s(Collective c, std::int64_t bytes, std::int64_t n, std::int64_t stride) const;
+  PassTimes cost(const std::vector<Task>& tasks, const Plan& plan, const DeviceRates& r) const;
+  // FLOPs per step; the per-sequence figures depend only on recompute and attention.
+  StepFlops step_flops_cached(const Plan& plan);
+
+  ModelSpec model_;
+  ClusterSpec cluster_;
+  std::optional<HardwareProfile> hardware_;
+  std::map<std::array<std::int64_t, 7>, MicroBatchTimes> cache_;
+  std::unordered_map<int, DeviceRates> rates_;
+  std::unordered_map<int, StepFlops> flops_per_sequence_;
+};
+
+}  // namespace trainplan

@@ -1,0 +1,299 @@
+// Enumeration, pruning and ranking; see planner.h. Tested by tests/planner/planner_test.cc.
+#include "planner/planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace trainplan {
+
+namespace {
+
+double d(std::int64_t v) { return static_cast<double>(v); }
+
+std::vector<std::int64_t> divisors(std::int64_t n, std::int64_t max_value) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t i = 1; i * i <= n; ++i) {
+    if (n % i != 0) continue;
+    if (i <= max_value) out.push_back(i);
+    if (i != n / i && n / i <= max_value) out.push_back(n / i);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The schedule axis for one layout: (schedule, virtual stages) pairs.
+struct ScheduleChoice {
+  Schedule schedule;
+  std::int64_t virtual_stages;
+};
+
+}  // namespace
+
+void Rejections::add(const std::string& category, std::int64_t n, const std::string& message) {
+  count[category] += n;
+  if (example.count(category) == 0) example[category] = message;
+}
+
+std::int64_t Rejections::total() const {
+  std::int64_t t = 0;
+  for (const auto& [k, v] : count) t += v;
+  return t;
+}
+
+std::int64_t default_global_batch(const ModelSpec& model) {
+  const double target = std::pow(2.0, 21) / d(model.seq_len);
+  if (target <= 1.0) return 1;
+  return std::int64_t{1} << static_cast<int>(std::lround(std::log2(target)));
+}
+
+PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t gpus,
+                        bool offload) {
+  const ModelSpec& m = est.model();
+  const ClusterSpec& c = est.cluster();
+  PlanSearch out;
+  out.gpus = gpus;
+  out.global_batch_size = opt.global_batch_size > 0 ? opt.global_batch_size
+                                                    : default_global_batch(m);
+  const std::int64_t gbs = out.global_batch_size;
+  const double usable = c.gpu.hbm_bytes * (1.0 - opt.memory_headroom);
+  const double host_usable = c.host_memory_bytes_per_node * (1.0 - opt.memory_headroom);
+  const auto start = std::chrono::steady_clock::now();
+  auto last_progress = start;
+
+  const std::vector<Recompute> recomputes =
+      opt.attention == AttentionImpl::kUnfused
+          ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}
+          // With a fused attention kernel selective recompute stores and does what none does.
+          : std::vector<Recompute>{Recompute::kNone, Recompute::kFull};
+  const std::vector<int> zero_stages =
+      offload ? std::vector<int>{1, 2, 3} : std::vector<int>{0, 1, 2, 3};
+
+  // Keep the best top_k by step time (a small sorted vector: top_k is small).
+  auto keep = [&](Candidate cand) {
+    auto& v = out.ranked;
+    if (static_cast<std::int64_t>(v.size()) >= opt.top_k &&
+        cand.estimate.step_time_s >= v.back().estimate.step_time_s)
+      return;
+    auto pos = std::upper_bound(v.begin(), v.end(), cand, [](const Candidate& a, const Candidate& b) {
+      return a.estimate.step_time_s < b.estimate.step_time_s;
+    });
+    v.insert(pos, std::move(cand));
+    if (static_cast<std::int64_t>(v.size()) > opt.top_k) v.pop_back();
+  };
+
+  for (std::int64_t tp : divisors(gpus, gpus)) {
+    for (std::int64_t pp : divisors(gpus / tp, gpus / tp)) {
+      const std::int64_t dp = gpus / (tp * pp);
+      // How many configurations one rejected layout stands for (for counting by reason).
+      const std::int64_t per_layout = static_cast<std::int64_t>(zero_stages.size() * recomputes.size()) *
+                                      (tp > 1 ? 2 : 1);
+      Plan base;
+      base.tp = tp;
+      base.pp = pp;
+      base.dp = dp;
+      base.global_batch_size = gbs;
+      base.precision = opt.precision;
+      base.optimizer = opt.optimizer;
+      base.attention = opt.attention;
+      base.offload = offload ? Offload::kOptimizer : Offload::kNone;
+      if (tp > c.gpus_per_node && !opt.allow_cross_node_tp) {
+        out.rejections.add("tp larger than a node", per_layout,
+                           "tp=" + std::to_string(tp) + " exceeds gpus_per_node=" +
+                               std::to_string(c.gpus_per_node) +
+                               " (TP all-reduces every layer; allow with --allow-cross-node-tp)");
+        out.evaluated += per_layout;
+        continue;
+      }
+      if (gbs % dp != 0) {
+        out.rejections.add("batch not divisible", per_layout,
+                           "global_batch_size=" + std::to_string(gbs) +
+                               " is not divisible by dp=" + std::to_string(dp));
+        out.evaluated += per_layout;
+        continue;
+      }
+      // The structural checks of the model against this layout (heads, kv heads, FFN, layers).
+      if (Status st = check_plan_fits_model(base, m); !st.ok()) {
+        std::string category = st.message().rfind("num_layers", 0) == 0 ? "layers across stages"
+                               : st.message().find("num_kv_heads") != std::string::npos
+                                   ? "tp vs kv heads"
+                               : st.message().find("num_attention_heads") != std::string::npos
+                                   ? "tp vs heads"
+                                   : "tp vs ffn width";
+        out.rejections.add(category, per_layout, st.message());
+        out.evaluated += per_layout;
+        continue;
+      }
+      const std::vector<std::int64_t> eps =
+          m.is_moe() ? [&] {
+            std::vector<std::int64_t> v;
+            for (std::int64_t e : divisors(dp, dp))
+              if (m.num_experts % e == 0) v.push_back(e);
+            return v;
+          }()
+                     : std::vector<std::int64_t>{1};
+      for (std::int64_t ep : eps) {
+        for (std::int64_t mbs : divisors(gbs / dp, opt.max_micro_batch_size)) {
+          const std::int64_t M = gbs / dp / mbs;
+          std::vector<ScheduleChoice> schedules;
+          if (pp == 1) {
+            schedules.push_back({Schedule::k1F1B, 1});
+          } else if (M == 1) {
+            schedules.push_back({Schedule::kNaive, 1});
+          } else {
+            schedules.push_back({Schedule::kGpipe, 1});
+            schedules.push_back({Schedule::k1F1B, 1});
+            for (std::int64_t v = 2; v <= opt.max_virtual_stages; ++v) {
+              if (m.num_layers % (pp * v) != 0) continue;
+              if (M % pp != 0) {
+                out.rejections.add("interleaved needs micro-batches in groups of pp",
+                                   per_layout / (tp > 1 ? 2 : 1),
+                                   "interleaved: " + std::to_string(M) +
+                                       " micro-batches is not a multiple of pp=" + std::to_string(pp));
+                out.evaluated += per_layout / (tp > 1 ? 2 : 1);
+                continue;
+              }
+              schedules.push_back({Schedule::kInterleaved, v});
+            }
+          }
+          for (const ScheduleChoice& sc : schedules) {
+            for (int zero : zero_stages) {
+              // ZeRO shards over data-parallel replicas: with one replica every stage is the
+              // same plan, so only the lowest is enumerated.
+              if (dp == 1 && zero != zero_stages.front()) continue;
+              for (Recompute rc : recomputes) {
+                for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
+                  Plan p = base;
+                  p.ep = ep;
+                  p.micro_batch_size = mbs;
+                  p.schedule = sc.schedule;
+                  p.virtual_stages = sc.virtual_stages;
+                  p.zero_stage = zero;
+                  p.recompute = rc;
+                  p.sequence_parallel = sp == 1;
+                  ++out.evaluated;
+                  if (sp == 1 && m.seq_len % tp != 0) {
+                    out.rejections.add("sequence parallel vs seq_len", 1,
+                                       "sequence_parallel: tp=" + std::to_string(tp) +
+                                           " does not divide seq_len=" + std::to_string(m.seq_len));
+                    continue;
+                  }
+                  std::int64_t stage = 0;
+                  const double mem = est.peak_memory_bytes(p, &stage);
+                  if (mem > usable) {
+                    if (out.rejections.example.count("memory") == 0) {
+                      char buf[200];
+                      std::snprintf(buf, sizeof buf,
+                                    "stage %lld needs %.1f GB, usable %.1f GB of %.1f GB "
+                                    "(%.0f%% headroom)",
+                                    static_cast<long long>(stage), mem / 1e9,
+                                    usable / 1e9, c.gpu.hbm_bytes / 1e9,
+                                    opt.memory_headroom * 100);
+                      out.rejections.add("memory", 1, buf);
+                    } else {
+                      ++out.rejections.count["memory"];
+                    }
+                    continue;
+                  }
+                  Candidate cand;
+                  cand.plan = p;
+                  cand.estimate = est.estimate(p);
+                  if (offload && cand.estimate.host_memory_per_node_bytes > host_usable) {
+                    out.rejections.add("host memory", 1,
+                                       "offloaded optimizer states need " +
+                                           std::to_string(static_cast<long long>(
+                                               cand.estimate.host_memory_per_node_bytes / 1e9)) +
+                                           " GB per node, host has " +
+                                           std::to_string(static_cast<long long>(
+                                               c.host_memory_bytes_per_node / 1e9)) +
+                                           " GB");
+                    continue;
+                  }
+                  ++out.feasible;
+                  keep(std::move(cand));
+                  if (opt.stop_at_first_feasible) return out;
+                  if (out.evaluated >= opt.max_evaluations) {
+                    out.truncated = true;
+                    return out;
+                  }
+                  if (opt.progress && (out.evaluated & 0xFFF) == 0) {
+                    const auto now = std::chrono::steady_clock::now();
+                    if (now - last_progress > std::chrono::seconds(1)) {
+                      last_progress = now;
+                      opt.progress(out.evaluated, 0);
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& cluster,
+                                 const PlannerOptions& options, const RefineFn& refine) {
+  if (options.memory_headroom < 0 || options.memory_headroom >= 1)
+    return Status::Error("--memory-headroom must be in [0, 1)", ExitCode::kUsage);
+  if (options.top_k < 1) return Status::Error("--top must be at least 1", ExitCode::kUsage);
+  Estimator est(model, cluster, options.hardware);
+  PlanResult result;
+  result.search = search_plans(est, options, cluster.total_gpus(), /*offload=*/false);
+
+  auto finish = [&](PlanSearch& search) -> Status {
+    // Refine the best candidates with the simulator and re-rank them by its step time.
+    if (refine && options.simulate_top > 0) {
+      const std::size_t n = std::min<std::size_t>(search.ranked.size(),
+                                                  static_cast<std::size_t>(options.simulate_top));
+      for (std::size_t i = 0; i < n; ++i) {
+        auto sim = refine(search.ranked[i].plan);
+        if (!sim.ok()) return sim.status();
+        search.ranked[i].estimate = *sim;
+        search.ranked[i].simulated = true;
+      }
+      std::stable_sort(search.ranked.begin(), search.ranked.begin() + static_cast<long>(n),
+                       [](const Candidate& a, const Candidate& b) {
+                         return a.estimate.step_time_s < b.estimate.step_time_s;
+                       });
+    }
+    for (Candidate& cand : search.ranked)
+      cand.comm = comm_volume_on_stage(model, cand.plan, cand.estimate.peak_stage);
+    return Status::Ok();
+  };
+  TRAINPLAN_RETURN_IF_ERROR(finish(result.search));
+  if (result.fits()) return result;
+
+  // Nothing fits: how much the model states alone need, the smallest GPU count that fits, and
+  // the best plan with optimizer states on the host (ZeRO-Offload, Ren et al. 2021).
+  const StateBytesPerParam sb = state_bytes_per_param(options.precision, options.optimizer);
+  result.min_state_bytes_per_gpu =
+      sb.total() * count_parameters(model).total() / d(cluster.total_gpus());
+  PlannerOptions quick = options;
+  quick.top_k = 1;
+  quick.stop_at_first_feasible = true;
+  const std::int64_t step = cluster.gpus_per_node;
+  // No plan can shard model states over more than all GPUs: start where they could fit.
+  const double usable = cluster.gpu.hbm_bytes * (1.0 - options.memory_headroom);
+  const std::int64_t lower = static_cast<std::int64_t>(
+      std::ceil(sb.total() * count_parameters(model).total() / usable / d(step))) * step;
+  for (std::int64_t n = std::max((cluster.total_gpus() / step + 1) * step, lower);
+       n <= std::min<std::int64_t>(ClusterLimits::kMaxGpus, cluster.total_gpus() * 1024);
+       n += step) {
+    ClusterSpec bigger = cluster;
+    bigger.num_nodes = n / cluster.gpus_per_node;
+    Estimator big(model, bigger, options.hardware);
+    if (!search_plans(big, quick, n, false).ranked.empty()) {
+      result.min_gpus_without_offload = n;
+      break;
+    }
+  }
+  PlanSearch off = search_plans(est, options, cluster.total_gpus(), /*offload=*/true);
+  TRAINPLAN_RETURN_IF_ERROR(finish(off));
+  result.offload_search = std::move(off);
+  return result;
+}
+
+}  // namespace trainplan

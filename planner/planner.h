@@ -1,0 +1,92 @@
+// The planner: enumerate every DP x TP x PP x EP x ZeRO x micro-batch x schedule (x virtual
+// stages) x recompute x sequence-parallel configuration for a GPU count and global batch, prune
+// the impossible ones with a stated reason (counted by reason), rank the rest by estimated step
+// time, and refine the best with the event simulator.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/cluster_spec.h"
+#include "models/compute_model.h"
+#include "models/cost_model.h"
+#include "models/model_spec.h"
+#include "models/plan.h"
+#include "planner/estimate.h"
+
+namespace trainplan {
+
+struct PlannerOptions {
+  std::int64_t global_batch_size = 0;   // sequences per step; 0: about 2^21 tokens (see README)
+  Precision precision = Precision::kBf16;
+  Optimizer optimizer = Optimizer::kAdamW;
+  AttentionImpl attention = AttentionImpl::kFused;
+  // Usable device memory = capacity * (1 - headroom): room for the CUDA context, allocator
+  // fragmentation and library workspaces that the model does not count.
+  double memory_headroom = 0.10;
+  bool allow_cross_node_tp = false;     // TP groups larger than a node (slow; off by default)
+  std::int64_t max_micro_batch_size = 64;
+  std::int64_t max_virtual_stages = 8;
+  std::int64_t top_k = 10;              // candidates kept for the report
+  std::int64_t simulate_top = 8;        // candidates re-ranked by the event simulator (0: none)
+  std::optional<HardwareProfile> hardware;
+  // Bound on the work: configurations evaluated before the search stops and says so.
+  std::int64_t max_evaluations = 50'000'000;
+  // Stop at the first feasible configuration (feasibility scans).
+  bool stop_at_first_feasible = false;
+  // Called about once a second during long searches (evaluated so far, total estimate).
+  std::function<void(std::int64_t, std::int64_t)> progress;
+};
+
+struct Candidate {
+  Plan plan;
+  Estimate estimate;        // analytical
+  bool simulated = false;   // estimate.step_time etc. replaced by the simulator's figures
+  CommVolume comm;          // bytes per step sent by one rank of the peak-memory stage
+};
+
+struct Rejections {
+  std::map<std::string, std::int64_t> count;    // reason category -> configurations
+  std::map<std::string, std::string> example;   // reason category -> one full message
+  void add(const std::string& category, std::int64_t n, const std::string& message);
+  std::int64_t total() const;
+};
+
+struct PlanSearch {
+  std::int64_t gpus = 0;
+  std::int64_t global_batch_size = 0;
+  std::int64_t evaluated = 0;     // configurations enumerated (feasible + rejected)
+  std::int64_t feasible = 0;
+  bool truncated = false;         // stopped at max_evaluations
+  std::vector<Candidate> ranked;  // best first, at most top_k
+  Rejections rejections;
+};
+
+struct PlanResult {
+  PlanSearch search;                 // without offload
+  // When nothing fits in device memory:
+  double min_state_bytes_per_gpu = 0;  // model states fully sharded over all GPUs
+  std::optional<std::int64_t> min_gpus_without_offload;
+  std::optional<PlanSearch> offload_search;  // best plans with optimizer states on the host
+  bool fits() const { return !search.ranked.empty(); }
+};
+
+// Enumerates and ranks; refines the top `simulate_top` with `refine` when given (the planner
+// library does not depend on how: `plan` passes the event simulator).
+using RefineFn = std::function<Result<Estimate>(const Plan&)>;
+Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& cluster,
+                                 const PlannerOptions& options, const RefineFn& refine = {});
+
+// One search at a fixed GPU count (used by plan_training and the benchmark).
+PlanSearch search_plans(Estimator& estimator, const PlannerOptions& options, std::int64_t gpus,
+                        bool offload);
+
+// Default global batch: the power of two nearest 2^21 tokens / seq_len sequences, at least 1
+// (GPT-3 used 0.5M-3.2M tokens per batch, Brown et al. 2020 Table 2.1).
+std::int64_t default_global_batch(const ModelSpec& model);
+
+}  // namespace trainplan

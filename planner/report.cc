@@ -1,0 +1,319 @@
+// Plan report formatting; see report.h. Tested by tests/planner/report_test.cc.
+#include "planner/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+#include "models/units.h"
+
+namespace trainplan {
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string schedule_label(const Plan& p) {
+  if (p.pp == 1) return "-";
+  std::string s(to_string(p.schedule));
+  if (p.schedule == Schedule::kInterleaved) s += "x" + std::to_string(p.virtual_stages);
+  return s;
+}
+
+std::string pad(const std::string& s, std::size_t w, bool right = true) {
+  if (s.size() >= w) return s;
+  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
+}
+
+void table(std::ostringstream& os, const PlanSearch& search, const ClusterSpec& c) {
+  const std::vector<std::pair<std::string, std::size_t>> cols = {
+      {"#", 3},        {"tp", 3},       {"pp", 3},        {"dp", 4},       {"ep", 3},
+      {"zero", 4},     {"mbs", 4},      {"schedule", 13}, {"recomp", 9},   {"sp", 3},
+      {"step s", 9},   {"tokens/s", 10}, {"TFLOP/s", 8},   {"MFU", 6},      {"mem GB", 14},
+      {"bubble", 7},   {"TP GB", 8},     {"PP GB", 7},     {"DP GB", 7}};
+  for (const auto& [name, w] : cols) os << pad(name, w) << " ";
+  os << "\n";
+  int i = 0;
+  for (const Candidate& cand : search.ranked) {
+    const Plan& p = cand.plan;
+    const Estimate& e = cand.estimate;
+    std::vector<std::string> v = {
+        std::to_string(++i) + (cand.simulated ? "" : "*"),
+        std::to_string(p.tp),
+        std::to_string(p.pp),
+        std::to_string(p.dp),
+        std::to_string(p.ep),
+        std::to_string(p.zero_stage),
+        std::to_string(p.micro_batch_size),
+        schedule_label(p),
+        std::string(to_string(p.recompute)),
+        p.sequence_parallel ? "y" : "n",
+        fmt("%.3f", e.step_time_s),
+        fmt("%.0f", e.tokens_per_s),
+        fmt("%.1f", e.model_tflops_per_gpu),
+        fmt("%.1f%%", e.mfu * 100),
+        fmt("%.1f", e.peak_memory_bytes / kGB) + "/" + fmt("%.0f", c.gpu.hbm_bytes / kGB),
+        fmt("%.1f%%", e.bubble_fraction * 100),
+        fmt("%.2f", cand.comm.tp_bytes / kGB),
+        fmt("%.2f", cand.comm.pp_bytes / kGB),
+        fmt("%.2f", cand.comm.dp_bytes / kGB)};
+    for (std::size_t k = 0; k < v.size(); ++k) os << pad(v[k], cols[k].second) << " ";
+    os << "\n";
+  }
+  bool any_analytic = false;
+  for (const Candidate& cand : search.ranked) any_analytic |= !cand.simulated;
+  if (any_analytic) os << "  * analytical estimate (not refined by the event simulator)\n";
+  os << "  TFLOP/s and MFU count model FLOPs (no recompute); memory is the peak stage's; GB are\n"
+        "  bytes one rank of that stage sends per step in each group.\n";
+}
+
+void rejections(std::ostringstream& os, const PlanSearch& s) {
+  os << "Searched " << s.evaluated << " configurations: " << s.feasible << " feasible, "
+     << s.rejections.total() << " rejected";
+  if (s.truncated) os << " (search stopped at the evaluation bound)";
+  os << ".\n";
+  std::vector<std::pair<std::int64_t, std::string>> by_count;
+  for (const auto& [k, n] : s.rejections.count) by_count.push_back({n, k});
+  std::sort(by_count.rbegin(), by_count.rend());
+  for (const auto& [n, k] : by_count)
+    os << "  " << pad(std::to_string(n), 9) << "  " << pad(k, 46, false) << " e.g. "
+       << s.rejections.example.at(k) << "\n";
+}
+
+void run_estimate(std::ostringstream& os, const Candidate& c, const ReportContext& ctx) {
+  if (!ctx.run_tokens) return;
+  const double tokens_per_step =
+      static_cast<double>(c.plan.global_batch_size) * static_cast<double>(ctx.model->seq_len);
+  const double steps = std::ceil(*ctx.run_tokens / tokens_per_step);
+  const double seconds = steps * c.estimate.step_time_s;
+  const double gpus = static_cast<double>(c.plan.world_size());
+  os << "Whole run: " << fmt("%.3g", *ctx.run_tokens) << " tokens = " << fmt("%.0f", steps)
+     << " steps of " << fmt("%.0f", tokens_per_step) << " tokens: " << fmt("%.1f", seconds / 86400)
+     << " days on " << c.plan.world_size() << " GPUs, " << fmt("%.3g", seconds * gpus / 3600)
+     << " GPU-hours (at the estimated throughput, no restarts or evaluation).\n";
+}
+
+}  // namespace
+
+const Candidate* recommended(const PlanResult& r) {
+  if (!r.search.ranked.empty()) return &r.search.ranked.front();
+  if (r.offload_search && !r.offload_search->ranked.empty())
+    return &r.offload_search->ranked.front();
+  return nullptr;
+}
+
+std::string explain_choice(const Candidate& w, const Candidate& r) {
+  const Estimate& a = w.estimate;
+  const Estimate& b = r.estimate;
+  struct Part {
+    const char* what;
+    double winner, runner;
+  };
+  const double bubble_a = a.pipeline_s * a.bubble_fraction, bubble_b = b.pipeline_s * b.bubble_fraction;
+  std::vector<Part> parts = {
+      {"pipeline bubble", bubble_a, bubble_b},
+      {"compute (recompute included)", a.compute_s, b.compute_s},
+      {"tensor-parallel communication", a.tp_comm_s, b.tp_comm_s},
+      {"exposed data-parallel communication", a.dp_exposed_s, b.dp_exposed_s},
+      {"pipeline transfers", a.pp_comm_s, b.pp_comm_s},
+      {"expert all-to-all", a.ep_comm_s, b.ep_comm_s},
+      {"optimizer step", a.optimizer_s, b.optimizer_s},
+      {"offload", a.offload_s, b.offload_s}};
+  std::sort(parts.begin(), parts.end(), [](const Part& x, const Part& y) {
+    return (y.runner - y.winner) < (x.runner - x.winner);
+  });
+  std::ostringstream os;
+  const double gain = (b.step_time_s - a.step_time_s) / b.step_time_s * 100;
+  os << "It beats the runner-up (" << describe(r.plan) << ") by " << fmt("%.1f", gain)
+     << "% in step time";
+  int said = 0;
+  for (const Part& p : parts) {
+    if (p.runner - p.winner <= 1e-6 * std::max(a.step_time_s, 1e-9)) break;
+    os << (said == 0 ? ": " : "; ") << p.what << " " << fmt("%.3f", p.winner) << " s against "
+       << fmt("%.3f", p.runner) << " s";
+    if (++said == 2) break;
+  }
+  if (said == 0) os << " with the same cost breakdown";
+  const double mem_a = a.peak_memory_bytes / kGB, mem_b = b.peak_memory_bytes / kGB;
+  if (std::fabs(mem_a - mem_b) > 0.05)
+    os << "; it needs " << fmt("%.1f", mem_a) << " GB per GPU against " << fmt("%.1f", mem_b);
+  os << ".";
+  return os.str();
+}
+
+std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
+  const ModelSpec& m = *ctx.model;
+  const ClusterSpec& c = *ctx.cluster;
+  std::ostringstream os;
+  const double params = count_parameters(m).total();
+  os << "Model:   " << m.name << ": " << fmt("%.2f", params / 1e9) << "B parameters, "
+     << m.num_layers << " layers, hidden " << m.hidden_size << ", " << m.num_attention_heads
+     << " heads";
+  if (m.num_kv_heads != m.num_attention_heads) os << " (" << m.num_kv_heads << " KV)";
+  if (m.is_moe()) os << ", " << m.num_experts << " experts top-" << m.experts_per_token;
+  os << ", sequence " << m.seq_len << "\n";
+  os << "Cluster: " << c.num_nodes << " node" << (c.num_nodes > 1 ? "s" : "") << " x "
+     << c.gpus_per_node << " " << c.gpu.name << " (" << fmt("%.0f", c.gpu.hbm_bytes / kGB)
+     << " GB, " << fmt("%.0f", c.gpu.peak_bf16_flops_per_s / kTFLOP) << " TFLOP/s bf16), "
+     << fmt("%.0f", c.intra_node_bytes_per_s / kGB) << " GB/s in a node, "
+     << fmt("%.0f", c.inter_node_bytes_per_s / kGB) << " GB/s per GPU across nodes\n";
+  const PlanSearch& s = r.search;
+  os << "Batch:   " << s.global_batch_size << " sequences ("
+     << fmt("%.0f", static_cast<double>(s.global_batch_size) * static_cast<double>(m.seq_len))
+     << " tokens) per step, " << to_string(ctx.options->precision) << ", "
+     << to_string(ctx.options->optimizer) << ", " << to_string(ctx.options->attention)
+     << " attention, " << fmt("%.0f", ctx.options->memory_headroom * 100)
+     << "% memory headroom\n\n";
+
+  if (r.fits()) {
+    os << "Top " << s.ranked.size() << " of " << s.feasible << " feasible configurations:\n";
+    table(os, s, c);
+    os << "\n";
+    const Candidate& w = s.ranked.front();
+    os << "Recommendation: " << describe(w.plan) << "\n  " << fmt("%.3f", w.estimate.step_time_s)
+       << " s per step, " << fmt("%.0f", w.estimate.tokens_per_s) << " tokens/s, "
+       << fmt("%.1f", w.estimate.model_tflops_per_gpu) << " TFLOP/s per GPU ("
+       << fmt("%.1f", w.estimate.mfu * 100) << "% MFU), "
+       << fmt("%.1f", w.estimate.peak_memory_bytes / kGB) << " GB peak on stage "
+       << w.estimate.peak_stage << ".\n";
+    if (s.ranked.size() > 1) os << "  " << explain_choice(w, s.ranked[1]) << "\n";
+    run_estimate(os, w, ctx);
+    os << "\n";
+    rejections(os, s);
+    return os.str();
+  }
+
+  os << "Nothing fits in GPU memory. Model states alone (weights, gradients and "
+     << to_string(ctx.options->optimizer) << " states, "
+     << fmt("%.0f", state_bytes_per_param(ctx.options->precision, ctx.options->optimizer).total())
+     << " bytes per parameter) need " << fmt("%.1f", r.min_state_bytes_per_gpu / kGB)
+     << " GB per GPU even fully sharded over " << c.total_gpus() << " GPUs; each GPU has "
+     << fmt("%.1f", c.gpu.hbm_bytes * (1 - ctx.options->memory_headroom) / kGB)
+     << " GB usable (" << fmt("%.0f", c.gpu.hbm_bytes / kGB) << " GB less "
+     << fmt("%.0f", ctx.options->memory_headroom * 100) << "% headroom).\n";
+  if (r.min_gpus_without_offload)
+    os << "Smallest GPU count that fits without offload: " << *r.min_gpus_without_offload << " ("
+       << *r.min_gpus_without_offload / c.gpus_per_node << " nodes of " << c.gpus_per_node << ").\n";
+  else
+    os << "No GPU count up to the search bound fits without offload.\n";
+  os << "\n";
+  rejections(os, s);
+  if (r.offload_search && !r.offload_search->ranked.empty()) {
+    const PlanSearch& o = *r.offload_search;
+    os << "\nWith optimizer states offloaded to host memory (ZeRO-Offload, Ren et al. 2021):\n";
+    table(os, o, c);
+    const Candidate& w = o.ranked.front();
+    os << "\nRecommendation: " << describe(w.plan) << "\n  "
+       << fmt("%.3f", w.estimate.step_time_s) << " s per step, "
+       << fmt("%.0f", w.estimate.tokens_per_s) << " tokens/s, "
+       << fmt("%.1f", w.estimate.mfu * 100) << "% MFU, "
+       << fmt("%.1f", w.estimate.peak_memory_bytes / kGB) << " GB peak per GPU, "
+       << fmt("%.0f", w.estimate.host_memory_per_node_bytes / kGB)
+       << " GB of optimizer states per node in host memory.\n"
+       << "  The offload costs " << fmt("%.3f", w.estimate.offload_s) << " s per step ("
+       << fmt("%.0f", w.estimate.offload_s / w.estimate.step_time_s * 100)
+       << "% of the step): gradients and weights over PCIe and the optimizer step on the host.\n";
+    if (o.ranked.size() > 1) os << "  " << explain_choice(w, o.ranked[1]) << "\n";
+    run_estimate(os, w, ctx);
+  } else {
+    os << "\nNo plan fits even with optimizer states offloaded to host memory.\n";
+    if (r.offload_search) rejections(os, *r.offload_search);
+  }
+  return os.str();
+}
+
+namespace {
+Json estimate_json(const Candidate& c) {
+  const Estimate& e = c.estimate;
+  Json j;
+  j["plan"] = plan_to_json(c.plan);
+  j["simulated"] = c.simulated;
+  j["step_time_s"] = e.step_time_s;
+  j["tokens_per_s"] = e.tokens_per_s;
+  j["model_tflops_per_gpu"] = e.model_tflops_per_gpu;
+  j["hardware_tflops_per_gpu"] = e.hardware_tflops_per_gpu;
+  j["mfu"] = e.mfu;
+  j["bubble_fraction"] = e.bubble_fraction;
+  j["peak_memory_bytes"] = e.peak_memory_bytes;
+  j["peak_stage"] = e.peak_stage;
+  j["memory"] = {{"weights_bytes", e.peak_memory.weights_bytes},
+                 {"gradients_bytes", e.peak_memory.gradients_bytes},
+                 {"optimizer_bytes", e.peak_memory.optimizer_bytes},
+                 {"activations_bytes", e.peak_memory.activations_bytes},
+                 {"buffers_bytes", e.peak_memory.buffers_bytes},
+                 {"host_optimizer_bytes", e.peak_memory.host_optimizer_bytes}};
+  j["time_s"] = {{"pipeline", e.pipeline_s},       {"compute", e.compute_s},
+                 {"tp_comm", e.tp_comm_s},         {"ep_comm", e.ep_comm_s},
+                 {"pp_comm", e.pp_comm_s},         {"dp_comm", e.dp_comm_s},
+                 {"dp_exposed", e.dp_exposed_s},   {"optimizer", e.optimizer_s},
+                 {"offload", e.offload_s}};
+  j["bytes_per_rank"] = {{"tp", c.comm.tp_bytes}, {"pp", c.comm.pp_bytes},
+                         {"dp", c.comm.dp_bytes}, {"ep", c.comm.ep_bytes},
+                         {"host", c.comm.host_bytes}};
+  return j;
+}
+
+Json search_json(const PlanSearch& s) {
+  Json j;
+  j["gpus"] = s.gpus;
+  j["global_batch_size"] = s.global_batch_size;
+  j["evaluated"] = s.evaluated;
+  j["feasible"] = s.feasible;
+  j["truncated"] = s.truncated;
+  Json cands = Json::array();
+  for (const Candidate& c : s.ranked) cands.push_back(estimate_json(c));
+  j["candidates"] = cands;
+  Json rej = Json::object();
+  for (const auto& [k, n] : s.rejections.count)
+    rej[k] = {{"count", n}, {"example", s.rejections.example.at(k)}};
+  j["rejections"] = rej;
+  return j;
+}
+}  // namespace
+
+Json plan_report_to_json(const PlanResult& r, const ReportContext& ctx) {
+  Json j;
+  j["schema"] = "trainplan.plan_report/1";
+  j["model"] = model_to_json(*ctx.model);
+  j["cluster"] = cluster_to_json(*ctx.cluster);
+  j["options"] = {{"precision", std::string(to_string(ctx.options->precision))},
+                  {"optimizer", std::string(to_string(ctx.options->optimizer))},
+                  {"attention", std::string(to_string(ctx.options->attention))},
+                  {"memory_headroom", ctx.options->memory_headroom},
+                  {"allow_cross_node_tp", ctx.options->allow_cross_node_tp}};
+  j["fits"] = r.fits();
+  j["search"] = search_json(r.search);
+  if (!r.fits()) {
+    j["min_state_bytes_per_gpu"] = r.min_state_bytes_per_gpu;
+    j["min_gpus_without_offload"] =
+        r.min_gpus_without_offload ? Json(*r.min_gpus_without_offload) : Json(nullptr);
+    if (r.offload_search) j["offload_search"] = search_json(*r.offload_search);
+  }
+  if (const Candidate* w = recommended(r)) {
+    Json rec = estimate_json(*w);
+    const PlanSearch& s = r.fits() ? r.search : *r.offload_search;
+    if (s.ranked.size() > 1) rec["why"] = explain_choice(*w, s.ranked[1]);
+    if (ctx.run_tokens) {
+      const double tokens_per_step = static_cast<double>(w->plan.global_batch_size) *
+                                     static_cast<double>(ctx.model->seq_len);
+      const double steps = std::ceil(*ctx.run_tokens / tokens_per_step);
+      const double seconds = steps * w->estimate.step_time_s;
+      rec["run"] = {{"tokens", *ctx.run_tokens},
+                    {"steps", steps},
+                    {"days", seconds / 86400},
+                    {"gpu_hours", seconds * static_cast<double>(w->plan.world_size()) / 3600}};
+    }
+    j["recommendation"] = rec;
+  } else {
+    j["recommendation"] = nullptr;
+  }
+  return j;
+}
+
+}  // namespace trainplan

@@ -1,0 +1,27 @@
+// The planner's report: a table a person can act on, and the same content as JSON
+// (schema "trainplan.plan_report/1"). Formatting only; printing happens in tools/plan.cc.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "models/json_util.h"
+#include "planner/planner.h"
+
+namespace trainplan {
+
+struct ReportContext {
+  const ModelSpec* model = nullptr;
+  const ClusterSpec* cluster = nullptr;
+  const PlannerOptions* options = nullptr;
+  std::optional<double> run_tokens;  // --tokens: whole-run estimate
+};
+
+std::string format_plan_report(const PlanResult& result, const ReportContext& ctx);
+Json plan_report_to_json(const PlanResult& result, const ReportContext& ctx);
+// Why the winner beats the runner-up, in one or two sentences.
+std::string explain_choice(const Candidate& winner, const Candidate& runner_up);
+// The plan that `--emit-plan` writes: the recommendation (offload plan when nothing fits).
+const Candidate* recommended(const PlanResult& result);
+
+}  // namespace trainplan

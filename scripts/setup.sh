@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages trainplan builds with, if any is missing. Idempotent.
+# Uses sudo when not root. CUDA/cuBLAS/NCCL are taken from /usr/local/cuda when present.
+set -euo pipefail
+packages=(cmake g++ make libeigen3-dev nlohmann-json3-dev libboost-graph-dev libopenmpi-dev
+          openmpi-bin libgtest-dev libbenchmark-dev python3)
+if [ "${TRAINPLAN_SANITIZE_DEPS:-0}" = 1 ]; then packages+=(clang libclang-rt-14-dev); fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
+echo "setup: installing ${missing[*]}"
+sudo=""
+if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,283 @@
+// Unit tests of the cost model's formulas against published figures and hand computations:
+// Narayanan et al. 2021 (parameters, eq. 3 FLOPs), Korthikanti et al. 2022 (activations, MFU
+// FLOPs), Rajbhandari et al. 2019 (ZeRO memory), nccl-tests (bus bandwidth).
+#include "models/cost_model.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "models/collectives.h"
+#include "tests/models/test_util.h"
+
+namespace trainplan {
+namespace {
+
+using testing::load_repo_model;
+
+double rel(double a, double b) { return std::fabs(a - b) / std::fabs(b); }
+
+Plan plan_of(std::int64_t tp, std::int64_t pp, std::int64_t dp, std::int64_t mbs,
+             std::int64_t gbs) {
+  Plan p;
+  p.tp = tp;
+  p.pp = pp;
+  p.dp = dp;
+  p.micro_batch_size = mbs;
+  p.global_batch_size = gbs;
+  return p;
+}
+
+// GPT-3 with Megatron's 2021 settings: dropout, unfused attention.
+ModelSpec gpt3() {
+  ModelSpec m = load_repo_model("gpt3.json");
+  EXPECT_TRUE(m.dropout);
+  return m;
+}
+
+TEST(Parameters, Gpt3HasAbout174Point6Billion) {
+  const ModelSpec m = gpt3();
+  const double p = count_parameters(m).total();
+  EXPECT_NEAR(p / 1e9, 174.6, 0.05);
+  // Megatron-LM's closed form (Narayanan et al. 2021, sec. 5.1):
+  // P = 12*l*h^2*(1 + 13/(12h) + (V+s)/(12*l*h)): 12h^2 + 13h per layer (weights, biases, two
+  // LayerNorms) plus the embeddings; ours adds the final LayerNorm's 2h, so they agree to 1e-6.
+  const double l = 96, h = 12288, V = 50257, s = 2048;
+  const double megatron = 12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h));
+  EXPECT_LT(rel(p, megatron), 1e-6);
+}
+
+TEST(Parameters, Llama3SizesMatchTheirNames) {
+  EXPECT_NEAR(count_parameters(load_repo_model("llama3-8b.json")).total() / 1e9, 8.03, 0.01);
+  EXPECT_NEAR(count_parameters(load_repo_model("llama3-70b.json")).total() / 1e9, 70.55, 0.01);
+  EXPECT_NEAR(count_parameters(load_repo_model("llama3-405b.json")).total() / 1e9, 405.85, 0.05);
+  // Mixtral 8x7B: 46.7B total, 12.9B active (Jiang et al. 2024, sec. 2).
+  const ParameterCounts mix = count_parameters(load_repo_model("mixtral-8x7b.json"));
+  EXPECT_NEAR(mix.total() / 1e9, 46.7, 0.05);
+  EXPECT_NEAR(mix.active() / 1e9, 12.9, 0.05);
+}
+
+TEST(Parameters, GptTwoSmallIs124Million) {
+  EXPECT_NEAR(count_parameters(load_repo_model("gpt2-124m.json")).total() / 1e6, 124.4, 0.1);
+}
+
+TEST(Parameters, StageSumsMatchTheBlocks) {
+  for (const char* name : {"gpt3.json", "llama3-8b.json", "mixtral-8x7b.json", "tiny.json"}) {
+    const ModelSpec m = load_repo_model(name);
+    for (std::int64_t tp : {1, 2}) {
+      for (std::int64_t pp : {1, 2, 4}) {
+        Plan p = plan_of(tp, pp, 8, 1, 64);
+        if (m.is_moe()) p.ep = 4;
+        double total_dense = 0;
+        for (std::int64_t s = 0; s < pp; ++s) {
+          double dense = 0, expert = 0;
+          for (const ParamBlock& b : param_blocks_on_stage(m, p, s)) {
+            dense += static_cast<double>(b.dense_params);
+            expert += static_cast<double>(b.expert_params);
+          }
+          const StageParameters sp = parameters_on_stage(m, p, s);
+          EXPECT_EQ(sp.dense, dense) << name << " tp=" << tp << " pp=" << pp << " stage " << s;
+          EXPECT_EQ(sp.expert, expert);
+          total_dense += sp.dense;
+        }
+        if (tp == 1 && !m.is_moe() && (pp == 1 || !m.tie_word_embeddings)) {
+          // With no sharding the stages add up to the model (vocabulary padded to 128).
+          const ParameterCounts c = count_parameters(m);
+          const double pad = static_cast<double>(padded_vocab(m, 1) - m.vocab_size) *
+                             static_cast<double>(m.hidden_size) *
+                             (m.tie_word_embeddings ? 1.0 : 2.0);
+          EXPECT_DOUBLE_EQ(total_dense, c.total() + pad) << name;
+        }
+      }
+    }
+  }
+}
+
+TEST(Flops, HardwareFlopsWithFullRecomputeAreMegatronEq3) {
+  ModelSpec m = gpt3();
+  Plan p = plan_of(8, 8, 1, 1, 1536);
+  p.recompute = Recompute::kFull;
+  p.attention = AttentionImpl::kUnfused;
+  for (std::int64_t batch : {1, 512, 1536}) {
+    p.global_batch_size = batch;
+    EXPECT_LT(rel(step_flops(m, p).hardware, megatron_eq3_flops(m, batch)), 1e-12);
+  }
+}
+
+TEST(Flops, ModelFlopsAreKorthikantiMfuFormula) {
+  // Korthikanti et al. 2022, appendix: model FLOPs = 72*B*s*l*h^2*(1 + s/(6h) + V/(12*h*l)).
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(1, 1, 1, 1, 64);
+  p.recompute = Recompute::kSelective;
+  p.attention = AttentionImpl::kUnfused;
+  const double B = 64, s = 2048, l = 96, h = 12288, V = 50257;
+  const double expected = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * h * l));
+  EXPECT_LT(rel(step_flops(m, p).model, expected), 1e-12);
+  // Selective recompute adds the attention core's forward: 4*B*s^2*h per layer.
+  EXPECT_LT(rel(step_flops(m, p).hardware - step_flops(m, p).model, 4 * B * s * s * h * l), 1e-12);
+}
+
+TEST(Memory, MixedPrecisionAdamIsSixteenBytesPerParameter) {
+  EXPECT_EQ(state_bytes_per_param(Precision::kBf16, Optimizer::kAdamW).total(), 16.0);
+  EXPECT_EQ(state_bytes_per_param(Precision::kFp16, Optimizer::kAdamW).optimizer, 12.0);
+  EXPECT_EQ(state_bytes_per_param(Precision::kFp32, Optimizer::kAdamW).total(), 16.0);
+  EXPECT_EQ(state_bytes_per_param(Precision::kFp32, Optimizer::kSgd).total(), 8.0);
+  EXPECT_EQ(state_bytes_per_param(Precision::kBf16, Optimizer::kSgdMomentum).total(), 12.0);
+}
+
+TEST(Memory, ZeroStagesDivideModelStatesAsRajbhandari) {
+  // ZeRO (Rajbhandari et al. 2019, fig. 1): with Psi parameters, K = 12 and N_d replicas:
+  // baseline (2+2+K)Psi, P_os (2+2+K/N_d)Psi, P_os+g (2+(2+K)/N_d)Psi, P_os+g+p (2+2+K)Psi/N_d.
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  Plan p = plan_of(1, 1, 64, 1, 64);
+  const double psi = parameters_on_stage(m, p, 0).total();
+  const double expected[4] = {16 * psi, (4 + 12.0 / 64) * psi, (2 + 14.0 / 64) * psi,
+                              16 * psi / 64};
+  for (int z = 0; z < 4; ++z) {
+    p.zero_stage = z;
+    const MemoryBreakdown mem = memory_on_stage(m, p, 0);
+    EXPECT_LT(rel(mem.weights_bytes + mem.gradients_bytes + mem.optimizer_bytes, expected[z]),
+              1e-12)
+        << "zero " << z;
+  }
+  // The paper's 7.5B / 64 GPU example: 120, 31.4, 16.6, 1.9 GB.
+  const double psi75 = 7.5e9;
+  EXPECT_NEAR((4 + 12.0 / 64) * psi75 / 1e9, 31.4, 0.05);
+  EXPECT_NEAR((2 + 14.0 / 64) * psi75 / 1e9, 16.6, 0.05);
+}
+
+TEST(Memory, Gpt3ModelStatesOn32GpusAre87GB) {
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(1, 1, 32, 1, 32);
+  p.zero_stage = 3;
+  const MemoryBreakdown mem = memory_on_stage(m, p, 0);
+  EXPECT_NEAR((mem.weights_bytes + mem.gradients_bytes + mem.optimizer_bytes) / 1e9, 87.3, 0.1);
+}
+
+TEST(Memory, OffloadMovesOptimizerStatesToTheHost) {
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(8, 4, 1, 1, 8);
+  const double on_device = memory_on_stage(m, p, 0).optimizer_bytes;
+  p.offload = Offload::kOptimizer;
+  const MemoryBreakdown mem = memory_on_stage(m, p, 0);
+  EXPECT_EQ(mem.optimizer_bytes, 0.0);
+  EXPECT_EQ(mem.host_optimizer_bytes, on_device);
+}
+
+TEST(Activations, KorthikantiFormulas) {
+  // Korthikanti et al. 2022, table 2, per layer (bytes, fp16, dropout, no flash attention):
+  //   no parallelism: s*b*h*(34 + 5*a*s/h); TP: s*b*h*(10 + 24/t + 5*a*s/(h*t));
+  //   TP+SP: s*b*h/t*(34 + 5*a*s/h); TP+SP+selective: 34*s*b*h/t.
+  const ModelSpec m = gpt3();
+  const double s = 2048, h = 12288, a = 96;
+  for (std::int64_t b : {1, 4}) {
+    for (std::int64_t t : {1, 2, 8}) {
+      Plan p = plan_of(t, 1, 1, b, b);
+      p.attention = AttentionImpl::kUnfused;
+      p.precision = Precision::kFp16;
+      const double sbh = s * static_cast<double>(b) * h, dt = static_cast<double>(t);
+      EXPECT_LT(rel(layer_activation_bytes(m, p), sbh * (10 + 24 / dt + 5 * a * s / (h * dt))),
+                1e-12);
+      if (t > 1) {
+        p.sequence_parallel = true;
+        EXPECT_LT(rel(layer_activation_bytes(m, p), sbh / dt * (34 + 5 * a * s / h)), 1e-12);
+        p.recompute = Recompute::kSelective;
+        EXPECT_LT(rel(layer_activation_bytes(m, p), 34 * sbh / dt), 1e-12);
+      }
+    }
+  }
+}
+
+TEST(Activations, InFlightMicroBatchesBySchedule) {
+  Plan p = plan_of(1, 4, 1, 1, 16);  // M = 16
+  p.schedule = Schedule::kGpipe;
+  EXPECT_EQ(in_flight_micro_batches(p, 0), 16.0);
+  p.schedule = Schedule::k1F1B;
+  for (std::int64_t s = 0; s < 4; ++s) EXPECT_EQ(in_flight_micro_batches(p, s), 4.0 - s);
+  p.schedule = Schedule::kInterleaved;
+  p.virtual_stages = 2;
+  // Megatron-LM: warm-up (pp - 1 - s)*2 + (v - 1)*pp chunks, +1, in units of 1/v of a stage.
+  EXPECT_EQ(in_flight_micro_batches(p, 0), (3 * 2 + 4 + 1) / 2.0);
+  p.schedule = Schedule::kGpipe;
+  p.virtual_stages = 1;
+  p.global_batch_size = 2;  // M < pp
+  EXPECT_EQ(in_flight_micro_batches(p, 0), 2.0);
+}
+
+TEST(Collectives, NcclTestsBusBandwidthFactors) {
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kAllReduce, 8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kReduceScatter, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kAllGather, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kSendRecv, 2), 1.0);
+  EXPECT_EQ(bytes_sent_per_rank(Collective::kAllReduce, 800, 8), 1400);
+  EXPECT_EQ(bytes_sent_per_rank(Collective::kAllGather, 800, 8), 700);
+  EXPECT_EQ(bytes_sent_per_rank(Collective::kAllReduce, 800, 1), 0);
+  EXPECT_EQ(ring_steps(Collective::kAllReduce, 8), 14);
+  // 1 GB all-reduce over 8 ranks at 100 GB/s, 1 us per step: 14 us + 1.75 GB / 100 GB/s.
+  EXPECT_NEAR(ring_collective_time_s(Collective::kAllReduce, 1'000'000'000, 8, 100e9, 1e-6),
+              14e-6 + 0.0175, 1e-12);
+  // Two-level: inside one node it is the flat ring.
+  EXPECT_DOUBLE_EQ(group_collective_time_s(Collective::kAllGather, 1 << 20, 1, 8, 1e11, 1e-6, 1e10, 5e-6),
+                   ring_collective_time_s(Collective::kAllGather, 1 << 20, 8, 1e11, 1e-6));
+  // DataParallel's gather-broadcast moves (n-1) * S through one link, twice.
+  EXPECT_GT(gather_broadcast_time_s(1 << 30, 8, 1e11, 0),
+            ring_collective_time_s(Collective::kAllReduce, 1 << 30, 8, 1e11, 0));
+}
+
+TEST(CommVolume, TensorParallelClosedForm) {
+  // Per layer and micro-batch without SP: 2 all-reduces forward and 2 backward of s*b*h*e
+  // (Megatron's f and g); full recompute repeats the forward's 2. Each rank sends 2(t-1)/t of it.
+  const ModelSpec m = gpt3();
+  for (Recompute rc : {Recompute::kNone, Recompute::kFull}) {
+    for (bool sp : {false, true}) {
+      Plan p = plan_of(8, 4, 2, 1, 32);  // M = 16
+      p.recompute = rc;
+      p.sequence_parallel = sp;
+      const double t = 8, e = 2, sbh = 2048.0 * 12288, M = 16, L = 24;
+      const double ar = 2 * (t - 1) / t * sbh * e, half = (t - 1) / t * sbh * e;
+      // SP: forward 2 all-gathers + 2 reduce-scatters (= 2 all-reduces); backward the same plus
+      // 2 re-gathers of the inputs for the weight gradients.
+      const double fwd = 2 * ar, bwd = sp ? 2 * ar + 2 * half : 2 * ar;
+      const double per_layer = fwd + bwd + (rc == Recompute::kFull ? fwd : 0.0);
+      const CommVolume mid = comm_volume_on_stage(m, p, 1);
+      EXPECT_LT(rel(mid.tp_bytes, M * L * per_layer), 1e-12) << "sp=" << sp;
+      // PP: a middle stage sends one activation forward and one gradient back per micro-batch.
+      EXPECT_DOUBLE_EQ(mid.pp_bytes, 2 * M * sbh * e / (sp ? t : 1.0));
+    }
+  }
+}
+
+TEST(CommVolume, DataParallelAllReduceOfPaddedBlocks) {
+  const ModelSpec m = load_repo_model("tiny.json");
+  Plan p = plan_of(1, 1, 4, 2, 16);
+  p.precision = Precision::kFp32;
+  double expected = 0;
+  for (const ParamBlock& b : param_blocks_on_stage(m, p, 0)) {
+    const double padded = std::ceil(static_cast<double>(b.dense_params) / 4) * 4;
+    expected += 2.0 * 3 / 4 * padded * 4;
+  }
+  EXPECT_DOUBLE_EQ(comm_volume_on_stage(m, p, 0).dp_bytes, expected);
+  // ZeRO-1 (reduce-scatter + all-gather) moves what one all-reduce does; ZeRO-2 reduce-scatters
+  // every micro-batch (M = 2); ZeRO-3 adds the parameter gathers of forward and backward.
+  p.zero_stage = 1;
+  EXPECT_DOUBLE_EQ(comm_volume_on_stage(m, p, 0).dp_bytes, expected);
+  p.zero_stage = 2;
+  EXPECT_DOUBLE_EQ(comm_volume_on_stage(m, p, 0).dp_bytes, expected / 2 * (2 + 1));
+  p.zero_stage = 3;
+  EXPECT_DOUBLE_EQ(comm_volume_on_stage(m, p, 0).dp_bytes, expected / 2 * 2 * 3);
+}
+
+TEST(Tasks, BackwardHasTwiceTheForwardFlops) {
+  for (const char* name : {"gpt3.json", "llama3-8b.json", "mixtral-8x7b.json"}) {
+    const ModelSpec m = load_repo_model(name);
+    Plan p = plan_of(2, 1, 1, 2, 2);
+    if (m.is_moe()) p.ep = 1;
+    double fwd = 0, bwd = 0;
+    for (const Task& t : layer_forward_tasks(m, p)) fwd += t.flops;
+    for (const Task& t : layer_backward_tasks(m, p)) bwd += t.flops;
+    EXPECT_LT(rel(bwd, 2 * fwd), 1e-12) << name;
+  }
+}
+
+}  // namespace
+}  // namespace trainplan

@@ -1,0 +1,161 @@
+// plan: how should this model be split across these GPUs?
+//   plan --model models/gpt3.json --gpus 32 [--json] [--emit-plan FILE] [--tokens N] [--trace FILE]
+// Ranks every feasible configuration by an analytical estimate, refines the best with the event
+// simulator, and prints a recommendation with the reason it wins. See README.md.
+#include <cstdio>
+#include <iostream>
+
+#include "models/units.h"
+#include "planner/planner.h"
+#include "planner/report.h"
+#include "simulator/simulator.h"
+#include "tools/cli.h"
+
+using namespace trainplan;
+
+namespace {
+
+// The simulator's prediction as a planner Estimate (the figures the report shows).
+Estimate estimate_from_simulation(const SimResult& sim, Estimate e) {
+  const StepReport& r = sim.report;
+  e.step_time_s = r.step_time_s;
+  e.tokens_per_s = r.tokens_per_s;
+  e.model_tflops_per_gpu = r.model_tflops_per_gpu;
+  e.hardware_tflops_per_gpu = r.hardware_tflops_per_gpu;
+  e.mfu = r.mfu;
+  e.bubble_fraction = r.bubble_fraction;
+  double peak = 0;
+  for (const RankStep& rank : r.ranks) {
+    if (rank.peak_memory_bytes > peak) {
+      peak = rank.peak_memory_bytes;
+      e.peak_stage = rank.stage;
+      e.peak_memory = rank.memory;
+    }
+  }
+  if (peak > 0) e.peak_memory_bytes = peak;
+  return e;
+}
+
+int run(int argc, char** argv) {
+  auto options = cli::model_cluster_options();
+  options.insert(options.end(), {
+      {"global-batch", true, "sequences per optimizer step (default: about 2M tokens)"},
+      {"precision", true, "bf16 (default), fp16 or fp32"},
+      {"optimizer", true, "adamw (default), sgd or sgd-momentum"},
+      {"attention", true, "fused (default, FlashAttention-style) or unfused"},
+      {"memory-headroom", true, "fraction of GPU memory kept free (default 0.10)"},
+      {"allow-cross-node-tp", false, "consider tensor parallelism across nodes"},
+      {"top", true, "candidates to show (default 10)"},
+      {"simulate-top", true, "candidates refined by the event simulator (default 8, 0: none)"},
+      {"tokens", true, "training tokens, for a whole-run estimate (days, GPU-hours)"},
+      {"json", false, "print the report as JSON (schema trainplan.plan_report/1)"},
+      {"emit-plan", true, "write the recommended plan to FILE (for simulate and execute)"},
+      {"trace", true, "write the recommended plan's simulated timeline (Chrome trace) to FILE"},
+  });
+  cli::Args args("plan", "Rank the ways to split a training run across GPUs and recommend one.",
+                 options);
+  if (Status st = args.parse(argc, argv); !st.ok()) return cli::fail("plan", st);
+  if (args.help_requested()) {
+    std::cout << args.usage();
+    return 0;
+  }
+  auto model = cli::load_model(args);
+  if (!model.ok()) return cli::fail("plan", model.status());
+  auto cluster = cli::load_cluster(args);
+  if (!cluster.ok()) return cli::fail("plan", cluster.status());
+  auto hardware = cli::load_hardware(args);
+  if (!hardware.ok()) return cli::fail("plan", hardware.status());
+
+  PlannerOptions opt;
+  opt.hardware = *hardware;
+  auto gbs = args.get_int("global-batch", 0, 1, PlanLimits::kMaxBatch);
+  auto headroom = args.get_double("memory-headroom", 0.10, 0.0, 0.99);
+  auto top = args.get_int("top", 10, 1, 1000);
+  auto sim_top = args.get_int("simulate-top", 8, 0, 1000);
+  auto tokens = args.get_double("tokens", 0, 1, 1e18);
+  for (const Status& st : {gbs.status(), headroom.status(), top.status(), sim_top.status(),
+                           tokens.status()})
+    if (!st.ok()) return cli::fail("plan", st);
+  opt.global_batch_size = *gbs;
+  opt.memory_headroom = *headroom;
+  opt.top_k = *top;
+  opt.simulate_top = *sim_top;
+  opt.allow_cross_node_tp = args.has("allow-cross-node-tp");
+  auto choice = [&](const char* name, std::initializer_list<const char*> names, int& out) {
+    if (!args.has(name)) return Status::Ok();
+    int i = 0;
+    for (const char* n : names) {
+      if (args.get(name) == n) {
+        out = i;
+        return Status::Ok();
+      }
+      ++i;
+    }
+    return Status::Error(std::string("--") + name + ": unknown value '" + args.get(name) + "'",
+                         ExitCode::kUsage);
+  };
+  int precision = 0, optimizer = 0, attention = 0;
+  for (const Status& st : {choice("precision", {"bf16", "fp16", "fp32"}, precision),
+                           choice("optimizer", {"adamw", "sgd", "sgd-momentum"}, optimizer),
+                           choice("attention", {"fused", "unfused"}, attention)})
+    if (!st.ok()) return cli::fail("plan", st);
+  opt.precision = static_cast<Precision>(precision);
+  opt.optimizer = static_cast<Optimizer>(optimizer);
+  opt.attention = static_cast<AttentionImpl>(attention);
+  const bool json = args.has("json");
+  if (!json) {
+    opt.progress = [](std::int64_t evaluated, std::int64_t) {
+      std::fprintf(stderr, "plan: searching... %lld configurations evaluated\n",
+                   static_cast<long long>(evaluated));
+    };
+  }
+
+  SimOptions sim_opt;
+  sim_opt.hardware = *hardware;
+  RefineFn refine = [&](const Plan& p) -> Result<Estimate> {
+    auto sim = simulate_step(*model, *cluster, p, sim_opt);
+    if (!sim.ok()) return sim.status();
+    Estimator est(*model, *cluster, *hardware);
+    return estimate_from_simulation(*sim, est.estimate(p));
+  };
+  auto result = plan_training(*model, *cluster, opt, refine);
+  if (!result.ok()) return cli::fail("plan", result.status());
+
+  ReportContext ctx{&*model, &*cluster, &opt, {}};
+  if (args.has("tokens")) ctx.run_tokens = *tokens;
+  if (json) {
+    std::cout << plan_report_to_json(*result, ctx).dump(2) << "\n";
+  } else {
+    std::cout << format_plan_report(*result, ctx);
+  }
+  const Candidate* best = recommended(*result);
+  if (args.has("emit-plan")) {
+    if (best == nullptr)
+      return cli::fail("plan", Status::Error("no plan to emit: nothing fits, even with offload",
+                                             ExitCode::kInfeasible));
+    if (Status st = cli::write_file_atomic(args.get("emit-plan"), plan_to_json(best->plan).dump(2) + "\n");
+        !st.ok())
+      return cli::fail("plan", st);
+  }
+  if (args.has("trace") && best != nullptr) {
+    SimOptions trace_opt = sim_opt;
+    trace_opt.collect_trace = true;
+    auto sim = simulate_step(*model, *cluster, best->plan, trace_opt);
+    if (!sim.ok()) return cli::fail("plan", sim.status());
+    if (Status st = cli::write_file_atomic(args.get("trace"), sim->trace_json); !st.ok())
+      return cli::fail("plan", st);
+  }
+  if (best == nullptr) return static_cast<int>(ExitCode::kInfeasible);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "plan: internal error: " << e.what() << std::endl;
+    return static_cast<int>(ExitCode::kInternal);
+  }
+}
