@@ -160,6 +160,7 @@ std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& m, const Plan& p,
       b.layer = first_layer[c] + i;
       b.dense_params = layer_dense_params(m, p.tp);
       b.expert_params = layer_expert_params(m, p);
+      b.norm_params = std::llround(2.0 * norm_params(m));
       blocks.push_back(b);
     }
   }
@@ -167,6 +168,7 @@ std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& m, const Plan& p,
     ParamBlock b;
     b.kind = BlockKind::kHead;
     b.dense_params = head_block_params(m, p);
+    b.norm_params = std::llround(norm_params(m));
     b.tied_copy = tied_copy;
     b.tied_params = tied_copy ? tied_rows : 0;
     blocks.push_back(b);
@@ -585,25 +587,33 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
   };
   switch (point) {
     case DpPoint::kBeforeForward:
-    case DpPoint::kBeforeRecompute:
     case DpPoint::kBeforeBackward:
       if (p.zero_stage == 3) add("zero3_param_all_gather", "zero3_expert_param_all_gather",
                                  Collective::kAllGather);
+      break;
+    case DpPoint::kBeforeRecompute:
+      // Only transformer layers are recomputed; the embedding and head are not gathered again.
+      if (p.zero_stage == 3 && b.kind == BlockKind::kLayer)
+        add("zero3_param_all_gather", "zero3_expert_param_all_gather", Collective::kAllGather);
       break;
     case DpPoint::kAfterBackward:
       if (p.zero_stage >= 2) add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
                                  Collective::kReduceScatter);
       break;
     case DpPoint::kAfterLastBackward:
-      if (p.zero_stage == 0) add("dp_grad_all_reduce", "expert_dp_grad_all_reduce",
-                                 Collective::kAllReduce);
-      if (p.zero_stage == 1) add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
-                                 Collective::kReduceScatter);
+      // These sums must see every micro-batch's gradient before the data-parallel reduction.
       // Tied embeddings on two stages: sum the two copies' gradients (Megatron-LM's embedding
       // group), with the embedding rows this rank holds.
       if (b.tied_copy)
         out.push_back(comm("embedding_grad_all_reduce", Collective::kAllReduce,
                            CommGroup::kEmbedding, 2, d(b.tied_params) * e));
+      if (p.sequence_parallel && p.tp > 1 && b.norm_params > 0)
+        out.push_back(comm("tp_sp_norm_grad_all_reduce", Collective::kAllReduce, CommGroup::kTp,
+                           p.tp, d(b.norm_params) * e));
+      if (p.zero_stage == 0) add("dp_grad_all_reduce", "expert_dp_grad_all_reduce",
+                                 Collective::kAllReduce);
+      if (p.zero_stage == 1) add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
+                                 Collective::kReduceScatter);
       break;
     case DpPoint::kAfterOptimizer:
       if (p.zero_stage == 1 || p.zero_stage == 2)

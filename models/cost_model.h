@@ -119,6 +119,9 @@ struct ParamBlock {
   std::int64_t expert_params = 0;
   bool tied_copy = false;   // holds a tied embedding that pp > 1 keeps on two stages
   std::int64_t tied_params = 0;  // the tied embedding rows on this rank (when tied_copy)
+  // Norm parameters: with sequence parallelism each TP rank sees only its tokens' share of
+  // their gradient, summed over TP once per step (Megatron-LM's allreduce_layernorm_grads).
+  std::int64_t norm_params = 0;
 };
 std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& model, const Plan& plan,
                                               std::int64_t stage);
@@ -129,7 +132,8 @@ enum class DpPoint {
   kBeforeRecompute,  // every micro-batch, full recompute only (ZeRO-3 gathers again)
   kBeforeBackward,   // every micro-batch (ZeRO-3)
   kAfterBackward,    // every micro-batch (ZeRO-2/3 gradient reduce-scatter)
-  kAfterLastBackward,  // once per step (DDP all-reduce, ZeRO-1 reduce-scatter, tied embeddings)
+  kAfterLastBackward,  // once per step: tied-embedding and sequence-parallel norm sums, then
+                       // the DDP all-reduce or ZeRO-1 reduce-scatter
   kAfterOptimizer,   // once per step (ZeRO-1/2 parameter all-gather)
 };
 std::vector<Task> dp_block_tasks(const Plan& plan, const ParamBlock& block, DpPoint point);

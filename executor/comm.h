@@ -1,0 +1,109 @@
+// The executor's communication contract: the few collectives a training step needs, on the
+// process groups of models/cost_model.h (tp, pp, dp, embedding). One backend per file:
+// comm_local.cc (a single rank, no MPI: every group has one member), comm_mpi.cc (OpenMPI);
+// the CUDA backend (issue 5) adds comm_nccl.cc behind the same interface.
+//
+// The public calls are non-virtual: they count the bytes this rank sends per group with
+// bytes_sent_per_rank (models/collectives.h, the one place for that math) and the time the
+// call was in flight, then hand the work to the backend's do_* hook. A backend implements
+// only the hooks and the group sizes.
+//
+// Failures (a peer died, an MPI error) are not recoverable inside a step: the hooks throw
+// CommError naming the call and file:line, and main() turns it into an exit code.
+//
+// Tested by tests/executor/comm_test.cc (local) and tests/executor/parallel_check.cc (MPI).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "models/cost_model.h"
+
+namespace trainplan::executor {
+
+class CommError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class ReduceOp { kSum, kMax };
+
+// What one rank did in one group during a run (reset with Comm::reset_counters).
+struct GroupCounters {
+  std::int64_t bytes_sent = 0;  // collectives.h convention (ring algorithm, payload bytes)
+  double time_s = 0;            // wall time inside this group's calls, waits included
+  std::int64_t calls = 0;
+};
+
+inline constexpr std::size_t kNumCommGroups = 6;  // CommGroup's enumerators
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  virtual std::int64_t world_rank() const = 0;
+  virtual std::int64_t world_size() const = 0;
+  // Members of this rank's group (1 when the rank is in no such group).
+  virtual std::int64_t group_size(CommGroup g) const = 0;
+  virtual std::int64_t group_rank(CommGroup g) const = 0;
+  // A short description for reports ("mpi (Open MPI v4.1.4)", "local").
+  virtual std::string backend_name() const = 0;
+
+  // In place over the group: data (count) becomes the element-wise sum (or max).
+  void all_reduce(CommGroup g, float* data, std::int64_t count, ReduceOp op = ReduceOp::kSum);
+  // in (n * count), out (count): out = shard group_rank of the element-wise sum.
+  void reduce_scatter(CommGroup g, const float* in, float* out, std::int64_t count);
+  // in (count), out (n * count): out holds every member's `in`, in group-rank order.
+  void all_gather(CommGroup g, const float* in, float* out, std::int64_t count);
+  // in, out (n * count): block j of `in` goes to member j, block i of `out` came from member i.
+  void all_to_all(CommGroup g, const float* in, float* out, std::int64_t count);
+  // Point-to-point by group rank. send returns at once (the data is copied); wait_sends()
+  // completes every outstanding send. recv blocks until the data has arrived. Messages with
+  // the same peer and tag arrive in the order they were sent.
+  void send(CommGroup g, const float* data, std::int64_t count, std::int64_t peer, int tag = 0);
+  void recv(CommGroup g, float* data, std::int64_t count, std::int64_t peer, int tag = 0);
+  void wait_sends();
+  void barrier(CommGroup g);
+
+  // Run control outside the model's communication (loss, non-finite flags): a sum or max over
+  // every rank, counted under "control", never under a model group.
+  void control_all_reduce(double* data, std::int64_t count, ReduceOp op);
+
+  const GroupCounters& counters(CommGroup g) const { return counters_[index(g)]; }
+  const GroupCounters& control_counters() const { return control_; }
+  void reset_counters();
+
+ protected:
+  Comm() = default;
+  virtual void do_all_reduce(CommGroup g, float* data, std::int64_t count, ReduceOp op) = 0;
+  virtual void do_reduce_scatter(CommGroup g, const float* in, float* out,
+                                 std::int64_t count) = 0;
+  virtual void do_all_gather(CommGroup g, const float* in, float* out, std::int64_t count) = 0;
+  virtual void do_all_to_all(CommGroup g, const float* in, float* out, std::int64_t count) = 0;
+  virtual void do_send(CommGroup g, const float* data, std::int64_t count, std::int64_t peer,
+                       int tag) = 0;
+  virtual void do_recv(CommGroup g, float* data, std::int64_t count, std::int64_t peer,
+                       int tag) = 0;
+  virtual void do_wait_sends() = 0;
+  virtual void do_barrier(CommGroup g) = 0;
+  virtual void do_control_all_reduce(double* data, std::int64_t count, ReduceOp op) = 0;
+
+ private:
+  static std::size_t index(CommGroup g) { return static_cast<std::size_t>(g); }
+  void count(CommGroup g, Collective c, std::int64_t message_bytes, double seconds);
+
+  std::array<GroupCounters, kNumCommGroups> counters_{};
+  GroupCounters control_;
+};
+
+// A single rank: every group has one member, collectives copy, send/recv are errors.
+std::unique_ptr<Comm> make_local_comm();
+
+}  // namespace trainplan::executor

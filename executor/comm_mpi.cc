@@ -1,0 +1,168 @@
+// The MPI backend; see comm_mpi.h. Tested under mpirun by tests/executor/parallel_check.cc.
+#include "executor/comm_mpi.h"
+
+#include <array>
+#include <list>
+#include <string>
+#include <vector>
+
+#include "models/rank_layout.h"
+
+namespace trainplan::executor {
+
+namespace {
+
+std::string mpi_error_string(int code) {
+  std::array<char, MPI_MAX_ERROR_STRING> buf{};
+  int len = 0;
+  if (MPI_Error_string(code, buf.data(), &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(buf.data(), static_cast<std::size_t>(len));
+}
+
+void check_mpi(int code, const char* call, const char* file, int line) {
+  if (code == MPI_SUCCESS) return;
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  throw CommError(std::string(call) + " failed at " + file + ":" + std::to_string(line) +
+                  " on rank " + std::to_string(rank) + ": " + mpi_error_string(code));
+}
+
+#define MPI_CALL(call) check_mpi((call), #call, __FILE__, __LINE__)
+
+int to_int(std::int64_t v) {
+  if (v < 0 || v > 0x7fffffff)
+    throw CommError("message of " + std::to_string(v) + " elements exceeds MPI's int count");
+  return static_cast<int>(v);
+}
+
+MPI_Op to_mpi(ReduceOp op) { return op == ReduceOp::kMax ? MPI_MAX : MPI_SUM; }
+
+class MpiComm final : public Comm {
+ public:
+  ~MpiComm() override {
+    // Best effort: a destructor must not throw, and after a failure MPI may be unusable.
+    for (MPI_Request& r : pending_) MPI_Request_free(&r);
+    for (MPI_Comm& c : groups_)
+      if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+    if (world_ != MPI_COMM_NULL) MPI_Comm_free(&world_);
+  }
+
+  static Result<std::unique_ptr<Comm>> make(const Plan& plan, MPI_Comm world) {
+    auto layout = RankLayout::make(plan);
+    if (!layout.ok()) return layout.status();
+    std::unique_ptr<MpiComm> c(new MpiComm());
+    MPI_CALL(MPI_Comm_dup(world, &c->world_));
+    MPI_CALL(MPI_Comm_set_errhandler(c->world_, MPI_ERRORS_RETURN));
+    int rank = 0, size = 0;
+    MPI_CALL(MPI_Comm_rank(c->world_, &rank));
+    MPI_CALL(MPI_Comm_size(c->world_, &size));
+    if (size != plan.world_size())
+      return Status::Error("MPI world has " + std::to_string(size) + " ranks, the plan needs " +
+                           std::to_string(plan.world_size()));
+    c->rank_ = rank;
+    c->size_ = size;
+    const RankCoord me = layout->coord(rank);
+    auto split = [&](CommGroup g, int color, int key) {
+      MPI_Comm out = MPI_COMM_NULL;
+      MPI_CALL(MPI_Comm_split(c->world_, color, key, &out));
+      if (out != MPI_COMM_NULL) {
+        MPI_CALL(MPI_Comm_set_errhandler(out, MPI_ERRORS_RETURN));
+        int n = 0, r = 0;
+        MPI_CALL(MPI_Comm_size(out, &n));
+        MPI_CALL(MPI_Comm_rank(out, &r));
+        c->sizes_[static_cast<std::size_t>(g)] = n;
+        c->ranks_[static_cast<std::size_t>(g)] = r;
+      }
+      c->groups_[static_cast<std::size_t>(g)] = out;
+    };
+    split(CommGroup::kTp, static_cast<int>(layout->group_color(Axis::kTp, rank)),
+          static_cast<int>(me.tp));
+    split(CommGroup::kDp, static_cast<int>(layout->group_color(Axis::kDp, rank)),
+          static_cast<int>(me.dp));
+    split(CommGroup::kPp, static_cast<int>(layout->group_color(Axis::kPp, rank)),
+          static_cast<int>(me.pp));
+    // Tied embeddings with pp > 1: first and last stage of one (tp, dp) coordinate
+    // (Megatron-LM's embedding group).
+    const bool ends = plan.pp > 1 && (me.pp == 0 || me.pp == plan.pp - 1);
+    split(CommGroup::kEmbedding, ends ? static_cast<int>(me.tp + plan.tp * me.dp) : MPI_UNDEFINED,
+          static_cast<int>(me.pp));
+    return std::unique_ptr<Comm>(std::move(c));
+  }
+
+  std::int64_t world_rank() const override { return rank_; }
+  std::int64_t world_size() const override { return size_; }
+  std::int64_t group_size(CommGroup g) const override { return sizes_[static_cast<std::size_t>(g)]; }
+  std::int64_t group_rank(CommGroup g) const override { return ranks_[static_cast<std::size_t>(g)]; }
+  std::string backend_name() const override {
+    std::array<char, MPI_MAX_LIBRARY_VERSION_STRING> buf{};
+    int len = 0;
+    MPI_Get_library_version(buf.data(), &len);
+    std::string v(buf.data(), static_cast<std::size_t>(len));
+    if (auto cut = v.find(','); cut != std::string::npos) v.resize(cut);
+    return "mpi (" + v + ")";
+  }
+
+ protected:
+  void do_all_reduce(CommGroup g, float* data, std::int64_t n, ReduceOp op) override {
+    MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, data, to_int(n), MPI_FLOAT, to_mpi(op), comm(g)));
+  }
+  void do_reduce_scatter(CommGroup g, const float* in, float* out, std::int64_t n) override {
+    MPI_CALL(MPI_Reduce_scatter_block(in, out, to_int(n), MPI_FLOAT, MPI_SUM, comm(g)));
+  }
+  void do_all_gather(CommGroup g, const float* in, float* out, std::int64_t n) override {
+    MPI_CALL(MPI_Allgather(in, to_int(n), MPI_FLOAT, out, to_int(n), MPI_FLOAT, comm(g)));
+  }
+  void do_all_to_all(CommGroup g, const float* in, float* out, std::int64_t n) override {
+    MPI_CALL(MPI_Alltoall(in, to_int(n), MPI_FLOAT, out, to_int(n), MPI_FLOAT, comm(g)));
+  }
+  void do_send(CommGroup g, const float* data, std::int64_t n, std::int64_t peer,
+               int tag) override {
+    // Non-blocking with its own copy, so that two stages sending to each other at once (1F1B's
+    // steady state) cannot deadlock in rendezvous.
+    buffers_.emplace_back(data, data + n);
+    pending_.push_back(MPI_REQUEST_NULL);
+    MPI_CALL(MPI_Isend(buffers_.back().data(), to_int(n), MPI_FLOAT, static_cast<int>(peer),
+                       kTagBase + tag, comm(g), &pending_.back()));
+  }
+  void do_recv(CommGroup g, float* data, std::int64_t n, std::int64_t peer, int tag) override {
+    MPI_CALL(MPI_Recv(data, to_int(n), MPI_FLOAT, static_cast<int>(peer), kTagBase + tag, comm(g),
+                      MPI_STATUS_IGNORE));
+  }
+  void do_wait_sends() override {
+    if (pending_.empty()) return;
+    MPI_CALL(MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(),
+                         MPI_STATUSES_IGNORE));
+    pending_.clear();
+    buffers_.clear();
+  }
+  void do_barrier(CommGroup g) override { MPI_CALL(MPI_Barrier(comm(g))); }
+  void do_control_all_reduce(double* data, std::int64_t n, ReduceOp op) override {
+    MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, data, to_int(n), MPI_DOUBLE, to_mpi(op), world_));
+  }
+
+ private:
+  static constexpr int kTagBase = 17;
+  MpiComm() { groups_.fill(MPI_COMM_NULL); sizes_.fill(1); ranks_.fill(0); }
+  MPI_Comm comm(CommGroup g) const {
+    MPI_Comm c = groups_[static_cast<std::size_t>(g)];
+    if (c == MPI_COMM_NULL)
+      throw CommError("rank " + std::to_string(rank_) + " is not in a " +
+                      std::string(to_string(g)) + " group");
+    return c;
+  }
+
+  MPI_Comm world_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  std::array<MPI_Comm, kNumCommGroups> groups_{};
+  std::array<std::int64_t, kNumCommGroups> sizes_{}, ranks_{};
+  std::vector<MPI_Request> pending_;
+  std::list<std::vector<float>> buffers_;  // a list: growing it never moves a posted buffer
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Comm>> make_mpi_comm(const Plan& plan, MPI_Comm world) {
+  return MpiComm::make(plan, world);
+}
+
+}  // namespace trainplan::executor

@@ -1,0 +1,22 @@
+// The MPI backend of executor/comm.h (OpenMPI from Debian). Groups follow the simulator's rank
+// placement (RankLayout, "tp,dp,pp": tp innermost) and are split with
+// MPI_Comm_split(color = RankLayout::group_color); the embedding group pairs the first and last
+// pipeline stage of the same (tp, dp) coordinate. Every MPI call is checked: a failure throws
+// CommError with the call, file:line and MPI's error string.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "executor/comm.h"
+#include "models/plan.h"
+#include "models/status.h"
+
+namespace trainplan::executor {
+
+// `world` must hold exactly plan.world_size() ranks (check_plan_world_size first); it is
+// duplicated, so the caller keeps ownership. MPI must be initialised.
+Result<std::unique_ptr<Comm>> make_mpi_comm(const Plan& plan, MPI_Comm world);
+
+}  // namespace trainplan::executor

@@ -1,0 +1,439 @@
+// One pipeline stage of a GPT; see gpt.h. Each TP collective below carries, in a comment, the
+// name of the cost-model task it is (models/cost_model.cc), so the two can be read side by side.
+#include "executor/gpt.h"
+
+#include <cmath>
+#include <limits>
+
+namespace trainplan::executor {
+
+// Stored activations of one layer for one micro-batch. Tl = local tokens (T/tp with SP).
+struct StageModel::LayerCache {
+  Mat x;                             // (Tl, h) layer input (all that full recompute keeps)
+  Mat ln1;                           // (Tl, h) norm1 output
+  Vec ln1_mean, ln1_rstd;            // (Tl)
+  Mat q, k, v;                       // (T, q/tp)
+  Mat probs;                         // (b*heads/tp*s, s); empty under selective recompute
+  Mat attn;                          // (T, q/tp) attention output, out_proj input
+  Mat x1;                            // (Tl, h) after the first residual
+  Mat ln2;                           // (Tl, h)
+  Vec ln2_mean, ln2_rstd;            // (Tl)
+  Mat a;                             // (T, f/tp) fc1 output (GELU input)
+  Mat g;                             // (T, f/tp) GELU output (fc2 input)
+  bool complete = false;             // false: only x is kept (full recompute)
+};
+
+struct StageModel::MicroBatch {
+  std::vector<std::int32_t> tokens;   // (T) stage 0: for the embedding backward
+  std::vector<std::int32_t> targets;  // (T) last stage
+  std::vector<LayerCache> layers;
+  Mat head_in;                        // (Tl, h) final norm input
+  Vec lnf_mean, lnf_rstd;             // (Tl)
+  Mat lnf;                            // (T, h) final norm output (gathered with SP)
+  Mat probs;                          // (T, V/tp) softmax of this rank's vocabulary slice
+  float loss_scale = 0;
+};
+
+struct StageModel::LayerParams {
+  const float* p[kNumLayerTensors];
+  float* g[kNumLayerTensors];
+};
+
+StageModel::StageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
+                       BlockAccess& access)
+    : model_(model), plan_(plan), comm_(comm), access_(access) {
+  x_.stage = stage;
+  x_.tp_rank = comm.group_rank(CommGroup::kTp);
+  x_.tokens = plan.micro_batch_size * model.seq_len;
+  x_.sp = plan.sequence_parallel && plan.tp > 1;
+  x_.local_tokens = x_.sp ? x_.tokens / plan.tp : x_.tokens;
+  x_.first = stage == 0;
+  x_.last = stage == plan.pp - 1;
+  layouts_ = stage_layouts(model, plan, stage, x_.tp_rank);
+  // Layer blocks follow the embedding block, chunk after chunk (param_blocks_on_stage order).
+  const std::vector<std::int64_t> layers = chunk_layers(plan, model);
+  std::size_t next = x_.first ? 1 : 0;
+  for (std::int64_t v = 0; v < plan.virtual_stages; ++v) {
+    std::vector<std::size_t>& blocks = chunk_blocks_.emplace_back();
+    for (std::int64_t i = 0; i < layers[static_cast<std::size_t>(v * plan.pp + stage)]; ++i)
+      blocks.push_back(next++);
+  }
+  TRAINPLAN_CHECK(next + (x_.last ? 1 : 0) == layouts_.size()) << "block count mismatch";
+}
+
+StageModel::~StageModel() = default;
+
+StageModel::LayerParams StageModel::layer_params(std::size_t block) {
+  LayerParams lp{};
+  const float* p = access_.params(block);
+  float* g = access_.grads(block);
+  const BlockLayout& l = layouts_[block];
+  for (std::size_t i = 0; i < kNumLayerTensors; ++i) {
+    lp.p[i] = p + l.tensors[i].offset;
+    lp.g[i] = g + l.tensors[i].offset;
+  }
+  return lp;
+}
+
+void StageModel::gather_tokens(const Mat& local, Mat& full) {
+  full.resize(x_.tokens, local.cols());
+  comm_.all_gather(CommGroup::kTp, local.data(), full.data(), local.size());
+}
+
+void StageModel::reduce_scatter_tokens(const Mat& full, Mat& local) {
+  local.resize(x_.local_tokens, full.cols());
+  comm_.reduce_scatter(CommGroup::kTp, full.data(), local.data(), local.size());
+}
+
+void StageModel::layer_forward(std::size_t block, const Mat& x, LayerCache& c, Mat& out) {
+  const LayerParams P = layer_params(block);
+  const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp,
+                     fr = model_.ffn_hidden_size / plan_.tp;
+  const std::int64_t heads = model_.num_attention_heads / plan_.tp;
+  c.x = x;
+  layernorm_forward(x, P.p[kLn1G], P.p[kLn1B], c.ln1, c.ln1_mean, c.ln1_rstd);
+  Mat gathered;
+  const Mat* y1 = &c.ln1;
+  if (x_.sp) {
+    gather_tokens(c.ln1, gathered);  // tp_all_gather_attn
+    y1 = &gathered;
+  }
+  linear_forward(*y1, ConstMatMap(P.p[kWq], h, qr), P.p[kBq], c.q);
+  linear_forward(*y1, ConstMatMap(P.p[kWk], h, qr), P.p[kBk], c.k);
+  linear_forward(*y1, ConstMatMap(P.p[kWv], h, qr), P.p[kBv], c.v);
+  attention_forward(c.q, c.k, c.v, plan_.micro_batch_size, model_.seq_len, heads, c.probs,
+                    c.attn);
+  if (plan_.recompute == Recompute::kSelective) c.probs.resize(0, 0);
+  Mat partial, o;
+  linear_forward(c.attn, ConstMatMap(P.p[kWo], qr, h), nullptr, partial);
+  if (x_.sp) {
+    reduce_scatter_tokens(partial, o);  // tp_reduce_scatter_attn
+  } else {
+    comm_.all_reduce(CommGroup::kTp, partial.data(), partial.size());  // tp_all_reduce_attn
+    o.swap(partial);
+  }
+  o.rowwise() += ConstRowMap(P.p[kBo], h);
+  c.x1 = x + o;
+  layernorm_forward(c.x1, P.p[kLn2G], P.p[kLn2B], c.ln2, c.ln2_mean, c.ln2_rstd);
+  const Mat* y2 = &c.ln2;
+  if (x_.sp) {
+    gather_tokens(c.ln2, gathered);  // tp_all_gather_mlp
+    y2 = &gathered;
+  }
+  linear_forward(*y2, ConstMatMap(P.p[kW1], h, fr), P.p[kB1], c.a);
+  gelu_forward(c.a, c.g);
+  linear_forward(c.g, ConstMatMap(P.p[kW2], fr, h), nullptr, partial);
+  Mat m;
+  if (x_.sp) {
+    reduce_scatter_tokens(partial, m);  // tp_reduce_scatter_mlp
+  } else {
+    comm_.all_reduce(CommGroup::kTp, partial.data(), partial.size());  // tp_all_reduce_mlp
+    m.swap(partial);
+  }
+  m.rowwise() += ConstRowMap(P.p[kB2], h);
+  out = c.x1 + m;
+  c.complete = true;
+}
+
+void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dx) {
+  const LayerParams P = layer_params(block);
+  const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp,
+                     fr = model_.ffn_hidden_size / plan_.tp;
+  const std::int64_t heads = model_.num_attention_heads / plan_.tp;
+  auto grad = [&](std::size_t t, std::int64_t rows, std::int64_t cols) {
+    return MatMap(P.g[t], rows, cols);
+  };
+  // MLP. g's backward: with SP, gather the output gradient of the row-parallel fc2 (it also
+  // gives b2's gradient over every token, identical on all TP ranks).
+  Mat gathered;
+  const Mat* dm = &dout;
+  if (x_.sp) {
+    gather_tokens(dout, gathered);  // tp_all_gather_mlp_grad
+    dm = &gathered;
+  }
+  Mat dg, da, dy;
+  MatMap dw2 = grad(kW2, fr, h);
+  linear_backward(c.g, ConstMatMap(P.p[kW2], fr, h), *dm, &dg, dw2, P.g[kB2]);
+  gelu_backward(c.a, dg, da);
+  dy.noalias() = da * ConstMatMap(P.p[kW1], h, fr).transpose();  // fc1_dgrad
+  const Mat* y2 = &c.ln2;
+  if (x_.sp) {
+    gather_tokens(c.ln2, gathered);  // tp_all_gather_mlp_input (weight gradient needs all of it)
+    y2 = &gathered;
+  }
+  MatMap dw1 = grad(kW1, h, fr);
+  linear_backward(*y2, ConstMatMap(P.p[kW1], h, fr), da, nullptr, dw1, P.g[kB1]);
+  Mat dyl;
+  if (x_.sp) {
+    reduce_scatter_tokens(dy, dyl);  // tp_reduce_scatter_mlp_grad
+  } else {
+    comm_.all_reduce(CommGroup::kTp, dy.data(), dy.size());  // tp_all_reduce_mlp_grad
+    dyl.swap(dy);
+  }
+  Mat dn;
+  layernorm_backward(dyl, c.x1, P.p[kLn2G], c.ln2_mean, c.ln2_rstd, dn, P.g[kLn2G], P.g[kLn2B]);
+  Mat dx1 = dout + dn;
+
+  // Attention.
+  const Mat* dop = &dx1;
+  if (x_.sp) {
+    gather_tokens(dx1, gathered);  // tp_all_gather_attn_grad
+    dop = &gathered;
+  }
+  Mat dattn;
+  MatMap dwo = grad(kWo, qr, h);
+  linear_backward(c.attn, ConstMatMap(P.p[kWo], qr, h), *dop, &dattn, dwo, P.g[kBo]);
+  if (c.probs.size() == 0) {
+    Mat unused;  // selective recompute: rebuild the softmax (Korthikanti et al. 2022, sec. 5)
+    attention_forward(c.q, c.k, c.v, plan_.micro_batch_size, model_.seq_len, heads, c.probs,
+                      unused);
+  }
+  Mat dq, dk, dv;
+  attention_backward(c.q, c.k, c.v, c.probs, dattn, plan_.micro_batch_size, model_.seq_len,
+                     heads, dq, dk, dv);
+  c.probs.resize(0, 0);
+  dy.noalias() = dq * ConstMatMap(P.p[kWq], h, qr).transpose();  // qkv_dgrad
+  dy.noalias() += dk * ConstMatMap(P.p[kWk], h, qr).transpose();
+  dy.noalias() += dv * ConstMatMap(P.p[kWv], h, qr).transpose();
+  const Mat* y1 = &c.ln1;
+  if (x_.sp) {
+    gather_tokens(c.ln1, gathered);  // tp_all_gather_attn_input
+    y1 = &gathered;
+  }
+  MatMap dwq = grad(kWq, h, qr), dwk = grad(kWk, h, qr), dwv = grad(kWv, h, qr);
+  linear_backward(*y1, ConstMatMap(P.p[kWq], h, qr), dq, nullptr, dwq, P.g[kBq]);
+  linear_backward(*y1, ConstMatMap(P.p[kWk], h, qr), dk, nullptr, dwk, P.g[kBk]);
+  linear_backward(*y1, ConstMatMap(P.p[kWv], h, qr), dv, nullptr, dwv, P.g[kBv]);
+  if (x_.sp) {
+    reduce_scatter_tokens(dy, dyl);  // tp_reduce_scatter_attn_grad
+  } else {
+    comm_.all_reduce(CommGroup::kTp, dy.data(), dy.size());  // tp_all_reduce_attn_grad
+    dyl.swap(dy);
+  }
+  layernorm_backward(dyl, c.x, P.p[kLn1G], c.ln1_mean, c.ln1_rstd, dn, P.g[kLn1G], P.g[kLn1B]);
+  dx = dx1 + dn;
+}
+
+void StageModel::embedding_forward(const std::int32_t* tokens, Mat& out) {
+  const BlockLayout& l = layouts_[0];
+  const TensorSlice& wte = l.tensors[kWte];
+  const float* p = access_.params(0);
+  const std::int64_t h = model_.hidden_size;
+  // Vocabulary-parallel lookup: rows outside this rank's slice contribute zeros.
+  Mat e = Mat::Zero(x_.tokens, h);
+  for (std::int64_t i = 0; i < x_.tokens; ++i) {
+    const std::int64_t row = tokens[i] - wte.row0;
+    if (row >= 0 && row < wte.rows) e.row(i) = ConstRowMap(p + wte.offset + row * h, h);
+  }
+  std::int64_t first_token = 0;
+  if (x_.sp) {
+    reduce_scatter_tokens(e, out);  // tp_reduce_scatter_embedding
+    first_token = x_.tp_rank * x_.local_tokens;
+  } else {
+    comm_.all_reduce(CommGroup::kTp, e.data(), e.size());  // tp_all_reduce_embedding
+    out.swap(e);
+  }
+  const float* wpe = p + l.tensors[kWpe].offset;
+  for (std::int64_t i = 0; i < out.rows(); ++i)
+    out.row(i) += ConstRowMap(wpe + ((first_token + i) % model_.seq_len) * h, h);
+}
+
+void StageModel::embedding_backward(const std::int32_t* tokens, const Mat& dout) {
+  const BlockLayout& l = layouts_[0];
+  const TensorSlice& wte = l.tensors[kWte];
+  float* g = access_.grads(0);
+  const std::int64_t h = model_.hidden_size;
+  Mat gathered;
+  const Mat* d = &dout;
+  if (x_.sp) {
+    gather_tokens(dout, gathered);  // tp_all_gather_embedding_grad
+    d = &gathered;
+  }
+  float* dwpe = g + l.tensors[kWpe].offset;
+  for (std::int64_t i = 0; i < x_.tokens; ++i) {
+    RowMap(dwpe + (i % model_.seq_len) * h, h) += d->row(i);
+    const std::int64_t row = tokens[i] - wte.row0;
+    if (row >= 0 && row < wte.rows) RowMap(g + wte.offset + row * h, h) += d->row(i);
+  }
+}
+
+const float* StageModel::head_weights() {
+  if (model_.tie_word_embeddings && plan_.pp == 1)
+    return access_.params(0) + layouts_[0].tensors[kWte].offset;
+  return access_.params(layouts_.size() - 1) + layouts_.back().tensors[kHeadW].offset;
+}
+
+float* StageModel::head_grads() {
+  if (model_.tie_word_embeddings && plan_.pp == 1)
+    return access_.grads(0) + layouts_[0].tensors[kWte].offset;
+  return access_.grads(layouts_.size() - 1) + layouts_.back().tensors[kHeadW].offset;
+}
+
+double StageModel::head_forward(MicroBatch& s, const Mat& x, const std::int32_t* targets,
+                                float scale) {
+  const std::size_t hb = layouts_.size() - 1;
+  const BlockLayout& l = layouts_[hb];
+  const float* p = access_.params(hb);
+  const std::int64_t h = model_.hidden_size, vr = padded_vocab(model_, plan_.tp) / plan_.tp;
+  const std::int64_t v0 = x_.tp_rank * vr, T = x_.tokens;
+  s.head_in = x;
+  s.targets.assign(targets, targets + T);
+  s.loss_scale = scale;
+  Mat y;
+  layernorm_forward(x, p + l.tensors[kLnfG].offset, p + l.tensors[kLnfB].offset, y, s.lnf_mean,
+                    s.lnf_rstd);
+  if (x_.sp) {
+    gather_tokens(y, s.lnf);  // tp_all_gather_head
+  } else {
+    s.lnf.swap(y);
+  }
+  Mat logits;  // (T, V/tp), float32 (Megatron keeps the cross-entropy in fp32 as well)
+  logits.noalias() = s.lnf * ConstMatMap(head_weights(), vr, h).transpose();
+  // Vocabulary padding never wins: its logits are -inf.
+  const std::int64_t valid = std::clamp<std::int64_t>(model_.vocab_size - v0, 0, vr);
+  if (valid < vr)
+    logits.rightCols(vr - valid).setConstant(-std::numeric_limits<float>::infinity());
+  // Megatron's vocabulary-parallel cross-entropy: three all-reduces of T floats.
+  Eigen::VectorXf mx = logits.rowwise().maxCoeff();
+  comm_.all_reduce(CommGroup::kTp, mx.data(), T, ReduceOp::kMax);  // tp_all_reduce_logit_max
+  s.probs = (logits.colwise() - mx).array().exp().matrix();
+  Eigen::VectorXf sum = s.probs.rowwise().sum();
+  comm_.all_reduce(CommGroup::kTp, sum.data(), T);  // tp_all_reduce_sum_exp
+  Eigen::VectorXf target = Eigen::VectorXf::Zero(T);
+  for (std::int64_t i = 0; i < T; ++i) {
+    const std::int64_t col = targets[i] - v0;
+    if (col >= 0 && col < vr) target[i] = logits(i, col);
+  }
+  comm_.all_reduce(CommGroup::kTp, target.data(), T);  // tp_all_reduce_target_logit
+  double loss = 0;
+  for (std::int64_t i = 0; i < T; ++i)
+    loss += std::log(static_cast<double>(sum[i])) + mx[i] - target[i];
+  s.probs.array().colwise() /= sum.array();
+  return loss;
+}
+
+void StageModel::head_backward(MicroBatch& s, Mat& dx) {
+  const std::size_t hb = layouts_.size() - 1;
+  const BlockLayout& l = layouts_[hb];
+  const float* p = access_.params(hb);
+  float* g = access_.grads(hb);
+  const std::int64_t h = model_.hidden_size, vr = padded_vocab(model_, plan_.tp) / plan_.tp;
+  const std::int64_t v0 = x_.tp_rank * vr;
+  Mat& dlogits = s.probs;  // softmax - one_hot(target), times the loss scale
+  for (std::int64_t i = 0; i < x_.tokens; ++i) {
+    const std::int64_t col = s.targets[i] - v0;
+    if (col >= 0 && col < vr) dlogits(i, col) -= 1.0f;
+  }
+  dlogits *= s.loss_scale;
+  Mat dy;
+  dy.noalias() = dlogits * ConstMatMap(head_weights(), vr, h);  // lm_head_dgrad
+  MatMap(head_grads(), vr, h).noalias() += dlogits.transpose() * s.lnf;  // lm_head_wgrad
+  Mat dyl;
+  if (x_.sp) {
+    reduce_scatter_tokens(dy, dyl);  // tp_reduce_scatter_head_grad
+  } else {
+    comm_.all_reduce(CommGroup::kTp, dy.data(), dy.size());  // tp_all_reduce_head_grad
+    dyl.swap(dy);
+  }
+  layernorm_backward(dyl, s.head_in, p + l.tensors[kLnfG].offset, s.lnf_mean, s.lnf_rstd, dx,
+                     g + l.tensors[kLnfG].offset, g + l.tensors[kLnfB].offset);
+}
+
+double StageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int32_t* tokens,
+                           const std::int32_t* targets, const Mat* input, Mat* output,
+                           float loss_scale) {
+  auto state = std::make_unique<MicroBatch>();
+  MicroBatch& s = *state;
+  const std::vector<std::size_t>& blocks = chunk_blocks_[static_cast<std::size_t>(chunk)];
+  s.layers.resize(blocks.size());
+  const bool embed = has_embedding(chunk), head = has_head(chunk);
+  // Tied head in the embedding's chunk reads the embedding table: keep block 0 from the
+  // lookup to the loss.
+  const bool hold_embedding = embed && head && model_.tie_word_embeddings;
+  Mat h;
+  if (embed) {
+    s.tokens.assign(tokens, tokens + x_.tokens);
+    access_.acquire(0, DpPoint::kBeforeForward);
+    embedding_forward(tokens, h);
+    if (!hold_embedding) access_.release(0);
+  } else {
+    h = *input;
+  }
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const std::size_t b = blocks[i];
+    access_.acquire(b, DpPoint::kBeforeForward);
+    Mat out;
+    layer_forward(b, h, s.layers[i], out);
+    access_.release(b);
+    if (plan_.recompute == Recompute::kFull) {
+      LayerCache kept;  // only the layer input
+      kept.x = std::move(s.layers[i].x);
+      s.layers[i] = std::move(kept);
+    }
+    h.swap(out);
+  }
+  double loss = 0;
+  if (head) {
+    const std::size_t hb = layouts_.size() - 1;
+    access_.acquire(hb, DpPoint::kBeforeForward);
+    loss = head_forward(s, h, targets, loss_scale);
+    access_.release(hb);
+    if (hold_embedding) access_.release(0);
+  } else {
+    output->swap(h);
+  }
+  in_flight_[{chunk, mb}] = std::move(state);
+  return loss;
+}
+
+void StageModel::backward(std::int64_t chunk, std::int64_t mb, const Mat* grad_output,
+                          Mat* grad_input) {
+  auto it = in_flight_.find({chunk, mb});
+  TRAINPLAN_CHECK(it != in_flight_.end()) << "backward of micro-batch " << mb << " chunk "
+                                          << chunk << " without its forward";
+  MicroBatch& s = *it->second;
+  const std::vector<std::size_t>& blocks = chunk_blocks_[static_cast<std::size_t>(chunk)];
+  const bool embed = has_embedding(chunk), head = has_head(chunk);
+  const bool hold_embedding = embed && head && model_.tie_word_embeddings;
+  Mat d;
+  if (head) {
+    const std::size_t hb = layouts_.size() - 1;
+    if (hold_embedding) access_.acquire(0, DpPoint::kBeforeBackward);
+    access_.acquire(hb, DpPoint::kBeforeBackward);
+    head_backward(s, d);
+    access_.release(hb);
+    access_.backward_done(hb);
+  } else {
+    d = *grad_output;
+  }
+  for (std::size_t i = blocks.size(); i-- > 0;) {
+    const std::size_t b = blocks[i];
+    LayerCache& c = s.layers[i];
+    if (!c.complete) {
+      // Full recompute: rebuild this layer's activations from its input, collectives included
+      // (layer_recompute_tasks = layer_forward_tasks).
+      access_.acquire(b, DpPoint::kBeforeRecompute);
+      Mat unused, x = std::move(c.x);
+      layer_forward(b, x, c, unused);
+      access_.release(b);
+    }
+    access_.acquire(b, DpPoint::kBeforeBackward);
+    Mat dx;
+    layer_backward(b, c, d, dx);
+    access_.release(b);
+    access_.backward_done(b);
+    c = LayerCache{};
+    d.swap(dx);
+  }
+  if (embed) {
+    if (!hold_embedding) access_.acquire(0, DpPoint::kBeforeBackward);
+    embedding_backward(s.tokens.data(), d);
+    access_.release(0);
+    access_.backward_done(0);
+  } else {
+    grad_input->swap(d);
+  }
+  in_flight_.erase(it);
+}
+
+}  // namespace trainplan::executor

@@ -1,0 +1,103 @@
+// One pipeline stage of a GPT on one rank: forward and backward of a micro-batch, written by
+// hand, with Megatron-LM's tensor parallelism (column/row-parallel linears, f and g, attention
+// split by heads, vocabulary-parallel embedding and cross-entropy, optional sequence
+// parallelism) and activation recompute. It issues exactly the TP collectives of
+// layer_forward_tasks / layer_backward_tasks / layer_recompute_tasks and the embedding_* and
+// head_* tasks (models/cost_model.h). Parameter storage and data parallelism are the caller's:
+// the model reads and writes its blocks through BlockAccess, which the trainer implements
+// (ZeRO-3 gathers a block on acquire and frees it on release).
+//
+// Tested against the single-process run by tests/executor/parallel_check.cc and by finite
+// differences in tests/executor/gpt_test.cc.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "executor/comm.h"
+#include "executor/kernels.h"
+#include "executor/params.h"
+#include "models/cost_model.h"
+
+namespace trainplan::executor {
+
+// How the model reaches parameters and gradients (flat buffers laid out as BlockLayout).
+class BlockAccess {
+ public:
+  virtual ~BlockAccess() = default;
+  // The full parameters of block `b` are needed from now (point says why; ZeRO-3 gathers).
+  virtual void acquire(std::size_t b, DpPoint point) = 0;
+  virtual void release(std::size_t b) = 0;
+  // Block `b`'s backward for this micro-batch is complete (ZeRO-2/3 reduce-scatter).
+  virtual void backward_done(std::size_t b) = 0;
+  virtual const float* params(std::size_t b) = 0;
+  virtual float* grads(std::size_t b) = 0;
+};
+
+struct StageShape {
+  std::int64_t stage = 0, tp_rank = 0;
+  std::int64_t tokens = 0;       // T = micro_batch_size * seq_len
+  std::int64_t local_tokens = 0; // T / tp with sequence parallelism, else T
+  bool first = false, last = false, sp = false;
+};
+
+class StageModel {
+ public:
+  StageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
+             BlockAccess& access);
+  ~StageModel();
+  StageModel(const StageModel&) = delete;
+  StageModel& operator=(const StageModel&) = delete;
+
+  const std::vector<BlockLayout>& layouts() const { return layouts_; }
+  const StageShape& shape() const { return x_; }
+
+  // Model chunks on this stage (virtual_stages; chunk c is global chunk c * pp + stage).
+  std::int64_t num_chunks() const { return static_cast<std::int64_t>(chunk_blocks_.size()); }
+  // Whether chunk c begins with the embedding / ends with the head and loss.
+  bool has_embedding(std::int64_t c) const { return x_.first && c == 0; }
+  bool has_head(std::int64_t c) const { return x_.last && c == num_chunks() - 1; }
+
+  // Forward of micro-batch `mb` through chunk `chunk`. The embedding chunk reads `tokens` (T),
+  // others `input` (local_tokens, h). The head chunk reads `targets` (T) and returns the sum
+  // of the token losses; the others write `output` (local_tokens, h) and return 0.
+  // `loss_scale` multiplies every token's loss gradient (1 / tokens in the global batch).
+  double forward(std::int64_t chunk, std::int64_t mb, const std::int32_t* tokens,
+                 const std::int32_t* targets, const Mat* input, Mat* output, float loss_scale);
+  // Backward of micro-batch `mb` through `chunk`: the head chunk starts from its loss, the
+  // others from `grad_output`; all but the embedding chunk write `grad_input`. Frees the
+  // micro-batch's state.
+  void backward(std::int64_t chunk, std::int64_t mb, const Mat* grad_output, Mat* grad_input);
+
+ private:
+  struct LayerCache;
+  struct MicroBatch;
+  struct LayerParams;
+
+  LayerParams layer_params(std::size_t block);
+  void layer_forward(std::size_t block, const Mat& x, LayerCache& c, Mat& out);
+  void layer_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dx);
+  void embedding_forward(const std::int32_t* tokens, Mat& out);
+  void embedding_backward(const std::int32_t* tokens, const Mat& dout);
+  double head_forward(MicroBatch& s, const Mat& x, const std::int32_t* targets, float scale);
+  void head_backward(MicroBatch& s, Mat& dx);
+  // Sequence-parallel helpers (T rows <-> T/tp rows), counted as the listed TP collectives.
+  void gather_tokens(const Mat& local, Mat& full);
+  void reduce_scatter_tokens(const Mat& full, Mat& local);
+  const float* head_weights();
+  float* head_grads();
+
+  ModelSpec model_;
+  Plan plan_;
+  Comm& comm_;
+  BlockAccess& access_;
+  StageShape x_;
+  std::vector<BlockLayout> layouts_;
+  std::vector<std::vector<std::size_t>> chunk_blocks_;  // layer blocks of each chunk
+  std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<MicroBatch>>
+      in_flight_;  // by (chunk, micro-batch)
+};
+
+}  // namespace trainplan::executor

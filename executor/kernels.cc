@@ -1,0 +1,143 @@
+// CPU kernels; see kernels.h. Tested by tests/executor/kernels_test.cc.
+#include "executor/kernels.h"
+
+#include <cmath>
+#include <limits>
+
+namespace trainplan::executor {
+
+void layernorm_forward(const Mat& x, const float* gamma, const float* beta, Mat& y, Vec& mean,
+                       Vec& rstd) {
+  const Eigen::Index n = x.rows(), h = x.cols();
+  y.resize(n, h);
+  mean.resize(n);
+  rstd.resize(n);
+  ConstRowMap g(gamma, h), b(beta, h);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const float mu = x.row(i).mean();
+    const float var = (x.row(i).array() - mu).square().mean();
+    const float r = 1.0f / std::sqrt(var + kLayerNormEps);
+    mean[i] = mu;
+    rstd[i] = r;
+    y.row(i) = ((x.row(i).array() - mu) * r * g.array() + b.array()).matrix();
+  }
+}
+
+void layernorm_backward(const Mat& dy, const Mat& x, const float* gamma, const Vec& mean,
+                        const Vec& rstd, Mat& dx, float* dgamma, float* dbeta) {
+  const Eigen::Index n = x.rows(), h = x.cols();
+  dx.resize(n, h);
+  ConstRowMap g(gamma, h);
+  RowMap dg(dgamma, h), db(dbeta, h);
+  Eigen::RowVectorXf xhat(h), dxhat(h);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    xhat = (x.row(i).array() - mean[i]) * rstd[i];
+    dg.array() += dy.row(i).array() * xhat.array();
+    db += dy.row(i);
+    dxhat = dy.row(i).cwiseProduct(g);
+    const float mean_dxhat = dxhat.mean();
+    const float mean_dxhat_xhat = dxhat.cwiseProduct(xhat).mean();
+    dx.row(i) = ((dxhat.array() - mean_dxhat - xhat.array() * mean_dxhat_xhat) * rstd[i]).matrix();
+  }
+}
+
+namespace {
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+}  // namespace
+
+void gelu_forward(const Mat& x, Mat& y) {
+  y = x.unaryExpr([](float v) {
+    return 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v)));
+  });
+}
+
+void gelu_backward(const Mat& x, const Mat& dy, Mat& dx) {
+  dx = x.binaryExpr(dy, [](float v, float d) {
+    const float u = kSqrt2OverPi * (v + kGeluCubic * v * v * v);
+    const float t = std::tanh(u);
+    const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
+    return d * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+  });
+}
+
+void linear_forward(const Mat& x, const ConstMatMap& w, const float* b, Mat& y) {
+  y.noalias() = x * w;
+  if (b != nullptr) y.rowwise() += ConstRowMap(b, w.cols());
+}
+
+void linear_backward(const Mat& x, const ConstMatMap& w, const Mat& dy, Mat* dx, MatMap& dw,
+                     float* db) {
+  if (dx != nullptr) dx->noalias() = dy * w.transpose();
+  dw.noalias() += x.transpose() * dy;
+  if (db != nullptr) RowMap(db, dy.cols()) += dy.colwise().sum();
+}
+
+void attention_forward(const Mat& q, const Mat& k, const Mat& v, std::int64_t batch,
+                       std::int64_t seq, std::int64_t heads, Mat& probs, Mat& out) {
+  const Eigen::Index hd = q.cols() / heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  probs.resize(batch * heads * seq, seq);
+  out.resize(q.rows(), q.cols());
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t a = 0; a < heads; ++a) {
+      const auto qa = q.block(b * seq, a * hd, seq, hd);
+      const auto ka = k.block(b * seq, a * hd, seq, hd);
+      const auto va = v.block(b * seq, a * hd, seq, hd);
+      auto p = probs.block((b * heads + a) * seq, 0, seq, seq);
+      p.noalias() = (qa * ka.transpose()) * scale;
+      for (std::int64_t i = 0; i < seq; ++i) {
+        // Causal mask: position i attends to 0..i.
+        const float mx = p.row(i).head(i + 1).maxCoeff();
+        p.row(i).head(i + 1) = (p.row(i).head(i + 1).array() - mx).exp().matrix();
+        p.row(i).head(i + 1) /= p.row(i).head(i + 1).sum();
+        p.row(i).tail(seq - i - 1).setZero();
+      }
+      out.block(b * seq, a * hd, seq, hd).noalias() = p * va;
+    }
+  }
+}
+
+void attention_backward(const Mat& q, const Mat& k, const Mat& v, const Mat& probs,
+                        const Mat& dout, std::int64_t batch, std::int64_t seq,
+                        std::int64_t heads, Mat& dq, Mat& dk, Mat& dv) {
+  const Eigen::Index hd = q.cols() / heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  dq.resize(q.rows(), q.cols());
+  dk.resize(k.rows(), k.cols());
+  dv.resize(v.rows(), v.cols());
+  Mat dp(seq, seq);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t a = 0; a < heads; ++a) {
+      const auto p = probs.block((b * heads + a) * seq, 0, seq, seq);
+      const auto doa = dout.block(b * seq, a * hd, seq, hd);
+      dv.block(b * seq, a * hd, seq, hd).noalias() = p.transpose() * doa;
+      dp.noalias() = doa * v.block(b * seq, a * hd, seq, hd).transpose();
+      // Softmax backward per row: ds = p * (dp - sum(p * dp)); masked entries have p = 0.
+      for (std::int64_t i = 0; i < seq; ++i) {
+        const float dot = p.row(i).dot(dp.row(i));
+        dp.row(i) = (p.row(i).array() * (dp.row(i).array() - dot) * scale).matrix();
+      }
+      dq.block(b * seq, a * hd, seq, hd).noalias() = dp * k.block(b * seq, a * hd, seq, hd);
+      dk.block(b * seq, a * hd, seq, hd).noalias() =
+          dp.transpose() * q.block(b * seq, a * hd, seq, hd);
+    }
+  }
+}
+
+void adamw_update(const AdamW& opt, std::int64_t step, std::int64_t n, float* param,
+                  const float* grad, float* m, float* v, const std::uint8_t* decay) {
+  const double c1 = 1.0 - std::pow(static_cast<double>(opt.beta1), static_cast<double>(step));
+  const double c2 = 1.0 - std::pow(static_cast<double>(opt.beta2), static_cast<double>(step));
+  const float step_size = static_cast<float>(opt.lr / c1);
+  const float v_scale = static_cast<float>(1.0 / std::sqrt(c2));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float g = grad[i];
+    m[i] = opt.beta1 * m[i] + (1.0f - opt.beta1) * g;
+    v[i] = opt.beta2 * v[i] + (1.0f - opt.beta2) * g * g;
+    if (decay[i] != 0) param[i] -= opt.lr * opt.weight_decay * param[i];
+    param[i] -= step_size * m[i] / (std::sqrt(v[i]) * v_scale + opt.eps);
+  }
+}
+
+}  // namespace trainplan::executor

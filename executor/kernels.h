@@ -1,0 +1,56 @@
+// The executor's CPU math: float32, Eigen, one thread per rank. Each kernel has a forward and a
+// hand-written backward; tests/executor/kernels_test.cc checks every backward against central
+// finite differences (in double) and the attention against a naive reference.
+//
+// Activations are row-major (tokens, features); tokens are micro-batch sequences one after
+// another (b, s). Backward functions ACCUMULATE into parameter gradients (+=) and WRITE the
+// input gradient.
+#pragma once
+
+#include <Eigen/Dense>
+#include <cstdint>
+
+namespace trainplan::executor {
+
+using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Vec = Eigen::VectorXf;
+using MatMap = Eigen::Map<Mat>;
+using ConstMatMap = Eigen::Map<const Mat>;
+using RowMap = Eigen::Map<Eigen::RowVectorXf>;
+using ConstRowMap = Eigen::Map<const Eigen::RowVectorXf>;
+
+inline constexpr float kLayerNormEps = 1e-5f;
+
+// y = (x - mean) / sqrt(var + eps) * gamma + beta, per row. mean, rstd (rows) kept for backward.
+void layernorm_forward(const Mat& x, const float* gamma, const float* beta, Mat& y, Vec& mean,
+                       Vec& rstd);
+void layernorm_backward(const Mat& dy, const Mat& x, const float* gamma, const Vec& mean,
+                        const Vec& rstd, Mat& dx, float* dgamma, float* dbeta);
+
+// GELU, tanh approximation (Hendrycks & Gimpel 2016, as GPT-2).
+void gelu_forward(const Mat& x, Mat& y);
+void gelu_backward(const Mat& x, const Mat& dy, Mat& dx);
+
+// y = x W + b with W (in, out) and b (out) (b may be null).
+void linear_forward(const Mat& x, const ConstMatMap& w, const float* b, Mat& y);
+// dx = dy W^T (skipped when dx is null), dW += x^T dy, db += column sums of dy.
+void linear_backward(const Mat& x, const ConstMatMap& w, const Mat& dy, Mat* dx, MatMap& dw,
+                     float* db);
+
+// Causal multi-head attention over `batch` sequences of `seq` tokens: q, k, v (batch*seq,
+// heads*head_dim), out (batch*seq, heads*head_dim); probs (batch*heads*seq, seq) keeps the
+// softmax rows for the backward (recompute it with the same call under selective recompute).
+void attention_forward(const Mat& q, const Mat& k, const Mat& v, std::int64_t batch,
+                       std::int64_t seq, std::int64_t heads, Mat& probs, Mat& out);
+void attention_backward(const Mat& q, const Mat& k, const Mat& v, const Mat& probs,
+                        const Mat& dout, std::int64_t batch, std::int64_t seq,
+                        std::int64_t heads, Mat& dq, Mat& dk, Mat& dv);
+
+// AdamW (Loshchilov & Hutter 2019) over n elements: decoupled weight decay where decay[i] != 0.
+struct AdamW {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+};
+void adamw_update(const AdamW& opt, std::int64_t step, std::int64_t n, float* param,
+                  const float* grad, float* m, float* v, const std::uint8_t* decay);
+
+}  // namespace trainplan::executor

@@ -1,0 +1,164 @@
+// Parameter layout and initialisation; see params.h. Tested by tests/executor/params_test.cc.
+#include "executor/params.h"
+
+#include <cmath>
+
+namespace trainplan::executor {
+
+Status check_executor_supports(const ModelSpec& m, const Plan& p) {
+  auto no = [](const std::string& why) {
+    return Status::Error("the CPU executor does not support " + why, ExitCode::kInvalidInput);
+  };
+  if (m.is_moe()) return no("mixture-of-experts models (num_experts > 1)");
+  if (m.activation != Activation::kGelu) return no("activation " + std::string(to_string(m.activation)) + " (GELU only)");
+  if (m.norm != NormKind::kLayerNorm) return no("norm " + std::string(to_string(m.norm)) + " (LayerNorm only)");
+  if (m.position != PositionKind::kLearned) return no("rotary positions (learned only)");
+  if (!m.bias) return no("linear layers without biases");
+  if (m.dropout) return no("dropout (set \"dropout\": false in the model)");
+  if (m.num_kv_heads != m.num_attention_heads) return no("grouped-query attention (num_kv_heads != num_attention_heads)");
+  if (p.precision != Precision::kFp32)
+    return no("precision " + std::string(to_string(p.precision)) +
+              ": it computes and communicates float32, so the plan must say \"precision\": \"fp32\" "
+              "for its byte counts to be comparable");
+  if (p.optimizer != Optimizer::kAdamW) return no("optimizer " + std::string(to_string(p.optimizer)) + " (AdamW only)");
+  if (p.offload != Offload::kNone) return no("optimizer offload");
+  if (p.ep != 1) return no("expert parallelism (ep > 1)");
+  return Status::Ok();
+}
+
+namespace {
+
+struct Builder {
+  BlockLayout b;
+  void add(TensorSlice t) {
+    t.offset = b.size;
+    if (t.valid_rows == 0) t.valid_rows = t.full_rows;
+    b.size += t.size();
+    b.tensors.push_back(std::move(t));
+  }
+};
+
+TensorSlice full(std::string name, std::int64_t rows, std::int64_t cols, float std_, float value,
+                 bool decay) {
+  TensorSlice t;
+  t.name = std::move(name);
+  t.full_rows = t.rows = rows;
+  t.full_cols = t.cols = cols;
+  t.init_std = std_;
+  t.init_value = value;
+  t.decay = decay;
+  return t;
+}
+TensorSlice cols_of(TensorSlice t, std::int64_t tp, std::int64_t r) {
+  t.cols = t.full_cols / tp;
+  t.col0 = r * t.cols;
+  return t;
+}
+TensorSlice rows_of(TensorSlice t, std::int64_t tp, std::int64_t r) {
+  t.rows = t.full_rows / tp;
+  t.row0 = r * t.rows;
+  return t;
+}
+
+constexpr float kInitStd = 0.02f;  // GPT-2 (Radford et al. 2019)
+
+}  // namespace
+
+std::vector<BlockLayout> stage_layouts(const ModelSpec& m, const Plan& p, std::int64_t stage,
+                                       std::int64_t r) {
+  const std::int64_t t = p.tp, h = m.hidden_size, q = m.q_width(), f = m.ffn_hidden_size;
+  const std::int64_t vp = padded_vocab(m, t);
+  const bool sp = p.sequence_parallel && t > 1;
+  // GPT-2 scales the residual projections by 1/sqrt(2 * layers).
+  const float resid_std = kInitStd / std::sqrt(2.0f * static_cast<float>(m.num_layers));
+  auto table = [&](const std::string& name, bool tied) {
+    TensorSlice w = rows_of(full(name, vp, h, kInitStd, 0, true), t, r);
+    w.valid_rows = m.vocab_size;
+    w.tied = tied;
+    return w;
+  };
+  auto norm = [&](const std::string& name, Builder& out) {
+    TensorSlice g = full(name + ".g", 1, h, 0, 1.0f, false);
+    TensorSlice b = full(name + ".b", 1, h, 0, 0.0f, false);
+    g.sp_norm = b.sp_norm = sp;
+    out.add(g);
+    out.add(b);
+  };
+  const bool tied_copies = m.tie_word_embeddings && p.pp > 1;
+
+  std::vector<BlockLayout> out;
+  const std::vector<ParamBlock> expected = param_blocks_on_stage(m, p, stage);
+  for (const ParamBlock& pb : expected) {
+    Builder bl;
+    bl.b.kind = pb.kind;
+    bl.b.layer = pb.layer;
+    switch (pb.kind) {
+      case BlockKind::kEmbedding:
+        bl.add(table("wte", tied_copies));
+        bl.add(full("wpe", m.max_position_embeddings, h, kInitStd, 0, true));
+        break;
+      case BlockKind::kLayer: {
+        const std::string L = "h" + std::to_string(pb.layer) + ".";
+        norm(L + "ln1", bl);
+        for (const char* w : {"q", "k", "v"}) {
+          bl.add(cols_of(full(L + "w" + w, h, q, kInitStd, 0, true), t, r));
+          bl.add(cols_of(full(L + "b" + w, 1, q, 0, 0, false), t, r));
+        }
+        bl.add(rows_of(full(L + "wo", q, h, resid_std, 0, true), t, r));
+        bl.add(full(L + "bo", 1, h, 0, 0, false));
+        norm(L + "ln2", bl);
+        bl.add(cols_of(full(L + "w1", h, f, kInitStd, 0, true), t, r));
+        bl.add(cols_of(full(L + "b1", 1, f, 0, 0, false), t, r));
+        bl.add(rows_of(full(L + "w2", f, h, resid_std, 0, true), t, r));
+        bl.add(full(L + "b2", 1, h, 0, 0, false));
+        break;
+      }
+      case BlockKind::kHead:
+        norm("lnf", bl);
+        if (!m.tie_word_embeddings) bl.add(table("lm_head", false));
+        else if (p.pp > 1) bl.add(table("wte", true));  // the tied copy: same name, same init
+        break;
+    }
+    TRAINPLAN_CHECK(bl.b.size == pb.dense_params)
+        << "executor layout of block " << static_cast<int>(pb.kind) << " layer " << pb.layer
+        << " has " << bl.b.size << " parameters, the cost model counts " << pb.dense_params;
+    out.push_back(std::move(bl.b));
+  }
+  return out;
+}
+
+namespace {
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+std::uint64_t fnv1a(const std::string& s) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+}  // namespace
+
+float init_value(std::uint64_t seed, const TensorSlice& t, std::int64_t row, std::int64_t col) {
+  if (row >= t.valid_rows) return 0.0f;
+  if (t.init_std == 0.0f) return t.init_value;
+  // A counter-based generator: element (row, col) of tensor `name` draws the same normal
+  // (Box-Muller) on every layout.
+  const std::uint64_t key = splitmix64(seed ^ fnv1a(t.name));
+  const std::uint64_t idx = static_cast<std::uint64_t>(row * t.full_cols + col);
+  const std::uint64_t a = splitmix64(key + 2 * idx), b = splitmix64(key + 2 * idx + 1);
+  const double u1 = (static_cast<double>(a >> 11) + 1.0) / 9007199254740993.0;  // (0, 1]
+  const double u2 = static_cast<double>(b >> 11) / 9007199254740992.0;
+  const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  return static_cast<float>(z) * t.init_std;
+}
+
+void init_slice(std::uint64_t seed, const TensorSlice& t, float* data) {
+  for (std::int64_t i = 0; i < t.rows; ++i)
+    for (std::int64_t j = 0; j < t.cols; ++j)
+      data[i * t.cols + j] = init_value(seed, t, t.row0 + i, t.col0 + j);
+}
+
+}  // namespace trainplan::executor

@@ -1,0 +1,64 @@
+// Parameter layout of one pipeline stage on one rank: the blocks of
+// param_blocks_on_stage (models/cost_model.h) as flat float32 buffers, each a list of tensor
+// slices. A tensor is named as in the whole model ("h3.wq"); this rank holds a rectangular
+// slice of it (Megatron's column/row split over tp). Initial values depend only on the seed,
+// the name and the element's coordinates in the full tensor, so every layout starts from the
+// same weights.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/cost_model.h"
+#include "models/model_spec.h"
+#include "models/plan.h"
+#include "models/status.h"
+
+namespace trainplan::executor {
+
+struct TensorSlice {
+  std::string name;                     // in the full model: "wte", "h0.wq", "lnf.g", ...
+  std::int64_t full_rows = 1, full_cols = 1;
+  std::int64_t row0 = 0, rows = 1;      // this rank's rows of the full tensor
+  std::int64_t col0 = 0, cols = 1;      // and columns
+  std::int64_t offset = 0;              // first element in the block's flat buffer
+  std::int64_t valid_rows = 0;          // rows >= valid_rows are vocabulary padding (zero)
+  float init_std = 0;                   // normal(0, init_std); 0: constant init_value
+  float init_value = 0;
+  bool decay = false;                   // AdamW weight decay (matrices only)
+  bool tied = false;                    // the tied embedding table (pp > 1 keeps two copies)
+  bool sp_norm = false;                 // a norm in the sequence-parallel region (tp > 1, sp)
+  std::int64_t size() const { return rows * cols; }
+};
+
+struct BlockLayout {
+  BlockKind kind = BlockKind::kLayer;
+  std::int64_t layer = -1;
+  std::vector<TensorSlice> tensors;
+  std::int64_t size = 0;  // elements, before padding to a multiple of dp
+};
+
+// Indices into BlockLayout::tensors of a layer block.
+enum LayerTensor : std::size_t {
+  kLn1G, kLn1B, kWq, kBq, kWk, kBk, kWv, kBv, kWo, kBo,
+  kLn2G, kLn2B, kW1, kB1, kW2, kB2, kNumLayerTensors
+};
+enum EmbeddingTensor : std::size_t { kWte, kWpe };
+enum HeadTensor : std::size_t { kLnfG, kLnfB, kHeadW };  // kHeadW only when the head holds a matrix
+
+// What the CPU executor supports, as a reason when it does not (GPT shape, fp32, AdamW,
+// no MoE, no offload).
+Status check_executor_supports(const ModelSpec& model, const Plan& plan);
+
+// The blocks of `stage` for TP rank `tp_rank`, in param_blocks_on_stage order. Their sizes
+// equal that function's dense_params (checked).
+std::vector<BlockLayout> stage_layouts(const ModelSpec& model, const Plan& plan,
+                                       std::int64_t stage, std::int64_t tp_rank);
+
+// The initial value of element (row, col) of the full tensor `name`.
+float init_value(std::uint64_t seed, const TensorSlice& t, std::int64_t row, std::int64_t col);
+// Fills `data` (t.size()) with this rank's slice of the initial tensor.
+void init_slice(std::uint64_t seed, const TensorSlice& t, float* data);
+
+}  // namespace trainplan::executor

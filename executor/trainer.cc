@@ -1,0 +1,315 @@
+// The training step; see trainer.h. The data-parallel collectives carry the name of their
+// cost-model task (dp_block_tasks in models/cost_model.cc) in a comment.
+#include "executor/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+
+namespace trainplan::executor {
+
+Trainer::Trainer(const ModelSpec& model, const Plan& plan, const TrainOptions& options,
+                 Comm& comm)
+    : model_(model), plan_(plan), options_(options), comm_(comm) {}
+
+Trainer::~Trainer() = default;
+
+Result<std::unique_ptr<Trainer>> Trainer::make(const ModelSpec& model, const Plan& plan,
+                                               const TrainOptions& options, Comm& comm) {
+  TRAINPLAN_RETURN_IF_ERROR(validate_plan(plan));
+  TRAINPLAN_RETURN_IF_ERROR(check_plan_fits_model(plan, model));
+  TRAINPLAN_RETURN_IF_ERROR(check_plan_world_size(plan, comm.world_size()));
+  TRAINPLAN_RETURN_IF_ERROR(check_executor_supports(model, plan));
+  std::unique_ptr<Trainer> t(new Trainer(model, plan, options, comm));
+  t->stage_ = comm.group_rank(CommGroup::kPp);
+  t->dp_rank_ = comm.group_rank(CommGroup::kDp);
+  BlockAccess& access = *t;  // a private base: only Trainer may convert
+  t->stage_model_ = std::make_unique<StageModel>(model, plan, t->stage_, comm, access);
+  const std::int64_t dp = plan.dp;
+  for (const BlockLayout& l : t->stage_model_->layouts()) {
+    Block b;
+    b.padded = (l.size + dp - 1) / dp * dp;  // as the cost model's dp_block_tasks pads
+    b.shard = b.padded / dp;
+    b.grad.assign(static_cast<std::size_t>(b.padded), 0.0f);
+    b.decay.assign(static_cast<std::size_t>(b.padded), 0);
+    // Initialise the full tensors, then keep what this rank holds.
+    std::vector<float> full(static_cast<std::size_t>(b.padded), 0.0f);
+    for (const TensorSlice& s : l.tensors) {
+      init_slice(options.seed, s, full.data() + s.offset);
+      std::fill_n(b.decay.begin() + s.offset, s.size(), s.decay ? 1 : 0);
+      if (s.tied) b.tied.emplace_back(s.offset, s.size());
+      if (s.sp_norm) b.sp_norm.emplace_back(s.offset, s.size());
+    }
+    const std::int64_t updated = plan.zero_stage >= 1 ? b.shard : b.padded;
+    b.m.assign(static_cast<std::size_t>(updated), 0.0f);
+    b.v.assign(static_cast<std::size_t>(updated), 0.0f);
+    if (plan.zero_stage >= 1) b.grad_shard.assign(static_cast<std::size_t>(b.shard), 0.0f);
+    if (plan.zero_stage == 3) {
+      b.param_shard.assign(full.begin() + t->dp_rank_ * b.shard,
+                           full.begin() + (t->dp_rank_ + 1) * b.shard);
+    } else {
+      b.param = std::move(full);
+    }
+    t->blocks_.push_back(std::move(b));
+  }
+  return t;
+}
+
+// ---- BlockAccess: where ZeRO-3 gathers and ZeRO-2/3 reduce-scatter per micro-batch ----
+
+void Trainer::acquire(std::size_t i, DpPoint) {
+  if (plan_.zero_stage != 3) return;
+  Block& b = blocks_[i];
+  b.param.resize(static_cast<std::size_t>(b.padded));
+  comm_.all_gather(CommGroup::kDp, b.param_shard.data(), b.param.data(),
+                   b.shard);  // zero3_param_all_gather
+}
+
+void Trainer::release(std::size_t i) {
+  if (plan_.zero_stage != 3) return;
+  std::vector<float>().swap(blocks_[i].param);  // freed after use
+}
+
+const float* Trainer::params(std::size_t i) {
+  TRAINPLAN_CHECK(!blocks_[i].param.empty()) << "block " << i << " used while not gathered";
+  return blocks_[i].param.data();
+}
+
+float* Trainer::grads(std::size_t i) { return blocks_[i].grad.data(); }
+
+namespace {
+// Copies the (offset, count) ranges of `from` into `to`.
+void copy_ranges(const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges,
+                 const float* from, float* to) {
+  for (auto [off, n] : ranges) std::copy_n(from + off, n, to + off);
+}
+}  // namespace
+
+void Trainer::backward_done(std::size_t i) {
+  // ZeRO-2/3 reduce-scatter each micro-batch's gradient as soon as the block is done. The last
+  // micro-batch's is deferred to finish_gradients, after the tied-table and SP-norm sums,
+  // which must see every micro-batch; until then those positions stay out of the
+  // reduce-scatter and accumulate locally.
+  if (plan_.zero_stage < 2 || last_micro_batch_) return;
+  Block& b = blocks_[i];
+  std::vector<float> send = b.grad, shard(static_cast<std::size_t>(b.shard));
+  std::vector<float> keep(b.grad.size(), 0.0f);
+  for (const auto* ranges : {&b.tied, &b.sp_norm}) {
+    for (auto [off, n] : *ranges) std::fill_n(send.begin() + off, n, 0.0f);
+    copy_ranges(*ranges, b.grad.data(), keep.data());
+  }
+  comm_.reduce_scatter(CommGroup::kDp, send.data(), shard.data(),
+                       b.shard);  // zero_grad_reduce_scatter
+  for (std::int64_t j = 0; j < b.shard; ++j) b.grad_shard[j] += shard[j];
+  b.grad.swap(keep);
+}
+
+// ---- the step ----
+
+void Trainer::run_schedule(const std::vector<std::int32_t>& batch, double& loss_sum) {
+  const std::int64_t M = plan_.num_micro_batches(), mbs = plan_.micro_batch_size;
+  const std::int64_t s = model_.seq_len, T = mbs * s;
+  const std::int64_t pp = plan_.pp;
+  const float loss_scale = 1.0f / static_cast<float>(plan_.global_batch_size * s);
+  const StageShape& x = stage_model_->shape();
+  const std::int64_t msg = x.local_tokens * model_.hidden_size;  // pipeline_message_bytes / 4
+
+  auto micro_batch_tokens = [&](std::int64_t mb, std::vector<std::int32_t>& in,
+                                std::vector<std::int32_t>& out) {
+    // Replica d's micro-batch mb holds sequences d*M*mbs + mb*mbs ... of the global batch.
+    in.resize(static_cast<std::size_t>(T));
+    out.resize(static_cast<std::size_t>(T));
+    for (std::int64_t i = 0; i < mbs; ++i) {
+      const std::int64_t seq = (dp_rank_ * M + mb) * mbs + i;
+      const std::int32_t* src = batch.data() + seq * (s + 1);
+      std::copy_n(src, s, in.data() + i * s);
+      std::copy_n(src + 1, s, out.data() + i * s);
+    }
+  };
+  std::vector<std::int32_t> in, out;
+  StageModel& net = *stage_model_;
+  // Neighbours in the pipeline ring: with interleaving, the last stage's chunk c feeds the
+  // first stage's chunk c + 1. Forward and backward messages have their own tags, so with
+  // pp = 2 the two directions between one pair of ranks cannot be confused.
+  const std::int64_t next = (stage_ + 1) % pp, prev = (stage_ + pp - 1) % pp;
+  constexpr int kForwardTag = 1, kBackwardTag = 2;
+  auto fwd = [&](std::int64_t chunk, std::int64_t mb) {
+    micro_batch_tokens(mb, in, out);
+    Mat input, output;
+    if (!net.has_embedding(chunk)) {
+      input.resize(x.local_tokens, model_.hidden_size);
+      comm_.recv(CommGroup::kPp, input.data(), msg, prev, kForwardTag);
+    }
+    loss_sum += net.forward(chunk, mb, in.data(), out.data(), &input, &output, loss_scale);
+    if (!net.has_head(chunk)) comm_.send(CommGroup::kPp, output.data(), msg, next, kForwardTag);
+  };
+  auto bwd = [&](std::int64_t chunk, std::int64_t mb) {
+    last_micro_batch_ = mb == M - 1;
+    Mat grad_out, grad_in;
+    if (!net.has_head(chunk)) {
+      grad_out.resize(x.local_tokens, model_.hidden_size);
+      comm_.recv(CommGroup::kPp, grad_out.data(), msg, next, kBackwardTag);
+    }
+    net.backward(chunk, mb, &grad_out, &grad_in);
+    if (!net.has_embedding(chunk))
+      comm_.send(CommGroup::kPp, grad_in.data(), msg, prev, kBackwardTag);
+  };
+
+  if (plan_.schedule == Schedule::kInterleaved) {
+    // Megatron-LM's interleaved 1F1B (Narayanan et al. 2021, sec. 2.2; schedules.py): virtual
+    // micro-batch k runs chunk (k mod pp*v) / pp (reversed for backward) on micro-batch
+    // (k / (pp*v)) * pp + k mod pp; warm-up (pp - stage - 1) * 2 + (v - 1) * pp forwards
+    // (all of them when M = pp).
+    const std::int64_t v = plan_.virtual_stages, total = M * v;
+    auto chunk_of = [&](std::int64_t k, bool forward) {
+      const std::int64_t c = (k % (pp * v)) / pp;
+      return forward ? c : v - 1 - c;
+    };
+    auto mb_of = [&](std::int64_t k) { return (k / (pp * v)) * pp + k % pp; };
+    const std::int64_t warmup =
+        M == pp ? total : std::min((pp - stage_ - 1) * 2 + (v - 1) * pp, total);
+    for (std::int64_t k = 0; k < warmup; ++k) fwd(chunk_of(k, true), mb_of(k));
+    for (std::int64_t k = 0; k < total - warmup; ++k) {
+      fwd(chunk_of(warmup + k, true), mb_of(warmup + k));
+      bwd(chunk_of(k, false), mb_of(k));
+    }
+    for (std::int64_t k = total - warmup; k < total; ++k) bwd(chunk_of(k, false), mb_of(k));
+  } else if (plan_.schedule == Schedule::k1F1B) {
+    // PipeDream-flush (Narayanan et al. 2021, fig. 4): pp - stage - 1 warm-up forwards, then
+    // one forward one backward, then the remaining backwards.
+    const std::int64_t warmup = std::min(pp - stage_ - 1, M);
+    for (std::int64_t mb = 0; mb < warmup; ++mb) fwd(0, mb);
+    for (std::int64_t i = 0; i < M - warmup; ++i) {
+      fwd(0, warmup + i);
+      bwd(0, i);
+    }
+    for (std::int64_t mb = M - warmup; mb < M; ++mb) bwd(0, mb);
+  } else {
+    // GPipe (and naive): every forward, then every backward.
+    for (std::int64_t mb = 0; mb < M; ++mb) fwd(0, mb);
+    for (std::int64_t mb = 0; mb < M; ++mb) bwd(0, mb);
+  }
+  comm_.wait_sends();
+}
+
+void Trainer::finish_gradients() {
+  // Sequence parallel: norms see only this rank's tokens, so their gradients are partial sums
+  // over the TP group (Megatron-LM all-reduces them, "allreduce_sequence_parallel_grads";
+  // the cost model does not list it). One all-reduce of all of the stage's norms.
+  std::vector<float> norms;
+  for (const Block& b : blocks_)
+    for (auto [off, n] : b.sp_norm) norms.insert(norms.end(), b.grad.begin() + off,
+                                                 b.grad.begin() + off + n);
+  if (!norms.empty()) {
+    comm_.all_reduce(CommGroup::kTp, norms.data(), static_cast<std::int64_t>(norms.size()));
+    std::size_t k = 0;
+    for (Block& b : blocks_)
+      for (auto [off, n] : b.sp_norm) {
+        std::copy_n(norms.begin() + static_cast<std::ptrdiff_t>(k), n, b.grad.begin() + off);
+        k += static_cast<std::size_t>(n);
+      }
+  }
+  for (Block& b : blocks_) {
+    // Tied table on the first and last stage: sum the two copies' gradients before the DP
+    // reduction, so that every ZeRO stage sees the whole sum.
+    for (auto [off, n] : b.tied)
+      comm_.all_reduce(CommGroup::kEmbedding, b.grad.data() + off, n);  // embedding_grad_all_reduce
+    switch (plan_.zero_stage) {
+      case 0:
+        comm_.all_reduce(CommGroup::kDp, b.grad.data(), b.padded);  // dp_grad_all_reduce
+        break;
+      case 1:
+        comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), b.grad_shard.data(),
+                             b.shard);  // zero_grad_reduce_scatter (once per step)
+        break;
+      default: {
+        std::vector<float> shard(static_cast<std::size_t>(b.shard));
+        comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), shard.data(),
+                             b.shard);  // zero_grad_reduce_scatter (the last micro-batch's)
+        for (std::int64_t j = 0; j < b.shard; ++j) b.grad_shard[j] += shard[j];
+        break;
+      }
+    }
+  }
+}
+
+void Trainer::optimizer_step() {
+  ++step_;
+  for (Block& b : blocks_) {
+    if (plan_.zero_stage == 0) {
+      adamw_update(options_.adamw, step_, b.padded, b.param.data(), b.grad.data(), b.m.data(),
+                   b.v.data(), b.decay.data());
+    } else {
+      const std::int64_t off = dp_rank_ * b.shard;
+      float* p = plan_.zero_stage == 3 ? b.param_shard.data() : b.param.data() + off;
+      adamw_update(options_.adamw, step_, b.shard, p, b.grad_shard.data(), b.m.data(),
+                   b.v.data(), b.decay.data() + off);
+      if (plan_.zero_stage <= 2) {
+        const std::vector<float> mine(p, p + b.shard);
+        comm_.all_gather(CommGroup::kDp, mine.data(), b.param.data(),
+                         b.shard);  // zero_param_all_gather
+      }
+      std::fill(b.grad_shard.begin(), b.grad_shard.end(), 0.0f);
+    }
+    std::fill(b.grad.begin(), b.grad.end(), 0.0f);
+  }
+}
+
+Result<StepResult> Trainer::step(const std::vector<std::int32_t>& batch) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::int64_t need = plan_.global_batch_size * (model_.seq_len + 1);
+  if (static_cast<std::int64_t>(batch.size()) != need)
+    return Status::Error("batch has " + std::to_string(batch.size()) + " tokens, the step needs " +
+                         std::to_string(need));
+  for (std::int32_t tok : batch)
+    if (tok < 0 || tok >= model_.vocab_size)
+      return Status::Error("token " + std::to_string(tok) + " is outside the vocabulary [0, " +
+                           std::to_string(model_.vocab_size) + ")");
+  double loss_sum = 0;
+  run_schedule(batch, loss_sum);
+  // The loss lives on the last stage; its TP ranks hold the same value, so one counts it.
+  const bool reporter = stage_ == plan_.pp - 1 && comm_.group_rank(CommGroup::kTp) == 0;
+  const bool bad = reporter && !std::isfinite(loss_sum);
+  double control[2] = {reporter && !bad ? loss_sum : 0.0, bad ? 1.0 : 0.0};
+  comm_.control_all_reduce(control, 2, ReduceOp::kSum);
+  if (control[1] > 0) {
+    double who = bad ? static_cast<double>(comm_.world_rank()) : -1.0;
+    comm_.control_all_reduce(&who, 1, ReduceOp::kMax);
+    return Status::Error("non-finite loss at step " + std::to_string(step_ + 1) + " on rank " +
+                             std::to_string(static_cast<std::int64_t>(who)) +
+                             " (last pipeline stage); stopping",
+                         ExitCode::kRuntime);
+  }
+  finish_gradients();
+  const auto t1 = std::chrono::steady_clock::now();
+  optimizer_step();
+  StepResult r;
+  r.optimizer_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  r.loss = control[0] / static_cast<double>(plan_.global_batch_size * model_.seq_len);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+void Trainer::for_each_param(const std::function<void(const TensorSlice&, std::int64_t,
+                                                      std::int64_t, float)>& fn) const {
+  const std::vector<BlockLayout>& layouts = stage_model_->layouts();
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    const Block& b = blocks_[i];
+    const bool sharded = plan_.zero_stage == 3;
+    const std::int64_t begin = sharded ? dp_rank_ * b.shard : 0;
+    const std::int64_t end = std::min(sharded ? begin + b.shard : b.padded, layouts[i].size);
+    for (const TensorSlice& t : layouts[i].tensors) {
+      for (std::int64_t j = std::max(begin, t.offset); j < std::min(end, t.offset + t.size());
+           ++j) {
+        const std::int64_t local = j - t.offset;
+        const float v = sharded ? b.param_shard[static_cast<std::size_t>(j - begin)]
+                                : b.param[static_cast<std::size_t>(j)];
+        fn(t, t.row0 + local / t.cols, t.col0 + local % t.cols, v);
+      }
+    }
+  }
+}
+
+}  // namespace trainplan::executor

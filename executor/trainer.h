@@ -1,0 +1,89 @@
+// The training step of one rank, exactly as the plan says: the pipeline schedule (GPipe,
+// 1F1B, interleaved 1F1B) over the stage's micro-batches, data parallelism (DDP all-reduce, ZeRO-1/2/3 with flat
+// per-block buffers padded to a multiple of dp), and AdamW. Together with StageModel it issues
+// the collectives of comm_volume_on_stage (models/cost_model.h) exactly.
+//
+// Usage: make a Comm (comm_mpi.h), then Trainer::make(model, plan, options, comm) and
+// step(batch) per optimizer step. Tested by tests/executor/parallel_check.cc.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "executor/comm.h"
+#include "executor/gpt.h"
+#include "executor/kernels.h"
+#include "executor/params.h"
+#include "models/status.h"
+
+namespace trainplan::executor {
+
+struct TrainOptions {
+  std::uint64_t seed = 1234;  // parameter initialisation
+  AdamW adamw;
+};
+
+struct StepResult {
+  double loss = 0;     // mean token loss over the global batch (the same on every rank)
+  double seconds = 0;  // wall time of the step on this rank
+  double optimizer_seconds = 0;  // of which the AdamW update (and ZeRO-1/2's all-gather)
+};
+
+class Trainer final : private BlockAccess {
+ public:
+  // Checks that the executor supports the model and plan and that `comm` has the plan's
+  // world size; allocates and initialises this rank's parameters.
+  static Result<std::unique_ptr<Trainer>> make(const ModelSpec& model, const Plan& plan,
+                                               const TrainOptions& options, Comm& comm);
+  ~Trainer() override;
+
+  // One optimizer step. `batch` is the whole global batch: global_batch_size sequences of
+  // seq_len + 1 tokens each (inputs and the next-token targets); this rank reads its share.
+  // A non-finite loss is an error naming the step and the rank that saw it.
+  Result<StepResult> step(const std::vector<std::int32_t>& batch);
+
+  std::int64_t stage() const { return stage_; }
+  std::int64_t steps_done() const { return step_; }
+  // Every parameter element this rank holds authoritatively (ZeRO-3: its shard), with its
+  // coordinates in the full tensor. For comparing layouts.
+  void for_each_param(const std::function<void(const TensorSlice&, std::int64_t row,
+                                               std::int64_t col, float value)>& fn) const;
+
+ private:
+  struct Block {
+    std::int64_t padded = 0;          // size rounded up to a multiple of dp
+    std::int64_t shard = 0;           // padded / dp
+    std::vector<float> param;         // (padded) full; empty while a ZeRO-3 block is released
+    std::vector<float> param_shard;   // (shard) ZeRO-3 only
+    std::vector<float> grad;          // (padded) this rank's accumulated gradient
+    std::vector<float> grad_shard;    // (shard) ZeRO >= 1: reduced gradient of the shard
+    std::vector<float> m, v;          // AdamW moments over the updated range
+    std::vector<std::uint8_t> decay;  // (padded) weight decay mask
+    // Positions whose gradient needs another group before the DP reduction: the tied table
+    // (embedding group) and sequence-parallel norms (tp group). (offset, count).
+    std::vector<std::pair<std::int64_t, std::int64_t>> tied, sp_norm;
+  };
+
+  Trainer(const ModelSpec& model, const Plan& plan, const TrainOptions& options, Comm& comm);
+  void acquire(std::size_t b, DpPoint point) override;
+  void release(std::size_t b) override;
+  void backward_done(std::size_t b) override;
+  const float* params(std::size_t b) override;
+  float* grads(std::size_t b) override;
+  void run_schedule(const std::vector<std::int32_t>& batch, double& loss_sum);
+  void finish_gradients();
+  void optimizer_step();
+
+  ModelSpec model_;
+  Plan plan_;
+  TrainOptions options_;
+  Comm& comm_;
+  std::int64_t stage_ = 0, dp_rank_ = 0, step_ = 0;
+  std::unique_ptr<StageModel> stage_model_;
+  std::vector<Block> blocks_;
+  bool last_micro_batch_ = false;
+};
+
+}  // namespace trainplan::executor

@@ -1,0 +1,52 @@
+# End-to-end tests of tools/execute under mpirun (included by tests/executor/CMakeLists.txt
+# when tools/execute.cmake defined the `execute` target). Each has a CTest TIMEOUT; labels executor;mpi.
+set(_mpirun ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root
+    --mca btl_vader_single_copy_mechanism none)
+set(_exe $<TARGET_FILE:execute> --model ${PROJECT_SOURCE_DIR}/models/tiny.json)
+set(_plans ${PROJECT_SOURCE_DIR}/tests/executor/plans)
+set(_expect ${CMAKE_COMMAND} -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+set(_out ${PROJECT_BINARY_DIR}/tests/executor)
+
+function(_execute_test name timeout)
+  add_test(NAME executor_execute_${name} COMMAND ${ARGN})
+  set_tests_properties(executor_execute_${name} PROPERTIES TIMEOUT ${timeout}
+                       LABELS "executor;mpi" PROCESSORS 2)
+endfunction()
+
+# The loss on the shipped corpus falls over 300 steps of the tiny model (one rank, 4 sequences
+# of 64 bytes per step, lr 3e-3; about 30 s on a loaded 2-core machine). At init the loss is
+# ln(256) = 5.55 (uniform over bytes); the corpus' byte-unigram entropy is 3.02 nats and its
+# bigram conditional entropy 2.22 nats, so a mean below 2.6 over the last 20 steps means the
+# model uses context, not only byte frequencies. Measured: 2.38.
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;1;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/single.json;--steps;300;--lr;3e-3;--data;${PROJECT_SOURCE_DIR}/data/kjv-genesis.txt;--out;${_out}/loss_falls.json")
+_execute_test(loss_falls 300 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=zero
+              -DREPORT=${_out}/loss_falls.json -DMAX_FINAL_LOSS=2.6
+              -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+
+# 2x2x2 with ZeRO-1 and SP through the tool: runs, writes a measured report.
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;8;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/tp2_pp2_dp2.json;--steps;4;--random-tokens;--out;${_out}/tp2_pp2_dp2.json")
+_execute_test(tp2_pp2_dp2 120 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=zero
+              "-DREGEX=wrote .*tp2_pp2_dp2.json" -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+
+# Input errors: a clear message and a non-zero exit, no hang.
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/tp2_pp2_dp2.json;--steps;2;--random-tokens;--out;${_out}/never.json")
+_execute_test(world_size_mismatch 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
+              "-DREGEX=execute: error: .*8.*2|execute: error: .*2.*8" -DMAX_SECONDS=30
+              -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/dp2.json;--steps;2;--data;${_out}/no-such-corpus.txt;--out;${_out}/never.json")
+_execute_test(missing_data 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
+              "-DREGEX=execute: error: .*no-such-corpus.txt" -DMAX_SECONDS=30
+              -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;-x;RANK=5;-x;WORLD_SIZE=2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/dp2.json;--steps;2;--random-tokens;--out;${_out}/never.json")
+_execute_test(launcher_mismatch 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
+              "-DREGEX=RANK=5 but this process is MPI rank" -DMAX_SECONDS=30
+              -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+
+# Faults: an exception on one rank aborts the job naming it; a killed rank ends the job < 30 s.
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/pp2.json;--steps;50;--random-tokens;--inject-fault;1:3;--out;${_out}/never.json")
+_execute_test(rank_exception 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
+              "-DREGEX=rank 1 failed: injected fault at step 4" -DMAX_SECONDS=30
+              -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+_execute_test(rank_killed 120 ${PROJECT_SOURCE_DIR}/tests/executor/kill_rank_test.sh
+              ${_mpirun} -np 2 $<TARGET_FILE:execute> --model ${PROJECT_SOURCE_DIR}/models/tiny.json
+              --plan ${_plans}/pp2.json --steps 100000 --random-tokens --out ${_out}/never.json)

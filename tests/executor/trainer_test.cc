@@ -1,0 +1,102 @@
+// The trainer on one rank (local backend): determinism, input errors and the non-finite-loss
+// stop. The parallel layouts are checked under mpirun by parallel_check.cc.
+// Run: ctest -R Trainer
+#include <gtest/gtest.h>
+
+#include "executor/comm.h"
+#include "executor/data.h"
+#include "executor/trainer.h"
+
+namespace trainplan::executor {
+namespace {
+
+ModelSpec tiny() {
+  ModelSpec m;
+  m.name = "trainer test";
+  m.num_layers = 2;
+  m.hidden_size = 32;
+  m.num_attention_heads = 4;
+  m.num_kv_heads = 4;
+  m.head_dim = 8;
+  m.ffn_hidden_size = 64;
+  m.vocab_size = 256;
+  m.seq_len = 16;
+  m.max_position_embeddings = 16;
+  m.dropout = false;
+  return m;
+}
+
+Plan one_rank() {
+  Plan p;
+  p.micro_batch_size = 2;
+  p.global_batch_size = 4;
+  p.precision = Precision::kFp32;
+  return p;
+}
+
+TEST(Trainer, SameSeedSameLossesBitForBit) {
+  auto c1 = make_local_comm(), c2 = make_local_comm();
+  auto a = Trainer::make(tiny(), one_rank(), {}, *c1);
+  auto b = Trainer::make(tiny(), one_rank(), {}, *c2);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int s = 0; s < 3; ++s) {
+    const auto batch = random_batch(1, s, 4, 16, 256);
+    auto x = (*a)->step(batch), y = (*b)->step(batch);
+    ASSERT_TRUE(x.ok() && y.ok());
+    EXPECT_EQ(x->loss, y->loss) << "step " << s;
+  }
+}
+
+TEST(Trainer, RejectsABatchOfTheWrongShapeOrVocabulary) {
+  auto c = make_local_comm();
+  auto t = Trainer::make(tiny(), one_rank(), {}, *c);
+  ASSERT_TRUE(t.ok());
+  auto r = (*t)->step(std::vector<std::int32_t>(10, 0));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("the step needs 68"), std::string::npos);
+  auto batch = random_batch(1, 0, 4, 16, 256);
+  batch[3] = 300;
+  r = (*t)->step(batch);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("token 300"), std::string::npos);
+}
+
+TEST(Trainer, RejectsAPlanForAnotherWorldSize) {
+  auto c = make_local_comm();
+  Plan p = one_rank();
+  p.dp = 2;
+  auto t = Trainer::make(tiny(), p, {}, *c);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("2"), std::string::npos) << t.status().message();
+}
+
+TEST(Trainer, NonFiniteLossStopsNamingStepAndRank) {
+  // A learning rate of 1e30 makes the weights overflow float32 after one step.
+  auto c = make_local_comm();
+  TrainOptions o;
+  o.adamw.lr = 1e30f;
+  auto t = Trainer::make(tiny(), one_rank(), o, *c);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE((*t)->step(random_batch(1, 0, 4, 16, 256)).ok());
+  auto r = (*t)->step(random_batch(1, 1, 4, 16, 256));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ExitCode::kRuntime);
+  EXPECT_NE(r.status().message().find("non-finite loss at step 2 on rank 0"), std::string::npos)
+      << r.status().message();
+}
+
+TEST(Comm, CountsBytesWithTheSharedCollectiveMath) {
+  // A single rank sends nothing in collectives; a send counts its payload.
+  auto c = make_local_comm();
+  std::vector<float> x(8, 1.0f), y(8);
+  c->all_reduce(CommGroup::kDp, x.data(), 8);
+  c->reduce_scatter(CommGroup::kDp, x.data(), y.data(), 8);
+  c->all_gather(CommGroup::kTp, x.data(), y.data(), 8);
+  EXPECT_EQ(c->counters(CommGroup::kDp).bytes_sent, 0);
+  EXPECT_EQ(c->counters(CommGroup::kDp).calls, 2);
+  EXPECT_EQ(c->counters(CommGroup::kTp).calls, 1);
+  EXPECT_THROW(c->send(CommGroup::kPp, x.data(), 8, 0), CommError);
+}
+
+}  // namespace
+}  // namespace trainplan::executor
