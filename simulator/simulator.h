@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/cluster_spec.h"
 #include "models/compute_model.h"
@@ -28,12 +29,25 @@ struct SimOptions {
   bool uniform_compute = false;     // every layer forward 1 unit, backward 2 (tests)
   bool collect_trace = false;   // fill SimResult::trace_json
   DpAlgorithm dp_algorithm = DpAlgorithm::kRing;
+  // Gradient buckets reduced while the backward pass runs (PyTorch DDP, Megatron-LM's
+  // --overlap-grad-reduce). false: after the pipeline has drained (Megatron-LM's 2021 "local"
+  // DDP, which all-reduces in finalize after forward_backward).
+  bool overlap_grad_reduce = true;
+  // false (Megatron-LM's default): the compute stream waits for its pipeline sends to finish
+  // (batch_isend_irecv + wait). true: sends run behind compute (--overlap-p2p-communication).
+  bool overlap_p2p = false;
 };
 
 struct SimResult {
   StepReport report;            // kind "predicted"
   std::int64_t events = 0;      // events processed (for the events/s benchmark)
+  std::int64_t ops = 0;         // operations in the simulated program
+  std::int64_t simulated_ranks = 0;  // ranks played (one per stage unless all_ranks)
   std::string trace_json;       // Chrome trace (when collect_trace)
+  double pipeline_span_s = 0;   // start of the step to the last forward/backward op
+  // Per report.ranks entry: the most (micro-batch, model chunk) pairs whose activations were
+  // stored at once (1F1B: min(pp - stage, M); GPipe: M).
+  std::vector<std::int64_t> peak_in_flight;
 };
 
 // Simulates one optimizer step. Errors: the plan does not fit the model or the cluster size.
