@@ -27,6 +27,18 @@ std::string_view to_string(CommGroup g) {
   return "?";
 }
 
+std::string_view report_group(CommGroup g) {
+  switch (g) {
+    case CommGroup::kTp: return "tp";
+    case CommGroup::kPp:
+    case CommGroup::kEmbedding: return "pp";
+    case CommGroup::kDp:
+    case CommGroup::kExpertDp: return "dp";
+    case CommGroup::kEp: return "ep";
+  }
+  return "?";
+}
+
 namespace {
 
 double d(std::int64_t v) { return static_cast<double>(v); }

@@ -69,6 +69,9 @@ enum class TaskKind { kGemm, kAttention, kMemory, kComm };
 // (dp/ep of them); kEmbedding: first and last pipeline stage, for tied embeddings.
 enum class CommGroup { kTp, kPp, kDp, kEp, kExpertDp, kEmbedding };
 std::string_view to_string(CommGroup g);
+// The group a collective is reported under in step reports and CommVolume: the embedding group
+// counts as pipeline traffic, the expert-data-parallel group as data-parallel.
+std::string_view report_group(CommGroup g);
 enum class Pass { kForward, kBackward, kRecompute };
 std::string_view to_string(Pass p);
 
@@ -161,8 +164,12 @@ struct MemoryBreakdown {
   double activations_bytes = 0;  // peak stored activations for the schedule and stage
   double buffers_bytes = 0;      // ZeRO-3 gathered parameters, communication buffers
   double host_optimizer_bytes = 0;  // offloaded optimizer states on the host (not device)
+  // Memory the process holds before the model: runtime, libraries, communication buffers.
+  // Measured by `calibrate` (HardwareProfile::baseline_memory_bytes); 0 without a profile.
+  double runtime_bytes = 0;
   double device_total() const {
-    return weights_bytes + gradients_bytes + optimizer_bytes + activations_bytes + buffers_bytes;
+    return weights_bytes + gradients_bytes + optimizer_bytes + activations_bytes + buffers_bytes +
+           runtime_bytes;
   }
 };
 

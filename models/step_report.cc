@@ -9,7 +9,8 @@ namespace {
 Json memory_to_json(const MemoryBreakdown& m) {
   return {{"weights_bytes", m.weights_bytes},         {"gradients_bytes", m.gradients_bytes},
           {"optimizer_bytes", m.optimizer_bytes},     {"activations_bytes", m.activations_bytes},
-          {"buffers_bytes", m.buffers_bytes},         {"host_optimizer_bytes", m.host_optimizer_bytes}};
+          {"buffers_bytes", m.buffers_bytes},         {"host_optimizer_bytes", m.host_optimizer_bytes},
+          {"runtime_bytes", m.runtime_bytes}};
 }
 Status memory_from_json(const Json& j, const std::string& where, MemoryBreakdown& m) {
   JsonReader r(j, where);
@@ -19,6 +20,7 @@ Status memory_from_json(const Json& j, const std::string& where, MemoryBreakdown
   r.get_double("activations_bytes", m.activations_bytes, 0, 1e18, false);
   r.get_double("buffers_bytes", m.buffers_bytes, 0, 1e18, false);
   r.get_double("host_optimizer_bytes", m.host_optimizer_bytes, 0, 1e18, false);
+  r.get_double("runtime_bytes", m.runtime_bytes, 0, 1e18, false);
   return r.finish();
 }
 }  // namespace

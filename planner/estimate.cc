@@ -95,8 +95,9 @@ double Estimator::peak_memory_bytes(const Plan& plan, std::int64_t* peak_stage) 
   // With an even split, stage 0 (most micro-batches in flight, the embedding) and the last stage
   // (LM head, logits) bound every stage in between; an explicit split checks them all.
   double peak = -1;
+  const double runtime = hardware_ ? hardware_->baseline_memory_bytes : 0.0;
   auto check = [&](std::int64_t s) {
-    const double m = memory_on_stage(model_, plan, s).device_total();
+    const double m = memory_on_stage(model_, plan, s).device_total() + runtime;
     if (m > peak) {
       peak = m;
       if (peak_stage) *peak_stage = s;
@@ -290,6 +291,7 @@ Estimate Estimator::estimate(const Plan& plan) {
 
   e.peak_memory_bytes = peak_memory_bytes(plan, &e.peak_stage);
   e.peak_memory = memory_on_stage(model_, plan, e.peak_stage);
+  if (hardware_) e.peak_memory.runtime_bytes = hardware_->baseline_memory_bytes;
   e.host_memory_per_node_bytes =
       e.peak_memory.host_optimizer_bytes * d(std::min(cluster_.gpus_per_node, plan.world_size()));
   return e;

@@ -1,7 +1,14 @@
 // Discrete-event simulator of one training step on every rank (issue 3).
 //
 // Contract used by the planner and the `simulate` tool. The implementation lives in this folder;
-// it builds on models/ only (cost_model tasks, compute_model times, collectives, rank_layout).
+// it builds on models/ only (cost_model tasks, compute_model times, collectives, rank_layout):
+//   program.cc   the step's operations per rank from the cost model and the schedule
+//   schedule.cc  naive, GPipe, 1F1B and Megatron-LM's interleaved order
+//   engine.cc    the event loop (integer ns clock), in-order streams, collectives, link sharing
+//   topology.cc  the cluster graph (Boost.Graph) and collective times from collectives.h
+//   timeline.cc  per-rank figures, memory over time and the Chrome trace
+// Tests: ctest -R 'Schedule|Comm|Simulator|Topology|Engine|SimulateTool|Validation';
+// benchmark: build/bench/simulator/bench_simulator.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +33,9 @@ struct SimOptions {
   std::string rank_order = "tp,dp,pp";      // innermost first (Megatron-LM default)
   bool all_ranks = false;       // simulate every rank instead of one replica per symmetric set
   bool free_communication = false;  // collectives take zero time (tests of pure schedules)
-  bool uniform_compute = false;     // every layer forward 1 unit, backward 2 (tests)
+  // Tests of pure schedules: every layer's forward takes 1 unit (1 us), backward 2, recompute
+  // 1; embedding, head and optimizer take none. Collectives keep their bytes.
+  bool uniform_compute = false;
   bool collect_trace = false;   // fill SimResult::trace_json
   DpAlgorithm dp_algorithm = DpAlgorithm::kRing;
   // Gradient buckets reduced while the backward pass runs (PyTorch DDP, Megatron-LM's
@@ -39,7 +48,9 @@ struct SimOptions {
 };
 
 struct SimResult {
-  StepReport report;            // kind "predicted"
+  // kind "predicted". ranks: one per pipeline stage (the rank with tp = dp = 0, standing for
+  // its TP peers and DP replicas), or every rank with all_ranks; bytes_per_group sums all ranks.
+  StepReport report;
   std::int64_t events = 0;      // events processed (for the events/s benchmark)
   std::int64_t ops = 0;         // operations in the simulated program
   std::int64_t simulated_ranks = 0;  // ranks played (one per stage unless all_ranks)

@@ -302,10 +302,14 @@ int run(int argc, char** argv) {
       rs.compute_s = f[kCompute];
       rs.optimizer_s = f[kOptimizer];
       for (int g = 0; g < 4; ++g) {
-        const std::string name(to_string(kGroups[g]));
+        // Reported under the prediction's groups (the embedding group is pipeline traffic).
+        const std::string name(report_group(kGroups[g]));
         const double bytes = f[kFirstGroup + 2 * g], time = f[kFirstGroup + 2 * g + 1];
         if (bytes == 0 && time == 0) continue;
-        rs.comm[name] = GroupComm{bytes, time, time};  // CPU: communication is not overlapped
+        GroupComm& gc = rs.comm[name];  // CPU: communication is not overlapped
+        gc.bytes_sent += bytes;
+        gc.time_s += time;
+        gc.exposed_s += time;
         rep.bytes_per_group[name] += bytes;
       }
       rep.ranks.push_back(rs);

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Predicted against measured on the machine at hand (issue 6): calibrate, then for a matrix of
+# plans on a small GPT predict (simulate --hardware), execute (mpirun execute) and compare, and
+# write a report (markdown + JSON + SVG chart) into bench/results/cpu-<date>/.
+#
+#   bench/predicted_vs_measured.sh [BUILD_DIR]        (default BUILD_DIR: build)
+#   env: MODEL=models/tiny.json STEPS=6 WARMUP=2 QUICK=1 (short calibration) OUT=DIR
+#        ONLY="dp2 tp2" (a subset of the matrix, by name)
+# Targets (issue 6): every plan's step time within 15%, median within 7%; bytes per group
+# exact; peak memory within 10%. The script reports them; it fails only if a tool fails.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="$(cd "${1:-$ROOT/build}" && pwd)"
+TOOLS="$BUILD/tools"
+MODEL="${MODEL:-$ROOT/models/tiny.json}"
+STEPS="${STEPS:-6}"
+WARMUP="${WARMUP:-2}"
+OUT="${OUT:-$ROOT/bench/results/cpu-$(date -u +%Y-%m-%d)}"
+MPIRUN=(mpirun --oversubscribe)
+[ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
+
+for tool in calibrate simulate execute compare; do
+  if [ ! -x "$TOOLS/$tool" ]; then
+    echo "predicted_vs_measured: $TOOLS/$tool is not built (cmake --build $BUILD --target $tool)" >&2
+    exit 2
+  fi
+done
+mkdir -p "$OUT/runs"
+
+# The matrix: name, ranks, plan fields. float32 and unfused attention: what the CPU executor runs.
+MATRIX=(
+  "single_mbs1     1 \"tp\":1,\"pp\":1,\"dp\":1,\"micro_batch_size\":1,\"global_batch_size\":4"
+  "single_mbs2     1 \"tp\":1,\"pp\":1,\"dp\":1,\"micro_batch_size\":2,\"global_batch_size\":4"
+  "single_mbs4     1 \"tp\":1,\"pp\":1,\"dp\":1,\"micro_batch_size\":4,\"global_batch_size\":4"
+  "single_full_rc  1 \"tp\":1,\"pp\":1,\"dp\":1,\"micro_batch_size\":2,\"global_batch_size\":4,\"recompute\":\"full\""
+  "dp2             2 \"tp\":1,\"pp\":1,\"dp\":2,\"micro_batch_size\":2,\"global_batch_size\":8"
+  "dp2_mbs4        2 \"tp\":1,\"pp\":1,\"dp\":2,\"micro_batch_size\":4,\"global_batch_size\":8"
+  "dp2_zero1       2 \"tp\":1,\"pp\":1,\"dp\":2,\"zero_stage\":1,\"micro_batch_size\":2,\"global_batch_size\":8"
+  "dp2_zero2       2 \"tp\":1,\"pp\":1,\"dp\":2,\"zero_stage\":2,\"micro_batch_size\":2,\"global_batch_size\":8"
+  "dp2_zero3       2 \"tp\":1,\"pp\":1,\"dp\":2,\"zero_stage\":3,\"micro_batch_size\":2,\"global_batch_size\":8"
+  "dp2_full_rc     2 \"tp\":1,\"pp\":1,\"dp\":2,\"micro_batch_size\":2,\"global_batch_size\":8,\"recompute\":\"full\""
+  "tp2             2 \"tp\":2,\"pp\":1,\"dp\":1,\"micro_batch_size\":2,\"global_batch_size\":4"
+  "tp2_mbs4        2 \"tp\":2,\"pp\":1,\"dp\":1,\"micro_batch_size\":4,\"global_batch_size\":8"
+  "pp2_gpipe       2 \"tp\":1,\"pp\":2,\"dp\":1,\"micro_batch_size\":1,\"global_batch_size\":4,\"schedule\":\"gpipe\""
+  "pp2_1f1b        2 \"tp\":1,\"pp\":2,\"dp\":1,\"micro_batch_size\":1,\"global_batch_size\":4,\"schedule\":\"1f1b\""
+  "pp2_1f1b_mbs2   2 \"tp\":1,\"pp\":2,\"dp\":1,\"micro_batch_size\":2,\"global_batch_size\":8,\"schedule\":\"1f1b\""
+)
+
+echo "== probe: the executor's fixed memory (models/probe.json, 2 ranks)"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+echo '{"tp":1,"pp":1,"dp":2,"micro_batch_size":1,"global_batch_size":2,"precision":"fp32","attention":"unfused"}' > "$OUT/probe.plan.json"
+"${MPIRUN[@]}" -np 2 "$TOOLS/execute" --model "$ROOT/models/probe.json" --plan "$OUT/probe.plan.json" \
+  --steps 2 --random-tokens --out "$OUT/probe.measured.json" > "$OUT/probe.txt" 2>&1 \
+  || { cat "$OUT/probe.txt" >&2; exit 5; }
+echo "== calibrate (mpirun -np 2)"
+CAL=(--out "$OUT/profile.json" --cluster-out "$OUT/cpu_cluster.json" --models "$MODEL"
+     --baseline-from "$OUT/probe.measured.json")
+[ -n "${QUICK:-}" ] && CAL+=(--quick)
+"${MPIRUN[@]}" -np 2 "$TOOLS/calibrate" "${CAL[@]}" > "$OUT/calibrate.txt"
+tail -n 12 "$OUT/calibrate.txt"
+# A one-rank cluster for one-rank plans: the same figures, one "GPU" on the node.
+python3 - "$OUT/cpu_cluster.json" "$OUT/cpu_cluster_1.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["gpus_per_node"] = 1
+c["name"] = "this machine: 1 CPU rank"
+json.dump(c, open(sys.argv[2], "w"), indent=2)
+PY
+
+for entry in "${MATRIX[@]}"; do
+  read -r name ranks fields <<< "$entry"
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then continue; fi
+  echo "== $name ($ranks rank(s))"
+  run="$OUT/runs/$name"
+  echo "{$fields,\"precision\":\"fp32\",\"attention\":\"unfused\"}" > "$run.plan.json"
+  cluster="$OUT/cpu_cluster.json"
+  [ "$ranks" = 1 ] && cluster="$OUT/cpu_cluster_1.json"
+  "$TOOLS/simulate" --model "$MODEL" --plan "$run.plan.json" --cluster "$cluster" \
+    --hardware "$OUT/profile.json" --json --out "$run.predicted.json" \
+    --trace "$run.predicted_trace.json" > /dev/null
+  "${MPIRUN[@]}" -np "$ranks" "$TOOLS/execute" --model "$MODEL" --plan "$run.plan.json" \
+    --steps "$STEPS" --warmup "$WARMUP" --random-tokens --out "$run.measured.json" \
+    > "$run.execute.txt" 2>&1 || { cat "$run.execute.txt" >&2; exit 5; }
+  "$TOOLS/compare" --predicted "$run.predicted.json" --measured "$run.measured.json" \
+    --out "$run.compare.json" | tee "$run.compare.txt" | grep -E "step_time|# step"
+done
+
+python3 "$ROOT/bench/scripts/report.py" "$OUT"
+echo "report: $OUT/report.md"

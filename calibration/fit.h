@@ -1,0 +1,80 @@
+// Least-squares fits of the simulator's parameters to measurements (Eigen).
+//
+// Compute (models/compute_model.h): on a CPU with one thread per rank there is one parallel unit
+// (sm_count = 1), so wave quantization is neutral, and
+//   t_gemm = flops / (P * pad(m, n) * k / (k + k_half)) + overhead
+//          = (flops / pad) * (1/P) + (flops / (pad * k)) * (k_half/P) + overhead,
+//   t_mem  = bytes * (1/B) + overhead,
+// which is linear in (1/P, k_half/P, overhead) for fixed tiles: a weighted linear least
+// squares (rows weighted by 1/t_measured, so relative error is minimised), repeated over a grid
+// of tile sizes (pad = m*n / (tiles_m*tile_m * tiles_n*tile_n)), keeping the tiles with the
+// smallest residual, then repeated once without outliers. 1/B and the attention efficiency are
+// then one-parameter fits with variance proportional to the modelled time, which makes the
+// total time of the measured kernel mix come out right (see fit.cc for why).
+//
+// Links (models/collectives.h): t = ring_steps(c, n) * latency + bytes_sent_per_rank(c, S, n)
+// / bandwidth, linear in (latency, 1/bandwidth).
+//
+// Tested by tests/calibration/fit_test.cc (synthetic data: parameters recovered to 1e-9).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "calibration/collective_bench.h"
+#include "calibration/kernels.h"
+#include "models/compute_model.h"
+#include "models/status.h"
+
+namespace trainplan::calibration {
+
+// Relative residuals (model - measured) / measured of a fit, over its rows.
+struct FitStats {
+  std::int64_t points = 0;
+  double rms_rel = 0;  // root mean square of the relative residuals
+  double max_rel = 0;  // largest absolute relative residual
+  double median_rel = 0;
+};
+FitStats fit_stats(const std::vector<double>& predicted, const std::vector<double>& measured);
+
+// Weighted linear least squares: argmin_x || W (A x - y) ||, by column-pivoted Householder QR.
+// Columns in `fixed_zero` are held at 0 (used to keep physical parameters non-negative).
+Eigen::VectorXd weighted_least_squares(const Eigen::MatrixXd& a, const Eigen::VectorXd& y,
+                                       const Eigen::VectorXd& weights,
+                                       const std::vector<bool>& fixed_zero = {});
+
+struct ComputeFitOptions {
+  // Tile sizes tried for tile_m and tile_n (1 = no padding effect).
+  std::vector<double> tiles = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
+  // Parallel units for wave quantization: one per thread, one thread per rank.
+  std::int64_t parallel_units = 1;
+  bool fit_overhead = true;
+};
+
+struct ComputeFit {
+  DeviceRates rates;          // fitted; peak and bandwidth as measured (see fit_compute)
+  double fitted_flops_per_s = 0;   // P: asymptotic GEMM rate of the fit (= peak * gemm_eff)
+  double fitted_bytes_per_s = 0;   // B: memory-bound kernels' rate (= hbm * memory_eff)
+  FitStats gemm, memory, attention;  // residuals of task_time_s against the measurements
+};
+
+// Fits DeviceRates to the samples. peak_flops_per_s becomes the best measured GEMM rate (or P
+// if the fit's asymptote is higher), gemm_efficiency = P / peak; hbm_bytes_per_s is
+// `stream_bytes_per_s` (or B if higher), memory_efficiency = B / hbm. Errors: too few samples.
+Result<ComputeFit> fit_compute(const std::vector<GemmSample>& gemms,
+                               const std::vector<MemorySample>& memory,
+                               const std::vector<AttentionSample>& attention,
+                               double stream_bytes_per_s, const ComputeFitOptions& options = {});
+
+struct LinkFit {
+  double latency_s = 0;     // per ring step
+  double bytes_per_s = 0;   // per-rank link bandwidth (ring busbw at large sizes)
+  FitStats stats;
+};
+// Fits samples of one group size or several (all share the link). Errors: too few samples.
+Result<LinkFit> fit_links(const std::vector<CollectiveSample>& samples);
+
+}  // namespace trainplan::calibration

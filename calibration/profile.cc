@@ -1,0 +1,300 @@
+// Profile assembly; see profile.h.
+#include "calibration/profile.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "models/units.h"
+
+namespace trainplan::calibration {
+
+namespace {
+
+// The value after "key:" on the line that starts with key, or "" if none.
+std::string field_after(std::string_view text, std::string_view key) {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    if (line.substr(0, key.size()) == key) {
+      const std::size_t colon = line.find(':');
+      if (colon != std::string_view::npos) {
+        std::string_view v = line.substr(colon + 1);
+        while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+        while (!v.empty() && (v.back() == ' ' || v.back() == '\r')) v.remove_suffix(1);
+        return std::string(v);
+      }
+    }
+    pos = end + 1;
+  }
+  return "";
+}
+
+// "123456 kB" -> bytes.
+double kb_field(std::string_view text, std::string_view key) {
+  const std::string v = field_after(text, key);
+  if (v.empty()) return 0;
+  return std::strtod(v.c_str(), nullptr) * kKiB;
+}
+
+Json stats_json(const FitStats& s) {
+  return {{"points", s.points},
+          {"rms_rel_pct", 100 * s.rms_rel},
+          {"median_rel_pct", 100 * s.median_rel},
+          {"max_rel_pct", 100 * s.max_rel}};
+}
+
+}  // namespace
+
+ProcessMemory parse_proc_status(std::string_view text) {
+  return {kb_field(text, "VmRSS"), kb_field(text, "VmHWM")};
+}
+
+std::string parse_cpu_model(std::string_view text) { return field_after(text, "model name"); }
+
+double parse_mem_total_bytes(std::string_view text) { return kb_field(text, "MemTotal"); }
+
+double best_stream_bytes_per_s(const std::vector<StreamSample>& stream) {
+  double best = 0;
+  for (const StreamSample& s : stream) best = std::max(best, s.bytes_per_s());
+  return best;
+}
+
+Result<Calibration> calibrate_from(const Measurements& m, const MachineIdentity& id,
+                                   const ComputeFitOptions& options) {
+  Calibration c;
+  auto fit = fit_compute(m.gemms, m.memory, m.attention, best_stream_bytes_per_s(m.stream),
+                         options);
+  if (!fit.ok()) return fit.status();
+  c.compute = *fit;
+  HardwareProfile& p = c.profile;
+  p.device = "cpu: " + (id.cpu_model.empty() ? std::string("unknown") : id.cpu_model) + " (" +
+             std::to_string(id.threads_per_rank) + " thread/rank, " + std::to_string(id.ranks) +
+             (id.ranks == 1 ? " rank)" : " ranks)");
+  p.date = id.date;
+  p.rates = c.compute.rates;
+  p.baseline_memory_bytes = m.baseline.hwm_bytes;
+  if (!m.collectives.empty()) {
+    auto links = fit_links(m.collectives);
+    if (!links.ok()) return links.status();
+    c.links = *links;
+    c.has_link_fit = true;
+    p.has_links = true;
+    p.intra_node_bytes_per_s = p.inter_node_bytes_per_s = c.links.bytes_per_s;
+    p.intra_node_latency_s = p.inter_node_latency_s = c.links.latency_s;
+  }
+  return c;
+}
+
+Json measurements_to_json(const Measurements& m, const Calibration& c) {
+  Json j;
+  Json g = Json::array();
+  for (const GemmSample& s : m.gemms)
+    g.push_back({{"name", s.shape.name},
+                 {"m", s.shape.m},
+                 {"n", s.shape.n},
+                 {"k", s.shape.k},
+                 {"batch", s.shape.batch},
+                 {"flops", s.flops},
+                 {"time_us", s.time_s / kUs},
+                 {"GFLOPs", s.flops_per_s() / 1e9}});
+  j["gemm"] = g;
+  Json mem = Json::array();
+  for (const MemorySample& s : m.memory)
+    mem.push_back({{"kernel", s.kernel},
+                   {"task", s.task},
+                   {"bytes", s.bytes},
+                   {"time_us", s.time_s / kUs},
+                   {"GBps", s.bytes_per_s() / kGB}});
+  j["memory_kernels"] = mem;
+  Json att = Json::array();
+  for (const AttentionSample& s : m.attention)
+    att.push_back({{"seq", s.seq},
+                   {"head_dim", s.head_dim},
+                   {"batch", s.batch},
+                   {"executed_flops", s.executed_flops},
+                   {"time_us", s.time_s / kUs},
+                   {"GFLOPs", s.executed_flops / s.time_s / 1e9}});
+  j["attention"] = att;
+  Json st = Json::array();
+  for (const StreamSample& s : m.stream)
+    st.push_back({{"kernel", s.kernel},
+                  {"array_MiB", s.array_bytes / kMiB},
+                  {"time_us", s.time_s / kUs},
+                  {"GBps", s.bytes_per_s() / kGB}});
+  j["stream"] = st;
+  Json co = Json::array();
+  for (const CollectiveSample& s : m.collectives)
+    co.push_back({{"collective", std::string(to_string(s.collective))},
+                  {"ranks", s.group_size},
+                  {"size_bytes", s.bytes},
+                  {"count", s.count},
+                  {"type", "float"},
+                  {"time_us", s.time_s / kUs},
+                  {"algbw_GBps", s.algbw_bytes_per_s() / kGB},
+                  {"busbw_GBps", s.busbw_bytes_per_s() / kGB}});
+  j["collectives"] = co;
+  j["baseline_memory"] = {{"VmRSS_MiB", m.baseline.rss_bytes / kMiB},
+                          {"VmHWM_MiB", m.baseline.hwm_bytes / kMiB}};
+  Json fit = {{"gemm", stats_json(c.compute.gemm)},
+              {"memory_kernels", stats_json(c.compute.memory)},
+              {"attention", stats_json(c.compute.attention)},
+              {"fitted_gemm_GFLOPs", c.compute.fitted_flops_per_s / 1e9},
+              {"fitted_memory_kernel_GBps", c.compute.fitted_bytes_per_s / kGB},
+              {"best_stream_GBps", best_stream_bytes_per_s(m.stream) / kGB}};
+  if (c.has_link_fit) fit["links"] = stats_json(c.links.stats);
+  j["fit_residuals"] = fit;
+  return j;
+}
+
+Json profile_json(const Calibration& c, const Measurements& m) {
+  Json j = hardware_profile_to_json(c.profile);
+  j["notes"] =
+      "Fitted by calibrate (calibration/fit.h). peak_TFLOPs: best measured GEMM (or the fit's "
+      "asymptote); memory_GBps: best STREAM kernel; efficiencies, tiles, k_half and "
+      "kernel_overhead_us: least squares over measurements.gemm and memory_kernels; links: "
+      "alpha-beta fit over measurements.collectives.";
+  j["measurements"] = measurements_to_json(m, c);
+  return j;
+}
+
+Json cpu_cluster_json(const Calibration& c, std::int64_t ranks_per_node,
+                      double memory_bytes_per_rank) {
+  const DeviceRates& r = c.profile.rates;
+  Json gpu = {{"name", "cpu-rank"},
+              {"bf16_TFLOPs", r.peak_flops_per_s / kTFLOP},
+              {"fp16_TFLOPs", r.peak_flops_per_s / kTFLOP},
+              {"fp32_TFLOPs", r.peak_flops_per_s / kTFLOP},
+              {"hbm_GB", memory_bytes_per_rank / kGB},
+              {"hbm_GBps", r.hbm_bytes_per_s / kGB},
+              {"sm_count", r.sm_count},
+              {"gemm_efficiency", std::max(0.01, r.gemm_efficiency)},
+              {"memory_efficiency", std::max(0.01, r.memory_efficiency)},
+              {"source", "calibrate on " + c.profile.device + ", " + c.profile.date}};
+  Json j = {{"name", "this machine: " + std::to_string(ranks_per_node) + " CPU ranks"},
+            {"notes", "written by calibrate --cluster-out; one 'GPU' = one MPI rank, one thread"},
+            {"gpu", gpu},
+            {"num_nodes", 1},
+            {"gpus_per_node", ranks_per_node}};
+  if (c.profile.has_links) {
+    j["intra_node_GBps"] = c.profile.intra_node_bytes_per_s / kGB;
+    j["intra_node_latency_us"] = c.profile.intra_node_latency_s / kUs;
+    j["inter_node_GBps"] = c.profile.inter_node_bytes_per_s / kGB;
+    j["inter_node_latency_us"] = c.profile.inter_node_latency_s / kUs;
+  }
+  return j;
+}
+
+std::string format_gemm_table(const std::vector<GemmSample>& gemms, const DeviceRates& fitted) {
+  std::ostringstream os;
+  char line[200];
+  std::snprintf(line, sizeof line, "# %-18s %6s %6s %6s %5s %10s %9s %9s %7s\n", "gemm", "m", "n",
+                "k", "batch", "time(us)", "GFLOP/s", "fit(us)", "err%");
+  os << line;
+  for (const GemmSample& g : gemms) {
+    Task t;
+    t.kind = TaskKind::kGemm;
+    t.m = g.shape.m;
+    t.n = g.shape.n;
+    t.k = g.shape.k;
+    t.batch = g.shape.batch;
+    t.executed_flops = g.flops;
+    const double fit = task_time_s(t, fitted);
+    std::snprintf(line, sizeof line, "  %-18s %6lld %6lld %6lld %5lld %10.2f %9.2f %9.2f %+7.1f\n",
+                  g.shape.name.c_str(), static_cast<long long>(g.shape.m),
+                  static_cast<long long>(g.shape.n), static_cast<long long>(g.shape.k),
+                  static_cast<long long>(g.shape.batch), g.time_s * 1e6, g.flops_per_s() / 1e9,
+                  fit * 1e6, 100 * (fit - g.time_s) / g.time_s);
+    os << line;
+  }
+  return os.str();
+}
+
+std::string format_memory_table(const std::vector<MemorySample>& memory,
+                                const std::vector<StreamSample>& stream,
+                                const DeviceRates& fitted) {
+  std::ostringstream os;
+  char line[200];
+  std::snprintf(line, sizeof line, "# %-8s %12s %10s %9s\n", "stream", "array(MiB)", "time(us)",
+                "GB/s");
+  os << line;
+  for (const StreamSample& s : stream) {
+    std::snprintf(line, sizeof line, "  %-8s %12.1f %10.1f %9.2f\n", s.kernel.c_str(),
+                  s.array_bytes / kMiB, s.time_s * 1e6, s.bytes_per_s() / 1e9);
+    os << line;
+  }
+  std::snprintf(line, sizeof line, "\n# %-10s %-22s %12s %10s %9s %9s %7s\n", "kernel", "task",
+                "bytes", "time(us)", "GB/s", "fit(us)", "err%");
+  os << line;
+  for (const MemorySample& m : memory) {
+    Task t;
+    t.kind = TaskKind::kMemory;
+    t.bytes = m.bytes;
+    const double fit = task_time_s(t, fitted);
+    std::snprintf(line, sizeof line, "  %-10s %-22s %12.0f %10.2f %9.2f %9.2f %+7.1f\n",
+                  m.kernel.c_str(), m.task.c_str(), m.bytes, m.time_s * 1e6,
+                  m.bytes_per_s() / 1e9, fit * 1e6, 100 * (fit - m.time_s) / m.time_s);
+    os << line;
+  }
+  return os.str();
+}
+
+std::string format_fit_summary(const Calibration& c) {
+  const DeviceRates& r = c.profile.rates;
+  std::ostringstream os;
+  char line[300];
+  auto stats = [&](const char* what, const FitStats& s) {
+    std::snprintf(line, sizeof line,
+                  "  %-16s %4lld points  rms %6.1f%%  median %6.1f%%  max %6.1f%%\n", what,
+                  static_cast<long long>(s.points), 100 * s.rms_rel, 100 * s.median_rel,
+                  100 * s.max_rel);
+    os << line;
+  };
+  os << "# fitted device rates (" << c.profile.device << ")\n";
+  std::snprintf(line, sizeof line,
+                "  peak %.2f GFLOP/s, gemm_efficiency %.3f, k_half %.2f, tiles %gx%g, units %lld\n"
+                "  memory %.2f GB/s, memory_efficiency %.3f, attention_efficiency %.3f, "
+                "kernel overhead %.2f us\n",
+                r.peak_flops_per_s / 1e9, r.gemm_efficiency, r.k_half, r.tile_m, r.tile_n,
+                static_cast<long long>(r.sm_count), r.hbm_bytes_per_s / 1e9, r.memory_efficiency,
+                r.attention_efficiency, r.kernel_overhead_s * 1e6);
+  os << line;
+  std::snprintf(line, sizeof line, "  baseline memory %.1f MiB\n",
+                c.profile.baseline_memory_bytes / kMiB);
+  os << line;
+  os << "# fit residuals (task_time_s against measured)\n";
+  stats("gemm", c.compute.gemm);
+  stats("memory kernels", c.compute.memory);
+  stats("attention", c.compute.attention);
+  if (c.has_link_fit) {
+    std::snprintf(line, sizeof line, "# link fit: latency %.2f us per ring step, %.3f GB/s\n",
+                  c.links.latency_s * 1e6, c.links.bytes_per_s / 1e9);
+    os << line;
+    stats("collectives", c.links.stats);
+  }
+  return os.str();
+}
+
+Result<double> executor_baseline_bytes(const StepReport& probe, std::string_view source) {
+  const std::string where = "probe report '" + std::string(source) + "'";
+  if (probe.kind != "measured")
+    return Status::Error(where + ": field 'kind': expected \"measured\", got \"" + probe.kind + "\"");
+  auto model = model_from_json(probe.model, source);
+  if (!model.ok()) return model.status();
+  auto plan = plan_from_json(probe.plan, source);
+  if (!plan.ok()) return plan.status();
+  if (probe.ranks.empty()) return Status::Error(where + ": field 'ranks': no ranks");
+  double baseline = 0;
+  for (const RankStep& r : probe.ranks) {
+    if (r.stage < 0 || r.stage >= plan->pp)
+      return Status::Error(where + ": field 'ranks': stage " + std::to_string(r.stage) +
+                           " is outside the plan's pp=" + std::to_string(plan->pp));
+    const double model_bytes = memory_on_stage(*model, *plan, r.stage).device_total();
+    baseline = std::max(baseline, r.peak_memory_bytes - model_bytes);
+  }
+  return std::max(0.0, baseline);
+}
+
+}  // namespace trainplan::calibration

@@ -1,0 +1,83 @@
+// Turns measurements and fits into the hardware profile `simulate --hardware` reads
+// (hardware_profile_to_json, units in every key), the raw measurements (under the profile's
+// "measurements" key), a cluster file describing this machine for `simulate --cluster`, and
+// the printed tables. Parsers for /proc text take the text (the tool reads the files).
+// Tested by tests/calibration/profile_test.cc.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "calibration/collective_bench.h"
+#include "calibration/fit.h"
+#include "calibration/kernels.h"
+#include "models/compute_model.h"
+#include "models/json_util.h"
+#include "models/step_report.h"
+
+namespace trainplan::calibration {
+
+// From /proc/self/status: resident set now and its high-water mark, in bytes (0 if absent).
+struct ProcessMemory {
+  double rss_bytes = 0;
+  double hwm_bytes = 0;
+};
+ProcessMemory parse_proc_status(std::string_view text);
+// From /proc/cpuinfo: the first "model name" (empty if absent).
+std::string parse_cpu_model(std::string_view text);
+// From /proc/meminfo: MemTotal in bytes (0 if absent).
+double parse_mem_total_bytes(std::string_view text);
+
+struct Measurements {
+  std::vector<GemmSample> gemms;
+  std::vector<MemorySample> memory;
+  std::vector<AttentionSample> attention;
+  std::vector<StreamSample> stream;
+  std::vector<CollectiveSample> collectives;  // empty with one rank
+  ProcessMemory baseline;                     // before any model-sized allocation (max over ranks)
+};
+
+struct Calibration {
+  HardwareProfile profile;
+  ComputeFit compute;
+  bool has_link_fit = false;
+  LinkFit links;
+};
+
+struct MachineIdentity {
+  std::string cpu_model;     // /proc/cpuinfo model name
+  std::int64_t ranks = 1;    // processes measured at once
+  std::int64_t threads_per_rank = 1;
+  std::string date;          // ISO 8601
+};
+
+// Fits and assembles the profile. Link figures only when collectives were measured.
+// The executing process's own fixed memory: from a measured run of `execute` on a negligible
+// model (models/probe.json), each rank's measured peak less the model memory the cost model
+// predicts for it; the largest over ranks. Measured in the process that will run the plans,
+// so it includes that binary's libraries and MPI buffers, which calibrate's own process
+// cannot see.
+Result<double> executor_baseline_bytes(const StepReport& probe, std::string_view source);
+
+Result<Calibration> calibrate_from(const Measurements& m, const MachineIdentity& id,
+                                   const ComputeFitOptions& options = {});
+// The best streaming bandwidth among the samples (bytes/s).
+double best_stream_bytes_per_s(const std::vector<StreamSample>& stream);
+
+Json measurements_to_json(const Measurements& m, const Calibration& c);
+// hardware_profile_to_json plus "measurements" and fit residuals under "notes".
+Json profile_json(const Calibration& c, const Measurements& m);
+// A cluster file for cluster_from_json: one node, `ranks_per_node` "GPUs" that are this CPU's
+// ranks, with the fitted rates and links and memory_bytes_per_rank of capacity.
+Json cpu_cluster_json(const Calibration& c, std::int64_t ranks_per_node,
+                      double memory_bytes_per_rank);
+
+std::string format_gemm_table(const std::vector<GemmSample>& gemms, const DeviceRates& fitted);
+std::string format_memory_table(const std::vector<MemorySample>& memory,
+                                const std::vector<StreamSample>& stream,
+                                const DeviceRates& fitted);
+std::string format_fit_summary(const Calibration& c);
+
+}  // namespace trainplan::calibration

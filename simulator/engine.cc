@@ -1,0 +1,243 @@
+// The event loop; see engine.h. Tested through tests/simulator/.
+//
+// Link sharing is a fluid model: while k flows cross one directed link, each gets 1/k of it, and
+// a flow moves at the share of its most crowded link. Whenever a flow starts or ends, the flows
+// that share a link with it are re-rated and their completion events re-issued (older events
+// are recognised by their version and dropped).
+#include "simulator/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <queue>
+#include <sstream>
+
+#include "models/status.h"
+
+namespace trainplan::sim {
+
+namespace {
+TimeNs ceil_ns(double seconds) {
+  return static_cast<TimeNs>(std::ceil(seconds * kNsPerS - 1e-6));
+}
+}  // namespace
+
+std::int32_t Engine::add_stream() {
+  streams_.emplace_back();
+  return static_cast<std::int32_t>(streams_.size() - 1);
+}
+
+std::int32_t Engine::add_op(std::int32_t stream, TimeNs duration) {
+  Op op;
+  op.stream = stream;
+  op.duration = duration;
+  ops_.push_back(op);
+  const auto id = static_cast<std::int32_t>(ops_.size() - 1);
+  Stream& st = streams_[static_cast<std::size_t>(stream)];
+  if (st.tail >= 0) ops_[static_cast<std::size_t>(st.tail)].next_in_stream = id;
+  else st.head = id;
+  st.tail = id;
+  return id;
+}
+
+void Engine::add_dep(std::int32_t before, std::int32_t after) {
+  if (before < 0 || before == after) return;
+  edges_.emplace_back(before, after);
+}
+
+std::int32_t Engine::add_net(NetDemand demand) {
+  nets_.push_back(std::move(demand));
+  return static_cast<std::int32_t>(nets_.size() - 1);
+}
+
+std::int32_t Engine::add_collective(std::int32_t net, std::int32_t participants) {
+  Collective c;
+  c.net = net;
+  c.participants = participants;
+  collectives_.push_back(std::move(c));
+  return static_cast<std::int32_t>(collectives_.size() - 1);
+}
+
+void Engine::join(std::int32_t op, std::int32_t collective) {
+  ops_[static_cast<std::size_t>(op)].collective = collective;
+  joins_.emplace_back(collective, op);
+}
+
+void Engine::push(TimeNs t, std::int32_t id, std::int32_t version) {
+  if (t == now_) {
+    due_now_.push_back(Event{t, seq_++, id, version});
+    return;
+  }
+  heap_.push_back(Event{t, seq_++, id, version});
+  std::push_heap(heap_.begin(), heap_.end(), Later{});
+}
+
+void Engine::try_start(std::int32_t s) {
+  Stream& st = streams_[static_cast<std::size_t>(s)];
+  if (st.busy || st.head < 0) return;
+  const std::int32_t id = st.head;
+  Op& op = ops_[static_cast<std::size_t>(id)];
+  if (op.pending > 0) return;
+  st.busy = true;
+  op.start = now_;
+  if (op.collective < 0) {
+    push(now_ + op.duration, id, 0);
+  } else {
+    arrive(op.collective);
+  }
+}
+
+double Engine::share_of(const Collective& c) const {
+  double share = 1.0;
+  for (std::int32_t l : nets_[static_cast<std::size_t>(c.net)].links)
+    share = std::min(share, 1.0 / static_cast<double>(link_count_[static_cast<std::size_t>(l)]));
+  return share;
+}
+
+void Engine::affected_flows(const Collective& c, std::vector<std::int32_t>& out) {
+  out.clear();
+  for (std::int32_t l : nets_[static_cast<std::size_t>(c.net)].links)
+    for (std::int32_t f : link_flows_[static_cast<std::size_t>(l)]) out.push_back(f);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+}
+
+// Brings a flow's progress up to now and re-issues its completion at its current share.
+void Engine::rerate(std::int32_t ci) {
+  Collective& c = collectives_[static_cast<std::size_t>(ci)];
+  const TimeNs from = std::max(c.last_update, c.transfer_from);
+  if (now_ > from)
+    c.remaining_s = std::max(0.0, c.remaining_s - static_cast<double>(now_ - from) / kNsPerS * c.rate);
+  c.last_update = now_;
+  c.rate = share_of(c);
+  ++c.version;
+  const TimeNs begin = std::max(now_, c.transfer_from);
+  push(begin + ceil_ns(c.remaining_s / c.rate), ~ci, c.version);
+}
+
+void Engine::arrive(std::int32_t ci) {
+  Collective& c = collectives_[static_cast<std::size_t>(ci)];
+  if (++c.arrived < c.participants) return;
+  for (std::int32_t k = 0; k < c.ops_count; ++k)
+    ops_[static_cast<std::size_t>(coll_ops_[static_cast<std::size_t>(c.ops_begin + k)])].began = now_;
+  const NetDemand& net = nets_[static_cast<std::size_t>(c.net)];
+  if (net.transfer_s <= 0.0 || net.links.empty()) {
+    push(now_ + ceil_ns(net.latency_s + net.transfer_s), ~ci, c.version);
+    return;
+  }
+  c.active = true;
+  c.remaining_s = net.transfer_s;
+  c.transfer_from = now_ + ceil_ns(net.latency_s);
+  c.last_update = now_;
+  for (std::int32_t l : net.links) {
+    ++link_count_[static_cast<std::size_t>(l)];
+    link_flows_[static_cast<std::size_t>(l)].push_back(ci);
+  }
+  affected_flows(c, scratch_);
+  for (std::int32_t f : scratch_) rerate(f);  // rerate() leaves scratch_ alone
+}
+
+void Engine::finish_op(std::int32_t id) {
+  Op& op = ops_[static_cast<std::size_t>(id)];
+  op.end = now_;
+  Stream& st = streams_[static_cast<std::size_t>(op.stream)];
+  st.busy = false;
+  st.head = op.next_in_stream;
+  for (std::int32_t k = 0; k < op.succ_count; ++k) {
+    const std::int32_t s = succ_[static_cast<std::size_t>(op.succ_begin + k)];
+    Op& next = ops_[static_cast<std::size_t>(s)];
+    if (--next.pending == 0) try_start(next.stream);
+  }
+  try_start(op.stream);
+}
+
+std::int64_t Engine::run() {
+  // Successor lists in one flat array (counting sort of the edges by their source).
+  for (const auto& [before, after] : edges_) {
+    ++ops_[static_cast<std::size_t>(before)].succ_count;
+    ++ops_[static_cast<std::size_t>(after)].pending;
+  }
+  std::int32_t offset = 0;
+  for (Op& op : ops_) {
+    op.succ_begin = offset;
+    offset += op.succ_count;
+    op.succ_count = 0;
+  }
+  succ_.assign(static_cast<std::size_t>(offset), 0);
+  for (const auto& [before, after] : edges_) {
+    Op& op = ops_[static_cast<std::size_t>(before)];
+    succ_[static_cast<std::size_t>(op.succ_begin + op.succ_count++)] = after;
+  }
+  edges_.clear();
+  edges_.shrink_to_fit();
+  // Participants of each collective, the same way.
+  for (const auto& [c, op] : joins_) ++collectives_[static_cast<std::size_t>(c)].ops_count;
+  offset = 0;
+  for (Collective& c : collectives_) {
+    c.ops_begin = offset;
+    offset += c.ops_count;
+    c.ops_count = 0;
+  }
+  coll_ops_.assign(static_cast<std::size_t>(offset), 0);
+  for (const auto& [ci, op] : joins_) {
+    Collective& c = collectives_[static_cast<std::size_t>(ci)];
+    coll_ops_[static_cast<std::size_t>(c.ops_begin + c.ops_count++)] = op;
+  }
+  joins_.clear();
+  joins_.shrink_to_fit();
+  link_count_.assign(link_flows_.size(), 0);
+  heap_.reserve(1024);
+
+  for (std::int32_t s = 0; s < static_cast<std::int32_t>(streams_.size()); ++s) try_start(s);
+  for (;;) {
+    Event ev;
+    if (due_head_ < due_now_.size() &&
+        (heap_.empty() || heap_.front().time > now_ || heap_.front().seq > due_now_[due_head_].seq)) {
+      ev = due_now_[due_head_++];
+      if (due_head_ == due_now_.size()) {
+        due_now_.clear();
+        due_head_ = 0;
+      }
+    } else if (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), Later{});
+      ev = heap_.back();
+      heap_.pop_back();
+    } else {
+      break;
+    }
+    now_ = ev.time;
+    ++events_;
+    if (ev.id >= 0) {
+      finish_op(ev.id);
+      continue;
+    }
+    const std::int32_t ci = ~ev.id;
+    Collective& c = collectives_[static_cast<std::size_t>(ci)];
+    if (ev.version != c.version) continue;  // superseded by a re-rating
+    if (c.active) {
+      c.active = false;
+      for (std::int32_t l : nets_[static_cast<std::size_t>(c.net)].links) {
+        --link_count_[static_cast<std::size_t>(l)];
+        auto& flows = link_flows_[static_cast<std::size_t>(l)];
+        flows.erase(std::find(flows.begin(), flows.end(), ci));
+      }
+      affected_flows(c, scratch_);
+      for (std::int32_t f : scratch_) rerate(f);
+    }
+    ++c.version;
+    // collectives_ does not grow during run(), so `c` stays valid while members finish.
+    for (std::int32_t k = 0; k < c.ops_count; ++k)
+      finish_op(coll_ops_[static_cast<std::size_t>(c.ops_begin + k)]);
+  }
+  std::ostringstream stuck;
+  for (std::size_t i = 0; i < streams_.size(); ++i) {
+    const Stream& st = streams_[i];
+    if (st.head < 0) continue;
+    const Op& op = ops_[static_cast<std::size_t>(st.head)];
+    stuck << " [stream " << i << " at op " << st.head << ", " << op.pending
+          << " predecessors pending, collective " << op.collective << "]";
+  }
+  TRAINPLAN_CHECK(stuck.str().empty()) << "simulated program deadlocked:" << stuck.str();
+  return events_;
+}
+
+}  // namespace trainplan::sim

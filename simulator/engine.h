@@ -1,0 +1,122 @@
+// The discrete-event core of the simulator: operations on in-order streams, dependencies between
+// them, collectives that start when every participant has reached them, and network flows that
+// share link bandwidth while they are in flight. The clock is an integer number of nanoseconds.
+//
+// Knows nothing about transformers: simulator.cc builds the program, engine.cc plays it.
+// Tested through tests/simulator/ (schedules, collectives, link sharing).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "models/units.h"
+
+namespace trainplan::sim {
+
+// The network demand of one collective, from the collectives.h alpha-beta formulas.
+struct NetDemand {
+  double latency_s = 0;   // the latency term (not slowed by link sharing)
+  double transfer_s = 0;  // the bandwidth term at the uncontended bandwidth
+  std::vector<std::int32_t> links;  // directed links the collective's traffic crosses (deduplicated)
+};
+
+struct Op {
+  TimeNs duration = 0;          // compute ops; a collective's time comes from its flow
+  TimeNs start = -1, end = -1;  // filled by run(): reached the head of its stream, ended
+  TimeNs began = -1;  // collectives: when every participant had arrived and the transfer began
+  std::int32_t stream = 0;
+  std::int32_t collective = -1;  // comm ops: the collective instance they take part in
+  std::int32_t pending = 0;      // unfinished predecessors (run-time)
+  std::int32_t succ_begin = 0, succ_count = 0;
+  std::int32_t next_in_stream = -1;  // the op after this one on its stream
+};
+
+class Engine {
+ public:
+  explicit Engine(std::int32_t num_links) : link_flows_(static_cast<std::size_t>(num_links)) {}
+
+  // Capacity hints for a program of about `ops` operations.
+  void reserve(std::size_t ops) {
+    ops_.reserve(ops);
+    edges_.reserve(ops + ops / 2);
+    joins_.reserve(ops / 2);
+    collectives_.reserve(ops / 2);
+  }
+  std::int32_t add_stream();
+  // Appends an op to the stream's program order.
+  std::int32_t add_op(std::int32_t stream, TimeNs duration);
+  // `after` cannot start before `before` has ended.
+  void add_dep(std::int32_t before, std::int32_t after);
+  std::int32_t add_net(NetDemand demand);
+  // A collective instance on a network demand, joined by `participants` ops.
+  std::int32_t add_collective(std::int32_t net, std::int32_t participants);
+  void join(std::int32_t op, std::int32_t collective);
+
+  // Plays the program to the end. Returns the number of events processed. Every op has run
+  // unless the program deadlocks (a broken invariant of the program builder).
+  std::int64_t run();
+
+  const std::vector<Op>& ops() const { return ops_; }
+  const Op& op(std::int32_t i) const { return ops_[static_cast<std::size_t>(i)]; }
+  std::int64_t num_ops() const { return static_cast<std::int64_t>(ops_.size()); }
+
+ private:
+  struct Stream {
+    std::int32_t head = -1;  // next op to run (-1: done)
+    std::int32_t tail = -1;  // last op added
+    bool busy = false;
+  };
+  struct Collective {
+    std::int32_t net = 0;
+    std::int32_t participants = 0;
+    std::int32_t arrived = 0;
+    std::int32_t ops_begin = 0, ops_count = 0;  // into coll_ops_ (built by run())
+    // Flow state while in flight.
+    double remaining_s = 0;  // transfer seconds left at full bandwidth
+    double rate = 1;         // fraction of the full bandwidth it gets now
+    TimeNs transfer_from = 0, last_update = 0;
+    std::int32_t version = 0;
+    bool active = false;
+  };
+  struct Event {
+    TimeNs time;
+    std::uint64_t seq;
+    std::int32_t id;       // >= 0: op completes; < 0: collective ~id completes
+    std::int32_t version;
+  };
+  struct Later {
+    bool operator()(const Event& a, const Event& b) const {
+      return a.time != b.time ? a.time > b.time : a.seq > b.seq;
+    }
+  };
+
+  void push(TimeNs t, std::int32_t id, std::int32_t version);
+  void try_start(std::int32_t stream);
+  void arrive(std::int32_t collective);
+  void finish_op(std::int32_t op);
+  void rerate(std::int32_t collective);
+  double share_of(const Collective& c) const;
+  void affected_flows(const Collective& c, std::vector<std::int32_t>& out);
+
+  std::vector<Op> ops_;
+  std::vector<Stream> streams_;
+  std::vector<NetDemand> nets_;
+  std::vector<Collective> collectives_;
+  std::vector<std::pair<std::int32_t, std::int32_t>> edges_;  // (before, after)
+  std::vector<std::pair<std::int32_t, std::int32_t>> joins_;  // (collective, op)
+  std::vector<std::int32_t> coll_ops_;
+  std::vector<std::int32_t> succ_;
+  std::vector<std::int32_t> link_count_;
+  std::vector<std::vector<std::int32_t>> link_flows_;  // active collectives per link
+  std::vector<Event> heap_;
+  // Events due now (zero-length ops), in order: they skip the heap. Every entry has time now_
+  // and a larger sequence number than any heap event it is taken before.
+  std::vector<Event> due_now_;
+  std::size_t due_head_ = 0;
+  std::vector<std::int32_t> scratch_;
+  std::uint64_t seq_ = 0;
+  TimeNs now_ = 0;
+  std::int64_t events_ = 0;
+};
+
+}  // namespace trainplan::sim

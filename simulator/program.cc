@@ -1,0 +1,696 @@
+// Builds the program of one training step; see program.h.
+//
+// Dependencies follow Megatron-LM:
+//  - TP (and EP) collectives sit between the compute kernels of a layer and block them (the
+//    cost model's task lists give the order);
+//  - a stage's forward of a micro-batch waits for the previous stage's activation send, its
+//    backward for the next stage's gradient send; sends run on their own streams;
+//  - data-parallel collectives run on the DP stream: gradient buckets (one per parameter block)
+//    after the block's last backward, overlapping the rest of the backward pass; ZeRO-2/3
+//    reduce-scatters after every micro-batch's backward of the block; ZeRO-3 parameter gathers
+//    before each block's forward, recompute and backward, prefetched one block ahead; ZeRO-1/2
+//    parameter all-gathers after the optimizer step;
+//  - the optimizer step waits for every gradient collective; with offload the gradients go to
+//    the host over PCIe, the host steps, and the weights come back.
+#include "simulator/program.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "models/compute_model.h"
+#include "models/units.h"
+
+namespace trainplan::sim {
+
+std::string_view to_string(StreamKind k) {
+  switch (k) {
+    case StreamKind::kCompute: return "compute";
+    case StreamKind::kTp: return "tp";
+    case StreamKind::kPpNext: return "pp send next";
+    case StreamKind::kPpPrev: return "pp send prev";
+    case StreamKind::kDp: return "dp";
+    case StreamKind::kEp: return "ep";
+    case StreamKind::kHost: return "host";
+    case StreamKind::kCount: break;
+  }
+  return "?";
+}
+
+std::string_view to_string(ReportGroup g) {
+  switch (g) {
+    case ReportGroup::kTp: return "tp";
+    case ReportGroup::kPp: return "pp";
+    case ReportGroup::kDp: return "dp";
+    case ReportGroup::kEp: return "ep";
+    default: break;
+  }
+  return "?";
+}
+
+namespace {
+
+double d(std::int64_t v) { return static_cast<double>(v); }
+
+TimeNs to_ns(double seconds) { return static_cast<TimeNs>(std::llround(seconds * kNsPerS)); }
+
+// The uniform_compute unit: one layer's forward.
+constexpr TimeNs kUnitNs = 1000;
+
+ReportGroup report_group_of(CommGroup g) {
+  switch (g) {
+    case CommGroup::kTp: return ReportGroup::kTp;
+    case CommGroup::kPp:
+    case CommGroup::kEmbedding: return ReportGroup::kPp;
+    case CommGroup::kDp:
+    case CommGroup::kExpertDp: return ReportGroup::kDp;
+    case CommGroup::kEp: return ReportGroup::kEp;
+  }
+  return ReportGroup::kNone;
+}
+
+StreamKind stream_of(CommGroup g) {
+  switch (g) {
+    case CommGroup::kTp: return StreamKind::kTp;
+    case CommGroup::kEp: return StreamKind::kEp;
+    default: return StreamKind::kDp;
+  }
+}
+
+// A task list with its compute times, computed once per plan.
+struct TimedTasks {
+  std::vector<Task> tasks;
+  std::vector<TimeNs> ns;
+};
+
+class Builder {
+ public:
+  Builder(const ModelSpec& m, const ClusterSpec& c, const Plan& p, const SimOptions& o,
+          const DeviceRates& r, const RankLayout& l, const Topology& t, Program& prog)
+      : model_(m), cluster_(c), plan_(p), opt_(o), rates_(r), layout_(l), topo_(t), prog_(prog),
+        eng_(prog.engine), M_(p.num_micro_batches()), layers_(chunk_layers(p, m)) {
+    first_layer_.assign(layers_.size(), 0);
+    for (std::size_t c2 = 1; c2 < layers_.size(); ++c2)
+      first_layer_[c2] = first_layer_[c2 - 1] + layers_[c2 - 1];
+    fwd_ = timed(layer_forward_tasks(m, p));
+    bwd_ = timed(layer_backward_tasks(m, p));
+    rec_ = timed(layer_recompute_tasks(m, p));
+    emb_f_ = timed(embedding_forward_tasks(m, p));
+    emb_b_ = timed(embedding_backward_tasks(m, p));
+    head_f_ = timed(head_forward_tasks(m, p));
+    head_b_ = timed(head_backward_tasks(m, p));
+    if (o.uniform_compute) {
+      // One op per layer pass: forward 1 unit, backward 2, recompute 1; no embedding or head.
+      fwd_ = uniform(fwd_, 1);
+      bwd_ = uniform(bwd_, 2);
+      if (!rec_.tasks.empty()) rec_ = uniform(rec_, 1);
+      emb_f_ = uniform(emb_f_, 0);
+      emb_b_ = uniform(emb_b_, 0);
+      head_f_ = uniform(head_f_, 0);
+      head_b_ = uniform(head_b_, 0);
+    }
+    layer_act_bytes_ = layer_activation_bytes(m, p);
+    const double e = bytes_per_element(p.precision);
+    const double norm_tokens = d(m.seq_len * p.micro_batch_size) /
+                               (p.sequence_parallel && p.tp > 1 ? d(p.tp) : 1.0);
+    layer_input_bytes_ = norm_tokens * d(m.hidden_size) * e;
+    embedding_out_bytes_ = norm_tokens * d(m.hidden_size) * (e + (m.dropout ? 1.0 : 0.0));
+    logits_bytes_ = 4.0 * d(m.seq_len * p.micro_batch_size) * d(padded_vocab(m, p.tp)) / d(p.tp);
+    pp_message_bytes_ = pipeline_message_bytes(m, p);
+  }
+
+  void build() {
+    // Simulated ranks: all of them, or one per pipeline stage (tp = dp = 0), which stands for
+    // its TP peers and DP replicas (they run the same program at the same times).
+    std::vector<std::int64_t> ranks;
+    if (opt_.all_ranks) {
+      for (std::int64_t r = 0; r < layout_.world_size(); ++r) ranks.push_back(r);
+      prog_.replicas_per_slot = 1;
+    } else {
+      for (std::int64_t s = 0; s < plan_.pp; ++s) ranks.push_back(layout_.rank({0, 0, s}));
+      prog_.replicas_per_slot = plan_.tp * plan_.dp;
+    }
+    slot_of_.assign(static_cast<std::size_t>(layout_.world_size()), -1);
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      SlotInfo si;
+      si.rank = ranks[i];
+      si.coord = layout_.coord(ranks[i]);
+      si.first_stream = static_cast<std::int32_t>(i) * kStreamsPerRank;
+      for (std::int32_t k = 0; k < kStreamsPerRank; ++k) eng_.add_stream();
+      const MemoryBreakdown mem = memory_on_stage(model_, plan_, si.coord.pp);
+      si.static_memory.weights_bytes = mem.weights_bytes;
+      si.static_memory.gradients_bytes = mem.gradients_bytes;
+      si.static_memory.optimizer_bytes = mem.optimizer_bytes;
+      si.static_memory.host_optimizer_bytes = mem.host_optimizer_bytes;
+      prog_.slots.push_back(std::move(si));
+      slot_of_[static_cast<std::size_t>(ranks[i])] = static_cast<std::int32_t>(i);
+    }
+    const std::size_t n = prog_.slots.size();
+    std::size_t per_layer = fwd_.tasks.size() + bwd_.tasks.size() + rec_.tasks.size() + 4;
+    if (plan_.zero_stage == 3) per_layer += 6;
+    const std::size_t estimate =
+        n * static_cast<std::size_t>(M_) *
+        (per_layer * static_cast<std::size_t>(model_.num_layers / plan_.pp + 1) + 40);
+    eng_.reserve(estimate);
+    prog_.meta.reserve(estimate);
+    const std::size_t cm = static_cast<std::size_t>(plan_.num_chunks() * M_);
+    send_fwd_.assign(n, std::vector<std::int32_t>(cm, -1));
+    send_bwd_.assign(n, std::vector<std::int32_t>(cm, -1));
+    first_fwd_.assign(n, std::vector<std::int32_t>(cm, -1));
+    first_bwd_.assign(n, std::vector<std::int32_t>(cm, -1));
+    for (std::size_t i = 0; i < n; ++i) build_rank(static_cast<std::int32_t>(i));
+    link_pipeline();
+  }
+
+ private:
+  // A group as one slot sees it, computed once per slot and kind.
+  struct GroupInfo {
+    bool ready = false;
+    std::vector<std::int64_t> ranks;
+    std::int64_t color = 0;
+    std::int32_t participants = 0;  // members that are simulated
+  };
+
+  struct RankState {
+    std::int32_t slot = 0;
+    std::int64_t stage = 0;
+    std::int32_t last_compute = -1;
+    std::int32_t last_dp = -1;
+    std::int32_t last_other_sync = -1;  // e.g. the sequence-parallel norm sum on the TP stream
+    std::vector<std::int32_t> wait;  // ops the next compute op waits for
+    std::array<std::int64_t, 6> coll_count{};  // collectives issued per CommGroup
+    std::array<GroupInfo, 6> groups;          // by CommGroup
+    std::vector<std::tuple<int, int, std::int64_t, std::int32_t>> nets;  // this slot's demands
+    std::vector<ParamBlock> blocks;
+    std::map<std::int64_t, std::size_t> block_of_layer;
+    std::vector<std::int64_t> backwards_done;  // per block
+    std::int32_t prefetch_gate = -1;  // ZeRO-3: first compute op of the previous block
+    std::vector<Task> deferred;       // collectives issued after the last backward
+  };
+
+  TimedTasks timed(std::vector<Task> tasks) const {
+    TimedTasks t;
+    for (const Task& task : tasks) t.ns.push_back(to_ns(task_time_s(task, rates_)));
+    t.tasks = std::move(tasks);
+    return t;
+  }
+  static TimedTasks uniform(const TimedTasks& in, TimeNs units) {
+    TimedTasks t;
+    Task task;
+    task.name = "uniform";
+    task.kind = TaskKind::kMemory;
+    t.tasks.push_back(task);
+    t.ns.push_back(units * kUnitNs);
+    // Keep the collectives, so bytes stay those of the cost model.
+    for (const Task& c : in.tasks)
+      if (c.kind == TaskKind::kComm) {
+        t.tasks.push_back(c);
+        t.ns.push_back(0);
+      }
+    if (units == 0 && t.tasks.size() == 1) return {};
+    return t;
+  }
+
+  std::int32_t stream(const RankState& rs, StreamKind k) const {
+    return prog_.slots[static_cast<std::size_t>(rs.slot)].first_stream +
+           static_cast<std::int32_t>(k);
+  }
+
+  std::int32_t new_op(const RankState& rs, StreamKind k, TimeNs ns, OpMeta meta) {
+    const std::int32_t id = eng_.add_op(stream(rs, k), ns);
+    meta.slot = rs.slot;
+    prog_.meta.push_back(meta);
+    return id;
+  }
+
+  std::int32_t compute(RankState& rs, TimeNs ns, OpMeta meta) {
+    meta.pipeline = meta.pass == 'F' || meta.pass == 'B' || meta.pass == 'R';
+    const std::int32_t id = new_op(rs, StreamKind::kCompute, ns, meta);
+    for (std::int32_t w : rs.wait) eng_.add_dep(w, id);
+    rs.wait.clear();
+    rs.last_compute = id;
+    return id;
+  }
+
+  // The ranks of `rank`'s group of kind g, in ring order.
+  std::vector<std::int64_t> group_ranks(CommGroup g, std::int64_t rank) const {
+    switch (g) {
+      case CommGroup::kTp: return layout_.group(Axis::kTp, rank);
+      case CommGroup::kDp: return layout_.group(Axis::kDp, rank);
+      case CommGroup::kEp: return layout_.group(Axis::kEp, rank);
+      case CommGroup::kExpertDp: {
+        std::vector<std::int64_t> out;
+        const std::int64_t mine = layout_.coord(rank).dp % plan_.ep;
+        for (std::int64_t r : layout_.group(Axis::kDp, rank))
+          if (layout_.coord(r).dp % plan_.ep == mine) out.push_back(r);
+        return out;
+      }
+      case CommGroup::kEmbedding:
+      case CommGroup::kPp: {
+        const std::vector<std::int64_t> pp = layout_.group(Axis::kPp, rank);
+        return {pp.front(), pp.back()};
+      }
+    }
+    return {rank};
+  }
+
+  std::int32_t canonical_link(std::int32_t link) const {
+    if (opt_.all_ranks) return link;
+    const std::int64_t gpu = link / kLinksPerGpu;
+    const std::int64_t rep = layout_.rank({0, 0, layout_.coord(gpu).pp});
+    return static_cast<std::int32_t>(rep * kLinksPerGpu + link % kLinksPerGpu);
+  }
+
+  std::int32_t net_for(int kind, std::int64_t color, Collective c, std::int64_t bytes,
+                       const std::vector<std::int64_t>& group, bool dp_sum) {
+    const auto key = std::make_tuple(kind, color, static_cast<int>(c), bytes);
+    auto it = nets_.find(key);
+    if (it != nets_.end()) return it->second;
+    NetDemand demand;
+    if (!opt_.free_communication) {
+      const SumAlgorithm algo = dp_sum && opt_.dp_algorithm == DpAlgorithm::kGatherBroadcast
+                                    ? SumAlgorithm::kGatherBroadcast
+                                    : SumAlgorithm::kRing;
+      demand = topo_.collective_demand(c, bytes, group, algo,
+                                       [this](std::int32_t l) { return canonical_link(l); });
+    }
+    const std::int32_t id = eng_.add_net(std::move(demand));
+    nets_.emplace(key, id);
+    return id;
+  }
+
+  // A collective task of the cost model on rank rs: one op on the group's stream, joined with
+  // the same collective of the other simulated members.
+  const GroupInfo& group_info(RankState& rs, CommGroup g) {
+    GroupInfo& info = rs.groups[static_cast<std::size_t>(g)];
+    if (info.ready) return info;
+    const std::int64_t rank = prog_.slots[static_cast<std::size_t>(rs.slot)].rank;
+    info.ranks = group_ranks(g, rank);
+    info.color = *std::min_element(info.ranks.begin(), info.ranks.end());
+    for (std::int64_t r : info.ranks)
+      if (slot_of_[static_cast<std::size_t>(r)] >= 0) ++info.participants;
+    info.ready = true;
+    return info;
+  }
+
+  std::int32_t collective(RankState& rs, const Task& t, OpMeta meta) {
+    const GroupInfo& gi = group_info(rs, t.group);
+    const int kind = static_cast<int>(t.group);
+    std::int32_t net = -1;
+    for (const auto& [k, c, bytes, id] : rs.nets)
+      if (k == kind && c == static_cast<int>(t.collective) && bytes == t.message_bytes) net = id;
+    if (net < 0) {
+      const bool dp_sum = t.group == CommGroup::kDp || t.group == CommGroup::kExpertDp;
+      net = net_for(kind, gi.color, t.collective, t.message_bytes, gi.ranks, dp_sum);
+      rs.nets.emplace_back(kind, static_cast<int>(t.collective), t.message_bytes, net);
+    }
+    meta.name = t.name;
+    meta.group = report_group_of(t.group);
+    meta.bytes_sent = t.bytes_sent();
+    const std::int32_t id = new_op(rs, stream_of(t.group), 0, meta);
+    // The members that are simulated meet at the collective (all of them with all_ranks; in
+    // symmetric mode the others are replicas of this rank, at the same point at the same time).
+    if (gi.participants <= 1) {
+      eng_.join(id, eng_.add_collective(net, 1));
+      return id;
+    }
+    const std::int64_t seq = rs.coll_count[static_cast<std::size_t>(kind)]++;
+    auto& list = instances_[{kind, gi.color}];
+    if (static_cast<std::int64_t>(list.size()) <= seq)
+      list.push_back(eng_.add_collective(net, gi.participants));
+    eng_.join(id, list[static_cast<std::size_t>(seq)]);
+    return id;
+  }
+
+  // Plays a task list on the compute stream, with its TP/EP collectives blocking. Returns the
+  // first op.
+  std::int32_t tasks(RankState& rs, const TimedTasks& tt, OpMeta meta) {
+    std::int32_t first = -1;
+    for (std::size_t i = 0; i < tt.tasks.size(); ++i) {
+      const Task& t = tt.tasks[i];
+      std::int32_t id;
+      if (t.kind == TaskKind::kComm) {
+        OpMeta m = meta;
+        m.blocking = true;
+        id = collective(rs, t, m);
+        eng_.add_dep(rs.last_compute, id);
+        for (std::int32_t w : rs.wait) eng_.add_dep(w, id);
+        rs.wait.clear();
+        rs.wait.push_back(id);
+      } else {
+        OpMeta m = meta;
+        m.name = t.name;
+        id = compute(rs, tt.ns[i], m);
+      }
+      if (first < 0) first = id;
+    }
+    return first;
+  }
+
+  void mem(RankState& rs, std::int32_t op, bool at_end, MemKind kind, double bytes) {
+    if (op < 0 || bytes == 0) return;
+    prog_.slots[static_cast<std::size_t>(rs.slot)].mem.push_back({op, at_end, kind, bytes});
+  }
+
+  // Data-parallel collectives of one block at one point, on the DP stream after `after`.
+  // Returns the last op issued (or -1).
+  std::int32_t dp_tasks(RankState& rs, const ParamBlock& b, DpPoint point, std::int32_t after,
+                        std::int32_t gate, OpMeta meta) {
+    if (dp_point_count(plan_, point) == 0) return -1;
+    std::int32_t last = -1;
+    for (const Task& t : dp_block_tasks(plan_, b, point)) {
+      if (t.group == CommGroup::kEmbedding ||
+          (point == DpPoint::kAfterLastBackward && !opt_.overlap_grad_reduce)) {
+        // Megatron-LM sums the tied embedding's two copies once the whole pipeline has
+        // drained (finalize_model_grads); issued earlier it would hold the DP stream of the
+        // last stage until the first stage finishes.
+        rs.deferred.push_back(t);
+        continue;
+      }
+      const std::int32_t id = collective(rs, t, meta);
+      eng_.add_dep(after, id);
+      eng_.add_dep(gate, id);
+      note_sync(rs, t, id);
+      last = id;
+    }
+    return last;
+  }
+
+  // Remembers the latest gradient/parameter collective on each stream (streams run in order,
+  // so waiting for it waits for all before it).
+  void note_sync(RankState& rs, const Task& t, std::int32_t id) {
+    if (stream_of(t.group) == StreamKind::kDp) rs.last_dp = id;
+    else rs.last_other_sync = id;
+  }
+
+  // ZeRO-3: gather a block's parameters before it computes (prefetched: the gather may start
+  // once the previous block has started), and hold them until the block's compute ends.
+  std::int32_t zero3_gather(RankState& rs, const ParamBlock& b, DpPoint point, OpMeta meta) {
+    if (plan_.zero_stage != 3) return -1;
+    meta.blocking = true;
+    const std::int32_t g = dp_tasks(rs, b, point, -1, rs.prefetch_gate, meta);
+    if (g < 0) return -1;
+    rs.wait.push_back(g);
+    const double bytes =
+        d(b.dense_params + b.expert_params) * bytes_per_element(plan_.precision);
+    mem(rs, g, false, MemKind::kBuffers, bytes);
+    return g;
+  }
+  void block_begin(RankState& rs, std::int32_t first_compute) { rs.prefetch_gate = first_compute; }
+  void zero3_release(RankState& rs, const ParamBlock& b, std::int32_t gather) {
+    if (gather < 0) return;
+    const double bytes =
+        d(b.dense_params + b.expert_params) * bytes_per_element(plan_.precision);
+    mem(rs, rs.last_compute, true, MemKind::kBuffers, -bytes);
+  }
+
+  std::size_t chunk_index(std::int64_t v, std::int64_t stage) const {
+    return static_cast<std::size_t>(v * plan_.pp + stage);
+  }
+  std::size_t cm_index(std::size_t chunk, std::int64_t mb) const {
+    return chunk * static_cast<std::size_t>(M_) + static_cast<std::size_t>(mb);
+  }
+
+  // Runs `body` as one block pass; returns the first op of the pass.
+  std::int32_t block_pass(RankState& rs, const ParamBlock& b, DpPoint point, const TimedTasks& tt,
+                          OpMeta meta) {
+    const std::int32_t g = zero3_gather(rs, b, point, meta);
+    const std::int32_t first = tasks(rs, tt, meta);
+    block_begin(rs, first >= 0 ? first : rs.last_compute);
+    zero3_release(rs, b, g);
+    return g >= 0 ? g : first;
+  }
+
+  // A zero-time op on the compute stream that the neighbour's send completes (Megatron-LM's
+  // blocking recv_forward / recv_backward).
+  std::int32_t recv(RankState& rs, std::string_view name, std::int64_t mb) {
+    OpMeta m;
+    m.name = name;
+    m.micro_batch = static_cast<std::int32_t>(mb);
+    return compute(rs, 0, m);
+  }
+
+  void forward(RankState& rs, std::int64_t mb, std::int64_t v) {
+    const std::size_t c = chunk_index(v, rs.stage);
+    const bool edges = !opt_.uniform_compute;  // embedding and head exist as ops
+    std::int32_t anchor = -1;  // the forward's first op on this rank
+    if (c > 0) {
+      anchor = recv(rs, "recv_forward", mb);
+      first_fwd_[static_cast<std::size_t>(rs.slot)][cm_index(c, mb)] = anchor;
+    }
+    OpMeta meta;
+    meta.micro_batch = static_cast<std::int32_t>(mb);
+    meta.pass = 'F';
+    if (c == 0) {
+      const std::int32_t op = block_pass(rs, rs.blocks.front(), DpPoint::kBeforeForward, emb_f_, meta);
+      if (edges) mem(rs, op, false, MemKind::kActivations, embedding_out_bytes_);
+      if (anchor < 0) anchor = op;
+    }
+    for (std::int64_t i = 0; i < layers_[c]; ++i) {
+      const std::int64_t layer = first_layer_[c] + i;
+      meta.layer = static_cast<std::int32_t>(layer);
+      const ParamBlock& b = rs.blocks[rs.block_of_layer.at(layer)];
+      const std::int32_t op = block_pass(rs, b, DpPoint::kBeforeForward, fwd_, meta);
+      if (anchor < 0) anchor = op;
+      // Stored activations: the layer input under full recompute, else everything.
+      mem(rs, op, false, MemKind::kActivations,
+          plan_.recompute == Recompute::kFull ? layer_input_bytes_ : layer_act_bytes_);
+    }
+    meta.layer = -1;
+    if (c + 1 == layers_.size()) {
+      const std::int32_t h = block_pass(rs, rs.blocks.back(), DpPoint::kBeforeForward, head_f_, meta);
+      if (edges) mem(rs, h, false, MemKind::kActivations, logits_bytes_);
+      if (anchor < 0) anchor = h;
+    }
+    mem(rs, anchor, false, MemKind::kInFlight, 1.0);
+    if (c + 1 < layers_.size()) {
+      OpMeta sm = meta;
+      sm.pass = ' ';
+      send(rs, StreamKind::kPpNext, sm, "send_forward", c, mb, send_fwd_);
+    }
+  }
+
+  void backward(RankState& rs, std::int64_t mb, std::int64_t v) {
+    const std::size_t c = chunk_index(v, rs.stage);
+    const bool edges = !opt_.uniform_compute;
+    if (c + 1 < layers_.size())
+      first_bwd_[static_cast<std::size_t>(rs.slot)][cm_index(c, mb)] = recv(rs, "recv_backward", mb);
+    OpMeta meta;
+    meta.micro_batch = static_cast<std::int32_t>(mb);
+    meta.pass = 'B';
+    if (c + 1 == layers_.size()) {
+      block_pass(rs, rs.blocks.back(), DpPoint::kBeforeBackward, head_b_, meta);
+      if (edges) mem(rs, rs.last_compute, true, MemKind::kActivations, -logits_bytes_);
+      after_backward(rs, rs.blocks.size() - 1, meta);
+    }
+    for (std::int64_t i = layers_[c] - 1; i >= 0; --i) {
+      const std::int64_t layer = first_layer_[c] + i;
+      meta.layer = static_cast<std::int32_t>(layer);
+      const std::size_t bi = rs.block_of_layer.at(layer);
+      const ParamBlock& b = rs.blocks[bi];
+      if (!rec_.tasks.empty()) {
+        OpMeta rm = meta;
+        rm.pass = 'R';
+        const std::int32_t r = block_pass(rs, b, DpPoint::kBeforeRecompute, rec_, rm);
+        if (plan_.recompute == Recompute::kFull) mem(rs, r, false, MemKind::kActivations, layer_act_bytes_);
+      }
+      block_pass(rs, b, DpPoint::kBeforeBackward, bwd_, meta);
+      const double stored = plan_.recompute == Recompute::kFull
+                                ? layer_input_bytes_ + layer_act_bytes_
+                                : layer_act_bytes_;
+      mem(rs, rs.last_compute, true, MemKind::kActivations, -stored);
+      after_backward(rs, bi, meta);
+    }
+    meta.layer = -1;
+    if (c == 0) {
+      block_pass(rs, rs.blocks.front(), DpPoint::kBeforeBackward, emb_b_, meta);
+      if (edges) mem(rs, rs.last_compute, true, MemKind::kActivations, -embedding_out_bytes_);
+      after_backward(rs, 0, meta);
+    }
+    mem(rs, rs.last_compute, true, MemKind::kInFlight, -1.0);
+    if (c > 0) {
+      OpMeta sm = meta;
+      sm.pass = ' ';
+      send(rs, StreamKind::kPpPrev, sm, "send_backward", c, mb, send_bwd_);
+    }
+  }
+
+  void after_backward(RankState& rs, std::size_t bi, OpMeta meta) {
+    meta.pass = ' ';
+    meta.layer = rs.blocks[bi].kind == BlockKind::kLayer
+                     ? static_cast<std::int32_t>(rs.blocks[bi].layer)
+                     : -1;
+    dp_tasks(rs, rs.blocks[bi], DpPoint::kAfterBackward, rs.last_compute, -1, meta);
+    if (++rs.backwards_done[bi] == M_) {
+      meta.micro_batch = -1;
+      dp_tasks(rs, rs.blocks[bi], DpPoint::kAfterLastBackward, rs.last_compute, -1, meta);
+    }
+  }
+
+  void send(RankState& rs, StreamKind k, OpMeta meta, std::string_view name, std::size_t chunk,
+            std::int64_t mb, std::vector<std::vector<std::int32_t>>& table) {
+    const std::int64_t rank = prog_.slots[static_cast<std::size_t>(rs.slot)].rank;
+    RankCoord peer = layout_.coord(rank);
+    const std::int64_t to_chunk = k == StreamKind::kPpNext ? static_cast<std::int64_t>(chunk) + 1
+                                                            : static_cast<std::int64_t>(chunk) - 1;
+    peer.pp = to_chunk % plan_.pp;
+    const std::int64_t peer_rank = layout_.rank(peer);
+    Task t;
+    t.name = name;
+    t.kind = TaskKind::kComm;
+    t.collective = Collective::kSendRecv;
+    t.group = CommGroup::kPp;
+    t.group_size = 2;
+    t.message_bytes = pp_message_bytes_;
+    const int kind = 100 + static_cast<int>(k);  // p2p: its own key space
+    const std::int32_t net =
+        net_for(kind, rank * layout_.world_size() + peer_rank, t.collective, t.message_bytes,
+                {rank, peer_rank}, false);
+    meta.name = name;
+    meta.group = ReportGroup::kPp;
+    meta.bytes_sent = t.bytes_sent();
+    const std::int32_t id = new_op(rs, k, 0, meta);
+    eng_.join(id, eng_.add_collective(net, 1));
+    eng_.add_dep(rs.last_compute, id);
+    if (!opt_.overlap_p2p) rs.wait.push_back(id);
+    table[static_cast<std::size_t>(rs.slot)][cm_index(chunk, mb)] = id;
+  }
+
+  void optimizer(RankState& rs) {
+    OpMeta meta;
+    meta.pass = 'O';
+    meta.name = "optimizer";
+    meta.optimizer = true;
+    const double params = optimizer_params_on_rank(model_, plan_, rs.stage);
+    std::stable_partition(rs.deferred.begin(), rs.deferred.end(),
+                          [](const Task& t) { return t.group != CommGroup::kEmbedding; });
+    for (const Task& t : rs.deferred) {
+      OpMeta dm;
+      const std::int32_t id = collective(rs, t, dm);
+      eng_.add_dep(rs.last_compute, id);
+      note_sync(rs, t, id);
+    }
+    std::int32_t done = -1;
+    if (plan_.offload == Offload::kOptimizer) {
+      // ZeRO-Offload: gradients to the host, the CPU step (host DRAM bound, the node's
+      // bandwidth shared by its GPUs' optimizers), updated weights back.
+      const OffloadTraffic off = offload_traffic_on_stage(model_, plan_, rs.stage);
+      const std::int64_t rank = prog_.slots[static_cast<std::size_t>(rs.slot)].rank;
+      auto transfer = [&](double bytes, bool to_host, std::string_view name, std::int32_t after) {
+        NetDemand demand;
+        if (!opt_.free_communication)
+          demand = topo_.host_transfer_demand(rank, bytes, to_host,
+                                              [this](std::int32_t l) { return canonical_link(l); });
+        OpMeta m = meta;
+        m.name = name;
+        m.optimizer = false;
+        const std::int32_t id = new_op(rs, StreamKind::kHost, 0, m);
+        eng_.join(id, eng_.add_collective(eng_.add_net(std::move(demand)), 1));
+        eng_.add_dep(after, id);
+        return id;
+      };
+      const std::int32_t d2h = transfer(off.device_to_host_bytes, true, "offload_grads_d2h",
+                                        rs.last_dp >= 0 ? rs.last_dp : rs.last_compute);
+      eng_.add_dep(rs.last_compute, d2h);
+      eng_.add_dep(rs.last_other_sync, d2h);
+      const double host_bw = cluster_.host_memory_bytes_per_s_per_node /
+                             d(std::max<std::int64_t>(1, cluster_.gpus_per_node));
+      const TimeNs step_ns = opt_.uniform_compute || host_bw <= 0
+                                 ? 0
+                                 : to_ns(off.host_memory_bytes / host_bw);
+      OpMeta hm = meta;
+      hm.name = "host_optimizer";
+      const std::int32_t host = new_op(rs, StreamKind::kHost, step_ns, hm);
+      eng_.add_dep(d2h, host);
+      done = transfer(off.host_to_device_bytes, false, "offload_weights_h2d", host);
+    } else {
+      Task t;
+      t.name = "optimizer";
+      t.kind = TaskKind::kMemory;
+      t.bytes = params * optimizer_step_bytes_per_param(plan_.precision, plan_.optimizer);
+      const TimeNs ns = opt_.uniform_compute ? 0 : to_ns(task_time_s(t, rates_));
+      if (rs.last_dp >= 0) rs.wait.push_back(rs.last_dp);
+      if (rs.last_other_sync >= 0) rs.wait.push_back(rs.last_other_sync);
+      done = compute(rs, ns, meta);
+    }
+    OpMeta am;
+    am.name = "after_optimizer";
+    for (const ParamBlock& b : rs.blocks)
+      dp_tasks(rs, b, DpPoint::kAfterOptimizer, done, -1, am);
+  }
+
+  void build_rank(std::int32_t slot) {
+    RankState rs;
+    rs.slot = slot;
+    rs.stage = prog_.slots[static_cast<std::size_t>(slot)].coord.pp;
+    rs.blocks = param_blocks_on_stage(model_, plan_, rs.stage);
+    for (std::size_t i = 0; i < rs.blocks.size(); ++i)
+      if (rs.blocks[i].kind == BlockKind::kLayer) rs.block_of_layer[rs.blocks[i].layer] = i;
+    rs.backwards_done.assign(rs.blocks.size(), 0);
+    for (const PipeStep& step : stage_schedule(plan_, rs.stage)) {
+      if (step.forward) forward(rs, step.micro_batch, step.virtual_chunk);
+      else backward(rs, step.micro_batch, step.virtual_chunk);
+    }
+    optimizer(rs);
+  }
+
+  // A forward (backward) waits for the activation (gradient) its neighbour sends.
+  void link_pipeline() {
+    for (std::size_t slot = 0; slot < prog_.slots.size(); ++slot) {
+      const RankCoord me = prog_.slots[slot].coord;
+      for (std::int64_t v = 0; v < plan_.virtual_stages; ++v) {
+        const std::size_t c = chunk_index(v, me.pp);
+        for (std::int64_t mb = 0; mb < M_; ++mb) {
+          if (c > 0) {
+            RankCoord peer = me;
+            peer.pp = static_cast<std::int64_t>(c - 1) % plan_.pp;
+            const std::int32_t ps = slot_of_[static_cast<std::size_t>(layout_.rank(peer))];
+            TRAINPLAN_CHECK(ps >= 0) << "pipeline peer not simulated";
+            eng_.add_dep(send_fwd_[static_cast<std::size_t>(ps)][cm_index(c - 1, mb)],
+                         first_fwd_[slot][cm_index(c, mb)]);
+          }
+          if (c + 1 < layers_.size()) {
+            RankCoord peer = me;
+            peer.pp = static_cast<std::int64_t>(c + 1) % plan_.pp;
+            const std::int32_t ps = slot_of_[static_cast<std::size_t>(layout_.rank(peer))];
+            TRAINPLAN_CHECK(ps >= 0) << "pipeline peer not simulated";
+            eng_.add_dep(send_bwd_[static_cast<std::size_t>(ps)][cm_index(c + 1, mb)],
+                         first_bwd_[slot][cm_index(c, mb)]);
+          }
+        }
+      }
+    }
+  }
+
+  const ModelSpec& model_;
+  const ClusterSpec& cluster_;
+  const Plan& plan_;
+  const SimOptions& opt_;
+  const DeviceRates& rates_;
+  const RankLayout& layout_;
+  const Topology& topo_;
+  Program& prog_;
+  Engine& eng_;
+  const std::int64_t M_;
+  const std::vector<std::int64_t> layers_;
+  std::vector<std::int64_t> first_layer_;
+  TimedTasks fwd_, bwd_, rec_, emb_f_, emb_b_, head_f_, head_b_;
+  double layer_act_bytes_ = 0, layer_input_bytes_ = 0, embedding_out_bytes_ = 0, logits_bytes_ = 0;
+  std::int64_t pp_message_bytes_ = 0;
+  std::vector<std::int32_t> slot_of_;
+  std::vector<std::vector<std::int32_t>> send_fwd_, send_bwd_, first_fwd_, first_bwd_;
+  std::map<std::tuple<int, std::int64_t, int, std::int64_t>, std::int32_t> nets_;
+  std::map<std::pair<int, std::int64_t>, std::vector<std::int32_t>> instances_;
+};
+
+}  // namespace
+
+void build_program(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan,
+                   const SimOptions& options, const DeviceRates& rates, const RankLayout& layout,
+                   const Topology& topology, Program& program) {
+  Builder(model, cluster, plan, options, rates, layout, topology, program).build();
+}
+
+}  // namespace trainplan::sim

@@ -1,0 +1,74 @@
+// The program of one training step: every simulated rank's operations on its streams, built from
+// the cost model's tasks and the pipeline schedule, with what the report and the trace need to
+// know about each operation. Built by build_program (program.cc), played by Engine.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "models/cost_model.h"
+#include "models/rank_layout.h"
+#include "simulator/engine.h"
+#include "simulator/schedule.h"
+#include "simulator/simulator.h"
+#include "simulator/topology.h"
+
+namespace trainplan::sim {
+
+enum class StreamKind : std::int32_t {
+  kCompute = 0, kTp, kPpNext, kPpPrev, kDp, kEp, kHost, kCount
+};
+inline constexpr std::int32_t kStreamsPerRank = static_cast<std::int32_t>(StreamKind::kCount);
+std::string_view to_string(StreamKind k);
+
+// Groups as the report names them: the four of comm_volume_on_stage (the embedding group's
+// bytes count as pp, the expert replicas' as dp).
+enum class ReportGroup : std::int8_t { kNone = -1, kTp = 0, kPp, kDp, kEp, kCount };
+std::string_view to_string(ReportGroup g);
+
+enum class MemKind : std::int8_t { kActivations, kBuffers, kInFlight };
+
+struct OpMeta {
+  std::string_view name;   // the cost model's task name, "send_forward", "optimizer", ...
+  std::int32_t slot = 0;   // simulated rank
+  std::int32_t micro_batch = -1;
+  std::int32_t layer = -1;  // global layer index, -1 outside layers
+  char pass = ' ';          // 'F', 'B', 'R' (recompute), 'O' (optimizer), ' '
+  ReportGroup group = ReportGroup::kNone;
+  bool blocking = false;    // compute waits for it (TP, EP, ZeRO-3 gathers)
+  bool pipeline = false;    // compute op of the forward/backward passes (bubble accounting)
+  bool optimizer = false;
+  std::int64_t bytes_sent = 0;  // this rank's payload (collectives.h convention)
+};
+
+struct MemEvent {
+  std::int32_t op = 0;
+  bool at_end = false;   // applied when the op ends (a free) or starts (an allocation)
+  MemKind kind = MemKind::kActivations;
+  double bytes = 0;      // signed
+};
+
+struct SlotInfo {
+  std::int64_t rank = 0;
+  RankCoord coord;
+  std::int32_t first_stream = 0;
+  MemoryBreakdown static_memory;  // weights, gradients, optimizer states (from memory_on_stage)
+  std::vector<MemEvent> mem;
+};
+
+struct Program {
+  Engine engine;
+  std::vector<OpMeta> meta;  // by op id
+  std::vector<SlotInfo> slots;
+  // For each simulated slot in symmetric mode, how many world ranks it stands for.
+  std::int64_t replicas_per_slot = 1;
+  explicit Program(std::int32_t num_links) : engine(num_links) {}
+};
+
+// Builds the step's program. `layout` and `topology` describe the placement and the cluster.
+void build_program(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan,
+                   const SimOptions& options, const DeviceRates& rates, const RankLayout& layout,
+                   const Topology& topology, Program& program);
+
+}  // namespace trainplan::sim

@@ -1,0 +1,206 @@
+// Per-rank figures and the Chrome trace of a played program; see timeline.h.
+#include "simulator/timeline.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <tuple>
+
+namespace trainplan::sim {
+
+namespace {
+
+double sec(TimeNs ns) { return static_cast<double>(ns) / kNsPerS; }
+
+// Time of [a, b) covered by the sorted, disjoint intervals `busy`.
+TimeNs covered(const std::vector<std::pair<TimeNs, TimeNs>>& busy, TimeNs a, TimeNs b) {
+  if (b <= a) return 0;
+  auto it = std::upper_bound(busy.begin(), busy.end(), std::make_pair(a, TimeNs{0}),
+                             [](const auto& x, const auto& y) { return x.first < y.first; });
+  if (it != busy.begin()) --it;
+  TimeNs total = 0;
+  for (; it != busy.end() && it->first < b; ++it)
+    total += std::max<TimeNs>(0, std::min(b, it->second) - std::max(a, it->first));
+  return total;
+}
+
+}  // namespace
+
+TimeNs pipeline_end(const Program& p) {
+  TimeNs end = 0;
+  for (std::size_t i = 0; i < p.meta.size(); ++i)
+    if (p.meta[i].pipeline) end = std::max(end, p.engine.op(static_cast<std::int32_t>(i)).end);
+  return end;
+}
+
+std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end) {
+  const std::size_t n = p.slots.size();
+  std::vector<SlotTimeline> out(n);
+  std::vector<std::vector<std::pair<TimeNs, TimeNs>>> busy(n);
+  std::vector<std::vector<std::int32_t>> comm(n);
+  std::vector<TimeNs> compute_ns(n, 0), optimizer_ns(n, 0), pipeline_ns(n, 0);
+  for (std::size_t i = 0; i < p.meta.size(); ++i) {
+    const OpMeta& m = p.meta[i];
+    const Op& op = p.engine.op(static_cast<std::int32_t>(i));
+    const auto s = static_cast<std::size_t>(m.slot);
+    if (op.collective >= 0) {
+      comm[s].push_back(static_cast<std::int32_t>(i));
+      continue;
+    }
+    const bool on_compute =
+        op.stream == p.slots[s].first_stream + static_cast<std::int32_t>(StreamKind::kCompute);
+    if (!on_compute) continue;
+    const TimeNs dur = op.end - op.start;
+    compute_ns[s] += dur;
+    if (m.optimizer) optimizer_ns[s] += dur;
+    if (m.pipeline) pipeline_ns[s] += dur;
+    if (dur > 0) busy[s].emplace_back(op.start, op.end);
+  }
+  for (std::size_t s = 0; s < n; ++s) {
+    SlotTimeline& t = out[s];
+    const SlotInfo& si = p.slots[s];
+    t.step.rank = si.rank;
+    t.step.stage = si.coord.pp;
+    t.step.compute_s = sec(compute_ns[s]);
+    t.step.optimizer_s = sec(optimizer_ns[s]);
+    t.step.idle_s = sec(step_end - compute_ns[s]);
+    t.pipeline_busy_ns = pipeline_ns[s];
+    std::array<GroupComm, static_cast<std::size_t>(ReportGroup::kCount)> groups{};
+    TimeNs blocking_exposed = 0;
+    for (std::int32_t id : comm[s]) {
+      const OpMeta& m = p.meta[static_cast<std::size_t>(id)];
+      const Op& op = p.engine.op(id);
+      // In flight from the moment every member had arrived (waiting for a peer is idle time,
+      // not communication).
+      const TimeNs dur = op.end - op.began;
+      const TimeNs exposed = dur - covered(busy[s], op.began, op.end);
+      if (m.blocking) blocking_exposed += exposed;
+      if (m.group == ReportGroup::kNone) continue;
+      GroupComm& g = groups[static_cast<std::size_t>(m.group)];
+      g.bytes_sent += static_cast<double>(m.bytes_sent);
+      g.time_s += sec(dur);
+      g.exposed_s += sec(exposed);
+    }
+    for (std::size_t g = 0; g < groups.size(); ++g)
+      t.step.comm[std::string(to_string(static_cast<ReportGroup>(g)))] = groups[g];
+    t.blocking_exposed_ns = blocking_exposed;
+
+    // Memory over time: frees before allocations at the same instant.
+    struct Change {
+      TimeNs time;
+      int order;
+      std::size_t seq;
+      MemKind kind;
+      double bytes;
+    };
+    std::vector<Change> changes;
+    changes.reserve(si.mem.size());
+    for (std::size_t k = 0; k < si.mem.size(); ++k) {
+      const MemEvent& e = si.mem[k];
+      const Op& op = p.engine.op(e.op);
+      changes.push_back({e.at_end ? op.end : op.start, e.bytes < 0 ? 0 : 1, k, e.kind, e.bytes});
+    }
+    std::sort(changes.begin(), changes.end(), [](const Change& a, const Change& b) {
+      return std::tie(a.time, a.order, a.seq) < std::tie(b.time, b.order, b.seq);
+    });
+    double act = 0, buf = 0, peak = 0, peak_act = 0, peak_buf = 0, in_flight = 0;
+    for (const Change& c : changes) {
+      if (c.kind == MemKind::kInFlight) {
+        in_flight += c.bytes;
+        t.peak_in_flight = std::max(t.peak_in_flight, static_cast<std::int64_t>(in_flight + 0.5));
+        continue;
+      }
+      (c.kind == MemKind::kActivations ? act : buf) += c.bytes;
+      if (act + buf > peak) {
+        peak = act + buf;
+        peak_act = act;
+        peak_buf = buf;
+      }
+      if (!t.memory.empty() && t.memory.back().time == c.time) {
+        t.memory.back().activations_bytes = act;
+        t.memory.back().buffers_bytes = buf;
+      } else {
+        t.memory.push_back({c.time, act, buf});
+      }
+    }
+    t.step.memory = si.static_memory;
+    t.step.memory.activations_bytes = peak_act;
+    t.step.memory.buffers_bytes = peak_buf;
+    t.step.peak_memory_bytes = t.step.memory.device_total();
+  }
+  return out;
+}
+
+std::string chrome_trace(const Program& p, const std::vector<SlotTimeline>& timelines) {
+  std::string out;
+  out.reserve(p.meta.size() * 120 + 1024);
+  char buf[512];
+  bool first = true;
+  auto add = [&](const char* text) {
+    if (!first) out += ",\n";
+    first = false;
+    out += text;
+  };
+  auto us = [](TimeNs ns) { return static_cast<double>(ns) / 1000.0; };
+  out += "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+  for (std::size_t s = 0; s < p.slots.size(); ++s) {
+    const SlotInfo& si = p.slots[s];
+    std::snprintf(buf, sizeof buf,
+                  "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%lld,\"args\":{\"name\":"
+                  "\"rank %lld (stage %lld)\"}}",
+                  static_cast<long long>(si.rank), static_cast<long long>(si.rank),
+                  static_cast<long long>(si.coord.pp));
+    add(buf);
+    for (std::int32_t k = 0; k < kStreamsPerRank; ++k) {
+      std::snprintf(buf, sizeof buf,
+                    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%lld,\"tid\":%d,\"args\":{"
+                    "\"name\":\"%s\"}}",
+                    static_cast<long long>(si.rank), k,
+                    std::string(to_string(static_cast<StreamKind>(k))).c_str());
+      add(buf);
+    }
+  }
+  for (std::size_t i = 0; i < p.meta.size(); ++i) {
+    const OpMeta& m = p.meta[i];
+    const Op& op = p.engine.op(static_cast<std::int32_t>(i));
+    if (op.end <= op.start && op.collective < 0) continue;
+    const SlotInfo& si = p.slots[static_cast<std::size_t>(m.slot)];
+    std::string name;
+    if (m.pass != ' ') name += m.pass;
+    if (m.micro_batch >= 0) {
+      if (!name.empty()) name += ' ';
+      name += "mb";
+      name += std::to_string(m.micro_batch);
+    }
+    if (m.layer >= 0) {
+      name += " L";
+      name += std::to_string(m.layer);
+    }
+    if (!name.empty()) name += ' ';
+    name += m.name;
+    std::snprintf(buf, sizeof buf,
+                  "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%lld,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+                  "\"args\":{\"micro_batch\":%d,\"layer\":%d,\"bytes_sent\":%lld}}",
+                  name.c_str(), static_cast<long long>(si.rank), op.stream - si.first_stream,
+                  us(op.start), us(op.end - op.start), m.micro_batch, m.layer,
+                  static_cast<long long>(m.bytes_sent));
+    add(buf);
+  }
+  for (std::size_t s = 0; s < timelines.size(); ++s) {
+    const SlotInfo& si = p.slots[s];
+    const double fixed = si.static_memory.weights_bytes + si.static_memory.gradients_bytes +
+                         si.static_memory.optimizer_bytes;
+    for (const MemorySample& m : timelines[s].memory) {
+      std::snprintf(buf, sizeof buf,
+                    "{\"name\":\"memory GiB\",\"ph\":\"C\",\"pid\":%lld,\"ts\":%.3f,\"args\":{"
+                    "\"model states\":%.6f,\"activations\":%.6f,\"buffers\":%.6f}}",
+                    static_cast<long long>(si.rank), us(m.time), fixed / kGiB,
+                    m.activations_bytes / kGiB, m.buffers_bytes / kGiB);
+      add(buf);
+    }
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+}  // namespace trainplan::sim

@@ -1,0 +1,36 @@
+// What a played program looks like afterwards, per simulated rank: memory over time and its
+// peak, the report figures, and the Chrome trace. Computed by timeline.cc from the engine's
+// op start/end times.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/step_report.h"
+#include "simulator/program.h"
+
+namespace trainplan::sim {
+
+struct MemorySample {
+  TimeNs time = 0;
+  double activations_bytes = 0, buffers_bytes = 0;
+};
+
+struct SlotTimeline {
+  RankStep step;                     // the report's figures for this rank
+  TimeNs pipeline_busy_ns = 0;       // compute in forward/backward/recompute
+  TimeNs blocking_exposed_ns = 0;    // TP/EP/ZeRO-3 gathers the compute stream waited for
+  std::int64_t peak_in_flight = 0;   // (micro-batch, model chunk) pairs with stored activations
+  std::vector<MemorySample> memory;  // after each change
+};
+
+// Fills one SlotTimeline per simulated slot.
+std::vector<SlotTimeline> slot_timelines(const Program& program, TimeNs step_end);
+// The latest end of a forward/backward/recompute compute op on any rank.
+TimeNs pipeline_end(const Program& program);
+// Chrome trace JSON (chrome://tracing, Perfetto): a process per rank, a thread per stream,
+// complete events per op, memory counters.
+std::string chrome_trace(const Program& program, const std::vector<SlotTimeline>& timelines);
+
+}  // namespace trainplan::sim

@@ -1,0 +1,130 @@
+// Pipeline schedules on the simulated timeline, with uniform stages (every layer forward 1 unit,
+// backward 2) and free communication, against the closed forms of Huang et al. 2019 (GPipe)
+// and Narayanan et al. 2021 (1F1B, interleaved). Run: ctest -R simulator_test.
+#include <algorithm>
+#include <cstdio>
+
+#include "simulator/schedule.h"
+#include "tests/simulator/test_util.h"
+
+namespace trainplan {
+namespace {
+
+SimOptions uniform_free() {
+  SimOptions o;
+  o.uniform_compute = true;
+  o.free_communication = true;
+  return o;
+}
+
+// A model of `layers` layers small enough that nothing else matters.
+ModelSpec small(std::int64_t layers) { return testing::gpt_model(layers, 256, 4, 128, 1024); }
+
+TEST(Schedule, GpipeBubbleIsExactlyKMinus1OverKPlusMMinus1) {
+  for (std::int64_t k : {2, 3, 4, 8}) {
+    for (std::int64_t m : {1, 2, 4, 7, 16}) {
+      const Plan p = testing::make_plan(1, k, 1, 1, m, Schedule::kGpipe);
+      const ModelSpec model = small(2 * k);
+      const SimResult r = testing::simulate_ok(model, testing::cluster_for(p), p, uniform_free());
+      const double expected = static_cast<double>(k - 1) / static_cast<double>(k + m - 1);
+      EXPECT_DOUBLE_EQ(r.report.bubble_fraction, expected) << "K=" << k << " M=" << m;
+      // All forwards first: every micro-batch's activations are held at once.
+      EXPECT_EQ(r.peak_in_flight.front(), m);
+    }
+  }
+}
+
+TEST(Schedule, OneFOneBHasTheGpipeBubbleWithAtMostKMicroBatchesInFlight) {
+  for (std::int64_t k : {2, 4, 8}) {
+    for (std::int64_t m : {1, 4, 8, 32}) {
+      const Plan p = testing::make_plan(1, k, 1, 1, m, Schedule::k1F1B);
+      const SimResult r =
+          testing::simulate_ok(small(2 * k), testing::cluster_for(p), p, uniform_free());
+      const double expected = static_cast<double>(k - 1) / static_cast<double>(k + m - 1);
+      EXPECT_DOUBLE_EQ(r.report.bubble_fraction, expected) << "K=" << k << " M=" << m;
+      ASSERT_EQ(r.peak_in_flight.size(), static_cast<std::size_t>(k));
+      for (std::int64_t s = 0; s < k; ++s) {
+        EXPECT_EQ(r.peak_in_flight[static_cast<std::size_t>(s)], std::min(k - s, m))
+            << "stage " << s;
+        EXPECT_LE(r.peak_in_flight[static_cast<std::size_t>(s)], k);
+      }
+    }
+  }
+}
+
+TEST(Schedule, InterleavingWithVStagesDividesTheBubbleByV) {
+  const std::int64_t k = 4, m = 8;
+  const Plan base = testing::make_plan(1, k, 1, 1, m, Schedule::k1F1B);
+  for (std::int64_t v : {2, 4}) {
+    const ModelSpec model = small(k * v * 2);
+    const SimResult plain = testing::simulate_ok(model, testing::cluster_for(base), base,
+                                                 uniform_free());
+    const Plan p = testing::make_plan(1, k, 1, 1, m, Schedule::kInterleaved, v);
+    const SimResult inter = testing::simulate_ok(model, testing::cluster_for(p), p,
+                                                 uniform_free());
+    // Bubble time = span * fraction; the ideal time (M forward+backward) is the same for both.
+    const double plain_bubble = plain.report.bubble_fraction * plain.pipeline_span_s;
+    const double inter_bubble = inter.report.bubble_fraction * inter.pipeline_span_s;
+    EXPECT_NEAR(plain_bubble / inter_bubble, static_cast<double>(v), 1e-9) << "v=" << v;
+    // Megatron-LM's closed form: (p-1)/(v*m) of the ideal time.
+    const double ideal = inter.pipeline_span_s - inter_bubble;
+    EXPECT_NEAR(inter_bubble / ideal,
+                static_cast<double>(k - 1) / static_cast<double>(v * m), 1e-9);
+  }
+}
+
+TEST(Schedule, NaiveModelParallelismLeavesKMinus1OfKDevicesIdle) {
+  for (std::int64_t k : {2, 4, 8}) {
+    Plan p = testing::make_plan(1, k, 1, 4, 4, Schedule::kNaive);
+    const SimResult r = testing::simulate_ok(small(k), testing::cluster_for(p), p, uniform_free());
+    EXPECT_DOUBLE_EQ(r.report.bubble_fraction,
+                     static_cast<double>(k - 1) / static_cast<double>(k));
+  }
+}
+
+TEST(Schedule, InterleavedOrderFollowsMegatron) {
+  // pp = 2, v = 2, m = 4, stage 0: warm-up (2-0-1)*2 + (2-1)*2 = 4 forwards: chunk 0 of
+  // micro-batches 0,1, then chunk 1 of micro-batches 0,1.
+  const auto s = sim::schedule_interleaved(2, 0, 4, 2);
+  ASSERT_EQ(s.size(), 16u);
+  EXPECT_TRUE(s[0].forward && s[0].micro_batch == 0 && s[0].virtual_chunk == 0);
+  EXPECT_TRUE(s[1].forward && s[1].micro_batch == 1 && s[1].virtual_chunk == 0);
+  EXPECT_TRUE(s[2].forward && s[2].micro_batch == 0 && s[2].virtual_chunk == 1);
+  EXPECT_TRUE(s[3].forward && s[3].micro_batch == 1 && s[3].virtual_chunk == 1);
+  EXPECT_TRUE(s[4].forward && s[4].micro_batch == 2 && s[4].virtual_chunk == 0);
+  EXPECT_TRUE(!s[5].forward && s[5].micro_batch == 0 && s[5].virtual_chunk == 1);
+  std::int64_t f = 0, b = 0;
+  for (const auto& st : s) (st.forward ? f : b)++;
+  EXPECT_EQ(f, 8);
+  EXPECT_EQ(b, 8);
+}
+
+// Seed 001 (sec. 4.1): pipelining only pays when a micro-batch runs clearly faster than the
+// whole batch. A small model's kernels are launch- and wave-bound, so splitting its batch into
+// micro-batches barely shortens each stage's work, and GPipe gains nothing over naive model
+// parallelism; a large model's GEMMs scale with the batch, and GPipe approaches its ideal.
+TEST(Schedule, PipeliningPaysOnlyWhenMicroBatchesRunFasterThanTheBatch) {
+  const std::int64_t k = 4, batch = 8;
+  auto speedup = [&](const ModelSpec& model) {
+    Plan naive = testing::make_plan(1, k, 1, batch, batch, Schedule::kNaive);
+    Plan gpipe = testing::make_plan(1, k, 1, 1, batch, Schedule::kGpipe);
+    SimOptions o;
+    o.free_communication = true;
+    const double t_naive =
+        testing::simulate_ok(model, testing::cluster_for(naive), naive, o).report.step_time_s;
+    const double t_gpipe =
+        testing::simulate_ok(model, testing::cluster_for(gpipe), gpipe, o).report.step_time_s;
+    return t_naive / t_gpipe;
+  };
+  const double ideal = static_cast<double>(k * batch) / static_cast<double>(batch + k - 1);
+  const double tiny = speedup(testing::gpt_model(4, 128, 2, 64, 1024));
+  const double large = speedup(testing::gpt_model(16, 4096, 32, 2048, 51200));
+  EXPECT_LT(tiny, 1.2) << "a tiny model should gain (almost) nothing from pipelining";
+  // Not quite the ideal: the last stage also runs the LM head.
+  EXPECT_GT(large, 0.7 * ideal) << "a large model should approach the ideal speedup " << ideal;
+  std::printf("pipelining speedup over naive (ideal %.2f): tiny model %.2f, large model %.2f\n",
+              ideal, tiny, large);
+}
+
+}  // namespace
+}  // namespace trainplan

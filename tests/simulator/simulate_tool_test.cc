@@ -1,0 +1,114 @@
+// The simulate tool end to end: JSON output, files written, and exit codes. Runs the binary
+// built next to this test (TRAINPLAN_BINARY_DIR/tools/simulate).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "models/json_util.h"
+#include "models/step_report.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ToolRun {
+  int code = -1;
+  std::string out;
+};
+
+ToolRun run(const std::string& args) {
+  const std::string cmd = std::string(TRAINPLAN_BINARY_DIR) + "/tools/simulate " + args + " 2>&1";
+  ToolRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class SimulateTool : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("simulate_tool_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "plan.json")
+        << R"({"tp": 2, "pp": 2, "dp": 2, "zero_stage": 1, "micro_batch_size": 1,
+               "global_batch_size": 8, "schedule": "1f1b", "virtual_stages": 1,
+               "recompute": "selective", "sequence_parallel": true, "precision": "bf16",
+               "optimizer": "adamw", "offload": "none"})";
+    model_ = std::string(TRAINPLAN_SOURCE_DIR) + "/models/gpt2-350m.json";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string plan() const { return (dir_ / "plan.json").string(); }
+  fs::path dir_;
+  std::string model_;
+};
+
+TEST_F(SimulateTool, JsonReportTraceAndOut) {
+  const std::string out = (dir_ / "report.json").string();
+  const std::string trace = (dir_ / "trace.json").string();
+  const ToolRun r = run("--model " + model_ + " --plan " + plan() + " --gpus 8 --json --out " + out +
+                    " --trace " + trace);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const trainplan::Json j = trainplan::Json::parse(r.out);
+  EXPECT_EQ(j.at("kind"), "predicted");
+  for (const char* key : {"step_time_s", "tokens_per_s", "model_tflops_per_gpu",
+                          "hardware_tflops_per_gpu", "mfu", "bubble_fraction", "bytes_per_group"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_GT(j.at("step_time_s").get<double>(), 0.0);
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), r.out);
+  EXPECT_TRUE(trainplan::step_report_from_json(trainplan::Json::parse(ss.str()), out).ok());
+  std::ifstream tin(trace);
+  std::stringstream ts;
+  ts << tin.rdbuf();
+  EXPECT_TRUE(trainplan::Json::parse(ts.str()).contains("traceEvents"));
+}
+
+TEST_F(SimulateTool, SummaryAllRanksAndOptions) {
+  const ToolRun r = run("--model " + model_ + " --plan " + plan() +
+                    " --gpus 8 --gpus-per-node 4 --all-ranks --rank-order tp,pp,dp "
+                    "--dp-algorithm gather-broadcast");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("step time"), std::string::npos);
+  EXPECT_NE(r.out.find("bubble"), std::string::npos);
+}
+
+TEST_F(SimulateTool, Errors) {
+  // Wrong GPU count for the plan: infeasible (4).
+  ToolRun r = run("--model " + model_ + " --plan " + plan() + " --gpus 16");
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_NE(r.out.find("simulate: error:"), std::string::npos);
+  // Missing --plan: usage (2).
+  r = run("--model " + model_ + " --gpus 8");
+  EXPECT_EQ(r.code, 2) << r.out;
+  // Unknown option: usage (2).
+  r = run("--model " + model_ + " --plan " + plan() + " --gpus 8 --bogus");
+  EXPECT_EQ(r.code, 2) << r.out;
+  // Bad algorithm name: usage (2).
+  r = run("--model " + model_ + " --plan " + plan() + " --gpus 8 --dp-algorithm tree");
+  EXPECT_EQ(r.code, 2) << r.out;
+  // Bad rank order: invalid input (3).
+  r = run("--model " + model_ + " --plan " + plan() + " --gpus 8 --rank-order tp,pp");
+  EXPECT_EQ(r.code, 3) << r.out;
+  // Missing plan file: I/O (6).
+  r = run("--model " + model_ + " --plan " + (dir_ / "none.json").string() + " --gpus 8");
+  EXPECT_EQ(r.code, 6) << r.out;
+}
+
+}  // namespace

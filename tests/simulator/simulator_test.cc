@@ -1,0 +1,270 @@
+// simulate_step as a whole: symmetric against full simulation, determinism, memory, the trace,
+// and the errors it returns. Run: ctest -R simulator_test.
+#include <cstdio>
+
+#include "models/cost_model.h"
+#include "models/json_util.h"
+#include "tests/simulator/test_util.h"
+
+namespace trainplan {
+namespace {
+
+std::vector<std::pair<const char*, std::pair<ModelSpec, Plan>>> symmetric_cases() {
+  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
+  std::vector<std::pair<const char*, std::pair<ModelSpec, Plan>>> out;
+  out.push_back({"tp2 pp2 dp2", {gpt, testing::make_plan(2, 2, 2, 1, 8)}});
+  Plan z1 = testing::make_plan(2, 2, 4, 1, 16);
+  z1.zero_stage = 1;
+  out.push_back({"zero1 dp4", {gpt, z1}});
+  Plan z3 = testing::make_plan(1, 2, 4, 1, 8);
+  z3.zero_stage = 3;
+  z3.recompute = Recompute::kFull;
+  out.push_back({"zero3", {gpt, z3}});
+  out.push_back({"interleaved", {gpt, testing::make_plan(2, 2, 2, 1, 8, Schedule::kInterleaved, 2)}});
+  Plan sp = testing::make_plan(4, 2, 2, 1, 8);
+  sp.sequence_parallel = true;
+  out.push_back({"sp, dp across nodes", {gpt, sp}});
+  Plan moe = testing::make_plan(2, 1, 4, 1, 8);
+  moe.ep = 2;
+  out.push_back({"moe ep2", {testing::moe_model(), moe}});
+  return out;
+}
+
+Json without_rank(const RankStep& r) {
+  StepReport one;
+  one.ranks.push_back(r);
+  Json j = step_report_to_json(one)["ranks"][0];
+  j.erase("rank");
+  return j;
+}
+
+TEST(Simulator, SymmetricAndFullSimulationAgree) {
+  for (const auto& [name, mp] : symmetric_cases()) {
+    SCOPED_TRACE(name);
+    const auto& [model, plan] = mp;
+    // Four GPUs per node: DP (and for tp=4 PP) groups span nodes, so links are shared.
+    const ClusterSpec cluster = testing::cluster_for(plan, "H100-80GB", 4);
+    SimOptions all;
+    all.all_ranks = true;
+    const SimResult sym = testing::simulate_ok(model, cluster, plan);
+    const SimResult full = testing::simulate_ok(model, cluster, plan, all);
+    EXPECT_EQ(sym.simulated_ranks, plan.pp);
+    EXPECT_EQ(full.simulated_ranks, plan.world_size());
+    EXPECT_EQ(sym.report.step_time_s, full.report.step_time_s);
+    EXPECT_EQ(sym.report.bubble_fraction, full.report.bubble_fraction);
+    EXPECT_EQ(sym.report.bytes_per_group, full.report.bytes_per_group);
+    EXPECT_EQ(sym.report.mfu, full.report.mfu);
+    ASSERT_EQ(full.report.ranks.size(), static_cast<std::size_t>(plan.world_size()));
+    for (const RankStep& r : full.report.ranks) {
+      const RankStep& rep = sym.report.ranks[static_cast<std::size_t>(r.stage)];
+      EXPECT_EQ(without_rank(r), without_rank(rep)) << "rank " << r.rank;
+    }
+  }
+}
+
+TEST(Simulator, OutputIsByteIdenticalAcrossRuns) {
+  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
+  Plan p = testing::make_plan(2, 2, 2, 1, 8, Schedule::kInterleaved, 2);
+  p.zero_stage = 1;
+  SimOptions o;
+  o.collect_trace = true;
+  const ClusterSpec c = testing::cluster_for(p, "H100-80GB", 4);
+  const SimResult a = testing::simulate_ok(gpt, c, p, o);
+  const SimResult b = testing::simulate_ok(gpt, c, p, o);
+  EXPECT_EQ(step_report_to_json(a.report).dump(2), step_report_to_json(b.report).dump(2));
+  EXPECT_EQ(a.trace_json, b.trace_json);
+  EXPECT_EQ(a.events, b.events);
+}
+
+TEST(Simulator, TraceIsChromeJsonWithRanksStreamsAndMemory) {
+  const ModelSpec gpt = testing::gpt_model(4, 512, 8, 512, 50257);
+  const Plan p = testing::make_plan(2, 2, 1, 1, 4);
+  SimOptions o;
+  o.collect_trace = true;
+  const SimResult r = testing::simulate_ok(gpt, testing::cluster_for(p), p, o);
+  const Json j = Json::parse(r.trace_json);
+  int complete = 0, counters = 0, names = 0;
+  bool layer_named = false;
+  for (const Json& e : j.at("traceEvents")) {
+    const std::string ph = e.at("ph").get<std::string>();
+    if (ph == "X") {
+      ++complete;
+      const std::string n = e.at("name").get<std::string>();
+      if (n.find("mb1") != std::string::npos && n.find("L3") != std::string::npos) layer_named = true;
+    }
+    if (ph == "C") ++counters;
+    if (ph == "M") ++names;
+  }
+  EXPECT_GT(complete, 100);
+  EXPECT_GT(counters, 10);
+  EXPECT_GT(names, 2);
+  EXPECT_TRUE(layer_named);
+}
+
+TEST(Simulator, PeakActivationsMatchTheCostModelFor1F1B) {
+  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
+  for (Recompute rc : {Recompute::kNone, Recompute::kFull}) {
+    Plan p = testing::make_plan(2, 4, 1, 1, 8);
+    p.recompute = rc;
+    const SimResult r = testing::simulate_ok(gpt, testing::cluster_for(p), p);
+    for (const RankStep& rank : r.report.ranks) {
+      const MemoryBreakdown m = memory_on_stage(gpt, p, rank.stage);
+      if (rc == Recompute::kNone || rank.stage != p.pp - 1) {
+        EXPECT_NEAR(rank.memory.activations_bytes, m.activations_bytes,
+                    1e-6 * m.activations_bytes)
+            << "stage " << rank.stage << " recompute " << to_string(rc);
+      } else {
+        // The last stage frees its logits (head backward) before it rebuilds the first layer
+        // (recompute); the cost model adds both.
+        EXPECT_LT(rank.memory.activations_bytes, m.activations_bytes);
+        EXPECT_GE(rank.memory.activations_bytes,
+                  m.activations_bytes - layer_activation_bytes(gpt, p));
+      }
+      EXPECT_EQ(rank.memory.weights_bytes, m.weights_bytes);
+      EXPECT_EQ(rank.memory.optimizer_bytes, m.optimizer_bytes);
+      EXPECT_GT(rank.peak_memory_bytes, m.weights_bytes + m.gradients_bytes);
+    }
+  }
+}
+
+TEST(Simulator, Zero3HoldsGatheredParameters) {
+  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
+  Plan p = testing::make_plan(1, 1, 4, 1, 8);
+  p.zero_stage = 3;
+  const SimResult r = testing::simulate_ok(gpt, testing::cluster_for(p), p);
+  const MemoryBreakdown m = memory_on_stage(gpt, p, 0);
+  EXPECT_GT(r.report.ranks[0].memory.buffers_bytes, 0.0);
+  EXPECT_LE(r.report.ranks[0].memory.buffers_bytes, m.buffers_bytes);
+}
+
+TEST(Simulator, SharedNicSlowsConcurrentFlows) {
+  // One GPU per node: PP sends and DP all-reduces leave through the same NIC.
+  const ModelSpec gpt = testing::gpt_model(8, 2048, 16, 2048, 50257);
+  const Plan p = testing::make_plan(1, 2, 2, 2, 16);
+  const SimResult r = testing::simulate_ok(gpt, testing::cluster_for(p, "H100-80GB", 1), p);
+  EXPECT_GT(r.report.ranks[0].comm.at("dp").time_s, 0.0);
+  EXPECT_GT(r.report.ranks[0].comm.at("pp").time_s, 0.0);
+}
+
+TEST(Simulator, ReportFigures) {
+  const ModelSpec gpt = testing::gpt_model(8, 2048, 16, 2048, 50257);
+  const Plan p = testing::make_plan(2, 2, 2, 1, 16);
+  const ClusterSpec c = testing::cluster_for(p);
+  const SimResult r = testing::simulate_ok(gpt, c, p);
+  const StepReport& s = r.report;
+  EXPECT_EQ(s.kind, "predicted");
+  const StepFlops f = step_flops(gpt, p);
+  EXPECT_DOUBLE_EQ(s.tokens_per_s, 16.0 * 2048.0 / s.step_time_s);
+  EXPECT_DOUBLE_EQ(s.model_tflops_per_gpu, f.model / s.step_time_s / 8 / 1e12);
+  EXPECT_DOUBLE_EQ(s.mfu, f.model / (s.step_time_s * 8 * c.gpu.peak_bf16_flops_per_s));
+  EXPECT_GT(s.bubble_fraction, 0.0);
+  EXPECT_LT(s.bubble_fraction, 0.5);
+  for (const RankStep& rank : s.ranks) {
+    EXPECT_NEAR(rank.compute_s + rank.idle_s, s.step_time_s, 1e-9);
+    EXPECT_GT(rank.optimizer_s, 0.0);
+    EXPECT_LE(rank.comm.at("tp").exposed_s, rank.comm.at("tp").time_s + 1e-12);
+  }
+  // The report round-trips through its schema.
+  auto back = step_report_from_json(step_report_to_json(s), "test");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+}
+
+TEST(Simulator, Errors) {
+  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
+  const Plan p = testing::make_plan(2, 2, 2, 1, 8);
+  const ClusterSpec c = testing::cluster_for(p);
+  auto wrong_size = make_cluster("H100-80GB", 16, 8);
+  auto r = simulate_step(gpt, *wrong_size, p, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ExitCode::kInfeasible);
+  EXPECT_NE(r.status().message().find("ranks"), std::string::npos);
+
+  Plan bad_tp = testing::make_plan(3, 1, 1, 1, 8);
+  auto c3 = make_cluster("H100-80GB", 3, 8);
+  r = simulate_step(gpt, *c3, bad_tp, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("does not divide"), std::string::npos);
+
+  Plan bad_batch = testing::make_plan(2, 2, 2, 3, 8);
+  r = simulate_step(gpt, c, bad_batch, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ExitCode::kInvalidInput);
+
+  SimOptions order;
+  order.rank_order = "tp,pp";
+  r = simulate_step(gpt, c, p, order);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("rank order"), std::string::npos);
+
+  ClusterSpec no_links = c;
+  no_links.intra_node_bytes_per_s = 0;
+  r = simulate_step(gpt, no_links, p, {});
+  ASSERT_FALSE(r.ok());
+
+  Plan off = p;
+  off.offload = Offload::kOptimizer;
+  ClusterSpec no_pcie = c;
+  no_pcie.pcie_bytes_per_s = 0;
+  r = simulate_step(gpt, no_pcie, off, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("PCIe"), std::string::npos);
+}
+
+TEST(Simulator, RankOrderChangesPlacement) {
+  const ModelSpec gpt = testing::gpt_model(8, 2048, 16, 2048, 50257);
+  const Plan p = testing::make_plan(8, 1, 2, 1, 8);
+  const ClusterSpec c = testing::cluster_for(p);
+  SimOptions dp_inner;
+  dp_inner.rank_order = "dp,tp,pp";
+  const SimResult tp_inner = testing::simulate_ok(gpt, c, p);
+  const SimResult tp_outer = testing::simulate_ok(gpt, c, p, dp_inner);
+  // TP across nodes (hierarchical all-reduce, half the data over InfiniBand) is slower than
+  // TP over NVLink.
+  EXPECT_GT(tp_outer.report.ranks[0].comm.at("tp").time_s,
+            1.3 * tp_inner.report.ranks[0].comm.at("tp").time_s);
+  EXPECT_EQ(tp_outer.report.bytes_per_group, tp_inner.report.bytes_per_group);
+}
+
+}  // namespace
+}  // namespace trainplan
+
+namespace trainplan {
+namespace {
+
+// Every combination of schedule, ZeRO stage, recompute, sequence parallel and offload plays to
+// the end (no deadlock), and symmetric simulation agrees with the full one.
+TEST(Simulator, PlanSweepRunsAndStaysSymmetric) {
+  const ModelSpec gpt = testing::gpt_model(8, 512, 8, 256, 50257);
+  int runs = 0;
+  for (Schedule s : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved}) {
+    for (int zero = 0; zero <= 3; ++zero) {
+      for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+        for (bool sp : {false, true}) {
+          for (Offload off : {Offload::kNone, Offload::kOptimizer}) {
+            Plan p = testing::make_plan(2, 2, 2, 1, 8, s, s == Schedule::kInterleaved ? 2 : 1);
+            p.zero_stage = zero;
+            p.recompute = rc;
+            p.sequence_parallel = sp;
+            p.offload = off;
+            p.attention = rc == Recompute::kSelective ? AttentionImpl::kUnfused
+                                                      : AttentionImpl::kFused;
+            SCOPED_TRACE(describe(p));
+            const ClusterSpec c = testing::cluster_for(p, "A100-80GB", 4);
+            SimOptions all;
+            all.all_ranks = true;
+            const SimResult a = testing::simulate_ok(gpt, c, p);
+            const SimResult b = testing::simulate_ok(gpt, c, p, all);
+            EXPECT_GT(a.report.step_time_s, 0.0);
+            EXPECT_EQ(a.report.step_time_s, b.report.step_time_s);
+            EXPECT_EQ(a.report.bytes_per_group, b.report.bytes_per_group);
+            ++runs;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(runs, 144);
+}
+
+}  // namespace
+}  // namespace trainplan

@@ -1,0 +1,73 @@
+// Shared helpers of the simulator tests: small models, plans and clusters.
+#pragma once
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "models/cluster_spec.h"
+#include "models/model_spec.h"
+#include "models/plan.h"
+#include "simulator/simulator.h"
+
+namespace trainplan::testing {
+
+inline ModelSpec gpt_model(std::int64_t layers, std::int64_t hidden, std::int64_t heads,
+                           std::int64_t seq = 2048, std::int64_t vocab = 51200) {
+  ModelSpec m;
+  m.name = "test gpt";
+  m.num_layers = layers;
+  m.hidden_size = hidden;
+  m.num_attention_heads = heads;
+  m.num_kv_heads = heads;
+  m.head_dim = hidden / heads;
+  m.ffn_hidden_size = 4 * hidden;
+  m.vocab_size = vocab;
+  m.seq_len = seq;
+  m.max_position_embeddings = seq;
+  return m;
+}
+
+inline ModelSpec moe_model() {
+  ModelSpec m = gpt_model(8, 1024, 16, 1024, 32000);
+  m.num_experts = 8;
+  m.experts_per_token = 2;
+  m.activation = Activation::kSwiglu;
+  m.norm = NormKind::kRmsNorm;
+  m.position = PositionKind::kRope;
+  m.bias = false;
+  m.dropout = false;
+  m.tie_word_embeddings = false;
+  return m;
+}
+
+inline Plan make_plan(std::int64_t tp, std::int64_t pp, std::int64_t dp, std::int64_t mbs,
+                      std::int64_t gbs, Schedule schedule = Schedule::k1F1B,
+                      std::int64_t v = 1) {
+  Plan p;
+  p.tp = tp;
+  p.pp = pp;
+  p.dp = dp;
+  p.micro_batch_size = mbs;
+  p.global_batch_size = gbs;
+  p.schedule = schedule;
+  p.virtual_stages = v;
+  return p;
+}
+
+inline ClusterSpec cluster_for(const Plan& p, const std::string& gpu = "H100-80GB",
+                               std::int64_t per_node = 8) {
+  auto c = make_cluster(gpu, p.world_size(), per_node);
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return *c;
+}
+
+inline SimResult simulate_ok(const ModelSpec& m, const ClusterSpec& c, const Plan& p,
+                             const SimOptions& o = {}) {
+  auto r = simulate_step(m, c, p, o);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  if (!r.ok()) return {};
+  return *r;
+}
+
+}  // namespace trainplan::testing

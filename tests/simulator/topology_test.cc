@@ -1,0 +1,143 @@
+// The cluster graph (Boost.Graph), collective demands against collectives.h, and the engine's
+// link sharing. Run: ctest -R simulator_test.
+#include <boost/graph/breadth_first_search.hpp>
+#include <boost/graph/visitors.hpp>
+
+#include "models/collectives.h"
+#include "simulator/engine.h"
+#include "simulator/topology.h"
+#include "tests/simulator/test_util.h"
+
+namespace trainplan {
+namespace {
+
+using sim::Topology;
+
+std::int32_t identity(std::int32_t l) { return l; }
+
+TEST(Topology, RoutesAreShortestPathsOfTheGraph) {
+  const ClusterSpec c = *make_cluster("H100-80GB", 16, 8);
+  const Topology t(c);
+  const auto& g = t.graph();
+  std::vector<int> dist(boost::num_vertices(g), 0);
+  boost::breadth_first_search(
+      g, boost::vertex(0, g),
+      boost::visitor(boost::make_bfs_visitor(
+          boost::record_distances(dist.data(), boost::on_tree_edge()))));
+  for (std::int64_t b = 1; b < 16; ++b) {
+    std::vector<std::int32_t> links;
+    t.route(0, b, links);
+    EXPECT_EQ(static_cast<int>(links.size()), dist[static_cast<std::size_t>(b)]) << b;
+    const double bw = t.link(links[0]).bytes_per_s;
+    EXPECT_EQ(bw, b < 8 ? c.intra_node_bytes_per_s : c.inter_node_bytes_per_s) << b;
+  }
+  // Every link id is an edge of the graph with the same properties.
+  std::size_t edges = 0;
+  for (auto [e, end] = boost::edges(g); e != end; ++e, ++edges)
+    EXPECT_EQ(g[*e].bytes_per_s, t.link(g[*e].id).bytes_per_s);
+  EXPECT_EQ(edges, static_cast<std::size_t>(t.num_links()));
+}
+
+TEST(Topology, CollectiveTimesComeFromCollectivesH) {
+  const ClusterSpec c = *make_cluster("H100-80GB", 32, 8);
+  const Topology t(c);
+  const std::int64_t bytes = 64 << 20;
+  auto total = [](const sim::NetDemand& d) { return d.latency_s + d.transfer_s; };
+  // Inside a node: a ring over NVLink.
+  const std::vector<std::int64_t> node = {0, 1, 2, 3, 4, 5, 6, 7};
+  EXPECT_NEAR(total(t.collective_demand(Collective::kAllReduce, bytes, node,
+                                        sim::SumAlgorithm::kRing, identity)),
+              ring_collective_time_s(Collective::kAllReduce, bytes, 8, c.intra_node_bytes_per_s,
+                                     c.intra_node_latency_s),
+              1e-12);
+  // One GPU per node: a ring over InfiniBand.
+  const std::vector<std::int64_t> spread = {0, 8, 16, 24};
+  EXPECT_NEAR(total(t.collective_demand(Collective::kReduceScatter, bytes, spread,
+                                        sim::SumAlgorithm::kRing, identity)),
+              ring_collective_time_s(Collective::kReduceScatter, bytes, 4,
+                                     c.inter_node_bytes_per_s, c.inter_node_latency_s),
+              1e-12);
+  // Several GPUs on several nodes: hierarchical all-reduce.
+  const std::vector<std::int64_t> both = {0, 1, 8, 9};
+  EXPECT_NEAR(total(t.collective_demand(Collective::kAllReduce, bytes, both,
+                                        sim::SumAlgorithm::kRing, identity)),
+              hierarchical_all_reduce_time_s(bytes, 2, 2, c.intra_node_bytes_per_s,
+                                             c.intra_node_latency_s, c.inter_node_bytes_per_s,
+                                             c.inter_node_latency_s),
+              1e-12);
+  // DataParallel's gather and broadcast.
+  EXPECT_NEAR(total(t.collective_demand(Collective::kAllReduce, bytes, node,
+                                        sim::SumAlgorithm::kGatherBroadcast, identity)),
+              gather_broadcast_time_s(bytes, 8, c.intra_node_bytes_per_s, c.intra_node_latency_s),
+              1e-12);
+  // Point to point across nodes.
+  const sim::NetDemand p2p = t.collective_demand(Collective::kSendRecv, bytes, {3, 11},
+                                                 sim::SumAlgorithm::kRing, identity);
+  EXPECT_NEAR(total(p2p), ring_collective_time_s(Collective::kSendRecv, bytes, 2,
+                                                 c.inter_node_bytes_per_s,
+                                                 c.inter_node_latency_s),
+              1e-12);
+  EXPECT_EQ(p2p.links.size(), 2u);
+}
+
+TEST(Engine, FlowsOnTheSameLinkShareItsBandwidth) {
+  sim::Engine e(4);
+  const std::int32_t s0 = e.add_stream(), s1 = e.add_stream(), s2 = e.add_stream();
+  auto flow = [&](std::int32_t stream, std::vector<std::int32_t> links) {
+    sim::NetDemand d;
+    d.transfer_s = 1.0;
+    d.links = std::move(links);
+    const std::int32_t op = e.add_op(stream, 0);
+    e.join(op, e.add_collective(e.add_net(d), 1));
+    return op;
+  };
+  const std::int32_t a = flow(s0, {0});
+  const std::int32_t b = flow(s1, {0, 1});
+  const std::int32_t c = flow(s2, {2});
+  e.run();
+  // a and b share link 0 at half speed; c has link 2 alone.
+  EXPECT_EQ(e.op(a).end, 2'000'000'000);
+  EXPECT_EQ(e.op(b).end, 2'000'000'000);
+  EXPECT_EQ(e.op(c).end, 1'000'000'000);
+}
+
+TEST(Engine, ALateFlowSlowsTheRestOfAnEarlyOne) {
+  sim::Engine e(1);
+  const std::int32_t s0 = e.add_stream(), s1 = e.add_stream();
+  sim::NetDemand d;
+  d.transfer_s = 1.0;
+  d.links = {0};
+  const std::int32_t a = e.add_op(s0, 0);
+  e.join(a, e.add_collective(e.add_net(d), 1));
+  const std::int32_t wait = e.add_op(s1, 500'000'000);  // 0.5 s of compute
+  const std::int32_t b = e.add_op(s1, 0);
+  e.join(b, e.add_collective(e.add_net(d), 1));
+  (void)wait;
+  e.run();
+  // a: 0.5 s alone, then shares: its last 0.5 s of work takes 1 s -> ends at 1.5 s.
+  EXPECT_EQ(e.op(a).end, 1'500'000'000);
+  // b: starts at 0.5 s, 0.5 s of work at half speed (1 s), then 0.5 s alone -> 2.0 s.
+  EXPECT_EQ(e.op(b).end, 2'000'000'000);
+}
+
+TEST(Engine, CollectiveStartsWhenEveryParticipantArrives) {
+  sim::Engine e(1);
+  const std::int32_t s0 = e.add_stream(), s1 = e.add_stream();
+  sim::NetDemand d;
+  d.latency_s = 1e-6;
+  const std::int32_t net = e.add_net(d);
+  const std::int32_t coll = e.add_collective(net, 2);
+  const std::int32_t a = e.add_op(s0, 0);
+  e.add_op(s1, 1000);
+  const std::int32_t b = e.add_op(s1, 0);
+  e.join(a, coll);
+  e.join(b, coll);
+  e.run();
+  EXPECT_EQ(e.op(a).start, 0);
+  EXPECT_EQ(e.op(a).began, 1000);
+  EXPECT_EQ(e.op(a).end, 2000);
+  EXPECT_EQ(e.op(b).end, 2000);
+}
+
+}  // namespace
+}  // namespace trainplan

@@ -1,0 +1,171 @@
+// compare: predicted against measured, side by side, with the error in percent.
+//
+//   compare --predicted predicted.json --measured measured.json [--json] [--out FILE]
+//   compare --model M --plan P --hardware H [--cluster F] --np N [--steps S] [--warmup W]
+//           [--workdir DIR] [--json] [--out FILE]
+//
+// The second form runs `simulate` and `mpirun -np N execute` (found next to this program),
+// keeps their reports (and simulate's Chrome trace) in --workdir, and compares them.
+// Exit codes: 0 compared; 2 usage; 3 a report is malformed (the message names file and field);
+// 5 simulate or execute failed; 6 a file could not be read or written.
+// Tested by tests/calibration/compare_tool_test.cc.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "calibration/compare.h"
+#include "tools/cli.h"
+
+namespace {
+
+using namespace trainplan;
+using namespace trainplan::calibration;
+
+constexpr const char* kProgram = "compare";
+
+Result<StepReport> load_report(const std::string& path) {
+  auto json = cli::read_json_file(path);
+  if (!json.ok()) return json.status();
+  return step_report_from_json(*json, path);
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::filesystem::path own_directory(const char* argv0) {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) exe = std::filesystem::absolute(argv0, ec);
+  return exe.parent_path();
+}
+
+Status run_command(const std::string& what, const std::string& command) {
+  std::cerr << kProgram << ": running " << command << "\n";
+  const int rc = std::system(command.c_str());
+  if (rc != 0)
+    return Status::Error(what + " failed (exit status " +
+                             std::to_string(WIFEXITED(rc) ? WEXITSTATUS(rc) : rc) + "): " + command,
+                         ExitCode::kRuntime);
+  return Status::Ok();
+}
+
+// Runs simulate and execute for --model/--plan; returns the two report paths.
+Result<std::pair<std::string, std::string>> run_both(const cli::Args& args, const char* argv0) {
+  for (const char* need : {"model", "plan", "np"})
+    if (!args.has(need))
+      return Status::Error(std::string("missing --") + need +
+                               " (or give --predicted and --measured)",
+                           ExitCode::kUsage);
+  auto np = args.get_int("np", 1, 1, 4096);
+  if (!np.ok()) return np.status();
+  auto steps = args.get_int("steps", 5, 1, 1000000);
+  if (!steps.ok()) return steps.status();
+  auto warmup = args.get_int("warmup", 1, 0, 1000000);
+  if (!warmup.ok()) return warmup.status();
+  const std::filesystem::path simulate = own_directory(argv0) / "simulate";
+  const std::filesystem::path execute = own_directory(argv0) / "execute";
+  for (const auto& tool : {simulate, execute})
+    if (!std::filesystem::exists(tool))
+      return Status::Error("cannot find " + tool.string() +
+                               " (compare runs the simulate and execute next to it)",
+                           ExitCode::kIo);
+  std::string dir = args.get("workdir");
+  if (dir.empty()) {
+    char templ[] = "/tmp/trainplan-compare-XXXXXX";
+    if (::mkdtemp(templ) == nullptr)
+      return Status::Error("cannot create a temporary directory", ExitCode::kIo);
+    dir = templ;
+  } else {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Status::Error("cannot create --workdir " + dir + ": " + ec.message(), ExitCode::kIo);
+  }
+  const std::string predicted = dir + "/predicted.json", measured = dir + "/measured.json";
+  std::string sim = shell_quote(simulate.string()) + " --model " + shell_quote(args.get("model")) +
+                    " --plan " + shell_quote(args.get("plan")) + " --json --out " +
+                    shell_quote(predicted) + " --trace " + shell_quote(dir + "/predicted_trace.json");
+  if (args.has("hardware")) sim += " --hardware " + shell_quote(args.get("hardware"));
+  if (args.has("cluster")) sim += " --cluster " + shell_quote(args.get("cluster"));
+  else sim += " --gpus " + std::to_string(*np);
+  sim += " > /dev/null";
+  TRAINPLAN_RETURN_IF_ERROR(run_command("simulate", sim));
+  std::string exec = "mpirun --oversubscribe";
+  if (::geteuid() == 0) exec += " --allow-run-as-root";
+  exec += " -np " + std::to_string(*np) + " " + shell_quote(execute.string()) + " --model " +
+          shell_quote(args.get("model")) + " --plan " + shell_quote(args.get("plan")) +
+          " --steps " + std::to_string(*steps) + " --warmup " + std::to_string(*warmup) +
+          " --random-tokens --out " + shell_quote(measured);
+  TRAINPLAN_RETURN_IF_ERROR(run_command("execute", exec));
+  return std::make_pair(predicted, measured);
+}
+
+int run(int argc, char** argv) {
+  cli::Args args(kProgram,
+                 "Put a predicted and a measured step report side by side: step time, phases, "
+                 "communication per group, peak memory, bytes; error in percent.",
+                 {{"predicted", true, "StepReport JSON from simulate (kind \"predicted\")"},
+                  {"measured", true, "StepReport JSON from execute (kind \"measured\")"},
+                  {"json", false, "print JSON (schema trainplan.compare/1) instead of a table"},
+                  {"out", true, "also write the JSON comparison to FILE"},
+                  {"model", true, "in one go: model JSON"},
+                  {"plan", true, "in one go: plan JSON"},
+                  {"hardware", true, "in one go: hardware profile for simulate"},
+                  {"cluster", true, "in one go: cluster JSON for simulate (default --gpus NP)"},
+                  {"np", true, "in one go: ranks for mpirun -np"},
+                  {"steps", true, "in one go: steps to execute (default 5)"},
+                  {"warmup", true, "in one go: warm-up steps excluded (default 1)"},
+                  {"workdir", true, "in one go: where to keep the reports (default: a temp dir)"}});
+  if (Status st = args.parse(argc, argv); !st.ok()) return cli::fail(kProgram, st);
+  if (args.help_requested()) {
+    std::cout << args.usage();
+    return 0;
+  }
+  std::string ppath = args.get("predicted"), mpath = args.get("measured");
+  const bool file_mode = args.has("predicted") || args.has("measured");
+  if (file_mode) {
+    if (!args.has("predicted") || !args.has("measured"))
+      return cli::fail(kProgram, Status::Error("give both --predicted FILE and --measured FILE",
+                                               ExitCode::kUsage));
+    for (const char* other : {"model", "plan", "np", "steps", "warmup", "workdir"})
+      if (args.has(other))
+        return cli::fail(kProgram, Status::Error(std::string("--") + other +
+                                                     " is for the one-go form; it cannot be "
+                                                     "combined with --predicted/--measured",
+                                                 ExitCode::kUsage));
+  } else {
+    auto paths = run_both(args, argv[0]);
+    if (!paths.ok()) return cli::fail(kProgram, paths.status());
+    ppath = paths->first;
+    mpath = paths->second;
+  }
+  auto predicted = load_report(ppath);
+  if (!predicted.ok()) return cli::fail(kProgram, predicted.status());
+  auto measured = load_report(mpath);
+  if (!measured.ok()) return cli::fail(kProgram, measured.status());
+  auto cmp = compare_reports(*predicted, ppath, *measured, mpath);
+  if (!cmp.ok()) return cli::fail(kProgram, cmp.status());
+  const Json j = comparison_to_json(*cmp);
+  if (args.has("json")) std::cout << j.dump(2) << "\n";
+  else std::cout << format_comparison_table(*cmp);
+  if (args.has("out"))
+    if (Status st = cli::write_file_atomic(args.get("out"), j.dump(2) + "\n"); !st.ok())
+      return cli::fail(kProgram, st);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    return cli::fail(kProgram, Status::Error(std::string("internal error: ") + e.what(),
+                                             ExitCode::kInternal));
+  }
+}
