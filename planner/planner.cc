@@ -254,7 +254,8 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
         search.ranked[i].estimate = *sim;
         search.ranked[i].simulated = true;
       }
-      std::stable_sort(search.ranked.begin(), search.ranked.begin() + static_cast<long>(n),
+      // One ranking by the best figure each candidate has (simulated where refined).
+      std::stable_sort(search.ranked.begin(), search.ranked.end(),
                        [](const Candidate& a, const Candidate& b) {
                          return a.estimate.step_time_s < b.estimate.step_time_s;
                        });

@@ -54,8 +54,83 @@ Status check_inputs(const ModelSpec& model, const ClusterSpec& cluster, const Pl
 
 }  // namespace
 
+namespace {
+
+// x(M) on the line through (M1, x1) and (M2, x2).
+double extrapolate(double x1, double x2, double m1, double m2, double m) {
+  return x1 + (x2 - x1) * (m - m1) / (m2 - m1);
+}
+
+Result<SimResult> simulate_extrapolated(const ModelSpec& model, const ClusterSpec& cluster,
+                                        const Plan& plan, const SimOptions& options) {
+  const std::int64_t M = plan.num_micro_batches();
+  const std::int64_t m1 = std::max<std::int64_t>(2 * plan.pp, 2), m2 = m1 + plan.pp;
+  SimOptions exact = options;
+  exact.extrapolate_above_micro_batches = 0;
+  auto short_plan = [&](std::int64_t m) {
+    Plan p = plan;
+    p.global_batch_size = m * p.micro_batch_size * p.dp;
+    return p;
+  };
+  auto a = simulate_step(model, cluster, short_plan(m1), exact);
+  if (!a.ok()) return a;
+  auto b = simulate_step(model, cluster, short_plan(m2), exact);
+  if (!b.ok()) return b;
+  const double x1 = static_cast<double>(m1), x2 = static_cast<double>(m2),
+               xm = static_cast<double>(M);
+  auto lin = [&](double v1, double v2) { return extrapolate(v1, v2, x1, x2, xm); };
+  SimResult r = std::move(*b);
+  const SimResult& s1 = *a;
+  StepReport& rep = r.report;
+  const StepReport& r1 = s1.report;
+  rep.plan = plan_to_json(plan);
+  const double idle1 = r1.bubble_fraction * s1.pipeline_span_s,
+               idle2 = rep.bubble_fraction * r.pipeline_span_s;
+  rep.step_time_s = lin(r1.step_time_s, rep.step_time_s);
+  r.pipeline_span_s = lin(s1.pipeline_span_s, r.pipeline_span_s);
+  rep.bubble_fraction = r.pipeline_span_s > 0 ? lin(idle1, idle2) / r.pipeline_span_s : 0.0;
+  for (auto& [g, bytes] : rep.bytes_per_group) bytes = lin(r1.bytes_per_group.at(g), bytes);
+  for (std::size_t i = 0; i < rep.ranks.size(); ++i) {
+    RankStep& k = rep.ranks[i];
+    const RankStep& k1 = r1.ranks[i];
+    k.compute_s = lin(k1.compute_s, k.compute_s);
+    k.optimizer_s = lin(k1.optimizer_s, k.optimizer_s);
+    k.idle_s = lin(k1.idle_s, k.idle_s);
+    k.peak_memory_bytes = lin(k1.peak_memory_bytes, k.peak_memory_bytes);
+    k.memory.activations_bytes = lin(k1.memory.activations_bytes, k.memory.activations_bytes);
+    k.memory.buffers_bytes = lin(k1.memory.buffers_bytes, k.memory.buffers_bytes);
+    for (auto& [g, c] : k.comm) {
+      const GroupComm& c1 = k1.comm.at(g);
+      c.bytes_sent = lin(c1.bytes_sent, c.bytes_sent);
+      c.time_s = lin(c1.time_s, c.time_s);
+      c.exposed_s = lin(c1.exposed_s, c.exposed_s);
+    }
+    r.peak_in_flight[i] = std::llround(lin(static_cast<double>(s1.peak_in_flight[i]),
+                                           static_cast<double>(r.peak_in_flight[i])));
+  }
+  const StepFlops flops = step_flops(model, plan);
+  const double gpus = static_cast<double>(plan.world_size());
+  rep.tokens_per_s = static_cast<double>(plan.global_batch_size * model.seq_len) / rep.step_time_s;
+  rep.model_tflops_per_gpu = flops.model / rep.step_time_s / gpus / kTFLOP;
+  rep.hardware_tflops_per_gpu = flops.hardware / rep.step_time_s / gpus / kTFLOP;
+  const double peak = cluster.gpu.peak_flops_per_s(plan.precision);
+  if (peak > 0) rep.mfu = flops.model / (rep.step_time_s * gpus * peak);
+  r.events += s1.events;
+  r.extrapolated = true;
+  return r;
+}
+
+}  // namespace
+
 Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& cluster_in,
                                 const Plan& plan, const SimOptions& options) {
+  if (options.extrapolate_above_micro_batches > 0 && validate_plan(plan).ok() &&
+      plan.num_micro_batches() > options.extrapolate_above_micro_batches &&
+      plan.num_micro_batches() > 3 * plan.pp + 2 && !options.collect_trace) {
+    TRAINPLAN_RETURN_IF_ERROR(check_plan_fits_model(plan, model));
+    TRAINPLAN_RETURN_IF_ERROR(check_plan_world_size(plan, cluster_in.total_gpus()));
+    return simulate_extrapolated(model, cluster_in, plan, options);
+  }
   ClusterSpec cluster = cluster_in;
   if (options.hardware) apply_profile_links(*options.hardware, cluster);
   const DeviceRates rates =

@@ -45,6 +45,12 @@ struct SimOptions {
   // false (Megatron-LM's default): the compute stream waits for its pipeline sends to finish
   // (batch_isend_irecv + wait). true: sends run behind compute (--overlap-p2p-communication).
   bool overlap_p2p = false;
+  // When > 0 and the plan has more micro-batches than this, play two shorter steps (M1 and
+  // M1 + pp micro-batches, M1 >= 2 pp) and extrapolate linearly in M. A pipeline of identical
+  // micro-batches repeats the same pattern every micro-batch once filled, so times, bytes and
+  // memory are linear in M beyond the fill and drain (tests/simulator check it against the full
+  // simulation). The planner uses it; `simulate` plays every micro-batch unless asked.
+  std::int64_t extrapolate_above_micro_batches = 0;
 };
 
 struct SimResult {
@@ -59,6 +65,7 @@ struct SimResult {
   // Per report.ranks entry: the most (micro-batch, model chunk) pairs whose activations were
   // stored at once (1F1B: min(pp - stage, M); GPipe: M).
   std::vector<std::int64_t> peak_in_flight;
+  bool extrapolated = false;    // figures extrapolated from two shorter steps (see SimOptions)
 };
 
 // Simulates one optimizer step. Errors: the plan does not fit the model or the cluster size.

@@ -112,6 +112,9 @@ int run(int argc, char** argv) {
 
   SimOptions sim_opt;
   sim_opt.hardware = *hardware;
+  // Long pipelines are played as two short steps and extrapolated (exact for a filled,
+  // periodic pipeline; see SimOptions): keeps `plan` well under a second.
+  sim_opt.extrapolate_above_micro_batches = 32;
   RefineFn refine = [&](const Plan& p) -> Result<Estimate> {
     auto sim = simulate_step(*model, *cluster, p, sim_opt);
     if (!sim.ok()) return sim.status();
@@ -140,6 +143,7 @@ int run(int argc, char** argv) {
   if (args.has("trace") && best != nullptr) {
     SimOptions trace_opt = sim_opt;
     trace_opt.collect_trace = true;
+    trace_opt.extrapolate_above_micro_batches = 0;
     auto sim = simulate_step(*model, *cluster, best->plan, trace_opt);
     if (!sim.ok()) return cli::fail("plan", sim.status());
     if (Status st = cli::write_file_atomic(args.get("trace"), sim->trace_json); !st.ok())

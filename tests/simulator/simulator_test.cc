@@ -268,3 +268,49 @@ TEST(Simulator, PlanSweepRunsAndStaysSymmetric) {
 
 }  // namespace
 }  // namespace trainplan
+
+namespace trainplan {
+namespace {
+
+// The planner's fast path: two short steps extrapolated linearly in the number of
+// micro-batches give the figures of the full simulation (a filled pipeline repeats itself).
+TEST(Extrapolation, MatchesTheFullSimulation) {
+  ModelSpec m = *model_from_json(Json::parse(R"({"name":"x","num_layers":8,"hidden_size":512,
+      "num_attention_heads":8,"ffn_hidden_size":2048,"vocab_size":1024,"seq_len":256})"), "x");
+  const ClusterSpec c = *make_cluster("A100-80GB", 16, 8);
+  for (Schedule sched : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved}) {
+    for (int zero : {0, 2, 3}) {
+      Plan p;
+      p.tp = 2;
+      p.pp = 4;
+      p.dp = 2;
+      p.zero_stage = zero;
+      p.micro_batch_size = 1;
+      p.global_batch_size = 2 * 40;  // M = 40
+      p.schedule = sched;
+      p.virtual_stages = sched == Schedule::kInterleaved ? 2 : 1;
+      SimOptions full;
+      SimOptions fast;
+      fast.extrapolate_above_micro_batches = 16;
+      auto a = simulate_step(m, c, p, full);
+      auto b = simulate_step(m, c, p, fast);
+      ASSERT_TRUE(a.ok() && b.ok()) << a.status().message() << b.status().message();
+      EXPECT_TRUE(b->extrapolated);
+      EXPECT_LT(b->events, a->events);
+      const double rel = std::fabs(b->report.step_time_s - a->report.step_time_s) /
+                         a->report.step_time_s;
+      EXPECT_LT(rel, 1e-3) << describe(p) << ": " << a->report.step_time_s << " vs "
+                           << b->report.step_time_s;
+      for (const auto& [g, bytes] : a->report.bytes_per_group)
+        EXPECT_NEAR(b->report.bytes_per_group.at(g), bytes, 1e-6 * bytes + 1) << g;
+      for (std::size_t i = 0; i < a->report.ranks.size(); ++i)
+        EXPECT_NEAR(b->report.ranks[i].peak_memory_bytes, a->report.ranks[i].peak_memory_bytes,
+                    1e-6 * a->report.ranks[i].peak_memory_bytes)
+            << describe(p) << " stage " << i;
+      EXPECT_NEAR(b->report.bubble_fraction, a->report.bubble_fraction, 1e-3);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trainplan
