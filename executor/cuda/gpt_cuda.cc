@@ -1,0 +1,483 @@
+// One pipeline stage of a GPT on a GPU; see gpt_cuda.h. Read side by side with
+// executor/gpt.cc: the same steps in the same order, each TP collective tagged with its
+// cost-model task (models/cost_model.cc).
+#include "executor/cuda/gpt_cuda.h"
+
+#include <algorithm>
+
+#include "executor/cuda/kernels.h"
+
+namespace trainplan::executor::cuda {
+
+using Buf = DeviceBuffer<bf16>;
+using FBuf = DeviceBuffer<float>;
+
+Status check_cuda_executor_supports(const ModelSpec& m, const Plan& p) {
+  Plan as_fp32 = p;
+  if (p.precision != Precision::kBf16)
+    return Status::Error("the CUDA executor computes in bf16: the plan must say \"precision\": "
+                         "\"bf16\"");
+  as_fp32.precision = Precision::kFp32;
+  Status s = check_executor_supports(m, as_fp32);
+  if (!s.ok()) return s;
+  const std::int64_t hd = m.q_width() / m.num_attention_heads;
+  if (hd > kMaxHeadDim)
+    return Status::Error("the CUDA executor's attention supports head_dim <= " +
+                         std::to_string(kMaxHeadDim) + ", the model has " + std::to_string(hd));
+  return Status::Ok();
+}
+
+struct CudaStageModel::LayerCache {
+  Buf x;                       // (Tl, h) layer input (all that full recompute keeps)
+  Buf ln1;                     // (Tl, h)
+  FBuf ln1_mean, ln1_rstd;     // (Tl)
+  Buf q, k, v;                 // (T, q/tp)
+  Buf attn;                    // (T, q/tp)
+  FBuf lse;                    // (b * heads/tp * s) attention log-sum-exp per row
+  Buf x1;                      // (Tl, h)
+  Buf ln2;                     // (Tl, h)
+  FBuf ln2_mean, ln2_rstd;     // (Tl)
+  Buf a;                       // (T, f/tp) fc1 output
+  Buf g;                       // (T, f/tp) GELU output
+  bool complete = false;
+};
+
+struct CudaStageModel::MicroBatch {
+  const std::int32_t* tokens = nullptr;   // (T) device, owned by the caller until backward
+  DeviceBuffer<std::int32_t> targets;     // (T) last stage
+  DeviceBuffer<std::int32_t> token_copy;  // (T) first stage, for the embedding backward
+  std::vector<LayerCache> layers;
+  Buf head_in;                            // (Tl, h)
+  FBuf lnf_mean, lnf_rstd;                // (Tl)
+  Buf lnf;                                // (T, h)
+  Buf logits;                             // (T, V/tp); the backward overwrites it in place
+  FBuf row_max, sum_exp, target_logit;    // (T)
+  float loss_scale = 0;
+};
+
+CudaStageModel::CudaStageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage,
+                               NcclComm* comm, DeviceBlockAccess& access, Gemm& gemm,
+                               cudaStream_t stream)
+    : model_(model), plan_(plan), comm_(comm), access_(access), gemm_(gemm), stream_(stream) {
+  TRAINPLAN_CHECK(comm != nullptr || plan.world_size() == 1)
+      << "a multi-rank plan needs a communicator";
+  x_.stage = stage;
+  x_.tp = plan.tp;
+  x_.tp_rank = comm != nullptr ? comm->group_rank(CommGroup::kTp) : 0;
+  x_.tokens = plan.micro_batch_size * model.seq_len;
+  x_.sp = plan.sequence_parallel && plan.tp > 1;
+  x_.local_tokens = x_.sp ? x_.tokens / plan.tp : x_.tokens;
+  x_.first = stage == 0;
+  x_.last = stage == plan.pp - 1;
+  heads_ = model.num_attention_heads / plan.tp;
+  hd_ = model.q_width() / model.num_attention_heads;
+  layouts_ = stage_layouts(model, plan, stage, x_.tp_rank);
+  const std::vector<std::int64_t> layers = chunk_layers(plan, model);
+  std::size_t next = x_.first ? 1 : 0;
+  for (std::int64_t v = 0; v < plan.virtual_stages; ++v) {
+    std::vector<std::size_t>& blocks = chunk_blocks_.emplace_back();
+    for (std::int64_t i = 0; i < layers[static_cast<std::size_t>(v * plan.pp + stage)]; ++i)
+      blocks.push_back(next++);
+  }
+  TRAINPLAN_CHECK(next + (x_.last ? 1 : 0) == layouts_.size()) << "block count mismatch";
+}
+
+CudaStageModel::~CudaStageModel() = default;
+
+CudaStageModel::LayerParams CudaStageModel::layer_params(std::size_t block) {
+  LayerParams lp{};
+  const bf16* p = access_.params(block);
+  float* g = access_.grads(block);
+  const BlockLayout& l = layouts_[block];
+  for (std::size_t i = 0; i < kNumLayerTensors; ++i) {
+    lp.p[i] = p + l.tensors[i].offset;
+    lp.g[i] = g + l.tensors[i].offset;
+  }
+  return lp;
+}
+
+void CudaStageModel::all_reduce(bf16* data, std::int64_t count) {
+  if (comm_ != nullptr)
+    comm_->all_reduce_device(CommGroup::kTp, data, count, DType::kBF16, ReduceOp::kSum, stream_);
+}
+
+void CudaStageModel::all_reduce_f32(float* data, std::int64_t count, ReduceOp op) {
+  if (comm_ != nullptr)
+    comm_->all_reduce_device(CommGroup::kTp, data, count, DType::kF32, op, stream_);
+}
+
+void CudaStageModel::gather_tokens(const Buf& local, Buf& full) {
+  full.resize(local.size() * x_.tp);
+  comm_->all_gather_device(CommGroup::kTp, local.data(), full.data(), local.size(), DType::kBF16,
+                           stream_);
+}
+
+void CudaStageModel::reduce_scatter_tokens(const Buf& full, Buf& local) {
+  local.resize(full.size() / x_.tp);
+  comm_->reduce_scatter_device(CommGroup::kTp, full.data(), local.data(), local.size(),
+                               DType::kBF16, stream_);
+}
+
+void CudaStageModel::layer_forward(std::size_t block, Buf&& x, LayerCache& c, Buf& out) {
+  const LayerParams P = layer_params(block);
+  const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp,
+                     fr = model_.ffn_hidden_size / plan_.tp;
+  const std::int64_t T = x_.tokens, Tl = x_.local_tokens;
+  c.x = std::move(x);
+  c.ln1.resize(Tl * h);
+  c.ln1_mean.resize(Tl);
+  c.ln1_rstd.resize(Tl);
+  layernorm_forward(c.x.data(), P.p[kLn1G], P.p[kLn1B], c.ln1.data(), c.ln1_mean.data(),
+                    c.ln1_rstd.data(), Tl, h, stream_);
+  Buf gathered;
+  const Buf* y1 = &c.ln1;
+  if (x_.sp) {
+    gather_tokens(c.ln1, gathered);  // tp_all_gather_attn
+    y1 = &gathered;
+  }
+  for (Buf* b : {&c.q, &c.k, &c.v}) b->resize(T * qr);
+  gemm_.linear_forward(y1->data(), P.p[kWq], P.p[kBq], c.q.data(), T, h, qr, stream_);
+  gemm_.linear_forward(y1->data(), P.p[kWk], P.p[kBk], c.k.data(), T, h, qr, stream_);
+  gemm_.linear_forward(y1->data(), P.p[kWv], P.p[kBv], c.v.data(), T, h, qr, stream_);
+  c.attn.resize(T * qr);
+  c.lse.resize(plan_.micro_batch_size * heads_ * model_.seq_len);
+  attention_forward(c.q.data(), c.k.data(), c.v.data(), qr, c.attn.data(), c.lse.data(),
+                    plan_.micro_batch_size, model_.seq_len, heads_, hd_, stream_, &gemm_);
+  Buf partial(T * h), o;
+  gemm_.linear_forward(c.attn.data(), P.p[kWo], nullptr, partial.data(), T, qr, h, stream_);
+  if (x_.sp) {
+    reduce_scatter_tokens(partial, o);  // tp_reduce_scatter_attn
+  } else {
+    all_reduce(partial.data(), partial.size());  // tp_all_reduce_attn
+    o = std::move(partial);
+  }
+  c.x1.resize(Tl * h);
+  residual_bias_add(c.x.data(), o.data(), P.p[kBo], c.x1.data(), Tl, h, stream_);
+  c.ln2.resize(Tl * h);
+  c.ln2_mean.resize(Tl);
+  c.ln2_rstd.resize(Tl);
+  layernorm_forward(c.x1.data(), P.p[kLn2G], P.p[kLn2B], c.ln2.data(), c.ln2_mean.data(),
+                    c.ln2_rstd.data(), Tl, h, stream_);
+  const Buf* y2 = &c.ln2;
+  if (x_.sp) {
+    gather_tokens(c.ln2, gathered);  // tp_all_gather_mlp
+    y2 = &gathered;
+  }
+  c.a.resize(T * fr);
+  c.g.resize(T * fr);
+  gemm_.linear_forward(y2->data(), P.p[kW1], P.p[kB1], c.a.data(), T, h, fr, stream_);
+  gelu_forward(c.a.data(), c.g.data(), T * fr, stream_);
+  partial.resize(T * h);
+  gemm_.linear_forward(c.g.data(), P.p[kW2], nullptr, partial.data(), T, fr, h, stream_);
+  Buf m;
+  if (x_.sp) {
+    reduce_scatter_tokens(partial, m);  // tp_reduce_scatter_mlp
+  } else {
+    all_reduce(partial.data(), partial.size());  // tp_all_reduce_mlp
+    m = std::move(partial);
+  }
+  out.resize(Tl * h);
+  residual_bias_add(c.x1.data(), m.data(), P.p[kB2], out.data(), Tl, h, stream_);
+  c.complete = true;
+}
+
+void CudaStageModel::layer_backward(std::size_t block, LayerCache& c, const Buf& dout, Buf& dx) {
+  const LayerParams P = layer_params(block);
+  const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp,
+                     fr = model_.ffn_hidden_size / plan_.tp;
+  const std::int64_t T = x_.tokens, Tl = x_.local_tokens;
+  // MLP.
+  Buf gathered;
+  const Buf* dm = &dout;
+  if (x_.sp) {
+    gather_tokens(dout, gathered);  // tp_all_gather_mlp_grad
+    dm = &gathered;
+  }
+  Buf dg(T * fr), da(T * fr), dy(T * h);
+  gemm_.linear_dgrad(dm->data(), P.p[kW2], dg.data(), T, fr, h, false, stream_);
+  gemm_.linear_wgrad(c.g.data(), dm->data(), P.g[kW2], T, fr, h, stream_);
+  bias_backward(dm->data(), P.g[kB2], T, h, stream_);
+  gelu_backward(c.a.data(), dg.data(), da.data(), T * fr, stream_);
+  gemm_.linear_dgrad(da.data(), P.p[kW1], dy.data(), T, h, fr, false, stream_);  // fc1_dgrad
+  const Buf* y2 = &c.ln2;
+  if (x_.sp) {
+    gather_tokens(c.ln2, gathered);  // tp_all_gather_mlp_input
+    y2 = &gathered;
+  }
+  gemm_.linear_wgrad(y2->data(), da.data(), P.g[kW1], T, h, fr, stream_);
+  bias_backward(da.data(), P.g[kB1], T, fr, stream_);
+  Buf dyl;
+  if (x_.sp) {
+    reduce_scatter_tokens(dy, dyl);  // tp_reduce_scatter_mlp_grad
+  } else {
+    all_reduce(dy.data(), dy.size());  // tp_all_reduce_mlp_grad
+    dyl = std::move(dy);
+  }
+  Buf dn(Tl * h), dx1(Tl * h);
+  layernorm_backward(dyl.data(), c.x1.data(), P.p[kLn2G], c.ln2_mean.data(), c.ln2_rstd.data(),
+                     dn.data(), P.g[kLn2G], P.g[kLn2B], Tl, h, stream_);
+  add(dout.data(), dn.data(), dx1.data(), Tl * h, stream_);
+
+  // Attention.
+  const Buf* dop = &dx1;
+  if (x_.sp) {
+    gather_tokens(dx1, gathered);  // tp_all_gather_attn_grad
+    dop = &gathered;
+  }
+  Buf dattn(T * qr);
+  gemm_.linear_dgrad(dop->data(), P.p[kWo], dattn.data(), T, qr, h, false, stream_);
+  gemm_.linear_wgrad(c.attn.data(), dop->data(), P.g[kWo], T, qr, h, stream_);
+  bias_backward(dop->data(), P.g[kBo], T, h, stream_);
+  Buf dq(T * qr), dk(T * qr), dv(T * qr);
+  FBuf delta(c.lse.size());
+  attention_backward(c.q.data(), c.k.data(), c.v.data(), qr, c.attn.data(), dattn.data(),
+                     c.lse.data(), delta.data(), dq.data(), dk.data(), dv.data(),
+                     plan_.micro_batch_size, model_.seq_len, heads_, hd_, stream_, &gemm_);
+  dy.resize(T * h);  // qkv_dgrad
+  gemm_.linear_dgrad(dq.data(), P.p[kWq], dy.data(), T, h, qr, false, stream_);
+  gemm_.linear_dgrad(dk.data(), P.p[kWk], dy.data(), T, h, qr, true, stream_);
+  gemm_.linear_dgrad(dv.data(), P.p[kWv], dy.data(), T, h, qr, true, stream_);
+  const Buf* y1 = &c.ln1;
+  if (x_.sp) {
+    gather_tokens(c.ln1, gathered);  // tp_all_gather_attn_input
+    y1 = &gathered;
+  }
+  gemm_.linear_wgrad(y1->data(), dq.data(), P.g[kWq], T, h, qr, stream_);
+  gemm_.linear_wgrad(y1->data(), dk.data(), P.g[kWk], T, h, qr, stream_);
+  gemm_.linear_wgrad(y1->data(), dv.data(), P.g[kWv], T, h, qr, stream_);
+  bias_backward(dq.data(), P.g[kBq], T, qr, stream_);
+  bias_backward(dk.data(), P.g[kBk], T, qr, stream_);
+  bias_backward(dv.data(), P.g[kBv], T, qr, stream_);
+  if (x_.sp) {
+    reduce_scatter_tokens(dy, dyl);  // tp_reduce_scatter_attn_grad
+  } else {
+    all_reduce(dy.data(), dy.size());  // tp_all_reduce_attn_grad
+    dyl = std::move(dy);
+  }
+  dn.resize(Tl * h);
+  layernorm_backward(dyl.data(), c.x.data(), P.p[kLn1G], c.ln1_mean.data(), c.ln1_rstd.data(),
+                     dn.data(), P.g[kLn1G], P.g[kLn1B], Tl, h, stream_);
+  dx.resize(Tl * h);
+  add(dx1.data(), dn.data(), dx.data(), Tl * h, stream_);
+}
+
+void CudaStageModel::embedding_forward(const std::int32_t* tokens, Buf& out) {
+  const BlockLayout& l = layouts_[0];
+  const TensorSlice& wte = l.tensors[kWte];
+  const bf16* p = access_.params(0);
+  const std::int64_t h = model_.hidden_size, T = x_.tokens;
+  Buf e(T * h);
+  cuda::embedding_forward(tokens, p + wte.offset, wte.row0, wte.rows, e.data(), T, h, stream_);
+  std::int64_t first_token = 0;
+  if (x_.sp) {
+    reduce_scatter_tokens(e, out);  // tp_reduce_scatter_embedding
+    first_token = x_.tp_rank * x_.local_tokens;
+  } else {
+    all_reduce(e.data(), e.size());  // tp_all_reduce_embedding
+    out = std::move(e);
+  }
+  add_positions(out.data(), p + l.tensors[kWpe].offset, first_token, model_.seq_len,
+                out.size() / h, h, stream_);
+}
+
+void CudaStageModel::embedding_backward(const std::int32_t* tokens, const Buf& dout) {
+  const BlockLayout& l = layouts_[0];
+  const TensorSlice& wte = l.tensors[kWte];
+  float* g = access_.grads(0);
+  Buf gathered;
+  const Buf* d = &dout;
+  if (x_.sp) {
+    gather_tokens(dout, gathered);  // tp_all_gather_embedding_grad
+    d = &gathered;
+  }
+  cuda::embedding_backward(tokens, d->data(), g + wte.offset, wte.row0, wte.rows,
+                     g + l.tensors[kWpe].offset, model_.seq_len, x_.tokens, model_.hidden_size,
+                     stream_);
+}
+
+const bf16* CudaStageModel::head_weights() {
+  if (model_.tie_word_embeddings && plan_.pp == 1)
+    return access_.params(0) + layouts_[0].tensors[kWte].offset;
+  return access_.params(layouts_.size() - 1) + layouts_.back().tensors[kHeadW].offset;
+}
+
+float* CudaStageModel::head_grads() {
+  if (model_.tie_word_embeddings && plan_.pp == 1)
+    return access_.grads(0) + layouts_[0].tensors[kWte].offset;
+  return access_.grads(layouts_.size() - 1) + layouts_.back().tensors[kHeadW].offset;
+}
+
+void CudaStageModel::head_forward(MicroBatch& s, Buf&& x, const std::int32_t* targets,
+                                  float scale, double* loss_sum) {
+  const std::size_t hb = layouts_.size() - 1;
+  const BlockLayout& l = layouts_[hb];
+  const bf16* p = access_.params(hb);
+  const std::int64_t h = model_.hidden_size, vr = padded_vocab(model_, plan_.tp) / plan_.tp;
+  const std::int64_t v0 = x_.tp_rank * vr, T = x_.tokens, Tl = x_.local_tokens;
+  s.head_in = std::move(x);
+  s.targets.resize(T);
+  TP_CUDA(cudaMemcpyAsync(s.targets.data(), targets, static_cast<std::size_t>(T) * 4,
+                          cudaMemcpyDeviceToDevice, stream_));
+  s.loss_scale = scale;
+  Buf y(Tl * h);
+  s.lnf_mean.resize(Tl);
+  s.lnf_rstd.resize(Tl);
+  layernorm_forward(s.head_in.data(), p + l.tensors[kLnfG].offset, p + l.tensors[kLnfB].offset,
+                    y.data(), s.lnf_mean.data(), s.lnf_rstd.data(), Tl, h, stream_);
+  if (x_.sp) {
+    gather_tokens(y, s.lnf);  // tp_all_gather_head
+  } else {
+    s.lnf = std::move(y);
+  }
+  // logits (T, vr) = lnf (T, h) * W^T, W (vr, h).
+  s.logits.resize(T * vr);
+  GemmArgs g;
+  g.trans_b = true;
+  g.m = T; g.n = vr; g.k = h;
+  g.a = s.lnf.data(); g.lda = h;
+  g.b = head_weights(); g.ldb = h;
+  g.c = s.logits.data(); g.ldc = vr;
+  gemm_.run(g, stream_);
+  const std::int64_t valid = std::clamp<std::int64_t>(model_.vocab_size - v0, 0, vr);
+  s.row_max.resize(T);
+  s.sum_exp.resize(T);
+  s.target_logit.resize(T);
+  cross_entropy_max(s.logits.data(), s.row_max.data(), T, vr, valid, stream_);
+  all_reduce_f32(s.row_max.data(), T, ReduceOp::kMax);  // tp_all_reduce_logit_max
+  cross_entropy_sum_exp(s.logits.data(), s.row_max.data(), s.targets.data(), v0,
+                        s.sum_exp.data(), s.target_logit.data(), T, vr, valid, stream_);
+  all_reduce_f32(s.sum_exp.data(), T, ReduceOp::kSum);       // tp_all_reduce_sum_exp
+  all_reduce_f32(s.target_logit.data(), T, ReduceOp::kSum);  // tp_all_reduce_target_logit
+  cross_entropy_loss(s.row_max.data(), s.sum_exp.data(), s.target_logit.data(), loss_sum, T,
+                     stream_);
+}
+
+void CudaStageModel::head_backward(MicroBatch& s, Buf& dx) {
+  const std::size_t hb = layouts_.size() - 1;
+  const BlockLayout& l = layouts_[hb];
+  const bf16* p = access_.params(hb);
+  float* g = access_.grads(hb);
+  const std::int64_t h = model_.hidden_size, vr = padded_vocab(model_, plan_.tp) / plan_.tp;
+  const std::int64_t v0 = x_.tp_rank * vr, T = x_.tokens, Tl = x_.local_tokens;
+  const std::int64_t valid = std::clamp<std::int64_t>(model_.vocab_size - v0, 0, vr);
+  // dlogits = (softmax - one_hot(target)) * loss scale, in place.
+  cross_entropy_backward(s.logits.data(), s.row_max.data(), s.sum_exp.data(), s.targets.data(),
+                         v0, s.loss_scale, T, vr, valid, stream_);
+  Buf dy(T * h);
+  gemm_.linear_forward(s.logits.data(), head_weights(), nullptr, dy.data(), T, vr, h,
+                       stream_);  // lm_head_dgrad: dlogits (T, vr) * W (vr, h)
+  gemm_.linear_wgrad(s.logits.data(), s.lnf.data(), head_grads(), T, vr, h,
+                     stream_);  // lm_head_wgrad: dW (vr, h) += dlogits^T lnf
+  Buf dyl;
+  if (x_.sp) {
+    reduce_scatter_tokens(dy, dyl);  // tp_reduce_scatter_head_grad
+  } else {
+    all_reduce(dy.data(), dy.size());  // tp_all_reduce_head_grad
+    dyl = std::move(dy);
+  }
+  dx.resize(Tl * h);
+  layernorm_backward(dyl.data(), s.head_in.data(), p + l.tensors[kLnfG].offset,
+                     s.lnf_mean.data(), s.lnf_rstd.data(), dx.data(),
+                     g + l.tensors[kLnfG].offset, g + l.tensors[kLnfB].offset, Tl, h, stream_);
+}
+
+void CudaStageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int32_t* tokens,
+                             const std::int32_t* targets, Buf* input, Buf* output,
+                             float loss_scale, double* loss_sum) {
+  auto state = std::make_unique<MicroBatch>();
+  MicroBatch& s = *state;
+  const std::vector<std::size_t>& blocks = chunk_blocks_[static_cast<std::size_t>(chunk)];
+  s.layers.resize(blocks.size());
+  const bool embed = has_embedding(chunk), head = has_head(chunk);
+  const bool hold_embedding = embed && head && model_.tie_word_embeddings;
+  Buf hcur;
+  if (embed) {
+    s.token_copy.resize(x_.tokens);
+    TP_CUDA(cudaMemcpyAsync(s.token_copy.data(), tokens, static_cast<std::size_t>(x_.tokens) * 4,
+                            cudaMemcpyDeviceToDevice, stream_));
+    access_.acquire(0, DpPoint::kBeforeForward);
+    embedding_forward(tokens, hcur);
+    if (!hold_embedding) access_.release(0);
+  } else {
+    hcur = std::move(*input);
+  }
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const std::size_t b = blocks[i];
+    access_.acquire(b, DpPoint::kBeforeForward);
+    Buf out;
+    layer_forward(b, std::move(hcur), s.layers[i], out);
+    access_.release(b);
+    if (plan_.recompute == Recompute::kFull) {
+      LayerCache kept;  // only the layer input
+      kept.x = std::move(s.layers[i].x);
+      s.layers[i] = std::move(kept);
+    }
+    hcur = std::move(out);
+  }
+  if (head) {
+    const std::size_t hb = layouts_.size() - 1;
+    access_.acquire(hb, DpPoint::kBeforeForward);
+    head_forward(s, std::move(hcur), targets, loss_scale, loss_sum);
+    access_.release(hb);
+    if (hold_embedding) access_.release(0);
+  } else {
+    *output = std::move(hcur);
+  }
+  in_flight_[{chunk, mb}] = std::move(state);
+}
+
+void CudaStageModel::backward(std::int64_t chunk, std::int64_t mb, Buf* grad_output,
+                              Buf* grad_input) {
+  auto it = in_flight_.find({chunk, mb});
+  TRAINPLAN_CHECK(it != in_flight_.end()) << "backward of micro-batch " << mb << " chunk "
+                                          << chunk << " without its forward";
+  MicroBatch& s = *it->second;
+  const std::vector<std::size_t>& blocks = chunk_blocks_[static_cast<std::size_t>(chunk)];
+  const bool embed = has_embedding(chunk), head = has_head(chunk);
+  const bool hold_embedding = embed && head && model_.tie_word_embeddings;
+  Buf d;
+  if (head) {
+    const std::size_t hb = layouts_.size() - 1;
+    if (hold_embedding) access_.acquire(0, DpPoint::kBeforeBackward);
+    access_.acquire(hb, DpPoint::kBeforeBackward);
+    head_backward(s, d);
+    access_.release(hb);
+    access_.backward_done(hb);
+  } else {
+    d = std::move(*grad_output);
+  }
+  for (std::size_t i = blocks.size(); i-- > 0;) {
+    const std::size_t b = blocks[i];
+    LayerCache& c = s.layers[i];
+    if (!c.complete) {
+      // Full recompute (layer_recompute_tasks = layer_forward_tasks, collectives included).
+      access_.acquire(b, DpPoint::kBeforeRecompute);
+      Buf unused;
+      layer_forward(b, std::move(c.x), c, unused);
+      access_.release(b);
+    }
+    access_.acquire(b, DpPoint::kBeforeBackward);
+    Buf dx;
+    layer_backward(b, c, d, dx);
+    access_.release(b);
+    access_.backward_done(b);
+    c = LayerCache{};
+    d = std::move(dx);
+  }
+  if (embed) {
+    if (!hold_embedding) access_.acquire(0, DpPoint::kBeforeBackward);
+    embedding_backward(s.token_copy.data(), d);
+    access_.release(0);
+    access_.backward_done(0);
+  } else {
+    *grad_input = std::move(d);
+  }
+  in_flight_.erase(it);
+}
+
+const DeviceBuffer<bf16>* CudaStageModel::logits(std::int64_t chunk, std::int64_t mb) const {
+  auto it = in_flight_.find({chunk, mb});
+  return it == in_flight_.end() ? nullptr : &it->second->logits;
+}
+
+}  // namespace trainplan::executor::cuda

@@ -1,0 +1,243 @@
+// The CUDA stage model against the CPU StageModel (executor/gpt.h) on the same weights and
+// batch: loss, logits and the gradient of every parameter tensor, with and without full
+// recompute. Skips without a GPU.
+// Run: build-cuda/tests/executor_cuda/executor_cuda_gpt_test
+//
+// Both sides start from the same weights, rounded to bf16 (the CPU then computes in float32).
+// Tolerances (relative L2 over a tensor, or relative for the loss), chosen from the bf16
+// rounding of 2^-9 = 1.95e-3 per stored activation:
+//  - logits: kLogits = 2e-2. Each of the 2 layers stores ~8 bf16 activations on the path to
+//    the logits (norm, q/k/v, attention output, residuals, fc1, GELU); independent roundings
+//    add in quadrature, ~sqrt(16) * 1.1e-3 = 4.4e-3 RMS, amplified by the layers' gains
+//    (about 2-3x for this random init): 2e-2 leaves room without hiding an indexing bug, which
+//    gives errors of order 1.
+//  - loss (sum over tokens): kLoss = 2e-3 relative. The loss is a smooth average of the
+//    logits' log-softmax; logit errors of zero mean largely cancel in the sum.
+//  - gradients: kGrad = 5e-2. The backward reads the stored bf16 activations and rounds its
+//    own bf16 activation gradients at each of ~10 steps per layer; llm.c's GPT-2 checks accept
+//    similar relative differences between its bf16 CUDA and float32 CPU gradients.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "executor/comm.h"
+#include "executor/cuda/gpt_cuda.h"
+#include "executor/cuda/kernels.h"
+#include "executor/cuda/trainer_cuda.h"
+#include "executor/gpt.h"
+#include "executor/kernels.h"
+#include "executor/trainer.h"
+#include "gpu_test_util.h"
+
+namespace trainplan::executor::cuda {
+namespace {
+
+constexpr double kLogits = 2e-2, kLoss = 2e-3, kGrad = 5e-2;
+
+ModelSpec small_model() {
+  ModelSpec m;
+  m.name = "cuda-check";
+  m.num_layers = 2;
+  m.hidden_size = 64;
+  m.num_attention_heads = 4;
+  m.num_kv_heads = 4;
+  m.head_dim = 16;
+  m.ffn_hidden_size = 256;
+  m.vocab_size = 200;  // padded: the padding must stay out of the loss
+  m.seq_len = 32;
+  m.max_position_embeddings = 32;
+  m.dropout = false;
+  return m;
+}
+
+Plan plan_for(Precision p, Recompute r) {
+  Plan plan;
+  plan.micro_batch_size = 2;
+  plan.global_batch_size = 2;
+  plan.precision = p;
+  plan.recompute = r;
+  return plan;
+}
+
+// Initial weights of every block, rounded to bf16.
+std::vector<std::vector<float>> initial_blocks(const std::vector<BlockLayout>& layouts) {
+  std::vector<std::vector<float>> out;
+  for (const BlockLayout& l : layouts) {
+    std::vector<float>& b = out.emplace_back(static_cast<std::size_t>(l.size), 0.0f);
+    for (const TensorSlice& t : l.tensors) init_slice(1234, t, b.data() + t.offset);
+    for (float& x : b) x = testing::round_bf16(x);
+  }
+  return out;
+}
+
+class CpuBlocks final : public BlockAccess {
+ public:
+  explicit CpuBlocks(std::vector<std::vector<float>> p) : p_(std::move(p)) {
+    for (const auto& b : p_) g_.emplace_back(b.size(), 0.0f);
+  }
+  void acquire(std::size_t, DpPoint) override {}
+  void release(std::size_t) override {}
+  void backward_done(std::size_t) override {}
+  const float* params(std::size_t b) override { return p_[b].data(); }
+  float* grads(std::size_t b) override { return g_[b].data(); }
+  std::vector<std::vector<float>> p_, g_;
+};
+
+class GpuBlocks final : public DeviceBlockAccess {
+ public:
+  explicit GpuBlocks(const std::vector<std::vector<float>>& p) {
+    for (const auto& b : p) {
+      p_.push_back(testing::upload_bf16(b));
+      g_.emplace_back(static_cast<std::int64_t>(b.size()));
+      TP_CUDA(cudaMemset(g_.back().data(), 0, b.size() * sizeof(float)));
+    }
+  }
+  void acquire(std::size_t, DpPoint) override {}
+  void release(std::size_t) override {}
+  void backward_done(std::size_t) override {}
+  const bf16* params(std::size_t b) override { return p_[b].data(); }
+  float* grads(std::size_t b) override { return g_[b].data(); }
+  std::vector<DeviceBuffer<bf16>> p_;
+  std::vector<DeviceBuffer<float>> g_;
+};
+
+// Reference logits (T, padded vocab) of a single-stage model with the CPU kernels.
+Mat reference_logits(const ModelSpec& m, const std::vector<BlockLayout>& layouts,
+                     const std::vector<std::vector<float>>& p, const std::vector<std::int32_t>& tok,
+                     std::int64_t batch) {
+  const std::int64_t h = m.hidden_size, T = static_cast<std::int64_t>(tok.size());
+  const std::int64_t q = m.q_width(), f = m.ffn_hidden_size;
+  auto at = [&](std::size_t b, std::size_t t) { return p[b].data() + layouts[b].tensors[t].offset; };
+  Mat x(T, h);
+  for (std::int64_t i = 0; i < T; ++i)
+    for (std::int64_t j = 0; j < h; ++j)
+      x(i, j) = at(0, kWte)[tok[i] * h + j] + at(0, kWpe)[(i % m.seq_len) * h + j];
+  for (std::size_t b = 1; b + 1 < layouts.size(); ++b) {
+    Mat ln, qm, km, vm, probs, attn, o, x1, a, g, mm;
+    Vec mean, rstd;
+    executor::layernorm_forward(x, at(b, kLn1G), at(b, kLn1B), ln, mean, rstd);
+    executor::linear_forward(ln, ConstMatMap(at(b, kWq), h, q), at(b, kBq), qm);
+    executor::linear_forward(ln, ConstMatMap(at(b, kWk), h, q), at(b, kBk), km);
+    executor::linear_forward(ln, ConstMatMap(at(b, kWv), h, q), at(b, kBv), vm);
+    executor::attention_forward(qm, km, vm, batch, m.seq_len, m.num_attention_heads, probs, attn);
+    executor::linear_forward(attn, ConstMatMap(at(b, kWo), q, h), at(b, kBo), o);
+    x1 = x + o;
+    executor::layernorm_forward(x1, at(b, kLn2G), at(b, kLn2B), ln, mean, rstd);
+    executor::linear_forward(ln, ConstMatMap(at(b, kW1), h, f), at(b, kB1), a);
+    executor::gelu_forward(a, g);
+    executor::linear_forward(g, ConstMatMap(at(b, kW2), f, h), at(b, kB2), mm);
+    x = x1 + mm;
+  }
+  const std::size_t hb = layouts.size() - 1;
+  Mat ln;
+  Vec mean, rstd;
+  executor::layernorm_forward(x, at(hb, kLnfG), at(hb, kLnfB), ln, mean, rstd);
+  const std::int64_t vp = layouts[0].tensors[kWte].rows;
+  return ln * ConstMatMap(at(0, kWte), vp, h).transpose();
+}
+
+class CudaStageModelTest : public ::testing::TestWithParam<Recompute> {};
+
+TEST_P(CudaStageModelTest, MatchesCpuStageModel) {
+  TRAINPLAN_REQUIRE_GPU();
+  const ModelSpec model = small_model();
+  const Plan cpu_plan = plan_for(Precision::kFp32, GetParam());
+  const Plan gpu_plan = plan_for(Precision::kBf16, GetParam());
+  ASSERT_TRUE(check_cuda_executor_supports(model, gpu_plan).ok());
+  const std::vector<BlockLayout> layouts = stage_layouts(model, cpu_plan, 0, 0);
+  const auto weights = initial_blocks(layouts);
+  const std::int64_t T = gpu_plan.micro_batch_size * model.seq_len;
+  std::vector<std::int32_t> tokens(T), targets(T);
+  for (std::int64_t i = 0; i < T; ++i) {
+    tokens[i] = static_cast<std::int32_t>((i * 31 + 7) % model.vocab_size);
+    targets[i] = static_cast<std::int32_t>((i * 17 + 3) % model.vocab_size);
+  }
+  const float scale = 1.0f / static_cast<float>(T);
+
+  // CPU.
+  auto local = make_local_comm();
+  CpuBlocks cpu(weights);
+  StageModel cpu_model(model, cpu_plan, 0, *local, cpu);
+  const double cpu_loss = cpu_model.forward(0, 0, tokens.data(), targets.data(), nullptr, nullptr,
+                                            scale);
+  cpu_model.backward(0, 0, nullptr, nullptr);
+
+  // GPU.
+  cudaStream_t stream = nullptr;
+  TP_CUDA(cudaStreamCreate(&stream));
+  Gemm gemm;
+  GpuBlocks gpu(weights);
+  CudaStageModel gpu_model(model, gpu_plan, 0, nullptr, gpu, gemm, stream);
+  DeviceBuffer<std::int32_t> tok_d(T), tgt_d(T);
+  to_device(tokens.data(), tok_d.data(), T);
+  to_device(targets.data(), tgt_d.data(), T);
+  DeviceBuffer<double> loss_d(1);
+  TP_CUDA(cudaMemset(loss_d.data(), 0, sizeof(double)));
+  gpu_model.forward(0, 0, tok_d.data(), tgt_d.data(), nullptr, nullptr, scale, loss_d.data());
+  TP_CUDA(cudaStreamSynchronize(stream));
+  const std::vector<float> logits = testing::download(*gpu_model.logits(0, 0));
+  gpu_model.backward(0, 0, nullptr, nullptr);
+  TP_CUDA(cudaStreamSynchronize(stream));
+  const double gpu_loss = to_host(loss_d.data(), 1)[0];
+
+  const Mat ref = reference_logits(model, layouts, weights, tokens, gpu_plan.micro_batch_size);
+  ASSERT_EQ(static_cast<std::int64_t>(logits.size()), ref.size());
+  EXPECT_LT(testing::rel_l2(logits, ref.data(), logits.size()), kLogits);
+  EXPECT_NEAR(gpu_loss, cpu_loss, kLoss * std::abs(cpu_loss));
+  for (std::size_t b = 0; b < layouts.size(); ++b) {
+    const std::vector<float> g = testing::download(gpu.g_[b]);
+    for (const TensorSlice& t : layouts[b].tensors) {
+      const std::vector<float> got(g.begin() + t.offset, g.begin() + t.offset + t.size());
+      EXPECT_LT(testing::rel_l2(got, cpu.g_[b].data() + t.offset, got.size()), kGrad)
+          << "gradient of " << t.name;
+    }
+  }
+  TP_CUDA(cudaStreamDestroy(stream));
+}
+
+INSTANTIATE_TEST_SUITE_P(Recompute, CudaStageModelTest,
+                         ::testing::Values(Recompute::kNone, Recompute::kFull),
+                         [](const ::testing::TestParamInfo<Recompute>& p) {
+                           return p.param == Recompute::kNone ? std::string("none")
+                                                                 : std::string("full");
+                         });
+
+// Whole optimizer steps: the CUDA trainer (bf16 compute, float32 master weights and AdamW state)
+// against the CPU Trainer (float32) over a few steps on the same batches. The CPU starts from
+// unrounded float32 weights, so the difference is the bf16 rounding of weights, activations
+// and gradient collectives; AdamW's update is bounded by lr per step whatever the gradient, so
+// the losses stay within kStepLoss = 1e-2 relative over three steps.
+TEST(CudaTrainerTest, LossCurveMatchesCpuTrainer) {
+  TRAINPLAN_REQUIRE_GPU();
+  constexpr double kStepLoss = 1e-2;
+  const ModelSpec model = small_model();
+  Plan cpu_plan = plan_for(Precision::kFp32, Recompute::kNone);
+  Plan gpu_plan = plan_for(Precision::kBf16, Recompute::kNone);
+  cpu_plan.global_batch_size = gpu_plan.global_batch_size = 4;  // two micro-batches
+  auto local = make_local_comm();
+  auto cpu = Trainer::make(model, cpu_plan, TrainOptions{}, *local);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  auto gpu = CudaTrainer::make(model, gpu_plan, CudaTrainOptions{}, nullptr);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().message();
+  std::vector<std::int32_t> batch(static_cast<std::size_t>(4 * (model.seq_len + 1)));
+  for (int step = 0; step < 3; ++step) {
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      batch[i] = static_cast<std::int32_t>((i * 13 + step * 7) % model.vocab_size);
+    auto a = (*cpu)->step(batch);
+    auto b = (*gpu)->step(batch);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_NEAR(b->loss, a->loss, kStepLoss * a->loss) << "step " << step + 1;
+    EXPECT_GT(b->phase_s.at("forward"), 0.0);
+    EXPECT_GT(b->phase_s.at("backward"), 0.0);
+  }
+}
+
+TEST(CudaStageModelSupport, RejectsFp32Plans) {
+  // Runs without a GPU: a plain check of the plan.
+  const Status s = check_cuda_executor_supports(small_model(), plan_for(Precision::kFp32, Recompute::kNone));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("bf16"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace trainplan::executor::cuda
