@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# End-to-end tests of the `plan` tool: exit codes and messages for bad input, the GPT-3 on 32
+# GPUs recommendation, byte-identical --json, and --emit-plan feeding `simulate`.
+# Usage: plan_cli_test.sh TOOLS_DIR SOURCE_DIR   (registered with CTest by CMakeLists.txt)
+set -u
+tools="$1"; src="$2"
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+failures=0; passed=0
+
+# expect CODE SUBSTRING -- command...
+expect() {
+  local code="$1" needle="$2"; shift 3
+  local out rc
+  out="$("$@" 2>&1)"; rc=$?
+  if [ "$rc" != "$code" ] || ! grep -qF -- "$needle" <<<"$out"; then
+    echo "FAIL: $* -> exit $rc (want $code), output lacks '$needle':"; echo "$out" | head -5
+    failures=$((failures + 1))
+  else
+    passed=$((passed + 1))
+  fi
+}
+
+plan="$tools/plan"
+expect 2 "missing --model" -- "$plan" --gpus 8
+expect 2 "unknown option '--frobnicate'" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --frobnicate
+expect 2 "--gpus: value 0 is out of range" -- "$plan" --model "$src/models/tiny.json" --gpus 0
+expect 2 "--gpus: 'lots' is not an integer" -- "$plan" --model "$src/models/tiny.json" --gpus lots
+expect 6 "cannot read" -- "$plan" --model "$tmp/absent.json" --gpus 8
+printf '{"name": "x", "num_layers": 4,' > "$tmp/broken.json"
+expect 3 "broken.json: malformed JSON at byte" -- "$plan" --model "$tmp/broken.json" --gpus 8
+printf '{"name":"x","num_layers":0,"hidden_size":64,"num_attention_heads":4,"ffn_hidden_size":256,"vocab_size":256,"seq_len":64}' > "$tmp/zero.json"
+expect 3 "field 'num_layers': value 0 is out of range" -- "$plan" --model "$tmp/zero.json" --gpus 8
+printf '{"name":"x","num_layers":4,"hidden_size":64,"num_attention_heads":4,"ffn_hidden_size":256,"vocab_size":256,"seq_len":64,"colour":"blue"}' > "$tmp/unknown.json"
+expect 3 "unknown field 'colour'" -- "$plan" --model "$tmp/unknown.json" --gpus 8
+expect 3 'unknown GPU "V100"' -- "$plan" --model "$src/models/tiny.json" --gpus 8 --gpu V100
+expect 3 "is not a multiple of --gpus-per-node=8" -- "$plan" --model "$src/models/tiny.json" --gpus 12
+expect 3 "exceeds max_position_embeddings=1024" -- "$plan" --model "$src/models/gpt2-124m.json" --gpus 8 --seq-len 4096
+expect 2 "--precision: unknown value 'fp8'" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --precision fp8
+
+# GPT-3 175B on 32 x 80 GB: nothing fits, say so, recommend offload with its cost.
+expect 0 "Nothing fits in GPU memory" -- "$plan" --model "$src/models/gpt3.json" --gpus 32
+expect 0 "need 87.3 GB per GPU" -- "$plan" --model "$src/models/gpt3.json" --gpus 32
+expect 0 "Smallest GPU count that fits without offload" -- "$plan" --model "$src/models/gpt3.json" --gpus 32
+expect 0 "The offload costs" -- "$plan" --model "$src/models/gpt3.json" --gpus 32
+expect 0 "Whole run:" -- "$plan" --model "$src/models/gpt3.json" --gpus 32 --tokens 3e11
+# The seed's 32 GPUs as 8 nodes x 4, from a cluster file.
+printf '{"gpu": "A100-80GB", "num_nodes": 8, "gpus_per_node": 4}' > "$tmp/cluster.json"
+expect 0 "8 nodes x 4 A100-80GB" -- "$plan" --model "$src/models/llama3-8b.json" --cluster "$tmp/cluster.json"
+expect 2 "cannot be combined" -- "$plan" --model "$src/models/llama3-8b.json" --cluster "$tmp/cluster.json" --gpus 8
+
+# Byte-identical --json, and the emitted plan runs through simulate.
+"$plan" --model "$src/models/hf-llama3.1-8b-config.json" --seq-len 8192 --gpus 16 --json --emit-plan "$tmp/best.json" > "$tmp/a.json" 2>&1
+"$plan" --model "$src/models/hf-llama3.1-8b-config.json" --seq-len 8192 --gpus 16 --json > "$tmp/b.json" 2>&1
+if cmp -s "$tmp/a.json" "$tmp/b.json" && grep -q '"schema": "trainplan.plan_report/1"' "$tmp/a.json"; then
+  passed=$((passed + 1))
+else
+  echo "FAIL: plan --json is not byte-identical across runs (or lacks its schema)"; failures=$((failures + 1))
+fi
+expect 0 "step time" -- "$tools/simulate" --model "$src/models/hf-llama3.1-8b-config.json" --seq-len 8192 --gpus 16 --plan "$tmp/best.json"
+expect 4 "the plan needs tp*pp*dp" -- "$tools/simulate" --model "$src/models/hf-llama3.1-8b-config.json" --seq-len 8192 --gpus 32 --plan "$tmp/best.json"
+
+echo "$passed passed, $failures failed"
+[ "$failures" = 0 ]
