@@ -56,6 +56,14 @@ if [ "$(id -u)" = 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 
-echo "== sanitize: ctest (detect_leaks=$detect_leaks)"
-ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
+echo "== sanitize: ctest, tests without MPI (detect_leaks=$detect_leaks)"
+ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" -LE mpi
+# Tests that start mpirun: OpenMPI dlopen()s its plugins (mca_*.so) and dlclose()s them in
+# MPI_Finalize, so the allocations they never free show up as "<unknown module>" frames that no
+# suppression can match. AddressSanitizer and UBSan stay on; only leak detection is off here
+# (our own code's leaks are checked by the non-MPI pass, which runs the same executor code over
+# the single-process communicator).
+echo "== sanitize: ctest, tests under mpirun (detect_leaks=0)"
+ASAN_OPTIONS="${ASAN_OPTIONS/detect_leaks=$detect_leaks/detect_leaks=0}" \
+  ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" -L mpi
 echo "== sanitize: OK, no findings"

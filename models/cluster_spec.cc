@@ -202,12 +202,12 @@ Result<GpuSpec> gpu_from_json(const Json& j, const std::string& where) {
   }
   const bool need = base.empty();
   double v = 0;
-  if (r.get_double("bf16_TFLOPs", v, 1e-3, 1e6, need)) g.peak_bf16_flops_per_s = v * kTFLOP;
+  if (r.get_double("bf16_TFLOPs", v, 1e-12, 1e6, need)) g.peak_bf16_flops_per_s = v * kTFLOP;
   g.peak_fp16_flops_per_s = g.peak_bf16_flops_per_s;
-  if (r.get_double("fp16_TFLOPs", v, 1e-3, 1e6, false)) g.peak_fp16_flops_per_s = v * kTFLOP;
-  if (r.get_double("fp32_TFLOPs", v, 1e-3, 1e6, need)) g.peak_fp32_flops_per_s = v * kTFLOP;
-  if (r.get_double("hbm_GB", v, 1e-3, 1e6, need)) g.hbm_bytes = v * kGB;
-  if (r.get_double("hbm_GBps", v, 1e-3, 1e6, need)) g.hbm_bytes_per_s = v * kGB;
+  if (r.get_double("fp16_TFLOPs", v, 1e-12, 1e6, false)) g.peak_fp16_flops_per_s = v * kTFLOP;
+  if (r.get_double("fp32_TFLOPs", v, 1e-12, 1e6, need)) g.peak_fp32_flops_per_s = v * kTFLOP;
+  if (r.get_double("hbm_GB", v, 1e-12, 1e6, need)) g.hbm_bytes = v * kGB;
+  if (r.get_double("hbm_GBps", v, 1e-12, 1e6, need)) g.hbm_bytes_per_s = v * kGB;
   if (r.get_double("nvlink_GBps", v, 0, 1e6, false)) g.nvlink_bytes_per_s = v * kGB;
   r.get_int("sm_count", g.sm_count, 1, 100000, need);
   r.get_double("gemm_efficiency", g.gemm_efficiency, 0.01, 1.0, false);

@@ -20,6 +20,18 @@
 #include "models/step_report.h"
 
 namespace trainplan::calibration {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
 namespace {
 
 namespace fs = std::filesystem;
@@ -221,8 +233,11 @@ TEST(PredictedVsMeasured, ReducedMatrixBytesExactMemoryWithinBound) {
     auto c = compare_reports(*pr, pred.string(), *mr, meas.string());
     ASSERT_TRUE(c.ok()) << c.status().message();
     EXPECT_TRUE(c->bytes_exact) << format_comparison_table(*c);
-    // Issue 6's bound on peak memory; the baseline comes from the calibrated profile.
-    EXPECT_LE(c->max_abs_memory_error_pct, 10.0) << format_comparison_table(*c);
+    // Issue 6's bound on peak memory; the baseline comes from the calibrated profile. Under
+    // AddressSanitizer the process's memory includes redzones and the freed-memory quarantine,
+    // which no model of the program's own memory predicts: only bytes are checked there.
+    if (!kAddressSanitizer)
+      EXPECT_LE(c->max_abs_memory_error_pct, 10.0) << format_comparison_table(*c);
   }
   fs::remove_all(dir);
 }
