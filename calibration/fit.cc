@@ -16,17 +16,6 @@ double pad_efficiency(double tile_m, double tile_n, std::int64_t m, std::int64_t
   return (d(m) * d(n)) / (tm * tile_m * tn * tile_n);
 }
 
-Task gemm_task(const GemmShape& s, double flops) {
-  Task t;
-  t.kind = TaskKind::kGemm;
-  t.m = s.m;
-  t.n = s.n;
-  t.k = s.k;
-  t.batch = s.batch;
-  t.flops = t.executed_flops = flops;
-  t.bytes = 0;  // compute-bound on a CPU: the fit leaves the memory term out for GEMMs
-  return t;
-}
 }  // namespace
 
 FitStats fit_stats(const std::vector<double>& predicted, const std::vector<double>& measured) {
@@ -75,43 +64,60 @@ Eigen::VectorXd weighted_least_squares(const Eigen::MatrixXd& a, const Eigen::Ve
 
 namespace {
 
-// One weighted GEMM fit over the grid of tiles: columns 1/P, k_half/P, overhead. Rows with
-// keep[i] false are left out.
-struct GemmFit {
-  Eigen::VectorXd x;  // (1/P, k_half/P, overhead)
+constexpr Eigen::Index kGemmRate = 0, kGemmKHalf = 1, kOverhead = 2, kFirstKind = 3;
+constexpr Eigen::Index kColumns = kFirstKind + static_cast<Eigen::Index>(kMemoryKernelCount);
+
+// One weighted fit over the grid of tiles: x = (1/P, k_half/P, overhead, 1/B per kind).
+struct LinearFit {
+  Eigen::VectorXd x;
   double tile_m = 1, tile_n = 1;
 };
 
-std::optional<GemmFit> fit_gemms(const std::vector<GemmSample>& gemms,
-                                 const std::vector<bool>& keep, const ComputeFitOptions& o) {
+// The sample's row of the linear model for given tiles.
+Eigen::RowVectorXd design_row(const TaskSample& s, double tile_m, double tile_n) {
+  Eigen::RowVectorXd row = Eigen::RowVectorXd::Zero(kColumns);
+  for (const Task& t : s.tasks) {
+    row(kOverhead) += 1.0;
+    if (t.kind == TaskKind::kMemory) {
+      row(kFirstKind + static_cast<Eigen::Index>(t.memory_kernel)) += t.bytes;
+    } else if (t.kind == TaskKind::kGemm || t.kind == TaskKind::kAttention) {
+      const double pad = pad_efficiency(tile_m, tile_n, t.m, t.n);
+      row(kGemmRate) += t.executed_flops / pad;
+      row(kGemmKHalf) += t.executed_flops / (pad * d(std::max<std::int64_t>(1, t.k)));
+    }
+  }
+  return row;
+}
+
+std::optional<LinearFit> fit_linear(const std::vector<TaskSample>& samples,
+                                    const std::vector<bool>& keep, const ComputeFitOptions& o) {
   std::vector<std::size_t> use;
-  for (std::size_t i = 0; i < gemms.size(); ++i)
+  for (std::size_t i = 0; i < samples.size(); ++i)
     if (keep[i]) use.push_back(i);
   const auto rows = static_cast<Eigen::Index>(use.size());
   Eigen::VectorXd y(rows), w(rows);
   for (Eigen::Index r = 0; r < rows; ++r) {
-    y(r) = gemms[use[static_cast<std::size_t>(r)]].time_s;
+    y(r) = samples[use[static_cast<std::size_t>(r)]].time_s;
     w(r) = 1.0 / y(r);
   }
   double best_rss = std::numeric_limits<double>::infinity();
-  std::optional<GemmFit> best;
+  std::optional<LinearFit> best;
   for (double tm : o.tiles) {
     for (double tn : o.tiles) {
-      Eigen::MatrixXd a(rows, 3);
-      for (Eigen::Index r = 0; r < rows; ++r) {
-        const GemmSample& g = gemms[use[static_cast<std::size_t>(r)]];
-        const double pad = pad_efficiency(tm, tn, g.shape.m, g.shape.n);
-        a(r, 0) = g.flops / pad;
-        a(r, 1) = g.flops / (pad * d(g.shape.k));
-        a(r, 2) = 1.0;
-      }
-      std::vector<bool> fixed = {false, false, !o.fit_overhead};
+      Eigen::MatrixXd a(rows, kColumns);
+      for (Eigen::Index r = 0; r < rows; ++r)
+        a.row(r) = design_row(samples[use[static_cast<std::size_t>(r)]], tm, tn);
+      // Columns no sample uses (kinds not measured) are held at zero.
+      std::vector<bool> fixed(static_cast<std::size_t>(kColumns), false);
+      for (Eigen::Index j = 0; j < kColumns; ++j)
+        fixed[static_cast<std::size_t>(j)] = a.col(j).cwiseAbs().maxCoeff() == 0.0;
+      if (!o.fit_overhead) fixed[kOverhead] = true;
       Eigen::VectorXd x = weighted_least_squares(a, y, w, fixed);
-      // Physical constraints: k_half >= 0 and overhead >= 0; refit without a column that
-      // came out negative.
-      for (int pass = 0; pass < 2; ++pass) {
+      // Physical constraints: no negative coefficient; refit holding one that came out
+      // negative at zero, until none does.
+      for (Eigen::Index pass = 0; pass < kColumns; ++pass) {
         bool changed = false;
-        for (int j : {1, 2}) {
+        for (Eigen::Index j = kGemmKHalf; j < kColumns; ++j) {
           if (x(j) < 0 && !fixed[static_cast<std::size_t>(j)]) {
             fixed[static_cast<std::size_t>(j)] = true;
             changed = true;
@@ -120,132 +126,144 @@ std::optional<GemmFit> fit_gemms(const std::vector<GemmSample>& gemms,
         if (!changed) break;
         x = weighted_least_squares(a, y, w, fixed);
       }
-      if (!(x(0) > 0)) continue;
+      if (!(x(kGemmRate) > 0)) continue;
       const double rss = (a * x - y).cwiseProduct(w).squaredNorm();
       // Strictly better only: ties keep the smaller (earlier) tiles.
       if (rss < best_rss * (1.0 - 1e-12)) {
         best_rss = rss;
-        best = GemmFit{x, tm, tn};
+        best = LinearFit{x, tm, tn};
       }
     }
   }
   return best;
 }
 
-double gemm_model_time(const GemmFit& f, const GemmSample& g) {
-  const double pad = pad_efficiency(f.tile_m, f.tile_n, g.shape.m, g.shape.n);
-  return g.flops / pad * f.x(0) + g.flops / (pad * d(g.shape.k)) * f.x(1) + f.x(2);
+double linear_model_time(const LinearFit& f, const TaskSample& s) {
+  return design_row(s, f.tile_m, f.tile_n).dot(f.x);
+}
+
+bool has_kind(const TaskSample& s, TaskKind kind) {
+  return std::any_of(s.tasks.begin(), s.tasks.end(),
+                     [&](const Task& t) { return t.kind == kind; });
 }
 
 }  // namespace
 
-Result<ComputeFit> fit_compute(const std::vector<GemmSample>& gemms,
-                               const std::vector<MemorySample>& memory,
-                               const std::vector<AttentionSample>& attention,
-                               double stream_bytes_per_s, const ComputeFitOptions& o) {
-  if (gemms.size() < 3)
-    return Status::Error("compute fit: need at least 3 GEMM samples, got " +
-                         std::to_string(gemms.size()));
-  if (memory.empty()) return Status::Error("compute fit: need memory-kernel samples, got none");
-  for (const GemmSample& g : gemms)
-    if (!(g.time_s > 0)) return Status::Error("compute fit: a GEMM sample has a non-positive time");
+double sample_time_s(const TaskSample& s, const DeviceRates& r) {
+  double t = 0;
+  for (const Task& task : s.tasks) t += task_time_s(task, r);
+  return t;
+}
 
-  // GEMMs, relative least squares; then once more without the outliers (a measurement that a
+Result<ComputeFit> fit_compute(const std::vector<TaskSample>& samples, double stream_bytes_per_s,
+                               const ComputeFitOptions& o) {
+  std::int64_t gemm_only = 0;
+  for (const TaskSample& s : samples) {
+    if (!(s.time_s > 0))
+      return Status::Error("compute fit: sample '" + s.name + "' (" + s.probe +
+                           ") has a non-positive time");
+    if (s.tasks.empty())
+      return Status::Error("compute fit: sample '" + s.name + "' (" + s.probe + ") has no tasks");
+    if (!has_kind(s, TaskKind::kMemory)) ++gemm_only;
+  }
+  if (gemm_only < 3)
+    return Status::Error("compute fit: need at least 3 GEMM samples, got " +
+                         std::to_string(gemm_only));
+
+  // Relative least squares; then once more without the outliers (a measurement that a
   // neighbouring process disturbed): rows off by more than 3x the median residual and 25%.
-  std::vector<bool> keep(gemms.size(), true);
-  auto gf = fit_gemms(gemms, keep, o);
-  if (!gf) return Status::Error("compute fit: no tile size gave a positive GEMM rate");
+  std::vector<bool> keep(samples.size(), true);
+  auto lf = fit_linear(samples, keep, o);
+  if (!lf) return Status::Error("compute fit: no tile size gave a positive GEMM rate");
+  ComputeFit f;
   {
     std::vector<double> rel;
-    for (const GemmSample& g : gemms)
-      rel.push_back(std::abs(gemm_model_time(*gf, g) - g.time_s) / g.time_s);
+    for (const TaskSample& s : samples)
+      rel.push_back(std::abs(linear_model_time(*lf, s) - s.time_s) / s.time_s);
     std::vector<double> sorted = rel;
     std::sort(sorted.begin(), sorted.end());
     const double cut = std::max(0.25, 3.0 * sorted[sorted.size() / 2]);
     std::size_t kept = 0;
-    for (std::size_t i = 0; i < gemms.size(); ++i) kept += (keep[i] = rel[i] <= cut) ? 1 : 0;
-    if (kept >= 3 && kept < gemms.size())
-      if (auto again = fit_gemms(gemms, keep, o)) gf = again;
+    for (std::size_t i = 0; i < samples.size(); ++i) kept += (keep[i] = rel[i] <= cut) ? 1 : 0;
+    if (kept >= 3 && kept < samples.size())
+      if (auto again = fit_linear(samples, keep, o)) {
+        lf = again;
+        f.outliers = static_cast<std::int64_t>(samples.size() - kept);
+      }
   }
-  const double overhead = gf->x(2);
+  const Eigen::VectorXd& x = lf->x;
 
-  // Memory-bound kernels: t - overhead = bytes / B, weighted least squares with variance
-  // proportional to bytes, whose solution 1/B = sum(t - overhead) / sum(bytes) makes the
-  // kernels' total time match: the cost model has one bandwidth for kernels whose measured
-  // rates differ by an order of magnitude (an add against a softmax), and a step sums them.
-  double sum_t = 0, sum_bytes = 0;
-  for (const MemorySample& m : memory) {
-    sum_t += m.time_s - overhead;
-    sum_bytes += m.bytes;
-  }
-  if (!(sum_t > 0) || !(sum_bytes > 0))
-    return Status::Error("compute fit: memory-kernel times are not above the kernel overhead");
-  Eigen::VectorXd best(4);
-  best << gf->x(0), gf->x(1), sum_t / sum_bytes, overhead;
-  const double best_tm = gf->tile_m, best_tn = gf->tile_n;
-
-  ComputeFit f;
-  f.fitted_flops_per_s = 1.0 / best(0);
-  f.fitted_bytes_per_s = 1.0 / best(2);
+  f.fitted_flops_per_s = 1.0 / x(kGemmRate);
   double best_measured = 0;
-  for (const GemmSample& g : gemms) best_measured = std::max(best_measured, g.flops_per_s());
+  for (const TaskSample& s : samples)
+    if (s.tasks.size() == 1 && s.tasks[0].kind == TaskKind::kGemm)
+      best_measured = std::max(best_measured, s.flops() / s.time_s);
   DeviceRates& r = f.rates;
   r.peak_flops_per_s = std::max(best_measured, f.fitted_flops_per_s);
   r.gemm_efficiency = f.fitted_flops_per_s / r.peak_flops_per_s;
-  r.hbm_bytes_per_s = std::max(stream_bytes_per_s, f.fitted_bytes_per_s);
-  r.memory_efficiency = f.fitted_bytes_per_s / r.hbm_bytes_per_s;
-  r.k_half = best(1) / best(0);
-  r.tile_m = best_tm;
-  r.tile_n = best_tn;
+  r.k_half = x(kGemmKHalf) / x(kGemmRate);
+  r.tile_m = lf->tile_m;
+  r.tile_n = lf->tile_n;
   r.sm_count = o.parallel_units;
-  r.kernel_overhead_s = best(3);
+  r.kernel_overhead_s = x(kOverhead);
   r.attention_efficiency = 1.0;
 
-  // Attention: t - overhead = executed_flops / (P * shape_eff * att_eff) = g * u with
-  // u = 1/att_eff; weighted least squares (variance proportional to g): u = sum(t - o) / sum(g).
-  if (!attention.empty()) {
-    double num = 0, den = 0;
-    for (const AttentionSample& s : attention) {
-      const double g = s.executed_flops /
-                       (f.fitted_flops_per_s * gemm_shape_efficiency(r, s.seq, s.seq, s.head_dim,
-                                                                     s.batch));
-      // Variance proportional to the modelled time, as for the memory kernels.
-      num += s.time_s - r.kernel_overhead_s;
-      den += g;
+  // Memory kinds: B = 1/x; a kind whose coefficient was held at zero costs only its overhead
+  // and runs at the machine's bandwidth (efficiency 1).
+  for (const TaskSample& s : samples)
+    for (const Task& t : s.tasks)
+      if (t.kind == TaskKind::kMemory)
+        f.measured_kind[static_cast<std::size_t>(t.memory_kernel)] = true;
+  double fastest = 0;
+  for (std::size_t k = 0; k < kMemoryKernelCount; ++k) {
+    const double inv = x(kFirstKind + static_cast<Eigen::Index>(k));
+    if (f.measured_kind[k] && inv > 0) {
+      f.fitted_bytes_per_s[k] = 1.0 / inv;
+      fastest = std::max(fastest, f.fitted_bytes_per_s[k]);
     }
-    if (num > 0) r.attention_efficiency = std::clamp(den / num, 1e-6, 10.0);
   }
+  r.hbm_bytes_per_s = std::max(stream_bytes_per_s, fastest);
+  if (!(r.hbm_bytes_per_s > 0))
+    return Status::Error("compute fit: no memory bandwidth (no STREAM samples and no "
+                         "memory-bound kernel with a positive time)");
+  double mem_bytes = 0, mem_time = 0;
+  for (std::size_t k = 0; k < kMemoryKernelCount; ++k) {
+    if (!f.measured_kind[k]) continue;
+    if (f.fitted_bytes_per_s[k] <= 0) f.fitted_bytes_per_s[k] = r.hbm_bytes_per_s;
+    r.memory_kernel_efficiency[k] = f.fitted_bytes_per_s[k] / r.hbm_bytes_per_s;
+  }
+  for (const TaskSample& s : samples)
+    for (const Task& t : s.tasks)
+      if (t.kind == TaskKind::kMemory) {
+        mem_bytes += t.bytes;
+        mem_time += t.bytes / f.fitted_bytes_per_s[static_cast<std::size_t>(t.memory_kernel)];
+      }
+  // The default (the GEMMs' memory term, kinds a plan has that were not measured) is the
+  // streaming kind's when it was measured (DeviceRates: "streaming-kernel fraction"), else the
+  // measured kinds' mix.
+  const auto elementwise = static_cast<std::size_t>(MemoryKernel::kElementwise);
+  if (f.measured_kind[elementwise])
+    r.memory_efficiency = r.memory_kernel_efficiency[elementwise];
+  else
+    r.memory_efficiency =
+        mem_time > 0 ? std::clamp(mem_bytes / mem_time / r.hbm_bytes_per_s, 1e-6, 1.0) : 1.0;
 
-  // Residuals of the simulator's own formula (task_time_s, roofline max included).
-  std::vector<double> pred, meas;
-  for (const GemmSample& g : gemms) {
-    pred.push_back(task_time_s(gemm_task(g.shape, g.flops), r));
-    meas.push_back(g.time_s);
+  // Residuals of the simulator's own formula (sums of task_time_s, roofline max included).
+  std::vector<double> pred[4], meas[4];
+  for (const TaskSample& s : samples) {
+    const bool mem = has_kind(s, TaskKind::kMemory);
+    const bool gemm = has_kind(s, TaskKind::kGemm) || has_kind(s, TaskKind::kAttention);
+    const int cls = mem && gemm ? 2 : (mem ? 1 : 0);
+    const double p = sample_time_s(s, r);
+    for (int c : {cls, 3}) {
+      pred[c].push_back(p);
+      meas[c].push_back(s.time_s);
+    }
   }
-  f.gemm = fit_stats(pred, meas);
-  pred.clear();
-  meas.clear();
-  for (const MemorySample& m : memory) {
-    Task t;
-    t.kind = TaskKind::kMemory;
-    t.bytes = m.bytes;
-    pred.push_back(task_time_s(t, r));
-    meas.push_back(m.time_s);
-  }
-  f.memory = fit_stats(pred, meas);
-  pred.clear();
-  meas.clear();
-  for (const AttentionSample& s : attention) {
-    Task t;
-    t.kind = TaskKind::kAttention;
-    t.m = t.n = s.seq;
-    t.k = s.head_dim;
-    t.batch = s.batch;
-    t.executed_flops = s.executed_flops;
-    pred.push_back(task_time_s(t, r));
-    meas.push_back(s.time_s);
-  }
-  f.attention = fit_stats(pred, meas);
+  f.gemm = fit_stats(pred[0], meas[0]);
+  f.memory = fit_stats(pred[1], meas[1]);
+  f.mixed = fit_stats(pred[2], meas[2]);
+  f.all = fit_stats(pred[3], meas[3]);
   return f;
 }
 

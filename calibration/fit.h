@@ -1,16 +1,17 @@
 // Least-squares fits of the simulator's parameters to measurements (Eigen).
 //
 // Compute (models/compute_model.h): on a CPU with one thread per rank there is one parallel unit
-// (sm_count = 1), so wave quantization is neutral, and
-//   t_gemm = flops / (P * pad(m, n) * k / (k + k_half)) + overhead
-//          = (flops / pad) * (1/P) + (flops / (pad * k)) * (k_half/P) + overhead,
-//   t_mem  = bytes * (1/B) + overhead,
-// which is linear in (1/P, k_half/P, overhead) for fixed tiles: a weighted linear least
-// squares (rows weighted by 1/t_measured, so relative error is minimised), repeated over a grid
-// of tile sizes (pad = m*n / (tiles_m*tile_m * tiles_n*tile_n)), keeping the tiles with the
-// smallest residual, then repeated once without outliers. 1/B and the attention efficiency are
-// then one-parameter fits with variance proportional to the modelled time, which makes the
-// total time of the measured kernel mix come out right (see fit.cc for why).
+// (sm_count = 1), so wave quantization is neutral. A sample is a piece of the executor's code and
+// the cost-model tasks it carries out (kernels.h TaskSample); its modelled time is the sum of
+// its tasks' times, each
+//   GEMM:   flops / (P * pad(m, n) * k / (k + k_half)) + overhead
+//         = (flops / pad) * (1/P) + (flops / (pad * k)) * (k_half/P) + overhead,
+//   memory: bytes * (1/B_kind) + overhead   (one bandwidth per MemoryKernel kind),
+// which is linear in (1/P, k_half/P, overhead, 1/B_kind...) for fixed tiles: one weighted
+// linear least squares over all samples (rows weighted by 1/t_measured, so relative error is
+// minimised), repeated over a grid of tile sizes (pad = m*n / (tiles_m*tile_m * tiles_n*tile_n)),
+// keeping the tiles with the smallest residual, then once more without outliers. A coefficient
+// that comes out negative is held at zero (a physical rate cannot be negative).
 //
 // Links (models/collectives.h): t = ring_steps(c, n) * latency + bytes_sent_per_rank(c, S, n)
 // / bandwidth, linear in (latency, 1/bandwidth).
@@ -18,6 +19,7 @@
 // Tested by tests/calibration/fit_test.cc (synthetic data: parameters recovered to 1e-9).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -57,17 +59,27 @@ struct ComputeFitOptions {
 struct ComputeFit {
   DeviceRates rates;          // fitted; peak and bandwidth as measured (see fit_compute)
   double fitted_flops_per_s = 0;   // P: asymptotic GEMM rate of the fit (= peak * gemm_eff)
-  double fitted_bytes_per_s = 0;   // B: memory-bound kernels' rate (= hbm * memory_eff)
-  FitStats gemm, memory, attention;  // residuals of task_time_s against the measurements
+  // B per memory-kernel kind (= hbm * that kind's efficiency); 0 for kinds not measured.
+  std::array<double, kMemoryKernelCount> fitted_bytes_per_s{};
+  std::array<bool, kMemoryKernelCount> measured_kind{};
+  // Residuals of task_time_s sums against the measurements: samples of GEMMs only, of
+  // memory-bound kernels only, of both (one call doing several tasks), and all.
+  FitStats gemm, memory, mixed, all;
+  std::int64_t outliers = 0;  // samples left out of the final fit
 };
 
-// Fits DeviceRates to the samples. peak_flops_per_s becomes the best measured GEMM rate (or P
-// if the fit's asymptote is higher), gemm_efficiency = P / peak; hbm_bytes_per_s is
-// `stream_bytes_per_s` (or B if higher), memory_efficiency = B / hbm. Errors: too few samples.
-Result<ComputeFit> fit_compute(const std::vector<GemmSample>& gemms,
-                               const std::vector<MemorySample>& memory,
-                               const std::vector<AttentionSample>& attention,
-                               double stream_bytes_per_s, const ComputeFitOptions& options = {});
+// Fits DeviceRates to the samples. peak_flops_per_s becomes the best measured one-GEMM rate (or
+// P if the fit's asymptote is higher), gemm_efficiency = P / peak; hbm_bytes_per_s is
+// `stream_bytes_per_s` (or the fastest kind's B if higher), each measured kind's efficiency is
+// B_kind / hbm and memory_efficiency (kinds not measured, GEMMs' memory term) is the
+// elementwise kind's, or without it the measured kinds' total bytes over total time, / hbm.
+// attention_efficiency is 1 (the executor has no fused attention kernel to measure).
+// Errors: too few samples, a sample without tasks or time, no positive rate.
+Result<ComputeFit> fit_compute(const std::vector<TaskSample>& samples, double stream_bytes_per_s,
+                               const ComputeFitOptions& options = {});
+
+// The modelled time of a sample under `rates`: the sum of task_time_s over its tasks.
+double sample_time_s(const TaskSample& sample, const DeviceRates& rates);
 
 struct LinkFit {
   double latency_s = 0;     // per ring step

@@ -65,8 +65,7 @@ double best_stream_bytes_per_s(const std::vector<StreamSample>& stream) {
 Result<Calibration> calibrate_from(const Measurements& m, const MachineIdentity& id,
                                    const ComputeFitOptions& options) {
   Calibration c;
-  auto fit = fit_compute(m.gemms, m.memory, m.attention, best_stream_bytes_per_s(m.stream),
-                         options);
+  auto fit = fit_compute(m.tasks, best_stream_bytes_per_s(m.stream), options);
   if (!fit.ok()) return fit.status();
   c.compute = *fit;
   HardwareProfile& p = c.profile;
@@ -76,8 +75,13 @@ Result<Calibration> calibrate_from(const Measurements& m, const MachineIdentity&
   p.date = id.date;
   p.rates = c.compute.rates;
   p.baseline_memory_bytes = m.baseline.hwm_bytes;
-  if (!m.collectives.empty()) {
-    auto links = fit_links(m.collectives);
+  // Links from the executor's own collectives in its steps when there are any (what plans'
+  // collectives cost there), else from the benchmark loop.
+  const std::vector<CollectiveSample>& link_samples =
+      m.step_collectives.empty() ? m.collectives : m.step_collectives;
+  c.links_from_steps = !m.step_collectives.empty();
+  if (!link_samples.empty()) {
+    auto links = fit_links(link_samples);
     if (!links.ok()) return links.status();
     c.links = *links;
     c.has_link_fit = true;
@@ -90,34 +94,20 @@ Result<Calibration> calibrate_from(const Measurements& m, const MachineIdentity&
 
 Json measurements_to_json(const Measurements& m, const Calibration& c) {
   Json j;
-  Json g = Json::array();
-  for (const GemmSample& s : m.gemms)
-    g.push_back({{"name", s.shape.name},
-                 {"m", s.shape.m},
-                 {"n", s.shape.n},
-                 {"k", s.shape.k},
-                 {"batch", s.shape.batch},
-                 {"flops", s.flops},
-                 {"time_us", s.time_s / kUs},
-                 {"GFLOPs", s.flops_per_s() / 1e9}});
-  j["gemm"] = g;
-  Json mem = Json::array();
-  for (const MemorySample& s : m.memory)
-    mem.push_back({{"kernel", s.kernel},
-                   {"task", s.task},
-                   {"bytes", s.bytes},
-                   {"time_us", s.time_s / kUs},
-                   {"GBps", s.bytes_per_s() / kGB}});
-  j["memory_kernels"] = mem;
-  Json att = Json::array();
-  for (const AttentionSample& s : m.attention)
-    att.push_back({{"seq", s.seq},
-                   {"head_dim", s.head_dim},
-                   {"batch", s.batch},
-                   {"executed_flops", s.executed_flops},
-                   {"time_us", s.time_s / kUs},
-                   {"GFLOPs", s.executed_flops / s.time_s / 1e9}});
-  j["attention"] = att;
+  Json tasks = Json::array();
+  for (const TaskSample& s : m.tasks) {
+    Json names = Json::array();
+    for (const Task& t : s.tasks) names.push_back(std::string(t.name));
+    tasks.push_back({{"name", s.name},
+                     {"probe", s.probe},
+                     {"tasks", names},
+                     {"flops", s.flops()},
+                     {"bytes", s.bytes()},
+                     {"calls", s.calls},
+                     {"time_us", s.time_s / kUs},
+                     {"fit_us", sample_time_s(s, c.profile.rates) / kUs}});
+  }
+  j["tasks"] = tasks;
   Json st = Json::array();
   for (const StreamSample& s : m.stream)
     st.push_back({{"kernel", s.kernel},
@@ -125,24 +115,35 @@ Json measurements_to_json(const Measurements& m, const Calibration& c) {
                   {"time_us", s.time_s / kUs},
                   {"GBps", s.bytes_per_s() / kGB}});
   j["stream"] = st;
-  Json co = Json::array();
-  for (const CollectiveSample& s : m.collectives)
-    co.push_back({{"collective", std::string(to_string(s.collective))},
-                  {"ranks", s.group_size},
-                  {"size_bytes", s.bytes},
-                  {"count", s.count},
-                  {"type", "float"},
-                  {"time_us", s.time_s / kUs},
-                  {"algbw_GBps", s.algbw_bytes_per_s() / kGB},
-                  {"busbw_GBps", s.busbw_bytes_per_s() / kGB}});
-  j["collectives"] = co;
+  auto collectives = [](const std::vector<CollectiveSample>& samples) {
+    Json co = Json::array();
+    for (const CollectiveSample& s : samples)
+      co.push_back({{"collective", std::string(to_string(s.collective))},
+                    {"ranks", s.group_size},
+                    {"size_bytes", s.bytes},
+                    {"count", s.count},
+                    {"type", "float"},
+                    {"time_us", s.time_s / kUs},
+                    {"algbw_GBps", s.algbw_bytes_per_s() / kGB},
+                    {"busbw_GBps", s.busbw_bytes_per_s() / kGB}});
+    return co;
+  };
+  j["collectives"] = collectives(m.collectives);
+  j["step_collectives"] = collectives(m.step_collectives);
   j["baseline_memory"] = {{"VmRSS_MiB", m.baseline.rss_bytes / kMiB},
                           {"VmHWM_MiB", m.baseline.hwm_bytes / kMiB}};
+  Json by_kind = Json::object();
+  for (std::size_t k = 0; k < kMemoryKernelCount; ++k)
+    if (c.compute.measured_kind[k])
+      by_kind[std::string(to_string(static_cast<MemoryKernel>(k)))] =
+          c.compute.fitted_bytes_per_s[k] / kGB;
   Json fit = {{"gemm", stats_json(c.compute.gemm)},
               {"memory_kernels", stats_json(c.compute.memory)},
-              {"attention", stats_json(c.compute.attention)},
+              {"mixed", stats_json(c.compute.mixed)},
+              {"all", stats_json(c.compute.all)},
+              {"outliers", c.compute.outliers},
               {"fitted_gemm_GFLOPs", c.compute.fitted_flops_per_s / 1e9},
-              {"fitted_memory_kernel_GBps", c.compute.fitted_bytes_per_s / kGB},
+              {"fitted_memory_kernel_GBps", by_kind},
               {"best_stream_GBps", best_stream_bytes_per_s(m.stream) / kGB}};
   if (c.has_link_fit) fit["links"] = stats_json(c.links.stats);
   j["fit_residuals"] = fit;
@@ -154,8 +155,10 @@ Json profile_json(const Calibration& c, const Measurements& m) {
   j["notes"] =
       "Fitted by calibrate (calibration/fit.h). peak_TFLOPs: best measured GEMM (or the fit's "
       "asymptote); memory_GBps: best STREAM kernel; efficiencies, tiles, k_half and "
-      "kernel_overhead_us: least squares over measurements.gemm and memory_kernels; links: "
-      "alpha-beta fit over measurements.collectives.";
+      "kernel_overhead_us: least squares over measurements.tasks (the executor's own code per "
+      "cost-model task, and a GEMM sweep); links: "
+      "alpha-beta fit over measurements.step_collectives (the executor's collectives inside "
+      "its traced steps) when there are any, else measurements.collectives (benchmark loop).";
   j["measurements"] = measurements_to_json(m, c);
   return j;
 }
@@ -187,34 +190,31 @@ Json cpu_cluster_json(const Calibration& c, std::int64_t ranks_per_node,
   return j;
 }
 
-std::string format_gemm_table(const std::vector<GemmSample>& gemms, const DeviceRates& fitted) {
+std::string format_task_table(const std::vector<TaskSample>& samples,
+                              const DeviceRates& fitted) {
   std::ostringstream os;
-  char line[200];
-  std::snprintf(line, sizeof line, "# %-18s %6s %6s %6s %5s %10s %9s %9s %7s\n", "gemm", "m", "n",
-                "k", "batch", "time(us)", "GFLOP/s", "fit(us)", "err%");
+  char line[400];
+  std::snprintf(line, sizeof line, "# %-34s %-30s %10s %9s %9s %7s\n", "task(s)", "probe",
+                "time(us)", "GFLOP/s", "fit(us)", "err%");
   os << line;
-  for (const GemmSample& g : gemms) {
-    Task t;
-    t.kind = TaskKind::kGemm;
-    t.m = g.shape.m;
-    t.n = g.shape.n;
-    t.k = g.shape.k;
-    t.batch = g.shape.batch;
-    t.executed_flops = g.flops;
-    const double fit = task_time_s(t, fitted);
-    std::snprintf(line, sizeof line, "  %-18s %6lld %6lld %6lld %5lld %10.2f %9.2f %9.2f %+7.1f\n",
-                  g.shape.name.c_str(), static_cast<long long>(g.shape.m),
-                  static_cast<long long>(g.shape.n), static_cast<long long>(g.shape.k),
-                  static_cast<long long>(g.shape.batch), g.time_s * 1e6, g.flops_per_s() / 1e9,
-                  fit * 1e6, 100 * (fit - g.time_s) / g.time_s);
+  for (const TaskSample& s : samples) {
+    const double fit = sample_time_s(s, fitted);
+    const double gflops = s.flops() > 0 ? s.flops() / s.time_s / 1e9 : 0.0;
+    std::string name = s.name;
+    if (s.name == "sweep") {
+      const Task& t = s.tasks.front();
+      name = "gemm " + std::to_string(t.m) + "x" + std::to_string(t.n) + "x" +
+             std::to_string(t.k);
+    }
+    std::snprintf(line, sizeof line, "  %-34s %-30s %10.2f %9.2f %9.2f %+7.1f\n", name.c_str(),
+                  s.probe.c_str(), s.time_s * 1e6, gflops, fit * 1e6,
+                  100 * (fit - s.time_s) / s.time_s);
     os << line;
   }
   return os.str();
 }
 
-std::string format_memory_table(const std::vector<MemorySample>& memory,
-                                const std::vector<StreamSample>& stream,
-                                const DeviceRates& fitted) {
+std::string format_stream_table(const std::vector<StreamSample>& stream) {
   std::ostringstream os;
   char line[200];
   std::snprintf(line, sizeof line, "# %-8s %12s %10s %9s\n", "stream", "array(MiB)", "time(us)",
@@ -223,19 +223,6 @@ std::string format_memory_table(const std::vector<MemorySample>& memory,
   for (const StreamSample& s : stream) {
     std::snprintf(line, sizeof line, "  %-8s %12.1f %10.1f %9.2f\n", s.kernel.c_str(),
                   s.array_bytes / kMiB, s.time_s * 1e6, s.bytes_per_s() / 1e9);
-    os << line;
-  }
-  std::snprintf(line, sizeof line, "\n# %-10s %-22s %12s %10s %9s %9s %7s\n", "kernel", "task",
-                "bytes", "time(us)", "GB/s", "fit(us)", "err%");
-  os << line;
-  for (const MemorySample& m : memory) {
-    Task t;
-    t.kind = TaskKind::kMemory;
-    t.bytes = m.bytes;
-    const double fit = task_time_s(t, fitted);
-    std::snprintf(line, sizeof line, "  %-10s %-22s %12.0f %10.2f %9.2f %9.2f %+7.1f\n",
-                  m.kernel.c_str(), m.task.c_str(), m.bytes, m.time_s * 1e6,
-                  m.bytes_per_s() / 1e9, fit * 1e6, 100 * (fit - m.time_s) / m.time_s);
     os << line;
   }
   return os.str();
@@ -255,21 +242,34 @@ std::string format_fit_summary(const Calibration& c) {
   os << "# fitted device rates (" << c.profile.device << ")\n";
   std::snprintf(line, sizeof line,
                 "  peak %.2f GFLOP/s, gemm_efficiency %.3f, k_half %.2f, tiles %gx%g, units %lld\n"
-                "  memory %.2f GB/s, memory_efficiency %.3f, attention_efficiency %.3f, "
-                "kernel overhead %.2f us\n",
+                "  memory %.2f GB/s, memory_efficiency %.3f, kernel overhead %.2f us\n",
                 r.peak_flops_per_s / 1e9, r.gemm_efficiency, r.k_half, r.tile_m, r.tile_n,
                 static_cast<long long>(r.sm_count), r.hbm_bytes_per_s / 1e9, r.memory_efficiency,
-                r.attention_efficiency, r.kernel_overhead_s * 1e6);
+                r.kernel_overhead_s * 1e6);
   os << line;
+  for (std::size_t k = 0; k < kMemoryKernelCount; ++k) {
+    if (!c.compute.measured_kind[k]) continue;
+    std::snprintf(line, sizeof line, "  %-14s %9.2f GB/s  efficiency %.4f\n",
+                  std::string(to_string(static_cast<MemoryKernel>(k))).c_str(),
+                  c.compute.fitted_bytes_per_s[k] / 1e9, r.memory_kernel_efficiency[k]);
+    os << line;
+  }
   std::snprintf(line, sizeof line, "  baseline memory %.1f MiB\n",
                 c.profile.baseline_memory_bytes / kMiB);
   os << line;
   os << "# fit residuals (task_time_s against measured)\n";
   stats("gemm", c.compute.gemm);
   stats("memory kernels", c.compute.memory);
-  stats("attention", c.compute.attention);
+  stats("mixed", c.compute.mixed);
+  stats("all", c.compute.all);
+  std::snprintf(line, sizeof line, "  outliers left out of the final fit: %lld\n",
+                static_cast<long long>(c.compute.outliers));
+  os << line;
   if (c.has_link_fit) {
-    std::snprintf(line, sizeof line, "# link fit: latency %.2f us per ring step, %.3f GB/s\n",
+    std::snprintf(line, sizeof line,
+                  "# link fit (%s): latency %.2f us per ring step, %.3f GB/s\n",
+                  c.links_from_steps ? "the executor's collectives in its steps"
+                                     : "the benchmark loop",
                   c.links.latency_s * 1e6, c.links.bytes_per_s / 1e9);
     os << line;
     stats("collectives", c.links.stats);

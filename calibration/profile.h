@@ -31,11 +31,11 @@ std::string parse_cpu_model(std::string_view text);
 double parse_mem_total_bytes(std::string_view text);
 
 struct Measurements {
-  std::vector<GemmSample> gemms;
-  std::vector<MemorySample> memory;
-  std::vector<AttentionSample> attention;
+  std::vector<TaskSample> tasks;  // the executor's code per cost-model task, and GEMM sweeps
   std::vector<StreamSample> stream;
-  std::vector<CollectiveSample> collectives;  // empty with one rank
+  std::vector<CollectiveSample> collectives;  // benchmark loop; empty with one rank
+  // The executor's collectives inside its traced steps (executor_probe.h); empty with one rank.
+  std::vector<CollectiveSample> step_collectives;
   ProcessMemory baseline;                     // before any model-sized allocation (max over ranks)
 };
 
@@ -43,6 +43,7 @@ struct Calibration {
   HardwareProfile profile;
   ComputeFit compute;
   bool has_link_fit = false;
+  bool links_from_steps = false;  // fitted to step_collectives, not the benchmark loop
   LinkFit links;
 };
 
@@ -53,7 +54,8 @@ struct MachineIdentity {
   std::string date;          // ISO 8601
 };
 
-// Fits and assembles the profile. Link figures only when collectives were measured.
+// Fits and assembles the profile. Link figures only when collectives were measured: from the
+// executor's step collectives when there are any, else from the benchmark loop.
 // The executing process's own fixed memory: from a measured run of `execute` on a negligible
 // model (models/probe.json), each rank's measured peak less the model memory the cost model
 // predicts for it; the largest over ranks. Measured in the process that will run the plans,
@@ -74,10 +76,9 @@ Json profile_json(const Calibration& c, const Measurements& m);
 Json cpu_cluster_json(const Calibration& c, std::int64_t ranks_per_node,
                       double memory_bytes_per_rank);
 
-std::string format_gemm_table(const std::vector<GemmSample>& gemms, const DeviceRates& fitted);
-std::string format_memory_table(const std::vector<MemorySample>& memory,
-                                const std::vector<StreamSample>& stream,
-                                const DeviceRates& fitted);
+// Each sample: measured, fitted (sum of task_time_s) and the error in percent.
+std::string format_task_table(const std::vector<TaskSample>& samples, const DeviceRates& fitted);
+std::string format_stream_table(const std::vector<StreamSample>& stream);
 std::string format_fit_summary(const Calibration& c);
 
 }  // namespace trainplan::calibration

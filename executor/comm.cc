@@ -1,79 +1,98 @@
-// Byte and time counting shared by every communication backend; see comm.h.
+// Byte and time counting, and the trace hook, shared by every communication backend; see comm.h.
 #include "executor/comm.h"
-
-#include <chrono>
 
 namespace trainplan::executor {
 
 namespace {
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+double seconds_between(std::chrono::steady_clock::time_point a,
+                       std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
 }
 constexpr std::int64_t kFloatBytes = sizeof(float);
 }  // namespace
 
-void Comm::count(CommGroup g, Collective c, std::int64_t message_bytes, double seconds) {
+void Comm::count(CommGroup g, Collective c, std::int64_t bytes_sent, Clock::time_point t0,
+                 std::string_view task) {
+  const Clock::time_point t1 = Clock::now();
   GroupCounters& k = counters_[index(g)];
-  k.bytes_sent += bytes_sent_per_rank(c, message_bytes, group_size(g));
-  k.time_s += seconds;
+  k.bytes_sent += bytes_sent;
+  k.time_s += seconds_between(t0, t1);
   ++k.calls;
+  if (trace_ != nullptr && group_size(g) > 1)
+    trace_->record(task.empty() ? to_string(c) : task, comm_track(g, c, task), t0, t1, bytes_sent,
+                   g);
 }
 
-void Comm::all_reduce(CommGroup g, float* data, std::int64_t count_, ReduceOp op) {
-  const double t0 = now_s();
+void Comm::all_reduce(CommGroup g, float* data, std::int64_t count_, ReduceOp op,
+                      std::string_view task) {
+  const Clock::time_point t0 = Clock::now();
   if (group_size(g) > 1) do_all_reduce(g, data, count_, op);
-  count(g, Collective::kAllReduce, count_ * kFloatBytes, now_s() - t0);
+  count(g, Collective::kAllReduce,
+        bytes_sent_per_rank(Collective::kAllReduce, count_ * kFloatBytes, group_size(g)), t0,
+        task);
 }
 
-void Comm::reduce_scatter(CommGroup g, const float* in, float* out, std::int64_t count_) {
-  const double t0 = now_s();
+void Comm::reduce_scatter(CommGroup g, const float* in, float* out, std::int64_t count_,
+                          std::string_view task) {
+  const Clock::time_point t0 = Clock::now();
   do_reduce_scatter(g, in, out, count_);
-  count(g, Collective::kReduceScatter, count_ * group_size(g) * kFloatBytes, now_s() - t0);
+  count(g, Collective::kReduceScatter,
+        bytes_sent_per_rank(Collective::kReduceScatter, count_ * group_size(g) * kFloatBytes,
+                            group_size(g)),
+        t0, task);
 }
 
-void Comm::all_gather(CommGroup g, const float* in, float* out, std::int64_t count_) {
-  const double t0 = now_s();
+void Comm::all_gather(CommGroup g, const float* in, float* out, std::int64_t count_,
+                      std::string_view task) {
+  const Clock::time_point t0 = Clock::now();
   do_all_gather(g, in, out, count_);
-  count(g, Collective::kAllGather, count_ * group_size(g) * kFloatBytes, now_s() - t0);
+  count(g, Collective::kAllGather,
+        bytes_sent_per_rank(Collective::kAllGather, count_ * group_size(g) * kFloatBytes,
+                            group_size(g)),
+        t0, task);
 }
 
-void Comm::all_to_all(CommGroup g, const float* in, float* out, std::int64_t count_) {
-  const double t0 = now_s();
+void Comm::all_to_all(CommGroup g, const float* in, float* out, std::int64_t count_,
+                      std::string_view task) {
+  const Clock::time_point t0 = Clock::now();
   do_all_to_all(g, in, out, count_);
-  count(g, Collective::kAllToAll, count_ * group_size(g) * kFloatBytes, now_s() - t0);
+  count(g, Collective::kAllToAll,
+        bytes_sent_per_rank(Collective::kAllToAll, count_ * group_size(g) * kFloatBytes,
+                            group_size(g)),
+        t0, task);
 }
 
-void Comm::send(CommGroup g, const float* data, std::int64_t count_, std::int64_t peer,
-                int tag) {
-  const double t0 = now_s();
+void Comm::send(CommGroup g, const float* data, std::int64_t count_, std::int64_t peer, int tag,
+                std::string_view task) {
+  const Clock::time_point t0 = Clock::now();
   do_send(g, data, count_, peer, tag);
-  count(g, Collective::kSendRecv, count_ * kFloatBytes, now_s() - t0);
+  count(g, Collective::kSendRecv,
+        bytes_sent_per_rank(Collective::kSendRecv, count_ * kFloatBytes, group_size(g)), t0,
+        task.empty() ? "send" : task);
 }
 
-void Comm::recv(CommGroup g, float* data, std::int64_t count_, std::int64_t peer, int tag) {
-  const double t0 = now_s();
+void Comm::recv(CommGroup g, float* data, std::int64_t count_, std::int64_t peer, int tag,
+                std::string_view task) {
+  const Clock::time_point t0 = Clock::now();
   do_recv(g, data, count_, peer, tag);
-  GroupCounters& k = counters_[index(g)];  // a receive sends nothing
-  k.time_s += now_s() - t0;
-  ++k.calls;
+  count(g, Collective::kSendRecv, 0, t0, task.empty() ? "recv" : task);  // a receive sends nothing
 }
 
 void Comm::wait_sends() { do_wait_sends(); }
 
 void Comm::barrier(CommGroup g) {
-  const double t0 = now_s();
+  const Clock::time_point t0 = Clock::now();
   do_barrier(g);
-  counters_[index(g)].time_s += now_s() - t0;
+  counters_[index(g)].time_s += seconds_between(t0, Clock::now());
 }
 
 void Comm::control_all_reduce(double* data, std::int64_t count_, ReduceOp op) {
-  const double t0 = now_s();
+  const Clock::time_point t0 = Clock::now();
   if (world_size() > 1) do_control_all_reduce(data, count_, op);
   control_.bytes_sent += bytes_sent_per_rank(Collective::kAllReduce,
                                              count_ * static_cast<std::int64_t>(sizeof(double)),
                                              world_size());
-  control_.time_s += now_s() - t0;
+  control_.time_s += seconds_between(t0, Clock::now());
   ++control_.calls;
 }
 

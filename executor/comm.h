@@ -6,7 +6,10 @@
 // The public calls are non-virtual: they count the bytes this rank sends per group with
 // bytes_sent_per_rank (models/collectives.h, the one place for that math) and the time the
 // call was in flight, then hand the work to the backend's do_* hook. A backend implements
-// only the hooks and the group sizes.
+// only the hooks and the group sizes. Each call takes the name of its cost-model task
+// ("tp_all_reduce_attn"); with a TraceRecorder set (trace.h), a call over a group of more than
+// one rank is also recorded as a span of that name with the bytes counted (a group of one
+// moves nothing and the cost model lists no task for it).
 //
 // Failures (a peer died, an MPI error) are not recoverable inside a step: the hooks throw
 // CommError naming the call and file:line, and main() turns it into an exit code.
@@ -20,8 +23,10 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "executor/trace.h"
 #include "models/cost_model.h"
 
 namespace trainplan::executor {
@@ -56,19 +61,27 @@ class Comm {
   // A short description for reports ("mpi (Open MPI v4.1.4)", "local").
   virtual std::string backend_name() const = 0;
 
+  // `task`: the cost-model task this call is, for the trace (empty: the collective's name).
   // In place over the group: data (count) becomes the element-wise sum (or max).
-  void all_reduce(CommGroup g, float* data, std::int64_t count, ReduceOp op = ReduceOp::kSum);
+  void all_reduce(CommGroup g, float* data, std::int64_t count, ReduceOp op = ReduceOp::kSum,
+                  std::string_view task = {});
   // in (n * count), out (count): out = shard group_rank of the element-wise sum.
-  void reduce_scatter(CommGroup g, const float* in, float* out, std::int64_t count);
+  void reduce_scatter(CommGroup g, const float* in, float* out, std::int64_t count,
+                      std::string_view task = {});
   // in (count), out (n * count): out holds every member's `in`, in group-rank order.
-  void all_gather(CommGroup g, const float* in, float* out, std::int64_t count);
+  void all_gather(CommGroup g, const float* in, float* out, std::int64_t count,
+                  std::string_view task = {});
   // in, out (n * count): block j of `in` goes to member j, block i of `out` came from member i.
-  void all_to_all(CommGroup g, const float* in, float* out, std::int64_t count);
+  void all_to_all(CommGroup g, const float* in, float* out, std::int64_t count,
+                  std::string_view task = {});
   // Point-to-point by group rank. send returns at once (the data is copied); wait_sends()
   // completes every outstanding send. recv blocks until the data has arrived. Messages with
-  // the same peer and tag arrive in the order they were sent.
-  void send(CommGroup g, const float* data, std::int64_t count, std::int64_t peer, int tag = 0);
-  void recv(CommGroup g, float* data, std::int64_t count, std::int64_t peer, int tag = 0);
+  // the same peer and tag arrive in the order they were sent. Traced pipeline sends are named
+  // send_forward / send_backward and receives recv_forward / recv_backward (trace.h places them).
+  void send(CommGroup g, const float* data, std::int64_t count, std::int64_t peer, int tag = 0,
+            std::string_view task = {});
+  void recv(CommGroup g, float* data, std::int64_t count, std::int64_t peer, int tag = 0,
+            std::string_view task = {});
   void wait_sends();
   void barrier(CommGroup g);
 
@@ -79,6 +92,11 @@ class Comm {
   const GroupCounters& counters(CommGroup g) const { return counters_[index(g)]; }
   const GroupCounters& control_counters() const { return control_; }
   void reset_counters();
+
+  // Records the model groups' calls into `trace` from now on (null: stop). Barriers and the
+  // control all-reduce are not model traffic and are not recorded.
+  void set_trace(TraceRecorder* trace) { trace_ = trace; }
+  TraceRecorder* trace() const { return trace_; }
 
  protected:
   Comm() = default;
@@ -96,11 +114,15 @@ class Comm {
   virtual void do_control_all_reduce(double* data, std::int64_t count, ReduceOp op) = 0;
 
  private:
+  using Clock = TraceRecorder::Clock;
   static std::size_t index(CommGroup g) { return static_cast<std::size_t>(g); }
-  void count(CommGroup g, Collective c, std::int64_t message_bytes, double seconds);
+  // Counts a call that began at t0 and ends now: bytes sent, time, and the trace span.
+  void count(CommGroup g, Collective c, std::int64_t bytes_sent, Clock::time_point t0,
+             std::string_view task);
 
   std::array<GroupCounters, kNumCommGroups> counters_{};
   GroupCounters control_;
+  TraceRecorder* trace_ = nullptr;
 };
 
 // A single rank: every group has one member, collectives copy, send/recv are errors.

@@ -1,5 +1,6 @@
-// One pipeline stage of a GPT; see gpt.h. Each TP collective below carries, in a comment, the
-// name of the cost-model task it is (models/cost_model.cc), so the two can be read side by side.
+// One pipeline stage of a GPT; see gpt.h. Each TP collective below is named by the cost-model
+// task it is (models/cost_model.cc), and each stretch of math between them by a TraceSpan named
+// by the compute task(s) it is, so the code, the cost model and the trace read side by side.
 #include "executor/gpt.h"
 
 #include <cmath>
@@ -39,6 +40,25 @@ struct StageModel::LayerParams {
   float* g[kNumLayerTensors];
 };
 
+namespace {
+// The names of the tasks strictly between `after` and `before` in `tasks`, joined by '+'.
+std::string tasks_between(const std::vector<Task>& tasks, std::string_view after,
+                          std::string_view before) {
+  std::string out;
+  bool inside = false;
+  for (const Task& t : tasks) {
+    if (t.name == before) break;
+    if (inside) {
+      if (!out.empty()) out += '+';
+      out += t.name;
+    }
+    if (t.name == after) inside = true;
+  }
+  TRAINPLAN_CHECK(!out.empty()) << "no cost-model task between " << after << " and " << before;
+  return out;
+}
+}  // namespace
+
 StageModel::StageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
                        BlockAccess& access)
     : model_(model), plan_(plan), comm_(comm), access_(access) {
@@ -59,6 +79,10 @@ StageModel::StageModel(const ModelSpec& model, const Plan& plan, std::int64_t st
       blocks.push_back(next++);
   }
   TRAINPLAN_CHECK(next + (x_.last ? 1 : 0) == layouts_.size()) << "block count mismatch";
+  // The attention kernel (kernels.h) is one call whichever attention the plan names.
+  attention_task_ = tasks_between(layer_forward_tasks(model, plan), "qkv", "out_proj");
+  attention_bwd_task_ =
+      tasks_between(layer_backward_tasks(model, plan), "out_proj_wgrad", "qkv_dgrad");
 }
 
 StageModel::~StageModel() = default;
@@ -75,14 +99,14 @@ StageModel::LayerParams StageModel::layer_params(std::size_t block) {
   return lp;
 }
 
-void StageModel::gather_tokens(const Mat& local, Mat& full) {
+void StageModel::gather_tokens(const Mat& local, Mat& full, std::string_view task) {
   full.resize(x_.tokens, local.cols());
-  comm_.all_gather(CommGroup::kTp, local.data(), full.data(), local.size());
+  comm_.all_gather(CommGroup::kTp, local.data(), full.data(), local.size(), task);
 }
 
-void StageModel::reduce_scatter_tokens(const Mat& full, Mat& local) {
+void StageModel::reduce_scatter_tokens(const Mat& full, Mat& local, std::string_view task) {
   local.resize(x_.local_tokens, full.cols());
-  comm_.reduce_scatter(CommGroup::kTp, full.data(), local.data(), local.size());
+  comm_.reduce_scatter(CommGroup::kTp, full.data(), local.data(), local.size(), task);
 }
 
 void StageModel::layer_forward(std::size_t block, const Mat& x, LayerCache& c, Mat& out) {
@@ -90,48 +114,66 @@ void StageModel::layer_forward(std::size_t block, const Mat& x, LayerCache& c, M
   const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp,
                      fr = model_.ffn_hidden_size / plan_.tp;
   const std::int64_t heads = model_.num_attention_heads / plan_.tp;
+  TraceSpan span(trace_);
+  span.begin("norm1");
   c.x = x;
   layernorm_forward(x, P.p[kLn1G], P.p[kLn1B], c.ln1, c.ln1_mean, c.ln1_rstd);
   Mat gathered;
   const Mat* y1 = &c.ln1;
   if (x_.sp) {
-    gather_tokens(c.ln1, gathered);  // tp_all_gather_attn
+    span.end();
+    gather_tokens(c.ln1, gathered, "tp_all_gather_attn");
     y1 = &gathered;
   }
+  span.begin("qkv");
   linear_forward(*y1, ConstMatMap(P.p[kWq], h, qr), P.p[kBq], c.q);
   linear_forward(*y1, ConstMatMap(P.p[kWk], h, qr), P.p[kBk], c.k);
   linear_forward(*y1, ConstMatMap(P.p[kWv], h, qr), P.p[kBv], c.v);
+  span.begin(attention_task_);
   attention_forward(c.q, c.k, c.v, plan_.micro_batch_size, model_.seq_len, heads, c.probs,
                     c.attn);
   if (plan_.recompute == Recompute::kSelective) c.probs.resize(0, 0);
+  span.begin("out_proj");
   Mat partial, o;
   linear_forward(c.attn, ConstMatMap(P.p[kWo], qr, h), nullptr, partial);
+  span.end();
   if (x_.sp) {
-    reduce_scatter_tokens(partial, o);  // tp_reduce_scatter_attn
+    reduce_scatter_tokens(partial, o, "tp_reduce_scatter_attn");
   } else {
-    comm_.all_reduce(CommGroup::kTp, partial.data(), partial.size());  // tp_all_reduce_attn
+    comm_.all_reduce(CommGroup::kTp, partial.data(), partial.size(), ReduceOp::kSum,
+                     "tp_all_reduce_attn");
     o.swap(partial);
   }
+  span.begin("residual1");  // the row-parallel bias, then the residual (as the cost model)
   o.rowwise() += ConstRowMap(P.p[kBo], h);
   c.x1 = x + o;
+  span.begin("norm2");
   layernorm_forward(c.x1, P.p[kLn2G], P.p[kLn2B], c.ln2, c.ln2_mean, c.ln2_rstd);
   const Mat* y2 = &c.ln2;
   if (x_.sp) {
-    gather_tokens(c.ln2, gathered);  // tp_all_gather_mlp
+    span.end();
+    gather_tokens(c.ln2, gathered, "tp_all_gather_mlp");
     y2 = &gathered;
   }
+  span.begin("fc1");
   linear_forward(*y2, ConstMatMap(P.p[kW1], h, fr), P.p[kB1], c.a);
+  span.begin("gelu");
   gelu_forward(c.a, c.g);
+  span.begin("fc2");
   linear_forward(c.g, ConstMatMap(P.p[kW2], fr, h), nullptr, partial);
+  span.end();
   Mat m;
   if (x_.sp) {
-    reduce_scatter_tokens(partial, m);  // tp_reduce_scatter_mlp
+    reduce_scatter_tokens(partial, m, "tp_reduce_scatter_mlp");
   } else {
-    comm_.all_reduce(CommGroup::kTp, partial.data(), partial.size());  // tp_all_reduce_mlp
+    comm_.all_reduce(CommGroup::kTp, partial.data(), partial.size(), ReduceOp::kSum,
+                     "tp_all_reduce_mlp");
     m.swap(partial);
   }
+  span.begin("residual2");
   m.rowwise() += ConstRowMap(P.p[kB2], h);
   out = c.x1 + m;
+  span.end();  // before the temporaries are freed
   c.complete = true;
 }
 
@@ -143,75 +185,107 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dou
   auto grad = [&](std::size_t t, std::int64_t rows, std::int64_t cols) {
     return MatMap(P.g[t], rows, cols);
   };
+  TraceSpan span(trace_);
   // MLP. g's backward: with SP, gather the output gradient of the row-parallel fc2 (it also
   // gives b2's gradient over every token, identical on all TP ranks).
   Mat gathered;
   const Mat* dm = &dout;
   if (x_.sp) {
-    gather_tokens(dout, gathered);  // tp_all_gather_mlp_grad
+    gather_tokens(dout, gathered, "tp_all_gather_mlp_grad");
     dm = &gathered;
   }
   Mat dg, da, dy;
+  span.begin("fc2_dgrad");
+  dg.noalias() = *dm * ConstMatMap(P.p[kW2], fr, h).transpose();
+  span.begin("fc2_wgrad");
   MatMap dw2 = grad(kW2, fr, h);
-  linear_backward(c.g, ConstMatMap(P.p[kW2], fr, h), *dm, &dg, dw2, P.g[kB2]);
+  linear_backward(c.g, ConstMatMap(P.p[kW2], fr, h), *dm, nullptr, dw2, P.g[kB2]);
+  span.begin("gelu_bwd");
   gelu_backward(c.a, dg, da);
-  dy.noalias() = da * ConstMatMap(P.p[kW1], h, fr).transpose();  // fc1_dgrad
+  span.begin("fc1_dgrad");
+  dy.noalias() = da * ConstMatMap(P.p[kW1], h, fr).transpose();
   const Mat* y2 = &c.ln2;
   if (x_.sp) {
-    gather_tokens(c.ln2, gathered);  // tp_all_gather_mlp_input (weight gradient needs all of it)
+    span.end();
+    gather_tokens(c.ln2, gathered,
+                  "tp_all_gather_mlp_input");  // the weight gradient needs all of it
     y2 = &gathered;
   }
+  span.begin("fc1_wgrad");
   MatMap dw1 = grad(kW1, h, fr);
   linear_backward(*y2, ConstMatMap(P.p[kW1], h, fr), da, nullptr, dw1, P.g[kB1]);
+  span.end();
   Mat dyl;
   if (x_.sp) {
-    reduce_scatter_tokens(dy, dyl);  // tp_reduce_scatter_mlp_grad
+    reduce_scatter_tokens(dy, dyl, "tp_reduce_scatter_mlp_grad");
   } else {
-    comm_.all_reduce(CommGroup::kTp, dy.data(), dy.size());  // tp_all_reduce_mlp_grad
+    comm_.all_reduce(CommGroup::kTp, dy.data(), dy.size(), ReduceOp::kSum,
+                     "tp_all_reduce_mlp_grad");
     dyl.swap(dy);
   }
   Mat dn;
+  span.begin("norm2_bwd");
   layernorm_backward(dyl, c.x1, P.p[kLn2G], c.ln2_mean, c.ln2_rstd, dn, P.g[kLn2G], P.g[kLn2B]);
+  // The residual's gradient passes through unchanged; its one operation is this sum at the
+  // branch point, so the span comes after norm2_bwd (the cost model lists it first).
+  span.begin("residual2_bwd");
   Mat dx1 = dout + dn;
 
   // Attention.
   const Mat* dop = &dx1;
   if (x_.sp) {
-    gather_tokens(dx1, gathered);  // tp_all_gather_attn_grad
+    span.end();
+    gather_tokens(dx1, gathered, "tp_all_gather_attn_grad");
     dop = &gathered;
   }
   Mat dattn;
+  span.begin("out_proj_dgrad");
+  dattn.noalias() = *dop * ConstMatMap(P.p[kWo], qr, h).transpose();
+  span.begin("out_proj_wgrad");
   MatMap dwo = grad(kWo, qr, h);
-  linear_backward(c.attn, ConstMatMap(P.p[kWo], qr, h), *dop, &dattn, dwo, P.g[kBo]);
+  linear_backward(c.attn, ConstMatMap(P.p[kWo], qr, h), *dop, nullptr, dwo, P.g[kBo]);
   if (c.probs.size() == 0) {
-    Mat unused;  // selective recompute: rebuild the softmax (Korthikanti et al. 2022, sec. 5)
+    // Selective recompute: rebuild the softmax (Korthikanti et al. 2022, sec. 5).
+    TraceScope recompute(trace_, {.pass = 'R'});
+    span.begin(attention_task_);
+    Mat unused;
     attention_forward(c.q, c.k, c.v, plan_.micro_batch_size, model_.seq_len, heads, c.probs,
                       unused);
+    span.end();
   }
   Mat dq, dk, dv;
+  span.begin(attention_bwd_task_);
   attention_backward(c.q, c.k, c.v, c.probs, dattn, plan_.micro_batch_size, model_.seq_len,
                      heads, dq, dk, dv);
   c.probs.resize(0, 0);
-  dy.noalias() = dq * ConstMatMap(P.p[kWq], h, qr).transpose();  // qkv_dgrad
+  span.begin("qkv_dgrad");
+  dy.noalias() = dq * ConstMatMap(P.p[kWq], h, qr).transpose();
   dy.noalias() += dk * ConstMatMap(P.p[kWk], h, qr).transpose();
   dy.noalias() += dv * ConstMatMap(P.p[kWv], h, qr).transpose();
   const Mat* y1 = &c.ln1;
   if (x_.sp) {
-    gather_tokens(c.ln1, gathered);  // tp_all_gather_attn_input
+    span.end();
+    gather_tokens(c.ln1, gathered, "tp_all_gather_attn_input");
     y1 = &gathered;
   }
+  span.begin("qkv_wgrad");
   MatMap dwq = grad(kWq, h, qr), dwk = grad(kWk, h, qr), dwv = grad(kWv, h, qr);
   linear_backward(*y1, ConstMatMap(P.p[kWq], h, qr), dq, nullptr, dwq, P.g[kBq]);
   linear_backward(*y1, ConstMatMap(P.p[kWk], h, qr), dk, nullptr, dwk, P.g[kBk]);
   linear_backward(*y1, ConstMatMap(P.p[kWv], h, qr), dv, nullptr, dwv, P.g[kBv]);
+  span.end();
   if (x_.sp) {
-    reduce_scatter_tokens(dy, dyl);  // tp_reduce_scatter_attn_grad
+    reduce_scatter_tokens(dy, dyl, "tp_reduce_scatter_attn_grad");
   } else {
-    comm_.all_reduce(CommGroup::kTp, dy.data(), dy.size());  // tp_all_reduce_attn_grad
+    comm_.all_reduce(CommGroup::kTp, dy.data(), dy.size(), ReduceOp::kSum,
+                     "tp_all_reduce_attn_grad");
     dyl.swap(dy);
   }
+  span.begin("norm1_bwd");
   layernorm_backward(dyl, c.x, P.p[kLn1G], c.ln1_mean, c.ln1_rstd, dn, P.g[kLn1G], P.g[kLn1B]);
+  span.begin("residual1_bwd");  // as residual2_bwd: the sum at the branch point
   dx = dx1 + dn;
+  span.end();  // before the temporaries are freed
 }
 
 void StageModel::embedding_forward(const std::int32_t* tokens, Mat& out) {
@@ -219,23 +293,29 @@ void StageModel::embedding_forward(const std::int32_t* tokens, Mat& out) {
   const TensorSlice& wte = l.tensors[kWte];
   const float* p = access_.params(0);
   const std::int64_t h = model_.hidden_size;
+  TraceSpan span(trace_);
+  span.begin("embedding");
   // Vocabulary-parallel lookup: rows outside this rank's slice contribute zeros.
   Mat e = Mat::Zero(x_.tokens, h);
   for (std::int64_t i = 0; i < x_.tokens; ++i) {
     const std::int64_t row = tokens[i] - wte.row0;
     if (row >= 0 && row < wte.rows) e.row(i) = ConstRowMap(p + wte.offset + row * h, h);
   }
+  span.end();
   std::int64_t first_token = 0;
   if (x_.sp) {
-    reduce_scatter_tokens(e, out);  // tp_reduce_scatter_embedding
+    reduce_scatter_tokens(e, out, "tp_reduce_scatter_embedding");
     first_token = x_.tp_rank * x_.local_tokens;
   } else {
-    comm_.all_reduce(CommGroup::kTp, e.data(), e.size());  // tp_all_reduce_embedding
+    comm_.all_reduce(CommGroup::kTp, e.data(), e.size(), ReduceOp::kSum,
+                     "tp_all_reduce_embedding");
     out.swap(e);
   }
+  span.begin("embedding");  // the positions, added after the vocabulary-parallel sum
   const float* wpe = p + l.tensors[kWpe].offset;
   for (std::int64_t i = 0; i < out.rows(); ++i)
     out.row(i) += ConstRowMap(wpe + ((first_token + i) % model_.seq_len) * h, h);
+  span.end();  // before the temporaries are freed
 }
 
 void StageModel::embedding_backward(const std::int32_t* tokens, const Mat& dout) {
@@ -246,9 +326,11 @@ void StageModel::embedding_backward(const std::int32_t* tokens, const Mat& dout)
   Mat gathered;
   const Mat* d = &dout;
   if (x_.sp) {
-    gather_tokens(dout, gathered);  // tp_all_gather_embedding_grad
+    gather_tokens(dout, gathered, "tp_all_gather_embedding_grad");
     d = &gathered;
   }
+  TraceSpan span(trace_);
+  span.begin("embedding_bwd");
   float* dwpe = g + l.tensors[kWpe].offset;
   for (std::int64_t i = 0; i < x_.tokens; ++i) {
     RowMap(dwpe + (i % model_.seq_len) * h, h) += d->row(i);
@@ -276,6 +358,8 @@ double StageModel::head_forward(MicroBatch& s, const Mat& x, const std::int32_t*
   const float* p = access_.params(hb);
   const std::int64_t h = model_.hidden_size, vr = padded_vocab(model_, plan_.tp) / plan_.tp;
   const std::int64_t v0 = x_.tp_rank * vr, T = x_.tokens;
+  TraceSpan span(trace_);
+  span.begin("final_norm");
   s.head_in = x;
   s.targets.assign(targets, targets + T);
   s.loss_scale = scale;
@@ -283,32 +367,43 @@ double StageModel::head_forward(MicroBatch& s, const Mat& x, const std::int32_t*
   layernorm_forward(x, p + l.tensors[kLnfG].offset, p + l.tensors[kLnfB].offset, y, s.lnf_mean,
                     s.lnf_rstd);
   if (x_.sp) {
-    gather_tokens(y, s.lnf);  // tp_all_gather_head
+    span.end();
+    gather_tokens(y, s.lnf, "tp_all_gather_head");
   } else {
     s.lnf.swap(y);
   }
+  span.begin("lm_head");
   Mat logits;  // (T, V/tp), float32 (Megatron keeps the cross-entropy in fp32 as well)
   logits.noalias() = s.lnf * ConstMatMap(head_weights(), vr, h).transpose();
+  span.begin("cross_entropy");  // in four pieces around its three all-reduces
   // Vocabulary padding never wins: its logits are -inf.
   const std::int64_t valid = std::clamp<std::int64_t>(model_.vocab_size - v0, 0, vr);
   if (valid < vr)
     logits.rightCols(vr - valid).setConstant(-std::numeric_limits<float>::infinity());
   // Megatron's vocabulary-parallel cross-entropy: three all-reduces of T floats.
   Eigen::VectorXf mx = logits.rowwise().maxCoeff();
-  comm_.all_reduce(CommGroup::kTp, mx.data(), T, ReduceOp::kMax);  // tp_all_reduce_logit_max
+  span.end();
+  comm_.all_reduce(CommGroup::kTp, mx.data(), T, ReduceOp::kMax, "tp_all_reduce_logit_max");
+  span.begin("cross_entropy");
   s.probs = (logits.colwise() - mx).array().exp().matrix();
   Eigen::VectorXf sum = s.probs.rowwise().sum();
-  comm_.all_reduce(CommGroup::kTp, sum.data(), T);  // tp_all_reduce_sum_exp
+  span.end();
+  comm_.all_reduce(CommGroup::kTp, sum.data(), T, ReduceOp::kSum, "tp_all_reduce_sum_exp");
+  span.begin("cross_entropy");
   Eigen::VectorXf target = Eigen::VectorXf::Zero(T);
   for (std::int64_t i = 0; i < T; ++i) {
     const std::int64_t col = targets[i] - v0;
     if (col >= 0 && col < vr) target[i] = logits(i, col);
   }
-  comm_.all_reduce(CommGroup::kTp, target.data(), T);  // tp_all_reduce_target_logit
+  span.end();
+  comm_.all_reduce(CommGroup::kTp, target.data(), T, ReduceOp::kSum,
+                   "tp_all_reduce_target_logit");
+  span.begin("cross_entropy");
   double loss = 0;
   for (std::int64_t i = 0; i < T; ++i)
     loss += std::log(static_cast<double>(sum[i])) + mx[i] - target[i];
   s.probs.array().colwise() /= sum.array();
+  span.end();  // before the temporaries are freed
   return loss;
 }
 
@@ -319,6 +414,8 @@ void StageModel::head_backward(MicroBatch& s, Mat& dx) {
   float* g = access_.grads(hb);
   const std::int64_t h = model_.hidden_size, vr = padded_vocab(model_, plan_.tp) / plan_.tp;
   const std::int64_t v0 = x_.tp_rank * vr;
+  TraceSpan span(trace_);
+  span.begin("cross_entropy_bwd");
   Mat& dlogits = s.probs;  // softmax - one_hot(target), times the loss scale
   for (std::int64_t i = 0; i < x_.tokens; ++i) {
     const std::int64_t col = s.targets[i] - v0;
@@ -326,17 +423,23 @@ void StageModel::head_backward(MicroBatch& s, Mat& dx) {
   }
   dlogits *= s.loss_scale;
   Mat dy;
-  dy.noalias() = dlogits * ConstMatMap(head_weights(), vr, h);  // lm_head_dgrad
-  MatMap(head_grads(), vr, h).noalias() += dlogits.transpose() * s.lnf;  // lm_head_wgrad
+  span.begin("lm_head_dgrad");
+  dy.noalias() = dlogits * ConstMatMap(head_weights(), vr, h);
+  span.begin("lm_head_wgrad");
+  MatMap(head_grads(), vr, h).noalias() += dlogits.transpose() * s.lnf;
+  span.end();
   Mat dyl;
   if (x_.sp) {
-    reduce_scatter_tokens(dy, dyl);  // tp_reduce_scatter_head_grad
+    reduce_scatter_tokens(dy, dyl, "tp_reduce_scatter_head_grad");
   } else {
-    comm_.all_reduce(CommGroup::kTp, dy.data(), dy.size());  // tp_all_reduce_head_grad
+    comm_.all_reduce(CommGroup::kTp, dy.data(), dy.size(), ReduceOp::kSum,
+                     "tp_all_reduce_head_grad");
     dyl.swap(dy);
   }
+  span.begin("final_norm_bwd");
   layernorm_backward(dyl, s.head_in, p + l.tensors[kLnfG].offset, s.lnf_mean, s.lnf_rstd, dx,
                      g + l.tensors[kLnfG].offset, g + l.tensors[kLnfB].offset);
+  span.end();  // before the temporaries are freed
 }
 
 double StageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int32_t* tokens,
@@ -361,6 +464,7 @@ double StageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int32
   }
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const std::size_t b = blocks[i];
+    TraceScope layer(trace_, {.layer = static_cast<std::int32_t>(layouts_[b].layer)});
     access_.acquire(b, DpPoint::kBeforeForward);
     Mat out;
     layer_forward(b, h, s.layers[i], out);
@@ -409,9 +513,11 @@ void StageModel::backward(std::int64_t chunk, std::int64_t mb, const Mat* grad_o
   for (std::size_t i = blocks.size(); i-- > 0;) {
     const std::size_t b = blocks[i];
     LayerCache& c = s.layers[i];
+    TraceScope layer(trace_, {.layer = static_cast<std::int32_t>(layouts_[b].layer)});
     if (!c.complete) {
       // Full recompute: rebuild this layer's activations from its input, collectives included
       // (layer_recompute_tasks = layer_forward_tasks).
+      TraceScope recompute(trace_, {.pass = 'R'});
       access_.acquire(b, DpPoint::kBeforeRecompute);
       Mat unused, x = std::move(c.x);
       layer_forward(b, x, c, unused);

@@ -14,11 +14,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "executor/comm.h"
 #include "executor/kernels.h"
 #include "executor/params.h"
+#include "executor/trace.h"
 #include "models/cost_model.h"
 
 namespace trainplan::executor {
@@ -71,6 +74,10 @@ class StageModel {
   // micro-batch's state.
   void backward(std::int64_t chunk, std::int64_t mb, const Mat* grad_output, Mat* grad_input);
 
+  // Records a span per cost-model task into `trace` from now on (null: stop; see trace.h). The
+  // caller sets the pass and micro-batch in the trace's context; the model sets the layer.
+  void set_trace(TraceRecorder* trace) { trace_ = trace; }
+
  private:
   struct LayerCache;
   struct MicroBatch;
@@ -84,8 +91,8 @@ class StageModel {
   double head_forward(MicroBatch& s, const Mat& x, const std::int32_t* targets, float scale);
   void head_backward(MicroBatch& s, Mat& dx);
   // Sequence-parallel helpers (T rows <-> T/tp rows), counted as the listed TP collectives.
-  void gather_tokens(const Mat& local, Mat& full);
-  void reduce_scatter_tokens(const Mat& full, Mat& local);
+  void gather_tokens(const Mat& local, Mat& full, std::string_view task);
+  void reduce_scatter_tokens(const Mat& full, Mat& local, std::string_view task);
   const float* head_weights();
   float* head_grads();
 
@@ -98,6 +105,10 @@ class StageModel {
   std::vector<std::vector<std::size_t>> chunk_blocks_;  // layer blocks of each chunk
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<MicroBatch>>
       in_flight_;  // by (chunk, micro-batch)
+  TraceRecorder* trace_ = nullptr;
+  // Trace names of the one attention kernel call: the cost-model tasks of the attention core it
+  // covers, joined by '+' ("attention", or "attn_scores+softmax+attn_values" when unfused).
+  std::string attention_task_, attention_bwd_task_;
 };
 
 }  // namespace trainplan::executor

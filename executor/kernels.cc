@@ -46,19 +46,21 @@ constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCubic = 0.044715f;
 }  // namespace
 
+// Written as whole-array expressions so that Eigen vectorizes tanh (a scalar std::tanh per
+// element made GELU a third of a small layer's time on CPU).
 void gelu_forward(const Mat& x, Mat& y) {
-  y = x.unaryExpr([](float v) {
-    return 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v)));
-  });
+  const auto v = x.array();
+  y.resize(x.rows(), x.cols());
+  y.array() = 0.5f * v * (1.0f + (kSqrt2OverPi * (v + kGeluCubic * v.cube())).tanh());
 }
 
 void gelu_backward(const Mat& x, const Mat& dy, Mat& dx) {
-  dx = x.binaryExpr(dy, [](float v, float d) {
-    const float u = kSqrt2OverPi * (v + kGeluCubic * v * v * v);
-    const float t = std::tanh(u);
-    const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
-    return d * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
-  });
+  const auto v = x.array();
+  const Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> t =
+      (kSqrt2OverPi * (v + kGeluCubic * v.cube())).tanh();
+  dx.resize(x.rows(), x.cols());
+  dx.array() = dy.array() * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t.square()) * kSqrt2OverPi *
+                                                      (1.0f + 3.0f * kGeluCubic * v.square()));
 }
 
 void linear_forward(const Mat& x, const ConstMatMap& w, const float* b, Mat& y) {

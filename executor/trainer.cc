@@ -1,5 +1,6 @@
-// The training step; see trainer.h. The data-parallel collectives carry the name of their
-// cost-model task (dp_block_tasks in models/cost_model.cc) in a comment.
+// The training step; see trainer.h. The data-parallel collectives are named by their cost-model
+// task (dp_block_tasks in models/cost_model.cc); the trace context of each call (pass,
+// micro-batch, layer) follows the simulator's (simulator/program.cc) so the traces line up.
 #include "executor/trainer.h"
 
 #include <algorithm>
@@ -62,8 +63,8 @@ void Trainer::acquire(std::size_t i, DpPoint) {
   if (plan_.zero_stage != 3) return;
   Block& b = blocks_[i];
   b.param.resize(static_cast<std::size_t>(b.padded));
-  comm_.all_gather(CommGroup::kDp, b.param_shard.data(), b.param.data(),
-                   b.shard);  // zero3_param_all_gather
+  comm_.all_gather(CommGroup::kDp, b.param_shard.data(), b.param.data(), b.shard,
+                   "zero3_param_all_gather");
 }
 
 void Trainer::release(std::size_t i) {
@@ -92,6 +93,7 @@ void Trainer::backward_done(std::size_t i) {
   // which must see every micro-batch; until then those positions stay out of the
   // reduce-scatter and accumulate locally.
   if (plan_.zero_stage < 2 || last_micro_batch_) return;
+  TraceScope after_backward(trace_, {.pass = ' '});
   Block& b = blocks_[i];
   std::vector<float> send = b.grad, shard(static_cast<std::size_t>(b.shard));
   std::vector<float> keep(b.grad.size(), 0.0f);
@@ -99,8 +101,8 @@ void Trainer::backward_done(std::size_t i) {
     for (auto [off, n] : *ranges) std::fill_n(send.begin() + off, n, 0.0f);
     copy_ranges(*ranges, b.grad.data(), keep.data());
   }
-  comm_.reduce_scatter(CommGroup::kDp, send.data(), shard.data(),
-                       b.shard);  // zero_grad_reduce_scatter
+  comm_.reduce_scatter(CommGroup::kDp, send.data(), shard.data(), b.shard,
+                       "zero_grad_reduce_scatter");
   for (std::int64_t j = 0; j < b.shard; ++j) b.grad_shard[j] += shard[j];
   b.grad.swap(keep);
 }
@@ -134,26 +136,36 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch, double& loss_
   // pp = 2 the two directions between one pair of ranks cannot be confused.
   const std::int64_t next = (stage_ + 1) % pp, prev = (stage_ + pp - 1) % pp;
   constexpr int kForwardTag = 1, kBackwardTag = 2;
+  // Trace: receives and sends belong to a micro-batch but no pass, as the simulator's.
   auto fwd = [&](std::int64_t chunk, std::int64_t mb) {
+    TraceScope micro_batch(trace_, {.pass = ' ', .micro_batch = static_cast<std::int32_t>(mb)});
     micro_batch_tokens(mb, in, out);
     Mat input, output;
     if (!net.has_embedding(chunk)) {
       input.resize(x.local_tokens, model_.hidden_size);
-      comm_.recv(CommGroup::kPp, input.data(), msg, prev, kForwardTag);
+      comm_.recv(CommGroup::kPp, input.data(), msg, prev, kForwardTag, "recv_forward");
     }
-    loss_sum += net.forward(chunk, mb, in.data(), out.data(), &input, &output, loss_scale);
-    if (!net.has_head(chunk)) comm_.send(CommGroup::kPp, output.data(), msg, next, kForwardTag);
+    {
+      TraceScope forward(trace_, {.pass = 'F'});
+      loss_sum += net.forward(chunk, mb, in.data(), out.data(), &input, &output, loss_scale);
+    }
+    if (!net.has_head(chunk))
+      comm_.send(CommGroup::kPp, output.data(), msg, next, kForwardTag, "send_forward");
   };
   auto bwd = [&](std::int64_t chunk, std::int64_t mb) {
+    TraceScope micro_batch(trace_, {.pass = ' ', .micro_batch = static_cast<std::int32_t>(mb)});
     last_micro_batch_ = mb == M - 1;
     Mat grad_out, grad_in;
     if (!net.has_head(chunk)) {
       grad_out.resize(x.local_tokens, model_.hidden_size);
-      comm_.recv(CommGroup::kPp, grad_out.data(), msg, next, kBackwardTag);
+      comm_.recv(CommGroup::kPp, grad_out.data(), msg, next, kBackwardTag, "recv_backward");
     }
-    net.backward(chunk, mb, &grad_out, &grad_in);
+    {
+      TraceScope backward(trace_, {.pass = 'B'});
+      net.backward(chunk, mb, &grad_out, &grad_in);
+    }
     if (!net.has_embedding(chunk))
-      comm_.send(CommGroup::kPp, grad_in.data(), msg, prev, kBackwardTag);
+      comm_.send(CommGroup::kPp, grad_in.data(), msg, prev, kBackwardTag, "send_backward");
   };
 
   if (plan_.schedule == Schedule::kInterleaved) {
@@ -202,7 +214,8 @@ void Trainer::finish_gradients() {
     for (auto [off, n] : b.sp_norm) norms.insert(norms.end(), b.grad.begin() + off,
                                                  b.grad.begin() + off + n);
   if (!norms.empty()) {
-    comm_.all_reduce(CommGroup::kTp, norms.data(), static_cast<std::int64_t>(norms.size()));
+    comm_.all_reduce(CommGroup::kTp, norms.data(), static_cast<std::int64_t>(norms.size()),
+                     ReduceOp::kSum, "tp_sp_norm_grad_all_reduce");
     std::size_t k = 0;
     for (Block& b : blocks_)
       for (auto [off, n] : b.sp_norm) {
@@ -210,23 +223,29 @@ void Trainer::finish_gradients() {
         k += static_cast<std::size_t>(n);
       }
   }
-  for (Block& b : blocks_) {
+  const std::vector<BlockLayout>& layouts = stage_model_->layouts();
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    Block& b = blocks_[i];
     // Tied table on the first and last stage: sum the two copies' gradients before the DP
     // reduction, so that every ZeRO stage sees the whole sum.
     for (auto [off, n] : b.tied)
-      comm_.all_reduce(CommGroup::kEmbedding, b.grad.data() + off, n);  // embedding_grad_all_reduce
+      comm_.all_reduce(CommGroup::kEmbedding, b.grad.data() + off, n, ReduceOp::kSum,
+                       "embedding_grad_all_reduce");
+    // Traced under the block's layer, as the simulator's per-block reductions.
+    TraceScope block(trace_, {.layer = static_cast<std::int32_t>(layouts[i].layer)});
     switch (plan_.zero_stage) {
       case 0:
-        comm_.all_reduce(CommGroup::kDp, b.grad.data(), b.padded);  // dp_grad_all_reduce
+        comm_.all_reduce(CommGroup::kDp, b.grad.data(), b.padded, ReduceOp::kSum,
+                         "dp_grad_all_reduce");
         break;
       case 1:
-        comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), b.grad_shard.data(),
-                             b.shard);  // zero_grad_reduce_scatter (once per step)
+        comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), b.grad_shard.data(), b.shard,
+                             "zero_grad_reduce_scatter");  // once per step
         break;
       default: {
         std::vector<float> shard(static_cast<std::size_t>(b.shard));
-        comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), shard.data(),
-                             b.shard);  // zero_grad_reduce_scatter (the last micro-batch's)
+        comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), shard.data(), b.shard,
+                             "zero_grad_reduce_scatter");  // the last micro-batch's
         for (std::int64_t j = 0; j < b.shard; ++j) b.grad_shard[j] += shard[j];
         break;
       }
@@ -236,6 +255,9 @@ void Trainer::finish_gradients() {
 
 void Trainer::optimizer_step() {
   ++step_;
+  TraceScope optimizer(trace_, {.pass = 'O', .micro_batch = -1, .layer = -1});
+  TraceSpan span(trace_);
+  span.begin("optimizer");
   for (Block& b : blocks_) {
     if (plan_.zero_stage == 0) {
       adamw_update(options_.adamw, step_, b.padded, b.param.data(), b.grad.data(), b.m.data(),
@@ -247,8 +269,13 @@ void Trainer::optimizer_step() {
                    b.v.data(), b.decay.data() + off);
       if (plan_.zero_stage <= 2) {
         const std::vector<float> mine(p, p + b.shard);
-        comm_.all_gather(CommGroup::kDp, mine.data(), b.param.data(),
-                         b.shard);  // zero_param_all_gather
+        span.end();
+        {
+          TraceScope after_optimizer(trace_, {.pass = ' '});
+          comm_.all_gather(CommGroup::kDp, mine.data(), b.param.data(), b.shard,
+                           "zero_param_all_gather");
+        }
+        span.begin("optimizer");
       }
       std::fill(b.grad_shard.begin(), b.grad_shard.end(), 0.0f);
     }
@@ -256,8 +283,25 @@ void Trainer::optimizer_step() {
   }
 }
 
-Result<StepResult> Trainer::step(const std::vector<std::int32_t>& batch) {
+void Trainer::set_trace(TraceRecorder* trace) {
+  trace_ = trace;
+  stage_model_->set_trace(trace);
+  comm_.set_trace(trace);
+}
+
+Result<StepResult> Trainer::step(const std::vector<std::int32_t>& batch, TraceRecorder* trace) {
   const auto t0 = std::chrono::steady_clock::now();
+  if (trace != nullptr) {
+    trace->start_step(t0);
+    set_trace(trace);
+  }
+  // Uninstalls the recorder however the step ends.
+  struct Untrace {
+    Trainer* t;
+    ~Untrace() {
+      if (t->trace_ != nullptr) t->set_trace(nullptr);
+    }
+  } untrace{this};
   const std::int64_t need = plan_.global_batch_size * (model_.seq_len + 1);
   if (static_cast<std::int64_t>(batch.size()) != need)
     return Status::Error("batch has " + std::to_string(batch.size()) + " tokens, the step needs " +
@@ -272,7 +316,7 @@ Result<StepResult> Trainer::step(const std::vector<std::int32_t>& batch) {
   const bool reporter = stage_ == plan_.pp - 1 && comm_.group_rank(CommGroup::kTp) == 0;
   const bool bad = reporter && !std::isfinite(loss_sum);
   double control[2] = {reporter && !bad ? loss_sum : 0.0, bad ? 1.0 : 0.0};
-  comm_.control_all_reduce(control, 2, ReduceOp::kSum);
+  comm_.control_all_reduce(control, 2, ReduceOp::kSum);  // control traffic: not traced
   if (control[1] > 0) {
     double who = bad ? static_cast<double>(comm_.world_rank()) : -1.0;
     comm_.control_all_reduce(&who, 1, ReduceOp::kMax);
@@ -281,7 +325,10 @@ Result<StepResult> Trainer::step(const std::vector<std::int32_t>& batch) {
                              " (last pipeline stage); stopping",
                          ExitCode::kRuntime);
   }
-  finish_gradients();
+  {
+    TraceScope after_backward(trace_, {.pass = ' ', .micro_batch = -1, .layer = -1});
+    finish_gradients();
+  }
   const auto t1 = std::chrono::steady_clock::now();
   optimizer_step();
   StepResult r;

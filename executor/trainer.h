@@ -4,7 +4,8 @@
 // the collectives of comm_volume_on_stage (models/cost_model.h) exactly.
 //
 // Usage: make a Comm (comm_mpi.h), then Trainer::make(model, plan, options, comm) and
-// step(batch) per optimizer step. Tested by tests/executor/parallel_check.cc.
+// step(batch) per optimizer step; step(batch, &recorder) also records that step's trace
+// (trace.h). Tested by tests/executor/parallel_check.cc and trace_test.cc.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "executor/gpt.h"
 #include "executor/kernels.h"
 #include "executor/params.h"
+#include "executor/trace.h"
 #include "models/status.h"
 
 namespace trainplan::executor {
@@ -42,7 +44,10 @@ class Trainer final : private BlockAccess {
   // One optimizer step. `batch` is the whole global batch: global_batch_size sequences of
   // seq_len + 1 tokens each (inputs and the next-token targets); this rank reads its share.
   // A non-finite loss is an error naming the step and the rank that saw it.
-  Result<StepResult> step(const std::vector<std::int32_t>& batch);
+  // With `trace`, the step's spans and collectives are recorded there (replacing what it held),
+  // timed from the step's start on this rank; the recorder is used for this step only.
+  Result<StepResult> step(const std::vector<std::int32_t>& batch,
+                          TraceRecorder* trace = nullptr);
 
   std::int64_t stage() const { return stage_; }
   std::int64_t steps_done() const { return step_; }
@@ -75,6 +80,7 @@ class Trainer final : private BlockAccess {
   void run_schedule(const std::vector<std::int32_t>& batch, double& loss_sum);
   void finish_gradients();
   void optimizer_step();
+  void set_trace(TraceRecorder* trace);
 
   ModelSpec model_;
   Plan plan_;
@@ -84,6 +90,7 @@ class Trainer final : private BlockAccess {
   std::unique_ptr<StageModel> stage_model_;
   std::vector<Block> blocks_;
   bool last_micro_batch_ = false;
+  TraceRecorder* trace_ = nullptr;  // during a traced step only
 };
 
 }  // namespace trainplan::executor

@@ -18,6 +18,11 @@ DeviceRates device_rates(const GpuSpec& gpu, Precision precision) {
   return r;
 }
 
+double memory_efficiency_of(const DeviceRates& r, MemoryKernel k) {
+  const double e = r.memory_kernel_efficiency[static_cast<std::size_t>(k)];
+  return e > 0 ? e : r.memory_efficiency;
+}
+
 double gemm_shape_efficiency(const DeviceRates& r, std::int64_t m, std::int64_t n, std::int64_t k,
                              std::int64_t batch) {
   const double tiles_m = std::ceil(static_cast<double>(m) / r.tile_m);
@@ -48,7 +53,9 @@ double task_time_s(const Task& t, const DeviceRates& r) {
                  gemm_shape_efficiency(r, t.m, t.n, t.k, t.batch));
       break;
   }
-  const double mem = t.bytes / (r.hbm_bytes_per_s * r.memory_efficiency);
+  const double eff = t.kind == TaskKind::kMemory ? memory_efficiency_of(r, t.memory_kernel)
+                                                 : r.memory_efficiency;
+  const double mem = t.bytes / (r.hbm_bytes_per_s * eff);
   return std::max(compute, mem) + r.kernel_overhead_s;
 }
 
@@ -71,6 +78,13 @@ Result<HardwareProfile> hardware_profile_from_json(const Json& j, std::string_vi
   r.get_double("tile_n", p.rates.tile_n, 1, 4096, false);
   r.get_double("k_half", p.rates.k_half, 0, 1e6, false);
   if (r.get_double("kernel_overhead_us", v, 0, 1e6, false)) p.rates.kernel_overhead_s = v * kUs;
+  if (const Json* by_kernel = r.get_object("memory_efficiency_by_kernel", false)) {
+    JsonReader kr(*by_kernel, r.where() + " memory_efficiency_by_kernel");
+    for (std::size_t k = 0; k < kMemoryKernelCount; ++k)
+      kr.get_double(std::string(to_string(static_cast<MemoryKernel>(k))).c_str(),
+                    p.rates.memory_kernel_efficiency[k], 1e-6, 1.0, false);
+    TRAINPLAN_RETURN_IF_ERROR(kr.finish());
+  }
   if (r.get_double("baseline_memory_MiB", v, 0, 1e9, false))
     p.baseline_memory_bytes = v * kMiB;
   if (const Json* links = r.get_object("links", false)) {
@@ -98,6 +112,12 @@ Json hardware_profile_to_json(const HardwareProfile& p) {
   j["gemm_efficiency"] = p.rates.gemm_efficiency;
   j["memory_efficiency"] = p.rates.memory_efficiency;
   j["attention_efficiency"] = p.rates.attention_efficiency;
+  Json by_kernel = Json::object();
+  for (std::size_t k = 0; k < kMemoryKernelCount; ++k)
+    if (p.rates.memory_kernel_efficiency[k] > 0)
+      by_kernel[std::string(to_string(static_cast<MemoryKernel>(k)))] =
+          p.rates.memory_kernel_efficiency[k];
+  if (!by_kernel.empty()) j["memory_efficiency_by_kernel"] = by_kernel;
   j["parallel_units"] = p.rates.sm_count;
   j["tile_m"] = p.rates.tile_m;
   j["tile_n"] = p.rates.tile_n;

@@ -13,6 +13,7 @@
 // fitted profile replaces them (--hardware FILE).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -27,6 +28,9 @@ struct DeviceRates {
   double hbm_bytes_per_s = 0;
   double gemm_efficiency = 0.8;    // large-GEMM fraction of peak
   double memory_efficiency = 0.8;  // streaming-kernel fraction of bandwidth
+  // Per kind of memory-bound kernel (MemoryKernel), its own fraction of bandwidth; 0 means
+  // memory_efficiency. `calibrate` measures them; the GPU presets leave them at 0.
+  std::array<double, kMemoryKernelCount> memory_kernel_efficiency{};
   double attention_efficiency = 0.6;  // fused attention kernel, fraction of gemm rate
   std::int64_t sm_count = 1;       // parallel units for wave quantization
   double tile_m = 128, tile_n = 128;
@@ -35,6 +39,9 @@ struct DeviceRates {
 };
 
 DeviceRates device_rates(const GpuSpec& gpu, Precision precision);
+
+// The fraction of bandwidth a memory-bound kernel of kind k reaches.
+double memory_efficiency_of(const DeviceRates& r, MemoryKernel k);
 
 double gemm_shape_efficiency(const DeviceRates& r, std::int64_t m, std::int64_t n, std::int64_t k,
                              std::int64_t batch);

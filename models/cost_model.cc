@@ -15,6 +15,19 @@ std::string_view to_string(Pass p) {
   return "?";
 }
 
+std::string_view to_string(MemoryKernel k) {
+  switch (k) {
+    case MemoryKernel::kElementwise: return "elementwise";
+    case MemoryKernel::kNorm: return "norm";
+    case MemoryKernel::kActivation: return "activation";
+    case MemoryKernel::kSoftmax: return "softmax";
+    case MemoryKernel::kEmbedding: return "embedding";
+    case MemoryKernel::kOptimizer: return "optimizer";
+    case MemoryKernel::kCount: break;
+  }
+  return "?";
+}
+
 std::string_view to_string(CommGroup g) {
   switch (g) {
     case CommGroup::kTp: return "tp";
@@ -265,11 +278,12 @@ Task gemm(std::string_view name, std::int64_t m, std::int64_t n, std::int64_t k,
   return t;
 }
 
-Task memory(std::string_view name, double bytes) {
+Task memory(std::string_view name, double bytes, MemoryKernel kernel) {
   Task t;
   t.name = name;
   t.kind = TaskKind::kMemory;
   t.bytes = bytes;
+  t.memory_kernel = kernel;
   return t;
 }
 
@@ -324,7 +338,8 @@ void add_attention_core(std::vector<Task>& out, const Shape& x) {
   // Scale, causal mask and softmax (one fused kernel), then dropout: read scores, write
   // probabilities; dropout writes a 1-byte mask and the dropped probabilities.
   const double elems = d(batch) * d(x.s) * d(x.s);
-  out.push_back(memory("softmax", elems * (2.0 * x.e + (x.dropout ? 1.0 + 2.0 * x.e : 0.0))));
+  out.push_back(memory("softmax", elems * (2.0 * x.e + (x.dropout ? 1.0 + 2.0 * x.e : 0.0)),
+                       MemoryKernel::kSoftmax));
   out.push_back(gemm("attn_values", x.s, x.hd, x.s, batch, x.e));
 }
 
@@ -335,7 +350,7 @@ void add_mlp_forward(std::vector<Task>& out, const Shape& x, const ModelSpec& m,
   const double act_bytes = d(x.tokens) * d(f_rank) * x.e * (x.swiglu ? 3.0 : 2.0);
   if (!x.moe) {
     out.push_back(gemm("fc1", x.tokens, fc1_n, x.h, 1, x.e));
-    out.push_back(memory(x.swiglu ? "swiglu" : "gelu", act_bytes));
+    out.push_back(memory(x.swiglu ? "swiglu" : "gelu", act_bytes, MemoryKernel::kActivation));
     out.push_back(gemm("fc2", x.tokens, x.h, f_rank, 1, x.e));
     return;
   }
@@ -354,7 +369,7 @@ void add_mlp_forward(std::vector<Task>& out, const Shape& x, const ModelSpec& m,
   Task fc1 = gemm("expert_fc1", per_expert, fc1_n, x.h, local_experts, x.e);
   fc1.flops = fc1.executed_flops = 2.0 * routed * d(fc1_n) * d(x.h);
   out.push_back(fc1);
-  out.push_back(memory(x.swiglu ? "swiglu" : "gelu", act_bytes * d(k)));
+  out.push_back(memory(x.swiglu ? "swiglu" : "gelu", act_bytes * d(k), MemoryKernel::kActivation));
   Task fc2 = gemm("expert_fc2", per_expert, x.h, f_rank, local_experts, x.e);
   fc2.flops = fc2.executed_flops = 2.0 * routed * d(x.h) * d(f_rank);
   out.push_back(fc2);
@@ -392,18 +407,18 @@ const Task& find_task(const std::vector<Task>& tasks, std::string_view name) {
 std::vector<Task> layer_forward_tasks(const ModelSpec& m, const Plan& p) {
   const Shape x = shape_of(m, p);
   std::vector<Task> out;
-  out.push_back(memory("norm1", norm_bytes(x)));
+  out.push_back(memory("norm1", norm_bytes(x), MemoryKernel::kNorm));
   if (x.sp) out.push_back(tp_gather("tp_all_gather_attn", x));
   out.push_back(gemm("qkv", x.tokens, (x.q + 2 * x.kv) / x.t, x.h, 1, x.e));
   add_attention_core(out, x);
   out.push_back(gemm("out_proj", x.tokens, x.h, x.q / x.t, 1, x.e));
   out.push_back(tp_exit("tp_all_reduce_attn", "tp_reduce_scatter_attn", x));
-  out.push_back(memory("residual1", residual_bytes(x)));
-  out.push_back(memory("norm2", norm_bytes(x)));
+  out.push_back(memory("residual1", residual_bytes(x), MemoryKernel::kElementwise));
+  out.push_back(memory("norm2", norm_bytes(x), MemoryKernel::kNorm));
   if (x.sp) out.push_back(tp_gather("tp_all_gather_mlp", x));
   add_mlp_forward(out, x, m, p);
   out.push_back(tp_exit("tp_all_reduce_mlp", "tp_reduce_scatter_mlp", x));
-  out.push_back(memory("residual2", residual_bytes(x)));
+  out.push_back(memory("residual2", residual_bytes(x), MemoryKernel::kElementwise));
   return without_trivial_comm(out);
 }
 
@@ -427,7 +442,7 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
     if (x.sp) out.push_back(comm(name, Collective::kAllGather, CommGroup::kTp, x.t, th));
   };
 
-  out.push_back(memory("residual2_bwd", residual_bytes(x)));
+  out.push_back(memory("residual2_bwd", residual_bytes(x), MemoryKernel::kElementwise));
   g_backward("tp_all_gather_mlp_grad");
   if (x.moe) {
     out.push_back(comm("ep_combine_bwd", Collective::kAllToAll, CommGroup::kEp, p.ep,
@@ -435,7 +450,8 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
     add_gemm_backward(out, find_task(fwd, "expert_fc2"), "expert_fc2_dgrad", "expert_fc2_wgrad",
                       x.e);
     Task act = find_task(fwd, x.swiglu ? "swiglu" : "gelu");
-    out.push_back(memory(x.swiglu ? "swiglu_bwd" : "gelu_bwd", 2.0 * act.bytes));
+    out.push_back(memory(x.swiglu ? "swiglu_bwd" : "gelu_bwd", 2.0 * act.bytes,
+                         MemoryKernel::kActivation));
     add_gemm_backward(out, find_task(fwd, "expert_fc1"), "expert_fc1_dgrad", "expert_fc1_wgrad",
                       x.e);
     out.push_back(comm("ep_dispatch_bwd", Collective::kAllToAll, CommGroup::kEp, p.ep,
@@ -445,7 +461,8 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
   } else {
     add_gemm_backward(out, find_task(fwd, "fc2"), "fc2_dgrad", "fc2_wgrad", x.e);
     Task act = find_task(fwd, x.swiglu ? "swiglu" : "gelu");
-    out.push_back(memory(x.swiglu ? "swiglu_bwd" : "gelu_bwd", 2.0 * act.bytes));
+    out.push_back(memory(x.swiglu ? "swiglu_bwd" : "gelu_bwd", 2.0 * act.bytes,
+                         MemoryKernel::kActivation));
     const Task& fc1 = find_task(fwd, "fc1");
     Task dg = gemm("fc1_dgrad", fc1.m, fc1.k, fc1.n, 1, x.e);
     dg.flops = dg.executed_flops = fc1.flops;
@@ -456,8 +473,8 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
     out.push_back(wg);
   }
   f_backward("tp_all_reduce_mlp_grad", "tp_reduce_scatter_mlp_grad");
-  out.push_back(memory("norm2_bwd", 2.0 * norm_bytes(x)));
-  out.push_back(memory("residual1_bwd", residual_bytes(x)));
+  out.push_back(memory("norm2_bwd", 2.0 * norm_bytes(x), MemoryKernel::kNorm));
+  out.push_back(memory("residual1_bwd", residual_bytes(x), MemoryKernel::kElementwise));
   g_backward("tp_all_gather_attn_grad");
   add_gemm_backward(out, find_task(fwd, "out_proj"), "out_proj_dgrad", "out_proj_wgrad", x.e);
   if (x.fused) {
@@ -473,7 +490,7 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
     add_gemm_backward(out, find_task(fwd, "attn_values"), "attn_values_dgrad_p",
                       "attn_values_dgrad_v", x.e);
     Task sm = find_task(fwd, "softmax");
-    out.push_back(memory("softmax_bwd", sm.bytes * 1.5));
+    out.push_back(memory("softmax_bwd", sm.bytes * 1.5, MemoryKernel::kSoftmax));
     add_gemm_backward(out, find_task(fwd, "attn_scores"), "attn_scores_dgrad_q",
                       "attn_scores_dgrad_k", x.e);
   }
@@ -486,7 +503,7 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
   wg.flops = wg.executed_flops = qkv.flops;
   out.push_back(wg);
   f_backward("tp_all_reduce_attn_grad", "tp_reduce_scatter_attn_grad");
-  out.push_back(memory("norm1_bwd", 2.0 * norm_bytes(x)));
+  out.push_back(memory("norm1_bwd", 2.0 * norm_bytes(x), MemoryKernel::kNorm));
   return without_trivial_comm(out);
 }
 
@@ -510,7 +527,7 @@ std::vector<Task> embedding_forward_tasks(const ModelSpec& m, const Plan& p) {
   const Shape x = shape_of(m, p);
   std::vector<Task> out;
   // Gather rows of this rank's vocabulary slice (and add positions): write T*h.
-  out.push_back(memory("embedding", 2.0 * d(x.tokens) * d(x.h) * x.e));
+  out.push_back(memory("embedding", 2.0 * d(x.tokens) * d(x.h) * x.e, MemoryKernel::kEmbedding));
   // Vocabulary-parallel embedding: ranks without a token's row contribute zeros; the sum is an
   // all-reduce, or a reduce-scatter into the sequence-parallel region.
   out.push_back(tp_exit("tp_all_reduce_embedding", "tp_reduce_scatter_embedding", x));
@@ -522,7 +539,8 @@ std::vector<Task> embedding_backward_tasks(const ModelSpec& m, const Plan& p) {
   std::vector<Task> out;
   if (x.sp)
     out.push_back(tp_gather("tp_all_gather_embedding_grad", x));
-  out.push_back(memory("embedding_bwd", 2.0 * d(x.tokens) * d(x.h) * x.e));
+  out.push_back(memory("embedding_bwd", 2.0 * d(x.tokens) * d(x.h) * x.e,
+                       MemoryKernel::kEmbedding));
   return without_trivial_comm(out);
 }
 
@@ -530,13 +548,15 @@ std::vector<Task> head_forward_tasks(const ModelSpec& m, const Plan& p) {
   const Shape x = shape_of(m, p);
   const std::int64_t v_rank = padded_vocab(m, p.tp) / p.tp;
   std::vector<Task> out;
-  out.push_back(memory("final_norm", norm_bytes(x)));
+  out.push_back(memory("final_norm", norm_bytes(x), MemoryKernel::kNorm));
   if (x.sp) out.push_back(tp_gather("tp_all_gather_head", x));
   Task head = gemm("lm_head", x.tokens, v_rank, x.h, 1, x.e);
   head.flops = 2.0 * d(x.tokens) * d(m.vocab_size) / d(p.tp) * d(x.h);  // unpadded, as eq. 3
   out.push_back(head);
   // Cross-entropy over vocabulary-parallel logits in fp32: read logits, write softmax.
-  out.push_back(memory("cross_entropy", d(x.tokens) * d(v_rank) * (x.e + 2.0 * 4.0)));
+  // A softmax over the vocabulary slice (exp per logit) and the loss: the softmax kind.
+  out.push_back(memory("cross_entropy", d(x.tokens) * d(v_rank) * (x.e + 2.0 * 4.0),
+                       MemoryKernel::kSoftmax));
   // Megatron's vocab-parallel cross-entropy all-reduces the max, the sum of exponentials and
   // the target logit: three fp32 values per token.
   for (std::string_view name : {"tp_all_reduce_logit_max", "tp_all_reduce_sum_exp",
@@ -549,12 +569,14 @@ std::vector<Task> head_backward_tasks(const ModelSpec& m, const Plan& p) {
   const Shape x = shape_of(m, p);
   const std::int64_t v_rank = padded_vocab(m, p.tp) / p.tp;
   std::vector<Task> out;
-  out.push_back(memory("cross_entropy_bwd", d(x.tokens) * d(v_rank) * (4.0 + x.e)));
+  // Probabilities minus the one-hot target, scaled: elementwise.
+  out.push_back(memory("cross_entropy_bwd", d(x.tokens) * d(v_rank) * (4.0 + x.e),
+                       MemoryKernel::kElementwise));
   Task head = gemm("lm_head", x.tokens, v_rank, x.h, 1, x.e);
   head.flops = 2.0 * d(x.tokens) * d(m.vocab_size) / d(p.tp) * d(x.h);
   add_gemm_backward(out, head, "lm_head_dgrad", "lm_head_wgrad", x.e);
   out.push_back(tp_exit("tp_all_reduce_head_grad", "tp_reduce_scatter_head_grad", x));
-  out.push_back(memory("final_norm_bwd", 2.0 * norm_bytes(x)));
+  out.push_back(memory("final_norm_bwd", 2.0 * norm_bytes(x), MemoryKernel::kNorm));
   return without_trivial_comm(out);
 }
 
@@ -858,6 +880,13 @@ double optimizer_params_on_rank(const ModelSpec& m, const Plan& p, std::int64_t 
   const StageParameters sp = parameters_on_stage(m, p, stage);
   if (p.zero_stage >= 1) return sp.dense / d(p.dp) + sp.expert / d(p.dp / p.ep);
   return sp.total();
+}
+
+Task optimizer_task(const ModelSpec& m, const Plan& p, std::int64_t stage) {
+  return memory("optimizer",
+                optimizer_params_on_rank(m, p, stage) *
+                    optimizer_step_bytes_per_param(p.precision, p.optimizer),
+                MemoryKernel::kOptimizer);
 }
 
 OffloadTraffic offload_traffic_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage) {

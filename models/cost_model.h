@@ -14,6 +14,7 @@
 //  - Ren et al. 2021, "ZeRO-Offload" (arXiv:2101.06840): optimizer states and step on the host.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -74,6 +75,22 @@ std::string_view to_string(CommGroup g);
 std::string_view report_group(CommGroup g);
 enum class Pass { kForward, kBackward, kRecompute };
 std::string_view to_string(Pass p);
+// What a memory-bound task's kernel does. Kernels of one kind reach similar fractions of the
+// memory bandwidth and kinds differ: on an A100 a LayerNorm forward+backward reaches ~0.4 of
+// peak bandwidth where a copy reaches ~0.9 (pytorch/pytorch#87445), and on a CPU the
+// transcendental-heavy ones (GELU's tanh, a softmax's exp) are bound by arithmetic, not memory.
+// A hardware profile may give each kind its own efficiency (models/compute_model.h).
+enum class MemoryKernel : std::int8_t {
+  kElementwise,   // residual adds, copies, the cross-entropy's gradient
+  kNorm,          // LayerNorm / RMSNorm forward and backward
+  kActivation,    // GELU, SwiGLU
+  kSoftmax,       // softmax: attention's (unfused) and the cross-entropy's over the vocabulary
+  kEmbedding,     // table lookups and their scatter-add backward
+  kOptimizer,     // the parameter update
+  kCount
+};
+inline constexpr std::size_t kMemoryKernelCount = static_cast<std::size_t>(MemoryKernel::kCount);
+std::string_view to_string(MemoryKernel k);
 
 struct Task {
   std::string_view name;   // "qkv", "softmax", "tp_all_reduce_attn", ...
@@ -83,6 +100,7 @@ struct Task {
   double flops = 0;           // model FLOPs by the papers' convention (full s^2 for attention)
   double executed_flops = 0;  // what the kernel executes (a causal fused kernel skips half)
   double bytes = 0;           // device-memory traffic
+  MemoryKernel memory_kernel = MemoryKernel::kElementwise;  // for kMemory tasks
   // Collectives: which group, which collective, message size (nccl-tests' S).
   Collective collective = Collective::kAllReduce;
   CommGroup group = CommGroup::kTp;
@@ -212,6 +230,8 @@ namespace trainplan {
 double optimizer_step_bytes_per_param(Precision precision, Optimizer optimizer);
 // Parameters this rank updates per step: its stage parameters, divided by dp under ZeRO >= 1.
 double optimizer_params_on_rank(const ModelSpec& model, const Plan& plan, std::int64_t stage);
+// The optimizer step of one rank of `stage` as a memory-bound task ("optimizer").
+Task optimizer_task(const ModelSpec& model, const Plan& plan, std::int64_t stage);
 
 // ZeRO-Offload traffic per step for one rank (Ren et al. 2021, sec. 4): gradients to the host,
 // updated weights back, and the host optimizer's memory traffic.

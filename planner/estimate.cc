@@ -259,16 +259,13 @@ Estimate Estimator::estimate(const Plan& plan) {
       exposed += tied;
     }
     double optimizer = 0, offload = 0;
-    const double opt_params = optimizer_params_on_rank(model_, plan, s);
     if (plan.offload == Offload::kOptimizer) {
       const OffloadTraffic off = offload_traffic_on_stage(model_, plan, s);
       const double gpus_per_node = d(std::min(cluster_.gpus_per_node, plan.world_size()));
       offload = (off.device_to_host_bytes + off.host_to_device_bytes) / cluster_.pcie_bytes_per_s +
                 off.host_memory_bytes / (cluster_.host_memory_bytes_per_s_per_node / gpus_per_node);
     } else {
-      optimizer = opt_params * optimizer_step_bytes_per_param(plan.precision, plan.optimizer) /
-                      (r.hbm_bytes_per_s * r.memory_efficiency) +
-                  r.kernel_overhead_s;
+      optimizer = task_time_s(optimizer_task(model_, plan, s), r);
     }
     const double tail = exposed + optimizer + offload;
     if (tail >= worst_tail) {

@@ -563,7 +563,6 @@ class Builder {
     meta.pass = 'O';
     meta.name = "optimizer";
     meta.optimizer = true;
-    const double params = optimizer_params_on_rank(model_, plan_, rs.stage);
     std::stable_partition(rs.deferred.begin(), rs.deferred.end(),
                           [](const Task& t) { return t.group != CommGroup::kEmbedding; });
     for (const Task& t : rs.deferred) {
@@ -606,11 +605,8 @@ class Builder {
       eng_.add_dep(d2h, host);
       done = transfer(off.host_to_device_bytes, false, "offload_weights_h2d", host);
     } else {
-      Task t;
-      t.name = "optimizer";
-      t.kind = TaskKind::kMemory;
-      t.bytes = params * optimizer_step_bytes_per_param(plan_.precision, plan_.optimizer);
-      const TimeNs ns = opt_.uniform_compute ? 0 : to_ns(task_time_s(t, rates_));
+      const Task step = optimizer_task(model_, plan_, rs.stage);
+      const TimeNs ns = opt_.uniform_compute ? 0 : to_ns(task_time_s(step, rates_));
       if (rs.last_dp >= 0) rs.wait.push_back(rs.last_dp);
       if (rs.last_other_sync >= 0) rs.wait.push_back(rs.last_other_sync);
       done = compute(rs, ns, meta);

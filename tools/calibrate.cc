@@ -1,21 +1,28 @@
 // calibrate: measure this machine and write a hardware profile for `simulate --hardware`.
 //
 //   mpirun -np 2 build/tools/calibrate --out profile.json [--cluster-out cpu_cluster.json] [--quick]
+//       [--active-ranks 1]
 //
 // Every rank measures at once (one thread per rank, as the executor runs); rank 0 fits and
-// writes. GEMM throughput over the cost model's shapes and an m,n,k sweep, STREAM bandwidth,
-// the memory-bound kernels, causal attention, and (with 2+ ranks) MPI collectives in nccl-tests'
-// columns; then least-squares fits (calibration/fit.h). With -np 1 the profile has no links.
+// writes. The executor's own code per cost-model task (traced training steps of the --models
+// at each --micro-batches and --tp; calibration/executor_probe.h), its GEMM over an m,n,k sweep,
+// STREAM bandwidth, and (with 2+ ranks) MPI collectives in nccl-tests' columns; then
+// least-squares fits (calibration/fit.h). With -np 1 the profile has no links.
 // Tested by tests/calibration/calibrate_test.cc.
 #include <mpi.h>
 
 #include <ctime>
+#include <memory>
+#include <time.h>
 #include <iostream>
 #include <sstream>
 
 #include "calibration/collective_bench.h"
+#include "calibration/executor_probe.h"
 #include "calibration/kernels.h"
 #include "calibration/profile.h"
+#include "executor/allocator.h"
+#include "executor/comm_mpi.h"
 #include "models/units.h"
 #include "tools/cli.h"
 
@@ -92,32 +99,77 @@ struct Setup {
   std::vector<ModelSpec> models;
   std::vector<std::int64_t> micro_batches, tps;
   bool quick = false;
+  // Ranks that compute at once: all (the plans that use every rank of the node) or 1 (rank 0
+  // alone while the others sleep: what a one-rank plan sees; on a CPU the ranks share caches
+  // and memory bandwidth, so the two differ).
+  bool one_active = false;
 };
 
-Measurements measure_compute(const Setup& s, int rank) {
+// Waits for rank 0's signal without spinning, so that a waiting rank takes nothing from rank 0
+// (MPI's blocking calls poll; a poll on a sibling hardware thread slows the measured one).
+void idle_until_rank0_done() {
+  MPI_Request request;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  int done = 0;
+  while (MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
+    const timespec pause{0, 2'000'000};  // 2 ms
+    nanosleep(&pause, nullptr);
+  }
+}
+
+// The plans whose steps the executor runs to time its tasks: each model, micro-batch size and
+// tensor-parallel degree that divides the world (data parallel over the rest, so that every
+// rank computes at once, as in the plans calibrated for), one micro-batch per step.
+std::vector<Plan> probe_plans(const Setup& s, const ModelSpec& model, int world) {
+  std::vector<Plan> plans;
+  for (std::int64_t tp : s.tps) {
+    if (world % tp != 0) continue;
+    for (std::int64_t b : s.micro_batches) {
+      Plan p;
+      p.tp = tp;
+      p.dp = world / tp;
+      p.micro_batch_size = b;
+      p.global_batch_size = b * p.dp;
+      p.precision = Precision::kFp32;
+      p.attention = AttentionImpl::kUnfused;
+      p.schedule = Schedule::k1F1B;
+      if (!validate_plan(p).ok() || !check_plan_fits_model(p, model).ok()) continue;
+      plans.push_back(p);
+    }
+  }
+  return plans;
+}
+
+Result<Measurements> measure_compute(const Setup& s, int rank, int world) {
   Measurements m;
   TimingOptions t;
   t.min_time_s = s.quick ? 0.01 : 0.05;
   auto log = [&](const std::string& what) {
     if (rank == 0) std::cerr << kProgram << ": measuring " << what << "\n";
   };
-  log("GEMMs");
-  std::vector<GemmShape> shapes = cost_model_gemm_shapes(s.models, s.micro_batches, s.tps);
+  if (s.one_active && rank != 0) {
+    idle_until_rank0_done();
+    return m;
+  }
+  log("the executor's tasks in traced training steps");
+  const int steps = s.quick ? 2 : 4;
+  for (const ModelSpec& model : s.models) {
+    for (const Plan& plan : probe_plans(s, model, s.one_active ? 1 : world)) {
+      auto comm = s.one_active ? Result<std::unique_ptr<executor::Comm>>(executor::make_local_comm())
+                               : executor::make_mpi_comm(plan, MPI_COMM_WORLD);
+      if (!comm.ok()) return comm.status();
+      auto samples = time_executor_tasks(model, plan, **comm, 1, steps);
+      if (!samples.ok()) return samples.status();
+      m.tasks.insert(m.tasks.end(), samples->tasks.begin(), samples->tasks.end());
+      m.step_collectives.insert(m.step_collectives.end(), samples->collectives.begin(),
+                                samples->collectives.end());
+    }
+  }
+  log("the executor's GEMM over a sweep of shapes");
   const std::vector<std::int64_t> sweep =
       s.quick ? std::vector<std::int64_t>{16, 64, 256}
               : std::vector<std::int64_t>{16, 64, 128, 256, 512, 1024};
-  for (const GemmShape& g : gemm_sweep_shapes(sweep)) shapes.push_back(g);
-  for (const GemmShape& g : shapes) m.gemms.push_back(time_gemm(g, t));
-  log("memory-bound kernels");
-  for (const MemoryTask& task : cost_model_memory_tasks(s.models, s.micro_batches, s.tps))
-    m.memory.push_back(time_memory_task(task, t));
-  log("attention");
-  for (const ModelSpec& model : s.models)
-    for (std::int64_t tp : s.tps)
-      for (std::int64_t b : s.micro_batches)
-        if (model.num_attention_heads % tp == 0)
-          m.attention.push_back(time_attention(model.seq_len, model.head_dim,
-                                               b * model.num_attention_heads / tp, t));
+  for (const GemmShape& g : gemm_sweep_shapes(sweep)) m.tasks.push_back(time_gemm(g, t));
   log("STREAM bandwidth");
   const std::vector<double> arrays =
       s.quick ? std::vector<double>{256 * kKiB, 32 * kMiB, 128 * kMiB}
@@ -126,6 +178,11 @@ Measurements measure_compute(const Setup& s, int rank) {
   st.min_time_s = s.quick ? 0.05 : 0.2;
   for (double bytes : arrays)
     for (const StreamSample& x : time_stream(bytes, st)) m.stream.push_back(x);
+  if (s.one_active) {  // rank 0: release the others
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+  }
   return m;
 }
 
@@ -141,6 +198,13 @@ Status configure(const cli::Args& args, int world, Config& c) {
   c.out = args.get("out");
   c.cluster_out = args.get("cluster-out");
   c.setup.quick = args.has("quick");
+  auto active = args.get_int("active-ranks", world, 1, world);
+  if (!active.ok()) return active.status();
+  if (*active != 1 && *active != world)
+    return Status::Error("--active-ranks: " + std::to_string(*active) + " is neither 1 nor the " +
+                             "number of ranks (" + std::to_string(world) + ")",
+                         ExitCode::kUsage);
+  c.setup.one_active = *active == 1 && world > 1;
   auto models = load_models(args);
   if (!models.ok()) return models.status();
   c.setup.models = *models;
@@ -179,6 +243,9 @@ int run(int argc, char** argv, int rank, int world) {
                  {{"out", true, "hardware profile JSON to write (required)"},
                   {"cluster-out", true, "also write a cluster JSON describing this machine"},
                   {"quick", false, "fewer and shorter measurements (about 20 s; for CI)"},
+                  {"active-ranks", true, "ranks computing at once while the compute is timed: "
+                                         "the number of ranks (default) or 1 (for one-rank "
+                                         "plans; the other ranks sleep)"},
                   {"models", true, "comma-separated model JSONs whose shapes to measure"},
                   {"micro-batches", true, "micro-batch sizes to measure (default 1,2,4)"},
                   {"tp", true, "tensor-parallel degrees to measure (default 1,2)"},
@@ -201,7 +268,11 @@ int run(int argc, char** argv, int rank, int world) {
   const Setup& setup = config.setup;
 
   MPI_Barrier(MPI_COMM_WORLD);
-  Measurements m = measure_compute(setup, rank);
+  // The executor's steps run on every rank together; a failure there (it would be the same on
+  // every rank: the plans are the same) ends the run.
+  auto measured = measure_compute(setup, rank, world);
+  if (int code = agree(measured.status(), rank); code != 0) return code;
+  Measurements& m = *measured;
   double hwm = baseline.hwm_bytes, rss = baseline.rss_bytes;
   MPI_Allreduce(&baseline.hwm_bytes, &hwm, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(&baseline.rss_bytes, &rss, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -222,7 +293,7 @@ int run(int argc, char** argv, int rank, int world) {
 
   MachineIdentity id;
   if (auto s = cli::read_text_file("/proc/cpuinfo"); s.ok()) id.cpu_model = parse_cpu_model(*s);
-  id.ranks = world;
+  id.ranks = setup.one_active ? 1 : world;  // ranks computing at once
   id.threads_per_rank = 1;
   id.date = iso8601_now();
   auto cal = calibrate_from(m, id);
@@ -237,9 +308,12 @@ int run(int argc, char** argv, int rank, int world) {
     cal->profile.baseline_memory_bytes = *base;
   }
 
-  std::cout << format_gemm_table(m.gemms, cal->profile.rates) << "\n"
-            << format_memory_table(m.memory, m.stream, cal->profile.rates);
+  std::cout << format_task_table(m.tasks, cal->profile.rates) << "\n"
+            << format_stream_table(m.stream);
   if (!m.collectives.empty()) std::cout << format_collective_table(m.collectives);
+  if (!m.step_collectives.empty())
+    std::cout << "\n# the executor's collectives inside its steps (median per call, rank 0)\n"
+              << format_collective_table(m.step_collectives);
   std::cout << "\n" << format_fit_summary(*cal);
 
   const Json profile = profile_json(*cal, m);
@@ -271,6 +345,7 @@ int run(int argc, char** argv, int rank, int world) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  trainplan::executor::keep_freed_memory_mapped();  // before anything is allocated
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

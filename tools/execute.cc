@@ -2,7 +2,14 @@
 // measured as a step report (models/step_report.h), comparable with `simulate`'s prediction.
 //
 //   mpirun -np 2 build/tools/execute --model models/tiny.json --plan PLAN.json --steps 20
-//       --data data/kjv-genesis.txt --out measured.json
+//       --data data/kjv-genesis.txt --out measured.json [--trace trace.json]
+//
+// --trace FILE also writes a Chrome trace (https://ui.perfetto.dev, chrome://tracing) of the last
+// measured step of every rank, laid out as `simulate --trace` (executor/trace.h): a process per
+// rank, a track per stream (compute, tp, pp send next/prev, dp, ...), spans named after the cost
+// model's tasks ("F mb0 L1 qkv", "B mb0 L1 tp_all_reduce_attn_grad"), with bytes sent. Times are
+// microseconds from the step's start on each rank's own clock. Rank 0 gathers the ranks' events
+// and writes the file atomically; the other steps record nothing.
 //
 // Also starts under srun (SLURM_PROCID / SLURM_NTASKS) or with torchrun-style variables (RANK,
 // WORLD_SIZE, LOCAL_RANK); MPI stays the transport, so those variables must agree with MPI's
@@ -22,12 +29,15 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "executor/allocator.h"
 #include "executor/comm_mpi.h"
 #include "executor/data.h"
 #include "executor/params.h"
+#include "executor/trace.h"
 #include "executor/trainer.h"
 #include "models/cost_model.h"
 #include "models/step_report.h"
@@ -112,6 +122,7 @@ struct Setup {
   double lr = 0;
   std::string corpus;  // empty: random tokens
   std::string out;
+  std::string trace;   // empty: no trace
   std::string inject;  // "RANK:STEP": throw on that rank at that step (fault tests)
 };
 
@@ -129,6 +140,7 @@ Result<Setup> parse(cli::Args& args, int argc, char** argv, int mpi_rank, int mp
   s.plan = *plan;
   if (!args.has("out")) return Status::Error("missing --out FILE", ExitCode::kUsage);
   s.out = args.get("out");
+  s.trace = args.get("trace");
   auto steps = args.get_int("steps", 10, 1, 1 << 24);
   if (!steps.ok()) return steps.status();
   auto warmup = args.get_int("warmup", std::min<std::int64_t>(2, *steps - 1), 0, 1 << 24);
@@ -170,6 +182,35 @@ Result<Setup> parse(cli::Args& args, int argc, char** argv, int mpi_rank, int mp
   return s;
 }
 
+// Every rank's `mine` to rank 0, in rank order (empty on the other ranks).
+// MPI errors here abort the job through main()'s handler, naming the call and file:line.
+void check_mpi(int code, const char* call, int line) {
+  if (code != MPI_SUCCESS)
+    throw std::runtime_error(std::string(call) + " failed with MPI error " + std::to_string(code) +
+                             " (" + __FILE__ + ":" + std::to_string(line) + ")");
+}
+
+std::vector<std::string> gather_text(const std::string& mine, int rank, int size) {
+  int n = static_cast<int>(mine.size());
+  std::vector<int> sizes(static_cast<std::size_t>(size)), offsets(sizes.size());
+  check_mpi(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD),
+            "MPI_Gather", __LINE__);
+  std::string all;
+  if (rank == 0) {
+    for (std::size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
+    all.resize(static_cast<std::size_t>(offsets.back() + sizes.back()));
+  }
+  check_mpi(MPI_Gatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(),
+                        MPI_CHAR, 0, MPI_COMM_WORLD),
+            "MPI_Gatherv", __LINE__);
+  std::vector<std::string> parts;
+  if (rank == 0)
+    for (std::size_t r = 0; r < sizes.size(); ++r)
+      parts.push_back(all.substr(static_cast<std::size_t>(offsets[r]),
+                                 static_cast<std::size_t>(sizes[r])));
+  return parts;
+}
+
 // Per-rank figures gathered to rank 0, in this order.
 enum Field { kStage, kPeakMemory, kCompute, kOptimizer, kFirstGroup };
 constexpr CommGroup kGroups[] = {CommGroup::kTp, CommGroup::kPp, CommGroup::kDp,
@@ -193,6 +234,8 @@ int run(int argc, char** argv) {
                   {"seed", true, "initialisation and sampling seed (default 1234)"},
                   {"lr", true, "AdamW learning rate (default 1e-3)"},
                   {"out", true, "measured step report (written atomically by rank 0)"},
+                  {"trace", true, "Chrome trace (Perfetto) of the last measured step of every "
+                                  "rank, as simulate --trace lays it out (written by rank 0)"},
                   {"inject-fault", true, "RANK:STEP, tests only: that rank throws at that step"}});
   Result<Setup> setup = parse(args, argc, argv, rank, size);
   if (const int bad = agree(setup.status()); bad >= 0) {
@@ -228,6 +271,7 @@ int run(int argc, char** argv) {
               << std::endl;
   std::vector<double> losses, times;
   double optimizer_s = 0;
+  TraceRecorder recorder;  // the last step's, with --trace
   for (std::int64_t k = 0; k < s.steps; ++k) {
     if (k == s.warmup) c.reset_counters();
     if (rank == fault_rank && k == fault_step)
@@ -235,7 +279,8 @@ int run(int argc, char** argv) {
     const auto batch = s.corpus.empty()
         ? random_batch(s.seed, k, s.plan.global_batch_size, s.model.seq_len, s.model.vocab_size)
         : corpus_batch(s.corpus, s.seed, k, s.plan.global_batch_size, s.model.seq_len);
-    auto r = t.step(batch);
+    const bool traced = !s.trace.empty() && k == s.steps - 1;
+    auto r = t.step(batch, traced ? &recorder : nullptr);
     if (!r.ok()) {
       // Every rank got the same status (the trainer agrees on non-finite losses).
       if (rank == 0) return cli::fail(kProgram, r.status());
@@ -270,6 +315,10 @@ int run(int argc, char** argv) {
   mine[kOptimizer] = optimizer_s / measured;
   std::vector<double> all(static_cast<std::size_t>(kFields * size));
   MPI_Gather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  std::vector<std::string> trace_parts;
+  if (!s.trace.empty())
+    trace_parts = gather_text(chrome_trace_rank_events(rank, t.stage(), recorder.events()), rank,
+                              size);
 
   if (rank == 0) {
     StepReport rep;
@@ -320,6 +369,12 @@ int run(int argc, char** argv) {
               << measured_times.size() << "), " << std::setprecision(0) << std::fixed
               << rep.tokens_per_s << " tokens/s; loss " << std::setprecision(4) << losses.front()
               << " -> " << losses.back() << "; wrote " << s.out << std::endl;
+    if (!s.trace.empty()) {
+      const Status wt = cli::write_file_atomic(s.trace, chrome_trace_json(trace_parts));
+      if (!wt.ok()) return cli::fail(kProgram, wt);
+      std::cout << kProgram << ": wrote the trace of step " << s.steps << " to " << s.trace
+                << std::endl;
+    }
   }
   return 0;
 }
@@ -327,6 +382,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  trainplan::executor::keep_freed_memory_mapped();  // before anything is allocated
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -1,8 +1,14 @@
 // /proc parsers, the profile and cluster JSON written by calibrate (they must load back with
-// the loaders the simulator uses), and the measured kernels' basic sanity.
+// the loaders the simulator uses), and the executor probe: every compute task of a step timed,
+// spans mapped to the cost model's tasks.
 #include "calibration/profile.h"
 
+#include <set>
+
 #include <gtest/gtest.h>
+
+#include "calibration/executor_probe.h"
+#include "executor/comm.h"
 
 #include "models/cluster_spec.h"
 #include "models/units.h"
@@ -22,11 +28,7 @@ TEST(ProcParsers, StatusCpuinfoMeminfo) {
                    24000000 * kKiB);
 }
 
-Measurements tiny_measurements() {
-  Measurements m;
-  TimingOptions fast;
-  fast.min_time_s = 0.001;
-  for (const GemmShape& g : gemm_sweep_shapes({8, 32, 64})) m.gemms.push_back(time_gemm(g, fast));
+ModelSpec small_model() {
   ModelSpec model;
   model.name = "t";
   model.num_layers = 2;
@@ -39,9 +41,29 @@ Measurements tiny_measurements() {
   model.seq_len = 16;
   model.max_position_embeddings = 16;
   model.dropout = false;
-  for (const MemoryTask& t : cost_model_memory_tasks({model}, {1, 2}, {1}))
-    m.memory.push_back(time_memory_task(t, fast));
-  m.attention.push_back(time_attention(16, 16, 2, fast));
+  return model;
+}
+
+Plan one_rank_plan(std::int64_t micro_batch) {
+  Plan p;
+  p.micro_batch_size = micro_batch;
+  p.global_batch_size = 2 * micro_batch;
+  p.precision = Precision::kFp32;
+  p.attention = AttentionImpl::kUnfused;
+  return p;
+}
+
+Measurements tiny_measurements() {
+  Measurements m;
+  TimingOptions fast;
+  fast.min_time_s = 0.001;
+  for (const GemmShape& g : gemm_sweep_shapes({8, 32, 64})) m.tasks.push_back(time_gemm(g, fast));
+  for (std::int64_t b : {1, 2}) {
+    auto comm = executor::make_local_comm();
+    auto samples = time_executor_tasks(small_model(), one_rank_plan(b), *comm, 1, 2);
+    EXPECT_TRUE(samples.ok()) << samples.status().message();
+    if (samples.ok()) m.tasks.insert(m.tasks.end(), samples->tasks.begin(), samples->tasks.end());
+  }
   m.stream = time_stream(64 * kKiB, fast);
   for (std::int64_t bytes : {1024, 65536, 1 << 20}) {
     CollectiveSample s;
@@ -58,14 +80,14 @@ Measurements tiny_measurements() {
 
 TEST(Profile, WritesJsonThatTheLoadersAccept) {
   const Measurements m = tiny_measurements();
-  for (const GemmSample& g : m.gemms) EXPECT_GT(g.time_s, 0);
-  for (const MemorySample& s : m.memory) EXPECT_GT(s.time_s, 0) << s.task;
+  for (const TaskSample& s : m.tasks) EXPECT_GT(s.time_s, 0) << s.name;
   MachineIdentity id{"Test CPU", 2, 1, "2025-01-01T00:00:00Z"};
   auto cal = calibrate_from(m, id);
   ASSERT_TRUE(cal.ok()) << cal.status().message();
   const Json j = profile_json(*cal, m);
   ASSERT_TRUE(j.contains("measurements"));
   EXPECT_EQ(j["measurements"]["collectives"][0]["type"], "float");
+  EXPECT_EQ(j["measurements"]["tasks"].size(), m.tasks.size());
   auto back = hardware_profile_from_json(j, "profile.json");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->device, "cpu: Test CPU (1 thread/rank, 2 ranks)");
@@ -83,6 +105,7 @@ TEST(Profile, WritesJsonThatTheLoadersAccept) {
   EXPECT_EQ(cluster->gpu.sm_count, 1);
   EXPECT_NEAR(cluster->intra_node_bytes_per_s, 5e9, 5e9 * 1e-6);
   EXPECT_FALSE(format_fit_summary(*cal).empty());
+  EXPECT_NE(format_task_table(m.tasks, cal->profile.rates).find("fc1_wgrad"), std::string::npos);
   EXPECT_NE(format_collective_table(m.collectives).find("busbw"), std::string::npos);
 }
 
@@ -96,23 +119,104 @@ TEST(Profile, OneRankHasNoLinks) {
   EXPECT_FALSE(back->has_links);
 }
 
-TEST(Kernels, CostModelShapesCoverTheLayer) {
-  ModelSpec model;
-  model.name = "t";
-  model.num_layers = 2;
-  model.hidden_size = 64;
-  model.num_attention_heads = 4;
-  model.num_kv_heads = 4;
-  model.head_dim = 16;
-  model.ffn_hidden_size = 256;
-  model.vocab_size = 256;
-  model.seq_len = 64;
-  model.max_position_embeddings = 64;
-  const auto shapes = cost_model_gemm_shapes({model}, {1, 2}, {1, 2});
-  bool fc1 = false;
-  for (const GemmShape& g : shapes) fc1 = fc1 || (g.name == "fc1" && g.m == 64 && g.n == 256);
-  EXPECT_TRUE(fc1);
-  EXPECT_GT(shapes.size(), 10u);
+// Every compute task of a layer's forward and backward, the embedding, the head and the
+// optimizer is timed in the executor's step, alone or inside a composite span.
+TEST(ExecutorProbe, EveryComputeTaskOfTheStepIsTimed) {
+  const ModelSpec model = small_model();
+  const Plan plan = one_rank_plan(2);
+  auto comm = executor::make_local_comm();
+  auto probe = time_executor_tasks(model, plan, *comm, 1, 2);
+  ASSERT_TRUE(probe.ok()) << probe.status().message();
+  EXPECT_TRUE(probe->collectives.empty());  // one rank: no collective runs
+  const std::vector<TaskSample>* samples = &probe->tasks;
+  std::set<std::string> timed;
+  for (const TaskSample& s : *samples) {
+    EXPECT_GT(s.time_s, 0) << s.name;
+    EXPECT_EQ(s.probe, "t, tp 1, micro-batch 2");
+    for (const Task& t : s.tasks) timed.insert(std::string(t.name));
+  }
+  std::vector<Task> tasks = layer_forward_tasks(model, plan);
+  for (auto* more : {&layer_backward_tasks, &embedding_forward_tasks, &embedding_backward_tasks,
+                     &head_forward_tasks, &head_backward_tasks}) {
+    const std::vector<Task> t = (*more)(model, plan);
+    tasks.insert(tasks.end(), t.begin(), t.end());
+  }
+  for (const Task& t : tasks)
+    if (t.kind != TaskKind::kComm) {
+      EXPECT_TRUE(timed.count(std::string(t.name))) << t.name;
+    }
+  EXPECT_TRUE(timed.count("optimizer"));
+  // Each layer task occurs 2 layers x 2 micro-batches x 2 steps times.
+  for (const TaskSample& s : *samples)
+    if (s.name == "fc1") {
+      EXPECT_EQ(s.calls, 8);
+    }
+}
+
+executor::TraceEvent event(std::string task, char pass, std::int64_t begin_ns,
+                           std::int64_t end_ns) {
+  executor::TraceEvent e;
+  e.task = std::move(task);
+  e.context.pass = pass;
+  e.begin_ns = begin_ns;
+  e.end_ns = end_ns;
+  return e;
+}
+
+TEST(ExecutorProbe, SpansOfOneContextAreOneOccurrence) {
+  const ModelSpec model = small_model();
+  const Plan plan = one_rank_plan(1);
+  // The optimizer cut in two by a ZeRO all-gather, and a composite attention span.
+  const std::vector<std::vector<executor::TraceEvent>> steps = {
+      {event("optimizer", 'O', 0, 1000), event("optimizer", 'O', 2000, 2500),
+       event("attn_scores+softmax+attn_values", 'F', 3000, 3300)}};
+  auto samples = task_samples_from_events(steps, model, plan, 0, "unit");
+  ASSERT_TRUE(samples.ok()) << samples.status().message();
+  ASSERT_EQ(samples->size(), 2u);
+  const TaskSample& attention = (*samples)[0];
+  EXPECT_EQ(attention.tasks.size(), 3u);
+  EXPECT_DOUBLE_EQ(attention.time_s, 300e-9);
+  const TaskSample& optimizer = (*samples)[1];
+  EXPECT_EQ(optimizer.calls, 1);
+  EXPECT_DOUBLE_EQ(optimizer.time_s, 1500e-9);
+  EXPECT_EQ(optimizer.tasks.at(0).memory_kernel, MemoryKernel::kOptimizer);
+}
+
+TEST(ExecutorProbe, CollectivesBecomeSamplesOfTheirCostModelTask) {
+  Plan plan = one_rank_plan(1);
+  plan.tp = 2;
+  // tp_all_reduce_attn: all-reduce of T x h float32 = 16 x 32 x 4 bytes; a ring over 2 ranks
+  // sends S (models/collectives.h), so bytes_sent identifies the task.
+  auto ar = [](std::int64_t begin_ns, std::int64_t end_ns) {
+    executor::TraceEvent e = event("tp_all_reduce_attn", 'F', begin_ns, end_ns);
+    e.track = executor::TraceTrack::kTp;
+    e.group = CommGroup::kTp;
+    e.bytes_sent = 2048;
+    return e;
+  };
+  const std::vector<std::vector<executor::TraceEvent>> steps = {
+      {ar(0, 1000), ar(5000, 8000)}, {ar(0, 2000)}};
+  auto samples = collective_samples_from_events(steps, small_model(), plan, 0, "unit");
+  ASSERT_TRUE(samples.ok()) << samples.status().message();
+  ASSERT_EQ(samples->size(), 1u);
+  EXPECT_EQ((*samples)[0].collective, Collective::kAllReduce);
+  EXPECT_EQ((*samples)[0].group_size, 2);
+  EXPECT_EQ((*samples)[0].bytes, 2048);
+  EXPECT_DOUBLE_EQ((*samples)[0].time_s, 2000e-9);  // median of 1, 3 and 2 us
+
+  std::vector<std::vector<executor::TraceEvent>> wrong = steps;
+  wrong[0][0].bytes_sent = 7;
+  auto bad = collective_samples_from_events(wrong, small_model(), plan, 0, "unit");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'tp_all_reduce_attn' of 7 bytes"), std::string::npos);
+}
+
+TEST(ExecutorProbe, ASpanThatIsNoTaskIsAnErrorNamingIt) {
+  const std::vector<std::vector<executor::TraceEvent>> steps = {
+      {event("qkv+mystery_kernel", 'F', 0, 10)}};
+  auto samples = task_samples_from_events(steps, small_model(), one_rank_plan(1), 0, "unit");
+  ASSERT_FALSE(samples.ok());
+  EXPECT_NE(samples.status().message().find("'mystery_kernel'"), std::string::npos);
 }
 
 }  // namespace

@@ -10,11 +10,15 @@
 //  3. the bytes this rank sent per group equal steps * comm_volume_on_stage(model, plan, stage)
 //     exactly (tp; pp + embedding; dp), up to the two documented differences (trainer.h): the
 //     sequence-parallel norm all-reduce the cost model does not list, and the ZeRO-3 gathers of
-//     the embedding and head blocks before a full recompute that the executor does not issue.
+//     the embedding and head blocks before a full recompute that the executor does not issue;
+//  4. the trace of the last step (executor/trace.h): per group, the bytes of the traced
+//     collectives equal what the Comm counted during that step, and the compute track never
+//     holds two spans at once.
 // Before training it also checks the collectives the trainer does not use (all-to-all,
 // barrier) and their byte count. Exit 0 when every rank passes; each rank prints one line.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -25,6 +29,7 @@
 
 #include "executor/comm_mpi.h"
 #include "executor/data.h"
+#include "executor/trace.h"
 #include "executor/trainer.h"
 #include "models/model_spec.h"
 
@@ -153,9 +158,16 @@ int main(int argc, char** argv) {
   (*comm)->reset_counters();
 
   double worst_loss = 0, worst_weight = 0;
+  TraceRecorder trace;
+  std::map<CommGroup, std::int64_t> before_last;
+  const CommGroup kModelGroups[] = {CommGroup::kTp, CommGroup::kPp, CommGroup::kDp,
+                                    CommGroup::kEmbedding};
   for (std::int64_t s = 0; s < steps; ++s) {
     const auto batch = corpus_batch(corpus, 11, s, plan.global_batch_size, model->seq_len);
-    auto a = (*par)->step(batch);
+    const bool last = s == steps - 1;
+    if (last)
+      for (CommGroup g : kModelGroups) before_last[g] = (*comm)->counters(g).bytes_sent;
+    auto a = (*par)->step(batch, last ? &trace : nullptr);
     auto b = (*ref)->step(batch);
     if (!a.ok() || !b.ok()) {
       std::cerr << "rank " << rank << ": " << (a.ok() ? b.status() : a.status()).message() << "\n";
@@ -173,6 +185,28 @@ int main(int argc, char** argv) {
   std::map<CommGroup, std::int64_t> sent;
   for (CommGroup g : {CommGroup::kTp, CommGroup::kPp, CommGroup::kDp, CommGroup::kEmbedding})
     sent[g] = (*comm)->counters(g).bytes_sent;
+
+  // The last step's trace.
+  std::map<CommGroup, std::int64_t> traced;
+  std::vector<std::pair<std::int64_t, std::int64_t>> compute;
+  for (const TraceEvent& e : trace.events()) {
+    if (e.group) traced[*e.group] += e.bytes_sent;
+    if (e.track == TraceTrack::kCompute) compute.emplace_back(e.begin_ns, e.end_ns);
+  }
+  for (CommGroup g : kModelGroups) {
+    if (traced[g] != sent[g] - before_last[g]) {
+      ++failures;
+      log << "  trace: " << to_string(g) << " bytes " << traced[g] << ", counted "
+          << sent[g] - before_last[g] << " in the last step\n";
+    }
+  }
+  std::sort(compute.begin(), compute.end());
+  for (std::size_t i = 1; i < compute.size(); ++i)
+    if (compute[i - 1].second > compute[i].first) {
+      ++failures;
+      log << "  trace: compute spans " << i - 1 << " and " << i << " overlap\n";
+      break;
+    }
 
   // Weights.
   std::map<std::string, std::map<std::pair<std::int64_t, std::int64_t>, float>> reference;

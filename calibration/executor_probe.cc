@@ -1,0 +1,160 @@
+// Per-task times of the executor's step; see executor_probe.h.
+#include "calibration/executor_probe.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "executor/data.h"
+#include "executor/trainer.h"
+#include "models/cost_model.h"
+
+namespace trainplan::calibration {
+
+namespace {
+
+// The compute tasks of one rank of `stage`, by name. Forward and recompute tasks of a name have
+// one shape; a name that appears twice in a list (it does not today) keeps its first task.
+std::map<std::string, Task, std::less<>> compute_tasks_by_name(const ModelSpec& m,
+                                                                const Plan& p,
+                                                                std::int64_t stage) {
+  std::vector<Task> all = layer_forward_tasks(m, p);
+  for (auto* more : {&layer_backward_tasks, &layer_recompute_tasks, &embedding_forward_tasks,
+                     &embedding_backward_tasks, &head_forward_tasks, &head_backward_tasks}) {
+    std::vector<Task> t = (*more)(m, p);
+    all.insert(all.end(), t.begin(), t.end());
+  }
+  all.push_back(optimizer_task(m, p, stage));
+  std::map<std::string, Task, std::less<>> out;
+  for (const Task& t : all)
+    if (t.kind != TaskKind::kComm) out.emplace(std::string(t.name), t);
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+Result<std::vector<TaskSample>> task_samples_from_events(
+    const std::vector<std::vector<executor::TraceEvent>>& steps, const ModelSpec& model,
+    const Plan& plan, std::int64_t stage, const std::string& probe) {
+  const auto tasks = compute_tasks_by_name(model, plan, stage);
+  // One occurrence of a task is every span of its name in one context of one step (the
+  // optimizer's span is cut where ZeRO's all-gathers run between its blocks): spans are summed by
+  // (name, pass, micro-batch, layer) per step.
+  std::map<std::string, std::vector<double>> times;
+  for (const std::vector<executor::TraceEvent>& step : steps) {
+    std::map<std::tuple<std::string, char, std::int32_t, std::int32_t>, double> occurrence;
+    for (const executor::TraceEvent& e : step) {
+      if (e.track != executor::TraceTrack::kCompute || e.group.has_value()) continue;
+      if (e.task.rfind("recv", 0) == 0) continue;
+      occurrence[{e.task, e.context.pass, e.context.micro_batch, e.context.layer}] +=
+          static_cast<double>(e.end_ns - e.begin_ns) * 1e-9;
+    }
+    for (const auto& [key, seconds] : occurrence) times[std::get<0>(key)].push_back(seconds);
+  }
+  std::vector<TaskSample> out;
+  for (auto& [name, t] : times) {
+    TaskSample s;
+    s.name = name;
+    s.probe = probe;
+    std::size_t from = 0;
+    while (from <= name.size()) {
+      const std::size_t plus = std::min(name.find('+', from), name.size());
+      const std::string part = name.substr(from, plus - from);
+      const auto it = tasks.find(part);
+      if (it == tasks.end())
+        return Status::Error("executor trace (" + probe + "): span '" + name + "' names '" +
+                                 part + "', which is not a compute task of the cost model",
+                             ExitCode::kInternal);
+      s.tasks.push_back(it->second);
+      from = plus + 1;
+    }
+    s.calls = static_cast<std::int64_t>(t.size());
+    s.time_s = median(t);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Result<std::vector<CollectiveSample>> collective_samples_from_events(
+    const std::vector<std::vector<executor::TraceEvent>>& steps, const ModelSpec& model,
+    const Plan& plan, std::int64_t stage, const std::string& probe) {
+  std::vector<Task> comm;
+  for (auto* list : {&layer_forward_tasks, &layer_backward_tasks, &layer_recompute_tasks,
+                     &embedding_forward_tasks, &embedding_backward_tasks, &head_forward_tasks,
+                     &head_backward_tasks}) {
+    for (const Task& t : (*list)(model, plan))
+      if (t.kind == TaskKind::kComm) comm.push_back(t);
+  }
+  for (const ParamBlock& b : param_blocks_on_stage(model, plan, stage))
+    for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kBeforeRecompute,
+                          DpPoint::kBeforeBackward, DpPoint::kAfterBackward,
+                          DpPoint::kAfterLastBackward, DpPoint::kAfterOptimizer})
+      for (const Task& t : dp_block_tasks(plan, b, point)) comm.push_back(t);
+  std::map<std::pair<std::string, std::int64_t>, std::vector<double>> times;
+  std::map<std::pair<std::string, std::int64_t>, const Task*> task_of;
+  for (const std::vector<executor::TraceEvent>& step : steps) {
+    for (const executor::TraceEvent& e : step) {
+      if (!e.group.has_value()) continue;
+      const auto key = std::make_pair(e.task, e.bytes_sent);
+      if (!task_of.count(key)) {
+        const auto it = std::find_if(comm.begin(), comm.end(), [&](const Task& t) {
+          return t.name == e.task && t.bytes_sent() == e.bytes_sent && t.group == *e.group;
+        });
+        if (it == comm.end())
+          return Status::Error("executor trace (" + probe + "): collective '" + e.task + "' of " +
+                                   std::to_string(e.bytes_sent) +
+                                   " bytes sent is not a collective of the cost model",
+                               ExitCode::kInternal);
+        task_of[key] = &*it;
+      }
+      times[key].push_back(static_cast<double>(e.end_ns - e.begin_ns) * 1e-9);
+    }
+  }
+  std::vector<CollectiveSample> out;
+  for (auto& [key, t] : times) {
+    const Task& task = *task_of.at(key);
+    if (task.collective == Collective::kSendRecv) continue;  // a send returns before delivery
+    CollectiveSample c;
+    c.collective = task.collective;
+    c.group_size = task.group_size;
+    c.bytes = task.message_bytes;
+    c.count = task.message_bytes / 4;
+    c.time_s = median(t);
+    out.push_back(c);
+  }
+  return out;
+}
+
+Result<ProbeSamples> time_executor_tasks(const ModelSpec& model, const Plan& plan,
+                                         executor::Comm& comm, int warmup, int steps) {
+  auto trainer = executor::Trainer::make(model, plan, executor::TrainOptions{}, comm);
+  if (!trainer.ok()) return trainer.status();
+  const std::string probe = model.name + ", tp " + std::to_string(plan.tp) + ", micro-batch " +
+                            std::to_string(plan.micro_batch_size);
+  std::vector<std::vector<executor::TraceEvent>> steps_events;
+  executor::TraceRecorder recorder;
+  for (int k = 0; k < warmup + steps; ++k) {
+    const std::vector<std::int32_t> batch = executor::random_batch(
+        1, k, plan.global_batch_size, model.seq_len, model.vocab_size);
+    auto r = (*trainer)->step(batch, k < warmup ? nullptr : &recorder);
+    if (!r.ok()) return r.status();
+    if (k >= warmup) steps_events.push_back(recorder.events());
+  }
+  const std::int64_t stage = (*trainer)->stage();
+  ProbeSamples out;
+  auto tasks = task_samples_from_events(steps_events, model, plan, stage, probe);
+  if (!tasks.ok()) return tasks.status();
+  out.tasks = std::move(*tasks);
+  auto collectives = collective_samples_from_events(steps_events, model, plan, stage, probe);
+  if (!collectives.ok()) return collectives.status();
+  out.collectives = std::move(*collectives);
+  return out;
+}
+
+}  // namespace trainplan::calibration
