@@ -14,20 +14,33 @@ namespace trainplan::calibration {
 
 namespace {
 
-// The compute tasks of one rank of `stage`, by name. Forward and recompute tasks of a name have
-// one shape; a name that appears twice in a list (it does not today) keeps its first task.
-std::map<std::string, Task, std::less<>> compute_tasks_by_name(const ModelSpec& m,
-                                                                const Plan& p,
-                                                                std::int64_t stage) {
-  std::vector<Task> all = layer_forward_tasks(m, p);
-  for (auto* more : {&layer_backward_tasks, &layer_recompute_tasks, &embedding_forward_tasks,
-                     &embedding_backward_tasks, &head_forward_tasks, &head_backward_tasks}) {
-    std::vector<Task> t = (*more)(m, p);
+// Every task one rank of `stage` can run in a step: the layers' forward, backward and
+// recompute, the embedding and head, the DP/ZeRO collectives of its parameter blocks at every
+// point, and the optimizer step.
+std::vector<Task> step_tasks(const ModelSpec& m, const Plan& p, std::int64_t stage) {
+  std::vector<Task> all;
+  for (auto* list : {&layer_forward_tasks, &layer_backward_tasks, &layer_recompute_tasks,
+                     &embedding_forward_tasks, &embedding_backward_tasks, &head_forward_tasks,
+                     &head_backward_tasks}) {
+    const std::vector<Task> t = (*list)(m, p);
     all.insert(all.end(), t.begin(), t.end());
   }
+  for (const ParamBlock& b : param_blocks_on_stage(m, p, stage))
+    for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kBeforeRecompute,
+                          DpPoint::kBeforeBackward, DpPoint::kAfterBackward,
+                          DpPoint::kAfterLastBackward, DpPoint::kAfterOptimizer}) {
+      const std::vector<Task> t = dp_block_tasks(p, b, point);
+      all.insert(all.end(), t.begin(), t.end());
+    }
   all.push_back(optimizer_task(m, p, stage));
+  return all;
+}
+
+// The compute tasks by name. Forward and recompute tasks of a name have one shape; a name that
+// appears twice (it does not today) keeps its first task.
+std::map<std::string, Task, std::less<>> compute_tasks_by_name(const std::vector<Task>& tasks) {
   std::map<std::string, Task, std::less<>> out;
-  for (const Task& t : all)
+  for (const Task& t : tasks)
     if (t.kind != TaskKind::kComm) out.emplace(std::string(t.name), t);
   return out;
 }
@@ -42,7 +55,7 @@ double median(std::vector<double> v) {
 Result<std::vector<TaskSample>> task_samples_from_events(
     const std::vector<std::vector<executor::TraceEvent>>& steps, const ModelSpec& model,
     const Plan& plan, std::int64_t stage, const std::string& probe) {
-  const auto tasks = compute_tasks_by_name(model, plan, stage);
+  const auto tasks = compute_tasks_by_name(step_tasks(model, plan, stage));
   // One occurrence of a task is every span of its name in one context of one step (the
   // optimizer's span is cut where ZeRO's all-gathers run between its blocks): spans are summed by
   // (name, pass, micro-batch, layer) per step.
@@ -84,18 +97,8 @@ Result<std::vector<TaskSample>> task_samples_from_events(
 Result<std::vector<CollectiveSample>> collective_samples_from_events(
     const std::vector<std::vector<executor::TraceEvent>>& steps, const ModelSpec& model,
     const Plan& plan, std::int64_t stage, const std::string& probe) {
-  std::vector<Task> comm;
-  for (auto* list : {&layer_forward_tasks, &layer_backward_tasks, &layer_recompute_tasks,
-                     &embedding_forward_tasks, &embedding_backward_tasks, &head_forward_tasks,
-                     &head_backward_tasks}) {
-    for (const Task& t : (*list)(model, plan))
-      if (t.kind == TaskKind::kComm) comm.push_back(t);
-  }
-  for (const ParamBlock& b : param_blocks_on_stage(model, plan, stage))
-    for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kBeforeRecompute,
-                          DpPoint::kBeforeBackward, DpPoint::kAfterBackward,
-                          DpPoint::kAfterLastBackward, DpPoint::kAfterOptimizer})
-      for (const Task& t : dp_block_tasks(plan, b, point)) comm.push_back(t);
+  std::vector<Task> comm = step_tasks(model, plan, stage);
+  std::erase_if(comm, [](const Task& t) { return t.kind != TaskKind::kComm; });
   std::map<std::pair<std::string, std::int64_t>, std::vector<double>> times;
   std::map<std::pair<std::string, std::int64_t>, const Task*> task_of;
   for (const std::vector<executor::TraceEvent>& step : steps) {

@@ -33,7 +33,7 @@ struct TaskSample {
   double bytes() const;     // memory traffic of its memory-bound tasks
 };
 
-// One GEMM shape: batch x (m x k) * (k x n).
+// One GEMM shape: (m x k) * (k x n).
 struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0;
 };

@@ -11,64 +11,53 @@ double seconds_between(std::chrono::steady_clock::time_point a,
 constexpr std::int64_t kFloatBytes = sizeof(float);
 }  // namespace
 
-void Comm::count(CommGroup g, Collective c, std::int64_t bytes_sent, Clock::time_point t0,
+void Comm::count(CommGroup g, Collective c, std::int64_t message_bytes, Clock::time_point t0,
                  std::string_view task) {
   const Clock::time_point t1 = Clock::now();
+  const std::int64_t bytes_sent = bytes_sent_per_rank(c, message_bytes, group_size(g));
   GroupCounters& k = counters_[index(g)];
   k.bytes_sent += bytes_sent;
   k.time_s += seconds_between(t0, t1);
   ++k.calls;
   if (trace_ != nullptr && group_size(g) > 1)
-    trace_->record(task.empty() ? to_string(c) : task, comm_track(g, c, task), t0, t1, bytes_sent,
-                   g);
+    trace_->record(task.empty() ? to_string(c) : task, comm_track(g, c, task), t0, t1,
+                   bytes_sent, g);
 }
 
+// Message sizes are nccl-tests' S (models/collectives.h): the whole reduced or gathered buffer.
 void Comm::all_reduce(CommGroup g, float* data, std::int64_t count_, ReduceOp op,
                       std::string_view task) {
   const Clock::time_point t0 = Clock::now();
   if (group_size(g) > 1) do_all_reduce(g, data, count_, op);
-  count(g, Collective::kAllReduce,
-        bytes_sent_per_rank(Collective::kAllReduce, count_ * kFloatBytes, group_size(g)), t0,
-        task);
+  count(g, Collective::kAllReduce, count_ * kFloatBytes, t0, task);
 }
 
 void Comm::reduce_scatter(CommGroup g, const float* in, float* out, std::int64_t count_,
                           std::string_view task) {
   const Clock::time_point t0 = Clock::now();
   do_reduce_scatter(g, in, out, count_);
-  count(g, Collective::kReduceScatter,
-        bytes_sent_per_rank(Collective::kReduceScatter, count_ * group_size(g) * kFloatBytes,
-                            group_size(g)),
-        t0, task);
+  count(g, Collective::kReduceScatter, count_ * group_size(g) * kFloatBytes, t0, task);
 }
 
 void Comm::all_gather(CommGroup g, const float* in, float* out, std::int64_t count_,
                       std::string_view task) {
   const Clock::time_point t0 = Clock::now();
   do_all_gather(g, in, out, count_);
-  count(g, Collective::kAllGather,
-        bytes_sent_per_rank(Collective::kAllGather, count_ * group_size(g) * kFloatBytes,
-                            group_size(g)),
-        t0, task);
+  count(g, Collective::kAllGather, count_ * group_size(g) * kFloatBytes, t0, task);
 }
 
 void Comm::all_to_all(CommGroup g, const float* in, float* out, std::int64_t count_,
                       std::string_view task) {
   const Clock::time_point t0 = Clock::now();
   do_all_to_all(g, in, out, count_);
-  count(g, Collective::kAllToAll,
-        bytes_sent_per_rank(Collective::kAllToAll, count_ * group_size(g) * kFloatBytes,
-                            group_size(g)),
-        t0, task);
+  count(g, Collective::kAllToAll, count_ * group_size(g) * kFloatBytes, t0, task);
 }
 
 void Comm::send(CommGroup g, const float* data, std::int64_t count_, std::int64_t peer, int tag,
                 std::string_view task) {
   const Clock::time_point t0 = Clock::now();
   do_send(g, data, count_, peer, tag);
-  count(g, Collective::kSendRecv,
-        bytes_sent_per_rank(Collective::kSendRecv, count_ * kFloatBytes, group_size(g)), t0,
-        task.empty() ? "send" : task);
+  count(g, Collective::kSendRecv, count_ * kFloatBytes, t0, task.empty() ? "send" : task);
 }
 
 void Comm::recv(CommGroup g, float* data, std::int64_t count_, std::int64_t peer, int tag,

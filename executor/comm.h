@@ -116,8 +116,9 @@ class Comm {
  private:
   using Clock = TraceRecorder::Clock;
   static std::size_t index(CommGroup g) { return static_cast<std::size_t>(g); }
-  // Counts a call that began at t0 and ends now: bytes sent, time, and the trace span.
-  void count(CommGroup g, Collective c, std::int64_t bytes_sent, Clock::time_point t0,
+  // Counts a call that began at t0 and ends now: the bytes this rank sent for a message of
+  // `message_bytes` (nccl-tests' S), time, and the trace span.
+  void count(CommGroup g, Collective c, std::int64_t message_bytes, Clock::time_point t0,
              std::string_view task);
 
   std::array<GroupCounters, kNumCommGroups> counters_{};

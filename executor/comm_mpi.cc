@@ -19,14 +19,6 @@ std::string mpi_error_string(int code) {
   return std::string(buf.data(), static_cast<std::size_t>(len));
 }
 
-void check_mpi(int code, const char* call, const char* file, int line) {
-  if (code == MPI_SUCCESS) return;
-  int rank = -1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  throw CommError(std::string(call) + " failed at " + file + ":" + std::to_string(line) +
-                  " on rank " + std::to_string(rank) + ": " + mpi_error_string(code));
-}
-
 #define MPI_CALL(call) check_mpi((call), #call, __FILE__, __LINE__)
 
 int to_int(std::int64_t v) {
@@ -160,6 +152,14 @@ class MpiComm final : public Comm {
 };
 
 }  // namespace
+
+void check_mpi(int code, const char* call, const char* file, int line) {
+  if (code == MPI_SUCCESS) return;
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  throw CommError(std::string(call) + " failed at " + file + ":" + std::to_string(line) +
+                  " on rank " + std::to_string(rank) + ": " + mpi_error_string(code));
+}
 
 Result<std::unique_ptr<Comm>> make_mpi_comm(const Plan& plan, MPI_Comm world) {
   return MpiComm::make(plan, world);

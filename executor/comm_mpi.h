@@ -19,4 +19,9 @@ namespace trainplan::executor {
 // duplicated, so the caller keeps ownership. MPI must be initialised.
 Result<std::unique_ptr<Comm>> make_mpi_comm(const Plan& plan, MPI_Comm world);
 
+// Throws CommError naming the call, file:line, the rank and MPI's error string unless `code` is
+// MPI_SUCCESS. Use through TRAINPLAN_MPI_CALL(MPI_Xxx(...)).
+void check_mpi(int code, const char* call, const char* file, int line);
+#define TRAINPLAN_MPI_CALL(call) ::trainplan::executor::check_mpi((call), #call, __FILE__, __LINE__)
+
 }  // namespace trainplan::executor

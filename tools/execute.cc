@@ -182,27 +182,19 @@ Result<Setup> parse(cli::Args& args, int argc, char** argv, int mpi_rank, int mp
   return s;
 }
 
-// Every rank's `mine` to rank 0, in rank order (empty on the other ranks).
-// MPI errors here abort the job through main()'s handler, naming the call and file:line.
-void check_mpi(int code, const char* call, int line) {
-  if (code != MPI_SUCCESS)
-    throw std::runtime_error(std::string(call) + " failed with MPI error " + std::to_string(code) +
-                             " (" + __FILE__ + ":" + std::to_string(line) + ")");
-}
-
+// Every rank's `mine` to rank 0, in rank order (empty on the other ranks). MPI errors here
+// abort the job through main()'s handler, naming the call and file:line.
 std::vector<std::string> gather_text(const std::string& mine, int rank, int size) {
   int n = static_cast<int>(mine.size());
   std::vector<int> sizes(static_cast<std::size_t>(size)), offsets(sizes.size());
-  check_mpi(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD),
-            "MPI_Gather", __LINE__);
+  TRAINPLAN_MPI_CALL(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
   std::string all;
   if (rank == 0) {
     for (std::size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
     all.resize(static_cast<std::size_t>(offsets.back() + sizes.back()));
   }
-  check_mpi(MPI_Gatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(),
-                        MPI_CHAR, 0, MPI_COMM_WORLD),
-            "MPI_Gatherv", __LINE__);
+  TRAINPLAN_MPI_CALL(MPI_Gatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(),
+                                 offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD));
   std::vector<std::string> parts;
   if (rank == 0)
     for (std::size_t r = 0; r < sizes.size(); ++r)

@@ -5,7 +5,6 @@
 // within 10% (issue 6). Step-time accuracy is the benchmark's figure (bench/), not a test.
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +17,7 @@
 #include "models/cluster_spec.h"
 #include "models/compute_model.h"
 #include "models/step_report.h"
+#include "tests/support/run_command.h"
 
 namespace trainplan::calibration {
 
@@ -38,28 +38,9 @@ namespace fs = std::filesystem;
 
 const fs::path kTools = fs::path(TRAINPLAN_BINARY_DIR) / "tools";
 
-struct Outcome {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
-
-Outcome run(const std::string& command) {
-  Outcome r;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string mpirun(int np) {
-  std::string s = "mpirun --oversubscribe";
-  if (::geteuid() == 0) s += " --allow-run-as-root";
-  return s + " -np " + std::to_string(np) + " ";
-}
+using Outcome = trainplan::test_support::CommandResult;
+Outcome run(const std::string& command) { return trainplan::test_support::run_command(command); }
+std::string mpirun(int np) { return trainplan::test_support::mpirun_prefix(np); }
 
 fs::path temp_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() /

@@ -3,10 +3,8 @@
 // traced (only measured) step; a trace path that cannot be written is a clear error with a
 // non-zero exit, as for --out.
 // Run: ctest -R ExecuteTrace (needs tools/execute; labels executor, mpi).
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -17,33 +15,18 @@
 #include <gtest/gtest.h>
 
 #include "models/json_util.h"
+#include "tests/support/run_command.h"
 
 namespace trainplan {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
-
-Outcome run(const std::string& command) {
-  Outcome r;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Outcome = trainplan::test_support::CommandResult;
+Outcome run(const std::string& command) { return trainplan::test_support::run_command(command); }
 
 std::string execute(int np) {
-  std::string s = "mpirun --oversubscribe --mca btl_vader_single_copy_mechanism none";
-  if (::geteuid() == 0) s += " --allow-run-as-root";
-  return s + " -np " + std::to_string(np) + " " +
+  return trainplan::test_support::mpirun_prefix(np, "--mca btl_vader_single_copy_mechanism none") +
          (fs::path(TRAINPLAN_BINARY_DIR) / "tools" / "execute").string() + " --model " +
          TRAINPLAN_SOURCE_DIR + "/models/tiny.json --random-tokens ";
 }

@@ -1,9 +1,7 @@
 // The simulate tool end to end: JSON output, files written, and exit codes. Runs the binary
 // built next to this test (TRAINPLAN_BINARY_DIR/tools/simulate).
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +12,7 @@
 
 #include "models/json_util.h"
 #include "models/step_report.h"
+#include "tests/support/run_command.h"
 
 namespace {
 
@@ -21,20 +20,13 @@ namespace fs = std::filesystem;
 
 struct ToolRun {
   int code = -1;
-  std::string out;
+  std::string out;  // stdout and stderr
 };
 
 ToolRun run(const std::string& args) {
-  const std::string cmd = std::string(TRAINPLAN_BINARY_DIR) + "/tools/simulate " + args + " 2>&1";
-  ToolRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  const trainplan::test_support::CommandResult r = trainplan::test_support::run_command(
+      std::string(TRAINPLAN_BINARY_DIR) + "/tools/simulate " + args);
+  return {r.code, r.output};
 }
 
 class SimulateTool : public ::testing::Test {
