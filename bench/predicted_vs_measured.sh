@@ -9,6 +9,13 @@
 #   bench/predicted_vs_measured.sh [BUILD_DIR]        (default BUILD_DIR: build)
 #   env: MODEL=models/tiny.json STEPS=6 WARMUP=2 ROUNDS=3 QUICK=1 (short calibration) OUT=DIR
 #        ONLY="dp2 tp2" (a subset of the matrix, by name)
+#        STEADY=3 MAX_ROUNDS=8 DRIFT_PCT=5: after ROUNDS, keep going until STEADY rounds were
+#        steady or MAX_ROUNDS ran (default STEADY=0: ROUNDS rounds, steady or not)
+# Steadiness: a reference plan (REFERENCE_PLAN, data parallel over both ranks so that both
+# cores are watched) runs after calibrate and after every
+# plan of a round; the round is steady when those step times spread by at most DRIFT_PCT of
+# their median (the machine ran at one speed from calibration to the last plan). The report
+# takes each plan's median over the steady rounds (all rounds if none was).
 # Targets (issue 6): every plan's step time within 15%, median within 7%; bytes per group
 # exact; peak memory within 10%. The script reports them; it fails only if a tool fails.
 set -euo pipefail
@@ -21,6 +28,10 @@ STEPS="${STEPS:-6}"
 ROUNDS="${ROUNDS:-3}"
 WARMUP="${WARMUP:-2}"
 OUT="${OUT:-$ROOT/bench/results/cpu-$(date -u +%Y-%m-%d)}"
+STEADY="${STEADY:-0}"
+MAX_ROUNDS="${MAX_ROUNDS:-$ROUNDS}"
+DRIFT_PCT="${DRIFT_PCT:-5}"
+REFERENCE_PLAN='"tp":1,"pp":1,"dp":2,"micro_batch_size":2,"global_batch_size":8'
 MPIRUN=(mpirun --oversubscribe)
 [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
 
@@ -61,9 +72,21 @@ echo '{"tp":1,"pp":1,"dp":2,"micro_batch_size":1,"global_batch_size":2,"precisio
 # speed drifts from minute to minute (a shared host: the same step measured 27 to 41 ms within
 # minutes here), so each round pairs its calibration with its runs, and the report takes each
 # plan's median error over the rounds.
+# The reference plan's step time (ms), appended to DIR/reference.txt as "LABEL MS".
+reference() {
+  local DIR="$1" label="$2"
+  "${MPIRUN[@]}" -np 2 "$TOOLS/execute" --model "$MODEL" --plan "$DIR/reference.plan.json" \
+    --steps "$STEPS" --warmup "$WARMUP" --random-tokens --out "$DIR/reference.measured.json" \
+    > /dev/null 2>&1 || { echo "predicted_vs_measured: the reference plan failed" >&2; exit 5; }
+  python3 -c 'import json,sys; print(sys.argv[2], round(json.load(open(sys.argv[1]))["step_time_s"] * 1e3, 3))' \
+    "$DIR/reference.measured.json" "$label" >> "$DIR/reference.txt"
+}
+
 run_round() {
   local DIR="$1"
   mkdir -p "$DIR/runs"
+  rm -f "$DIR/reference.txt"
+  echo "{$REFERENCE_PLAN,\"precision\":\"fp32\",\"attention\":\"unfused\"}" > "$DIR/reference.plan.json"
   echo "== calibrate (mpirun -np 2) -> $DIR"
   CAL=(--out "$DIR/profile.json" --cluster-out "$DIR/cpu_cluster.json" --models "$MODEL"
        --baseline-from "$OUT/probe.measured.json")
@@ -76,6 +99,7 @@ run_round() {
         --baseline-from "$OUT/probe.measured.json" --active-ranks 1 --ranks-per-node 1)
   [ -n "${QUICK:-}" ] && CAL1+=(--quick)
   "${MPIRUN[@]}" -np 2 "$TOOLS/calibrate" "${CAL1[@]}" > "$DIR/calibrate_1.txt"
+  reference "$DIR" calibrated
 
   for entry in "${MATRIX[@]}"; do
     read -r name ranks fields <<< "$entry"
@@ -96,10 +120,18 @@ run_round() {
       "$run.measured_trace.json" > "$run.trace_diff.txt"
     "$TOOLS/compare" --predicted "$run.predicted.json" --measured "$run.measured.json" \
       --out "$run.compare.json" | tee "$run.compare.txt" | grep -E "step_time|# step"
+    reference "$DIR" "$name"
   done
 }
 
-for r in $(seq 1 "$ROUNDS"); do run_round "$OUT/round-$r"; done
+steady_rounds=0
+for r in $(seq 1 "$MAX_ROUNDS"); do
+  if [ "$r" -gt "$ROUNDS" ] && [ "$steady_rounds" -ge "$STEADY" ]; then break; fi
+  run_round "$OUT/round-$r"
+  if python3 "$ROOT/bench/scripts/report.py" --steady "$DRIFT_PCT" "$OUT/round-$r"; then
+    steady_rounds=$((steady_rounds + 1))
+  fi
+done
 
-python3 "$ROOT/bench/scripts/report.py" "$OUT"
+python3 "$ROOT/bench/scripts/report.py" --drift-pct "$DRIFT_PCT" "$OUT"
 echo "report: $OUT/report.md"

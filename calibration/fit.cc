@@ -65,9 +65,11 @@ Eigen::VectorXd weighted_least_squares(const Eigen::MatrixXd& a, const Eigen::Ve
 namespace {
 
 constexpr Eigen::Index kGemmRate = 0, kGemmKHalf = 1, kOverhead = 2, kFirstKind = 3;
-constexpr Eigen::Index kColumns = kFirstKind + static_cast<Eigen::Index>(kMemoryKernelCount);
+constexpr Eigen::Index kTranscendental = kFirstKind + static_cast<Eigen::Index>(kMemoryKernelCount);
+constexpr Eigen::Index kColumns = kTranscendental + 1;
 
-// One weighted fit over the grid of tiles: x = (1/P, k_half/P, overhead, 1/B per kind).
+// One weighted fit over the grid of tiles: x = (1/P, k_half/P, overhead, 1/B per kind,
+// seconds per transcendental).
 struct LinearFit {
   Eigen::VectorXd x;
   double tile_m = 1, tile_n = 1;
@@ -80,6 +82,7 @@ Eigen::RowVectorXd design_row(const TaskSample& s, double tile_m, double tile_n)
     row(kOverhead) += 1.0;
     if (t.kind == TaskKind::kMemory) {
       row(kFirstKind + static_cast<Eigen::Index>(t.memory_kernel)) += t.bytes;
+      row(kTranscendental) += t.transcendentals;
     } else if (t.kind == TaskKind::kGemm || t.kind == TaskKind::kAttention) {
       const double pad = pad_efficiency(tile_m, tile_n, t.m, t.n);
       row(kGemmRate) += t.executed_flops / pad;
@@ -206,6 +209,7 @@ Result<ComputeFit> fit_compute(const std::vector<TaskSample>& samples, double st
   r.tile_n = lf->tile_n;
   r.sm_count = o.parallel_units;
   r.kernel_overhead_s = x(kOverhead);
+  r.transcendental_s = x(kTranscendental);
   r.attention_efficiency = 1.0;
 
   // Memory kinds: B = 1/x; a kind whose coefficient was held at zero costs only its overhead

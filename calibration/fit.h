@@ -6,8 +6,9 @@
 // its tasks' times, each
 //   GEMM:   flops / (P * pad(m, n) * k / (k + k_half)) + overhead
 //         = (flops / pad) * (1/P) + (flops / (pad * k)) * (k_half/P) + overhead,
-//   memory: bytes * (1/B_kind) + overhead   (one bandwidth per MemoryKernel kind),
-// which is linear in (1/P, k_half/P, overhead, 1/B_kind...) for fixed tiles: one weighted
+//   memory: bytes * (1/B_kind) + transcendentals * c + overhead   (one bandwidth per
+//           MemoryKernel kind; c, seconds per exp/tanh, shared by all kinds),
+// which is linear in (1/P, k_half/P, overhead, 1/B_kind..., c) for fixed tiles: one weighted
 // linear least squares over all samples (rows weighted by 1/t_measured, so relative error is
 // minimised), repeated over a grid of tile sizes (pad = m*n / (tiles_m*tile_m * tiles_n*tile_n)),
 // keeping the tiles with the smallest residual, then once more without outliers. A coefficient

@@ -254,6 +254,9 @@ std::string format_fit_summary(const Calibration& c) {
                   c.compute.fitted_bytes_per_s[k] / 1e9, r.memory_kernel_efficiency[k]);
     os << line;
   }
+  std::snprintf(line, sizeof line, "  transcendental %.3f ns per exp/tanh\n",
+                r.transcendental_s / kNs);
+  os << line;
   std::snprintf(line, sizeof line, "  baseline memory %.1f MiB\n",
                 c.profile.baseline_memory_bytes / kMiB);
   os << line;

@@ -32,7 +32,9 @@ Result<std::unique_ptr<Trainer>> Trainer::make(const ModelSpec& model, const Pla
     Block b;
     b.padded = (l.size + dp - 1) / dp * dp;  // as the cost model's dp_block_tasks pads
     b.shard = b.padded / dp;
-    b.grad.assign(static_cast<std::size_t>(b.padded), 0.0f);
+    // ZeRO-2/3 hold a block's full gradient only from its backward to its reduce-scatter
+    // (grads() allocates it, backward_done frees it); below that, it lives for the whole step.
+    if (plan.zero_stage < 2) b.grad.assign(static_cast<std::size_t>(b.padded), 0.0f);
     b.decay.assign(static_cast<std::size_t>(b.padded), 0);
     // Initialise the full tensors, then keep what this rank holds.
     std::vector<float> full(static_cast<std::size_t>(b.padded), 0.0f);
@@ -77,34 +79,48 @@ const float* Trainer::params(std::size_t i) {
   return blocks_[i].param.data();
 }
 
-float* Trainer::grads(std::size_t i) { return blocks_[i].grad.data(); }
-
-namespace {
-// Copies the (offset, count) ranges of `from` into `to`.
-void copy_ranges(const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges,
-                 const float* from, float* to) {
-  for (auto [off, n] : ranges) std::copy_n(from + off, n, to + off);
-}
-}  // namespace
-
-void Trainer::backward_done(std::size_t i) {
-  // ZeRO-2/3 reduce-scatter each micro-batch's gradient as soon as the block is done. The last
-  // micro-batch's is deferred to finish_gradients, after the tied-table and SP-norm sums,
-  // which must see every micro-batch; until then those positions stay out of the
-  // reduce-scatter and accumulate locally.
-  if (plan_.zero_stage < 2 || last_micro_batch_) return;
-  TraceScope after_backward(trace_, {.pass = ' '});
+float* Trainer::grads(std::size_t i) {
   Block& b = blocks_[i];
-  std::vector<float> send = b.grad, shard(static_cast<std::size_t>(b.shard));
-  std::vector<float> keep(b.grad.size(), 0.0f);
-  for (const auto* ranges : {&b.tied, &b.sp_norm}) {
-    for (auto [off, n] : *ranges) std::fill_n(send.begin() + off, n, 0.0f);
-    copy_ranges(*ranges, b.grad.data(), keep.data());
+  if (b.grad.empty()) {  // ZeRO-2/3: a fresh buffer for this micro-batch's backward
+    b.grad.assign(static_cast<std::size_t>(b.padded), 0.0f);
+    std::size_t k = 0;  // with the tied / SP-norm sums set aside by earlier micro-batches
+    for (const auto* ranges : {&b.tied, &b.sp_norm})
+      for (auto [off, n] : *ranges) {
+        if (k + static_cast<std::size_t>(n) > b.held.size()) break;
+        std::copy_n(b.held.begin() + static_cast<std::ptrdiff_t>(k), n, b.grad.begin() + off);
+        k += static_cast<std::size_t>(n);
+      }
+    b.held.clear();
   }
-  comm_.reduce_scatter(CommGroup::kDp, send.data(), shard.data(), b.shard,
+  return b.grad.data();
+}
+
+void Trainer::reduce_scatter_grad(Block& b) {
+  std::vector<float> shard(static_cast<std::size_t>(b.shard));
+  comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), shard.data(), b.shard,
                        "zero_grad_reduce_scatter");
   for (std::int64_t j = 0; j < b.shard; ++j) b.grad_shard[j] += shard[j];
-  b.grad.swap(keep);
+  std::vector<float>().swap(b.grad);  // freed: the next micro-batch allocates it again
+}
+
+void Trainer::backward_done(std::size_t i) {
+  // ZeRO-2/3 reduce-scatter each micro-batch's gradient as soon as the block is done, and free
+  // the block's full gradient. Positions that need another group's sum first (the tied table,
+  // sequence-parallel norms) must see every micro-batch: until the last, they stay out of the
+  // reduce-scatter and are set aside; a block holding any defers its last micro-batch's
+  // reduce-scatter to finish_gradients, after those sums.
+  if (plan_.zero_stage < 2) return;
+  Block& b = blocks_[i];
+  const bool has_sums = !b.tied.empty() || !b.sp_norm.empty();
+  if (last_micro_batch_ && has_sums) return;
+  grads(i);  // a block whose backward wrote nothing still takes part
+  TraceScope after_backward(trace_, {.pass = ' '});
+  for (const auto* ranges : {&b.tied, &b.sp_norm})
+    for (auto [off, n] : *ranges) {
+      b.held.insert(b.held.end(), b.grad.begin() + off, b.grad.begin() + off + n);
+      std::fill_n(b.grad.begin() + off, n, 0.0f);
+    }
+  reduce_scatter_grad(b);
 }
 
 // ---- the step ----
@@ -242,13 +258,11 @@ void Trainer::finish_gradients() {
         comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), b.grad_shard.data(), b.shard,
                              "zero_grad_reduce_scatter");  // once per step
         break;
-      default: {
-        std::vector<float> shard(static_cast<std::size_t>(b.shard));
-        comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), shard.data(), b.shard,
-                             "zero_grad_reduce_scatter");  // the last micro-batch's
-        for (std::int64_t j = 0; j < b.shard; ++j) b.grad_shard[j] += shard[j];
+      default:
+        // The last micro-batch's reduce-scatter of a block with tied or SP-norm positions
+        // (backward_done did the others'; their buffer is gone).
+        if (!b.grad.empty()) reduce_scatter_grad(b);
         break;
-      }
     }
   }
 }

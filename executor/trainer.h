@@ -62,7 +62,9 @@ class Trainer final : private BlockAccess {
     std::int64_t shard = 0;           // padded / dp
     std::vector<float> param;         // (padded) full; empty while a ZeRO-3 block is released
     std::vector<float> param_shard;   // (shard) ZeRO-3 only
-    std::vector<float> grad;          // (padded) this rank's accumulated gradient
+    std::vector<float> grad;          // (padded) this rank's accumulated gradient; ZeRO-2/3:
+                                      // only between a block's backward and its reduce-scatter
+    std::vector<float> held;          // ZeRO-2/3: tied / SP-norm gradient kept between them
     std::vector<float> grad_shard;    // (shard) ZeRO >= 1: reduced gradient of the shard
     std::vector<float> m, v;          // AdamW moments over the updated range
     std::vector<std::uint8_t> decay;  // (padded) weight decay mask
@@ -77,6 +79,7 @@ class Trainer final : private BlockAccess {
   void backward_done(std::size_t b) override;
   const float* params(std::size_t b) override;
   float* grads(std::size_t b) override;
+  void reduce_scatter_grad(Block& b);  // ZeRO-2/3: into grad_shard, then frees grad
   void run_schedule(const std::vector<std::int32_t>& batch, double& loss_sum);
   void finish_gradients();
   void optimizer_step();

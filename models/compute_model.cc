@@ -55,7 +55,8 @@ double task_time_s(const Task& t, const DeviceRates& r) {
   }
   const double eff = t.kind == TaskKind::kMemory ? memory_efficiency_of(r, t.memory_kernel)
                                                  : r.memory_efficiency;
-  const double mem = t.bytes / (r.hbm_bytes_per_s * eff);
+  double mem = t.bytes / (r.hbm_bytes_per_s * eff);
+  if (t.kind == TaskKind::kMemory) mem += t.transcendentals * r.transcendental_s;
   return std::max(compute, mem) + r.kernel_overhead_s;
 }
 
@@ -78,6 +79,7 @@ Result<HardwareProfile> hardware_profile_from_json(const Json& j, std::string_vi
   r.get_double("tile_n", p.rates.tile_n, 1, 4096, false);
   r.get_double("k_half", p.rates.k_half, 0, 1e6, false);
   if (r.get_double("kernel_overhead_us", v, 0, 1e6, false)) p.rates.kernel_overhead_s = v * kUs;
+  if (r.get_double("transcendental_ns", v, 0, 1e6, false)) p.rates.transcendental_s = v * kNs;
   if (const Json* by_kernel = r.get_object("memory_efficiency_by_kernel", false)) {
     JsonReader kr(*by_kernel, r.where() + " memory_efficiency_by_kernel");
     for (std::size_t k = 0; k < kMemoryKernelCount; ++k)
@@ -123,6 +125,7 @@ Json hardware_profile_to_json(const HardwareProfile& p) {
   j["tile_n"] = p.rates.tile_n;
   j["k_half"] = p.rates.k_half;
   j["kernel_overhead_us"] = p.rates.kernel_overhead_s / kUs;
+  if (p.rates.transcendental_s > 0) j["transcendental_ns"] = p.rates.transcendental_s / kNs;
   j["baseline_memory_MiB"] = p.baseline_memory_bytes / kMiB;
   if (p.has_links) {
     j["links"] = {{"intra_node_GBps", p.intra_node_bytes_per_s / kGB},

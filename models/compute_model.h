@@ -36,6 +36,11 @@ struct DeviceRates {
   double tile_m = 128, tile_n = 128;
   double k_half = 64;              // k at which a GEMM reaches half its k-limited efficiency
   double kernel_overhead_s = 4e-6; // launch and tail per kernel
+  // Seconds per exp/tanh evaluation (Task::transcendentals) of a memory-bound kernel, added to
+  // its memory time: a CPU core evaluates them in software on the thread that also moves the
+  // bytes, so the two do not overlap. 0 on GPUs (the presets): special-function units keep
+  // them under the memory traffic.
+  double transcendental_s = 0;
 };
 
 DeviceRates device_rates(const GpuSpec& gpu, Precision precision);

@@ -321,6 +321,15 @@ Task tp_gather(std::string_view name, const Shape& x) {
   return comm(name, Collective::kAllGather, CommGroup::kTp, x.t, d(x.tokens) * d(x.h) * x.e);
 }
 
+// The activation's backward reads its input and the incoming gradient and writes the
+// gradient: twice the forward's traffic, and the same tanh / exp again (recomputed).
+Task activation_backward(const Task& fwd) {
+  Task t = memory(fwd.name == "swiglu" ? "swiglu_bwd" : "gelu_bwd", 2.0 * fwd.bytes,
+                  MemoryKernel::kActivation);
+  t.transcendentals = fwd.transcendentals;
+  return t;
+}
+
 void add_attention_core(std::vector<Task>& out, const Shape& x) {
   const std::int64_t batch = x.b * x.heads_per_rank;
   if (x.fused) {
@@ -338,8 +347,12 @@ void add_attention_core(std::vector<Task>& out, const Shape& x) {
   // Scale, causal mask and softmax (one fused kernel), then dropout: read scores, write
   // probabilities; dropout writes a 1-byte mask and the dropped probabilities.
   const double elems = d(batch) * d(x.s) * d(x.s);
-  out.push_back(memory("softmax", elems * (2.0 * x.e + (x.dropout ? 1.0 + 2.0 * x.e : 0.0)),
-                       MemoryKernel::kSoftmax));
+  Task softmax = memory("softmax", elems * (2.0 * x.e + (x.dropout ? 1.0 + 2.0 * x.e : 0.0)),
+                        MemoryKernel::kSoftmax);
+  // Causal: an exp for each unmasked score, s(s+1)/2 per row block (Megatron's
+  // scaled_upper_triang_masked_softmax skips the masked ones).
+  softmax.transcendentals = d(batch) * d(x.s) * d(x.s + 1) / 2.0;
+  out.push_back(softmax);
   out.push_back(gemm("attn_values", x.s, x.hd, x.s, batch, x.e));
 }
 
@@ -348,9 +361,15 @@ void add_mlp_forward(std::vector<Task>& out, const Shape& x, const ModelSpec& m,
   const std::int64_t f_rank = x.f / x.t;
   const std::int64_t fc1_n = (x.swiglu ? 2 : 1) * f_rank;
   const double act_bytes = d(x.tokens) * d(f_rank) * x.e * (x.swiglu ? 3.0 : 2.0);
+  // One tanh (GELU's approximation) or exp (SiLU's sigmoid) per activation element.
+  auto activation = [&](double times) {
+    Task t = memory(x.swiglu ? "swiglu" : "gelu", act_bytes * times, MemoryKernel::kActivation);
+    t.transcendentals = d(x.tokens) * d(f_rank) * times;
+    return t;
+  };
   if (!x.moe) {
     out.push_back(gemm("fc1", x.tokens, fc1_n, x.h, 1, x.e));
-    out.push_back(memory(x.swiglu ? "swiglu" : "gelu", act_bytes, MemoryKernel::kActivation));
+    out.push_back(activation(1.0));
     out.push_back(gemm("fc2", x.tokens, x.h, f_rank, 1, x.e));
     return;
   }
@@ -369,7 +388,7 @@ void add_mlp_forward(std::vector<Task>& out, const Shape& x, const ModelSpec& m,
   Task fc1 = gemm("expert_fc1", per_expert, fc1_n, x.h, local_experts, x.e);
   fc1.flops = fc1.executed_flops = 2.0 * routed * d(fc1_n) * d(x.h);
   out.push_back(fc1);
-  out.push_back(memory(x.swiglu ? "swiglu" : "gelu", act_bytes * d(k), MemoryKernel::kActivation));
+  out.push_back(activation(d(k)));
   Task fc2 = gemm("expert_fc2", per_expert, x.h, f_rank, local_experts, x.e);
   fc2.flops = fc2.executed_flops = 2.0 * routed * d(x.h) * d(f_rank);
   out.push_back(fc2);
@@ -450,8 +469,7 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
     add_gemm_backward(out, find_task(fwd, "expert_fc2"), "expert_fc2_dgrad", "expert_fc2_wgrad",
                       x.e);
     Task act = find_task(fwd, x.swiglu ? "swiglu" : "gelu");
-    out.push_back(memory(x.swiglu ? "swiglu_bwd" : "gelu_bwd", 2.0 * act.bytes,
-                         MemoryKernel::kActivation));
+    out.push_back(activation_backward(act));
     add_gemm_backward(out, find_task(fwd, "expert_fc1"), "expert_fc1_dgrad", "expert_fc1_wgrad",
                       x.e);
     out.push_back(comm("ep_dispatch_bwd", Collective::kAllToAll, CommGroup::kEp, p.ep,
@@ -461,8 +479,7 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
   } else {
     add_gemm_backward(out, find_task(fwd, "fc2"), "fc2_dgrad", "fc2_wgrad", x.e);
     Task act = find_task(fwd, x.swiglu ? "swiglu" : "gelu");
-    out.push_back(memory(x.swiglu ? "swiglu_bwd" : "gelu_bwd", 2.0 * act.bytes,
-                         MemoryKernel::kActivation));
+    out.push_back(activation_backward(act));
     const Task& fc1 = find_task(fwd, "fc1");
     Task dg = gemm("fc1_dgrad", fc1.m, fc1.k, fc1.n, 1, x.e);
     dg.flops = dg.executed_flops = fc1.flops;
@@ -555,8 +572,10 @@ std::vector<Task> head_forward_tasks(const ModelSpec& m, const Plan& p) {
   out.push_back(head);
   // Cross-entropy over vocabulary-parallel logits in fp32: read logits, write softmax.
   // A softmax over the vocabulary slice (exp per logit) and the loss: the softmax kind.
-  out.push_back(memory("cross_entropy", d(x.tokens) * d(v_rank) * (x.e + 2.0 * 4.0),
-                       MemoryKernel::kSoftmax));
+  Task ce = memory("cross_entropy", d(x.tokens) * d(v_rank) * (x.e + 2.0 * 4.0),
+                   MemoryKernel::kSoftmax);
+  ce.transcendentals = d(x.tokens) * d(v_rank);  // an exp per logit
+  out.push_back(ce);
   // Megatron's vocab-parallel cross-entropy all-reduces the max, the sum of exponentials and
   // the target logit: three fp32 values per token.
   for (std::string_view name : {"tp_all_reduce_logit_max", "tp_all_reduce_sum_exp",
@@ -605,6 +624,16 @@ std::int64_t dp_point_count(const Plan& p, DpPoint point) {
     case DpPoint::kAfterOptimizer: return 1;
   }
   return 0;
+}
+
+double zero_grad_buffer_bytes(const Plan& p, const ParamBlock& b) {
+  if (p.zero_stage < 2) return 0;
+  const double e = state_bytes_per_param(p.precision, p.optimizer).gradients;
+  const std::int64_t edp = p.dp / p.ep;
+  double bytes = 0;
+  if (p.dp > 1) bytes += d(padded(b.dense_params, p.dp)) * e;
+  if (edp > 1) bytes += d(padded(b.expert_params, edp)) * e;
+  return bytes;
 }
 
 std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint point) {
@@ -810,6 +839,11 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
     // Gathered full parameters of the block in use and the one prefetched.
     mem.buffers_bytes = 2.0 * largest_block_params(m, p, stage) * sb.weights;
   }
+  // ZeRO-2/3: the full gradient of the block being back-propagated, until its reduce-scatter.
+  double largest_grad = 0;
+  for (const ParamBlock& b : param_blocks_on_stage(m, p, stage))
+    largest_grad = std::max(largest_grad, zero_grad_buffer_bytes(p, b));
+  mem.buffers_bytes += largest_grad;
   return mem;
 }
 

@@ -100,6 +100,9 @@ struct Task {
   double flops = 0;           // model FLOPs by the papers' convention (full s^2 for attention)
   double executed_flops = 0;  // what the kernel executes (a causal fused kernel skips half)
   double bytes = 0;           // device-memory traffic
+  // Memory-bound kernels: exp/tanh evaluations (GELU's tanh, SiLU's and softmax's exp), which
+  // a CPU computes in software (DeviceRates::transcendental_s).
+  double transcendentals = 0;
   MemoryKernel memory_kernel = MemoryKernel::kElementwise;  // for kMemory tasks
   // Collectives: which group, which collective, message size (nccl-tests' S).
   Collective collective = Collective::kAllReduce;
@@ -158,6 +161,10 @@ enum class DpPoint {
   kAfterOptimizer,   // once per step (ZeRO-1/2 parameter all-gather)
 };
 std::vector<Task> dp_block_tasks(const Plan& plan, const ParamBlock& block, DpPoint point);
+// ZeRO-2/3: bytes of the block's full (unsharded) gradient, held from the start of its
+// backward until its reduce-scatter (per micro-batch; DeepSpeed's reduce bucket, one block
+// here); 0 below ZeRO-2 (the whole gradient is in gradients_bytes) or without a reduction.
+double zero_grad_buffer_bytes(const Plan& plan, const ParamBlock& block);
 // How many times per step a point occurs (M for per-micro-batch points, 1 otherwise, 0 for
 // kBeforeRecompute without full recompute).
 std::int64_t dp_point_count(const Plan& plan, DpPoint point);
@@ -180,7 +187,7 @@ struct MemoryBreakdown {
   double gradients_bytes = 0;
   double optimizer_bytes = 0;    // on the device (0 when offloaded)
   double activations_bytes = 0;  // peak stored activations for the schedule and stage
-  double buffers_bytes = 0;      // ZeRO-3 gathered parameters, communication buffers
+  double buffers_bytes = 0;      // ZeRO-3 gathered parameters, ZeRO-2/3 block gradient
   double host_optimizer_bytes = 0;  // offloaded optimizer states on the host (not device)
   // Memory the process holds before the model: runtime, libraries, communication buffers.
   // Measured by `calibrate` (HardwareProfile::baseline_memory_bytes); 0 without a profile.

@@ -14,6 +14,7 @@ inline constexpr double kGB = 1e9;   // decimal, as bandwidth figures are publis
 inline constexpr double kTB = 1e12;
 inline constexpr double kTFLOP = 1e12;
 inline constexpr double kUs = 1e-6;
+inline constexpr double kNs = 1e-9;
 inline constexpr double kNsPerS = 1e9;
 
 // The simulator clock: an integer number of nanoseconds.

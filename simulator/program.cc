@@ -406,6 +406,13 @@ class Builder {
     mem(rs, rs.last_compute, true, MemKind::kBuffers, -bytes);
   }
 
+  // ZeRO-2/3: the block's full gradient, from the start of its backward (first op `begin`)
+  // to the end of its reduce-scatter (after_backward).
+  void grad_buffer(RankState& rs, const ParamBlock& b, std::int32_t begin) {
+    const double bytes = zero_grad_buffer_bytes(plan_, b);
+    if (bytes > 0) mem(rs, begin >= 0 ? begin : rs.last_compute, false, MemKind::kBuffers, bytes);
+  }
+
   std::size_t chunk_index(std::int64_t v, std::int64_t stage) const {
     return static_cast<std::size_t>(v * plan_.pp + stage);
   }
@@ -481,7 +488,8 @@ class Builder {
     meta.micro_batch = static_cast<std::int32_t>(mb);
     meta.pass = 'B';
     if (c + 1 == layers_.size()) {
-      block_pass(rs, rs.blocks.back(), DpPoint::kBeforeBackward, head_b_, meta);
+      grad_buffer(rs, rs.blocks.back(),
+                  block_pass(rs, rs.blocks.back(), DpPoint::kBeforeBackward, head_b_, meta));
       if (edges) mem(rs, rs.last_compute, true, MemKind::kActivations, -logits_bytes_);
       after_backward(rs, rs.blocks.size() - 1, meta);
     }
@@ -496,7 +504,7 @@ class Builder {
         const std::int32_t r = block_pass(rs, b, DpPoint::kBeforeRecompute, rec_, rm);
         if (plan_.recompute == Recompute::kFull) mem(rs, r, false, MemKind::kActivations, layer_act_bytes_);
       }
-      block_pass(rs, b, DpPoint::kBeforeBackward, bwd_, meta);
+      grad_buffer(rs, b, block_pass(rs, b, DpPoint::kBeforeBackward, bwd_, meta));
       const double stored = plan_.recompute == Recompute::kFull
                                 ? layer_input_bytes_ + layer_act_bytes_
                                 : layer_act_bytes_;
@@ -505,7 +513,8 @@ class Builder {
     }
     meta.layer = -1;
     if (c == 0) {
-      block_pass(rs, rs.blocks.front(), DpPoint::kBeforeBackward, emb_b_, meta);
+      grad_buffer(rs, rs.blocks.front(),
+                  block_pass(rs, rs.blocks.front(), DpPoint::kBeforeBackward, emb_b_, meta));
       if (edges) mem(rs, rs.last_compute, true, MemKind::kActivations, -embedding_out_bytes_);
       after_backward(rs, 0, meta);
     }
@@ -522,7 +531,10 @@ class Builder {
     meta.layer = rs.blocks[bi].kind == BlockKind::kLayer
                      ? static_cast<std::int32_t>(rs.blocks[bi].layer)
                      : -1;
-    dp_tasks(rs, rs.blocks[bi], DpPoint::kAfterBackward, rs.last_compute, -1, meta);
+    const std::int32_t reduced =
+        dp_tasks(rs, rs.blocks[bi], DpPoint::kAfterBackward, rs.last_compute, -1, meta);
+    const double grad_bytes = zero_grad_buffer_bytes(plan_, rs.blocks[bi]);
+    if (grad_bytes > 0) mem(rs, reduced >= 0 ? reduced : rs.last_compute, true, MemKind::kBuffers, -grad_bytes);
     if (++rs.backwards_done[bi] == M_) {
       meta.micro_batch = -1;
       dp_tasks(rs, rs.blocks[bi], DpPoint::kAfterLastBackward, rs.last_compute, -1, meta);

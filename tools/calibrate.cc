@@ -158,7 +158,7 @@ Result<Measurements> measure_compute(const Setup& s, int rank, int world) {
       auto comm = s.one_active ? Result<std::unique_ptr<executor::Comm>>(executor::make_local_comm())
                                : executor::make_mpi_comm(plan, MPI_COMM_WORLD);
       if (!comm.ok()) return comm.status();
-      auto samples = time_executor_tasks(model, plan, **comm, 1, steps);
+      auto samples = time_executor_tasks(model, plan, **comm, 3, steps);
       if (!samples.ok()) return samples.status();
       m.tasks.insert(m.tasks.end(), samples->tasks.begin(), samples->tasks.end());
       m.step_collectives.insert(m.step_collectives.end(), samples->collectives.begin(),

@@ -6,7 +6,14 @@ measured step time, drawn here without a plotting library). Each round calibrate
 matrix once; a plan's figures are those of its median round by step-time error (each round's
 prediction paired with its own calibration), with every round's error listed.
 
-    python3 bench/scripts/report.py bench/results/cpu-<date>
+Steadiness: a round's DIR/round-K/reference.txt lists the step time of one reference plan run
+after calibrate and after every plan ("LABEL MS" per line). The round is steady when those spread
+(max - min) by at most DRIFT_PCT of their median: the machine ran at one speed from the
+calibration to the last plan. Plans take their median over the steady rounds (over all rounds,
+said so in the report, if none was steady).
+
+    python3 bench/scripts/report.py [--drift-pct 5] bench/results/cpu-<date>
+    python3 bench/scripts/report.py --steady 5 DIR/round-K   (exit 0 if steady, 1 if not)
 """
 import glob
 import json
@@ -72,6 +79,22 @@ def svg_chart(runs):
     return "\n".join(out) + "\n"
 
 
+def reference_spread_pct(round_dir):
+    """(max - min) / median of the round's reference step times, in percent; None without any."""
+    path = os.path.join(round_dir, "reference.txt")
+    if not os.path.exists(path):
+        return None
+    times = []
+    for n, line in enumerate(open(path), 1):
+        parts = line.split()
+        if len(parts) != 2:
+            sys.exit(f"report: {path}:{n}: expected 'LABEL MS', got {line.strip()!r}")
+        times.append(float(parts[1]))
+    if not times:
+        return None
+    return 100.0 * (max(times) - min(times)) / statistics.median(times)
+
+
 def median_rounds(round_runs):
     """Per plan, the round with the median step-time error; all rounds' errors alongside."""
     by_name = {}
@@ -92,15 +115,33 @@ def median_rounds(round_runs):
 
 
 def main():
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    if len(args) == 3 and args[0] == "--steady":
+        spread = reference_spread_pct(args[2])
+        steady = spread is not None and spread <= float(args[1])
+        print(f"report: {args[2]}: reference step time spread "
+              f"{'n/a' if spread is None else f'{spread:.1f}%'}: "
+              f"{'steady' if steady else 'not steady'}")
+        sys.exit(0 if steady else 1)
+    drift_pct = 5.0
+    if len(args) == 3 and args[0] == "--drift-pct":
+        drift_pct = float(args[1])
+        args = args[2:]
+    if len(args) != 1:
         sys.exit(__doc__)
-    out = sys.argv[1]
+    out = args[0]
     round_dirs = sorted(glob.glob(os.path.join(out, "round-*")),
                         key=lambda d: int(d.rsplit("-", 1)[1]))
     if not round_dirs:
         round_dirs = [out]
-    round_runs = [load_runs(d) for d in round_dirs]
+    all_round_runs = [load_runs(d) for d in round_dirs]
+    spreads = [reference_spread_pct(d) for d in round_dirs]
+    steady = [s is not None and s <= drift_pct for s in spreads]
+    used = [k for k in range(len(round_dirs)) if steady[k]] or list(range(len(round_dirs)))
+    round_runs = [all_round_runs[k] for k in used]
     runs = median_rounds(round_runs)
+    for r in runs:  # round numbers as the directories name them
+        r["round"] = used[r["round"] - 1] + 1
     if not runs:
         sys.exit(f"report: no runs/*.compare.json under {out}")
     profile = json.load(open(os.path.join(round_dirs[0], "profile.json")))
@@ -121,15 +162,18 @@ def main():
     }
     report = {"schema": "trainplan.bench_predicted_vs_measured/1", "device": profile["device"],
               "date": profile["date"], "summary": summary, "runs": runs}
-    with open(os.path.join(out, "report.json"), "w") as f:
-        json.dump(report, f, indent=2)
     with open(os.path.join(out, "step_time.svg"), "w") as f:
         f.write(svg_chart(runs))
     yes = lambda b: "yes" if b else "**no**"
     t = summary["targets_met"]
     summary["rounds"] = len(round_dirs)
+    summary["steady_rounds"] = [k + 1 for k in range(len(round_dirs)) if steady[k]]
+    summary["rounds_used"] = [k + 1 for k in used]
+    summary["reference_spread_pct"] = spreads
+    summary["drift_limit_pct"] = drift_pct
     summary["round_median_signed_step_error_pct"] = [
-        statistics.median(r["step_error_pct"] for r in rr) for rr in round_runs if rr]
+        statistics.median(r["step_error_pct"] for r in rr) if rr else None
+        for rr in all_round_runs]
     md = [f"# Predicted vs measured: {profile['device']}", "",
           f"{len(round_dirs)} round(s), each: calibrate (first calibrated {profile['date']}), then "
           f"predict, execute and compare every plan. Per round `round-K/`: `profile.json`, "
@@ -138,7 +182,14 @@ def main():
           f"Chrome traces `runs/NAME.{{predicted,measured}}_trace.json` and their per-task "
           f"difference `runs/NAME.trace_diff.txt`. A plan's row is its median round by error.",
           "", "![step time](step_time.svg)", "",
-          "| plan | ranks | predicted (ms) | measured (ms) | error | error per round | bytes exact | peak memory max abs error |",
+          "Steadiness: a reference plan (dp 2, both cores) ran after calibrate and after every plan; a "
+          f"round is steady when its reference step times spread by at most {drift_pct:g}% of "
+          "their median. Spread per round: " + ", ".join(
+              f"round {k + 1} {'n/a' if s is None else f'{s:.1f}%'}"
+              f"{' (steady)' if steady[k] else ''}" for k, s in enumerate(spreads)) + ". "
+          + (f"Rows use the steady rounds: {', '.join(str(k + 1) for k in used)}."
+             if any(steady) else "**No round was steady**: rows use every round."), "",
+          "| plan | ranks | predicted (ms) | measured (ms) | error | error per round used | bytes exact | peak memory max abs error |",
           "|---|---:|---:|---:|---:|---|:---:|---:|"]
     for r in runs:
         per_round = ", ".join(f"{e:+.1f}%" for e in r["round_step_errors_pct"])
@@ -147,7 +198,7 @@ def main():
                   f"{per_round} | "
                   f"{yes(r['bytes_exact'])} | {r['max_abs_memory_error_pct']:.1f}% |")
     md += ["", "Median signed step-time error of each round (the machine's drift between "
-           "rounds): " + ", ".join(f"{e:+.1f}%" for e in
+           "rounds): " + ", ".join("n/a" if e is None else f"{e:+.1f}%" for e in
                                   summary["round_median_signed_step_error_pct"])]
     md += ["", "| target (issue 6) | figure | met |", "|---|---:|:---:|",
            f"| every plan's step time within 15% | max {summary['max_abs_step_error_pct']:.1f}% | {yes(t['every_step_within_15pct'])} |",
@@ -155,6 +206,8 @@ def main():
            f"| bytes per group exact | {'all' if summary['bytes_exact_all'] else 'not all'} | {yes(t['bytes_exact'])} |",
            f"| peak memory within 10% | max {summary['max_abs_memory_error_pct']:.1f}% | {yes(t['memory_within_10pct'])} |",
            ""]
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump(report, f, indent=2)
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(md))
     print("\n".join(md))

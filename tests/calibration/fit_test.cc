@@ -29,6 +29,7 @@ DeviceRates truth() {
   r.memory_kernel_efficiency[static_cast<std::size_t>(MemoryKernel::kNorm)] = 0.4;
   r.memory_kernel_efficiency[static_cast<std::size_t>(MemoryKernel::kActivation)] = 0.1;
   r.memory_kernel_efficiency[static_cast<std::size_t>(MemoryKernel::kSoftmax)] = 0.05;
+  r.transcendental_s = 2.5e-9;  // per exp/tanh, shared by the kinds
   return r;
 }
 
@@ -48,12 +49,13 @@ Task gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch) {
   return t;  // bytes 0: compute-bound, as the fit models GEMMs
 }
 
-Task memory(double bytes, MemoryKernel kind) {
+Task memory(double bytes, MemoryKernel kind, double transcendentals = 0) {
   Task t;
   t.name = "synthetic";
   t.kind = TaskKind::kMemory;
   t.bytes = bytes;
   t.memory_kernel = kind;
+  t.transcendentals = transcendentals;
   return t;
 }
 
@@ -77,13 +79,25 @@ std::vector<TaskSample> synthetic_samples(const DeviceRates& r) {
     for (MemoryKernel kind :
          {MemoryKernel::kElementwise, MemoryKernel::kNorm, MemoryKernel::kActivation})
       out.push_back(sample({memory(bytes, kind)}, r));
-  // Attention as the executor runs it: scores, softmax and values in one call.
+  // An activation's forward (a tanh per 8 bytes moved) and backward (twice the bytes, the
+  // same tanh): the bytes alone cannot fit both.
+  for (double elems : {2e3, 5e4, 1e6}) {
+    out.push_back(sample({memory(8.0 * elems, MemoryKernel::kActivation, elems)}, r));
+    out.push_back(sample({memory(16.0 * elems, MemoryKernel::kActivation, elems)}, r));
+  }
+  // Attention as the executor runs it: scores, softmax (an exp per score) and values in one
+  // call; its backward's softmax has no exp.
   for (std::int64_t s : {64, 128})
-    for (std::int64_t batch : {4, 8})
+    for (std::int64_t batch : {4, 8}) {
+      const double scores = static_cast<double>(batch * s * s);
       out.push_back(sample({gemm(s, s, 16, batch),
-                            memory(8.0 * batch * s * s, MemoryKernel::kSoftmax),
+                            memory(8.0 * scores, MemoryKernel::kSoftmax, scores),
                             gemm(s, 16, s, batch)},
                            r));
+      out.push_back(sample({gemm(s, 16, s, batch), memory(12.0 * scores, MemoryKernel::kSoftmax),
+                            gemm(s, s, 16, batch)},
+                           r));
+    }
   return out;
 }
 
@@ -96,6 +110,7 @@ TEST(FitCompute, RecoversKnownRatesExactly) {
   EXPECT_EQ(fit->rates.tile_n, 4);
   EXPECT_NEAR(fit->rates.k_half, 24, 24 * kRel);
   EXPECT_NEAR(fit->rates.kernel_overhead_s, 1.5e-6, 1.5e-6 * kRel);
+  EXPECT_NEAR(fit->rates.transcendental_s, 2.5e-9, 2.5e-9 * kRel);
   EXPECT_EQ(fit->rates.sm_count, 1);
   // Peak and efficiency multiply back to the fitted rate; the stream figure was below the
   // fastest kind's B, so the bandwidth is raised to it at efficiency 1.
@@ -115,7 +130,7 @@ TEST(FitCompute, RecoversKnownRatesExactly) {
   EXPECT_LT(fit->gemm.max_rel, 1e-9);
   EXPECT_LT(fit->memory.max_rel, 1e-9);
   EXPECT_LT(fit->mixed.max_rel, 1e-9);
-  EXPECT_EQ(fit->mixed.points, 4);
+  EXPECT_EQ(fit->mixed.points, 8);
 }
 
 TEST(FitCompute, StreamBandwidthAboveKernelsGivesEfficiencyBelowOne) {

@@ -217,8 +217,9 @@ TEST(PredictedVsMeasured, ReducedMatrixBytesExactMemoryWithinBound) {
     // Issue 6's bound on peak memory; the baseline comes from the calibrated profile. Under
     // AddressSanitizer the process's memory includes redzones and the freed-memory quarantine,
     // which no model of the program's own memory predicts: only bytes are checked there.
-    if (!kAddressSanitizer)
+    if (!kAddressSanitizer) {
       EXPECT_LE(c->max_abs_memory_error_pct, 10.0) << format_comparison_table(*c);
+    }
   }
   fs::remove_all(dir);
 }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "models/collectives.h"
+#include "models/compute_model.h"
 #include "tests/models/test_util.h"
 
 namespace trainplan {
@@ -267,6 +268,70 @@ TEST(CommVolume, DataParallelAllReduceOfPaddedBlocks) {
   EXPECT_DOUBLE_EQ(comm_volume_on_stage(m, p, 0).dp_bytes, expected / 2 * (2 + 1));
   p.zero_stage = 3;
   EXPECT_DOUBLE_EQ(comm_volume_on_stage(m, p, 0).dp_bytes, expected / 2 * 2 * 3);
+}
+
+TEST(Memory, Zero2HoldsOneBlocksGradientUntilItsReduceScatter) {
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(8, 4, 4, 1, 8);
+  p.zero_stage = 1;
+  EXPECT_EQ(memory_on_stage(m, p, 1).buffers_bytes, 0.0);  // gradients are whole anyway
+  double largest = 0;
+  for (const ParamBlock& b : param_blocks_on_stage(m, p, 1))
+    largest = std::max(largest, static_cast<double>((b.dense_params + 3) / 4 * 4));
+  const double grad_bytes = state_bytes_per_param(p.precision, p.optimizer).gradients;
+  p.zero_stage = 2;
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, p, 1).buffers_bytes, largest * grad_bytes);
+  p.zero_stage = 3;  // on top of the two gathered blocks' weights
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, p, 1).buffers_bytes,
+                   2.0 * largest_block_params(m, p, 1) *
+                           state_bytes_per_param(p.precision, p.optimizer).weights +
+                       largest * grad_bytes);
+  // Without data parallelism there is nothing to reduce-scatter.
+  p = plan_of(8, 4, 1, 1, 8);
+  p.zero_stage = 2;
+  EXPECT_EQ(memory_on_stage(m, p, 1).buffers_bytes, 0.0);
+}
+
+TEST(Tasks, TranscendentalsCountTheExpAndTanhEvaluated) {
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(8, 1, 1, 2, 2);
+  p.attention = AttentionImpl::kUnfused;
+  const double tokens = 2.0 * m.seq_len, f_rank = 4.0 * m.hidden_size / 8;
+  auto find = [](const std::vector<Task>& tasks, std::string_view name) {
+    for (const Task& t : tasks)
+      if (t.name == name) return t;
+    ADD_FAILURE() << "no task " << name;
+    return Task{};
+  };
+  const std::vector<Task> fwd = layer_forward_tasks(m, p), bwd = layer_backward_tasks(m, p);
+  // GELU's tanh, forward and (recomputed) backward; none in the GEMMs or the norms.
+  EXPECT_DOUBLE_EQ(find(fwd, "gelu").transcendentals, tokens * f_rank);
+  EXPECT_DOUBLE_EQ(find(bwd, "gelu_bwd").transcendentals, tokens * f_rank);
+  EXPECT_EQ(find(fwd, "fc1").transcendentals, 0.0);
+  EXPECT_EQ(find(fwd, "norm1").transcendentals, 0.0);
+  // Causal softmax: an exp per unmasked score; its backward has none.
+  const double s = static_cast<double>(m.seq_len);
+  EXPECT_DOUBLE_EQ(find(fwd, "softmax").transcendentals,
+                   2.0 * m.num_attention_heads / 8 * s * (s + 1) / 2);
+  EXPECT_EQ(find(bwd, "softmax_bwd").transcendentals, 0.0);
+  // Cross-entropy: an exp per logit of this rank's vocabulary slice.
+  const double v_rank = static_cast<double>(padded_vocab(m, 8) / 8);
+  EXPECT_DOUBLE_EQ(find(head_forward_tasks(m, p), "cross_entropy").transcendentals,
+                   tokens * v_rank);
+  // Timed only where the device says they cost something (a CPU), and added to the bytes.
+  DeviceRates r;
+  r.peak_flops_per_s = 1e12;
+  r.hbm_bytes_per_s = 1e11;
+  r.memory_efficiency = 1.0;
+  r.kernel_overhead_s = 0;
+  const Task gelu = find(fwd, "gelu");
+  EXPECT_DOUBLE_EQ(task_time_s(gelu, r), gelu.bytes / 1e11);
+  r.transcendental_s = 2e-9;
+  EXPECT_DOUBLE_EQ(task_time_s(gelu, r), gelu.bytes / 1e11 + gelu.transcendentals * 2e-9);
+  const Task fc1 = find(fwd, "fc1");
+  DeviceRates free_tanh = r;
+  free_tanh.transcendental_s = 0;
+  EXPECT_DOUBLE_EQ(task_time_s(fc1, r), task_time_s(fc1, free_tanh));
 }
 
 TEST(Tasks, BackwardHasTwiceTheForwardFlops) {

@@ -128,9 +128,10 @@ TEST(Planner, RefinementReranksByTheRefinedStepTime) {
   int refined = 0;
   for (std::size_t i = 0; i < r->search.ranked.size(); ++i) {
     refined += r->search.ranked[i].simulated ? 1 : 0;
-    if (i + 1 < r->search.ranked.size())
+    if (i + 1 < r->search.ranked.size()) {
       EXPECT_LE(r->search.ranked[i].estimate.step_time_s,
                 r->search.ranked[i + 1].estimate.step_time_s);
+    }
   }
   EXPECT_EQ(refined, 4);
 }

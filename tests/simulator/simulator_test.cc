@@ -137,6 +137,22 @@ TEST(Simulator, Zero3HoldsGatheredParameters) {
   EXPECT_LE(r.report.ranks[0].memory.buffers_bytes, m.buffers_bytes);
 }
 
+TEST(Simulator, Zero2HoldsABlocksGradientUntilItsReduceScatter) {
+  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
+  Plan p = testing::make_plan(1, 1, 4, 1, 8);
+  p.zero_stage = 1;
+  EXPECT_EQ(testing::simulate_ok(gpt, testing::cluster_for(p), p).report.ranks[0]
+                .memory.buffers_bytes, 0.0);
+  p.zero_stage = 2;
+  const SimResult r = testing::simulate_ok(gpt, testing::cluster_for(p), p);
+  const MemoryBreakdown m = memory_on_stage(gpt, p, 0);
+  // At the peak (the start of the backward, every activation alive) one block's gradient is
+  // held: the head's, which the cost model's bound (the largest block's) covers.
+  EXPECT_GT(r.report.ranks[0].memory.buffers_bytes, 0.0);
+  EXPECT_LE(r.report.ranks[0].memory.buffers_bytes, m.buffers_bytes);
+  EXPECT_EQ(r.report.ranks[0].memory.gradients_bytes, m.gradients_bytes);
+}
+
 TEST(Simulator, SharedNicSlowsConcurrentFlows) {
   // One GPU per node: PP sends and DP all-reduces leave through the same NIC.
   const ModelSpec gpt = testing::gpt_model(8, 2048, 16, 2048, 50257);
