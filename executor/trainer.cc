@@ -83,14 +83,14 @@ float* Trainer::grads(std::size_t i) {
   Block& b = blocks_[i];
   if (b.grad.empty()) {  // ZeRO-2/3: a fresh buffer for this micro-batch's backward
     b.grad.assign(static_cast<std::size_t>(b.padded), 0.0f);
-    std::size_t k = 0;  // with the tied / SP-norm sums set aside by earlier micro-batches
-    for (const auto* ranges : {&b.tied, &b.sp_norm})
-      for (auto [off, n] : *ranges) {
-        if (k + static_cast<std::size_t>(n) > b.held.size()) break;
-        std::copy_n(b.held.begin() + static_cast<std::ptrdiff_t>(k), n, b.grad.begin() + off);
-        k += static_cast<std::size_t>(n);
-      }
-    b.held.clear();
+    if (!b.held.empty()) {  // with the tied / SP-norm sums set aside by earlier micro-batches
+      auto from = b.held.begin();
+      b.for_each_summed_range([&](std::int64_t off, std::int64_t n) {
+        std::copy_n(from, n, b.grad.begin() + off);
+        from += n;
+      });
+      b.held.clear();
+    }
   }
   return b.grad.data();
 }
@@ -115,11 +115,10 @@ void Trainer::backward_done(std::size_t i) {
   if (last_micro_batch_ && has_sums) return;
   grads(i);  // a block whose backward wrote nothing still takes part
   TraceScope after_backward(trace_, {.pass = ' '});
-  for (const auto* ranges : {&b.tied, &b.sp_norm})
-    for (auto [off, n] : *ranges) {
-      b.held.insert(b.held.end(), b.grad.begin() + off, b.grad.begin() + off + n);
-      std::fill_n(b.grad.begin() + off, n, 0.0f);
-    }
+  b.for_each_summed_range([&](std::int64_t off, std::int64_t n) {
+    b.held.insert(b.held.end(), b.grad.begin() + off, b.grad.begin() + off + n);
+    std::fill_n(b.grad.begin() + off, n, 0.0f);
+  });
   reduce_scatter_grad(b);
 }
 

@@ -71,6 +71,12 @@ class Trainer final : private BlockAccess {
     // Positions whose gradient needs another group before the DP reduction: the tied table
     // (embedding group) and sequence-parallel norms (tp group). (offset, count).
     std::vector<std::pair<std::int64_t, std::int64_t>> tied, sp_norm;
+    // Calls fn(offset, count) for every tied, then every SP-norm range.
+    template <class Fn>
+    void for_each_summed_range(Fn&& fn) const {
+      for (const auto* ranges : {&tied, &sp_norm})
+        for (auto [off, n] : *ranges) fn(off, n);
+    }
   };
 
   Trainer(const ModelSpec& model, const Plan& plan, const TrainOptions& options, Comm& comm);

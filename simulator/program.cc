@@ -406,11 +406,12 @@ class Builder {
     mem(rs, rs.last_compute, true, MemKind::kBuffers, -bytes);
   }
 
-  // ZeRO-2/3: the block's full gradient, from the start of its backward (first op `begin`)
-  // to the end of its reduce-scatter (after_backward).
-  void grad_buffer(RankState& rs, const ParamBlock& b, std::int32_t begin) {
+  // ZeRO-2/3: the block's full gradient is held from the start of its backward's first op to
+  // the end of its reduce-scatter (`release`, after_backward); op -1: the last compute op.
+  void grad_buffer(RankState& rs, const ParamBlock& b, std::int32_t op, bool release = false) {
     const double bytes = zero_grad_buffer_bytes(plan_, b);
-    if (bytes > 0) mem(rs, begin >= 0 ? begin : rs.last_compute, false, MemKind::kBuffers, bytes);
+    if (bytes <= 0) return;
+    mem(rs, op >= 0 ? op : rs.last_compute, release, MemKind::kBuffers, release ? -bytes : bytes);
   }
 
   std::size_t chunk_index(std::int64_t v, std::int64_t stage) const {
@@ -533,8 +534,7 @@ class Builder {
                      : -1;
     const std::int32_t reduced =
         dp_tasks(rs, rs.blocks[bi], DpPoint::kAfterBackward, rs.last_compute, -1, meta);
-    const double grad_bytes = zero_grad_buffer_bytes(plan_, rs.blocks[bi]);
-    if (grad_bytes > 0) mem(rs, reduced >= 0 ? reduced : rs.last_compute, true, MemKind::kBuffers, -grad_bytes);
+    grad_buffer(rs, rs.blocks[bi], reduced, /*release=*/true);
     if (++rs.backwards_done[bi] == M_) {
       meta.micro_batch = -1;
       dp_tasks(rs, rs.blocks[bi], DpPoint::kAfterLastBackward, rs.last_compute, -1, meta);

@@ -153,12 +153,16 @@ Result<Measurements> measure_compute(const Setup& s, int rank, int world) {
   }
   log("the executor's tasks in traced training steps");
   const int steps = s.quick ? 2 : 4;
+  // Three warm-up steps: after one, the forward kernels that write freshly allocated
+  // activations still ran 1.5-2x slower than in `execute`'s steady state (GELU forward
+  // 107-137 us against 59 us in this machine's traces).
+  constexpr int kWarmupSteps = 3;
   for (const ModelSpec& model : s.models) {
     for (const Plan& plan : probe_plans(s, model, s.one_active ? 1 : world)) {
       auto comm = s.one_active ? Result<std::unique_ptr<executor::Comm>>(executor::make_local_comm())
                                : executor::make_mpi_comm(plan, MPI_COMM_WORLD);
       if (!comm.ok()) return comm.status();
-      auto samples = time_executor_tasks(model, plan, **comm, 3, steps);
+      auto samples = time_executor_tasks(model, plan, **comm, kWarmupSteps, steps);
       if (!samples.ok()) return samples.status();
       m.tasks.insert(m.tasks.end(), samples->tasks.begin(), samples->tasks.end());
       m.step_collectives.insert(m.step_collectives.end(), samples->collectives.begin(),

@@ -37,10 +37,15 @@ double efficiency(const DeviceRates& r, MemoryKernel k) {
   return r.memory_kernel_efficiency[static_cast<std::size_t>(k)];
 }
 
-Task gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch) {
+Task synthetic(TaskKind kind) {
   Task t;
   t.name = "synthetic";
-  t.kind = TaskKind::kGemm;
+  t.kind = kind;
+  return t;
+}
+
+Task gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch) {
+  Task t = synthetic(TaskKind::kGemm);
   t.m = m;
   t.n = n;
   t.k = k;
@@ -50,9 +55,7 @@ Task gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch) {
 }
 
 Task memory(double bytes, MemoryKernel kind, double transcendentals = 0) {
-  Task t;
-  t.name = "synthetic";
-  t.kind = TaskKind::kMemory;
+  Task t = synthetic(TaskKind::kMemory);
   t.bytes = bytes;
   t.memory_kernel = kind;
   t.transcendentals = transcendentals;
