@@ -12,7 +12,10 @@
 
 namespace trainplan::executor {
 
-// glibc: M_TRIM_THRESHOLD and M_MMAP_THRESHOLD raised to 1 GiB (no effect elsewhere).
-void keep_freed_memory_mapped();
+// glibc: M_TRIM_THRESHOLD and M_MMAP_THRESHOLD raised to 1 GiB. Returns whether both took
+// effect: false on other C libraries and under a sanitizer, whose allocator ignores mallopt.
+// Measured without it on the tiny GPT at micro-batch 2: about 750 page faults per step, and the
+// forward kernels that write new activations 20-35% slower than backward kernels of their shape.
+bool keep_freed_memory_mapped();
 
 }  // namespace trainplan::executor

@@ -63,7 +63,7 @@ class TraceRecorder {
   using Clock = std::chrono::steady_clock;
 
   // Forgets the events and context recorded so far; `origin` becomes time 0 (the step's start on
-  // this rank: ranks' clocks are not synchronised, so each rank's trace starts at its own 0).
+  // this rank; Trainer::step starts a traced step on all ranks together, so their 0s agree).
   void start_step(Clock::time_point origin);
   const TraceContext& context() const { return context_; }
   void set_context(const TraceContext& c) { context_ = c; }

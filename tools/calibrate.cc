@@ -316,7 +316,7 @@ int run(int argc, char** argv, int rank, int world) {
             << format_stream_table(m.stream);
   if (!m.collectives.empty()) std::cout << format_collective_table(m.collectives);
   if (!m.step_collectives.empty())
-    std::cout << "\n# the executor's collectives inside its steps (median per call, rank 0)\n"
+    std::cout << "\n# the executor's collectives inside its steps (per call: median over steps of the mean, rank 0)\n"
               << format_collective_table(m.step_collectives);
   std::cout << "\n" << format_fit_summary(*cal);
 
@@ -349,11 +349,16 @@ int run(int argc, char** argv, int rank, int world) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  trainplan::executor::keep_freed_memory_mapped();  // before anything is allocated
+  // Before anything is allocated.
+  const bool kept_mapped = trainplan::executor::keep_freed_memory_mapped();
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (!kept_mapped && rank == 0)
+    std::cerr << kProgram << ": note: the C library did not take the keep-freed-memory policy "
+              << "(not glibc, or a sanitizer): the executor's tasks are timed with their page "
+              << "faults, as `execute` under the same library runs them" << std::endl;
   const int code = run(argc, argv, rank, world);
   // Only rank 0 fits and writes; its exit code is the job's.
   int job = code;

@@ -8,8 +8,8 @@
 // measured step of every rank, laid out as `simulate --trace` (executor/trace.h): a process per
 // rank, a track per stream (compute, tp, pp send next/prev, dp, ...), spans named after the cost
 // model's tasks ("F mb0 L1 qkv", "B mb0 L1 tp_all_reduce_attn_grad"), with bytes sent. Times are
-// microseconds from the step's start on each rank's own clock. Rank 0 gathers the ranks' events
-// and writes the file atomically; the other steps record nothing.
+// microseconds from the step's start, which the ranks begin together. Rank 0 gathers the events
+// of every rank and writes the file atomically; the other steps record nothing.
 //
 // Also starts under srun (SLURM_PROCID / SLURM_NTASKS) or with torchrun-style variables (RANK,
 // WORLD_SIZE, LOCAL_RANK); MPI stays the transport, so those variables must agree with MPI's
@@ -209,7 +209,7 @@ constexpr CommGroup kGroups[] = {CommGroup::kTp, CommGroup::kPp, CommGroup::kDp,
                                  CommGroup::kEmbedding};
 constexpr int kFields = kFirstGroup + 2 * 4;
 
-int run(int argc, char** argv) {
+int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -323,6 +323,7 @@ int run(int argc, char** argv) {
                        {"threads_per_rank", 1},
                        {"backend", c.backend_name()},
                        {"peak_memory", "process VmHWM (resident high-water mark)"},
+                       {"freed_memory_kept_mapped", freed_memory_kept_mapped},
                        {"control_bytes_per_step",
                         static_cast<double>(c.control_counters().bytes_sent) / measured}};
     std::vector<double> measured_times(times.begin() + s.warmup, times.end());
@@ -374,13 +375,18 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  trainplan::executor::keep_freed_memory_mapped();  // before anything is allocated
+  // Before anything is allocated.
+  const bool kept_mapped = trainplan::executor::keep_freed_memory_mapped();
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (!kept_mapped && rank == 0)
+    std::cerr << kProgram << ": note: the C library did not take the keep-freed-memory policy "
+              << "(not glibc, or a sanitizer): every micro-batch faults its activations in again, "
+              << "and the step times include that" << std::endl;
   int code = 0;
   try {
-    code = run(argc, argv);
+    code = run(argc, argv, kept_mapped);
   } catch (const std::exception& e) {
     // One rank cannot finish the step: stop every rank now rather than let them wait on it.
     std::cerr << kProgram << ": rank " << rank << " failed: " << e.what()

@@ -182,6 +182,29 @@ TEST(ExecutorProbe, SpansOfOneContextAreOneOccurrence) {
   EXPECT_EQ(optimizer.tasks.at(0).memory_kernel, MemoryKernel::kOptimizer);
 }
 
+TEST(ExecutorProbe, AnOccurrenceTakesTheMedianOverStepsOfTheStepsMean) {
+  // fc1 in 2 layers x 2 micro-batches per step. Step 1 has one slow occurrence (mean 2 us),
+  // step 2 none (1 us), step 3 is disturbed throughout (50 us). A step's sum is its mean times
+  // 4, so 2 us is the typical step's share; the median over all 12 occurrences would be 1 us.
+  auto fc1 = [](std::int32_t layer, std::int32_t micro_batch, std::int64_t us) {
+    executor::TraceEvent e = event("fc1", 'F', 0, us * 1000);
+    e.context.layer = layer;
+    e.context.micro_batch = micro_batch;
+    return e;
+  };
+  auto step = [&](std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
+    return std::vector<executor::TraceEvent>{fc1(0, 0, a), fc1(1, 0, b), fc1(0, 1, c),
+                                             fc1(1, 1, d)};
+  };
+  const std::vector<std::vector<executor::TraceEvent>> steps = {
+      step(1, 1, 1, 5), step(1, 1, 1, 1), step(50, 50, 50, 50)};
+  auto samples = task_samples_from_events(steps, small_model(), one_rank_plan(2), 0, "unit");
+  ASSERT_TRUE(samples.ok()) << samples.status().message();
+  ASSERT_EQ(samples->size(), 1u);
+  EXPECT_EQ((*samples)[0].calls, 12);
+  EXPECT_DOUBLE_EQ((*samples)[0].time_s, 2000e-9);
+}
+
 TEST(ExecutorProbe, CollectivesBecomeSamplesOfTheirCostModelTask) {
   Plan plan = one_rank_plan(1);
   plan.tp = 2;
@@ -202,7 +225,8 @@ TEST(ExecutorProbe, CollectivesBecomeSamplesOfTheirCostModelTask) {
   EXPECT_EQ((*samples)[0].collective, Collective::kAllReduce);
   EXPECT_EQ((*samples)[0].group_size, 2);
   EXPECT_EQ((*samples)[0].bytes, 2048);
-  EXPECT_DOUBLE_EQ((*samples)[0].time_s, 2000e-9);  // median of 1, 3 and 2 us
+  // Per step the mean call (2 us in both), then the median over steps.
+  EXPECT_DOUBLE_EQ((*samples)[0].time_s, 2000e-9);
 
   std::vector<std::vector<executor::TraceEvent>> wrong = steps;
   wrong[0][0].bytes_sent = 7;
