@@ -152,7 +152,8 @@ Result<Measurements> measure_compute(const Setup& s, int rank, int world) {
     return m;
   }
   log("the executor's tasks in traced training steps");
-  const int steps = s.quick ? 2 : 4;
+  // Odd, so that the median over steps is one step's.
+  const int steps = s.quick ? 3 : 5;
   // Three warm-up steps: after one, the forward kernels that write freshly allocated
   // activations still ran 1.5-2x slower than in `execute`'s steady state (GELU forward
   // 107-137 us against 59 us in this machine's traces).
