@@ -15,7 +15,10 @@
 # cores are watched) runs after calibrate and after every
 # plan of a round; the round is steady when those step times spread by at most DRIFT_PCT of
 # their median (the machine ran at one speed from calibration to the last plan). The report
-# takes each plan's median over the steady rounds (all rounds if none was).
+# takes each plan's median over the steady rounds (all rounds if none was). The reference plan
+# is also simulated with the round's profile (round-K/reference.predicted.json), so the report
+# can divide out the machine's speed at each plan's minute: a plan's error relative to the
+# reference run just before and after it ("drift removed", a diagnostic next to the raw error).
 # Targets (issue 6): every plan's step time within 15%, median within 7%; bytes per group
 # exact; peak memory within 10%. The script reports them; it fails only if a tool fails.
 set -euo pipefail
@@ -99,6 +102,9 @@ run_round() {
         --baseline-from "$OUT/probe.measured.json" --active-ranks 1 --ranks-per-node 1)
   [ -n "${QUICK:-}" ] && CAL1+=(--quick)
   "${MPIRUN[@]}" -np 2 "$TOOLS/calibrate" "${CAL1[@]}" > "$DIR/calibrate_1.txt"
+  "$TOOLS/simulate" --model "$MODEL" --plan "$DIR/reference.plan.json" \
+    --cluster "$DIR/cpu_cluster.json" --hardware "$DIR/profile.json" --json \
+    --out "$DIR/reference.predicted.json" > /dev/null
   reference "$DIR" calibrated
 
   for entry in "${MATRIX[@]}"; do
