@@ -2,9 +2,9 @@
 // the executor (executor/trainer.h) under its trace recorder (executor/trace.h), whose spans
 // are named after the cost model's tasks, and keeps per span name its time per occurrence (the
 // median over steps of the mean over the step's layers and micro-batches) with the tasks it
-// stands for. What the fit (fit.h) then sees is what a
-// step of that executor costs on this machine, in cache state and with its allocations and
-// copies, not a stand-in kernel. Collectives and receives are not compute and are left out.
+// stands for. What the fit (fit.h) then sees is what a step of that executor costs on this
+// machine, in cache state and with its allocations and copies, not a stand-in kernel.
+// Collectives and receives are not compute and are left out.
 // Tested by tests/calibration/profile_test.cc.
 #pragma once
 
@@ -24,8 +24,8 @@ namespace trainplan::calibration {
 
 // The samples of recorded steps (each step's events): per compute-track span name, the median
 // over steps of the mean over the step's occurrences (spans of one name summed per context and
-// step) with the tasks it
-// names: a cost-model task of (model, plan, stage), or several joined by '+'. An event on the
+// step) with the tasks it names: a cost-model task of (model, plan, stage), or several joined
+// by '+'. An event on the
 // compute track that is neither a task of that plan nor a receive is an error naming it (the
 // executor and the cost model would have drifted apart).
 Result<std::vector<TaskSample>> task_samples_from_events(
@@ -35,9 +35,9 @@ Result<std::vector<TaskSample>> task_samples_from_events(
 // The collectives of recorded steps over groups of 2+ ranks, per (task, message size): the
 // time of one call on this rank (median over steps of the step's mean) as a CollectiveSample,
 // message size and collective from the cost-model task of that name whose bytes sent match the
-// event's. What a plan's
-// collectives cost inside a step (cold buffers, ranks arriving apart), which a benchmark loop
-// over one buffer does not show. An event that matches no task is an error naming it.
+// event's. What a plan's collectives cost inside a step (cold buffers, ranks arriving apart),
+// which a benchmark loop over one buffer does not show. An event that matches no task is an
+// error naming it.
 Result<std::vector<CollectiveSample>> collective_samples_from_events(
     const std::vector<std::vector<executor::TraceEvent>>& steps, const ModelSpec& model,
     const Plan& plan, std::int64_t stage, const std::string& probe);

@@ -317,7 +317,8 @@ int run(int argc, char** argv, int rank, int world) {
             << format_stream_table(m.stream);
   if (!m.collectives.empty()) std::cout << format_collective_table(m.collectives);
   if (!m.step_collectives.empty())
-    std::cout << "\n# the executor's collectives inside its steps (per call: median over steps of the mean, rank 0)\n"
+    std::cout << "\n# the executor's collectives inside its steps (per call: median over steps "
+                 "of the step's mean, rank 0)\n"
               << format_collective_table(m.step_collectives);
   std::cout << "\n" << format_fit_summary(*cal);
 
