@@ -13,9 +13,9 @@ calibration to the last plan. Plans take their median over the steady rounds (ov
 said so in the report, if none was steady).
 
 Drift removed: with DIR/round-K/reference.predicted.json (the reference plan simulated with the
-round's profile), each plan's measured/predicted ratio is also divided by the reference's
-measured/predicted ratio around it (the mean of the reference runs just before and just after
-the plan). That is the plan's error relative to the reference plan: what is left of the model's
+round's profile), each plan's prediction is also scaled by the reference's measured/predicted
+ratio around it (the mean of the reference runs just before and just after the plan), and its
+error taken as the raw one is, (predicted - measured) / measured. That is the plan's error relative to the reference plan: what is left of the model's
 error once the machine's speed at that minute is taken out (this host switches between speeds
 some 40% apart for tens of seconds at a time). It is a diagnostic next to the raw error, which
 the targets are judged on. A plan's drift-removed figure is its median over the rounds whose two
@@ -132,8 +132,10 @@ def add_drift_removed(round_dir, runs, drift_pct):
         speed = around / predicted_ms  # measured over predicted, for the reference plan
         r["reference_around_ms"] = [before, after]
         r["reference_steady"] = abs(after - before) <= drift_pct / 100.0 * around
+        # As step_error_pct, (predicted - measured) / measured, with the prediction scaled by
+        # the machine's speed at that minute.
         r["drift_removed_error_pct"] = 100.0 * (
-            r["measured_step_s"] / r["predicted_step_s"] / speed - 1.0)
+            r["predicted_step_s"] * speed - r["measured_step_s"]) / r["measured_step_s"]
 
 
 def median_rounds(round_runs):

@@ -57,8 +57,9 @@ class ReportTest(unittest.TestCase):
             self.assertEqual(done.returncode, 0, done.stderr)
             runs = {r["name"]: r for r in load(os.path.join(root, "report.json"))["runs"]}
             self.assertAlmostEqual(runs["a"]["drift_removed_error_pct"], 0.0)
-            # b's bracket is 10 before and 15 after: mean 12.5, speed 1.25, 30/20/1.25 = 1.2.
-            self.assertAlmostEqual(runs["b"]["drift_removed_error_pct"], 20.0)
+            # b's bracket is 10 before and 15 after: mean 12.5, speed 1.25; 20 x 1.25 = 25 against
+            # 30 measured.
+            self.assertAlmostEqual(runs["b"]["drift_removed_error_pct"], 100.0 * (25 - 30) / 30)
             self.assertEqual(runs["a"]["drift_removed_rounds"], 1)
             self.assertEqual(runs["b"]["drift_removed_rounds"], 0)  # its bracket moved 40%
             self.assertAlmostEqual(runs["b"]["step_error_pct"], -100.0 / 3)
@@ -74,8 +75,9 @@ class ReportTest(unittest.TestCase):
             self.assertEqual(done.returncode, 0, done.stderr)
             a = load(os.path.join(root, "report.json"))["runs"][0]
             self.assertEqual(a["drift_removed_rounds"], 2)  # round 2's bracket moved
-            # Rounds 1 and 3: +10% and 24/20/1.01 - 1 = +18.8%; their median is the mean.
-            self.assertAlmostEqual(a["drift_removed_error_pct"], (10 + 100 * (24 / 20 / 1.01 - 1)) / 2)
+            # Rounds 1 and 3: (20 - 22) / 22 and (20 x 1.01 - 24) / 24; their median is the mean.
+            self.assertAlmostEqual(a["drift_removed_error_pct"],
+                                   (100 * (20 - 22) / 22 + 100 * (20 * 1.01 - 24) / 24) / 2)
 
     def test_without_the_reference_prediction_there_is_no_drift_removed_figure(self):
         with tempfile.TemporaryDirectory() as root:
