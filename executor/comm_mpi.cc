@@ -19,8 +19,6 @@ std::string mpi_error_string(int code) {
   return std::string(buf.data(), static_cast<std::size_t>(len));
 }
 
-#define MPI_CALL(call) check_mpi((call), #call, __FILE__, __LINE__)
-
 int to_int(std::int64_t v) {
   if (v < 0 || v > 0x7fffffff)
     throw CommError("message of " + std::to_string(v) + " elements exceeds MPI's int count");
@@ -43,11 +41,11 @@ class MpiComm final : public Comm {
     auto layout = RankLayout::make(plan);
     if (!layout.ok()) return layout.status();
     std::unique_ptr<MpiComm> c(new MpiComm());
-    MPI_CALL(MPI_Comm_dup(world, &c->world_));
-    MPI_CALL(MPI_Comm_set_errhandler(c->world_, MPI_ERRORS_RETURN));
+    TRAINPLAN_MPI_CALL(MPI_Comm_dup(world, &c->world_));
+    TRAINPLAN_MPI_CALL(MPI_Comm_set_errhandler(c->world_, MPI_ERRORS_RETURN));
     int rank = 0, size = 0;
-    MPI_CALL(MPI_Comm_rank(c->world_, &rank));
-    MPI_CALL(MPI_Comm_size(c->world_, &size));
+    TRAINPLAN_MPI_CALL(MPI_Comm_rank(c->world_, &rank));
+    TRAINPLAN_MPI_CALL(MPI_Comm_size(c->world_, &size));
     if (size != plan.world_size())
       return Status::Error("MPI world has " + std::to_string(size) + " ranks, the plan needs " +
                            std::to_string(plan.world_size()));
@@ -56,12 +54,12 @@ class MpiComm final : public Comm {
     const RankCoord me = layout->coord(rank);
     auto split = [&](CommGroup g, int color, int key) {
       MPI_Comm out = MPI_COMM_NULL;
-      MPI_CALL(MPI_Comm_split(c->world_, color, key, &out));
+      TRAINPLAN_MPI_CALL(MPI_Comm_split(c->world_, color, key, &out));
       if (out != MPI_COMM_NULL) {
-        MPI_CALL(MPI_Comm_set_errhandler(out, MPI_ERRORS_RETURN));
+        TRAINPLAN_MPI_CALL(MPI_Comm_set_errhandler(out, MPI_ERRORS_RETURN));
         int n = 0, r = 0;
-        MPI_CALL(MPI_Comm_size(out, &n));
-        MPI_CALL(MPI_Comm_rank(out, &r));
+        TRAINPLAN_MPI_CALL(MPI_Comm_size(out, &n));
+        TRAINPLAN_MPI_CALL(MPI_Comm_rank(out, &r));
         c->sizes_[static_cast<std::size_t>(g)] = n;
         c->ranks_[static_cast<std::size_t>(g)] = r;
       }
@@ -96,16 +94,16 @@ class MpiComm final : public Comm {
 
  protected:
   void do_all_reduce(CommGroup g, float* data, std::int64_t n, ReduceOp op) override {
-    MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, data, to_int(n), MPI_FLOAT, to_mpi(op), comm(g)));
+    TRAINPLAN_MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, data, to_int(n), MPI_FLOAT, to_mpi(op), comm(g)));
   }
   void do_reduce_scatter(CommGroup g, const float* in, float* out, std::int64_t n) override {
-    MPI_CALL(MPI_Reduce_scatter_block(in, out, to_int(n), MPI_FLOAT, MPI_SUM, comm(g)));
+    TRAINPLAN_MPI_CALL(MPI_Reduce_scatter_block(in, out, to_int(n), MPI_FLOAT, MPI_SUM, comm(g)));
   }
   void do_all_gather(CommGroup g, const float* in, float* out, std::int64_t n) override {
-    MPI_CALL(MPI_Allgather(in, to_int(n), MPI_FLOAT, out, to_int(n), MPI_FLOAT, comm(g)));
+    TRAINPLAN_MPI_CALL(MPI_Allgather(in, to_int(n), MPI_FLOAT, out, to_int(n), MPI_FLOAT, comm(g)));
   }
   void do_all_to_all(CommGroup g, const float* in, float* out, std::int64_t n) override {
-    MPI_CALL(MPI_Alltoall(in, to_int(n), MPI_FLOAT, out, to_int(n), MPI_FLOAT, comm(g)));
+    TRAINPLAN_MPI_CALL(MPI_Alltoall(in, to_int(n), MPI_FLOAT, out, to_int(n), MPI_FLOAT, comm(g)));
   }
   void do_send(CommGroup g, const float* data, std::int64_t n, std::int64_t peer,
                int tag) override {
@@ -113,23 +111,23 @@ class MpiComm final : public Comm {
     // steady state) cannot deadlock in rendezvous.
     buffers_.emplace_back(data, data + n);
     pending_.push_back(MPI_REQUEST_NULL);
-    MPI_CALL(MPI_Isend(buffers_.back().data(), to_int(n), MPI_FLOAT, static_cast<int>(peer),
+    TRAINPLAN_MPI_CALL(MPI_Isend(buffers_.back().data(), to_int(n), MPI_FLOAT, static_cast<int>(peer),
                        kTagBase + tag, comm(g), &pending_.back()));
   }
   void do_recv(CommGroup g, float* data, std::int64_t n, std::int64_t peer, int tag) override {
-    MPI_CALL(MPI_Recv(data, to_int(n), MPI_FLOAT, static_cast<int>(peer), kTagBase + tag, comm(g),
+    TRAINPLAN_MPI_CALL(MPI_Recv(data, to_int(n), MPI_FLOAT, static_cast<int>(peer), kTagBase + tag, comm(g),
                       MPI_STATUS_IGNORE));
   }
   void do_wait_sends() override {
     if (pending_.empty()) return;
-    MPI_CALL(MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(),
+    TRAINPLAN_MPI_CALL(MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(),
                          MPI_STATUSES_IGNORE));
     pending_.clear();
     buffers_.clear();
   }
-  void do_barrier(CommGroup g) override { MPI_CALL(MPI_Barrier(comm(g))); }
+  void do_barrier(CommGroup g) override { TRAINPLAN_MPI_CALL(MPI_Barrier(comm(g))); }
   void do_control_all_reduce(double* data, std::int64_t n, ReduceOp op) override {
-    MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, data, to_int(n), MPI_DOUBLE, to_mpi(op), world_));
+    TRAINPLAN_MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, data, to_int(n), MPI_DOUBLE, to_mpi(op), world_));
   }
 
  private:

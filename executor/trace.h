@@ -10,8 +10,9 @@
 // task; Comm's public calls record every collective over a group of more than one rank with the
 // bytes this rank sent. Without a recorder each hook is one null-pointer test.
 //
-// Serialisation is a pure function (the library does no file I/O): each rank renders its events
-// with chrome_trace_rank_events, rank 0 gathers the text and joins it with chrome_trace_json,
+// Serialisation is a pure function (the library does no file I/O) through the writer the
+// simulator's trace uses too (models/chrome_trace.h): each rank renders its events with
+// chrome_trace_rank_events, rank 0 gathers the text and joins it with chrome_trace_json,
 // and tools/execute.cc writes the file (`execute ... --trace FILE`).
 // Tested by tests/executor/trace_test.cc and, under mpirun, parallel_check.cc and
 // trace_tool_test.cc.

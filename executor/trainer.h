@@ -45,7 +45,8 @@ class Trainer final : private BlockAccess {
   // seq_len + 1 tokens each (inputs and the next-token targets); this rank reads its share.
   // A non-finite loss is an error naming the step and the rank that saw it.
   // With `trace`, the step's spans and collectives are recorded there (replacing what it held),
-  // timed from the step's start on this rank; the recorder is used for this step only.
+  // timed from the step's start, which every rank then begins together; the recorder is used
+  // for this step only.
   Result<StepResult> step(const std::vector<std::int32_t>& batch,
                           TraceRecorder* trace = nullptr);
 

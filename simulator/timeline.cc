@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <tuple>
 
+#include "models/chrome_trace.h"
+
 namespace trainplan::sim {
 
 namespace {
@@ -132,60 +134,21 @@ std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end) {
 }
 
 std::string chrome_trace(const Program& p, const std::vector<SlotTimeline>& timelines) {
-  std::string out;
-  out.reserve(p.meta.size() * 120 + 1024);
-  char buf[512];
-  bool first = true;
-  auto add = [&](const char* text) {
-    if (!first) out += ",\n";
-    first = false;
-    out += text;
-  };
-  auto us = [](TimeNs ns) { return static_cast<double>(ns) / 1000.0; };
-  out += "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
-  for (std::size_t s = 0; s < p.slots.size(); ++s) {
-    const SlotInfo& si = p.slots[s];
-    std::snprintf(buf, sizeof buf,
-                  "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%lld,\"args\":{\"name\":"
-                  "\"rank %lld (stage %lld)\"}}",
-                  static_cast<long long>(si.rank), static_cast<long long>(si.rank),
-                  static_cast<long long>(si.coord.pp));
-    add(buf);
-    for (std::int32_t k = 0; k < kStreamsPerRank; ++k) {
-      std::snprintf(buf, sizeof buf,
-                    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%lld,\"tid\":%d,\"args\":{"
-                    "\"name\":\"%s\"}}",
-                    static_cast<long long>(si.rank), k,
-                    std::string(to_string(static_cast<StreamKind>(k))).c_str());
-      add(buf);
-    }
-  }
+  std::vector<std::string_view> streams;
+  for (std::int32_t k = 0; k < kStreamsPerRank; ++k)
+    streams.push_back(to_string(static_cast<StreamKind>(k)));
+  ChromeTraceWriter w;
+  for (const SlotInfo& si : p.slots) w.rank(si.rank, si.coord.pp, streams);
   for (std::size_t i = 0; i < p.meta.size(); ++i) {
     const OpMeta& m = p.meta[i];
     const Op& op = p.engine.op(static_cast<std::int32_t>(i));
     if (op.end <= op.start && op.collective < 0) continue;
     const SlotInfo& si = p.slots[static_cast<std::size_t>(m.slot)];
-    std::string name;
-    if (m.pass != ' ') name += m.pass;
-    if (m.micro_batch >= 0) {
-      if (!name.empty()) name += ' ';
-      name += "mb";
-      name += std::to_string(m.micro_batch);
-    }
-    if (m.layer >= 0) {
-      name += " L";
-      name += std::to_string(m.layer);
-    }
-    if (!name.empty()) name += ' ';
-    name += m.name;
-    std::snprintf(buf, sizeof buf,
-                  "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%lld,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
-                  "\"args\":{\"micro_batch\":%d,\"layer\":%d,\"bytes_sent\":%lld}}",
-                  name.c_str(), static_cast<long long>(si.rank), op.stream - si.first_stream,
-                  us(op.start), us(op.end - op.start), m.micro_batch, m.layer,
-                  static_cast<long long>(m.bytes_sent));
-    add(buf);
+    w.complete(chrome_trace_event_name(m.pass, m.micro_batch, m.layer, m.name), si.rank,
+               op.stream - si.first_stream, op.start, op.end - op.start, m.micro_batch, m.layer,
+               m.bytes_sent);
   }
+  char buf[512];
   for (std::size_t s = 0; s < timelines.size(); ++s) {
     const SlotInfo& si = p.slots[s];
     const double fixed = si.static_memory.weights_bytes + si.static_memory.gradients_bytes +
@@ -194,13 +157,12 @@ std::string chrome_trace(const Program& p, const std::vector<SlotTimeline>& time
       std::snprintf(buf, sizeof buf,
                     "{\"name\":\"memory GiB\",\"ph\":\"C\",\"pid\":%lld,\"ts\":%.3f,\"args\":{"
                     "\"model states\":%.6f,\"activations\":%.6f,\"buffers\":%.6f}}",
-                    static_cast<long long>(si.rank), us(m.time), fixed / kGiB,
-                    m.activations_bytes / kGiB, m.buffers_bytes / kGiB);
-      add(buf);
+                    static_cast<long long>(si.rank), static_cast<double>(m.time) / 1e3,
+                    fixed / kGiB, m.activations_bytes / kGiB, m.buffers_bytes / kGiB);
+      w.object(buf);
     }
   }
-  out += "\n]}\n";
-  return out;
+  return chrome_trace_document({w.take()});
 }
 
 }  // namespace trainplan::sim

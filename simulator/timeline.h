@@ -30,7 +30,8 @@ std::vector<SlotTimeline> slot_timelines(const Program& program, TimeNs step_end
 // The latest end of a forward/backward/recompute compute op on any rank.
 TimeNs pipeline_end(const Program& program);
 // Chrome trace JSON (chrome://tracing, Perfetto): a process per rank, a thread per stream,
-// complete events per op, memory counters.
+// complete events per op, memory counters; written with models/chrome_trace.h, as the
+// executor's measured trace is.
 std::string chrome_trace(const Program& program, const std::vector<SlotTimeline>& timelines);
 
 }  // namespace trainplan::sim
