@@ -2,6 +2,7 @@
 #include "calibration/executor_probe.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -9,6 +10,7 @@
 #include "executor/data.h"
 #include "executor/trainer.h"
 #include "models/cost_model.h"
+#include "models/straggler.h"
 
 namespace trainplan::calibration {
 
@@ -67,7 +69,76 @@ double per_occurrence_time_s(const std::vector<std::vector<double>>& per_step) {
   return median(std::move(means));
 }
 
+// Where a rank waits for others: a collective over a group or a receive. A send returns at once.
+bool is_wait(const executor::TraceEvent& e) {
+  return e.group.has_value() && e.task.rfind("send", 0) != 0;
+}
+
+std::vector<const executor::TraceEvent*> by_begin(const std::vector<executor::TraceEvent>& step) {
+  std::vector<const executor::TraceEvent*> out;
+  out.reserve(step.size());
+  for (const executor::TraceEvent& e : step) out.push_back(&e);
+  std::stable_sort(out.begin(), out.end(), [](const auto* a, const auto* b) {
+    return a->begin_ns < b->begin_ns;
+  });
+  return out;
+}
+
+// Element-wise over the ranks of `comm`: the sum (kSum) or the largest (kMax).
+void reduce(executor::Comm& comm, std::vector<double>& v, executor::ReduceOp op) {
+  if (!v.empty()) comm.control_all_reduce(v.data(), static_cast<std::int64_t>(v.size()), op);
+}
+
+// Whether every rank holds the same value (an int or a hash, exactly representable).
+bool same_on_every_rank(executor::Comm& comm, double value) {
+  std::vector<double> v = {value, -value};
+  reduce(comm, v, executor::ReduceOp::kMax);
+  return v[0] == -v[1];
+}
+
 }  // namespace
+
+std::vector<std::vector<double>> compute_between_waits_s(
+    const std::vector<std::vector<executor::TraceEvent>>& steps) {
+  std::vector<std::vector<double>> out;
+  for (const std::vector<executor::TraceEvent>& step : steps) {
+    std::vector<double> intervals;
+    double work_s = 0;
+    for (const executor::TraceEvent* e : by_begin(step)) {
+      if (is_wait(*e)) {
+        intervals.push_back(work_s);
+        work_s = 0;
+      } else if (e->track == executor::TraceTrack::kCompute && !e->group.has_value()) {
+        work_s += static_cast<double>(e->end_ns - e->begin_ns) * 1e-9;
+      }
+    }
+    out.push_back(std::move(intervals));
+  }
+  return out;
+}
+
+SkewSample skew_of_step(const std::vector<double>& sum_over_ranks_s,
+                        const std::vector<double>& slowest_s, std::int64_t ranks,
+                        const std::string& probe) {
+  SkewSample s;
+  s.probe = probe;
+  s.ranks = ranks;
+  for (std::size_t k = 0; k < sum_over_ranks_s.size() && k < slowest_s.size(); ++k) {
+    const double mean = sum_over_ranks_s[k] / static_cast<double>(ranks);
+    s.mean_s += mean;
+    s.excess_s += std::max(0.0, slowest_s[k] - mean);
+  }
+  return s;
+}
+
+double rank_compute_spread(const std::vector<SkewSample>& samples) {
+  std::vector<double> spreads;
+  for (const SkewSample& s : samples)
+    if (s.ranks >= 2 && s.mean_s > 0)
+      spreads.push_back(s.excess_s / s.mean_s /
+                        expected_max_standard_normal(static_cast<double>(s.ranks)));
+  return spreads.empty() ? 0.0 : median(std::move(spreads));
+}
 
 Result<std::vector<TaskSample>> task_samples_from_events(
     const std::vector<std::vector<executor::TraceEvent>>& steps, const ModelSpec& model,
@@ -175,6 +246,36 @@ Result<ProbeSamples> time_executor_tasks(const ModelSpec& model, const Plan& pla
     if (k >= warmup) steps_events.push_back(recorder.events());
   }
   const std::int64_t stage = (*trainer)->stage();
+  const std::int64_t ranks = comm.world_size();
+  // Every rank's collectives per occurrence, in order; the same on every rank of a one-stage
+  // plan (pipeline sends and receives pair up across ranks instead and are left as they are).
+  std::vector<executor::TraceEvent*> occurrences;
+  for (std::vector<executor::TraceEvent>& step : steps_events)
+    for (executor::TraceEvent& e : step)
+      if (e.group.has_value() && *e.group != CommGroup::kPp) occurrences.push_back(&e);
+  const std::vector<std::vector<double>> intervals = compute_between_waits_s(steps_events);
+  std::vector<double> shape;  // what must agree across ranks before figures are combined
+  shape.push_back(static_cast<double>(occurrences.size()));
+  for (const std::vector<double>& step : intervals) shape.push_back(static_cast<double>(step.size()));
+  std::size_t names = 0;
+  for (const auto& step : steps_events)
+    for (const executor::TraceEvent& e : step)
+      names ^= std::hash<std::string>{}(e.task) + 0x9e3779b9 + (names << 6) + (names >> 2);
+  shape.push_back(static_cast<double>(names % (std::size_t{1} << 52)));
+  if (ranks > 1) {
+    for (double v : shape)
+      if (!same_on_every_rank(comm, v))
+        return Status::Error("executor probe (" + probe + "): the ranks recorded different tasks "
+                             "or collectives, so their times cannot be combined",
+                             ExitCode::kInternal);
+    // A collective's own time: the shortest over ranks (the last to arrive waited for nobody).
+    std::vector<double> negated;
+    for (const executor::TraceEvent* e : occurrences)
+      negated.push_back(-static_cast<double>(e->end_ns - e->begin_ns));
+    reduce(comm, negated, executor::ReduceOp::kMax);
+    for (std::size_t k = 0; k < occurrences.size(); ++k)
+      occurrences[k]->end_ns = occurrences[k]->begin_ns + static_cast<std::int64_t>(-negated[k]);
+  }
   ProbeSamples out;
   auto tasks = task_samples_from_events(steps_events, model, plan, stage, probe);
   if (!tasks.ok()) return tasks.status();
@@ -182,6 +283,20 @@ Result<ProbeSamples> time_executor_tasks(const ModelSpec& model, const Plan& pla
   auto collectives = collective_samples_from_events(steps_events, model, plan, stage, probe);
   if (!collectives.ok()) return collectives.status();
   out.collectives = std::move(*collectives);
+  if (ranks > 1) {
+    // The same names on every rank (checked above), in the same (sorted) order.
+    std::vector<double> times;
+    for (const TaskSample& t : out.tasks) times.push_back(t.time_s);
+    reduce(comm, times, executor::ReduceOp::kSum);
+    for (std::size_t k = 0; k < out.tasks.size(); ++k)
+      out.tasks[k].time_s = times[k] / static_cast<double>(ranks);
+    for (const std::vector<double>& step : intervals) {
+      std::vector<double> sum = step, slowest = step;
+      reduce(comm, sum, executor::ReduceOp::kSum);
+      reduce(comm, slowest, executor::ReduceOp::kMax);
+      out.skew.push_back(skew_of_step(sum, slowest, ranks, probe));
+    }
+  }
   return out;
 }
 

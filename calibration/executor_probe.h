@@ -42,12 +42,42 @@ Result<std::vector<CollectiveSample>> collective_samples_from_events(
     const std::vector<std::vector<executor::TraceEvent>>& steps, const ModelSpec& model,
     const Plan& plan, std::int64_t stage, const std::string& probe);
 
+// Rank skew. Per recorded step, this rank's compute (its compute-track spans) between the
+// points where it waits for others: each interval ends where a collective or a receive begins
+// (sends return at once and are not waits). The compute after the last wait is not an interval.
+std::vector<std::vector<double>> compute_between_waits_s(
+    const std::vector<std::vector<executor::TraceEvent>>& steps);
+
+// One step of the ranks' compute between waits: the sum over intervals of the ranks' mean, and of
+// the slowest rank's excess over that mean (the wait the step paid for stragglers).
+struct SkewSample {
+  std::string probe;
+  std::int64_t ranks = 0;     // ranks that met at each wait
+  double mean_s = 0;
+  double excess_s = 0;
+};
+// The intervals of one step across ranks: the mean (sum over ranks / ranks) and the slowest.
+SkewSample skew_of_step(const std::vector<double>& sum_over_ranks_s,
+                        const std::vector<double>& slowest_s, std::int64_t ranks,
+                        const std::string& probe);
+// The spread models/straggler.h assumes: the median over steps of excess / mean, over E[max of
+// `ranks` standard normals] (so that the simulator's expected straggler gives back the measured
+// excess). 0 without samples with 2+ ranks.
+double rank_compute_spread(const std::vector<SkewSample>& samples);
+
 struct ProbeSamples {
   std::vector<TaskSample> tasks;
   std::vector<CollectiveSample> collectives;
+  std::vector<SkewSample> skew;  // per recorded step; empty with one rank
 };
 // Runs `warmup` then `steps` steps of the plan on `comm` (which has the plan's world size) with
-// random tokens, recording each measured step, and returns the samples of this rank.
+// random tokens, recording each measured step. Every rank of `comm` calls it and gets the same
+// figures, reduced over ranks through comm's control all-reduce:
+// - a task's time is the mean over ranks (the simulator adds the wait for the slowest, above);
+// - a collective's time per occurrence is the shortest over ranks: the last rank to arrive
+//   waited for nobody, the others' time includes their wait for it, which is rank skew;
+// - the skew per step, from every rank's compute between waits.
+// The ranks must run the same tasks (every probe plan has one stage); a mismatch is an error.
 Result<ProbeSamples> time_executor_tasks(const ModelSpec& model, const Plan& plan,
                                          executor::Comm& comm, int warmup, int steps);
 

@@ -75,6 +75,7 @@ Result<Calibration> calibrate_from(const Measurements& m, const MachineIdentity&
   p.date = id.date;
   p.rates = c.compute.rates;
   p.baseline_memory_bytes = m.baseline.hwm_bytes;
+  p.rank_compute_spread = rank_compute_spread(m.skew);
   // Links from the executor's own collectives in its steps when there are any (what plans'
   // collectives cost there), else from the benchmark loop.
   const std::vector<CollectiveSample>& link_samples =
@@ -130,6 +131,13 @@ Json measurements_to_json(const Measurements& m, const Calibration& c) {
   };
   j["collectives"] = collectives(m.collectives);
   j["step_collectives"] = collectives(m.step_collectives);
+  Json skew = Json::array();
+  for (const SkewSample& s : m.skew)
+    skew.push_back({{"probe", s.probe},
+                    {"ranks", s.ranks},
+                    {"compute_between_waits_mean_us", s.mean_s / kUs},
+                    {"slowest_excess_us", s.excess_s / kUs}});
+  j["rank_skew"] = skew;
   j["baseline_memory"] = {{"VmRSS_MiB", m.baseline.rss_bytes / kMiB},
                           {"VmHWM_MiB", m.baseline.hwm_bytes / kMiB}};
   Json by_kind = Json::object();
@@ -158,7 +166,10 @@ Json profile_json(const Calibration& c, const Measurements& m) {
       "kernel_overhead_us: least squares over measurements.tasks (the executor's own code per "
       "cost-model task, and a GEMM sweep); links: "
       "alpha-beta fit over measurements.step_collectives (the executor's collectives inside "
-      "its traced steps) when there are any, else measurements.collectives (benchmark loop).";
+      "its traced steps, each the shortest over ranks) when there are any, else "
+      "measurements.collectives (benchmark loop); rank_compute_spread: the median over "
+      "measurements.rank_skew of slowest_excess / compute_between_waits_mean, over the expected "
+      "maximum of that many standard normals (models/straggler.h).";
   j["measurements"] = measurements_to_json(m, c);
   return j;
 }
@@ -259,6 +270,11 @@ std::string format_fit_summary(const Calibration& c) {
   os << line;
   std::snprintf(line, sizeof line, "  baseline memory %.1f MiB\n",
                 c.profile.baseline_memory_bytes / kMiB);
+  os << line;
+  std::snprintf(line, sizeof line,
+                "  rank compute spread %.1f%% (sd of a rank's compute between waits; the "
+                "simulator waits for the expected straggler)\n",
+                100 * c.profile.rank_compute_spread);
   os << line;
   os << "# fit residuals (task_time_s against measured)\n";
   stats("gemm", c.compute.gemm);

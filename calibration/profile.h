@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "calibration/collective_bench.h"
+#include "calibration/executor_probe.h"
 #include "calibration/fit.h"
 #include "calibration/kernels.h"
 #include "models/compute_model.h"
@@ -36,6 +37,8 @@ struct Measurements {
   std::vector<CollectiveSample> collectives;  // benchmark loop; empty with one rank
   // The executor's collectives inside its traced steps (executor_probe.h); empty with one rank.
   std::vector<CollectiveSample> step_collectives;
+  // The ranks' compute between waits per traced step (executor_probe.h); empty with one rank.
+  std::vector<SkewSample> skew;
   ProcessMemory baseline;                     // before any model-sized allocation (max over ranks)
 };
 

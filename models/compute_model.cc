@@ -89,6 +89,7 @@ Result<HardwareProfile> hardware_profile_from_json(const Json& j, std::string_vi
   }
   if (r.get_double("baseline_memory_MiB", v, 0, 1e9, false))
     p.baseline_memory_bytes = v * kMiB;
+  r.get_double("rank_compute_spread", p.rank_compute_spread, 0, 1.0, false);
   if (const Json* links = r.get_object("links", false)) {
     JsonReader lr(*links, r.where() + " links");
     p.has_links = true;
@@ -127,6 +128,7 @@ Json hardware_profile_to_json(const HardwareProfile& p) {
   j["kernel_overhead_us"] = p.rates.kernel_overhead_s / kUs;
   if (p.rates.transcendental_s > 0) j["transcendental_ns"] = p.rates.transcendental_s / kNs;
   j["baseline_memory_MiB"] = p.baseline_memory_bytes / kMiB;
+  j["rank_compute_spread"] = p.rank_compute_spread;
   if (p.has_links) {
     j["links"] = {{"intra_node_GBps", p.intra_node_bytes_per_s / kGB},
                   {"intra_node_latency_us", p.intra_node_latency_s / kUs},

@@ -64,6 +64,10 @@ struct HardwareProfile {
   double inter_node_bytes_per_s = 0, inter_node_latency_s = 0;
   // Bytes of memory a rank uses before the model (runtime, libraries): added to predictions.
   double baseline_memory_bytes = 0;
+  // Rank skew: the relative standard deviation of a rank's compute time between two meetings
+  // with other ranks (models/straggler.h; the simulator waits for the expected straggler at
+  // each collective). Measured by calibrate on a CPU; 0 where ranks run at one steady speed.
+  double rank_compute_spread = 0;
 };
 Result<HardwareProfile> hardware_profile_from_json(const Json& json, std::string_view source);
 Json hardware_profile_to_json(const HardwareProfile& profile);

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "models/status.h"
+#include "models/straggler.h"
 
 namespace trainplan::sim {
 
@@ -21,8 +22,13 @@ TimeNs ceil_ns(double seconds) {
 }
 }  // namespace
 
-std::int32_t Engine::add_stream() {
-  streams_.emplace_back();
+std::int32_t Engine::add_stream(std::int32_t lane, bool compute) {
+  Stream st;
+  st.lane = lane;
+  st.compute = compute;
+  streams_.push_back(st);
+  if (lane >= static_cast<std::int32_t>(lanes_.size()))
+    lanes_.resize(static_cast<std::size_t>(lane) + 1);
   return static_cast<std::int32_t>(streams_.size() - 1);
 }
 
@@ -49,10 +55,12 @@ std::int32_t Engine::add_net(NetDemand demand) {
   return static_cast<std::int32_t>(nets_.size() - 1);
 }
 
-std::int32_t Engine::add_collective(std::int32_t net, std::int32_t participants) {
+std::int32_t Engine::add_collective(std::int32_t net, std::int32_t participants,
+                                   std::int32_t ranks) {
   Collective c;
   c.net = net;
   c.participants = participants;
+  c.ranks = std::max(ranks, participants);
   collectives_.push_back(std::move(c));
   return static_cast<std::int32_t>(collectives_.size() - 1);
 }
@@ -82,6 +90,7 @@ void Engine::try_start(std::int32_t s) {
   if (op.collective < 0) {
     push(now_ + op.duration, id, 0);
   } else {
+    if (st.lane >= 0) op.lane_work = lanes_[static_cast<std::size_t>(st.lane)].work;
     arrive(op.collective);
   }
 }
@@ -114,19 +123,37 @@ void Engine::rerate(std::int32_t ci) {
   push(begin + ceil_ns(c.remaining_s / c.rate), ~ci, c.version);
 }
 
+TimeNs Engine::straggler_wait(const Collective& c) {
+  std::vector<ArrivalSpread>& members = arrivals_;
+  members.clear();
+  const double copies = static_cast<double>(c.ranks) / static_cast<double>(c.participants);
+  for (std::int32_t k = 0; k < c.ops_count; ++k) {
+    const Op& op = ops_[static_cast<std::size_t>(coll_ops_[static_cast<std::size_t>(c.ops_begin + k)])];
+    const std::int32_t lane = streams_[static_cast<std::size_t>(op.stream)].lane;
+    const TimeNs since = lane < 0 ? 0 : op.lane_work - lanes_[static_cast<std::size_t>(lane)].synced;
+    members.push_back({static_cast<double>(op.start),
+                       compute_spread_ * static_cast<double>(std::max<TimeNs>(since, 0)), copies});
+  }
+  const double latest = expected_latest_arrival(members);
+  return std::max<TimeNs>(0, static_cast<TimeNs>(std::llround(latest)) - now_);
+}
+
 void Engine::arrive(std::int32_t ci) {
   Collective& c = collectives_[static_cast<std::size_t>(ci)];
   if (++c.arrived < c.participants) return;
+  // The members' waits for a straggler (rank skew): inside the collective, as a rank measures
+  // its collective from its call to its return.
+  const TimeNs wait = compute_spread_ > 0 && c.ranks > 1 ? straggler_wait(c) : 0;
   for (std::int32_t k = 0; k < c.ops_count; ++k)
     ops_[static_cast<std::size_t>(coll_ops_[static_cast<std::size_t>(c.ops_begin + k)])].began = now_;
   const NetDemand& net = nets_[static_cast<std::size_t>(c.net)];
   if (net.transfer_s <= 0.0 || net.links.empty()) {
-    push(now_ + ceil_ns(net.latency_s + net.transfer_s), ~ci, c.version);
+    push(now_ + wait + ceil_ns(net.latency_s + net.transfer_s), ~ci, c.version);
     return;
   }
   c.active = true;
   c.remaining_s = net.transfer_s;
-  c.transfer_from = now_ + ceil_ns(net.latency_s);
+  c.transfer_from = now_ + wait + ceil_ns(net.latency_s);
   c.last_update = now_;
   for (std::int32_t l : net.links) {
     ++link_count_[static_cast<std::size_t>(l)];
@@ -140,6 +167,24 @@ void Engine::finish_op(std::int32_t id) {
   Op& op = ops_[static_cast<std::size_t>(id)];
   op.end = now_;
   Stream& st = streams_[static_cast<std::size_t>(op.stream)];
+  bool syncs_lane = false;  // a collective the lane's compute waits for
+  if (st.lane >= 0) {
+    if (op.collective < 0) {
+      if (st.compute) lanes_[static_cast<std::size_t>(st.lane)].work += op.duration;
+    } else {
+      syncs_lane = st.compute;
+      for (std::int32_t k = 0; k < op.succ_count && !syncs_lane; ++k) {
+        const Stream& next = streams_[static_cast<std::size_t>(
+            ops_[static_cast<std::size_t>(succ_[static_cast<std::size_t>(op.succ_begin + k)])].stream)];
+        syncs_lane = next.compute && next.lane == st.lane;
+      }
+    }
+  }
+  // Members whose compute waited for the collective go on together: their skew starts again.
+  if (syncs_lane) {
+    Lane& l = lanes_[static_cast<std::size_t>(st.lane)];
+    l.synced = l.work;
+  }
   st.busy = false;
   st.head = op.next_in_stream;
   for (std::int32_t k = 0; k < op.succ_count; ++k) {

@@ -2,6 +2,12 @@
 // them, collectives that start when every participant has reached them, and network flows that
 // share link bandwidth while they are in flight. The clock is an integer number of nanoseconds.
 //
+// Rank skew (models/straggler.h): with a compute spread set, a collective's transfer begins at
+// the expected latest arrival of its members, each member's arrival spread by the spread times
+// the compute its lane (rank) has done since its compute last waited for a collective (then
+// the members go on together). A collective that compute does not wait for (an overlapped
+// gradient bucket) leaves the skew to grow.
+//
 // Knows nothing about transformers: simulator.cc builds the program, engine.cc plays it.
 // Tested through tests/simulator/ (schedules, collectives, link sharing).
 #pragma once
@@ -9,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "models/straggler.h"
 #include "models/units.h"
 
 namespace trainplan::sim {
@@ -29,6 +36,7 @@ struct Op {
   std::int32_t pending = 0;      // unfinished predecessors (run-time)
   std::int32_t succ_begin = 0, succ_count = 0;
   std::int32_t next_in_stream = -1;  // the op after this one on its stream
+  TimeNs lane_work = 0;  // collectives: the lane's compute done when the op arrived (run-time)
 };
 
 class Engine {
@@ -42,14 +50,23 @@ class Engine {
     joins_.reserve(ops / 2);
     collectives_.reserve(ops / 2);
   }
-  std::int32_t add_stream();
+  // A stream of `lane` (a rank; -1: none). The durations of a compute stream's ops are the
+  // lane's compute; a collective op on any stream of the lane is spread by that compute since
+  // the lane's compute last waited for a collective.
+  std::int32_t add_stream(std::int32_t lane = -1, bool compute = false);
+  // Rank skew: the relative standard deviation of a lane's compute between two waits for
+  // others (models/straggler.h). 0 (the default): members arrive when their programs say.
+  void set_compute_spread(double fraction) { compute_spread_ = fraction; }
   // Appends an op to the stream's program order.
   std::int32_t add_op(std::int32_t stream, TimeNs duration);
   // `after` cannot start before `before` has ended.
   void add_dep(std::int32_t before, std::int32_t after);
   std::int32_t add_net(NetDemand demand);
-  // A collective instance on a network demand, joined by `participants` ops.
-  std::int32_t add_collective(std::int32_t net, std::int32_t participants);
+  // A collective instance on a network demand, joined by `participants` ops, among `ranks`
+  // members (0: one per participant; a symmetric simulation's op stands for
+  // ranks / participants members that arrive alike, and the straggler among them is waited for).
+  std::int32_t add_collective(std::int32_t net, std::int32_t participants,
+                              std::int32_t ranks = 0);
   void join(std::int32_t op, std::int32_t collective);
 
   // Plays the program to the end. Returns the number of events processed. Every op has run
@@ -64,11 +81,18 @@ class Engine {
   struct Stream {
     std::int32_t head = -1;  // next op to run (-1: done)
     std::int32_t tail = -1;  // last op added
+    std::int32_t lane = -1;
+    bool compute = false;
     bool busy = false;
+  };
+  struct Lane {
+    TimeNs work = 0;    // compute ended so far
+    TimeNs synced = 0;  // `work` when the lane's compute last waited for a collective
   };
   struct Collective {
     std::int32_t net = 0;
     std::int32_t participants = 0;
+    std::int32_t ranks = 0;
     std::int32_t arrived = 0;
     std::int32_t ops_begin = 0, ops_count = 0;  // into coll_ops_ (built by run())
     // Flow state while in flight.
@@ -93,6 +117,8 @@ class Engine {
   void push(TimeNs t, std::int32_t id, std::int32_t version);
   void try_start(std::int32_t stream);
   void arrive(std::int32_t collective);
+  // Rank skew: how long after the last arrival (now) the slowest member is expected.
+  TimeNs straggler_wait(const Collective& c);
   void finish_op(std::int32_t op);
   void rerate(std::int32_t collective);
   double share_of(const Collective& c) const;
@@ -100,6 +126,9 @@ class Engine {
 
   std::vector<Op> ops_;
   std::vector<Stream> streams_;
+  std::vector<Lane> lanes_;
+  std::vector<ArrivalSpread> arrivals_;  // straggler_wait's scratch
+  double compute_spread_ = 0;
   std::vector<NetDemand> nets_;
   std::vector<Collective> collectives_;
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;  // (before, after)

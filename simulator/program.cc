@@ -132,13 +132,15 @@ class Builder {
       for (std::int64_t s = 0; s < plan_.pp; ++s) ranks.push_back(layout_.rank({0, 0, s}));
       prog_.replicas_per_slot = plan_.tp * plan_.dp;
     }
+    eng_.set_compute_spread(opt_.hardware ? opt_.hardware->rank_compute_spread : 0.0);
     slot_of_.assign(static_cast<std::size_t>(layout_.world_size()), -1);
     for (std::size_t i = 0; i < ranks.size(); ++i) {
       SlotInfo si;
       si.rank = ranks[i];
       si.coord = layout_.coord(ranks[i]);
       si.first_stream = static_cast<std::int32_t>(i) * kStreamsPerRank;
-      for (std::int32_t k = 0; k < kStreamsPerRank; ++k) eng_.add_stream();
+      for (std::int32_t k = 0; k < kStreamsPerRank; ++k)
+        eng_.add_stream(static_cast<std::int32_t>(i), k == static_cast<std::int32_t>(StreamKind::kCompute));
       const MemoryBreakdown mem = memory_on_stage(model_, plan_, si.coord.pp);
       si.static_memory.weights_bytes = mem.weights_bytes;
       si.static_memory.gradients_bytes = mem.gradients_bytes;
@@ -295,6 +297,10 @@ class Builder {
     return info;
   }
 
+  static std::int32_t group_ranks_count(const GroupInfo& gi) {
+    return static_cast<std::int32_t>(gi.ranks.size());
+  }
+
   std::int32_t collective(RankState& rs, const Task& t, OpMeta meta) {
     const GroupInfo& gi = group_info(rs, t.group);
     const int kind = static_cast<int>(t.group);
@@ -313,13 +319,13 @@ class Builder {
     // The members that are simulated meet at the collective (all of them with all_ranks; in
     // symmetric mode the others are replicas of this rank, at the same point at the same time).
     if (gi.participants <= 1) {
-      eng_.join(id, eng_.add_collective(net, 1));
+      eng_.join(id, eng_.add_collective(net, 1, group_ranks_count(gi)));
       return id;
     }
     const std::int64_t seq = rs.coll_count[static_cast<std::size_t>(kind)]++;
     auto& list = instances_[{kind, gi.color}];
     if (static_cast<std::int64_t>(list.size()) <= seq)
-      list.push_back(eng_.add_collective(net, gi.participants));
+      list.push_back(eng_.add_collective(net, gi.participants, group_ranks_count(gi)));
     eng_.join(id, list[static_cast<std::size_t>(seq)]);
     return id;
   }

@@ -168,6 +168,7 @@ Result<Measurements> measure_compute(const Setup& s, int rank, int world) {
       m.tasks.insert(m.tasks.end(), samples->tasks.begin(), samples->tasks.end());
       m.step_collectives.insert(m.step_collectives.end(), samples->collectives.begin(),
                                 samples->collectives.end());
+      m.skew.insert(m.skew.end(), samples->skew.begin(), samples->skew.end());
     }
   }
   log("the executor's GEMM over a sweep of shapes");
@@ -318,7 +319,7 @@ int run(int argc, char** argv, int rank, int world) {
   if (!m.collectives.empty()) std::cout << format_collective_table(m.collectives);
   if (!m.step_collectives.empty())
     std::cout << "\n# the executor's collectives inside its steps (per call: median over steps "
-                 "of the step's mean, rank 0)\n"
+                 "of the step's mean, shortest over ranks)\n"
               << format_collective_table(m.step_collectives);
   std::cout << "\n" << format_fit_summary(*cal);
 

@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <numbers>
+
 #include "calibration/executor_probe.h"
 #include "executor/comm.h"
 
@@ -107,6 +110,32 @@ TEST(Profile, WritesJsonThatTheLoadersAccept) {
   EXPECT_FALSE(format_fit_summary(*cal).empty());
   EXPECT_NE(format_task_table(m.tasks, cal->profile.rates).find("fc1_wgrad"), std::string::npos);
   EXPECT_NE(format_collective_table(m.collectives).find("busbw"), std::string::npos);
+}
+
+TEST(Profile, TheRankSkewBecomesTheProfilesComputeSpread) {
+  Measurements m = tiny_measurements();
+  // Three steps of two ranks: the slowest rank's excess over the mean is 5%, 9% and 6% of the
+  // mean compute between waits; the median is 6%, and E[max of 2] = 1/sqrt(pi).
+  m.skew = {{"p", 2, 100e-6, 5e-6}, {"p", 2, 100e-6, 9e-6}, {"p", 2, 100e-6, 6e-6}};
+  auto cal = calibrate_from(m, {"Test CPU", 2, 1, "2025-01-01T00:00:00Z"});
+  ASSERT_TRUE(cal.ok()) << cal.status().message();
+  EXPECT_NEAR(cal->profile.rank_compute_spread, 0.06 * std::sqrt(std::numbers::pi), 1e-12);
+  const Json j = profile_json(*cal, m);
+  EXPECT_EQ(j["measurements"]["rank_skew"].size(), 3u);
+  EXPECT_NEAR(j["measurements"]["rank_skew"][1]["slowest_excess_us"].get<double>(), 9.0, 1e-9);
+  auto back = hardware_profile_from_json(j, "profile.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_NEAR(back->rank_compute_spread, cal->profile.rank_compute_spread, 1e-12);
+  EXPECT_NE(format_fit_summary(*cal).find("rank compute spread 10.6%"), std::string::npos)
+      << format_fit_summary(*cal);
+  // Out of range in a profile file: the error names the key and the value.
+  Json bad = j;
+  bad["rank_compute_spread"] = -0.1;
+  auto err = hardware_profile_from_json(bad, "profile.json");
+  ASSERT_FALSE(err.ok());
+  EXPECT_NE(err.status().message().find("rank_compute_spread"), std::string::npos)
+      << err.status().message();
+  EXPECT_NE(err.status().message().find("-0.1"), std::string::npos) << err.status().message();
 }
 
 TEST(Profile, OneRankHasNoLinks) {
@@ -233,6 +262,42 @@ TEST(ExecutorProbe, CollectivesBecomeSamplesOfTheirCostModelTask) {
   auto bad = collective_samples_from_events(wrong, small_model(), plan, 0, "unit");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'tp_all_reduce_attn' of 7 bytes"), std::string::npos);
+}
+
+// A rank waits at collectives and receives; a send returns at once; compute after the last
+// wait is not an interval (nobody waits for it within the step).
+TEST(ExecutorProbe, ComputeBetweenWaitsEndsAtCollectivesAndReceives) {
+  auto comm = [](std::string task, CommGroup g, std::int64_t begin_ns, std::int64_t end_ns) {
+    executor::TraceEvent e = event(std::move(task), 'F', begin_ns, end_ns);
+    e.group = g;
+    return e;
+  };
+  // Recorded out of order (a span is recorded when it ends): sorted by begin.
+  const std::vector<std::vector<executor::TraceEvent>> steps = {
+      {event("qkv", 'F', 0, 1000), comm("tp_all_reduce_attn", CommGroup::kTp, 1000, 1500),
+       event("fc1", 'F', 1500, 3500), comm("send_forward", CommGroup::kPp, 3500, 3600),
+       event("fc2", 'F', 3600, 4600), comm("recv_backward", CommGroup::kPp, 4600, 9000),
+       event("optimizer", 'O', 9000, 9700)},
+      {comm("dp_grad_all_reduce", CommGroup::kDp, 0, 10), event("head", 'F', 10, 20)}};
+  const auto intervals = compute_between_waits_s(steps);
+  ASSERT_EQ(intervals.size(), 2u);
+  ASSERT_EQ(intervals[0].size(), 2u);
+  EXPECT_NEAR(intervals[0][0], 1000e-9, 1e-18);
+  EXPECT_NEAR(intervals[0][1], 3000e-9, 1e-18);  // fc1 and fc2: the send is no wait
+  ASSERT_EQ(intervals[1].size(), 1u);
+  EXPECT_EQ(intervals[1][0], 0.0);
+}
+
+TEST(ExecutorProbe, SkewIsTheSlowestRanksExcessOverTheMean) {
+  // Two intervals on 2 ranks: (1.0, 1.4) ms and (2.0, 2.0) ms.
+  const SkewSample s = skew_of_step({2.4e-3, 4.0e-3}, {1.4e-3, 2.0e-3}, 2, "p");
+  EXPECT_NEAR(s.mean_s, 3.2e-3, 1e-15);
+  EXPECT_NEAR(s.excess_s, 0.2e-3, 1e-15);
+  EXPECT_NEAR(rank_compute_spread({s}), 0.2 / 3.2 * std::sqrt(std::numbers::pi), 1e-12);
+  // One rank, or no compute between waits, says nothing about skew.
+  EXPECT_EQ(rank_compute_spread({skew_of_step({1e-3}, {1e-3}, 1, "p")}), 0.0);
+  EXPECT_EQ(rank_compute_spread({skew_of_step({0.0}, {0.0}, 2, "p")}), 0.0);
+  EXPECT_EQ(rank_compute_spread({}), 0.0);
 }
 
 TEST(ExecutorProbe, ASpanThatIsNoTaskIsAnErrorNamingIt) {

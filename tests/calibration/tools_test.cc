@@ -72,6 +72,18 @@ TEST(CalibrateTool, QuickUnderTwoRanksWritesALoadableProfile) {
   EXPECT_GT(p->rates.peak_flops_per_s, 1e8);
   EXPECT_GT(p->baseline_memory_bytes, 1e6);
   EXPECT_FALSE(j["measurements"]["collectives"].empty());
+  // Both ranks' compute between waits, one sample per traced step of each probe plan (tp 1 and
+  // tp 2 at the default micro-batches, 3 steps each with --quick), and the spread from them.
+  const Json& skew = j["measurements"]["rank_skew"];
+  ASSERT_FALSE(skew.empty());
+  for (const Json& s : skew) {
+    EXPECT_EQ(s["ranks"], 2);
+    EXPECT_GT(s["compute_between_waits_mean_us"].get<double>(), 0) << s.dump();
+    EXPECT_GE(s["slowest_excess_us"].get<double>(), 0) << s.dump();
+  }
+  EXPECT_GE(p->rank_compute_spread, 0);
+  EXPECT_LT(p->rank_compute_spread, 1);
+  EXPECT_NE(r.output.find("rank compute spread"), std::string::npos);
   auto c = cluster_from_json(read_json(dir / "cluster.json"), "cluster.json");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->gpus_per_node, 2);
@@ -86,6 +98,7 @@ TEST(CalibrateTool, OneRankSkipsCollectives) {
   auto p = hardware_profile_from_json(read_json(dir / "profile.json"), "profile.json");
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_FALSE(p->has_links);
+  EXPECT_EQ(p->rank_compute_spread, 0);  // nobody to wait for
   fs::remove_all(dir);
 }
 

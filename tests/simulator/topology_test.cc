@@ -139,5 +139,89 @@ TEST(Engine, CollectiveStartsWhenEveryParticipantArrives) {
   EXPECT_EQ(e.op(b).end, 2000);
 }
 
+// Rank skew: two lanes compute 1000 ns each and meet; with a spread of 0.1 each arrival has an sd
+// of 100 ns, and the expected later of two is 100 / sqrt(pi) = 56.4 ns after the mean.
+TEST(Engine, ACollectiveWaitsForTheExpectedStraggler) {
+  sim::Engine e(1);
+  e.set_compute_spread(0.1);
+  sim::NetDemand d;
+  d.latency_s = 1e-6;
+  const std::int32_t net = e.add_net(d);
+  const std::int32_t c0 = e.add_stream(0, true), t0 = e.add_stream(0);
+  const std::int32_t c1 = e.add_stream(1, true), t1 = e.add_stream(1);
+  const std::int32_t coll = e.add_collective(net, 2);
+  const std::int32_t w0 = e.add_op(c0, 1000), w1 = e.add_op(c1, 1000);
+  const std::int32_t a = e.add_op(t0, 0), b = e.add_op(t1, 0);
+  e.add_dep(w0, a);
+  e.add_dep(w1, b);
+  e.join(a, coll);
+  e.join(b, coll);
+  e.run();
+  EXPECT_EQ(e.op(a).began, 1000);  // every member had arrived
+  EXPECT_EQ(e.op(a).end, 1000 + 56 + 1000);
+  EXPECT_EQ(e.op(b).end, 1000 + 56 + 1000);
+}
+
+// Symmetric simulation: one op standing for 4 members that arrive alike waits for the expected
+// latest of 4 (1.02938 sd); a one-member collective waits for nobody.
+TEST(Engine, OneOpStandingForSeveralRanksWaitsForTheirStraggler) {
+  sim::Engine e(1);
+  e.set_compute_spread(0.1);
+  sim::NetDemand d;
+  const std::int32_t net = e.add_net(d);
+  const std::int32_t c = e.add_stream(0, true), t = e.add_stream(0);
+  const std::int32_t work = e.add_op(c, 1000);
+  const std::int32_t four = e.add_op(t, 0);
+  e.add_dep(work, four);
+  e.join(four, e.add_collective(net, 1, 4));
+  const std::int32_t more = e.add_op(c, 1000);
+  e.add_dep(four, more);
+  const std::int32_t alone = e.add_op(t, 0);
+  e.add_dep(more, alone);
+  e.join(alone, e.add_collective(net, 1));
+  e.run();
+  EXPECT_EQ(e.op(four).end, 1000 + 103);
+  EXPECT_EQ(e.op(alone).end, e.op(more).end);
+}
+
+// The skew starts again after a collective the compute waited for, and keeps growing past one
+// it did not wait for (an overlapped gradient bucket).
+TEST(Engine, SkewGrowsUntilComputeWaitsForACollective) {
+  auto second_wait = [](bool compute_waits) {
+    sim::Engine e(1);
+    e.set_compute_spread(0.1);
+    sim::NetDemand d;
+    const std::int32_t net = e.add_net(d);
+    const std::int32_t c = e.add_stream(0, true), t = e.add_stream(0);
+    const std::int32_t w1 = e.add_op(c, 1000);
+    const std::int32_t first = e.add_op(t, 0);
+    e.add_dep(w1, first);
+    e.join(first, e.add_collective(net, 1, 2));
+    const std::int32_t w2 = e.add_op(c, 1000);
+    if (compute_waits) e.add_dep(first, w2);
+    const std::int32_t second = e.add_op(t, 0);
+    e.add_dep(w2, second);
+    e.join(second, e.add_collective(net, 1, 2));
+    e.run();
+    return e.op(second).end - e.op(w2).end;
+  };
+  EXPECT_EQ(second_wait(true), 56);    // 1000 ns since the wait: 100 / sqrt(pi)
+  EXPECT_EQ(second_wait(false), 113);  // 2000 ns of skew
+}
+
+// Without a spread nothing waits beyond the last arrival (the default, the GPU presets).
+TEST(Engine, WithoutSpreadACollectiveBeginsAtTheLastArrival) {
+  sim::Engine e(1);
+  sim::NetDemand d;
+  const std::int32_t net = e.add_net(d);
+  const std::int32_t c = e.add_stream(0, true), t = e.add_stream(0);
+  const std::int32_t work = e.add_op(c, 1000);
+  const std::int32_t coll = e.add_op(t, 0);
+  e.add_dep(work, coll);
+  e.join(coll, e.add_collective(net, 1, 64));
+  e.run();
+  EXPECT_EQ(e.op(coll).end, 1000);
+}
+
 }  // namespace
 }  // namespace trainplan
