@@ -43,6 +43,9 @@ struct Estimate {
 
 class Estimator {
  public:
+  // A measured profile replaces the preset's rates and adds its baseline memory. Its rank
+  // skew (rank_compute_spread) is left to the event simulator, which refines the best
+  // candidates: where it matters (a CPU's ranks) it moves step times by a few percent.
   Estimator(const ModelSpec& model, const ClusterSpec& cluster,
             const std::optional<HardwareProfile>& hardware);
   // The plan must already pass validate_plan and check_plan_fits_model.

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""bench/scripts/report.py on synthetic rounds: the steadiness gate, the drift-removed figure
-(a plan's error relative to the reference plan run around it) and the malformed-input errors."""
+"""bench/scripts/report.py on synthetic rounds: each plan's steadiness gate (the reference runs
+around its attempt), the median over its steady rounds, the attempts, and the malformed-input
+errors."""
 import json
 import os
 import subprocess
@@ -18,22 +19,26 @@ def write(path, text):
         f.write(text)
 
 
-def make_round(root, k, plans, references, reference_predicted_ms):
-    """plans: [(name, predicted_ms, measured_ms)]; references: [(label, ms)] in run order."""
+def make_round(root, k, plans, references, attempts=None, round_profile=False):
+    """plans: [(name, predicted_ms, measured_ms)]; references: [(label, ms)] in run order;
+    attempts: {name: text of runs/NAME.attempts}. Each plan gets its own profile, as the script
+    writes them; round_profile adds round-K/profile.json (the older layout)."""
     d = os.path.join(root, f"round-{k}")
-    write(os.path.join(d, "profile.json"), json.dumps({"device": "cpu: test", "date": "2026-11-21"}))
+    if round_profile:
+        write(os.path.join(d, "profile.json"), json.dumps({"device": "cpu: round", "date": "2026-11-20"}))
     for name, predicted, measured in plans:
         write(os.path.join(d, "runs", name + ".plan.json"), json.dumps({"tp": 1, "pp": 1, "dp": 2}))
+        write(os.path.join(d, "runs", name + ".profile.json"),
+              json.dumps({"device": "cpu: test", "date": "2026-11-21"}))
         write(os.path.join(d, "runs", name + ".compare.json"), json.dumps({
             "schema": "trainplan.compare/1",
             "rows": [{"quantity": "step_time", "predicted": predicted / 1e3,
                       "measured": measured / 1e3}],
             "step_time_error_pct": 100.0 * (predicted - measured) / measured,
             "bytes_exact": True, "max_abs_memory_error_pct": 1.0}))
+    for name, text in (attempts or {}).items():
+        write(os.path.join(d, "runs", name + ".attempts"), text)
     write(os.path.join(d, "reference.txt"), "".join(f"{l} {ms}\n" for l, ms in references))
-    if reference_predicted_ms is not None:
-        write(os.path.join(d, "reference.predicted.json"),
-              json.dumps({"step_time_s": reference_predicted_ms / 1e3}))
 
 
 def load(path):
@@ -45,62 +50,94 @@ def run_report(root, *extra):
     return subprocess.run([sys.executable, REPORT, *extra, root], capture_output=True, text=True)
 
 
+def err(predicted, measured):
+    return 100.0 * (predicted - measured) / measured
+
+
 class ReportTest(unittest.TestCase):
-    def test_drift_removed_divides_out_the_reference_around_each_plan(self):
+    def test_a_plan_takes_its_median_over_its_steady_rounds(self):
         with tempfile.TemporaryDirectory() as root:
-            # The reference is predicted at 10 ms. The machine runs at 1.0x for plan a (refs 10,
-            # 10) and at 1.5x for plan b (refs 15, 15): both plans' models are exact relative to
-            # the reference, though b's raw error is -33%.
-            make_round(root, 1, [("a", 20, 20), ("b", 20, 30)],
-                       [("calibrated", 10), ("a", 10), ("b", 15)], 10)
-            done = run_report(root)
-            self.assertEqual(done.returncode, 0, done.stderr)
-            runs = {r["name"]: r for r in load(os.path.join(root, "report.json"))["runs"]}
-            self.assertAlmostEqual(runs["a"]["drift_removed_error_pct"], 0.0)
-            # b's bracket is 10 before and 15 after: mean 12.5, speed 1.25; 20 x 1.25 = 25 against
-            # 30 measured.
-            self.assertAlmostEqual(runs["b"]["drift_removed_error_pct"], 100.0 * (25 - 30) / 30)
-            self.assertEqual(runs["a"]["drift_removed_rounds"], 1)
-            self.assertEqual(runs["b"]["drift_removed_rounds"], 0)  # its bracket moved 40%
-            self.assertAlmostEqual(runs["b"]["step_error_pct"], -100.0 / 3)
-            with open(os.path.join(root, "report.md")) as f:
-                self.assertIn("Drift removed", f.read())
-
-    def test_a_plan_takes_its_median_over_the_rounds_whose_bracket_agreed(self):
-        with tempfile.TemporaryDirectory() as root:
-            make_round(root, 1, [("a", 20, 22)], [("calibrated", 10), ("a", 10)], 10)
-            make_round(root, 2, [("a", 20, 30)], [("calibrated", 10), ("a", 20)], 10)
-            make_round(root, 3, [("a", 20, 24)], [("calibrated", 10), ("a", 10.2)], 10)
-            done = run_report(root)
-            self.assertEqual(done.returncode, 0, done.stderr)
-            a = load(os.path.join(root, "report.json"))["runs"][0]
-            self.assertEqual(a["drift_removed_rounds"], 2)  # round 2's bracket moved
-            # Rounds 1 and 3: (20 - 22) / 22 and (20 x 1.01 - 24) / 24; their median is the mean.
-            self.assertAlmostEqual(a["drift_removed_error_pct"],
-                                   (100 * (20 - 22) / 22 + 100 * (20 * 1.01 - 24) / 24) / 2)
-
-    def test_without_the_reference_prediction_there_is_no_drift_removed_figure(self):
-        with tempfile.TemporaryDirectory() as root:
-            make_round(root, 1, [("a", 20, 20)], [("calibrated", 10), ("a", 10)], None)
+            # Round 2's reference moved from 10 to 20 ms around plan a: not steady, left out.
+            make_round(root, 1, [("a", 20, 22)], [("a:before", 10), ("a", 10.2)])
+            make_round(root, 2, [("a", 20, 40)], [("a:before", 10), ("a", 20)])
+            make_round(root, 3, [("a", 20, 24), ("b", 10, 10)],
+                       [("a:before", 10), ("a", 10), ("b:before", 10), ("b", 10.4)])
             done = run_report(root)
             self.assertEqual(done.returncode, 0, done.stderr)
             report = load(os.path.join(root, "report.json"))
-            self.assertNotIn("drift_removed_error_pct", report["runs"][0])
-            self.assertNotIn("drift_removed", report["summary"])
+            runs = {r["name"]: r for r in report["runs"]}
+            a = runs["a"]
+            self.assertEqual(a["steady_rounds"], 2)
+            self.assertEqual(a["round_steady"], [True, False, True])
+            # Rounds 1 and 3 (-9.1% and -16.7%): the median of two is their mean; the row shows
+            # the times of one of them (equally near).
+            self.assertAlmostEqual(a["step_error_pct"], (err(20, 22) + err(20, 24)) / 2)
+            self.assertIn(a["round"], (1, 3))
+            self.assertAlmostEqual(a["measured_step_s"], {1: 22e-3, 3: 24e-3}[a["round"]])
+            self.assertEqual(a["round_step_errors_pct"], [err(20, 22), err(20, 40), err(20, 24)])
+            self.assertEqual(a["reference_around_ms"], {1: [10, 10.2], 3: [10, 10]}[a["round"]])
+            self.assertEqual(runs["b"]["steady_rounds"], 1)  # 4% apart: within the 5% default
+            self.assertEqual(report["summary"]["steady_samples"], 3)
+            self.assertEqual(report["summary"]["samples"], 4)
+            self.assertEqual(report["device"], "cpu: test")
+            # With a 3% limit b's round is no longer steady and b uses every round it has.
+            done = run_report(root, "--drift-pct", "3")
+            self.assertEqual(done.returncode, 0, done.stderr)
+            report = load(os.path.join(root, "report.json"))
+            self.assertEqual(report["summary"]["plans_without_steady_round"], ["b"])
+            with open(os.path.join(root, "report.md")) as f:
+                self.assertIn("Plans with no steady round (their rows use every round): b.", f.read())
+
+    def test_without_a_steady_round_every_round_counts(self):
+        with tempfile.TemporaryDirectory() as root:
+            make_round(root, 1, [("a", 20, 30)], [("a:before", 10), ("a", 20)], {"a": "3\n"})
+            make_round(root, 2, [("a", 20, 20)], [("a:before", 20), ("a", 10)], {"a": "2"})
+            make_round(root, 3, [("a", 20, 25)], [("a:before", 10), ("a", 30)], {"a": "3"})
+            done = run_report(root)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            report = load(os.path.join(root, "report.json"))
+            a = report["runs"][0]
+            self.assertEqual(a["steady_rounds"], 0)
+            self.assertAlmostEqual(a["step_error_pct"], err(20, 25))  # the middle of three
+            self.assertEqual(a["round_attempts"], [3, 2, 3])
+            self.assertEqual(report["summary"]["attempts"], 8)
+            with open(os.path.join(root, "report.md")) as f:
+                self.assertIn("+0.0% (2)", f.read())
+
+    def test_the_older_layout_brackets_a_plan_with_the_line_before_it(self):
+        with tempfile.TemporaryDirectory() as root:
+            make_round(root, 1, [("a", 20, 20), ("b", 20, 30)],
+                       [("calibrated", 10), ("a", 10), ("b", 15)], round_profile=True)
+            done = run_report(root)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            report = load(os.path.join(root, "report.json"))
+            runs = {r["name"]: r for r in report["runs"]}
+            self.assertEqual(runs["a"]["reference_around_ms"], [10, 10])
+            self.assertEqual(runs["b"]["reference_around_ms"], [10, 15])
+            self.assertEqual(runs["b"]["steady_rounds"], 0)
+            self.assertEqual(report["device"], "cpu: round")
 
     def test_a_malformed_reference_line_names_the_file_line_and_value(self):
         with tempfile.TemporaryDirectory() as root:
-            make_round(root, 1, [("a", 20, 20)], [("calibrated", "fast")], 10)
+            make_round(root, 1, [("a", 20, 20)], [("a:before", "fast")])
             done = run_report(root)
             self.assertNotEqual(done.returncode, 0)
             self.assertIn("reference.txt:1", done.stderr)
             self.assertIn("'fast'", done.stderr)
 
-    def test_steady_gate(self):
+    def test_a_malformed_attempts_file_names_the_file_and_value(self):
         with tempfile.TemporaryDirectory() as root:
-            make_round(root, 1, [("a", 20, 20)], [("calibrated", 10), ("a", 10.4)], 10)
-            self.assertEqual(run_report(os.path.join(root, "round-1"), "--steady", "5").returncode, 0)
-            self.assertEqual(run_report(os.path.join(root, "round-1"), "--steady", "3").returncode, 1)
+            make_round(root, 1, [("a", 20, 20)], [("a:before", 10), ("a", 10)], {"a": "two"})
+            done = run_report(root)
+            self.assertNotEqual(done.returncode, 0)
+            self.assertIn("a.attempts", done.stderr)
+            self.assertIn("'two'", done.stderr)
+
+    def test_no_runs_is_an_error_naming_the_directory(self):
+        with tempfile.TemporaryDirectory() as root:
+            done = run_report(root)
+            self.assertNotEqual(done.returncode, 0)
+            self.assertIn(root, done.stderr)
 
 
 if __name__ == "__main__":
