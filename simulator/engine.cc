@@ -90,7 +90,7 @@ void Engine::try_start(std::int32_t s) {
   if (op.collective < 0) {
     push(now_ + op.duration, id, 0);
   } else {
-    if (st.lane >= 0) op.lane_work = lanes_[static_cast<std::size_t>(st.lane)].work;
+    if (op.ready < 0) note_ready(op);
     arrive(op.collective);
   }
 }
@@ -123,6 +123,12 @@ void Engine::rerate(std::int32_t ci) {
   push(begin + ceil_ns(c.remaining_s / c.rate), ~ci, c.version);
 }
 
+void Engine::note_ready(Op& op) {
+  op.ready = now_;
+  const std::int32_t lane = streams_[static_cast<std::size_t>(op.stream)].lane;
+  if (lane >= 0) op.lane_work = lanes_[static_cast<std::size_t>(lane)].work;
+}
+
 TimeNs Engine::straggler_wait(const Collective& c) {
   std::vector<ArrivalSpread>& members = arrivals_;
   members.clear();
@@ -131,7 +137,11 @@ TimeNs Engine::straggler_wait(const Collective& c) {
     const Op& op = ops_[static_cast<std::size_t>(coll_ops_[static_cast<std::size_t>(c.ops_begin + k)])];
     const std::int32_t lane = streams_[static_cast<std::size_t>(op.stream)].lane;
     const TimeNs since = lane < 0 ? 0 : op.lane_work - lanes_[static_cast<std::size_t>(lane)].synced;
-    members.push_back({static_cast<double>(op.start),
+    // Spread from when it was ready. A rank's skew is its accumulated lateness, the same one
+    // at each collective it meets until its compute waits: one queued behind another on its
+    // stream (ended on every member together, now) waits only for what is left of it, not for
+    // a fresh draw.
+    members.push_back({static_cast<double>(op.ready),
                        compute_spread_ * static_cast<double>(std::max<TimeNs>(since, 0)), copies});
   }
   const double latest = expected_latest_arrival(members);
@@ -190,7 +200,10 @@ void Engine::finish_op(std::int32_t id) {
   for (std::int32_t k = 0; k < op.succ_count; ++k) {
     const std::int32_t s = succ_[static_cast<std::size_t>(op.succ_begin + k)];
     Op& next = ops_[static_cast<std::size_t>(s)];
-    if (--next.pending == 0) try_start(next.stream);
+    if (--next.pending == 0) {
+      if (next.collective >= 0) note_ready(next);
+      try_start(next.stream);
+    }
   }
   try_start(op.stream);
 }

@@ -36,7 +36,11 @@ struct Op {
   std::int32_t pending = 0;      // unfinished predecessors (run-time)
   std::int32_t succ_begin = 0, succ_count = 0;
   std::int32_t next_in_stream = -1;  // the op after this one on its stream
-  TimeNs lane_work = 0;  // collectives: the lane's compute done when the op arrived (run-time)
+  // Collectives (run-time): when the op's predecessors had all ended (-1: not yet), and the
+  // lane's compute done by then. A member's arrival is spread from that moment; a collective
+  // begins at the later of the last arrival and the expected latest spread arrival.
+  TimeNs ready = -1;
+  TimeNs lane_work = 0;
 };
 
 class Engine {
@@ -117,6 +121,7 @@ class Engine {
   void push(TimeNs t, std::int32_t id, std::int32_t version);
   void try_start(std::int32_t stream);
   void arrive(std::int32_t collective);
+  void note_ready(Op& op);
   // Rank skew: how long after the last arrival (now) the slowest member is expected.
   TimeNs straggler_wait(const Collective& c);
   void finish_op(std::int32_t op);

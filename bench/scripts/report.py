@@ -230,7 +230,7 @@ def main():
           + (" Plans with no steady round (their rows use every round): "
              + ", ".join(summary["plans_without_steady_round"]) + "."
              if summary["plans_without_steady_round"] else ""), "",
-          "| plan | ranks | predicted (ms) | measured (ms) | error | error per round (s: steady; attempts) | steady rounds | bytes exact | peak memory max abs error |",
+          "| plan | ranks | predicted (ms, round nearest) | measured (ms, round nearest) | median error | error per round (s: steady; attempts) | steady rounds | bytes exact | peak memory max abs error |",
           "|---|---:|---:|---:|---:|---|---:|:---:|---:|"]
     for r in runs:
         per_round = ", ".join(

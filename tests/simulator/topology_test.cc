@@ -223,5 +223,28 @@ TEST(Engine, WithoutSpreadACollectiveBeginsAtTheLastArrival) {
   EXPECT_EQ(e.op(coll).end, 1000);
 }
 
+// Gradient buckets queued on one stream: the second was ready (its compute done) long before
+// the first ended, so it waits for no straggler again; its skew is absorbed by the queue.
+TEST(Engine, ACollectiveQueuedBehindAnotherWaitsForNoStragglerAgain) {
+  sim::Engine e(1);
+  e.set_compute_spread(0.1);
+  sim::NetDemand slow, quick;
+  slow.latency_s = 1e-5;   // 10 000 ns
+  quick.latency_s = 1e-7;  // 100 ns
+  const std::int32_t c = e.add_stream(0, true), t = e.add_stream(0);
+  const std::int32_t w1 = e.add_op(c, 1000);
+  const std::int32_t first = e.add_op(t, 0);
+  e.add_dep(w1, first);
+  e.join(first, e.add_collective(e.add_net(slow), 1, 2));
+  const std::int32_t w2 = e.add_op(c, 1000);
+  const std::int32_t second = e.add_op(t, 0);
+  e.add_dep(w2, second);
+  e.join(second, e.add_collective(e.add_net(quick), 1, 2));
+  e.run();
+  EXPECT_EQ(e.op(first).end, 1000 + 56 + 10'000);
+  EXPECT_EQ(e.op(second).start, e.op(first).end);
+  EXPECT_EQ(e.op(second).end, e.op(first).end + 100);
+}
+
 }  // namespace
 }  // namespace trainplan
