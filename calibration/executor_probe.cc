@@ -256,7 +256,8 @@ Result<ProbeSamples> time_executor_tasks(const ModelSpec& model, const Plan& pla
   const std::vector<std::vector<double>> intervals = compute_between_waits_s(steps_events);
   std::vector<double> shape;  // what must agree across ranks before figures are combined
   shape.push_back(static_cast<double>(occurrences.size()));
-  for (const std::vector<double>& step : intervals) shape.push_back(static_cast<double>(step.size()));
+  for (const std::vector<double>& step : intervals)
+    shape.push_back(static_cast<double>(step.size()));
   std::size_t names = 0;
   for (const auto& step : steps_events)
     for (const executor::TraceEvent& e : step)

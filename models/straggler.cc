@@ -52,8 +52,10 @@ double expected_latest_arrival(std::span<const ArrivalSpread> members) {
   });
   std::size_t n = 0;
   for (std::size_t i = 1; i < kinds.size(); ++i) {
-    if (kinds[i].mean == kinds[n].mean && kinds[i].sd == kinds[n].sd) kinds[n].copies += kinds[i].copies;
-    else kinds[++n] = kinds[i];
+    if (kinds[i].mean == kinds[n].mean && kinds[i].sd == kinds[n].sd)
+      kinds[n].copies += kinds[i].copies;
+    else
+      kinds[++n] = kinds[i];
   }
   kinds.resize(n + 1);
   double latest_mean = kinds.front().mean;
@@ -63,8 +65,10 @@ double expected_latest_arrival(std::span<const ArrivalSpread> members) {
     lo = std::max(lo, k.mean - kTailSd * k.sd);
     hi = std::max(hi, k.mean + upper_tail_sd(k.copies) * k.sd);
   }
-  if (kinds.size() == 1)
-    return kinds.front().mean + kinds.front().sd * expected_max_standard_normal(kinds.front().copies);
+  if (kinds.size() == 1) {
+    const ArrivalSpread& k = kinds.front();
+    return k.mean + k.sd * expected_max_standard_normal(k.copies);
+  }
   if (hi <= lo) return latest_mean;  // no spread: the latest arrives last
   // Below lo the maximum's CDF is ~0 (some member has not arrived; members with sd 0 arrive at
   // their mean <= lo), above hi ~1: E[max] = lo + integral (1 - F).

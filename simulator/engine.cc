@@ -134,9 +134,11 @@ TimeNs Engine::straggler_wait(const Collective& c) {
   members.clear();
   const double copies = static_cast<double>(c.ranks) / static_cast<double>(c.participants);
   for (std::int32_t k = 0; k < c.ops_count; ++k) {
-    const Op& op = ops_[static_cast<std::size_t>(coll_ops_[static_cast<std::size_t>(c.ops_begin + k)])];
+    const auto member = static_cast<std::size_t>(c.ops_begin + k);
+    const Op& op = ops_[static_cast<std::size_t>(coll_ops_[member])];
     const std::int32_t lane = streams_[static_cast<std::size_t>(op.stream)].lane;
-    const TimeNs since = lane < 0 ? 0 : op.lane_work - lanes_[static_cast<std::size_t>(lane)].synced;
+    const TimeNs since =
+        lane < 0 ? 0 : op.lane_work - lanes_[static_cast<std::size_t>(lane)].synced;
     // Spread from when it was ready. A rank's skew is its accumulated lateness, the same one
     // at each collective it meets until its compute waits: one queued behind another on its
     // stream (ended on every member together, now) waits only for what is left of it, not for
@@ -184,8 +186,9 @@ void Engine::finish_op(std::int32_t id) {
     } else {
       syncs_lane = st.compute;
       for (std::int32_t k = 0; k < op.succ_count && !syncs_lane; ++k) {
-        const Stream& next = streams_[static_cast<std::size_t>(
-            ops_[static_cast<std::size_t>(succ_[static_cast<std::size_t>(op.succ_begin + k)])].stream)];
+        const std::int32_t after = succ_[static_cast<std::size_t>(op.succ_begin + k)];
+        const Stream& next =
+            streams_[static_cast<std::size_t>(ops_[static_cast<std::size_t>(after)].stream)];
         syncs_lane = next.compute && next.lane == st.lane;
       }
     }

@@ -140,7 +140,8 @@ class Builder {
       si.coord = layout_.coord(ranks[i]);
       si.first_stream = static_cast<std::int32_t>(i) * kStreamsPerRank;
       for (std::int32_t k = 0; k < kStreamsPerRank; ++k)
-        eng_.add_stream(static_cast<std::int32_t>(i), k == static_cast<std::int32_t>(StreamKind::kCompute));
+        eng_.add_stream(static_cast<std::int32_t>(i),
+                        k == static_cast<std::int32_t>(StreamKind::kCompute));
       const MemoryBreakdown mem = memory_on_stage(model_, plan_, si.coord.pp);
       si.static_memory.weights_bytes = mem.weights_bytes;
       si.static_memory.gradients_bytes = mem.gradients_bytes;
