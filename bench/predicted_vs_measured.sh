@@ -85,6 +85,7 @@ reference_ms() {
 attempt() {
   local DIR="$1" name="$2" ranks="$3" run="$4"
   local before after
+  local -a CAL
   # Inside `until`, set -e is off: every failure exits explicitly.
   before="$(reference_ms "$DIR")" || exit 5
   # One-rank plans run alone on the node: their profile is measured with rank 0 computing alone

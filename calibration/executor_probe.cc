@@ -89,11 +89,15 @@ void reduce(executor::Comm& comm, std::vector<double>& v, executor::ReduceOp op)
   if (!v.empty()) comm.control_all_reduce(v.data(), static_cast<std::int64_t>(v.size()), op);
 }
 
-// Whether every rank holds the same value (an int or a hash, exactly representable).
-bool same_on_every_rank(executor::Comm& comm, double value) {
-  std::vector<double> v = {value, -value};
+// Whether every rank holds the same values (counts or hashes, exactly representable): one
+// all-reduce of the largest of each value and of its negation (minus the smallest).
+bool same_on_every_rank(executor::Comm& comm, const std::vector<double>& values) {
+  std::vector<double> v = values;
+  for (double x : values) v.push_back(-x);
   reduce(comm, v, executor::ReduceOp::kMax);
-  return v[0] == -v[1];
+  for (std::size_t k = 0; k < values.size(); ++k)
+    if (v[k] != -v[k + values.size()]) return false;
+  return true;
 }
 
 }  // namespace
@@ -264,11 +268,10 @@ Result<ProbeSamples> time_executor_tasks(const ModelSpec& model, const Plan& pla
       names ^= std::hash<std::string>{}(e.task) + 0x9e3779b9 + (names << 6) + (names >> 2);
   shape.push_back(static_cast<double>(names % (std::size_t{1} << 52)));
   if (ranks > 1) {
-    for (double v : shape)
-      if (!same_on_every_rank(comm, v))
-        return Status::Error("executor probe (" + probe + "): the ranks recorded different tasks "
-                             "or collectives, so their times cannot be combined",
-                             ExitCode::kInternal);
+    if (!same_on_every_rank(comm, shape))
+      return Status::Error("executor probe (" + probe + "): the ranks recorded different tasks "
+                           "or collectives, so their times cannot be combined",
+                           ExitCode::kInternal);
     // A collective's own time: the shortest over ranks (the last to arrive waited for nobody).
     std::vector<double> negated;
     for (const executor::TraceEvent* e : occurrences)

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <tuple>
 #include <unordered_map>
-#include <vector>
 
 namespace trainplan {
 
@@ -43,21 +42,22 @@ double expected_max_standard_normal(double n) {
   return e;
 }
 
-double expected_latest_arrival(std::span<const ArrivalSpread> members) {
+double expected_latest_arrival(std::span<ArrivalSpread> members) {
   if (members.empty()) return 0.0;
-  // Identical members merge into one kind with their copies summed.
-  std::vector<ArrivalSpread> kinds(members.begin(), members.end());
-  std::sort(kinds.begin(), kinds.end(), [](const ArrivalSpread& a, const ArrivalSpread& b) {
+  // Identical members merge into one kind with their copies summed, in place.
+  std::sort(members.begin(), members.end(), [](const ArrivalSpread& a, const ArrivalSpread& b) {
     return std::tie(a.mean, a.sd) < std::tie(b.mean, b.sd);
   });
   std::size_t n = 0;
-  for (std::size_t i = 1; i < kinds.size(); ++i) {
-    if (kinds[i].mean == kinds[n].mean && kinds[i].sd == kinds[n].sd)
-      kinds[n].copies += kinds[i].copies;
+  for (std::size_t i = 1; i < members.size(); ++i) {
+    if (members[i].mean == members[n].mean && members[i].sd == members[n].sd)
+      members[n].copies += members[i].copies;
     else
-      kinds[++n] = kinds[i];
+      members[++n] = members[i];
   }
-  kinds.resize(n + 1);
+  const std::span<const ArrivalSpread> kinds = members.first(n + 1);
+  if (kinds.size() == 1)
+    return kinds[0].mean + kinds[0].sd * expected_max_standard_normal(kinds[0].copies);
   double latest_mean = kinds.front().mean;
   double lo = kinds.front().mean, hi = kinds.front().mean;
   for (const ArrivalSpread& k : kinds) {
@@ -65,15 +65,11 @@ double expected_latest_arrival(std::span<const ArrivalSpread> members) {
     lo = std::max(lo, k.mean - kTailSd * k.sd);
     hi = std::max(hi, k.mean + upper_tail_sd(k.copies) * k.sd);
   }
-  if (kinds.size() == 1) {
-    const ArrivalSpread& k = kinds.front();
-    return k.mean + k.sd * expected_max_standard_normal(k.copies);
-  }
   if (hi <= lo) return latest_mean;  // no spread: the latest arrives last
   // Below lo the maximum's CDF is ~0 (some member has not arrived; members with sd 0 arrive at
   // their mean <= lo), above hi ~1: E[max] = lo + integral (1 - F).
   const double tail = simpson(
-      [&kinds](double x) {
+      [kinds](double x) {
         double cdf = 1.0;
         for (const ArrivalSpread& k : kinds) {
           if (k.sd <= 0.0) continue;  // arrived by lo

@@ -33,7 +33,9 @@ struct ArrivalSpread {
 double expected_max_standard_normal(double n);
 
 // The expected latest arrival among the members; at least the latest mean. Members with sd 0
-// arrive exactly at their mean. Empty input: 0.
-double expected_latest_arrival(std::span<const ArrivalSpread> members);
+// arrive exactly at their mean. Empty input: 0. `members` is the caller's scratch: it is
+// sorted and identical members merged in place (no allocation: the simulator calls this at
+// every collective).
+double expected_latest_arrival(std::span<ArrivalSpread> members);
 
 }  // namespace trainplan

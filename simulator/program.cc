@@ -298,12 +298,9 @@ class Builder {
     return info;
   }
 
-  static std::int32_t group_ranks_count(const GroupInfo& gi) {
-    return static_cast<std::int32_t>(gi.ranks.size());
-  }
-
   std::int32_t collective(RankState& rs, const Task& t, OpMeta meta) {
     const GroupInfo& gi = group_info(rs, t.group);
+    const auto members = static_cast<std::int32_t>(gi.ranks.size());  // the whole group
     const int kind = static_cast<int>(t.group);
     std::int32_t net = -1;
     for (const auto& [k, c, bytes, id] : rs.nets)
@@ -320,13 +317,13 @@ class Builder {
     // The members that are simulated meet at the collective (all of them with all_ranks; in
     // symmetric mode the others are replicas of this rank, at the same point at the same time).
     if (gi.participants <= 1) {
-      eng_.join(id, eng_.add_collective(net, 1, group_ranks_count(gi)));
+      eng_.join(id, eng_.add_collective(net, 1, members));
       return id;
     }
     const std::int64_t seq = rs.coll_count[static_cast<std::size_t>(kind)]++;
     auto& list = instances_[{kind, gi.color}];
     if (static_cast<std::int64_t>(list.size()) <= seq)
-      list.push_back(eng_.add_collective(net, gi.participants, group_ranks_count(gi)));
+      list.push_back(eng_.add_collective(net, gi.participants, members));
     eng_.join(id, list[static_cast<std::size_t>(seq)]);
     return id;
   }

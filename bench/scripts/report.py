@@ -183,7 +183,6 @@ def main():
         sys.exit(f"report: no runs/*.compare.json under {out}")
     profile = first_profile(round_dirs)
     errors = [abs(r["step_error_pct"]) for r in runs]
-    attempts = [x["attempts"] for rr in all_round_runs for x in rr]
     samples = [x for rr in all_round_runs for x in rr]
     summary = {
         "plans": len(runs),
@@ -191,7 +190,7 @@ def main():
         "drift_limit_pct": drift_pct,
         "steady_samples": sum(bool(x.get("reference_steady")) for x in samples),
         "samples": len(samples),
-        "attempts": sum(attempts),
+        "attempts": sum(x["attempts"] for x in samples),
         "plans_without_steady_round": [r["name"] for r in runs if r["steady_rounds"] == 0],
         "max_abs_step_error_pct": max(errors),
         "median_abs_step_error_pct": statistics.median(errors),

@@ -117,28 +117,25 @@ class ReportTest(unittest.TestCase):
             self.assertEqual(runs["b"]["steady_rounds"], 0)
             self.assertEqual(report["device"], "cpu: round")
 
+    def assert_fails_naming(self, root, *names):
+        done = run_report(root)
+        self.assertNotEqual(done.returncode, 0)
+        for name in names:
+            self.assertIn(name, done.stderr)
+
     def test_a_malformed_reference_line_names_the_file_line_and_value(self):
         with tempfile.TemporaryDirectory() as root:
             make_round(root, 1, [("a", 20, 20)], [("a:before", "fast")])
-            done = run_report(root)
-            self.assertNotEqual(done.returncode, 0)
-            self.assertIn("reference.txt:1", done.stderr)
-            self.assertIn("'fast'", done.stderr)
+            self.assert_fails_naming(root, "reference.txt:1", "'fast'")
 
     def test_a_malformed_attempts_file_names_the_file_and_value(self):
         with tempfile.TemporaryDirectory() as root:
             make_round(root, 1, [("a", 20, 20)], [("a:before", 10), ("a", 10)], {"a": "two"})
-            done = run_report(root)
-            self.assertNotEqual(done.returncode, 0)
-            self.assertIn("a.attempts", done.stderr)
-            self.assertIn("'two'", done.stderr)
+            self.assert_fails_naming(root, "a.attempts", "'two'")
 
     def test_no_runs_is_an_error_naming_the_directory(self):
         with tempfile.TemporaryDirectory() as root:
-            done = run_report(root)
-            self.assertNotEqual(done.returncode, 0)
-            self.assertIn(root, done.stderr)
-
+            self.assert_fails_naming(root, root)
 
 if __name__ == "__main__":
     unittest.main()

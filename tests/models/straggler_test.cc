@@ -23,32 +23,32 @@ TEST(Straggler, ExpectedMaximaOfStandardNormalsMatchTheirClosedFormsAndTables) {
 }
 
 TEST(Straggler, IdenticalMembersWaitTheirSpreadTimesTheExpectedMaximum) {
-  const std::vector<ArrivalSpread> two = {{10.0, 2.0, 1}, {10.0, 2.0, 1}};
+  std::vector<ArrivalSpread> two = {{10.0, 2.0, 1}, {10.0, 2.0, 1}};
   EXPECT_NEAR(expected_latest_arrival(two), 10.0 + 2.0 / std::sqrt(std::numbers::pi), 1e-9);
   // One simulated member standing for four.
-  const std::vector<ArrivalSpread> four = {{10.0, 2.0, 4}};
+  std::vector<ArrivalSpread> four = {{10.0, 2.0, 4}};
   EXPECT_NEAR(expected_latest_arrival(four), 10.0 + 2.0 * 1.02938, 1e-4);
 }
 
 TEST(Straggler, WithoutSpreadTheLatestMeanArrivesLast) {
-  const std::vector<ArrivalSpread> m = {{3.0, 0, 1}, {7.0, 0, 2}, {5.0, 0, 1}};
+  std::vector<ArrivalSpread> m = {{3.0, 0, 1}, {7.0, 0, 2}, {5.0, 0, 1}};
   EXPECT_EQ(expected_latest_arrival(m), 7.0);
   EXPECT_EQ(expected_latest_arrival({}), 0.0);
-  const std::vector<ArrivalSpread> one = {{4.0, 1.0, 1}};
+  std::vector<ArrivalSpread> one = {{4.0, 1.0, 1}};
   EXPECT_EQ(expected_latest_arrival(one), 4.0);
 }
 
 TEST(Straggler, AFarLaterMemberHidesTheOthersSpread) {
   // A receiver that waits long for its sender: the wait ends when the sender arrives.
-  const std::vector<ArrivalSpread> m = {{0.0, 1.0, 1}, {100.0, 1.0, 1}};
+  std::vector<ArrivalSpread> m = {{0.0, 1.0, 1}, {100.0, 1.0, 1}};
   EXPECT_NEAR(expected_latest_arrival(m), 100.0, 1e-9);
   // A member with no spread arriving well after the others.
-  const std::vector<ArrivalSpread> k = {{0.0, 1.0, 8}, {20.0, 0.0, 1}};
+  std::vector<ArrivalSpread> k = {{0.0, 1.0, 8}, {20.0, 0.0, 1}};
   EXPECT_NEAR(expected_latest_arrival(k), 20.0, 1e-9);
 }
 
 TEST(Straggler, MixedMembersAgreeWithSampling) {
-  const std::vector<ArrivalSpread> m = {{0.0, 1.0, 1}, {0.5, 2.0, 3}, {1.0, 0.0, 1}};
+  std::vector<ArrivalSpread> m = {{0.0, 1.0, 1}, {0.5, 2.0, 3}, {1.0, 0.0, 1}};
   std::mt19937_64 gen(7);
   std::normal_distribution<double> z;
   double sum = 0;

@@ -139,6 +139,23 @@ TEST(Engine, CollectiveStartsWhenEveryParticipantArrives) {
   EXPECT_EQ(e.op(b).end, 2000);
 }
 
+// One rank of a rank-skew test: its compute stream and a communication stream on its lane.
+struct SkewLane {
+  SkewLane(sim::Engine& engine, std::int32_t lane)
+      : e(engine), compute(engine.add_stream(lane, true)), comm(engine.add_stream(lane)) {}
+  // `ns` of compute, then the lane's op in `collective` on the communication stream after it.
+  // Returns {compute op, collective op}.
+  std::pair<std::int32_t, std::int32_t> compute_then_join(TimeNs ns, std::int32_t collective) {
+    const std::int32_t work = e.add_op(compute, ns);
+    const std::int32_t op = e.add_op(comm, 0);
+    e.add_dep(work, op);
+    e.join(op, collective);
+    return {work, op};
+  }
+  sim::Engine& e;
+  std::int32_t compute, comm;
+};
+
 // Rank skew: two lanes compute 1000 ns each and meet; with a spread of 0.1 each arrival has an sd
 // of 100 ns, and the expected later of two is 100 / sqrt(pi) = 56.4 ns after the mean.
 TEST(Engine, ACollectiveWaitsForTheExpectedStraggler) {
@@ -146,16 +163,10 @@ TEST(Engine, ACollectiveWaitsForTheExpectedStraggler) {
   e.set_compute_spread(0.1);
   sim::NetDemand d;
   d.latency_s = 1e-6;
-  const std::int32_t net = e.add_net(d);
-  const std::int32_t c0 = e.add_stream(0, true), t0 = e.add_stream(0);
-  const std::int32_t c1 = e.add_stream(1, true), t1 = e.add_stream(1);
-  const std::int32_t coll = e.add_collective(net, 2);
-  const std::int32_t w0 = e.add_op(c0, 1000), w1 = e.add_op(c1, 1000);
-  const std::int32_t a = e.add_op(t0, 0), b = e.add_op(t1, 0);
-  e.add_dep(w0, a);
-  e.add_dep(w1, b);
-  e.join(a, coll);
-  e.join(b, coll);
+  const std::int32_t coll = e.add_collective(e.add_net(d), 2);
+  SkewLane r0(e, 0), r1(e, 1);
+  const std::int32_t a = r0.compute_then_join(1000, coll).second;
+  const std::int32_t b = r1.compute_then_join(1000, coll).second;
   e.run();
   EXPECT_EQ(e.op(a).began, 1000);  // every member had arrived
   EXPECT_EQ(e.op(a).end, 1000 + 56 + 1000);
@@ -167,18 +178,11 @@ TEST(Engine, ACollectiveWaitsForTheExpectedStraggler) {
 TEST(Engine, OneOpStandingForSeveralRanksWaitsForTheirStraggler) {
   sim::Engine e(1);
   e.set_compute_spread(0.1);
-  sim::NetDemand d;
-  const std::int32_t net = e.add_net(d);
-  const std::int32_t c = e.add_stream(0, true), t = e.add_stream(0);
-  const std::int32_t work = e.add_op(c, 1000);
-  const std::int32_t four = e.add_op(t, 0);
-  e.add_dep(work, four);
-  e.join(four, e.add_collective(net, 1, 4));
-  const std::int32_t more = e.add_op(c, 1000);
+  const std::int32_t net = e.add_net({});
+  SkewLane r(e, 0);
+  const std::int32_t four = r.compute_then_join(1000, e.add_collective(net, 1, 4)).second;
+  const auto [more, alone] = r.compute_then_join(1000, e.add_collective(net, 1));
   e.add_dep(four, more);
-  const std::int32_t alone = e.add_op(t, 0);
-  e.add_dep(more, alone);
-  e.join(alone, e.add_collective(net, 1));
   e.run();
   EXPECT_EQ(e.op(four).end, 1000 + 103);
   EXPECT_EQ(e.op(alone).end, e.op(more).end);
@@ -190,18 +194,11 @@ TEST(Engine, SkewGrowsUntilComputeWaitsForACollective) {
   auto second_wait = [](bool compute_waits) {
     sim::Engine e(1);
     e.set_compute_spread(0.1);
-    sim::NetDemand d;
-    const std::int32_t net = e.add_net(d);
-    const std::int32_t c = e.add_stream(0, true), t = e.add_stream(0);
-    const std::int32_t w1 = e.add_op(c, 1000);
-    const std::int32_t first = e.add_op(t, 0);
-    e.add_dep(w1, first);
-    e.join(first, e.add_collective(net, 1, 2));
-    const std::int32_t w2 = e.add_op(c, 1000);
+    const std::int32_t net = e.add_net({});
+    SkewLane r(e, 0);
+    const std::int32_t first = r.compute_then_join(1000, e.add_collective(net, 1, 2)).second;
+    const auto [w2, second] = r.compute_then_join(1000, e.add_collective(net, 1, 2));
     if (compute_waits) e.add_dep(first, w2);
-    const std::int32_t second = e.add_op(t, 0);
-    e.add_dep(w2, second);
-    e.join(second, e.add_collective(net, 1, 2));
     e.run();
     return e.op(second).end - e.op(w2).end;
   };
@@ -212,13 +209,9 @@ TEST(Engine, SkewGrowsUntilComputeWaitsForACollective) {
 // Without a spread nothing waits beyond the last arrival (the default, the GPU presets).
 TEST(Engine, WithoutSpreadACollectiveBeginsAtTheLastArrival) {
   sim::Engine e(1);
-  sim::NetDemand d;
-  const std::int32_t net = e.add_net(d);
-  const std::int32_t c = e.add_stream(0, true), t = e.add_stream(0);
-  const std::int32_t work = e.add_op(c, 1000);
-  const std::int32_t coll = e.add_op(t, 0);
-  e.add_dep(work, coll);
-  e.join(coll, e.add_collective(net, 1, 64));
+  SkewLane r(e, 0);
+  const std::int32_t coll =
+      r.compute_then_join(1000, e.add_collective(e.add_net({}), 1, 64)).second;
   e.run();
   EXPECT_EQ(e.op(coll).end, 1000);
 }
@@ -231,15 +224,11 @@ TEST(Engine, ACollectiveQueuedBehindAnotherWaitsForNoStragglerAgain) {
   sim::NetDemand slow, quick;
   slow.latency_s = 1e-5;   // 10 000 ns
   quick.latency_s = 1e-7;  // 100 ns
-  const std::int32_t c = e.add_stream(0, true), t = e.add_stream(0);
-  const std::int32_t w1 = e.add_op(c, 1000);
-  const std::int32_t first = e.add_op(t, 0);
-  e.add_dep(w1, first);
-  e.join(first, e.add_collective(e.add_net(slow), 1, 2));
-  const std::int32_t w2 = e.add_op(c, 1000);
-  const std::int32_t second = e.add_op(t, 0);
-  e.add_dep(w2, second);
-  e.join(second, e.add_collective(e.add_net(quick), 1, 2));
+  SkewLane r(e, 0);
+  const std::int32_t first =
+      r.compute_then_join(1000, e.add_collective(e.add_net(slow), 1, 2)).second;
+  const std::int32_t second =
+      r.compute_then_join(1000, e.add_collective(e.add_net(quick), 1, 2)).second;
   e.run();
   EXPECT_EQ(e.op(first).end, 1000 + 56 + 10'000);
   EXPECT_EQ(e.op(second).start, e.op(first).end);
