@@ -65,10 +65,13 @@ class Comm {
   // In place over the group: data (count) becomes the element-wise sum (or max).
   void all_reduce(CommGroup g, float* data, std::int64_t count, ReduceOp op = ReduceOp::kSum,
                   std::string_view task = {});
-  // in (n * count), out (count): out = shard group_rank of the element-wise sum.
+  // in (n * count), out (count): out = shard group_rank of the element-wise sum. In place
+  // when out == in + group_rank * count (NCCL's convention): the shard stays where it was, and
+  // the rest of `in` is left undefined.
   void reduce_scatter(CommGroup g, const float* in, float* out, std::int64_t count,
                       std::string_view task = {});
-  // in (count), out (n * count): out holds every member's `in`, in group-rank order.
+  // in (count), out (n * count): out holds every member's `in`, in group-rank order. In place
+  // when in == out + group_rank * count.
   void all_gather(CommGroup g, const float* in, float* out, std::int64_t count,
                   std::string_view task = {});
   // in, out (n * count): block j of `in` goes to member j, block i of `out` came from member i.

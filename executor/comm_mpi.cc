@@ -1,6 +1,7 @@
 // The MPI backend; see comm_mpi.h. Tested under mpirun by tests/executor/parallel_check.cc.
 #include "executor/comm_mpi.h"
 
+#include <algorithm>
 #include <array>
 #include <list>
 #include <string>
@@ -97,9 +98,26 @@ class MpiComm final : public Comm {
     TRAINPLAN_MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, data, to_int(n), MPI_FLOAT, to_mpi(op), comm(g)));
   }
   void do_reduce_scatter(CommGroup g, const float* in, float* out, std::int64_t n) override {
-    TRAINPLAN_MPI_CALL(MPI_Reduce_scatter_block(in, out, to_int(n), MPI_FLOAT, MPI_SUM, comm(g)));
+    const std::int64_t at = group_rank(g) * n;
+    if (out != in + at) {
+      TRAINPLAN_MPI_CALL(
+          MPI_Reduce_scatter_block(in, out, to_int(n), MPI_FLOAT, MPI_SUM, comm(g)));
+      return;
+    }
+    // In place (comm.h). MPI's in-place form takes the input from the receive buffer, whose
+    // first n elements then hold the result (MPI 3.1, sec. 5.10.1; checked with Open MPI
+    // 4.1.4): move it to the shard's own position.
+    float* whole = out - at;
+    TRAINPLAN_MPI_CALL(
+        MPI_Reduce_scatter_block(MPI_IN_PLACE, whole, to_int(n), MPI_FLOAT, MPI_SUM, comm(g)));
+    if (at != 0) std::copy_n(whole, n, out);
   }
   void do_all_gather(CommGroup g, const float* in, float* out, std::int64_t n) override {
+    if (in == out + group_rank(g) * n) {  // in place (comm.h)
+      TRAINPLAN_MPI_CALL(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, to_int(n),
+                                       MPI_FLOAT, comm(g)));
+      return;
+    }
     TRAINPLAN_MPI_CALL(MPI_Allgather(in, to_int(n), MPI_FLOAT, out, to_int(n), MPI_FLOAT, comm(g)));
   }
   void do_all_to_all(CommGroup g, const float* in, float* out, std::int64_t n) override {

@@ -37,7 +37,7 @@ struct StageModel::MicroBatch {
 
 struct StageModel::LayerParams {
   const float* p[kNumLayerTensors];
-  float* g[kNumLayerTensors];
+  float* g[kNumLayerTensors];  // null unless asked for (backward)
 };
 
 namespace {
@@ -87,14 +87,16 @@ StageModel::StageModel(const ModelSpec& model, const Plan& plan, std::int64_t st
 
 StageModel::~StageModel() = default;
 
-StageModel::LayerParams StageModel::layer_params(std::size_t block) {
+StageModel::LayerParams StageModel::layer_params(std::size_t block, bool with_grads) {
   LayerParams lp{};
   const float* p = access_.params(block);
-  float* g = access_.grads(block);
+  // Only backward asks: under ZeRO-2/3, grads() allocates the block's full gradient, which
+  // must not exist from the forward on (the cost model counts one block's, during backward).
+  float* g = with_grads ? access_.grads(block) : nullptr;
   const BlockLayout& l = layouts_[block];
   for (std::size_t i = 0; i < kNumLayerTensors; ++i) {
     lp.p[i] = p + l.tensors[i].offset;
-    lp.g[i] = g + l.tensors[i].offset;
+    if (g) lp.g[i] = g + l.tensors[i].offset;
   }
   return lp;
 }
@@ -110,7 +112,7 @@ void StageModel::reduce_scatter_tokens(const Mat& full, Mat& local, std::string_
 }
 
 void StageModel::layer_forward(std::size_t block, const Mat& x, LayerCache& c, Mat& out) {
-  const LayerParams P = layer_params(block);
+  const LayerParams P = layer_params(block, /*with_grads=*/false);
   const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp,
                      fr = model_.ffn_hidden_size / plan_.tp;
   const std::int64_t heads = model_.num_attention_heads / plan_.tp;
@@ -178,7 +180,7 @@ void StageModel::layer_forward(std::size_t block, const Mat& x, LayerCache& c, M
 }
 
 void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dx) {
-  const LayerParams P = layer_params(block);
+  const LayerParams P = layer_params(block, /*with_grads=*/true);
   const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp,
                      fr = model_.ffn_hidden_size / plan_.tp;
   const std::int64_t heads = model_.num_attention_heads / plan_.tp;
@@ -202,6 +204,9 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dou
   linear_backward(c.g, ConstMatMap(P.p[kW2], fr, h), *dm, nullptr, dw2, P.g[kB2]);
   span.begin("gelu_bwd");
   gelu_backward(c.a, dg, da);
+  // Each activation gradient is freed once used, as autograd does; the cost model's
+  // layer_backward_workspace_bytes counts what is alive at once.
+  dg.resize(0, 0);
   span.begin("fc1_dgrad");
   dy.noalias() = da * ConstMatMap(P.p[kW1], h, fr).transpose();
   const Mat* y2 = &c.ln2;
@@ -215,6 +220,7 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dou
   MatMap dw1 = grad(kW1, h, fr);
   linear_backward(*y2, ConstMatMap(P.p[kW1], h, fr), da, nullptr, dw1, P.g[kB1]);
   span.end();
+  da.resize(0, 0);
   Mat dyl;
   if (x_.sp) {
     reduce_scatter_tokens(dy, dyl, "tp_reduce_scatter_mlp_grad");

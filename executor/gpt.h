@@ -83,7 +83,7 @@ class StageModel {
   struct MicroBatch;
   struct LayerParams;
 
-  LayerParams layer_params(std::size_t block);
+  LayerParams layer_params(std::size_t block, bool with_grads);
   void layer_forward(std::size_t block, const Mat& x, LayerCache& c, Mat& out);
   void layer_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dx);
   void embedding_forward(const std::int32_t* tokens, Mat& out);

@@ -128,16 +128,17 @@ void attention_backward(const Mat& q, const Mat& k, const Mat& v, const Mat& pro
 }
 
 void adamw_update(const AdamW& opt, std::int64_t step, std::int64_t n, float* param,
-                  const float* grad, float* m, float* v, const std::uint8_t* decay) {
+                  const float* grad, float* m, float* v, bool decay) {
   const double c1 = 1.0 - std::pow(static_cast<double>(opt.beta1), static_cast<double>(step));
   const double c2 = 1.0 - std::pow(static_cast<double>(opt.beta2), static_cast<double>(step));
   const float step_size = static_cast<float>(opt.lr / c1);
   const float v_scale = static_cast<float>(1.0 / std::sqrt(c2));
+  const float decay_rate = decay ? opt.lr * opt.weight_decay : 0.0f;
   for (std::int64_t i = 0; i < n; ++i) {
     const float g = grad[i];
     m[i] = opt.beta1 * m[i] + (1.0f - opt.beta1) * g;
     v[i] = opt.beta2 * v[i] + (1.0f - opt.beta2) * g * g;
-    if (decay[i] != 0) param[i] -= opt.lr * opt.weight_decay * param[i];
+    if (decay) param[i] -= decay_rate * param[i];
     param[i] -= step_size * m[i] / (std::sqrt(v[i]) * v_scale + opt.eps);
   }
 }

@@ -46,11 +46,12 @@ void attention_backward(const Mat& q, const Mat& k, const Mat& v, const Mat& pro
                         const Mat& dout, std::int64_t batch, std::int64_t seq,
                         std::int64_t heads, Mat& dq, Mat& dk, Mat& dv);
 
-// AdamW (Loshchilov & Hutter 2019) over n elements: decoupled weight decay where decay[i] != 0.
+// AdamW (Loshchilov & Hutter 2019) over n elements, with decoupled weight decay if `decay` (a
+// run of one tensor's elements, or of tensors that are all decayed or all not).
 struct AdamW {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
 };
 void adamw_update(const AdamW& opt, std::int64_t step, std::int64_t n, float* param,
-                  const float* grad, float* m, float* v, const std::uint8_t* decay);
+                  const float* grad, float* m, float* v, bool decay);
 
 }  // namespace trainplan::executor

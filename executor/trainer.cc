@@ -35,19 +35,21 @@ Result<std::unique_ptr<Trainer>> Trainer::make(const ModelSpec& model, const Pla
     // ZeRO-2/3 hold a block's full gradient only from its backward to its reduce-scatter
     // (grads() allocates it, backward_done frees it); below that, it lives for the whole step.
     if (plan.zero_stage < 2) b.grad.assign(static_cast<std::size_t>(b.padded), 0.0f);
-    b.decay.assign(static_cast<std::size_t>(b.padded), 0);
     // Initialise the full tensors, then keep what this rank holds.
     std::vector<float> full(static_cast<std::size_t>(b.padded), 0.0f);
     for (const TensorSlice& s : l.tensors) {
       init_slice(options.seed, s, full.data() + s.offset);
-      std::fill_n(b.decay.begin() + s.offset, s.size(), s.decay ? 1 : 0);
+      if (s.decay) b.decayed.emplace_back(s.offset, s.size());
       if (s.tied) b.tied.emplace_back(s.offset, s.size());
       if (s.sp_norm) b.sp_norm.emplace_back(s.offset, s.size());
     }
+    std::sort(b.decayed.begin(), b.decayed.end());
     const std::int64_t updated = plan.zero_stage >= 1 ? b.shard : b.padded;
     b.m.assign(static_cast<std::size_t>(updated), 0.0f);
     b.v.assign(static_cast<std::size_t>(updated), 0.0f);
-    if (plan.zero_stage >= 1) b.grad_shard.assign(static_cast<std::size_t>(b.shard), 0.0f);
+    // ZeRO-1 reduce-scatters in place into its full gradient; ZeRO-2/3 accumulate each
+    // micro-batch's reduced shard, as their full gradient is freed in between.
+    if (plan.zero_stage >= 2) b.grad_shard.assign(static_cast<std::size_t>(b.shard), 0.0f);
     if (plan.zero_stage == 3) {
       b.param_shard.assign(full.begin() + t->dp_rank_ * b.shard,
                            full.begin() + (t->dp_rank_ + 1) * b.shard);
@@ -96,9 +98,9 @@ float* Trainer::grads(std::size_t i) {
 }
 
 void Trainer::reduce_scatter_grad(Block& b) {
-  std::vector<float> shard(static_cast<std::size_t>(b.shard));
-  comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), shard.data(), b.shard,
-                       "zero_grad_reduce_scatter");
+  const float* shard = b.grad.data() + dp_rank_ * b.shard;  // in place
+  comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), b.grad.data() + dp_rank_ * b.shard,
+                       b.shard, "zero_grad_reduce_scatter");
   for (std::int64_t j = 0; j < b.shard; ++j) b.grad_shard[j] += shard[j];
   std::vector<float>().swap(b.grad);  // freed: the next micro-batch allocates it again
 }
@@ -254,8 +256,8 @@ void Trainer::finish_gradients() {
                          "dp_grad_all_reduce");
         break;
       case 1:
-        comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), b.grad_shard.data(), b.shard,
-                             "zero_grad_reduce_scatter");  // once per step
+        comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), b.grad.data() + dp_rank_ * b.shard,
+                             b.shard, "zero_grad_reduce_scatter");  // once per step, in place
         break;
       default:
         // The last micro-batch's reduce-scatter of a block with tied or SP-norm positions
@@ -272,21 +274,23 @@ void Trainer::optimizer_step() {
   TraceSpan span(trace_);
   span.begin("optimizer");
   for (Block& b : blocks_) {
-    if (plan_.zero_stage == 0) {
-      adamw_update(options_.adamw, step_, b.padded, b.param.data(), b.grad.data(), b.m.data(),
-                   b.v.data(), b.decay.data());
-    } else {
-      const std::int64_t off = dp_rank_ * b.shard;
-      float* p = plan_.zero_stage == 3 ? b.param_shard.data() : b.param.data() + off;
-      adamw_update(options_.adamw, step_, b.shard, p, b.grad_shard.data(), b.m.data(),
-                   b.v.data(), b.decay.data() + off);
+    // The updated range [off, off + n) of the block, and its parameters and gradient there.
+    const bool sharded = plan_.zero_stage >= 1;
+    const std::int64_t off = sharded ? dp_rank_ * b.shard : 0, n = sharded ? b.shard : b.padded;
+    float* p = plan_.zero_stage == 3 ? b.param_shard.data() : b.param.data() + off;
+    const float* g = plan_.zero_stage >= 2 ? b.grad_shard.data() : b.grad.data() + off;
+    b.for_each_decay_run(off, off + n, [&](std::int64_t at, std::int64_t count, bool decay) {
+      const std::int64_t i = at - off;
+      adamw_update(options_.adamw, step_, count, p + i, g + i, b.m.data() + i, b.v.data() + i,
+                   decay);
+    });
+    if (sharded) {
       if (plan_.zero_stage <= 2) {
-        const std::vector<float> mine(p, p + b.shard);
         span.end();
         {
           TraceScope after_optimizer(trace_, {.pass = ' '});
-          comm_.all_gather(CommGroup::kDp, mine.data(), b.param.data(), b.shard,
-                           "zero_param_all_gather");
+          comm_.all_gather(CommGroup::kDp, p, b.param.data(), b.shard,
+                           "zero_param_all_gather");  // in place
         }
         span.begin("optimizer");
       }

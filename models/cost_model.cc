@@ -766,6 +766,17 @@ double layer_activation_bytes(const ModelSpec& m, const Plan& p) {
   return replicated + split + core;
 }
 
+double layer_backward_workspace_bytes(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  const double T = d(x.tokens), t = d(x.t), e = x.e;
+  const double output_grad = T * d(x.h);
+  const double expert_tokens = x.moe ? d(m.experts_per_token) : 1.0;
+  const double mlp = expert_tokens * T * d(x.f) / t * (1.0 + (x.swiglu ? 2.0 : 1.0));
+  const double scores = x.fused ? 0.0 : d(x.b) * d(x.heads_per_rank) * d(x.s) * d(x.s);
+  const double attention = T * d(x.q) / t + scores;
+  return e * (output_grad + std::max(mlp, attention));
+}
+
 double in_flight_micro_batches(const Plan& p, std::int64_t stage) {
   const double M = d(p.num_micro_batches());
   switch (p.schedule) {
@@ -844,6 +855,7 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   for (const ParamBlock& b : param_blocks_on_stage(m, p, stage))
     largest_grad = std::max(largest_grad, zero_grad_buffer_bytes(p, b));
   mem.buffers_bytes += largest_grad;
+  if (stage_layers > 0) mem.buffers_bytes += layer_backward_workspace_bytes(m, p);
   return mem;
 }
 

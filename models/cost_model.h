@@ -187,7 +187,8 @@ struct MemoryBreakdown {
   double gradients_bytes = 0;
   double optimizer_bytes = 0;    // on the device (0 when offloaded)
   double activations_bytes = 0;  // peak stored activations for the schedule and stage
-  double buffers_bytes = 0;      // ZeRO-3 gathered parameters, ZeRO-2/3 block gradient
+  double buffers_bytes = 0;      // ZeRO-3 gathered parameters, ZeRO-2/3 block gradient, a
+                                 // layer's backward workspace
   double host_optimizer_bytes = 0;  // offloaded optimizer states on the host (not device)
   // Memory the process holds before the model: runtime, libraries, communication buffers.
   // Measured by `calibrate` (HardwareProfile::baseline_memory_bytes); 0 without a profile.
@@ -209,6 +210,13 @@ StateBytesPerParam state_bytes_per_param(Precision precision, Optimizer optimize
 // Stored activation bytes of one layer for one micro-batch on one TP rank (Korthikanti et al.
 // 2022 sec. 4, generalised to GQA, SwiGLU and fused attention).
 double layer_activation_bytes(const ModelSpec& model, const Plan& plan);
+// Activation gradients alive at once while one layer is back-propagated, for one micro-batch on
+// one TP rank: the layer's output gradient with, at the larger of two moments, the MLP's (the
+// gradients at the fc2 input and at the fc1 output, which the activation's backward holds
+// together) or the attention core's (the out-projection input's gradient and, unfused, the
+// gradient of the scores). Freed when the layer's backward ends; not in Korthikanti et al.'s
+// count, which is of stored activations only.
+double layer_backward_workspace_bytes(const ModelSpec& model, const Plan& plan);
 // Micro-batch-layers of activations held at the peak by pipeline stage `stage`, in units of
 // one micro-batch through the stage's layers (GPipe: M; 1F1B: min(pp - stage, M); interleaved:
 // Megatron-LM's warm-up count / virtual_stages).

@@ -112,6 +112,7 @@ class Builder {
       head_b_ = uniform(head_b_, 0);
     }
     layer_act_bytes_ = layer_activation_bytes(m, p);
+    layer_workspace_bytes_ = layer_backward_workspace_bytes(m, p);
     const double e = bytes_per_element(p.precision);
     const double norm_tokens = d(m.seq_len * p.micro_batch_size) /
                                (p.sequence_parallel && p.tp > 1 ? d(p.tp) : 1.0);
@@ -509,7 +510,10 @@ class Builder {
         const std::int32_t r = block_pass(rs, b, DpPoint::kBeforeRecompute, rec_, rm);
         if (plan_.recompute == Recompute::kFull) mem(rs, r, false, MemKind::kActivations, layer_act_bytes_);
       }
-      grad_buffer(rs, b, block_pass(rs, b, DpPoint::kBeforeBackward, bwd_, meta));
+      const std::int32_t pass = block_pass(rs, b, DpPoint::kBeforeBackward, bwd_, meta);
+      grad_buffer(rs, b, pass);
+      mem(rs, pass, false, MemKind::kBuffers, layer_workspace_bytes_);
+      mem(rs, rs.last_compute, true, MemKind::kBuffers, -layer_workspace_bytes_);
       const double stored = plan_.recompute == Recompute::kFull
                                 ? layer_input_bytes_ + layer_act_bytes_
                                 : layer_act_bytes_;
@@ -690,6 +694,7 @@ class Builder {
   std::vector<std::int64_t> first_layer_;
   TimedTasks fwd_, bwd_, rec_, emb_f_, emb_b_, head_f_, head_b_;
   double layer_act_bytes_ = 0, layer_input_bytes_ = 0, embedding_out_bytes_ = 0, logits_bytes_ = 0;
+  double layer_workspace_bytes_ = 0;  // activation gradients during one layer's backward
   std::int64_t pp_message_bytes_ = 0;
   std::vector<std::int32_t> slot_of_;
   std::vector<std::vector<std::int32_t>> send_fwd_, send_bwd_, first_fwd_, first_bwd_;

@@ -154,8 +154,8 @@ TEST(Kernels, AdamWFirstStepMovesByLearningRate) {
   // (plus decoupled decay lr * wd * p where enabled).
   AdamW opt;
   float p[2] = {1.0f, 1.0f}, g[2] = {0.5f, -2.0f}, m[2] = {}, v[2] = {};
-  const std::uint8_t decay[2] = {0, 1};
-  adamw_update(opt, 1, 2, p, g, m, v, decay);
+  adamw_update(opt, 1, 1, &p[0], &g[0], &m[0], &v[0], /*decay=*/false);
+  adamw_update(opt, 1, 1, &p[1], &g[1], &m[1], &v[1], /*decay=*/true);
   EXPECT_NEAR(p[0], 1.0f - opt.lr, 1e-6);
   EXPECT_NEAR(p[1], 1.0f - opt.lr * opt.weight_decay + opt.lr, 1e-6);
 }

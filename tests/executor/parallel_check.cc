@@ -15,7 +15,7 @@
 //     collectives equal what the Comm counted during that step, and the compute track never
 //     holds two spans at once.
 // Before training it also checks the collectives the trainer does not use (all-to-all,
-// barrier) and their byte count. Exit 0 when every rank passes; each rank prints one line.
+// barrier) and their byte count, and the in-place forms of reduce-scatter and all-gather. Exit 0 when every rank passes; each rank prints one line.
 #include <mpi.h>
 
 #include <algorithm>
@@ -154,6 +154,27 @@ int main(int argc, char** argv) {
       ++failures;
       log << "  all_to_all counted " << (*comm)->counters(g).bytes_sent - before << " bytes\n";
     }
+    // In-place reduce-scatter and all-gather (comm.h), as ZeRO uses them: the shard at its
+    // own position in the full buffer. Member i holds 100 * i + j at position j.
+    std::vector<float> whole(send);
+    float* mine = whole.data() + me * k;
+    (*comm)->reduce_scatter(g, whole.data(), mine, k);
+    for (std::int64_t j = 0; j < k; ++j) {
+      const float sum = static_cast<float>(100 * n * (n - 1) / 2 + n * (me * k + j));
+      if (mine[j] != sum) {
+        ++failures;
+        log << "  in-place reduce_scatter: element " << j << " is " << mine[j] << ", not " << sum
+            << "\n";
+      }
+    }
+    for (std::int64_t j = 0; j < k; ++j) mine[j] = static_cast<float>(1000 * me + j);
+    (*comm)->all_gather(g, mine, whole.data(), k);
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < k; ++j)
+        if (whole[static_cast<std::size_t>(i * k + j)] != static_cast<float>(1000 * i + j)) {
+          ++failures;
+          log << "  in-place all_gather: wrong element from member " << i << "\n";
+        }
   }
   (*comm)->reset_counters();
 

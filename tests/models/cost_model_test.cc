@@ -274,22 +274,43 @@ TEST(Memory, Zero2HoldsOneBlocksGradientUntilItsReduceScatter) {
   const ModelSpec m = gpt3();
   Plan p = plan_of(8, 4, 4, 1, 8);
   p.zero_stage = 1;
-  EXPECT_EQ(memory_on_stage(m, p, 1).buffers_bytes, 0.0);  // gradients are whole anyway
+  // Beyond a layer's backward workspace (its own test), nothing: gradients are whole anyway.
+  const double workspace = layer_backward_workspace_bytes(m, p);
+  EXPECT_EQ(memory_on_stage(m, p, 1).buffers_bytes, workspace);
   double largest = 0;
   for (const ParamBlock& b : param_blocks_on_stage(m, p, 1))
     largest = std::max(largest, static_cast<double>((b.dense_params + 3) / 4 * 4));
   const double grad_bytes = state_bytes_per_param(p.precision, p.optimizer).gradients;
   p.zero_stage = 2;
-  EXPECT_DOUBLE_EQ(memory_on_stage(m, p, 1).buffers_bytes, largest * grad_bytes);
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, p, 1).buffers_bytes, workspace + largest * grad_bytes);
   p.zero_stage = 3;  // on top of the two gathered blocks' weights
   EXPECT_DOUBLE_EQ(memory_on_stage(m, p, 1).buffers_bytes,
-                   2.0 * largest_block_params(m, p, 1) *
+                   workspace +
+                       2.0 * largest_block_params(m, p, 1) *
                            state_bytes_per_param(p.precision, p.optimizer).weights +
                        largest * grad_bytes);
   // Without data parallelism there is nothing to reduce-scatter.
   p = plan_of(8, 4, 1, 1, 8);
   p.zero_stage = 2;
-  EXPECT_EQ(memory_on_stage(m, p, 1).buffers_bytes, 0.0);
+  EXPECT_EQ(memory_on_stage(m, p, 1).buffers_bytes, workspace);
+}
+
+TEST(Memory, BackwardWorkspaceIsTheLargerOfTheMlpAndAttentionGradients) {
+  // GPT-3 175B at t = 8, micro-batch 1, bf16: T = 2048, h = 12288, f/t = 6144, q/t = 1536,
+  // 12 heads per rank. MLP: the output gradient (T*h) and the fc2-input and fc1-output
+  // gradients (2*T*f/t); attention, unfused: T*h + T*q/t + 12*s^2 scores.
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(8, 1, 1, 1, 1);
+  p.attention = AttentionImpl::kFused;
+  const double T = 2048, h = 12288, f = 6144, q = 1536, e = 2;
+  EXPECT_DOUBLE_EQ(layer_backward_workspace_bytes(m, p), e * (T * h + 2 * T * f));
+  p.attention = AttentionImpl::kUnfused;  // 12 * 2048^2 scores outweigh the MLP's gradients
+  EXPECT_DOUBLE_EQ(layer_backward_workspace_bytes(m, p), e * (T * h + T * q + 12 * T * T));
+  // SwiGLU's fc1 output is two tensors: its gradient is too.
+  ModelSpec g = m;
+  g.activation = Activation::kSwiglu;
+  p.attention = AttentionImpl::kFused;
+  EXPECT_DOUBLE_EQ(layer_backward_workspace_bytes(g, p), e * (T * h + 3 * T * f));
 }
 
 TEST(Tasks, TranscendentalsCountTheExpAndTanhEvaluated) {
