@@ -7,7 +7,7 @@
 # and their per-task difference (NAME.trace_diff.txt).
 #
 #   bench/predicted_vs_measured.sh [BUILD_DIR]        (default BUILD_DIR: build)
-#   env: MODEL=models/tiny.json STEPS=8 WARMUP=3 ROUNDS=3 TRIES=3 DRIFT_PCT=5 OUT=DIR
+#   env: MODEL=models/tiny.json STEPS=8 WARMUP=3 ROUNDS=5 TRIES=3 DRIFT_PCT=5 OUT=DIR
 #        ONLY="dp2 tp2" (a subset of the matrix, by name)
 # This host's speed jumps between states some 40% apart and stays in one for tens of seconds
 # (a shared VM: the same step measured 20 to 47 ms within a minute), so a calibration is only
@@ -28,7 +28,7 @@ BUILD="$(cd "${1:-$ROOT/build}" && pwd)"
 TOOLS="$BUILD/tools"
 MODEL="${MODEL:-$ROOT/models/tiny.json}"
 STEPS="${STEPS:-8}"
-ROUNDS="${ROUNDS:-3}"
+ROUNDS="${ROUNDS:-5}"
 WARMUP="${WARMUP:-3}"
 OUT="${OUT:-$ROOT/bench/results/cpu-$(date -u +%Y-%m-%d)}"
 TRIES="${TRIES:-3}"
