@@ -294,11 +294,20 @@ Result<ProbeSamples> time_executor_tasks(const ModelSpec& model, const Plan& pla
     reduce(comm, times, executor::ReduceOp::kSum);
     for (std::size_t k = 0; k < out.tasks.size(); ++k)
       out.tasks[k].time_s = times[k] / static_cast<double>(ranks);
+    // Every step's intervals in one vector (their counts agree across ranks, checked above):
+    // one all-reduce for the sums and one for the slowest, not two per step.
+    std::vector<double> sum;
+    for (const std::vector<double>& step : intervals)
+      sum.insert(sum.end(), step.begin(), step.end());
+    std::vector<double> slowest = sum;
+    reduce(comm, sum, executor::ReduceOp::kSum);
+    reduce(comm, slowest, executor::ReduceOp::kMax);
+    auto from = sum.begin(), slow = slowest.begin();
     for (const std::vector<double>& step : intervals) {
-      std::vector<double> sum = step, slowest = step;
-      reduce(comm, sum, executor::ReduceOp::kSum);
-      reduce(comm, slowest, executor::ReduceOp::kMax);
-      out.skew.push_back(skew_of_step(sum, slowest, ranks, probe));
+      const auto n = static_cast<std::ptrdiff_t>(step.size());
+      out.skew.push_back(skew_of_step({from, from + n}, {slow, slow + n}, ranks, probe));
+      from += n;
+      slow += n;
     }
   }
   return out;

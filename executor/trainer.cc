@@ -98,9 +98,8 @@ float* Trainer::grads(std::size_t i) {
 }
 
 void Trainer::reduce_scatter_grad(Block& b) {
-  const float* shard = b.grad.data() + dp_rank_ * b.shard;  // in place
-  comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), b.grad.data() + dp_rank_ * b.shard,
-                       b.shard, "zero_grad_reduce_scatter");
+  float* shard = b.grad.data() + dp_rank_ * b.shard;  // in place
+  comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), shard, b.shard, "zero_grad_reduce_scatter");
   for (std::int64_t j = 0; j < b.shard; ++j) b.grad_shard[j] += shard[j];
   std::vector<float>().swap(b.grad);  // freed: the next micro-batch allocates it again
 }

@@ -512,7 +512,8 @@ class Builder {
       }
       const std::int32_t pass = block_pass(rs, b, DpPoint::kBeforeBackward, bwd_, meta);
       grad_buffer(rs, b, pass);
-      mem(rs, pass, false, MemKind::kBuffers, layer_workspace_bytes_);
+      const std::int32_t from = pass >= 0 ? pass : rs.last_compute;
+      mem(rs, from, false, MemKind::kBuffers, layer_workspace_bytes_);
       mem(rs, rs.last_compute, true, MemKind::kBuffers, -layer_workspace_bytes_);
       const double stored = plan_.recompute == Recompute::kFull
                                 ? layer_input_bytes_ + layer_act_bytes_
