@@ -40,24 +40,6 @@ struct StageModel::LayerParams {
   float* g[kNumLayerTensors];  // null unless asked for (backward)
 };
 
-namespace {
-// The names of the tasks strictly between `after` and `before` in `tasks`, joined by '+'.
-std::string tasks_between(const std::vector<Task>& tasks, std::string_view after,
-                          std::string_view before) {
-  std::string out;
-  bool inside = false;
-  for (const Task& t : tasks) {
-    if (t.name == before) break;
-    if (inside) {
-      if (!out.empty()) out += '+';
-      out += t.name;
-    }
-    if (t.name == after) inside = true;
-  }
-  TRAINPLAN_CHECK(!out.empty()) << "no cost-model task between " << after << " and " << before;
-  return out;
-}
-}  // namespace
 
 StageModel::StageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
                        BlockAccess& access)

@@ -66,4 +66,20 @@ std::string chrome_trace_json(const std::vector<std::string>& rank_events) {
   return chrome_trace_document(rank_events);
 }
 
+std::string tasks_between(const std::vector<Task>& tasks, std::string_view after,
+                          std::string_view before) {
+  std::string out;
+  bool inside = false;
+  for (const Task& t : tasks) {
+    if (t.name == before) break;
+    if (inside) {
+      if (!out.empty()) out += '+';
+      out += t.name;
+    }
+    if (t.name == after) inside = true;
+  }
+  TRAINPLAN_CHECK(!out.empty()) << "no cost-model task between " << after << " and " << before;
+  return out;
+}
+
 }  // namespace trainplan::executor

@@ -87,14 +87,16 @@ class TraceRecorder {
 };
 
 // Changes some fields of the recorder's context for a scope, restoring them when it ends.
-// A null recorder makes it a no-op.
+// A null recorder makes it a no-op. Any recorder with context() and set_context() (this
+// TraceRecorder, the CUDA executor's DeviceTrace) works: `TraceScope s(recorder, {...})`.
 struct TraceContextChange {
   std::optional<char> pass = std::nullopt;
   std::optional<std::int32_t> micro_batch = std::nullopt, layer = std::nullopt;
 };
+template <typename Recorder = TraceRecorder>
 class TraceScope {
  public:
-  TraceScope(TraceRecorder* r, const TraceContextChange& change) : r_(r) {
+  TraceScope(Recorder* r, const TraceContextChange& change) : r_(r) {
     if (r_ == nullptr) return;
     saved_ = r_->context();
     TraceContext c = saved_;
@@ -110,9 +112,10 @@ class TraceScope {
   TraceScope& operator=(const TraceScope&) = delete;
 
  private:
-  TraceRecorder* r_;
+  Recorder* r_;
   TraceContext saved_;
 };
+TraceScope(std::nullptr_t, const TraceContextChange&) -> TraceScope<TraceRecorder>;
 
 // Consecutive spans of code on one track: begin(task) ends the open span (if any) and opens the
 // next in the recorder's current context; end() closes it (before a collective, so that the
@@ -151,6 +154,12 @@ class TraceSpan {
   TraceRecorder::Clock::time_point begin_{};
   bool open_ = false;
 };
+
+// The name of a span that covers several tasks: the names of the tasks strictly between
+// `after` and `before` in `tasks`, joined by '+' (the attention kernels: "attention", or
+// "attn_scores+softmax+attn_values"). A broken invariant if there are none.
+std::string tasks_between(const std::vector<Task>& tasks, std::string_view after,
+                          std::string_view before);
 
 // The event name, built as simulator/timeline.cc builds it from OpMeta: "F mb0 L3 qkv",
 // "mb2 send_forward", "O optimizer", " L3 dp_grad_all_reduce".

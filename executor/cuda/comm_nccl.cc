@@ -241,10 +241,28 @@ void NcclComm::synchronize() {
   for (cudaStream_t s : p2p_streams_) wait_stream(s, "NcclComm::synchronize");
 }
 
-void NcclComm::count_device(CommGroup g, Collective c, std::int64_t message_bytes) {
+std::int64_t NcclComm::count_device(CommGroup g, Collective c, std::int64_t message_bytes) {
   GroupCounters& k = device_counters_[idx(g)];
-  k.bytes_sent += bytes_sent_per_rank(c, message_bytes, group_size(g));
+  const std::int64_t sent = bytes_sent_per_rank(c, message_bytes, group_size(g));
+  k.bytes_sent += sent;
   ++k.calls;
+  return sent;
+}
+
+template <typename Enqueue>
+void NcclComm::ordered_on_group(CommGroup g, Collective c, std::string_view task,
+                                std::int64_t bytes_sent, cudaStream_t compute, Enqueue&& enqueue) {
+  cudaStream_t s = streams_[idx(g)];
+  TP_CUDA(cudaEventRecord(ordering_event_, compute));
+  TP_CUDA(cudaStreamWaitEvent(s, ordering_event_, 0));
+  std::size_t span = 0;
+  if (trace_ != nullptr)
+    span = trace_->open(task.empty() ? to_string(c) : task, comm_track(g, c, task), s, bytes_sent,
+                        g);
+  enqueue(s);
+  if (trace_ != nullptr) trace_->close(span, s);
+  TP_CUDA(cudaEventRecord(ordering_event_, s));
+  TP_CUDA(cudaStreamWaitEvent(compute, ordering_event_, 0));
 }
 
 GroupCounters NcclComm::group_counters(CommGroup g) const {
@@ -264,49 +282,42 @@ void NcclComm::reset_all_counters() {
 // ---- device collectives: ordered on the group's stream between compute's before and after ----
 
 void NcclComm::all_reduce_device(CommGroup g, void* data, std::int64_t count, DType type,
-                                 ReduceOp op, cudaStream_t compute) {
-  count_device(g, Collective::kAllReduce, count * dtype_bytes(type));
+                                 ReduceOp op, cudaStream_t compute, std::string_view task) {
+  const std::int64_t sent = count_device(g, Collective::kAllReduce, count * dtype_bytes(type));
   if (group_size(g) == 1) return;
-  cudaStream_t s = streams_[idx(g)];
-  TP_CUDA(cudaEventRecord(ordering_event_, compute));
-  TP_CUDA(cudaStreamWaitEvent(s, ordering_event_, 0));
-  TP_NCCL(ncclAllReduce(data, data, to_size(count), to_nccl(type), to_nccl(op), comm(g), s));
-  TP_CUDA(cudaEventRecord(ordering_event_, s));
-  TP_CUDA(cudaStreamWaitEvent(compute, ordering_event_, 0));
+  ordered_on_group(g, Collective::kAllReduce, task, sent, compute, [&](cudaStream_t s) {
+    TP_NCCL(ncclAllReduce(data, data, to_size(count), to_nccl(type), to_nccl(op), comm(g), s));
+  });
 }
 
 void NcclComm::reduce_scatter_device(CommGroup g, const void* in, void* out, std::int64_t count,
-                                     DType type, cudaStream_t compute) {
-  count_device(g, Collective::kReduceScatter, count * group_size(g) * dtype_bytes(type));
+                                     DType type, cudaStream_t compute, std::string_view task) {
+  const std::int64_t sent =
+      count_device(g, Collective::kReduceScatter, count * group_size(g) * dtype_bytes(type));
   if (group_size(g) == 1) {
     if (in != out)
       TP_CUDA(cudaMemcpyAsync(out, in, to_size(count * dtype_bytes(type)),
                               cudaMemcpyDeviceToDevice, compute));
     return;
   }
-  cudaStream_t s = streams_[idx(g)];
-  TP_CUDA(cudaEventRecord(ordering_event_, compute));
-  TP_CUDA(cudaStreamWaitEvent(s, ordering_event_, 0));
-  TP_NCCL(ncclReduceScatter(in, out, to_size(count), to_nccl(type), ncclSum, comm(g), s));
-  TP_CUDA(cudaEventRecord(ordering_event_, s));
-  TP_CUDA(cudaStreamWaitEvent(compute, ordering_event_, 0));
+  ordered_on_group(g, Collective::kReduceScatter, task, sent, compute, [&](cudaStream_t s) {
+    TP_NCCL(ncclReduceScatter(in, out, to_size(count), to_nccl(type), ncclSum, comm(g), s));
+  });
 }
 
 void NcclComm::all_gather_device(CommGroup g, const void* in, void* out, std::int64_t count,
-                                 DType type, cudaStream_t compute) {
-  count_device(g, Collective::kAllGather, count * group_size(g) * dtype_bytes(type));
+                                 DType type, cudaStream_t compute, std::string_view task) {
+  const std::int64_t sent =
+      count_device(g, Collective::kAllGather, count * group_size(g) * dtype_bytes(type));
   if (group_size(g) == 1) {
     if (in != out)
       TP_CUDA(cudaMemcpyAsync(out, in, to_size(count * dtype_bytes(type)),
                               cudaMemcpyDeviceToDevice, compute));
     return;
   }
-  cudaStream_t s = streams_[idx(g)];
-  TP_CUDA(cudaEventRecord(ordering_event_, compute));
-  TP_CUDA(cudaStreamWaitEvent(s, ordering_event_, 0));
-  TP_NCCL(ncclAllGather(in, out, to_size(count), to_nccl(type), comm(g), s));
-  TP_CUDA(cudaEventRecord(ordering_event_, s));
-  TP_CUDA(cudaStreamWaitEvent(compute, ordering_event_, 0));
+  ordered_on_group(g, Collective::kAllGather, task, sent, compute, [&](cudaStream_t s) {
+    TP_NCCL(ncclAllGather(in, out, to_size(count), to_nccl(type), comm(g), s));
+  });
 }
 
 // ---- executor/comm.h hooks: float32, host-synchronous, host or device pointers ----

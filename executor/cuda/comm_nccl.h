@@ -35,6 +35,7 @@
 #include "executor/comm.h"
 #include "executor/cuda/bootstrap.h"
 #include "executor/cuda/device.h"
+#include "executor/cuda/device_trace.h"
 #include "models/plan.h"
 
 namespace trainplan::executor::cuda {
@@ -66,13 +67,16 @@ class NcclComm final : public Comm {
   std::string backend_name() const override;
   int device() const { return device_; }
 
-  // Device collectives (see above). count is in elements of `type`.
+  // Device collectives (see above). count is in elements of `type`; `task` is the cost-model
+  // task the call is, for the trace (as executor/comm.h's calls).
   void all_reduce_device(CommGroup g, void* data, std::int64_t count, DType type, ReduceOp op,
-                         cudaStream_t compute);
+                         cudaStream_t compute, std::string_view task = {});
   void reduce_scatter_device(CommGroup g, const void* in, void* out, std::int64_t count,
-                             DType type, cudaStream_t compute);
+                             DType type, cudaStream_t compute, std::string_view task = {});
   void all_gather_device(CommGroup g, const void* in, void* out, std::int64_t count, DType type,
-                         cudaStream_t compute);
+                         cudaStream_t compute, std::string_view task = {});
+  // Records every device collective over 2+ ranks as a span on its group's track (null: none).
+  void set_trace(DeviceTrace* trace) { trace_ = trace; }
   // Bytes and calls of this rank in group g over both ways in.
   GroupCounters group_counters(CommGroup g) const;
   void reset_all_counters();
@@ -101,7 +105,13 @@ class NcclComm final : public Comm {
   int p2p_channel(CommGroup g, std::int64_t peer, bool sending) const;
   void wait_stream(cudaStream_t s, const char* what);
   void check_async(const char* what);
-  void count_device(CommGroup g, Collective c, std::int64_t message_bytes);
+  // Counts the call; returns the bytes this rank sends.
+  std::int64_t count_device(CommGroup g, Collective c, std::int64_t message_bytes);
+  // Runs `enqueue` on group g's stream between the compute stream's work before and after,
+  // as a traced span when a trace is set.
+  template <typename Enqueue>
+  void ordered_on_group(CommGroup g, Collective c, std::string_view task, std::int64_t bytes_sent,
+                        cudaStream_t compute, Enqueue&& enqueue);
   // Host pointers are staged through scratch_ (grown as needed).
   bool is_device_pointer(const void* p) const;
   void* scratch(std::size_t slot, std::int64_t bytes);
@@ -121,6 +131,7 @@ class NcclComm final : public Comm {
   std::array<DeviceBuffer<char>, 3> scratch_;
   std::vector<DeviceBuffer<char>> pending_sends_;  // staged copies until wait_sends
   std::array<GroupCounters, kNumCommGroups> device_counters_{};
+  DeviceTrace* trace_ = nullptr;
 
   std::atomic<bool> aborted_{false}, stop_{false};
   std::atomic<double> wait_started_{0};  // steady seconds; 0 = not waiting

@@ -80,6 +80,9 @@ CudaStageModel::CudaStageModel(const ModelSpec& model, const Plan& plan, std::in
       blocks.push_back(next++);
   }
   TRAINPLAN_CHECK(next + (x_.last ? 1 : 0) == layouts_.size()) << "block count mismatch";
+  attention_task_ = tasks_between(layer_forward_tasks(model, plan), "qkv", "out_proj");
+  attention_bwd_task_ =
+      tasks_between(layer_backward_tasks(model, plan), "out_proj_wgrad", "qkv_dgrad");
 }
 
 CudaStageModel::~CudaStageModel() = default;
@@ -96,26 +99,28 @@ CudaStageModel::LayerParams CudaStageModel::layer_params(std::size_t block) {
   return lp;
 }
 
-void CudaStageModel::all_reduce(bf16* data, std::int64_t count) {
+void CudaStageModel::all_reduce(bf16* data, std::int64_t count, std::string_view task) {
   if (comm_ != nullptr)
-    comm_->all_reduce_device(CommGroup::kTp, data, count, DType::kBF16, ReduceOp::kSum, stream_);
+    comm_->all_reduce_device(CommGroup::kTp, data, count, DType::kBF16, ReduceOp::kSum, stream_,
+                             task);
 }
 
-void CudaStageModel::all_reduce_f32(float* data, std::int64_t count, ReduceOp op) {
+void CudaStageModel::all_reduce_f32(float* data, std::int64_t count, ReduceOp op,
+                                    std::string_view task) {
   if (comm_ != nullptr)
-    comm_->all_reduce_device(CommGroup::kTp, data, count, DType::kF32, op, stream_);
+    comm_->all_reduce_device(CommGroup::kTp, data, count, DType::kF32, op, stream_, task);
 }
 
-void CudaStageModel::gather_tokens(const Buf& local, Buf& full) {
+void CudaStageModel::gather_tokens(const Buf& local, Buf& full, std::string_view task) {
   full.resize(local.size() * x_.tp);
   comm_->all_gather_device(CommGroup::kTp, local.data(), full.data(), local.size(), DType::kBF16,
-                           stream_);
+                           stream_, task);
 }
 
-void CudaStageModel::reduce_scatter_tokens(const Buf& full, Buf& local) {
+void CudaStageModel::reduce_scatter_tokens(const Buf& full, Buf& local, std::string_view task) {
   local.resize(full.size() / x_.tp);
   comm_->reduce_scatter_device(CommGroup::kTp, full.data(), local.data(), local.size(),
-                               DType::kBF16, stream_);
+                               DType::kBF16, stream_, task);
 }
 
 void CudaStageModel::layer_forward(std::size_t block, Buf&& x, LayerCache& c, Buf& out) {
@@ -123,6 +128,8 @@ void CudaStageModel::layer_forward(std::size_t block, Buf&& x, LayerCache& c, Bu
   const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp,
                      fr = model_.ffn_hidden_size / plan_.tp;
   const std::int64_t T = x_.tokens, Tl = x_.local_tokens;
+  DeviceTraceSpan span(trace_, stream_);
+  span.begin("norm1");
   c.x = std::move(x);
   c.ln1.resize(Tl * h);
   c.ln1_mean.resize(Tl);
@@ -132,27 +139,34 @@ void CudaStageModel::layer_forward(std::size_t block, Buf&& x, LayerCache& c, Bu
   Buf gathered;
   const Buf* y1 = &c.ln1;
   if (x_.sp) {
-    gather_tokens(c.ln1, gathered);  // tp_all_gather_attn
+    span.end();
+    gather_tokens(c.ln1, gathered, "tp_all_gather_attn");
     y1 = &gathered;
   }
+  span.begin("qkv");
   for (Buf* b : {&c.q, &c.k, &c.v}) b->resize(T * qr);
   gemm_.linear_forward(y1->data(), P.p[kWq], P.p[kBq], c.q.data(), T, h, qr, stream_);
   gemm_.linear_forward(y1->data(), P.p[kWk], P.p[kBk], c.k.data(), T, h, qr, stream_);
   gemm_.linear_forward(y1->data(), P.p[kWv], P.p[kBv], c.v.data(), T, h, qr, stream_);
+  span.begin(attention_task_);
   c.attn.resize(T * qr);
   c.lse.resize(plan_.micro_batch_size * heads_ * model_.seq_len);
   attention_forward(c.q.data(), c.k.data(), c.v.data(), qr, c.attn.data(), c.lse.data(),
                     plan_.micro_batch_size, model_.seq_len, heads_, hd_, stream_, &gemm_);
+  span.begin("out_proj");
   Buf partial(T * h), o;
   gemm_.linear_forward(c.attn.data(), P.p[kWo], nullptr, partial.data(), T, qr, h, stream_);
+  span.end();
   if (x_.sp) {
-    reduce_scatter_tokens(partial, o);  // tp_reduce_scatter_attn
+    reduce_scatter_tokens(partial, o, "tp_reduce_scatter_attn");
   } else {
-    all_reduce(partial.data(), partial.size());  // tp_all_reduce_attn
+    all_reduce(partial.data(), partial.size(), "tp_all_reduce_attn");
     o = std::move(partial);
   }
+  span.begin("residual1");  // the row-parallel bias, then the residual (as the cost model)
   c.x1.resize(Tl * h);
   residual_bias_add(c.x.data(), o.data(), P.p[kBo], c.x1.data(), Tl, h, stream_);
+  span.begin("norm2");
   c.ln2.resize(Tl * h);
   c.ln2_mean.resize(Tl);
   c.ln2_rstd.resize(Tl);
@@ -160,24 +174,31 @@ void CudaStageModel::layer_forward(std::size_t block, Buf&& x, LayerCache& c, Bu
                     c.ln2_rstd.data(), Tl, h, stream_);
   const Buf* y2 = &c.ln2;
   if (x_.sp) {
-    gather_tokens(c.ln2, gathered);  // tp_all_gather_mlp
+    span.end();
+    gather_tokens(c.ln2, gathered, "tp_all_gather_mlp");
     y2 = &gathered;
   }
+  span.begin("fc1");
   c.a.resize(T * fr);
   c.g.resize(T * fr);
   gemm_.linear_forward(y2->data(), P.p[kW1], P.p[kB1], c.a.data(), T, h, fr, stream_);
+  span.begin("gelu");
   gelu_forward(c.a.data(), c.g.data(), T * fr, stream_);
+  span.begin("fc2");
   partial.resize(T * h);
   gemm_.linear_forward(c.g.data(), P.p[kW2], nullptr, partial.data(), T, fr, h, stream_);
+  span.end();
   Buf m;
   if (x_.sp) {
-    reduce_scatter_tokens(partial, m);  // tp_reduce_scatter_mlp
+    reduce_scatter_tokens(partial, m, "tp_reduce_scatter_mlp");
   } else {
-    all_reduce(partial.data(), partial.size());  // tp_all_reduce_mlp
+    all_reduce(partial.data(), partial.size(), "tp_all_reduce_mlp");
     m = std::move(partial);
   }
+  span.begin("residual2");
   out.resize(Tl * h);
   residual_bias_add(c.x1.data(), m.data(), P.p[kB2], out.data(), Tl, h, stream_);
+  span.end();
   c.complete = true;
 }
 
@@ -186,79 +207,100 @@ void CudaStageModel::layer_backward(std::size_t block, LayerCache& c, const Buf&
   const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp,
                      fr = model_.ffn_hidden_size / plan_.tp;
   const std::int64_t T = x_.tokens, Tl = x_.local_tokens;
+  DeviceTraceSpan span(trace_, stream_);
   // MLP.
   Buf gathered;
   const Buf* dm = &dout;
   if (x_.sp) {
-    gather_tokens(dout, gathered);  // tp_all_gather_mlp_grad
+    gather_tokens(dout, gathered, "tp_all_gather_mlp_grad");
     dm = &gathered;
   }
   Buf dg(T * fr), da(T * fr), dy(T * h);
+  span.begin("fc2_dgrad");
   gemm_.linear_dgrad(dm->data(), P.p[kW2], dg.data(), T, fr, h, false, stream_);
+  span.begin("fc2_wgrad");
   gemm_.linear_wgrad(c.g.data(), dm->data(), P.g[kW2], T, fr, h, stream_);
   bias_backward(dm->data(), P.g[kB2], T, h, stream_);
+  span.begin("gelu_bwd");
   gelu_backward(c.a.data(), dg.data(), da.data(), T * fr, stream_);
-  gemm_.linear_dgrad(da.data(), P.p[kW1], dy.data(), T, h, fr, false, stream_);  // fc1_dgrad
+  span.begin("fc1_dgrad");
+  gemm_.linear_dgrad(da.data(), P.p[kW1], dy.data(), T, h, fr, false, stream_);
   const Buf* y2 = &c.ln2;
   if (x_.sp) {
-    gather_tokens(c.ln2, gathered);  // tp_all_gather_mlp_input
+    span.end();
+    gather_tokens(c.ln2, gathered, "tp_all_gather_mlp_input");
     y2 = &gathered;
   }
+  span.begin("fc1_wgrad");
   gemm_.linear_wgrad(y2->data(), da.data(), P.g[kW1], T, h, fr, stream_);
   bias_backward(da.data(), P.g[kB1], T, fr, stream_);
+  span.end();
   Buf dyl;
   if (x_.sp) {
-    reduce_scatter_tokens(dy, dyl);  // tp_reduce_scatter_mlp_grad
+    reduce_scatter_tokens(dy, dyl, "tp_reduce_scatter_mlp_grad");
   } else {
-    all_reduce(dy.data(), dy.size());  // tp_all_reduce_mlp_grad
+    all_reduce(dy.data(), dy.size(), "tp_all_reduce_mlp_grad");
     dyl = std::move(dy);
   }
   Buf dn(Tl * h), dx1(Tl * h);
+  span.begin("norm2_bwd");
   layernorm_backward(dyl.data(), c.x1.data(), P.p[kLn2G], c.ln2_mean.data(), c.ln2_rstd.data(),
                      dn.data(), P.g[kLn2G], P.g[kLn2B], Tl, h, stream_);
+  span.begin("residual2_bwd");  // the sum at the branch point, after norm2_bwd (as gpt.cc)
   add(dout.data(), dn.data(), dx1.data(), Tl * h, stream_);
 
   // Attention.
   const Buf* dop = &dx1;
   if (x_.sp) {
-    gather_tokens(dx1, gathered);  // tp_all_gather_attn_grad
+    span.end();
+    gather_tokens(dx1, gathered, "tp_all_gather_attn_grad");
     dop = &gathered;
   }
+  span.begin("out_proj_dgrad");
   Buf dattn(T * qr);
   gemm_.linear_dgrad(dop->data(), P.p[kWo], dattn.data(), T, qr, h, false, stream_);
+  span.begin("out_proj_wgrad");
   gemm_.linear_wgrad(c.attn.data(), dop->data(), P.g[kWo], T, qr, h, stream_);
   bias_backward(dop->data(), P.g[kBo], T, h, stream_);
+  span.begin(attention_bwd_task_);
   Buf dq(T * qr), dk(T * qr), dv(T * qr);
   FBuf delta(c.lse.size());
   attention_backward(c.q.data(), c.k.data(), c.v.data(), qr, c.attn.data(), dattn.data(),
                      c.lse.data(), delta.data(), dq.data(), dk.data(), dv.data(),
                      plan_.micro_batch_size, model_.seq_len, heads_, hd_, stream_, &gemm_);
-  dy.resize(T * h);  // qkv_dgrad
+  span.begin("qkv_dgrad");
+  dy.resize(T * h);
   gemm_.linear_dgrad(dq.data(), P.p[kWq], dy.data(), T, h, qr, false, stream_);
   gemm_.linear_dgrad(dk.data(), P.p[kWk], dy.data(), T, h, qr, true, stream_);
   gemm_.linear_dgrad(dv.data(), P.p[kWv], dy.data(), T, h, qr, true, stream_);
   const Buf* y1 = &c.ln1;
   if (x_.sp) {
-    gather_tokens(c.ln1, gathered);  // tp_all_gather_attn_input
+    span.end();
+    gather_tokens(c.ln1, gathered, "tp_all_gather_attn_input");
     y1 = &gathered;
   }
+  span.begin("qkv_wgrad");
   gemm_.linear_wgrad(y1->data(), dq.data(), P.g[kWq], T, h, qr, stream_);
   gemm_.linear_wgrad(y1->data(), dk.data(), P.g[kWk], T, h, qr, stream_);
   gemm_.linear_wgrad(y1->data(), dv.data(), P.g[kWv], T, h, qr, stream_);
   bias_backward(dq.data(), P.g[kBq], T, qr, stream_);
   bias_backward(dk.data(), P.g[kBk], T, qr, stream_);
   bias_backward(dv.data(), P.g[kBv], T, qr, stream_);
+  span.end();
   if (x_.sp) {
-    reduce_scatter_tokens(dy, dyl);  // tp_reduce_scatter_attn_grad
+    reduce_scatter_tokens(dy, dyl, "tp_reduce_scatter_attn_grad");
   } else {
-    all_reduce(dy.data(), dy.size());  // tp_all_reduce_attn_grad
+    all_reduce(dy.data(), dy.size(), "tp_all_reduce_attn_grad");
     dyl = std::move(dy);
   }
+  span.begin("norm1_bwd");
   dn.resize(Tl * h);
   layernorm_backward(dyl.data(), c.x.data(), P.p[kLn1G], c.ln1_mean.data(), c.ln1_rstd.data(),
                      dn.data(), P.g[kLn1G], P.g[kLn1B], Tl, h, stream_);
+  span.begin("residual1_bwd");  // as residual2_bwd: the sum at the branch point
   dx.resize(Tl * h);
   add(dx1.data(), dn.data(), dx.data(), Tl * h, stream_);
+  span.end();
 }
 
 void CudaStageModel::embedding_forward(const std::int32_t* tokens, Buf& out) {
@@ -266,18 +308,23 @@ void CudaStageModel::embedding_forward(const std::int32_t* tokens, Buf& out) {
   const TensorSlice& wte = l.tensors[kWte];
   const bf16* p = access_.params(0);
   const std::int64_t h = model_.hidden_size, T = x_.tokens;
+  DeviceTraceSpan span(trace_, stream_);
+  span.begin("embedding");
   Buf e(T * h);
   cuda::embedding_forward(tokens, p + wte.offset, wte.row0, wte.rows, e.data(), T, h, stream_);
+  span.end();
   std::int64_t first_token = 0;
   if (x_.sp) {
-    reduce_scatter_tokens(e, out);  // tp_reduce_scatter_embedding
+    reduce_scatter_tokens(e, out, "tp_reduce_scatter_embedding");
     first_token = x_.tp_rank * x_.local_tokens;
   } else {
-    all_reduce(e.data(), e.size());  // tp_all_reduce_embedding
+    all_reduce(e.data(), e.size(), "tp_all_reduce_embedding");
     out = std::move(e);
   }
+  span.begin("embedding");  // the positions, added after the vocabulary-parallel sum
   add_positions(out.data(), p + l.tensors[kWpe].offset, first_token, model_.seq_len,
                 out.size() / h, h, stream_);
+  span.end();
 }
 
 void CudaStageModel::embedding_backward(const std::int32_t* tokens, const Buf& dout) {
@@ -287,9 +334,11 @@ void CudaStageModel::embedding_backward(const std::int32_t* tokens, const Buf& d
   Buf gathered;
   const Buf* d = &dout;
   if (x_.sp) {
-    gather_tokens(dout, gathered);  // tp_all_gather_embedding_grad
+    gather_tokens(dout, gathered, "tp_all_gather_embedding_grad");
     d = &gathered;
   }
+  DeviceTraceSpan span(trace_, stream_);
+  span.begin("embedding_bwd");
   cuda::embedding_backward(tokens, d->data(), g + wte.offset, wte.row0, wte.rows,
                      g + l.tensors[kWpe].offset, model_.seq_len, x_.tokens, model_.hidden_size,
                      stream_);
@@ -314,6 +363,8 @@ void CudaStageModel::head_forward(MicroBatch& s, Buf&& x, const std::int32_t* ta
   const bf16* p = access_.params(hb);
   const std::int64_t h = model_.hidden_size, vr = padded_vocab(model_, plan_.tp) / plan_.tp;
   const std::int64_t v0 = x_.tp_rank * vr, T = x_.tokens, Tl = x_.local_tokens;
+  DeviceTraceSpan span(trace_, stream_);
+  span.begin("final_norm");
   s.head_in = std::move(x);
   s.targets.resize(T);
   TP_CUDA(cudaMemcpyAsync(s.targets.data(), targets, static_cast<std::size_t>(T) * 4,
@@ -325,10 +376,12 @@ void CudaStageModel::head_forward(MicroBatch& s, Buf&& x, const std::int32_t* ta
   layernorm_forward(s.head_in.data(), p + l.tensors[kLnfG].offset, p + l.tensors[kLnfB].offset,
                     y.data(), s.lnf_mean.data(), s.lnf_rstd.data(), Tl, h, stream_);
   if (x_.sp) {
-    gather_tokens(y, s.lnf);  // tp_all_gather_head
+    span.end();
+    gather_tokens(y, s.lnf, "tp_all_gather_head");
   } else {
     s.lnf = std::move(y);
   }
+  span.begin("lm_head");
   // logits (T, vr) = lnf (T, h) * W^T, W (vr, h).
   s.logits.resize(T * vr);
   GemmArgs g;
@@ -338,16 +391,21 @@ void CudaStageModel::head_forward(MicroBatch& s, Buf&& x, const std::int32_t* ta
   g.b = head_weights(); g.ldb = h;
   g.c = s.logits.data(); g.ldc = vr;
   gemm_.run(g, stream_);
+  span.begin("cross_entropy");  // in four pieces around its three all-reduces (as gpt.cc)
   const std::int64_t valid = std::clamp<std::int64_t>(model_.vocab_size - v0, 0, vr);
   s.row_max.resize(T);
   s.sum_exp.resize(T);
   s.target_logit.resize(T);
   cross_entropy_max(s.logits.data(), s.row_max.data(), T, vr, valid, stream_);
-  all_reduce_f32(s.row_max.data(), T, ReduceOp::kMax);  // tp_all_reduce_logit_max
+  span.end();
+  all_reduce_f32(s.row_max.data(), T, ReduceOp::kMax, "tp_all_reduce_logit_max");
+  span.begin("cross_entropy");
   cross_entropy_sum_exp(s.logits.data(), s.row_max.data(), s.targets.data(), v0,
                         s.sum_exp.data(), s.target_logit.data(), T, vr, valid, stream_);
-  all_reduce_f32(s.sum_exp.data(), T, ReduceOp::kSum);       // tp_all_reduce_sum_exp
-  all_reduce_f32(s.target_logit.data(), T, ReduceOp::kSum);  // tp_all_reduce_target_logit
+  span.end();
+  all_reduce_f32(s.sum_exp.data(), T, ReduceOp::kSum, "tp_all_reduce_sum_exp");
+  all_reduce_f32(s.target_logit.data(), T, ReduceOp::kSum, "tp_all_reduce_target_logit");
+  span.begin("cross_entropy");
   cross_entropy_loss(s.row_max.data(), s.sum_exp.data(), s.target_logit.data(), loss_sum, T,
                      stream_);
 }
@@ -360,21 +418,25 @@ void CudaStageModel::head_backward(MicroBatch& s, Buf& dx) {
   const std::int64_t h = model_.hidden_size, vr = padded_vocab(model_, plan_.tp) / plan_.tp;
   const std::int64_t v0 = x_.tp_rank * vr, T = x_.tokens, Tl = x_.local_tokens;
   const std::int64_t valid = std::clamp<std::int64_t>(model_.vocab_size - v0, 0, vr);
+  DeviceTraceSpan span(trace_, stream_);
+  span.begin("cross_entropy_bwd");
   // dlogits = (softmax - one_hot(target)) * loss scale, in place.
   cross_entropy_backward(s.logits.data(), s.row_max.data(), s.sum_exp.data(), s.targets.data(),
                          v0, s.loss_scale, T, vr, valid, stream_);
+  span.begin("lm_head_dgrad");  // dlogits (T, vr) * W (vr, h)
   Buf dy(T * h);
-  gemm_.linear_forward(s.logits.data(), head_weights(), nullptr, dy.data(), T, vr, h,
-                       stream_);  // lm_head_dgrad: dlogits (T, vr) * W (vr, h)
-  gemm_.linear_wgrad(s.logits.data(), s.lnf.data(), head_grads(), T, vr, h,
-                     stream_);  // lm_head_wgrad: dW (vr, h) += dlogits^T lnf
+  gemm_.linear_forward(s.logits.data(), head_weights(), nullptr, dy.data(), T, vr, h, stream_);
+  span.begin("lm_head_wgrad");  // dW (vr, h) += dlogits^T lnf
+  gemm_.linear_wgrad(s.logits.data(), s.lnf.data(), head_grads(), T, vr, h, stream_);
+  span.end();
   Buf dyl;
   if (x_.sp) {
-    reduce_scatter_tokens(dy, dyl);  // tp_reduce_scatter_head_grad
+    reduce_scatter_tokens(dy, dyl, "tp_reduce_scatter_head_grad");
   } else {
-    all_reduce(dy.data(), dy.size());  // tp_all_reduce_head_grad
+    all_reduce(dy.data(), dy.size(), "tp_all_reduce_head_grad");
     dyl = std::move(dy);
   }
+  span.begin("final_norm_bwd");
   dx.resize(Tl * h);
   layernorm_backward(dyl.data(), s.head_in.data(), p + l.tensors[kLnfG].offset,
                      s.lnf_mean.data(), s.lnf_rstd.data(), dx.data(),
@@ -403,6 +465,7 @@ void CudaStageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int
   }
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const std::size_t b = blocks[i];
+    TraceScope layer(trace_, {.layer = static_cast<std::int32_t>(layouts_[b].layer)});
     access_.acquire(b, DpPoint::kBeforeForward);
     Buf out;
     layer_forward(b, std::move(hcur), s.layers[i], out);
@@ -449,8 +512,10 @@ void CudaStageModel::backward(std::int64_t chunk, std::int64_t mb, Buf* grad_out
   for (std::size_t i = blocks.size(); i-- > 0;) {
     const std::size_t b = blocks[i];
     LayerCache& c = s.layers[i];
+    TraceScope layer(trace_, {.layer = static_cast<std::int32_t>(layouts_[b].layer)});
     if (!c.complete) {
       // Full recompute (layer_recompute_tasks = layer_forward_tasks, collectives included).
+      TraceScope recompute(trace_, {.pass = 'R'});
       access_.acquire(b, DpPoint::kBeforeRecompute);
       Buf unused;
       layer_forward(b, std::move(c.x), c, unused);

@@ -17,10 +17,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "executor/cuda/comm_nccl.h"
 #include "executor/cuda/device.h"
+#include "executor/cuda/device_trace.h"
 #include "executor/cuda/gemm.h"
 #include "executor/params.h"
 #include "models/cost_model.h"
@@ -78,6 +81,9 @@ class CudaStageModel {
   // The logits (T, V/tp) the head chunk kept for micro-batch mb (bf16; before the backward
   // turns them into their gradient). For tests.
   const DeviceBuffer<bf16>* logits(std::int64_t chunk, std::int64_t mb) const;
+  // Records each stretch of kernels as a span named after its cost-model task(s), as gpt.cc
+  // does on CPU (device_trace.h; null: none). The caller sets the pass and micro-batch.
+  void set_trace(DeviceTrace* trace) { trace_ = trace; }
 
  private:
   struct LayerCache;
@@ -97,11 +103,14 @@ class CudaStageModel {
   void head_forward(MicroBatch& s, DeviceBuffer<bf16>&& x, const std::int32_t* targets,
                     float scale, double* loss_sum);
   void head_backward(MicroBatch& s, DeviceBuffer<bf16>& dx);
-  // TP collectives on bf16 activations (a no-op copy or nothing when tp = 1).
-  void all_reduce(bf16* data, std::int64_t count);
-  void all_reduce_f32(float* data, std::int64_t count, ReduceOp op);
-  void gather_tokens(const DeviceBuffer<bf16>& local, DeviceBuffer<bf16>& full);
-  void reduce_scatter_tokens(const DeviceBuffer<bf16>& full, DeviceBuffer<bf16>& local);
+  // TP collectives on bf16 activations (a no-op copy or nothing when tp = 1), named by their
+  // cost-model task.
+  void all_reduce(bf16* data, std::int64_t count, std::string_view task);
+  void all_reduce_f32(float* data, std::int64_t count, ReduceOp op, std::string_view task);
+  void gather_tokens(const DeviceBuffer<bf16>& local, DeviceBuffer<bf16>& full,
+                     std::string_view task);
+  void reduce_scatter_tokens(const DeviceBuffer<bf16>& full, DeviceBuffer<bf16>& local,
+                             std::string_view task);
   const bf16* head_weights();
   float* head_grads();
 
@@ -116,6 +125,10 @@ class CudaStageModel {
   std::vector<BlockLayout> layouts_;
   std::vector<std::vector<std::size_t>> chunk_blocks_;
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<MicroBatch>> in_flight_;
+  DeviceTrace* trace_ = nullptr;
+  // The cost-model task(s) the attention kernels carry out ("attention", or the unfused
+  // plan's "attn_scores+softmax+attn_values"), forward and backward (as gpt.cc).
+  std::string attention_task_, attention_bwd_task_;
 };
 
 }  // namespace trainplan::executor::cuda

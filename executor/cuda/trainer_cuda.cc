@@ -105,7 +105,7 @@ void CudaTrainer::acquire(std::size_t i, DpPoint) {
   Block& b = blocks_[i];
   b.gathered.resize(b.padded);
   comm_->all_gather_device(CommGroup::kDp, b.compute.data(), b.gathered.data(), b.shard,
-                           DType::kBF16, stream_);  // zero3_param_all_gather
+                           DType::kBF16, stream_, "zero3_param_all_gather");
 }
 
 void CudaTrainer::release(std::size_t i) {
@@ -148,6 +148,7 @@ void CudaTrainer::run_schedule(const std::vector<std::int32_t>& batch) {
   // Pipeline messages are bf16 activations sent through the float32 hooks as pairs: the bytes
   // counted are the bf16 bytes (pipeline_message_bytes).
   auto fwd = [&](std::int64_t mb) {
+    TraceScope micro_batch(trace_, {.pass = ' ', .micro_batch = static_cast<std::int32_t>(mb)});
     DeviceBuffer<bf16> input, output;
     if (!net.has_embedding(0)) {
       input.resize(msg);
@@ -155,8 +156,11 @@ void CudaTrainer::run_schedule(const std::vector<std::int32_t>& batch) {
                   kForwardTag);
     }
     timer_->begin("forward");
-    net.forward(0, mb, in_d.data() + mb * T, out_d.data() + mb * T, &input, &output, loss_scale,
-                loss_sum_.data());
+    {
+      TraceScope forward(trace_, {.pass = 'F'});
+      net.forward(0, mb, in_d.data() + mb * T, out_d.data() + mb * T, &input, &output,
+                  loss_scale, loss_sum_.data());
+    }
     timer_->end("forward");
     if (!net.has_head(0)) {
       TP_CUDA(cudaStreamSynchronize(stream_));  // the send's copy runs on NCCL's stream
@@ -165,6 +169,7 @@ void CudaTrainer::run_schedule(const std::vector<std::int32_t>& batch) {
     }
   };
   auto bwd = [&](std::int64_t mb) {
+    TraceScope micro_batch(trace_, {.pass = ' ', .micro_batch = static_cast<std::int32_t>(mb)});
     DeviceBuffer<bf16> grad_out, grad_in;
     if (!net.has_head(0)) {
       grad_out.resize(msg);
@@ -172,7 +177,10 @@ void CudaTrainer::run_schedule(const std::vector<std::int32_t>& batch) {
                   kBackwardTag);
     }
     timer_->begin("backward");
-    net.backward(0, mb, &grad_out, &grad_in);
+    {
+      TraceScope backward(trace_, {.pass = 'B'});
+      net.backward(0, mb, &grad_out, &grad_in);
+    }
     timer_->end("backward");
     if (!net.has_embedding(0)) {
       TP_CUDA(cudaStreamSynchronize(stream_));
@@ -204,22 +212,26 @@ void CudaTrainer::finish_gradients() {
     for (auto [off, n] : b.sp_norm)
       comm_->all_reduce_device(CommGroup::kTp, b.grad.data() + off, n, DType::kF32,
                                ReduceOp::kSum, stream_);
-  for (Block& b : blocks_) {
+  const std::vector<BlockLayout>& layouts = model_net_->layouts();
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    Block& b = blocks_[i];
     for (auto [off, n] : b.tied)
       comm_->all_reduce_device(CommGroup::kEmbedding, b.grad.data() + off, n, DType::kF32,
-                               ReduceOp::kSum, stream_);  // embedding_grad_all_reduce
+                               ReduceOp::kSum, stream_, "embedding_grad_all_reduce");
     if (plan_.dp == 1 && plan_.zero_stage == 0) continue;
+    // Traced under the block's layer, as the simulator's per-block reductions (trainer.cc).
+    TraceScope block(trace_, {.layer = static_cast<std::int32_t>(layouts[i].layer)});
     // Gradients travel in the plan's precision (bf16), accumulate in float32.
     grad16_.resize(std::max(grad16_.size(), b.padded));
     cast_f32_to_bf16(b.grad.data(), grad16_.data(), b.padded, stream_);
     if (plan_.zero_stage == 0) {
       comm_->all_reduce_device(CommGroup::kDp, grad16_.data(), b.padded, DType::kBF16,
-                               ReduceOp::kSum, stream_);  // dp_grad_all_reduce
+                               ReduceOp::kSum, stream_, "dp_grad_all_reduce");
       cast_bf16_to_f32(grad16_.data(), b.grad.data(), b.padded, stream_);
     } else {
       bf16* shard = grad16_.data() + dp_rank_ * b.shard;  // in place, as NCCL allows
       comm_->reduce_scatter_device(CommGroup::kDp, grad16_.data(), shard, b.shard, DType::kBF16,
-                                   stream_);  // zero_grad_reduce_scatter
+                                   stream_, "zero_grad_reduce_scatter");
       cast_bf16_to_f32(shard, b.grad_shard.data(), b.shard, stream_);
     }
   }
@@ -227,6 +239,9 @@ void CudaTrainer::finish_gradients() {
 
 void CudaTrainer::optimizer_step() {
   ++step_;
+  TraceScope optimizer(trace_, {.pass = 'O', .micro_batch = -1, .layer = -1});
+  DeviceTraceSpan span(trace_, stream_);
+  span.begin("optimizer");
   for (Block& b : blocks_) {
     if (plan_.zero_stage == 0) {
       adamw_update(options_.adamw, step_, b.padded, b.master.data(), b.grad.data(), b.m.data(),
@@ -235,15 +250,22 @@ void CudaTrainer::optimizer_step() {
       bf16* mine = plan_.zero_stage == 3 ? b.compute.data() : b.compute.data() + b.master_offset;
       adamw_update(options_.adamw, step_, b.shard, b.master.data(), b.grad_shard.data(),
                    b.m.data(), b.v.data(), b.decay.data(), mine, stream_);
-      if (plan_.zero_stage <= 2)
-        comm_->all_gather_device(CommGroup::kDp, mine, b.compute.data(), b.shard, DType::kBF16,
-                                 stream_);  // zero_param_all_gather
+      if (plan_.zero_stage <= 2) {
+        span.end();
+        {
+          TraceScope after_optimizer(trace_, {.pass = ' '});
+          comm_->all_gather_device(CommGroup::kDp, mine, b.compute.data(), b.shard,
+                                   DType::kBF16, stream_, "zero_param_all_gather");
+        }
+        span.begin("optimizer");
+      }
     }
     zero(b.grad, stream_);
   }
 }
 
-Result<CudaStepResult> CudaTrainer::step(const std::vector<std::int32_t>& batch) {
+Result<CudaStepResult> CudaTrainer::step(const std::vector<std::int32_t>& batch,
+                                         DeviceTrace* trace) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::int64_t need = plan_.global_batch_size * (model_.seq_len + 1);
   if (static_cast<std::int64_t>(batch.size()) != need)
@@ -254,6 +276,19 @@ Result<CudaStepResult> CudaTrainer::step(const std::vector<std::int32_t>& batch)
       return Status::Error("token " + std::to_string(tok) + " is outside the vocabulary [0, " +
                            std::to_string(model_.vocab_size) + ")");
   timer_->clear();
+  // The trace is installed for this step only (as Trainer::step's recorder).
+  trace_ = trace;
+  model_net_->set_trace(trace);
+  if (comm_ != nullptr) comm_->set_trace(trace);
+  struct Uninstall {
+    CudaTrainer* t;
+    ~Uninstall() {
+      t->trace_ = nullptr;
+      t->model_net_->set_trace(nullptr);
+      if (t->comm_ != nullptr) t->comm_->set_trace(nullptr);
+    }
+  } uninstall{this};
+  if (trace != nullptr) trace->start_step(stream_);
   TP_CUDA(cudaMemsetAsync(loss_sum_.data(), 0, sizeof(double), stream_));
   run_schedule(batch);
   double loss_sum = to_host(loss_sum_.data(), 1, stream_)[0];
@@ -270,7 +305,10 @@ Result<CudaStepResult> CudaTrainer::step(const std::vector<std::int32_t>& batch)
                          ExitCode::kRuntime);
   }
   timer_->begin("gradient_sync");
-  finish_gradients();
+  {
+    TraceScope after_backward(trace_, {.pass = ' ', .micro_batch = -1, .layer = -1});
+    finish_gradients();
+  }
   timer_->end("gradient_sync");
   timer_->begin("optimizer");
   optimizer_step();

@@ -47,7 +47,11 @@ class CudaTrainer final : private DeviceBlockAccess {
   ~CudaTrainer() override;
 
   // As Trainer::step: `batch` holds the global batch (global_batch_size * (seq_len + 1)).
-  Result<CudaStepResult> step(const std::vector<std::int32_t>& batch);
+  // With a trace, records this step's compute per cost-model task and its device collectives
+  // (device_trace.h; read it with trace->events() after the call), laid out as trainer.cc's
+  // trace. Pipeline sends and receives are host-synchronous and not in it.
+  Result<CudaStepResult> step(const std::vector<std::int32_t>& batch,
+                              DeviceTrace* trace = nullptr);
 
   std::int64_t stage() const { return stage_; }
   const CudaStageModel& stage_model() const { return *model_net_; }
@@ -93,6 +97,7 @@ class CudaTrainer final : private DeviceBlockAccess {
   DeviceBuffer<double> loss_sum_;
   DeviceBuffer<bf16> grad16_;  // scratch: gradients cast for the bf16 DP collectives
   std::unique_ptr<PhaseTimer> timer_;
+  DeviceTrace* trace_ = nullptr;  // during a traced step
 };
 
 }  // namespace trainplan::executor::cuda
