@@ -146,7 +146,7 @@ bench_model() {  # NAME MODEL_JSON PLAN STEPS WARMUP
   local model="$OUTDIR/$name.model.json"
   $PY -c "import json,sys; m=json.load(open('$src')); m['dropout']=False; json.dump(m, open('$model','w'))"
   say "throughput $name (trainplan)"
-  if RANK_TIMEOUT=300 launch "$name" 1 "$plan" "$steps" "$warm" "$model" --trace "$OUTDIR/$name.trace"; then
+  if RANK_TIMEOUT=300 launch "$name" 1 "$plan" "$steps" "$warm" "$model" --trace "$OUTDIR/$name.trace.json" --report "$OUTDIR/$name.measured.json"; then
     local r
     r=$($PY - "$OUTDIR/$name.json" <<'PY'
 import json, sys

@@ -4,15 +4,23 @@
 // TRAINPLAN_CUDA_DEVICE=0 every rank shares GPU 0 (tests).
 //
 //   trainplan_cuda_bench --model models/gpt2-124m.json --plan plan.json --steps 10
-//       --warmup 3 --out result.json [--params-out prefix] [--trace prefix] [--seed 1234]
-//       [--peak-tflops 989]
+//       --warmup 3 --out result.json [--report measured.json] [--trace trace.json]
+//       [--params-out prefix] [--seed 1234] [--peak-tflops 989]
 //
 // Tokens are random (seeded, the same global batch on every rank and for every layout), so
-// layouts can be compared step by step. --params-out writes each rank's float32 master
-// weights as "name row col value" lines to prefix.rank<R>.txt; --trace a Chrome trace of the
-// last step's phases (CUDA events) to prefix.rank<R>.json.
+// layouts can be compared step by step. --out writes this run's summary (throughput, MFU,
+// memory against the cost model). --report writes the measured step report in the schema of
+// the prediction (models/step_report.h), for `compare --predicted P --measured M`; --trace a
+// Chrome trace of one step of every rank laid out as `simulate --trace` (per cost-model task,
+// device times from CUDA events: device_trace.h). Both come from one extra traced step after
+// the measured ones, so the events cost the measured steps nothing. The ranks' trace parts
+// travel as files next to --trace (FILE.rank<R>.part; rank 0 joins and removes them), so every
+// rank must see that folder. --params-out writes each rank's float32 master weights as
+// "name row col value" lines to prefix.rank<R>.txt.
 // Exit codes as models/status.h: 0 ok, 2 usage, 3 bad input, 5 runtime (a rank failed).
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
@@ -29,6 +37,7 @@
 #include "models/json_util.h"
 #include "models/model_spec.h"
 #include "models/plan.h"
+#include "models/step_report.h"
 
 #ifdef TRAINPLAN_HAVE_MPI
 #include <mpi.h>
@@ -40,7 +49,7 @@ namespace cx = trainplan::executor::cuda;
 namespace {
 
 struct Args {
-  std::string model, plan, out, params_out, trace;
+  std::string model, plan, out, params_out, trace, report;
   std::int64_t steps = 10, warmup = 3;
   std::uint64_t seed = 1234;
   double peak_tflops = 0;  // 0: from the device name
@@ -54,22 +63,50 @@ tp::Result<tp::Json> read_json(const std::string& path) {
   return tp::parse_json_text(ss.str(), path);
 }
 
+// A whole-string number in [lo, hi]; the error names the option and the value.
+tp::Result<double> number(const std::string& option, const std::string& v, double lo, double hi) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(x >= lo && x <= hi))
+    return tp::Status::Error(option + ": '" + v + "' is not a number in [" + std::to_string(lo) +
+                                 ", " + std::to_string(hi) + "]",
+                             tp::ExitCode::kUsage);
+  return x;
+}
+
 tp::Result<Args> parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     if (i + 1 >= argc) return tp::Status::Error("missing value after " + k, tp::ExitCode::kUsage);
     const std::string v = argv[++i];
+    auto integer = [&](std::int64_t& out, double hi) -> tp::Status {
+      auto x = number(k, v, 0, hi);
+      if (!x.ok()) return x.status();
+      if (*x != std::floor(*x))
+        return tp::Status::Error(k + ": '" + v + "' is not an integer", tp::ExitCode::kUsage);
+      out = static_cast<std::int64_t>(*x);
+      return tp::Status::Ok();
+    };
+    tp::Status st = tp::Status::Ok();
     if (k == "--model") a.model = v;
     else if (k == "--plan") a.plan = v;
     else if (k == "--out") a.out = v;
+    else if (k == "--report") a.report = v;
     else if (k == "--params-out") a.params_out = v;
     else if (k == "--trace") a.trace = v;
-    else if (k == "--steps") a.steps = std::stoll(v);
-    else if (k == "--warmup") a.warmup = std::stoll(v);
-    else if (k == "--seed") a.seed = std::stoull(v);
-    else if (k == "--peak-tflops") a.peak_tflops = std::stod(v);
-    else return tp::Status::Error("unknown option " + k, tp::ExitCode::kUsage);
+    else if (k == "--steps") st = integer(a.steps, 1 << 24);
+    else if (k == "--warmup") st = integer(a.warmup, 1 << 24);
+    else if (k == "--seed") {
+      std::int64_t seed = 0;
+      st = integer(seed, 9e15);
+      a.seed = static_cast<std::uint64_t>(seed);
+    } else if (k == "--peak-tflops") {
+      auto x = number(k, v, 0, 1e6);
+      if (!x.ok()) return x.status();
+      a.peak_tflops = *x;
+    } else return tp::Status::Error("unknown option " + k, tp::ExitCode::kUsage);
+    if (!st.ok()) return st;
   }
   if (a.model.empty() || a.plan.empty() || a.out.empty())
     return tp::Status::Error("usage: trainplan_cuda_bench --model M --plan P --out FILE "
@@ -78,6 +115,14 @@ tp::Result<Args> parse(int argc, char** argv) {
   if (a.steps <= a.warmup)
     return tp::Status::Error("--steps must exceed --warmup", tp::ExitCode::kUsage);
   return a;
+}
+
+// Reads a whole file (the ranks' trace parts).
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
 
 // Dense bf16 tensor-core peak by device name (datasheets: H100/H200 SXM 989.4 TFLOP/s,
@@ -96,6 +141,159 @@ std::vector<double> gather_all(cx::NcclComm* comm, double mine) {
   v[static_cast<std::size_t>(comm->world_rank())] = mine;
   comm->control_all_reduce(v.data(), static_cast<std::int64_t>(v.size()), tp::executor::ReduceOp::kSum);
   return v;
+}
+
+// Writes through a temporary and a rename: no half-written file. False (with a message) when
+// it cannot.
+bool write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << text;
+    if (!f) {
+      std::cerr << "cannot write " << tmp << "\n";
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::cerr << "cannot rename " << tmp << " to " << path << "\n";
+    return false;
+  }
+  return true;
+}
+
+double peak_flops_of(const std::string& device, double peak_tflops_option) {
+  return peak_tflops_option > 0 ? peak_tflops_option * 1e12 : peak_bf16_flops(device);
+}
+
+// Nanoseconds of [begin, end) intervals not covered by any of `cover` (both lists of events).
+double uncovered_ns(const std::vector<const tp::executor::TraceEvent*>& spans,
+                    const std::vector<const tp::executor::TraceEvent*>& cover) {
+  double total = 0;
+  for (const auto* e : spans) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> parts{{e->begin_ns, e->end_ns}};
+    for (const auto* c : cover) {
+      std::vector<std::pair<std::int64_t, std::int64_t>> next;
+      for (auto [b, x] : parts) {
+        if (c->end_ns <= b || c->begin_ns >= x) {
+          next.emplace_back(b, x);
+          continue;
+        }
+        if (c->begin_ns > b) next.emplace_back(b, c->begin_ns);
+        if (c->end_ns < x) next.emplace_back(c->end_ns, x);
+      }
+      parts = std::move(next);
+    }
+    for (auto [b, x] : parts) total += static_cast<double>(x - b);
+  }
+  return total;
+}
+
+// The measured step report (models/step_report.h), as `execute` writes it on CPU: step time
+// over the measured steps; per rank its peak device allocation, and from the traced step its
+// compute (the compute stream's spans), optimizer, and per group its collectives' time and
+// the part of it the compute stream spent idle (exposed). Collective; every rank calls it,
+// rank 0's result is the one to write.
+tp::StepReport measured_report(const tp::ModelSpec& model, const tp::Plan& plan,
+                               const cx::LaunchInfo& info, cx::NcclComm* comm, std::int64_t stage,
+                               const std::vector<tp::executor::TraceEvent>& events,
+                               const std::vector<double>& step_seconds,
+                               const std::vector<double>& losses, std::int64_t warmup,
+                               double peak_bytes,
+                               const std::map<std::string, std::int64_t>& bytes_step,
+                               double peak_tflops_option) {
+  using tp::executor::TraceTrack;
+  std::vector<const tp::executor::TraceEvent*> compute;
+  double compute_s = 0, optimizer_s = 0;
+  for (const auto& e : events)
+    if (e.track == TraceTrack::kCompute) {
+      compute.push_back(&e);
+      const double d = static_cast<double>(e.end_ns - e.begin_ns) * 1e-9;
+      compute_s += d;
+      if (e.task == "optimizer") optimizer_s += d;
+    }
+  tp::StepReport rep;
+  constexpr tp::CommGroup kGroups[] = {tp::CommGroup::kTp, tp::CommGroup::kPp,
+                                       tp::CommGroup::kDp, tp::CommGroup::kEmbedding};
+  std::map<tp::CommGroup, std::vector<double>> bytes, time, exposed;
+  for (tp::CommGroup g : kGroups) {
+    std::vector<const tp::executor::TraceEvent*> mine;
+    double t = 0;
+    for (const auto& e : events)
+      if (e.group == g) {
+        mine.push_back(&e);
+        t += static_cast<double>(e.end_ns - e.begin_ns) * 1e-9;
+      }
+    const auto it = bytes_step.find(std::string(tp::to_string(g)));
+    bytes[g] = gather_all(comm, it == bytes_step.end() ? 0.0 : static_cast<double>(it->second));
+    time[g] = gather_all(comm, t);
+    exposed[g] = gather_all(comm, uncovered_ns(mine, compute) * 1e-9);
+  }
+  const auto stages = gather_all(comm, static_cast<double>(stage));
+  const auto peaks = gather_all(comm, peak_bytes);
+  const auto computes = gather_all(comm, compute_s);
+  const auto optimizers = gather_all(comm, optimizer_s);
+
+  cudaDeviceProp prop{};
+  int dev = 0, driver = 0, runtime = 0, nccl = 0;
+  TP_CUDA(cudaGetDevice(&dev));
+  TP_CUDA(cudaGetDeviceProperties(&prop, dev));
+  TP_CUDA(cudaDriverGetVersion(&driver));
+  TP_CUDA(cudaRuntimeGetVersion(&runtime));
+  ncclGetVersion(&nccl);
+  const double peak_flops = peak_flops_of(prop.name, peak_tflops_option);
+  rep.kind = "measured";
+  rep.source = "trainplan_cuda_bench (CUDA executor: cuBLASLt bf16, NCCL " +
+               std::to_string(nccl) + ")";
+  rep.model = tp::model_to_json(model);
+  rep.plan = tp::plan_to_json(plan);
+  rep.cluster = tp::Json{{"device", prop.name},
+                         {"gpus", info.size},
+                         {"launcher", info.launcher},
+                         {"sm_count", prop.multiProcessorCount},
+                         {"peak_bf16_flops_per_s", peak_flops},
+                         {"cuda_driver_version", driver},
+                         {"cuda_runtime_version", runtime},
+                         {"nccl_version", nccl},
+                         {"peak_memory", "the executor's device pool high-water mark (not the "
+                                         "CUDA context, cuBLAS workspace or NCCL buffers)"},
+                         {"timed", "step time: host clock, device synchronized; compute and "
+                                   "collectives: CUDA events of one traced step"}};
+  std::vector<double> measured(step_seconds.begin() + warmup, step_seconds.end());
+  std::sort(measured.begin(), measured.end());
+  const std::size_t n = measured.size();
+  rep.step_time_s = n % 2 ? measured[n / 2] : 0.5 * (measured[n / 2 - 1] + measured[n / 2]);
+  const double tokens = static_cast<double>(plan.global_batch_size * model.seq_len);
+  rep.tokens_per_s = tokens / rep.step_time_s;
+  const tp::StepFlops flops = tp::step_flops(model, plan);
+  const double gpus = static_cast<double>(info.size);
+  rep.model_tflops_per_gpu = flops.model / rep.step_time_s / gpus / 1e12;
+  rep.hardware_tflops_per_gpu = flops.hardware / rep.step_time_s / gpus / 1e12;
+  rep.mfu = peak_flops > 0 ? rep.model_tflops_per_gpu * 1e12 / peak_flops : 0.0;
+  rep.loss = losses;
+  rep.step_times_s = step_seconds;
+  rep.warmup_steps = warmup;
+  for (int r = 0; r < info.size; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    tp::RankStep rs;
+    rs.rank = r;
+    rs.stage = static_cast<std::int64_t>(stages[i]);
+    rs.peak_memory_bytes = peaks[i];
+    rs.compute_s = computes[i];
+    rs.optimizer_s = optimizers[i];
+    rs.idle_s = std::max(0.0, rep.step_time_s - computes[i]);
+    for (tp::CommGroup g : kGroups) {
+      if (bytes[g][i] == 0 && time[g][i] == 0) continue;
+      const std::string name(tp::report_group(g));  // the embedding group is pipeline traffic
+      tp::GroupComm& gc = rs.comm[name];
+      gc.bytes_sent += bytes[g][i];
+      gc.time_s += time[g][i];
+      gc.exposed_s += exposed[g][i];
+      rep.bytes_per_group[name] += bytes[g][i];
+    }
+    rep.ranks.push_back(rs);
+  }
+  return rep;
 }
 
 int run(int argc, char** argv) {
@@ -152,7 +350,7 @@ int run(int argc, char** argv) {
   std::mt19937_64 rng(args->seed);
   std::uniform_int_distribution<std::int32_t> tok(0, static_cast<std::int32_t>(model->vocab_size - 1));
   std::vector<std::int32_t> batch(static_cast<std::size_t>(per_step));
-  std::vector<double> losses, seconds;
+  std::vector<double> losses, seconds, all_seconds;
   std::map<std::string, double> phases;
   std::vector<cx::PhaseTimer::SpanTime> spans;
   std::map<std::string, std::int64_t> bytes_step;
@@ -166,6 +364,7 @@ int run(int argc, char** argv) {
       return static_cast<int>(r.status().code());
     }
     losses.push_back(r->loss);
+    all_seconds.push_back(r->seconds);
     if (s >= args->warmup) {
       seconds.push_back(r->seconds);
       phases = r->phase_s;
@@ -179,6 +378,18 @@ int run(int argc, char** argv) {
       std::cerr << "step " << s + 1 << "/" << args->steps << " loss " << std::fixed
                 << std::setprecision(4) << r->loss << " time " << std::setprecision(3)
                 << r->seconds * 1e3 << " ms\n";
+  }
+  // One more step, traced, for the report and the trace (not in the step time).
+  cx::DeviceTrace trace;
+  std::vector<tp::executor::TraceEvent> events;
+  if (!args->report.empty() || !args->trace.empty()) {
+    for (std::int32_t& t : batch) t = tok(rng);
+    auto r = (*trainer)->step(batch, &trace);
+    if (!r.ok()) {
+      std::cerr << "rank " << info->rank << ": " << r.status().message() << "\n";
+      return static_cast<int>(r.status().code());
+    }
+    events = trace.events();
   }
   std::vector<double> sorted = seconds;
   std::sort(sorted.begin(), sorted.end());
@@ -207,13 +418,31 @@ int run(int argc, char** argv) {
     });
   }
   if (!args->trace.empty()) {
-    // Chrome trace (chrome://tracing, Perfetto) of the last measured step: one row per rank.
-    tp::Json events = tp::Json::array();
-    for (const auto& sp : spans)
-      events.push_back({{"name", sp.phase}, {"ph", "X"}, {"pid", info->rank}, {"tid", 0},
-                        {"ts", sp.start_s * 1e6}, {"dur", sp.duration_s * 1e6}});
-    std::ofstream f(args->trace + ".rank" + std::to_string(info->rank) + ".json");
-    f << tp::Json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+    // Each rank's part as a file beside the trace; rank 0 joins them once all are written.
+    const std::string part = args->trace + ".rank" + std::to_string(info->rank) + ".part";
+    {
+      std::ofstream f(part);
+      f << tp::executor::chrome_trace_rank_events(info->rank, stage, events);
+    }
+    gather_all(comm.get(), 0.0);  // a barrier: every part is written
+    if (root) {
+      std::vector<std::string> parts;
+      for (int r = 0; r < info->size; ++r) {
+        const std::string name = args->trace + ".rank" + std::to_string(r) + ".part";
+        parts.push_back(slurp(name));
+        std::remove(name.c_str());
+      }
+      if (!write_atomically(args->trace, tp::executor::chrome_trace_json(parts)))
+        return static_cast<int>(tp::ExitCode::kIo);
+    }
+  }
+  if (!args->report.empty()) {
+    const tp::StepReport rep = measured_report(*model, *plan, *info, comm.get(), stage, events,
+                                               all_seconds, losses, args->warmup,
+                                               static_cast<double>(mem.peak_bytes), bytes_step,
+                                               args->peak_tflops);
+    if (root && !write_atomically(args->report, tp::step_report_to_json(rep).dump(2) + "\n"))
+      return static_cast<int>(tp::ExitCode::kIo);
   }
   if (!root) return 0;
   cudaDeviceProp prop{};
@@ -223,7 +452,7 @@ int run(int argc, char** argv) {
   TP_CUDA(cudaDriverGetVersion(&driver));
   TP_CUDA(cudaRuntimeGetVersion(&runtime));
   ncclGetVersion(&nccl);
-  const double peak_flops = args->peak_tflops > 0 ? args->peak_tflops * 1e12 : peak_bf16_flops(prop.name);
+  const double peak_flops = peak_flops_of(prop.name, args->peak_tflops);
   const double flops = tp::step_flops(*model, *plan).model;
   const double tokens = static_cast<double>(plan->global_batch_size * model->seq_len);
   tp::Json j;
@@ -249,16 +478,7 @@ int run(int argc, char** argv) {
   j["predicted_device_bytes_per_rank"] = pred;
   j["bytes_sent_per_group_per_rank_last_step"] = bytes_by_group;
   j["predicted_bytes_per_group_per_rank"] = predicted_bytes;
-  const std::string tmp = args->out + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << j.dump(2) << "\n";
-    if (!f) {
-      std::cerr << "cannot write " << tmp << "\n";
-      return static_cast<int>(tp::ExitCode::kIo);
-    }
-  }
-  std::rename(tmp.c_str(), args->out.c_str());  // atomic: no half-written result
+  if (!write_atomically(args->out, j.dump(2) + "\n")) return static_cast<int>(tp::ExitCode::kIo);
   std::cout << prop.name << "  " << tp::describe(*plan) << "  " << std::fixed
             << std::setprecision(0) << tokens / median << " tokens/s  MFU "
             << std::setprecision(3) << j["mfu"].get<double>() << "  peak "
