@@ -167,7 +167,7 @@ Result<ComputeFit> fit_compute(const std::vector<TaskSample>& samples, double st
                            ") has a non-positive time");
     if (s.tasks.empty())
       return Status::Error("compute fit: sample '" + s.name + "' (" + s.probe + ") has no tasks");
-    if (!has_kind(s, TaskKind::kMemory)) ++gemm_only;
+    if (!has_kind(s, TaskKind::kMemory) && !has_kind(s, TaskKind::kAttention)) ++gemm_only;
   }
   if (gemm_only < 3)
     return Status::Error("compute fit: need at least 3 GEMM samples, got " +
@@ -175,23 +175,33 @@ Result<ComputeFit> fit_compute(const std::vector<TaskSample>& samples, double st
 
   // Relative least squares; then once more without the outliers (a measurement that a
   // neighbouring process disturbed): rows off by more than 3x the median residual and 25%.
-  std::vector<bool> keep(samples.size(), true);
+  // Samples with a fused-attention task are left out: its rate is the GEMMs' times
+  // attention_efficiency, fitted after the GEMMs (below).
+  std::vector<bool> fit_row(samples.size());
+  std::size_t fit_rows = 0;
+  for (std::size_t i = 0; i < samples.size(); ++i)
+    fit_rows += (fit_row[i] = !has_kind(samples[i], TaskKind::kAttention)) ? 1 : 0;
+  std::vector<bool> keep = fit_row;
   auto lf = fit_linear(samples, keep, o);
   if (!lf) return Status::Error("compute fit: no tile size gave a positive GEMM rate");
   ComputeFit f;
   {
-    std::vector<double> rel;
-    for (const TaskSample& s : samples)
-      rel.push_back(std::abs(linear_model_time(*lf, s) - s.time_s) / s.time_s);
-    std::vector<double> sorted = rel;
+    std::vector<double> rel(samples.size(), 0.0), sorted;
+    for (std::size_t i = 0; i < samples.size(); ++i)
+      if (fit_row[i]) {
+        rel[i] = std::abs(linear_model_time(*lf, samples[i]) - samples[i].time_s) /
+                 samples[i].time_s;
+        sorted.push_back(rel[i]);
+      }
     std::sort(sorted.begin(), sorted.end());
     const double cut = std::max(0.25, 3.0 * sorted[sorted.size() / 2]);
     std::size_t kept = 0;
-    for (std::size_t i = 0; i < samples.size(); ++i) kept += (keep[i] = rel[i] <= cut) ? 1 : 0;
-    if (kept >= 3 && kept < samples.size())
+    for (std::size_t i = 0; i < samples.size(); ++i)
+      kept += (keep[i] = fit_row[i] && rel[i] <= cut) ? 1 : 0;
+    if (kept >= 3 && kept < fit_rows)
       if (auto again = fit_linear(samples, keep, o)) {
         lf = again;
-        f.outliers = static_cast<std::int64_t>(samples.size() - kept);
+        f.outliers = static_cast<std::int64_t>(fit_rows - kept);
       }
   }
   const Eigen::VectorXd& x = lf->x;
@@ -251,6 +261,26 @@ Result<ComputeFit> fit_compute(const std::vector<TaskSample>& samples, double st
   else
     r.memory_efficiency =
         mem_time > 0 ? std::clamp(mem_bytes / mem_time / r.hbm_bytes_per_s, 1e-6, 1.0) : 1.0;
+
+  // Fused attention (Dao et al. 2022): each sample's attention time is what its other tasks
+  // and the attention task's overhead leave; the efficiency is the GEMM-rate time of its FLOPs
+  // over that, the median over samples (1 without any).
+  std::vector<double> attention_eff;
+  for (const TaskSample& s : samples) {
+    if (!has_kind(s, TaskKind::kAttention)) continue;
+    double others = 0, at_gemm_rate = 0;
+    for (const Task& t : s.tasks) {
+      const double tt = task_time_s(t, r);  // attention_efficiency is still 1
+      if (t.kind == TaskKind::kAttention) at_gemm_rate += tt - r.kernel_overhead_s;
+      else others += tt;
+    }
+    const double left = s.time_s - others - r.kernel_overhead_s;
+    if (left > 0 && at_gemm_rate > 0) attention_eff.push_back(at_gemm_rate / left);
+  }
+  if (!attention_eff.empty()) {
+    std::sort(attention_eff.begin(), attention_eff.end());
+    r.attention_efficiency = std::clamp(attention_eff[attention_eff.size() / 2], 1e-3, 10.0);
+  }
 
   // Residuals of the simulator's own formula (sums of task_time_s, roofline max included).
   std::vector<double> pred[4], meas[4];

@@ -74,7 +74,9 @@ struct ComputeFit {
 // `stream_bytes_per_s` (or the fastest kind's B if higher), each measured kind's efficiency is
 // B_kind / hbm and memory_efficiency (kinds not measured, GEMMs' memory term) is the
 // elementwise kind's, or without it the measured kinds' total bytes over total time, / hbm.
-// attention_efficiency is 1 (the executor has no fused attention kernel to measure).
+// Samples with a fused-attention task (kAttention) stay out of that fit; attention_efficiency
+// is then the median over them of the attention's GEMM-rate time over its measured share (1
+// without such samples: the CPU executor's attention is unfused).
 // Errors: too few samples, a sample without tasks or time, no positive rate.
 Result<ComputeFit> fit_compute(const std::vector<TaskSample>& samples, double stream_bytes_per_s,
                                const ComputeFitOptions& options = {});

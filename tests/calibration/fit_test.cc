@@ -104,6 +104,42 @@ std::vector<TaskSample> synthetic_samples(const DeviceRates& r) {
   return out;
 }
 
+// A fused-attention task (the CUDA executor's attention kernels): GEMM-like, at a fraction
+// of the GEMM rate.
+Task fused_attention(std::int64_t s, std::int64_t hd, std::int64_t batch) {
+  Task t = gemm(s, s, hd, batch);
+  t.kind = TaskKind::kAttention;
+  t.flops = t.executed_flops = 4.0 * batch * s * s * hd;
+  return t;
+}
+
+TEST(FitCompute, RecoversFusedAttentionEfficiencyWithoutDisturbingTheGemmFit) {
+  DeviceRates r = truth();
+  r.attention_efficiency = 0.35;
+  std::vector<TaskSample> samples = synthetic_samples(r);
+  for (std::int64_t s : {64, 128, 256})
+    for (std::int64_t batch : {4, 16}) {
+      samples.push_back(sample({fused_attention(s, 16, batch)}, r));
+      // The backward as one span with a memory-bound task beside it.
+      samples.push_back(
+          sample({fused_attention(s, 16, batch), memory(4.0 * s * batch, MemoryKernel::kNorm)},
+                 r));
+    }
+  auto fit = fit_compute(samples, /*stream_bytes_per_s=*/20e9);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_NEAR(fit->fitted_flops_per_s, 80e9, 80e9 * kRel);  // the attention rows stayed out
+  EXPECT_NEAR(fit->rates.kernel_overhead_s, 1.5e-6, 1.5e-6 * kRel);
+  EXPECT_NEAR(fit->rates.attention_efficiency, 0.35, 0.35 * 1e-6);
+  EXPECT_EQ(fit->outliers, 0);
+  EXPECT_LT(fit->all.max_rel, 1e-6);
+}
+
+TEST(FitCompute, AttentionEfficiencyIsOneWithoutFusedAttentionSamples) {
+  auto fit = fit_compute(synthetic_samples(truth()), 20e9);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_EQ(fit->rates.attention_efficiency, 1.0);
+}
+
 TEST(FitCompute, RecoversKnownRatesExactly) {
   const DeviceRates r = truth();
   auto fit = fit_compute(synthetic_samples(r), /*stream_bytes_per_s=*/20e9);
