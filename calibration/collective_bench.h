@@ -1,14 +1,13 @@
-// Collective bandwidth and latency over MPI, against message size and group size, reported in
+// Collective bandwidth and latency against message size and group size, reported in
 // nccl-tests' columns (doc/PERFORMANCE.md): size, count, type, time, algbw = size / time,
-// busbw = algbw * bus_bandwidth_factor (models/collectives.h). No file I/O.
-// Tested by tests/calibration/collective_bench_test.cc under mpirun -np 2.
+// busbw = algbw * bus_bandwidth_factor (models/collectives.h). The samples and their table;
+// the MPI loop is collective_bench_mpi.h, the NCCL one executor/cuda/calibrate_main.cc.
+// No file I/O. Tested through calibrate (tests/calibration/tools_test.cc, mpirun -np 2).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <mpi.h>
 
 #include "models/collectives.h"
 #include "models/status.h"
@@ -32,19 +31,14 @@ struct CollectiveSample {
   Collective collective = Collective::kAllReduce;
   std::int64_t group_size = 0;
   std::int64_t bytes = 0;   // nccl-tests' size S (collectives.h conventions)
-  std::int64_t count = 0;   // float32 elements of S
+  std::int64_t count = 0;   // elements of S (float32 unless `type` says otherwise)
   double time_s = 0;        // time per call, slowest rank (median of 5 timed runs)
+  std::string type = "float";  // nccl-tests' type column
   double algbw_bytes_per_s() const { return time_s > 0 ? static_cast<double>(bytes) / time_s : 0; }
   double busbw_bytes_per_s() const {
     return algbw_bytes_per_s() * bus_bandwidth_factor(collective, group_size);
   }
 };
-
-// Runs every collective over every size (doubling from min_bytes) in groups of every size
-// 2, 4, ... that divides the world (and the world itself), consecutive ranks per group. Every
-// rank of `comm` must call it; all return the same samples. MPI errors become a Status.
-Result<std::vector<CollectiveSample>> bench_collectives(MPI_Comm comm,
-                                                        const CollectiveBenchOptions& options);
 
 // nccl-tests style table: one block per collective and group size.
 std::string format_collective_table(const std::vector<CollectiveSample>& samples);

@@ -69,9 +69,11 @@ Result<Calibration> calibrate_from(const Measurements& m, const MachineIdentity&
   if (!fit.ok()) return fit.status();
   c.compute = *fit;
   HardwareProfile& p = c.profile;
-  p.device = "cpu: " + (id.cpu_model.empty() ? std::string("unknown") : id.cpu_model) + " (" +
-             std::to_string(id.threads_per_rank) + " thread/rank, " + std::to_string(id.ranks) +
-             (id.ranks == 1 ? " rank)" : " ranks)");
+  const std::string ranks = std::to_string(id.ranks) + (id.ranks == 1 ? " rank)" : " ranks)");
+  p.device = id.kind + ": " + (id.cpu_model.empty() ? std::string("unknown") : id.cpu_model) +
+             " (" +
+             (id.kind == "cpu" ? std::to_string(id.threads_per_rank) + " thread/rank, " : "") +
+             ranks;
   p.date = id.date;
   p.rates = c.compute.rates;
   p.baseline_memory_bytes = m.baseline.hwm_bytes;
@@ -123,7 +125,7 @@ Json measurements_to_json(const Measurements& m, const Calibration& c) {
                     {"ranks", s.group_size},
                     {"size_bytes", s.bytes},
                     {"count", s.count},
-                    {"type", "float"},
+                    {"type", s.type},
                     {"time_us", s.time_s / kUs},
                     {"algbw_GBps", s.algbw_bytes_per_s() / kGB},
                     {"busbw_GBps", s.busbw_bytes_per_s() / kGB}});
@@ -175,9 +177,10 @@ Json profile_json(const Calibration& c, const Measurements& m) {
 }
 
 Json cpu_cluster_json(const Calibration& c, std::int64_t ranks_per_node,
-                      double memory_bytes_per_rank) {
+                      double memory_bytes_per_rank, const std::string& gpu_name) {
   const DeviceRates& r = c.profile.rates;
-  Json gpu = {{"name", "cpu-rank"},
+  const bool gpus = !gpu_name.empty();
+  Json gpu = {{"name", gpus ? gpu_name : std::string("cpu-rank")},
               {"bf16_TFLOPs", r.peak_flops_per_s / kTFLOP},
               {"fp16_TFLOPs", r.peak_flops_per_s / kTFLOP},
               {"fp32_TFLOPs", r.peak_flops_per_s / kTFLOP},
@@ -187,8 +190,11 @@ Json cpu_cluster_json(const Calibration& c, std::int64_t ranks_per_node,
               {"gemm_efficiency", std::max(0.01, r.gemm_efficiency)},
               {"memory_efficiency", std::max(0.01, r.memory_efficiency)},
               {"source", "calibrate on " + c.profile.device + ", " + c.profile.date}};
-  Json j = {{"name", "this machine: " + std::to_string(ranks_per_node) + " CPU ranks"},
-            {"notes", "written by calibrate --cluster-out; one 'GPU' = one MPI rank, one thread"},
+  Json j = {{"name", "this machine: " + std::to_string(ranks_per_node) +
+                         (gpus ? " x " + gpu_name : std::string(" CPU ranks"))},
+            {"notes", gpus ? "written by trainplan_cuda_calibrate --cluster-out; one rank per GPU"
+                           : "written by calibrate --cluster-out; one 'GPU' = one MPI rank, one "
+                             "thread"},
             {"gpu", gpu},
             {"num_nodes", 1},
             {"gpus_per_node", ranks_per_node}};

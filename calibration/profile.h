@@ -51,10 +51,11 @@ struct Calibration {
 };
 
 struct MachineIdentity {
-  std::string cpu_model;     // /proc/cpuinfo model name
+  std::string cpu_model;     // /proc/cpuinfo model name; with kind "gpu", the GPU's name
   std::int64_t ranks = 1;    // processes measured at once
   std::int64_t threads_per_rank = 1;
   std::string date;          // ISO 8601
+  std::string kind = "cpu";  // "cpu" (ranks are threads) or "gpu" (ranks are GPUs)
 };
 
 // Fits and assembles the profile. Link figures only when collectives were measured: from the
@@ -75,9 +76,10 @@ Json measurements_to_json(const Measurements& m, const Calibration& c);
 // hardware_profile_to_json plus "measurements" and fit residuals under "notes".
 Json profile_json(const Calibration& c, const Measurements& m);
 // A cluster file for cluster_from_json: one node, `ranks_per_node` "GPUs" that are this CPU's
-// ranks, with the fitted rates and links and memory_bytes_per_rank of capacity.
+// ranks (or, with a gpu_name, this node's GPUs), with the fitted rates and links and
+// memory_bytes_per_rank of capacity.
 Json cpu_cluster_json(const Calibration& c, std::int64_t ranks_per_node,
-                      double memory_bytes_per_rank);
+                      double memory_bytes_per_rank, const std::string& gpu_name = "");
 
 // Each sample: measured, fitted (sum of task_time_s) and the error in percent.
 std::string format_task_table(const std::vector<TaskSample>& samples, const DeviceRates& fitted);

@@ -17,7 +17,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "calibration/collective_bench.h"
+#include "calibration/collective_bench_mpi.h"
 #include "calibration/executor_probe.h"
 #include "calibration/kernels.h"
 #include "calibration/profile.h"

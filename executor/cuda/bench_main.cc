@@ -32,6 +32,7 @@
 
 #include "executor/cuda/bootstrap.h"
 #include "executor/cuda/comm_nccl.h"
+#include "executor/cuda/tool_util.h"
 #include "executor/cuda/trainer_cuda.h"
 #include "models/cost_model.h"
 #include "models/json_util.h"
@@ -39,9 +40,6 @@
 #include "models/plan.h"
 #include "models/step_report.h"
 
-#ifdef TRAINPLAN_HAVE_MPI
-#include <mpi.h>
-#endif
 
 namespace tp = trainplan;
 namespace cx = trainplan::executor::cuda;
@@ -80,13 +78,8 @@ tp::Result<Args> parse(int argc, char** argv) {
     const std::string k = argv[i];
     if (i + 1 >= argc) return tp::Status::Error("missing value after " + k, tp::ExitCode::kUsage);
     const std::string v = argv[++i];
-    auto integer = [&](std::int64_t& out, double hi) -> tp::Status {
-      auto x = number(k, v, 0, hi);
-      if (!x.ok()) return x.status();
-      if (*x != std::floor(*x))
-        return tp::Status::Error(k + ": '" + v + "' is not an integer", tp::ExitCode::kUsage);
-      out = static_cast<std::int64_t>(*x);
-      return tp::Status::Ok();
+    auto integer = [&](std::int64_t& out, std::int64_t hi) {
+      return cx::parse_integer(k, v, 0, hi, out);
     };
     tp::Status st = tp::Status::Ok();
     if (k == "--model") a.model = v;
@@ -99,7 +92,7 @@ tp::Result<Args> parse(int argc, char** argv) {
     else if (k == "--warmup") st = integer(a.warmup, 1 << 24);
     else if (k == "--seed") {
       std::int64_t seed = 0;
-      st = integer(seed, 9e15);
+      st = integer(seed, std::int64_t{1} << 62);
       a.seed = static_cast<std::uint64_t>(seed);
     } else if (k == "--peak-tflops") {
       auto x = number(k, v, 0, 1e6);
@@ -141,25 +134,6 @@ std::vector<double> gather_all(cx::NcclComm* comm, double mine) {
   v[static_cast<std::size_t>(comm->world_rank())] = mine;
   comm->control_all_reduce(v.data(), static_cast<std::int64_t>(v.size()), tp::executor::ReduceOp::kSum);
   return v;
-}
-
-// Writes through a temporary and a rename: no half-written file. False (with a message) when
-// it cannot.
-bool write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << text;
-    if (!f) {
-      std::cerr << "cannot write " << tmp << "\n";
-      return false;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::cerr << "cannot rename " << tmp << " to " << path << "\n";
-    return false;
-  }
-  return true;
 }
 
 double peak_flops_of(const std::string& device, double peak_tflops_option) {
@@ -432,7 +406,7 @@ int run(int argc, char** argv) {
         parts.push_back(slurp(name));
         std::remove(name.c_str());
       }
-      if (!write_atomically(args->trace, tp::executor::chrome_trace_json(parts)))
+      if (!cx::write_atomically(args->trace, tp::executor::chrome_trace_json(parts)))
         return static_cast<int>(tp::ExitCode::kIo);
     }
   }
@@ -441,7 +415,7 @@ int run(int argc, char** argv) {
                                                all_seconds, losses, args->warmup,
                                                static_cast<double>(mem.peak_bytes), bytes_step,
                                                args->peak_tflops);
-    if (root && !write_atomically(args->report, tp::step_report_to_json(rep).dump(2) + "\n"))
+    if (root && !cx::write_atomically(args->report, tp::step_report_to_json(rep).dump(2) + "\n"))
       return static_cast<int>(tp::ExitCode::kIo);
   }
   if (!root) return 0;
@@ -478,7 +452,7 @@ int run(int argc, char** argv) {
   j["predicted_device_bytes_per_rank"] = pred;
   j["bytes_sent_per_group_per_rank_last_step"] = bytes_by_group;
   j["predicted_bytes_per_group_per_rank"] = predicted_bytes;
-  if (!write_atomically(args->out, j.dump(2) + "\n")) return static_cast<int>(tp::ExitCode::kIo);
+  if (!cx::write_atomically(args->out, j.dump(2) + "\n")) return static_cast<int>(tp::ExitCode::kIo);
   std::cout << prop.name << "  " << tp::describe(*plan) << "  " << std::fixed
             << std::setprecision(0) << tokens / median << " tokens/s  MFU "
             << std::setprecision(3) << j["mfu"].get<double>() << "  peak "
@@ -490,19 +464,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-#ifdef TRAINPLAN_HAVE_MPI
-  const bool under_mpi = std::getenv("OMPI_COMM_WORLD_RANK") != nullptr || std::getenv("PMI_RANK") != nullptr;
-  if (under_mpi) MPI_Init(&argc, &argv);
-#endif
-  int rc = 0;
-  try {
-    rc = run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "trainplan_cuda_bench: " << e.what() << "\n";
-    rc = static_cast<int>(tp::ExitCode::kRuntime);
-  }
-#ifdef TRAINPLAN_HAVE_MPI
-  if (under_mpi) MPI_Finalize();
-#endif
-  return rc;
+  return cx::tool_main(argc, argv, "trainplan_cuda_bench", run);
 }

@@ -112,6 +112,21 @@ TEST(Profile, WritesJsonThatTheLoadersAccept) {
   EXPECT_NE(format_collective_table(m.collectives).find("busbw"), std::string::npos);
 }
 
+TEST(Profile, AGpuMachineIsNamedAsOneAndItsClusterCarriesTheGpusName) {
+  const Measurements m = tiny_measurements();
+  MachineIdentity id{"NVIDIA H100 80GB HBM3", 1, 1, "2026-11-22T00:00:00Z", "gpu"};
+  auto cal = calibrate_from(m, id);
+  ASSERT_TRUE(cal.ok()) << cal.status().message();
+  EXPECT_EQ(cal->profile.device, "gpu: NVIDIA H100 80GB HBM3 (1 rank)");
+  const Json cluster = cpu_cluster_json(*cal, 1, 80 * kGiB, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(cluster["gpu"]["name"], "NVIDIA H100 80GB HBM3");
+  EXPECT_NE(cluster["notes"].get<std::string>().find("trainplan_cuda_calibrate"),
+            std::string::npos);
+  auto back = cluster_from_json(cluster, "gpu_cluster.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->gpus_per_node, 1);
+}
+
 TEST(Profile, TheRankSkewBecomesTheProfilesComputeSpread) {
   Measurements m = tiny_measurements();
   // Three steps of two ranks: the slowest rank's excess over the mean is 5%, 9% and 6% of the

@@ -19,7 +19,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
+#include "calibration/executor_probe.h"
 #include "executor/comm.h"
 #include "executor/cuda/gpt_cuda.h"
 #include "executor/cuda/kernels.h"
@@ -230,6 +232,44 @@ TEST(CudaTrainerTest, LossCurveMatchesCpuTrainer) {
     EXPECT_GT(b->phase_s.at("forward"), 0.0);
     EXPECT_GT(b->phase_s.at("backward"), 0.0);
   }
+}
+
+// The traced step (device_trace.h) names every compute span after cost-model tasks of the plan,
+// in the simulator's layout: what the GPU calibration (calibrate_main.cc) and the measured
+// trace rely on. task_samples_from_events rejects any compute span that is not such a task.
+TEST(CudaTrainerTest, TracedStepNamesEveryComputeSpanAfterTheCostModel) {
+  TRAINPLAN_REQUIRE_GPU();
+  const ModelSpec model = small_model();
+  Plan plan = plan_for(Precision::kBf16, Recompute::kFull);
+  plan.global_batch_size = 4;  // two micro-batches
+  auto gpu = CudaTrainer::make(model, plan, CudaTrainOptions{}, nullptr);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().message();
+  std::vector<std::int32_t> batch(static_cast<std::size_t>(4 * (model.seq_len + 1)));
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    batch[i] = static_cast<std::int32_t>((i * 13) % model.vocab_size);
+  DeviceTrace trace;
+  std::vector<std::vector<TraceEvent>> steps;
+  for (int step = 0; step < 2; ++step) {
+    auto r = (*gpu)->step(batch, &trace);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    steps.push_back(trace.events());
+    ASSERT_FALSE(steps.back().empty());
+    for (const TraceEvent& e : steps.back()) {
+      EXPECT_GE(e.begin_ns, 0) << e.task;
+      EXPECT_GE(e.end_ns, e.begin_ns) << e.task;
+      EXPECT_LE(e.end_ns, static_cast<std::int64_t>(r->seconds * 1e9) + 1000000) << e.task;
+    }
+  }
+  auto samples = calibration::task_samples_from_events(steps, model, plan, 0, "test");
+  ASSERT_TRUE(samples.ok()) << samples.status().message();
+  std::map<std::string, int> seen;
+  for (const TraceEvent& e : steps.back())
+    seen[std::string(1, e.context.pass) + " " + e.task] += 1;
+  const int layer_passes = static_cast<int>(model.num_layers * 2);  // layers x micro-batches
+  EXPECT_EQ(seen["F qkv"], layer_passes);
+  EXPECT_EQ(seen["R qkv"], layer_passes);  // full recompute
+  EXPECT_EQ(seen["B qkv_wgrad"], layer_passes);
+  EXPECT_EQ(seen["O optimizer"], 1);
 }
 
 TEST(CudaStageModelSupport, RejectsFp32Plans) {

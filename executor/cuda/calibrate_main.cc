@@ -1,0 +1,332 @@
+// trainplan_cuda_calibrate: `calibrate` for the CUDA executor. Measures this GPU machine and
+// writes a hardware profile (and a cluster file) for `simulate --hardware`, as calibrate does
+// on CPU and with the same fits (calibration/fit.h):
+//  - the CUDA executor's own kernels per cost-model task: traced training steps (device_trace.h:
+//    CUDA events per task) of each --models at each --micro-batches, data parallel over every
+//    rank so that all ranks compute at once, as the plans calibrated for; the fit then gives
+//    the GEMM rate, its shape curve, per-kernel overhead, each memory-bound kind's bandwidth
+//    and the fused attention's efficiency;
+//  - device memory bandwidth: device-to-device copies (read + write counted, as STREAM copy);
+//  - with 2+ ranks, NCCL all-reduce, reduce-scatter and all-gather over all ranks against
+//    message size, in nccl-tests' columns, fitted to latency and bandwidth.
+// One process per rank, started as trainplan_cuda_bench is (mpirun, srun or torchrun-style
+// variables; TRAINPLAN_CUDA_DEVICE=0 puts every rank on GPU 0 for tests).
+//
+//   trainplan_cuda_calibrate --models models/tiny.json,models/gpt2-124m.json --out profile.json
+//       [--cluster-out cluster.json] [--micro-batches 1,2,4] [--steps 5] [--warmup 3]
+//       [--max-message BYTES] [--quick]
+// Exit codes as models/status.h: 0 ok, 2 usage, 3 bad input, 4 I/O, 5 runtime.
+// Runs on a GPU only (bench/gpu/predicted_vs_measured.sh); built wherever nvcc is.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <iostream>
+#include <sstream>
+
+#include <cuda_runtime.h>
+
+#include "calibration/collective_bench.h"
+#include "calibration/executor_probe.h"
+#include "calibration/profile.h"
+#include "executor/cuda/bootstrap.h"
+#include "executor/cuda/comm_nccl.h"
+#include "executor/cuda/tool_util.h"
+#include "executor/cuda/trainer_cuda.h"
+#include "models/units.h"
+
+#ifdef TRAINPLAN_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace tp = trainplan;
+namespace cx = trainplan::executor::cuda;
+namespace cal = trainplan::calibration;
+
+namespace {
+
+struct Args {
+  std::vector<std::string> models;
+  std::vector<std::int64_t> micro_batches = {1, 2, 4};
+  std::string out, cluster_out;
+  std::int64_t steps = 5, warmup = 3;
+  std::int64_t max_message = std::int64_t{256} << 20;
+  bool quick = false;
+};
+
+tp::Result<Args> parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (k == "--quick") {
+      a.quick = true;
+      a.steps = 3;
+      a.max_message = std::int64_t{16} << 20;
+      continue;
+    }
+    if (i + 1 >= argc) return tp::Status::Error("missing value after " + k, tp::ExitCode::kUsage);
+    const std::string v = argv[++i];
+    tp::Status st = tp::Status::Ok();
+    if (k == "--models") a.models = cx::split_list(v);
+    else if (k == "--out") a.out = v;
+    else if (k == "--cluster-out") a.cluster_out = v;
+    else if (k == "--steps") st = cx::parse_integer(k, v, 1, 1000, a.steps);
+    else if (k == "--warmup") st = cx::parse_integer(k, v, 0, 1000, a.warmup);
+    else if (k == "--max-message") st = cx::parse_integer(k, v, 8, std::int64_t{1} << 32, a.max_message);
+    else if (k == "--micro-batches") {
+      a.micro_batches.clear();
+      for (const std::string& item : cx::split_list(v)) {
+        std::int64_t b = 0;
+        st = cx::parse_integer(k, item, 1, 4096, b);
+        if (!st.ok()) break;
+        a.micro_batches.push_back(b);
+      }
+    } else return tp::Status::Error("unknown option " + k, tp::ExitCode::kUsage);
+    if (!st.ok()) return st;
+  }
+  if (a.models.empty() || a.out.empty() || a.micro_batches.empty())
+    return tp::Status::Error("usage: trainplan_cuda_calibrate --models M1.json[,M2.json] --out "
+                             "profile.json [--cluster-out cluster.json] [--micro-batches 1,2,4] "
+                             "[--steps 5] [--warmup 3] [--max-message BYTES] [--quick]",
+                             tp::ExitCode::kUsage);
+  return a;
+}
+
+std::string iso8601_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// The probe plan: data parallel over every rank, one micro-batch per replica, bf16.
+tp::Plan probe_plan(std::int64_t world, std::int64_t micro_batch) {
+  tp::Plan p;
+  p.dp = world;
+  p.micro_batch_size = micro_batch;
+  p.global_batch_size = micro_batch * world;
+  p.precision = tp::Precision::kBf16;
+  p.schedule = tp::Schedule::k1F1B;
+  return p;
+}
+
+// Each rank's samples of the plan's traced steps; the times become the mean over ranks (the
+// ranks run the same tasks in the same order: data parallel replicas).
+tp::Result<std::vector<cal::TaskSample>> time_tasks(const tp::ModelSpec& model,
+                                                    const tp::Plan& plan, cx::NcclComm* comm,
+                                                    const Args& a) {
+  TRAINPLAN_RETURN_IF_ERROR(cx::check_cuda_executor_supports(model, plan));
+  auto trainer = cx::CudaTrainer::make(model, plan, {}, comm);
+  if (!trainer.ok()) return trainer.status();
+  const std::vector<std::int32_t> batch =
+      cx::random_tokens(1234, plan.global_batch_size * (model.seq_len + 1), model.vocab_size);
+  for (std::int64_t s = 0; s < a.warmup; ++s)
+    if (auto r = (*trainer)->step(batch); !r.ok()) return r.status();
+  cx::DeviceTrace trace;
+  std::vector<std::vector<tp::executor::TraceEvent>> steps;
+  for (std::int64_t s = 0; s < a.steps; ++s) {
+    if (auto r = (*trainer)->step(batch, &trace); !r.ok()) return r.status();
+    steps.push_back(trace.events());
+  }
+  const std::string probe = model.name + ", micro-batch " + std::to_string(plan.micro_batch_size) +
+                            ", " + std::to_string(plan.dp) + " rank(s)";
+  auto samples = cal::task_samples_from_events(steps, model, plan, 0, probe);
+  if (!samples.ok()) return samples.status();
+  std::vector<double> times;
+  for (const cal::TaskSample& s : *samples) times.push_back(s.time_s);
+  if (comm != nullptr) {
+    comm->control_all_reduce(times.data(), static_cast<std::int64_t>(times.size()),
+                             tp::executor::ReduceOp::kSum);
+    for (std::size_t i = 0; i < times.size(); ++i)
+      (*samples)[i].time_s = times[i] / static_cast<double>(comm->world_size());
+  }
+  return *samples;
+}
+
+// Device-to-device copies of `bytes`, timed with events: STREAM's copy (2 * bytes moved).
+cal::StreamSample time_device_copy(double bytes, int reps) {
+  cx::DeviceBuffer<char> a(static_cast<std::int64_t>(bytes)), b(static_cast<std::int64_t>(bytes));
+  TP_CUDA(cudaMemset(a.data(), 1, static_cast<std::size_t>(bytes)));
+  cudaEvent_t start = nullptr, stop = nullptr;
+  TP_CUDA(cudaEventCreate(&start));
+  TP_CUDA(cudaEventCreate(&stop));
+  std::vector<double> times;
+  for (int r = 0; r < reps + 1; ++r) {  // the first is a warm-up
+    TP_CUDA(cudaEventRecord(start));
+    TP_CUDA(cudaMemcpyAsync(b.data(), a.data(), static_cast<std::size_t>(bytes),
+                            cudaMemcpyDeviceToDevice));
+    TP_CUDA(cudaEventRecord(stop));
+    TP_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    TP_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    if (r > 0) times.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  cal::StreamSample s;
+  s.kernel = "copy";
+  s.array_bytes = bytes;
+  s.bytes_moved = 2 * bytes;
+  s.time_s = times[times.size() / 2];
+  return s;
+}
+
+// NCCL's collectives over all ranks (the dp group of a dp = world plan), message sizes
+// doubling from 8 bytes, float32, as nccl-tests times them: warm-up calls, then the mean of
+// a run of calls; the median of five runs, the slowest rank's.
+std::vector<cal::CollectiveSample> bench_nccl(cx::NcclComm& comm, std::int64_t max_bytes,
+                                              bool quick) {
+  const std::int64_t n = comm.world_size();
+  cudaStream_t stream = nullptr;
+  TP_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cx::DeviceBuffer<float> send(max_bytes / 4 + n), recv(max_bytes / 4 + n);
+  std::vector<cal::CollectiveSample> out;
+  for (tp::Collective c : {tp::Collective::kAllReduce, tp::Collective::kReduceScatter,
+                           tp::Collective::kAllGather}) {
+    for (std::int64_t bytes = 8; bytes <= max_bytes; bytes *= 2) {
+      const std::int64_t unit = 4 * (c == tp::Collective::kAllReduce ? 1 : n);
+      const std::int64_t size = std::max(unit, bytes / unit * unit);
+      auto call = [&] {
+        const std::int64_t count = size / 4;
+        switch (c) {
+          case tp::Collective::kAllReduce:
+            comm.all_reduce_device(tp::CommGroup::kDp, recv.data(), count, cx::DType::kF32,
+                                   tp::executor::ReduceOp::kSum, stream);
+            break;
+          case tp::Collective::kReduceScatter:
+            comm.reduce_scatter_device(tp::CommGroup::kDp, send.data(), recv.data(), count / n,
+                                       cx::DType::kF32, stream);
+            break;
+          default:
+            comm.all_gather_device(tp::CommGroup::kDp, send.data(), recv.data(), count / n,
+                                   cx::DType::kF32, stream);
+            break;
+        }
+      };
+      auto timed = [&](int calls) {
+        comm.synchronize();
+        TP_CUDA(cudaStreamSynchronize(stream));
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < calls; ++i) call();
+        comm.synchronize();
+        TP_CUDA(cudaStreamSynchronize(stream));
+        double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                   calls;
+        comm.control_all_reduce(&t, 1, tp::executor::ReduceOp::kMax);
+        return t;
+      };
+      timed(quick ? 2 : 5);  // warm-up
+      const int calls = quick ? 5 : 20;
+      std::vector<double> runs;
+      for (int r = 0; r < 5; ++r) runs.push_back(timed(calls));
+      std::sort(runs.begin(), runs.end());
+      cal::CollectiveSample s;
+      s.collective = c;
+      s.group_size = n;
+      s.bytes = size;
+      s.count = size / 4;
+      s.time_s = runs[2];
+      out.push_back(s);
+    }
+  }
+  cudaStreamDestroy(stream);
+  return out;
+}
+
+int run(int argc, char** argv) {
+  auto args = parse(argc, argv);
+  if (!args.ok()) return cx::fail(args.status());
+  std::vector<tp::ModelSpec> models;
+  for (const std::string& path : args->models) {
+    auto m = cx::load_model(path);
+    if (!m.ok()) return cx::fail(m.status());
+    models.push_back(*m);
+  }
+  auto info = cx::launch_info_from_env();
+  if (!info.ok()) return cx::fail(info.status());
+  const std::int64_t world = info->size;
+  std::unique_ptr<cx::NcclComm> comm;
+  if (world > 1) {
+    cx::NcclOptions opt;
+    opt.hard_exit_after_s = 30;
+    auto c = cx::NcclComm::make(probe_plan(world, 1), *info, opt);
+    if (!c.ok()) return cx::fail(c.status(), info->rank);
+    comm = std::move(*c);
+  } else {
+    auto dev = cx::select_device(*info);
+    if (!dev.ok()) return cx::fail(dev.status());
+    TP_CUDA(cudaSetDevice(*dev));
+  }
+  const bool root = info->rank == 0;
+  auto log = [&](const std::string& what) {
+    if (root) std::cerr << "trainplan_cuda_calibrate: " << what << std::endl;
+  };
+  cal::Measurements m;
+  for (const tp::ModelSpec& model : models)
+    for (std::int64_t b : args->micro_batches) {
+      log("timing the executor's tasks: " + model.name + ", micro-batch " + std::to_string(b));
+      auto samples = time_tasks(model, probe_plan(world, b), comm.get(), *args);
+      if (!samples.ok()) return cx::fail(samples.status(), info->rank);
+      m.tasks.insert(m.tasks.end(), samples->begin(), samples->end());
+    }
+  log("device memory bandwidth (device-to-device copies)");
+  for (double bytes : {64 * tp::kMiB, 256 * tp::kMiB, 1024 * tp::kMiB})
+    m.stream.push_back(time_device_copy(bytes, args->quick ? 3 : 10));
+  if (comm) {
+    log("NCCL collectives over " + std::to_string(world) + " ranks");
+    m.collectives = bench_nccl(*comm, args->max_message, args->quick);
+  }
+  if (!root) return 0;
+
+  cudaDeviceProp prop{};
+  int dev = 0;
+  TP_CUDA(cudaGetDevice(&dev));
+  TP_CUDA(cudaGetDeviceProperties(&prop, dev));
+  cal::MachineIdentity id;
+  id.kind = "gpu";
+  id.cpu_model = prop.name;
+  id.ranks = world;
+  id.date = iso8601_now();
+  cal::ComputeFitOptions fit;
+  fit.parallel_units = prop.multiProcessorCount;  // wave quantization over the SMs
+  fit.tiles = {16, 32, 64, 128, 256};
+  auto calib = cal::calibrate_from(m, id, fit);
+  if (!calib.ok()) return cx::fail(calib.status());
+  // The executor's own device memory is what the pool allocates (its report's peak): no
+  // baseline beside the model's memory.
+  calib->profile.baseline_memory_bytes = 0;
+  std::cout << cal::format_task_table(m.tasks, calib->profile.rates) << "\n"
+            << cal::format_stream_table(m.stream);
+  if (!m.collectives.empty()) std::cout << cal::format_collective_table(m.collectives);
+  std::cout << "\n" << cal::format_fit_summary(*calib);
+  const tp::Json profile = cal::profile_json(*calib, m);
+  if (auto back = tp::hardware_profile_from_json(profile, args->out); !back.ok())
+    return cx::fail(tp::Status::Error("internal: the profile does not load back: " +
+                                          back.status().message(),
+                                      tp::ExitCode::kInternal));
+  if (!cx::write_atomically(args->out, profile.dump(2) + "\n"))
+    return static_cast<int>(tp::ExitCode::kIo);
+  std::cout << "wrote " << args->out << "\n";
+  if (!args->cluster_out.empty()) {
+    const tp::Json cluster = cal::cpu_cluster_json(*calib, world,
+                                                   static_cast<double>(prop.totalGlobalMem),
+                                                   prop.name);
+    if (auto back = tp::cluster_from_json(cluster, args->cluster_out); !back.ok())
+      return cx::fail(tp::Status::Error("internal: the cluster does not load back: " +
+                                            back.status().message(),
+                                        tp::ExitCode::kInternal));
+    if (!cx::write_atomically(args->cluster_out, cluster.dump(2) + "\n"))
+      return static_cast<int>(tp::ExitCode::kIo);
+    std::cout << "wrote " << args->cluster_out << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return cx::tool_main(argc, argv, "trainplan_cuda_calibrate", run);
+}

@@ -1,0 +1,101 @@
+// See tool_util.h.
+#include "executor/cuda/tool_util.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "models/json_util.h"
+
+#ifdef TRAINPLAN_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace trainplan::executor::cuda {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+Status parse_integer(const std::string& option, const std::string& value, std::int64_t lo,
+                     std::int64_t hi, std::int64_t& out) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno != 0 || v < lo || v > hi)
+    return Status::Error(option + ": '" + value + "' is not an integer in [" +
+                             std::to_string(lo) + ", " + std::to_string(hi) + "]",
+                         ExitCode::kUsage);
+  out = v;
+  return Status::Ok();
+}
+
+Result<ModelSpec> load_model(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return Status::Error("cannot read " + path, ExitCode::kIo);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto j = parse_json_text(ss.str(), path);
+  if (!j.ok()) return j.status();
+  return model_from_json(*j, path);
+}
+
+bool write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << text;
+    if (!f) {
+      std::cerr << "cannot write " << tmp << "\n";
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::cerr << "cannot rename " << tmp << " to " << path << "\n";
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::int32_t> random_tokens(std::uint64_t seed, std::int64_t n, std::int64_t vocab) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int32_t> tok(0, static_cast<std::int32_t>(vocab - 1));
+  std::vector<std::int32_t> out(static_cast<std::size_t>(n));
+  for (std::int32_t& t : out) t = tok(rng);
+  return out;
+}
+
+int fail(const Status& status, int rank) {
+  if (rank >= 0) std::cerr << "rank " << rank << ": ";
+  std::cerr << status.message() << "\n";
+  return static_cast<int>(status.code());
+}
+
+int tool_main(int argc, char** argv, const char* program, int (*run)(int, char**)) {
+#ifdef TRAINPLAN_HAVE_MPI
+  const bool under_mpi =
+      std::getenv("OMPI_COMM_WORLD_RANK") != nullptr || std::getenv("PMI_RANK") != nullptr;
+  if (under_mpi) MPI_Init(&argc, &argv);
+#endif
+  int rc = 0;
+  try {
+    rc = run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << program << ": " << e.what() << "\n";
+    rc = static_cast<int>(ExitCode::kRuntime);
+  }
+#ifdef TRAINPLAN_HAVE_MPI
+  if (under_mpi) MPI_Finalize();
+#endif
+  return rc;
+}
+
+}  // namespace trainplan::executor::cuda

@@ -1,0 +1,32 @@
+// What the CUDA executor's programs (bench_main.cc, calibrate_main.cc) share: option parsing
+// with errors that name the option and the value, reading a model, atomic writes, the seeded
+// random batch, and main() (MPI started when launched by mpirun, exceptions become exit 5).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/model_spec.h"
+#include "models/status.h"
+
+namespace trainplan::executor::cuda {
+
+// "a,b,c" -> {"a", "b", "c"} (empty items dropped).
+std::vector<std::string> split_list(const std::string& text);
+// A whole-string integer in [lo, hi] into `out`; the error names the option and the value.
+Status parse_integer(const std::string& option, const std::string& value, std::int64_t lo,
+                     std::int64_t hi, std::int64_t& out);
+// A model JSON (ours or a Hugging Face config.json).
+Result<ModelSpec> load_model(const std::string& path);
+// Writes through a temporary and a rename; false, with a message on stderr, when it cannot.
+bool write_atomically(const std::string& path, const std::string& text);
+// n tokens uniform in [0, vocab), seeded: the same on every rank.
+std::vector<std::int32_t> random_tokens(std::uint64_t seed, std::int64_t n, std::int64_t vocab);
+// Prints the status (with the rank when given) and returns its exit code.
+int fail(const Status& status, int rank = -1);
+// Starts MPI when launched by mpirun (for the NCCL id's exchange), runs `run`, turns an
+// escaping exception into a message and exit code 5 (kRuntime), ends MPI.
+int tool_main(int argc, char** argv, const char* program, int (*run)(int, char**));
+
+}  // namespace trainplan::executor::cuda
