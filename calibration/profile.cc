@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <sstream>
 
 #include "models/units.h"
@@ -60,6 +61,15 @@ double best_stream_bytes_per_s(const std::vector<StreamSample>& stream) {
   double best = 0;
   for (const StreamSample& s : stream) best = std::max(best, s.bytes_per_s());
   return best;
+}
+
+std::string iso8601_utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 Result<Calibration> calibrate_from(const Measurements& m, const MachineIdentity& id,

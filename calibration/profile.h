@@ -50,6 +50,9 @@ struct Calibration {
   LinkFit links;
 };
 
+// Now, UTC, ISO 8601 ("2026-11-22T03:24:37Z"): MachineIdentity::date.
+std::string iso8601_utc_now();
+
 struct MachineIdentity {
   std::string cpu_model;     // /proc/cpuinfo model name; with kind "gpu", the GPU's name
   std::int64_t ranks = 1;    // processes measured at once

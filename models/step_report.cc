@@ -1,6 +1,7 @@
 // StepReport JSON; see step_report.h. Tested by tests/models/step_report_test.cc.
 #include "models/step_report.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace trainplan {
@@ -150,6 +151,17 @@ Result<StepReport> step_report_from_json(const Json& j, std::string_view source)
     }
   }
   return s;
+}
+
+TimeNs covered_ns(const std::vector<std::pair<TimeNs, TimeNs>>& busy, TimeNs a, TimeNs b) {
+  if (b <= a) return 0;
+  auto it = std::upper_bound(busy.begin(), busy.end(), std::make_pair(a, TimeNs{0}),
+                             [](const auto& x, const auto& y) { return x.first < y.first; });
+  if (it != busy.begin()) --it;
+  TimeNs total = 0;
+  for (; it != busy.end() && it->first < b; ++it)
+    total += std::max<TimeNs>(0, std::min(b, it->second) - std::max(a, it->first));
+  return total;
 }
 
 }  // namespace trainplan

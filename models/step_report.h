@@ -9,6 +9,7 @@
 
 #include "models/cost_model.h"
 #include "models/json_util.h"
+#include "models/units.h"
 
 namespace trainplan {
 
@@ -50,6 +51,9 @@ struct StepReport {
 };
 
 Json step_report_to_json(const StepReport& report);
+// Time of [a, b) covered by `busy`, sorted by start and disjoint (a rank's compute stream): a
+// collective's exposed_s is its duration less this.
+TimeNs covered_ns(const std::vector<std::pair<TimeNs, TimeNs>>& busy, TimeNs a, TimeNs b);
 Result<StepReport> step_report_from_json(const Json& json, std::string_view source);
 
 }  // namespace trainplan

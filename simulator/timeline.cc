@@ -14,18 +14,6 @@ namespace {
 
 double sec(TimeNs ns) { return static_cast<double>(ns) / kNsPerS; }
 
-// Time of [a, b) covered by the sorted, disjoint intervals `busy`.
-TimeNs covered(const std::vector<std::pair<TimeNs, TimeNs>>& busy, TimeNs a, TimeNs b) {
-  if (b <= a) return 0;
-  auto it = std::upper_bound(busy.begin(), busy.end(), std::make_pair(a, TimeNs{0}),
-                             [](const auto& x, const auto& y) { return x.first < y.first; });
-  if (it != busy.begin()) --it;
-  TimeNs total = 0;
-  for (; it != busy.end() && it->first < b; ++it)
-    total += std::max<TimeNs>(0, std::min(b, it->second) - std::max(a, it->first));
-  return total;
-}
-
 }  // namespace
 
 TimeNs pipeline_end(const Program& p) {
@@ -75,7 +63,7 @@ std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end) {
       // In flight from the moment every member had arrived (waiting for a peer is idle time,
       // not communication).
       const TimeNs dur = op.end - op.began;
-      const TimeNs exposed = dur - covered(busy[s], op.began, op.end);
+      const TimeNs exposed = dur - covered_ns(busy[s], op.began, op.end);
       if (m.blocking) blocking_exposed += exposed;
       if (m.group == ReportGroup::kNone) continue;
       GroupComm& g = groups[static_cast<std::size_t>(m.group)];

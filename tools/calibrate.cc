@@ -11,9 +11,9 @@
 // Tested by tests/calibration/calibrate_test.cc.
 #include <mpi.h>
 
-#include <ctime>
+#include <time.h>  // nanosleep
+
 #include <memory>
-#include <time.h>
 #include <iostream>
 #include <sstream>
 
@@ -45,15 +45,6 @@ constexpr const char* kDefaultModels[] = {
         "activation": "gelu", "norm": "layernorm", "position_embedding": "learned",
         "bias": true, "dropout": false})",
 };
-
-std::string iso8601_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 Result<std::vector<std::int64_t>> int_list(const std::string& option, const std::string& text) {
   std::vector<std::int64_t> out;
@@ -301,7 +292,7 @@ int run(int argc, char** argv, int rank, int world) {
   if (auto s = cli::read_text_file("/proc/cpuinfo"); s.ok()) id.cpu_model = parse_cpu_model(*s);
   id.ranks = setup.one_active ? 1 : world;  // ranks computing at once
   id.threads_per_rank = 1;
-  id.date = iso8601_now();
+  id.date = iso8601_utc_now();
   auto cal = calibrate_from(m, id);
   if (!cal.ok()) return cli::fail(kProgram, cal.status());
   if (args.has("baseline-from")) {

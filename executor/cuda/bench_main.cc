@@ -17,7 +17,8 @@
 // travel as files next to --trace (FILE.rank<R>.part; rank 0 joins and removes them), so every
 // rank must see that folder. --params-out writes each rank's float32 master weights as
 // "name row col value" lines to prefix.rank<R>.txt.
-// Exit codes as models/status.h: 0 ok, 2 usage, 3 bad input, 5 runtime (a rank failed).
+// Exit codes as models/status.h: 0 ok, 2 usage, 3 bad input, 5 runtime (a rank failed),
+// 6 a file not read or written.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -54,11 +55,9 @@ struct Args {
 };
 
 tp::Result<tp::Json> read_json(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return tp::Status::Error("cannot read " + path, tp::ExitCode::kIo);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return tp::parse_json_text(ss.str(), path);
+  auto text = cx::read_file(path);
+  if (!text.ok()) return text.status();
+  return tp::parse_json_text(*text, path);
 }
 
 // A whole-string number in [lo, hi]; the error names the option and the value.
@@ -110,13 +109,6 @@ tp::Result<Args> parse(int argc, char** argv) {
   return a;
 }
 
-// Reads a whole file (the ranks' trace parts).
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // Dense bf16 tensor-core peak by device name (datasheets: H100/H200 SXM 989.4 TFLOP/s,
 // H100 PCIe 756, A100 312), 0 when unknown.
@@ -140,29 +132,6 @@ double peak_flops_of(const std::string& device, double peak_tflops_option) {
   return peak_tflops_option > 0 ? peak_tflops_option * 1e12 : peak_bf16_flops(device);
 }
 
-// Nanoseconds of [begin, end) intervals not covered by any of `cover` (both lists of events).
-double uncovered_ns(const std::vector<const tp::executor::TraceEvent*>& spans,
-                    const std::vector<const tp::executor::TraceEvent*>& cover) {
-  double total = 0;
-  for (const auto* e : spans) {
-    std::vector<std::pair<std::int64_t, std::int64_t>> parts{{e->begin_ns, e->end_ns}};
-    for (const auto* c : cover) {
-      std::vector<std::pair<std::int64_t, std::int64_t>> next;
-      for (auto [b, x] : parts) {
-        if (c->end_ns <= b || c->begin_ns >= x) {
-          next.emplace_back(b, x);
-          continue;
-        }
-        if (c->begin_ns > b) next.emplace_back(b, c->begin_ns);
-        if (c->end_ns < x) next.emplace_back(c->end_ns, x);
-      }
-      parts = std::move(next);
-    }
-    for (auto [b, x] : parts) total += static_cast<double>(x - b);
-  }
-  return total;
-}
-
 // The measured step report (models/step_report.h), as `execute` writes it on CPU: step time
 // over the measured steps; per rank its peak device allocation, and from the traced step its
 // compute (the compute stream's spans), optimizer, and per group its collectives' time and
@@ -177,11 +146,11 @@ tp::StepReport measured_report(const tp::ModelSpec& model, const tp::Plan& plan,
                                const std::map<std::string, std::int64_t>& bytes_step,
                                double peak_tflops_option) {
   using tp::executor::TraceTrack;
-  std::vector<const tp::executor::TraceEvent*> compute;
+  std::vector<std::pair<tp::TimeNs, tp::TimeNs>> compute;  // in order: one stream
   double compute_s = 0, optimizer_s = 0;
   for (const auto& e : events)
     if (e.track == TraceTrack::kCompute) {
-      compute.push_back(&e);
+      compute.emplace_back(e.begin_ns, e.end_ns);
       const double d = static_cast<double>(e.end_ns - e.begin_ns) * 1e-9;
       compute_s += d;
       if (e.task == "optimizer") optimizer_s += d;
@@ -191,44 +160,38 @@ tp::StepReport measured_report(const tp::ModelSpec& model, const tp::Plan& plan,
                                        tp::CommGroup::kDp, tp::CommGroup::kEmbedding};
   std::map<tp::CommGroup, std::vector<double>> bytes, time, exposed;
   for (tp::CommGroup g : kGroups) {
-    std::vector<const tp::executor::TraceEvent*> mine;
-    double t = 0;
+    double t = 0, idle = 0;
     for (const auto& e : events)
       if (e.group == g) {
-        mine.push_back(&e);
-        t += static_cast<double>(e.end_ns - e.begin_ns) * 1e-9;
+        const tp::TimeNs d = e.end_ns - e.begin_ns;
+        t += static_cast<double>(d) * 1e-9;
+        idle += static_cast<double>(d - tp::covered_ns(compute, e.begin_ns, e.end_ns)) * 1e-9;
       }
     const auto it = bytes_step.find(std::string(tp::to_string(g)));
     bytes[g] = gather_all(comm, it == bytes_step.end() ? 0.0 : static_cast<double>(it->second));
     time[g] = gather_all(comm, t);
-    exposed[g] = gather_all(comm, uncovered_ns(mine, compute) * 1e-9);
+    exposed[g] = gather_all(comm, idle);
   }
   const auto stages = gather_all(comm, static_cast<double>(stage));
   const auto peaks = gather_all(comm, peak_bytes);
   const auto computes = gather_all(comm, compute_s);
   const auto optimizers = gather_all(comm, optimizer_s);
 
-  cudaDeviceProp prop{};
-  int dev = 0, driver = 0, runtime = 0, nccl = 0;
-  TP_CUDA(cudaGetDevice(&dev));
-  TP_CUDA(cudaGetDeviceProperties(&prop, dev));
-  TP_CUDA(cudaDriverGetVersion(&driver));
-  TP_CUDA(cudaRuntimeGetVersion(&runtime));
-  ncclGetVersion(&nccl);
-  const double peak_flops = peak_flops_of(prop.name, peak_tflops_option);
+  const cx::DeviceInfo device = cx::current_device_info();
+  const double peak_flops = peak_flops_of(device.name, peak_tflops_option);
   rep.kind = "measured";
   rep.source = "trainplan_cuda_bench (CUDA executor: cuBLASLt bf16, NCCL " +
-               std::to_string(nccl) + ")";
+               std::to_string(device.nccl_version) + ")";
   rep.model = tp::model_to_json(model);
   rep.plan = tp::plan_to_json(plan);
-  rep.cluster = tp::Json{{"device", prop.name},
+  rep.cluster = tp::Json{{"device", device.name},
                          {"gpus", info.size},
                          {"launcher", info.launcher},
-                         {"sm_count", prop.multiProcessorCount},
+                         {"sm_count", device.sm_count},
                          {"peak_bf16_flops_per_s", peak_flops},
-                         {"cuda_driver_version", driver},
-                         {"cuda_runtime_version", runtime},
-                         {"nccl_version", nccl},
+                         {"cuda_driver_version", device.driver_version},
+                         {"cuda_runtime_version", device.runtime_version},
+                         {"nccl_version", device.nccl_version},
                          {"peak_memory", "the executor's device pool high-water mark (not the "
                                          "CUDA context, cuBLAS workspace or NCCL buffers)"},
                          {"timed", "step time: host clock, device synchronized; compute and "
@@ -403,7 +366,9 @@ int run(int argc, char** argv) {
       std::vector<std::string> parts;
       for (int r = 0; r < info->size; ++r) {
         const std::string name = args->trace + ".rank" + std::to_string(r) + ".part";
-        parts.push_back(slurp(name));
+        auto part = cx::read_file(name);
+        if (!part.ok()) return cx::fail(part.status());
+        parts.push_back(std::move(*part));
         std::remove(name.c_str());
       }
       if (!cx::write_atomically(args->trace, tp::executor::chrome_trace_json(parts)))
@@ -419,22 +384,16 @@ int run(int argc, char** argv) {
       return static_cast<int>(tp::ExitCode::kIo);
   }
   if (!root) return 0;
-  cudaDeviceProp prop{};
-  int dev = 0, driver = 0, runtime = 0, nccl = 0;
-  TP_CUDA(cudaGetDevice(&dev));
-  TP_CUDA(cudaGetDeviceProperties(&prop, dev));
-  TP_CUDA(cudaDriverGetVersion(&driver));
-  TP_CUDA(cudaRuntimeGetVersion(&runtime));
-  ncclGetVersion(&nccl);
-  const double peak_flops = peak_flops_of(prop.name, args->peak_tflops);
+  const cx::DeviceInfo device = cx::current_device_info();
+  const double peak_flops = peak_flops_of(device.name, args->peak_tflops);
   const double flops = tp::step_flops(*model, *plan).model;
   const double tokens = static_cast<double>(plan->global_batch_size * model->seq_len);
   tp::Json j;
-  j["device"] = prop.name;
-  j["compute_capability"] = std::to_string(prop.major) + "." + std::to_string(prop.minor);
-  j["cuda_driver_version"] = driver;
-  j["cuda_runtime_version"] = runtime;
-  j["nccl_version"] = nccl;
+  j["device"] = device.name;
+  j["compute_capability"] = device.compute_capability;
+  j["cuda_driver_version"] = device.driver_version;
+  j["cuda_runtime_version"] = device.runtime_version;
+  j["nccl_version"] = device.nccl_version;
   j["model"] = model->name;
   j["plan"] = tp::describe(*plan);
   j["world_size"] = info->size;
@@ -453,7 +412,7 @@ int run(int argc, char** argv) {
   j["bytes_sent_per_group_per_rank_last_step"] = bytes_by_group;
   j["predicted_bytes_per_group_per_rank"] = predicted_bytes;
   if (!cx::write_atomically(args->out, j.dump(2) + "\n")) return static_cast<int>(tp::ExitCode::kIo);
-  std::cout << prop.name << "  " << tp::describe(*plan) << "  " << std::fixed
+  std::cout << device.name << "  " << tp::describe(*plan) << "  " << std::fixed
             << std::setprecision(0) << tokens / median << " tokens/s  MFU "
             << std::setprecision(3) << j["mfu"].get<double>() << "  peak "
             << std::setprecision(2) << peak[0] / (1 << 30) << " GiB (predicted "

@@ -15,12 +15,12 @@
 //   trainplan_cuda_calibrate --models models/tiny.json,models/gpt2-124m.json --out profile.json
 //       [--cluster-out cluster.json] [--micro-batches 1,2,4] [--steps 5] [--warmup 3]
 //       [--max-message BYTES] [--quick]
-// Exit codes as models/status.h: 0 ok, 2 usage, 3 bad input, 4 I/O, 5 runtime.
+// Exit codes as models/status.h: 0 ok, 2 usage, 3 bad input, 5 runtime, 6 a file not read or
+// written.
 // Runs on a GPU only (bench/gpu/predicted_vs_measured.sh); built wherever nvcc is.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <iostream>
 #include <sstream>
 
@@ -90,15 +90,6 @@ tp::Result<Args> parse(int argc, char** argv) {
                              "[--steps 5] [--warmup 3] [--max-message BYTES] [--quick]",
                              tp::ExitCode::kUsage);
   return a;
-}
-
-std::string iso8601_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 // The probe plan: data parallel over every rank, one micro-batch per replica, bf16.
@@ -281,17 +272,14 @@ int run(int argc, char** argv) {
   }
   if (!root) return 0;
 
-  cudaDeviceProp prop{};
-  int dev = 0;
-  TP_CUDA(cudaGetDevice(&dev));
-  TP_CUDA(cudaGetDeviceProperties(&prop, dev));
+  const cx::DeviceInfo device = cx::current_device_info();
   cal::MachineIdentity id;
   id.kind = "gpu";
-  id.cpu_model = prop.name;
+  id.cpu_model = device.name;
   id.ranks = world;
-  id.date = iso8601_now();
+  id.date = cal::iso8601_utc_now();
   cal::ComputeFitOptions fit;
-  fit.parallel_units = prop.multiProcessorCount;  // wave quantization over the SMs
+  fit.parallel_units = device.sm_count;  // wave quantization over the SMs
   fit.tiles = {16, 32, 64, 128, 256};
   auto calib = cal::calibrate_from(m, id, fit);
   if (!calib.ok()) return cx::fail(calib.status());
@@ -302,27 +290,27 @@ int run(int argc, char** argv) {
             << cal::format_stream_table(m.stream);
   if (!m.collectives.empty()) std::cout << cal::format_collective_table(m.collectives);
   std::cout << "\n" << cal::format_fit_summary(*calib);
-  const tp::Json profile = cal::profile_json(*calib, m);
-  if (auto back = tp::hardware_profile_from_json(profile, args->out); !back.ok())
-    return cx::fail(tp::Status::Error("internal: the profile does not load back: " +
-                                          back.status().message(),
-                                      tp::ExitCode::kInternal));
-  if (!cx::write_atomically(args->out, profile.dump(2) + "\n"))
-    return static_cast<int>(tp::ExitCode::kIo);
-  std::cout << "wrote " << args->out << "\n";
-  if (!args->cluster_out.empty()) {
-    const tp::Json cluster = cal::cpu_cluster_json(*calib, world,
-                                                   static_cast<double>(prop.totalGlobalMem),
-                                                   prop.name);
-    if (auto back = tp::cluster_from_json(cluster, args->cluster_out); !back.ok())
-      return cx::fail(tp::Status::Error("internal: the cluster does not load back: " +
-                                            back.status().message(),
+  // Each file must load back with the function that will read it.
+  auto write_checked = [](const std::string& path, const tp::Json& json, const char* what,
+                          const tp::Status& loads_back) {
+    if (!loads_back.ok())
+      return cx::fail(tp::Status::Error(std::string("internal: the ") + what +
+                                            " does not load back: " + loads_back.message(),
                                         tp::ExitCode::kInternal));
-    if (!cx::write_atomically(args->cluster_out, cluster.dump(2) + "\n"))
-      return static_cast<int>(tp::ExitCode::kIo);
-    std::cout << "wrote " << args->cluster_out << "\n";
-  }
-  return 0;
+    if (!cx::write_atomically(path, json.dump(2) + "\n")) return static_cast<int>(tp::ExitCode::kIo);
+    std::cout << "wrote " << path << "\n";
+    return 0;
+  };
+  const tp::Json profile = cal::profile_json(*calib, m);
+  if (int rc = write_checked(args->out, profile, "profile",
+                             tp::hardware_profile_from_json(profile, args->out).status());
+      rc != 0)
+    return rc;
+  if (args->cluster_out.empty()) return 0;
+  const tp::Json cluster =
+      cal::cpu_cluster_json(*calib, world, device.memory_bytes, device.name);
+  return write_checked(args->cluster_out, cluster, "cluster",
+                       tp::cluster_from_json(cluster, args->cluster_out).status());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // See tool_util.h.
 #include "executor/cuda/tool_util.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -8,6 +9,8 @@
 #include <random>
 #include <sstream>
 
+#include "executor/cuda/comm_nccl.h"
+#include "executor/cuda/device.h"
 #include "models/json_util.h"
 
 #ifdef TRAINPLAN_HAVE_MPI
@@ -38,12 +41,18 @@ Status parse_integer(const std::string& option, const std::string& value, std::i
   return Status::Ok();
 }
 
-Result<ModelSpec> load_model(const std::string& path) {
-  std::ifstream f(path);
+Result<std::string> read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
   if (!f) return Status::Error("cannot read " + path, ExitCode::kIo);
   std::stringstream ss;
   ss << f.rdbuf();
-  auto j = parse_json_text(ss.str(), path);
+  return ss.str();
+}
+
+Result<ModelSpec> load_model(const std::string& path) {
+  auto text = read_file(path);
+  if (!text.ok()) return text.status();
+  auto j = parse_json_text(*text, path);
   if (!j.ok()) return j.status();
   return model_from_json(*j, path);
 }
@@ -71,6 +80,22 @@ std::vector<std::int32_t> random_tokens(std::uint64_t seed, std::int64_t n, std:
   std::vector<std::int32_t> out(static_cast<std::size_t>(n));
   for (std::int32_t& t : out) t = tok(rng);
   return out;
+}
+
+DeviceInfo current_device_info() {
+  cudaDeviceProp prop{};
+  int dev = 0;
+  DeviceInfo d;
+  TP_CUDA(cudaGetDevice(&dev));
+  TP_CUDA(cudaGetDeviceProperties(&prop, dev));
+  TP_CUDA(cudaDriverGetVersion(&d.driver_version));
+  TP_CUDA(cudaRuntimeGetVersion(&d.runtime_version));
+  TP_NCCL(ncclGetVersion(&d.nccl_version));
+  d.name = prop.name;
+  d.compute_capability = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+  d.sm_count = prop.multiProcessorCount;
+  d.memory_bytes = static_cast<double>(prop.totalGlobalMem);
+  return d;
 }
 
 int fail(const Status& status, int rank) {

@@ -17,12 +17,23 @@ std::vector<std::string> split_list(const std::string& text);
 // A whole-string integer in [lo, hi] into `out`; the error names the option and the value.
 Status parse_integer(const std::string& option, const std::string& value, std::int64_t lo,
                      std::int64_t hi, std::int64_t& out);
+// A whole file; the error names it (exit code kIo).
+Result<std::string> read_file(const std::string& path);
 // A model JSON (ours or a Hugging Face config.json).
 Result<ModelSpec> load_model(const std::string& path);
 // Writes through a temporary and a rename; false, with a message on stderr, when it cannot.
 bool write_atomically(const std::string& path, const std::string& text);
 // n tokens uniform in [0, vocab), seeded: the same on every rank.
 std::vector<std::int32_t> random_tokens(std::uint64_t seed, std::int64_t n, std::int64_t vocab);
+// The current CUDA device and the libraries, for reports and profiles.
+struct DeviceInfo {
+  std::string name;
+  std::string compute_capability;  // "9.0"
+  int sm_count = 0;
+  double memory_bytes = 0;
+  int driver_version = 0, runtime_version = 0, nccl_version = 0;
+};
+DeviceInfo current_device_info();
 // Prints the status (with the rank when given) and returns its exit code.
 int fail(const Status& status, int rank = -1);
 // Starts MPI when launched by mpirun (for the NCCL id's exchange), runs `run`, turns an

@@ -632,6 +632,17 @@ TEST(HardwareProfileLoader, MissingUnknownAndLinks) {
 
 // --- step report ----------------------------------------------------------------------------
 
+// A collective's exposed time is its span less the compute stream's busy time inside it.
+TEST(StepReport, CoveredNsCountsOnlyTheBusyTimeInsideTheSpan) {
+  const std::vector<std::pair<TimeNs, TimeNs>> busy = {{0, 10}, {20, 30}, {40, 50}};
+  EXPECT_EQ(covered_ns(busy, 5, 45), 5 + 10 + 5);
+  EXPECT_EQ(covered_ns(busy, 10, 20), 0);   // wholly in a gap: all exposed
+  EXPECT_EQ(covered_ns(busy, 22, 28), 6);   // inside one interval
+  EXPECT_EQ(covered_ns(busy, 60, 70), 0);   // after every interval
+  EXPECT_EQ(covered_ns(busy, 30, 20), 0);   // empty span
+  EXPECT_EQ(covered_ns({}, 0, 100), 0);
+}
+
 TEST(StepReportLoader, Errors) {
   auto with = [](const char* key, Json v) {
     Json j = basic_report();
