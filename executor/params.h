@@ -6,8 +6,10 @@
 // same weights.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/cost_model.h"
@@ -38,6 +40,26 @@ struct BlockLayout {
   std::vector<TensorSlice> tensors;
   std::int64_t size = 0;  // elements, before padding to a multiple of dp
 };
+
+// Element ranges (offset, count) of a block's flat buffer.
+using Ranges = std::vector<std::pair<std::int64_t, std::int64_t>>;
+
+// Calls fn(offset, count, decay) over [begin, end) in runs that AdamW decays (inside one of
+// `decayed`, sorted and disjoint) or does not. Both executors keep the decayed tensors as
+// ranges, not as a mask per element: a byte per parameter is 1/16 of the mixed-precision model
+// state, which the cost model does not count.
+template <class Fn>
+void for_each_decay_run(const Ranges& decayed, std::int64_t begin, std::int64_t end, Fn&& fn) {
+  std::int64_t at = begin;
+  for (auto [off, n] : decayed) {
+    const std::int64_t from = std::max(off, at), to = std::min(off + n, end);
+    if (from >= to) continue;
+    if (from > at) fn(at, from - at, false);
+    fn(from, to - from, true);
+    at = to;
+  }
+  if (at < end) fn(at, end - at, false);
+}
 
 // Indices into BlockLayout::tensors of a layer block.
 enum LayerTensor : std::size_t {

@@ -278,7 +278,7 @@ void Trainer::optimizer_step() {
     const std::int64_t off = sharded ? dp_rank_ * b.shard : 0, n = sharded ? b.shard : b.padded;
     float* p = plan_.zero_stage == 3 ? b.param_shard.data() : b.param.data() + off;
     const float* g = plan_.zero_stage >= 2 ? b.grad_shard.data() : b.grad.data() + off;
-    b.for_each_decay_run(off, off + n, [&](std::int64_t at, std::int64_t count, bool decay) {
+    for_each_decay_run(b.decayed, off, off + n, [&](std::int64_t at, std::int64_t count, bool decay) {
       const std::int64_t i = at - off;
       adamw_update(options_.adamw, step_, count, p + i, g + i, b.m.data() + i, b.v.data() + i,
                    decay);

@@ -69,30 +69,16 @@ class Trainer final : private BlockAccess {
     std::vector<float> held;          // ZeRO-2/3: tied / SP-norm gradient kept between them
     std::vector<float> grad_shard;    // (shard) ZeRO-2/3: reduced gradient of the shard
     std::vector<float> m, v;          // AdamW moments over the updated range
-    // Ranges (offset, count), in offset order. `decayed`: the tensors AdamW decays (ranges, not
-    // a mask per element: a byte per parameter is 1/16 of the fp32 model state, which the cost
-    // model does not count). `tied`, `sp_norm`: positions whose gradient needs another group
+    // Ranges (offset, count), in offset order. `decayed`: the tensors AdamW decays
+    // (for_each_decay_run). `tied`, `sp_norm`: positions whose gradient needs another group
     // before the DP reduction: the tied table (embedding group) and sequence-parallel norms (tp
     // group).
-    std::vector<std::pair<std::int64_t, std::int64_t>> decayed, tied, sp_norm;
+    Ranges decayed, tied, sp_norm;
     // Calls fn(offset, count) for every tied, then every SP-norm range.
     template <class Fn>
     void for_each_summed_range(Fn&& fn) const {
       for (const auto* ranges : {&tied, &sp_norm})
         for (auto [off, n] : *ranges) fn(off, n);
-    }
-    // Calls fn(offset, count, decay) over [begin, end), in runs that AdamW decays or does not.
-    template <class Fn>
-    void for_each_decay_run(std::int64_t begin, std::int64_t end, Fn&& fn) const {
-      std::int64_t at = begin;
-      for (auto [off, n] : decayed) {
-        const std::int64_t from = std::max(off, at), to = std::min(off + n, end);
-        if (from >= to) continue;
-        if (from > at) fn(at, from - at, false);
-        fn(from, to - from, true);
-        at = to;
-      }
-      if (at < end) fn(at, end - at, false);
     }
   };
 

@@ -628,7 +628,7 @@ std::int64_t dp_point_count(const Plan& p, DpPoint point) {
 
 double zero_grad_buffer_bytes(const Plan& p, const ParamBlock& b) {
   if (p.zero_stage < 2) return 0;
-  const double e = state_bytes_per_param(p.precision, p.optimizer).gradients;
+  const double e = grad_bytes_per_element(p);
   const std::int64_t edp = p.dp / p.ep;
   double bytes = 0;
   if (p.dp > 1) bytes += d(padded(b.dense_params, p.dp)) * e;
@@ -638,15 +638,17 @@ double zero_grad_buffer_bytes(const Plan& p, const ParamBlock& b) {
 
 std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint point) {
   std::vector<Task> out;
-  const double e = bytes_per_element(p.precision);
+  // Weights travel in their precision, gradients in theirs (grad_precision).
+  const double e = bytes_per_element(p.precision), g = grad_bytes_per_element(p);
   const std::int64_t edp = p.dp / p.ep;
   // Each part (dense over dp, experts over dp/ep) gets the same treatment.
   auto add = [&](std::string_view dense_name, std::string_view expert_name, Collective c) {
+    const double el = c == Collective::kAllGather ? e : g;
     if (b.dense_params > 0)
-      out.push_back(comm(dense_name, c, CommGroup::kDp, p.dp, d(padded(b.dense_params, p.dp)) * e));
+      out.push_back(comm(dense_name, c, CommGroup::kDp, p.dp, d(padded(b.dense_params, p.dp)) * el));
     if (b.expert_params > 0)
       out.push_back(comm(expert_name, c, CommGroup::kExpertDp, edp,
-                         d(padded(b.expert_params, edp)) * e));
+                         d(padded(b.expert_params, edp)) * el));
   };
   switch (point) {
     case DpPoint::kBeforeForward:
@@ -669,10 +671,10 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
       // group), with the embedding rows this rank holds.
       if (b.tied_copy)
         out.push_back(comm("embedding_grad_all_reduce", Collective::kAllReduce,
-                           CommGroup::kEmbedding, 2, d(b.tied_params) * e));
+                           CommGroup::kEmbedding, 2, d(b.tied_params) * g));
       if (p.sequence_parallel && p.tp > 1 && b.norm_params > 0)
         out.push_back(comm("tp_sp_norm_grad_all_reduce", Collective::kAllReduce, CommGroup::kTp,
-                           p.tp, d(b.norm_params) * e));
+                           p.tp, d(b.norm_params) * g));
       if (p.zero_stage == 0) add("dp_grad_all_reduce", "expert_dp_grad_all_reduce",
                                  Collective::kAllReduce);
       if (p.zero_stage == 1) add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
@@ -723,11 +725,23 @@ double megatron_eq3_flops(const ModelSpec& m, std::int64_t batch) {
 // ---------------------------------------------------------------------------------------------
 // Memory
 
-StateBytesPerParam state_bytes_per_param(Precision precision, Optimizer optimizer) {
+double grad_bytes_per_element(Precision precision, GradPrecision grads) {
+  return grads == GradPrecision::kFp32 ? 4.0 : bytes_per_element(precision);
+}
+double grad_bytes_per_element(const Plan& p) {
+  return grad_bytes_per_element(p.precision, p.grad_precision);
+}
+
+StateBytesPerParam state_bytes_per_param(const Plan& p) {
+  return state_bytes_per_param(p.precision, p.optimizer, p.grad_precision);
+}
+
+StateBytesPerParam state_bytes_per_param(Precision precision, Optimizer optimizer,
+                                         GradPrecision grads) {
   StateBytesPerParam s;
   const bool mixed = precision != Precision::kFp32;
   s.weights = bytes_per_element(precision);
-  s.gradients = bytes_per_element(precision);
+  s.gradients = grad_bytes_per_element(precision, grads);
   // Mixed precision keeps an fp32 master copy (4 bytes) besides the optimizer's own states
   // (Micikevicius et al. 2018; Rajbhandari et al. 2019 sec. 3.1: K = 12 for Adam).
   const double master = mixed ? 4.0 : 0.0;
@@ -807,7 +821,7 @@ double largest_block_params(const ModelSpec& m, const Plan& p, std::int64_t stag
 MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage) {
   MemoryBreakdown mem;
   const Shape x = shape_of(m, p);
-  const StateBytesPerParam sb = state_bytes_per_param(p.precision, p.optimizer);
+  const StateBytesPerParam sb = state_bytes_per_param(p);
   const StageParameters sp = parameters_on_stage(m, p, stage);
   const double dense = sp.dense, expert = sp.expert;
   const double dp = d(p.dp), edp = d(p.dp / p.ep);
@@ -915,11 +929,10 @@ CommVolume comm_volume_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
 // ---------------------------------------------------------------------------------------------
 // Optimizer
 
-double optimizer_step_bytes_per_param(Precision precision, Optimizer optimizer) {
-  const double e = bytes_per_element(precision);
-  const StateBytesPerParam s = state_bytes_per_param(precision, optimizer);
+double optimizer_step_bytes_per_param(const Plan& p) {
+  const StateBytesPerParam s = state_bytes_per_param(p);
   // Read the gradient, read and write every optimizer state, write the weight.
-  return e + 2.0 * s.optimizer + e;
+  return s.gradients + 2.0 * s.optimizer + s.weights;
 }
 
 double optimizer_params_on_rank(const ModelSpec& m, const Plan& p, std::int64_t stage) {
@@ -931,7 +944,7 @@ double optimizer_params_on_rank(const ModelSpec& m, const Plan& p, std::int64_t 
 Task optimizer_task(const ModelSpec& m, const Plan& p, std::int64_t stage) {
   return memory("optimizer",
                 optimizer_params_on_rank(m, p, stage) *
-                    optimizer_step_bytes_per_param(p.precision, p.optimizer),
+                    optimizer_step_bytes_per_param(p),
                 MemoryKernel::kOptimizer);
 }
 
@@ -939,12 +952,11 @@ OffloadTraffic offload_traffic_on_stage(const ModelSpec& m, const Plan& p, std::
   OffloadTraffic t;
   if (p.offload != Offload::kOptimizer) return t;
   const double params = optimizer_params_on_rank(m, p, stage);
-  const double e = bytes_per_element(p.precision);
   // ZeRO-Offload (Ren et al. 2021, sec. 4.1): the reduced gradient shard goes to the host, the
   // CPU runs the optimizer over it, and the updated low-precision weights come back.
-  t.device_to_host_bytes = params * e;
-  t.host_to_device_bytes = params * e;
-  t.host_memory_bytes = params * optimizer_step_bytes_per_param(p.precision, p.optimizer);
+  t.device_to_host_bytes = params * grad_bytes_per_element(p);
+  t.host_to_device_bytes = params * bytes_per_element(p.precision);
+  t.host_memory_bytes = params * optimizer_step_bytes_per_param(p);
   return t;
 }
 

@@ -205,7 +205,13 @@ struct StateBytesPerParam {
   double weights = 0, gradients = 0, optimizer = 0;
   double total() const { return weights + gradients + optimizer; }
 };
-StateBytesPerParam state_bytes_per_param(Precision precision, Optimizer optimizer);
+StateBytesPerParam state_bytes_per_param(Precision precision, Optimizer optimizer,
+                                         GradPrecision grads = GradPrecision::kCompute);
+StateBytesPerParam state_bytes_per_param(const Plan& plan);
+// Bytes of one gradient element: accumulated, reduced over data parallelism, read by the
+// optimizer (the weights' precision, or 4 with grad_precision fp32).
+double grad_bytes_per_element(Precision precision, GradPrecision grads);
+double grad_bytes_per_element(const Plan& plan);
 
 // Stored activation bytes of one layer for one micro-batch on one TP rank (Korthikanti et al.
 // 2022 sec. 4, generalised to GQA, SwiGLU and fused attention).
@@ -240,9 +246,9 @@ namespace trainplan {
 
 // ---------------------------------------------------------------------------------------------
 // The optimizer step: device-memory bytes touched per parameter (a memory-bound kernel).
-// AdamW mixed precision reads the gradient (e bytes), reads and writes fp32 master, m and v
-// (24 bytes) and writes the low-precision weight (e bytes).
-double optimizer_step_bytes_per_param(Precision precision, Optimizer optimizer);
+// AdamW mixed precision reads the gradient (grad_bytes_per_element), reads and writes fp32
+// master, m and v (24 bytes) and writes the low-precision weight (e bytes).
+double optimizer_step_bytes_per_param(const Plan& plan);
 // Parameters this rank updates per step: its stage parameters, divided by dp under ZeRO >= 1.
 double optimizer_params_on_rank(const ModelSpec& model, const Plan& plan, std::int64_t stage);
 // The optimizer step of one rank of `stage` as a memory-bound task ("optimizer").

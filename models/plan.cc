@@ -35,6 +35,9 @@ std::string_view to_string(Offload o) { return o == Offload::kNone ? "none" : "o
 std::string_view to_string(AttentionImpl a) {
   return a == AttentionImpl::kFused ? "fused" : "unfused";
 }
+std::string_view to_string(GradPrecision g) {
+  return g == GradPrecision::kCompute ? "compute" : "fp32";
+}
 
 Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   Plan p;
@@ -66,6 +69,8 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
     p.offload = static_cast<Offload>(c);
   if (r.get_choice("attention", c, {"fused", "unfused"}, false))
     p.attention = static_cast<AttentionImpl>(c);
+  if (r.get_choice("grad_precision", c, {"compute", "fp32"}, false))
+    p.grad_precision = static_cast<GradPrecision>(c);
   r.accept("layers_per_stage");
   if (r.failed()) return r.finish();
   if (auto it = j.find("layers_per_stage"); it != j.end() && !it->is_null()) {
@@ -104,6 +109,7 @@ Json plan_to_json(const Plan& p) {
   j["optimizer"] = std::string(to_string(p.optimizer));
   j["offload"] = std::string(to_string(p.offload));
   j["attention"] = std::string(to_string(p.attention));
+  j["grad_precision"] = std::string(to_string(p.grad_precision));
   if (!p.layers_per_stage.empty()) j["layers_per_stage"] = p.layers_per_stage;
   return j;
 }
@@ -117,6 +123,8 @@ std::string describe(const Plan& p) {
   os << " recompute=" << to_string(p.recompute);
   if (p.sequence_parallel) os << " sp";
   if (p.offload != Offload::kNone) os << " offload";
+  if (p.grad_precision == GradPrecision::kFp32 && p.precision != Precision::kFp32)
+    os << " fp32-grads";
   return os.str();
 }
 

@@ -28,12 +28,19 @@ enum class Offload { kNone, kOptimizer };  // ZeRO-Offload: optimizer states + s
 // fused: a memory-efficient attention kernel (FlashAttention; no s^2 tensor kept). unfused:
 // scores, softmax and dropout materialised (Megatron-LM 2021).
 enum class AttentionImpl { kFused, kUnfused };
+// The gradients' precision. compute: as the weights (ZeRO's accounting, Rajbhandari et al. 2019
+// sec. 3.1: 2 + 2 + 12 bytes per parameter with mixed-precision Adam). fp32: gradients
+// accumulated over micro-batches and reduced over data parallelism in fp32, as Megatron-LM does
+// for bf16 (its --accumulate-allreduce-grads-in-fp32, main_grad; its distributed optimizer's
+// table counts 18 bytes per parameter for bf16 weights with fp32 gradients).
+enum class GradPrecision { kCompute, kFp32 };
 
 std::string_view to_string(Schedule s);
 std::string_view to_string(Recompute r);
 std::string_view to_string(Optimizer o);
 std::string_view to_string(Offload o);
 std::string_view to_string(AttentionImpl a);
+std::string_view to_string(GradPrecision g);
 
 struct Plan {
   std::int64_t tp = 1;                 // tensor-parallel degree (Megatron column/row split)
@@ -51,6 +58,7 @@ struct Plan {
   Optimizer optimizer = Optimizer::kAdamW;
   Offload offload = Offload::kNone;
   AttentionImpl attention = AttentionImpl::kFused;
+  GradPrecision grad_precision = GradPrecision::kCompute;
   // Layers per model chunk, in pipeline order (pp * virtual_stages entries). Empty: even split.
   std::vector<std::int64_t> layers_per_stage;
 

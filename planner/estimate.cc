@@ -201,18 +201,19 @@ Estimate Estimator::estimate(const Plan& plan) {
   e.pp_comm_s = d(M) * busiest.pp;
 
   // Data parallel, optimizer and offload after (or overlapped with) the pipeline.
-  const double el = bytes_per_element(plan.precision);
+  // Weights are gathered in their precision, gradients reduced in theirs (grad_precision).
+  const double el = bytes_per_element(plan.precision), gl = grad_bytes_per_element(plan);
   const std::int64_t edp = plan.dp / plan.ep;
   double worst_tail = 0;
   for (std::int64_t s : stages) {
     const StageTimes st = stage_times(s);
     const StageParameters sp = parameters_on_stage(model_, plan, s);
-    const std::int64_t dense_bytes = std::llround(std::ceil(sp.dense / d(plan.dp)) * d(plan.dp) * el);
-    const std::int64_t expert_bytes =
-        sp.expert > 0 ? std::llround(std::ceil(sp.expert / d(edp)) * d(edp) * el) : 0;
+    const double dense_elems = std::ceil(sp.dense / d(plan.dp)) * d(plan.dp);
+    const double expert_elems = sp.expert > 0 ? std::ceil(sp.expert / d(edp)) * d(edp) : 0.0;
     auto coll = [&](Collective c) {
-      return group_time_s(c, dense_bytes, plan.dp, plan.tp) +
-             group_time_s(c, expert_bytes, edp, plan.tp * plan.ep);
+      const double b = c == Collective::kAllGather ? el : gl;
+      return group_time_s(c, std::llround(dense_elems * b), plan.dp, plan.tp) +
+             group_time_s(c, std::llround(expert_elems * b), edp, plan.tp * plan.ep);
     };
     const double blocks = d(st.layers + (s == 0 ? 1 : 0) + (s == pp - 1 ? 1 : 0));
     // Gradient buckets go out as the backward pass finishes each block: all but the last
@@ -253,7 +254,7 @@ Estimate Estimator::estimate(const Plan& plan) {
     if (pp > 1 && model_.tie_word_embeddings && (s == 0 || s == pp - 1)) {
       const double tied = group_time_s(
           Collective::kAllReduce,
-          std::llround(d(padded_vocab(model_, plan.tp)) / d(plan.tp) * d(model_.hidden_size) * el),
+          std::llround(d(padded_vocab(model_, plan.tp)) / d(plan.tp) * d(model_.hidden_size) * gl),
           2, plan.tp * plan.dp * (pp - 1));
       comm += tied;
       exposed += tied;

@@ -96,6 +96,7 @@ PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t 
       base.precision = opt.precision;
       base.optimizer = opt.optimizer;
       base.attention = opt.attention;
+      base.grad_precision = opt.grad_precision;
       base.offload = offload ? Offload::kOptimizer : Offload::kNone;
       if (tp > c.gpus_per_node && !opt.allow_cross_node_tp) {
         out.rejections.add("tp larger than a node", per_layout,
@@ -269,7 +270,7 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
 
   // Nothing fits: how much the model states alone need, the smallest GPU count that fits, and
   // the best plan with optimizer states on the host (ZeRO-Offload, Ren et al. 2021).
-  const StateBytesPerParam sb = state_bytes_per_param(options.precision, options.optimizer);
+  const StateBytesPerParam sb = state_bytes_per_param(options.precision, options.optimizer, options.grad_precision);
   result.min_state_bytes_per_gpu =
       sb.total() * count_parameters(model).total() / d(cluster.total_gpus());
   PlannerOptions quick = options;

@@ -25,6 +25,7 @@ struct PlannerOptions {
   Precision precision = Precision::kBf16;
   Optimizer optimizer = Optimizer::kAdamW;
   AttentionImpl attention = AttentionImpl::kFused;
+  GradPrecision grad_precision = GradPrecision::kCompute;
   // Usable device memory = capacity * (1 - headroom): room for the CUDA context, allocator
   // fragmentation and library workspaces that the model does not count.
   double memory_headroom = 0.10;

@@ -168,7 +168,8 @@ std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
      << fmt("%.0f", static_cast<double>(s.global_batch_size) * static_cast<double>(m.seq_len))
      << " tokens) per step, " << to_string(ctx.options->precision) << ", "
      << to_string(ctx.options->optimizer) << ", " << to_string(ctx.options->attention)
-     << " attention, " << fmt("%.0f", ctx.options->memory_headroom * 100)
+     << " attention, "
+     << (ctx.options->grad_precision == GradPrecision::kFp32 ? "fp32 gradients, " : "") << fmt("%.0f", ctx.options->memory_headroom * 100)
      << "% memory headroom\n\n";
 
   if (r.fits()) {
@@ -191,7 +192,9 @@ std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
 
   os << "Nothing fits in GPU memory. Model states alone (weights, gradients and "
      << to_string(ctx.options->optimizer) << " states, "
-     << fmt("%.0f", state_bytes_per_param(ctx.options->precision, ctx.options->optimizer).total())
+     << fmt("%.0f", state_bytes_per_param(ctx.options->precision, ctx.options->optimizer,
+                                       ctx.options->grad_precision)
+                     .total())
      << " bytes per parameter) need " << fmt("%.1f", r.min_state_bytes_per_gpu / kGB)
      << " GB per GPU even fully sharded over " << c.total_gpus() << " GPUs; each GPU has "
      << fmt("%.1f", c.gpu.hbm_bytes * (1 - ctx.options->memory_headroom) / kGB)
@@ -285,6 +288,7 @@ Json plan_report_to_json(const PlanResult& r, const ReportContext& ctx) {
   j["options"] = {{"precision", std::string(to_string(ctx.options->precision))},
                   {"optimizer", std::string(to_string(ctx.options->optimizer))},
                   {"attention", std::string(to_string(ctx.options->attention))},
+                  {"grad_precision", std::string(to_string(ctx.options->grad_precision))},
                   {"memory_headroom", ctx.options->memory_headroom},
                   {"allow_cross_node_tp", ctx.options->allow_cross_node_tp}};
   j["fits"] = r.fits();

@@ -43,6 +43,9 @@ int run(int argc, char** argv) {
       {"precision", true, "bf16 (default), fp16 or fp32"},
       {"optimizer", true, "adamw (default), sgd or sgd-momentum"},
       {"attention", true, "fused (default, FlashAttention-style) or unfused"},
+      {"grad-precision", true,
+       "compute (default: gradients in the weights' precision) or fp32 (Megatron-LM's bf16 "
+       "default: fp32 accumulation and reduction)"},
       {"memory-headroom", true, "fraction of GPU memory kept free (default 0.10)"},
       {"allow-cross-node-tp", false, "consider tensor parallelism across nodes"},
       {"top", true, "candidates to show (default 10)"},
@@ -84,24 +87,28 @@ int run(int argc, char** argv) {
   auto choice = [&](const char* name, std::initializer_list<const char*> names, int& out) {
     if (!args.has(name)) return Status::Ok();
     int i = 0;
+    std::string allowed;
     for (const char* n : names) {
       if (args.get(name) == n) {
         out = i;
         return Status::Ok();
       }
-      ++i;
+      allowed += (i++ > 0 ? ", " : "") + std::string(n);
     }
-    return Status::Error(std::string("--") + name + ": unknown value '" + args.get(name) + "'",
+    return Status::Error(std::string("--") + name + ": unknown value '" + args.get(name) +
+                             "' (expected one of: " + allowed + ")",
                          ExitCode::kUsage);
   };
-  int precision = 0, optimizer = 0, attention = 0;
+  int precision = 0, optimizer = 0, attention = 0, grad_precision = 0;
   for (const Status& st : {choice("precision", {"bf16", "fp16", "fp32"}, precision),
                            choice("optimizer", {"adamw", "sgd", "sgd-momentum"}, optimizer),
-                           choice("attention", {"fused", "unfused"}, attention)})
+                           choice("attention", {"fused", "unfused"}, attention),
+                           choice("grad-precision", {"compute", "fp32"}, grad_precision)})
     if (!st.ok()) return cli::fail("plan", st);
   opt.precision = static_cast<Precision>(precision);
   opt.optimizer = static_cast<Optimizer>(optimizer);
   opt.attention = static_cast<AttentionImpl>(attention);
+  opt.grad_precision = static_cast<GradPrecision>(grad_precision);
   const bool json = args.has("json");
   if (!json) {
     opt.progress = [](std::int64_t evaluated, std::int64_t) {

@@ -61,7 +61,8 @@ launch() {
   return $rc
 }
 
-# The matrix: name, model, ranks, plan fields (bf16; the CUDA executor's attention).
+# The matrix: name, model, ranks, plan fields (bf16, fp32 gradients unless given; the CUDA
+# executor's attention).
 MATRIX=(
   "gpt2_mbs1       gpt2-124m 1 \"tp\":1,\"pp\":1,\"dp\":1,\"micro_batch_size\":1,\"global_batch_size\":8"
   "gpt2_mbs4       gpt2-124m 1 \"tp\":1,\"pp\":1,\"dp\":1,\"micro_batch_size\":4,\"global_batch_size\":8"
@@ -73,6 +74,7 @@ MATRIX=(
 if [ "$GPUS" -ge 2 ]; then
   MATRIX+=(
     "gpt2_dp2        gpt2-124m 2 \"tp\":1,\"pp\":1,\"dp\":2,\"micro_batch_size\":4,\"global_batch_size\":16"
+    "gpt2_dp2_bf16g  gpt2-124m 2 \"tp\":1,\"pp\":1,\"dp\":2,\"micro_batch_size\":4,\"global_batch_size\":16,\"grad_precision\":\"compute\""
     "gpt2_zero1      gpt2-124m 2 \"tp\":1,\"pp\":1,\"dp\":2,\"zero_stage\":1,\"micro_batch_size\":4,\"global_batch_size\":8"
     "gpt2_tp2        gpt2-124m 2 \"tp\":2,\"pp\":1,\"dp\":1,\"micro_batch_size\":4,\"global_batch_size\":8"
     "gpt2_pp2_1f1b   gpt2-124m 2 \"tp\":1,\"pp\":2,\"dp\":1,\"micro_batch_size\":2,\"global_batch_size\":8,\"schedule\":\"1f1b\""
@@ -93,7 +95,10 @@ for round in $(seq 1 "$ROUNDS"); do
   for entry in "${MATRIX[@]}"; do
     read -r name model ranks fields <<< "$entry"
     run="$DIR/$name"
-    echo "{$fields,\"precision\":\"bf16\"}" > "$run.plan.json"
+    # fp32 gradients unless the entry says otherwise: what the CUDA trainer accumulates.
+    grads='"grad_precision":"fp32",'
+    [[ $fields == *grad_precision* ]] && grads=
+    echo "{$grads$fields,\"precision\":\"bf16\"}" > "$run.plan.json"
     "$SIMULATE" --model "$OUT/$model.json" --plan "$run.plan.json" --cluster "$OUT/cluster.json" \
       --hardware "$OUT/profile.json" --json --out "$run.predicted.json" \
       --trace "$run.predicted_trace.json" > "$run.simulate.txt" 2>&1 \

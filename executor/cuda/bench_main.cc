@@ -366,9 +366,9 @@ int run(int argc, char** argv) {
       std::vector<std::string> parts;
       for (int r = 0; r < info->size; ++r) {
         const std::string name = args->trace + ".rank" + std::to_string(r) + ".part";
-        auto part = cx::read_file(name);
-        if (!part.ok()) return cx::fail(part.status());
-        parts.push_back(std::move(*part));
+        auto text = cx::read_file(name);
+        if (!text.ok()) return cx::fail(text.status());
+        parts.push_back(std::move(*text));
         std::remove(name.c_str());
       }
       if (!cx::write_atomically(args->trace, tp::executor::chrome_trace_json(parts)))

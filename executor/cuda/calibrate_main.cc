@@ -92,13 +92,15 @@ tp::Result<Args> parse(int argc, char** argv) {
   return a;
 }
 
-// The probe plan: data parallel over every rank, one micro-batch per replica, bf16.
+// The probe plan: data parallel over every rank, one micro-batch per replica, bf16 with fp32
+// gradients (what the CUDA trainer accumulates and its optimizer reads).
 tp::Plan probe_plan(std::int64_t world, std::int64_t micro_batch) {
   tp::Plan p;
   p.dp = world;
   p.micro_batch_size = micro_batch;
   p.global_batch_size = micro_batch * world;
   p.precision = tp::Precision::kBf16;
+  p.grad_precision = tp::GradPrecision::kFp32;
   p.schedule = tp::Schedule::k1F1B;
   return p;
 }

@@ -247,15 +247,23 @@ __global__ void ce_backward_kernel(bf16* logits, const float* row_max, const flo
 
 __global__ void adamw_kernel(AdamWConfig opt, float step_size, float v_scale, std::int64_t n,
                              float* param, const float* grad, float* m, float* v,
-                             const std::uint8_t* decay, bf16* param_bf16) {
+                             const std::int64_t* decayed, std::int64_t ranges,
+                             bf16* param_bf16) {
   GRID_STRIDE(i, n) {
+    // The last range that starts at or before i (binary search over a handful).
+    std::int64_t lo = 0, hi = ranges;
+    while (lo < hi) {
+      const std::int64_t mid = (lo + hi) / 2;
+      if (decayed[2 * mid] <= i) lo = mid + 1; else hi = mid;
+    }
+    const bool decay = lo > 0 && i < decayed[2 * (lo - 1) + 1];
     const float g = grad[i];
     const float mi = opt.beta1 * m[i] + (1.0f - opt.beta1) * g;
     const float vi = opt.beta2 * v[i] + (1.0f - opt.beta2) * g * g;
     m[i] = mi;
     v[i] = vi;
     float p = param[i];
-    if (decay[i] != 0) p -= opt.lr * opt.weight_decay * p;
+    if (decay) p -= opt.lr * opt.weight_decay * p;
     p -= step_size * mi / (sqrtf(vi) * v_scale + opt.eps);
     param[i] = p;
     if (param_bf16 != nullptr) param_bf16[i] = __float2bfloat16(p);
@@ -384,8 +392,8 @@ void cross_entropy_backward(bf16* logits, const float* row_max, const float* sum
 }
 
 void adamw_update(const AdamWConfig& opt, std::int64_t step, std::int64_t n, float* param,
-                  const float* grad, float* m, float* v, const std::uint8_t* decay,
-                  bf16* param_bf16, cudaStream_t s) {
+                  const float* grad, float* m, float* v, const std::int64_t* decayed,
+                  std::int64_t ranges, bf16* param_bf16, cudaStream_t s) {
   if (n == 0) return;
   // Bias corrections in double, as executor::adamw_update.
   const double c1 = 1.0 - std::pow(static_cast<double>(opt.beta1), static_cast<double>(step));
@@ -393,7 +401,7 @@ void adamw_update(const AdamWConfig& opt, std::int64_t step, std::int64_t n, flo
   const float step_size = static_cast<float>(opt.lr / c1);
   const float v_scale = static_cast<float>(1.0 / std::sqrt(c2));
   adamw_kernel<<<blocks_for(n), kThreads, 0, s>>>(opt, step_size, v_scale, n, param, grad, m, v,
-                                                  decay, param_bf16);
+                                                  decayed, ranges, param_bf16);
   TP_LAUNCH_CHECK(adamw_kernel);
 }
 

@@ -96,13 +96,14 @@ void attention_backward(const bf16* q, const bf16* k, const bf16* v, std::int64_
 inline constexpr std::int64_t kMaxHeadDim = 128;  // attention.cu: hd/32 values per lane
 
 // AdamW over n float32 master values, identical in arithmetic to executor::adamw_update; also
-// writes the bf16 compute copy when param_bf16 is not null. decay (n): 1 where weight decay
-// applies.
+// writes the bf16 compute copy when param_bf16 is not null. Weight decay applies inside the
+// `ranges` intervals [decayed[2k], decayed[2k+1]) of indices into param (device memory, sorted,
+// disjoint): a few per block, not a byte per parameter (executor/params.h, for_each_decay_run).
 struct AdamWConfig {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
 };
 void adamw_update(const AdamWConfig& opt, std::int64_t step, std::int64_t n, float* param,
-                  const float* grad, float* m, float* v, const std::uint8_t* decay,
-                  bf16* param_bf16, cudaStream_t stream);
+                  const float* grad, float* m, float* v, const std::int64_t* decayed,
+                  std::int64_t ranges, bf16* param_bf16, cudaStream_t stream);
 
 }  // namespace trainplan::executor::cuda

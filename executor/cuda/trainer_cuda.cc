@@ -59,20 +59,29 @@ Result<std::unique_ptr<CudaTrainer>> CudaTrainer::make(const ModelSpec& model, c
     b.padded = (l.size + dp - 1) / dp * dp;
     b.shard = b.padded / dp;
     std::vector<float> full(static_cast<std::size_t>(b.padded), 0.0f);
-    std::vector<std::uint8_t> decay(static_cast<std::size_t>(b.padded), 0);
+    Ranges decayed;
     for (const TensorSlice& s : l.tensors) {
       init_slice(options.seed, s, full.data() + s.offset);
-      std::fill_n(decay.begin() + s.offset, s.size(), s.decay ? 1 : 0);
+      if (s.decay) decayed.emplace_back(s.offset, s.size());
       if (s.tied) b.tied.emplace_back(s.offset, s.size());
       if (s.sp_norm) b.sp_norm.emplace_back(s.offset, s.size());
     }
+    std::sort(decayed.begin(), decayed.end());
     const bool sharded = plan.zero_stage >= 1;
     b.master_offset = sharded ? t->dp_rank_ * b.shard : 0;
     const std::int64_t n = sharded ? b.shard : b.padded;
     const auto first = full.begin() + b.master_offset;
     b.master = upload(std::vector<float>(first, first + n));
-    const auto dfirst = decay.begin() + b.master_offset;
-    b.decay = upload(std::vector<std::uint8_t>(dfirst, dfirst + n));
+    // The decayed runs of this rank's range, relative to `master`.
+    std::vector<std::int64_t> runs;
+    for_each_decay_run(decayed, b.master_offset, b.master_offset + n,
+                       [&](std::int64_t at, std::int64_t count, bool decay) {
+                         if (!decay) return;
+                         runs.push_back(at - b.master_offset);
+                         runs.push_back(at - b.master_offset + count);
+                       });
+    b.decayed = upload(runs);
+    b.decayed_ranges = static_cast<std::int64_t>(runs.size() / 2);
     b.m.resize(n);
     b.v.resize(n);
     zero(b.m, t->stream_);
@@ -87,10 +96,6 @@ Result<std::unique_ptr<CudaTrainer>> CudaTrainer::make(const ModelSpec& model, c
     }
     b.grad.resize(b.padded);
     zero(b.grad, t->stream_);
-    if (sharded) {
-      b.grad_shard.resize(b.shard);
-      zero(b.grad_shard, t->stream_);
-    }
     t->blocks_.push_back(std::move(b));
   }
   t->loss_sum_.resize(1);
@@ -205,35 +210,48 @@ void CudaTrainer::run_schedule(const std::vector<std::int32_t>& batch) {
   if (comm_ != nullptr) comm_->wait_sends();
 }
 
+void CudaTrainer::all_reduce_grad(CommGroup g, float* grad, std::int64_t n,
+                                  std::string_view task) {
+  if (plan_.grad_precision == GradPrecision::kFp32) {
+    comm_->all_reduce_device(g, grad, n, DType::kF32, ReduceOp::kSum, stream_, task);
+    return;
+  }
+  grad16_.resize(std::max(grad16_.size(), n));
+  cast_f32_to_bf16(grad, grad16_.data(), n, stream_);
+  comm_->all_reduce_device(g, grad16_.data(), n, DType::kBF16, ReduceOp::kSum, stream_, task);
+  cast_bf16_to_f32(grad16_.data(), grad, n, stream_);
+}
+
 void CudaTrainer::finish_gradients() {
   if (comm_ == nullptr) return;
   // Sequence-parallel norms: partial sums over TP (trainer.cc; not listed by the cost model).
   for (Block& b : blocks_)
-    for (auto [off, n] : b.sp_norm)
-      comm_->all_reduce_device(CommGroup::kTp, b.grad.data() + off, n, DType::kF32,
-                               ReduceOp::kSum, stream_);
+    for (auto [off, n] : b.sp_norm) all_reduce_grad(CommGroup::kTp, b.grad.data() + off, n, {});
   const std::vector<BlockLayout>& layouts = model_net_->layouts();
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     Block& b = blocks_[i];
     for (auto [off, n] : b.tied)
-      comm_->all_reduce_device(CommGroup::kEmbedding, b.grad.data() + off, n, DType::kF32,
-                               ReduceOp::kSum, stream_, "embedding_grad_all_reduce");
+      all_reduce_grad(CommGroup::kEmbedding, b.grad.data() + off, n, "embedding_grad_all_reduce");
     if (plan_.dp == 1 && plan_.zero_stage == 0) continue;
     // Traced under the block's layer, as the simulator's per-block reductions (trainer.cc).
     TraceScope block(trace_, {.layer = static_cast<std::int32_t>(layouts[i].layer)});
-    // Gradients travel in the plan's precision (bf16), accumulate in float32.
+    if (plan_.zero_stage == 0) {
+      all_reduce_grad(CommGroup::kDp, b.grad.data(), b.padded, "dp_grad_all_reduce");
+      continue;
+    }
+    // ZeRO: reduce-scatter in place (as NCCL allows); this rank's shard lands at master_offset.
+    constexpr std::string_view kTask = "zero_grad_reduce_scatter";
+    if (plan_.grad_precision == GradPrecision::kFp32) {
+      comm_->reduce_scatter_device(CommGroup::kDp, b.grad.data(), b.grad.data() + b.master_offset,
+                                   b.shard, DType::kF32, stream_, kTask);
+      continue;
+    }
     grad16_.resize(std::max(grad16_.size(), b.padded));
     cast_f32_to_bf16(b.grad.data(), grad16_.data(), b.padded, stream_);
-    if (plan_.zero_stage == 0) {
-      comm_->all_reduce_device(CommGroup::kDp, grad16_.data(), b.padded, DType::kBF16,
-                               ReduceOp::kSum, stream_, "dp_grad_all_reduce");
-      cast_bf16_to_f32(grad16_.data(), b.grad.data(), b.padded, stream_);
-    } else {
-      bf16* shard = grad16_.data() + dp_rank_ * b.shard;  // in place, as NCCL allows
-      comm_->reduce_scatter_device(CommGroup::kDp, grad16_.data(), shard, b.shard, DType::kBF16,
-                                   stream_, "zero_grad_reduce_scatter");
-      cast_bf16_to_f32(shard, b.grad_shard.data(), b.shard, stream_);
-    }
+    bf16* shard = grad16_.data() + b.master_offset;
+    comm_->reduce_scatter_device(CommGroup::kDp, grad16_.data(), shard, b.shard, DType::kBF16,
+                                 stream_, kTask);
+    cast_bf16_to_f32(shard, b.grad.data() + b.master_offset, b.shard, stream_);
   }
 }
 
@@ -245,11 +263,12 @@ void CudaTrainer::optimizer_step() {
   for (Block& b : blocks_) {
     if (plan_.zero_stage == 0) {
       adamw_update(options_.adamw, step_, b.padded, b.master.data(), b.grad.data(), b.m.data(),
-                   b.v.data(), b.decay.data(), b.compute.data(), stream_);
+                   b.v.data(), b.decayed.data(), b.decayed_ranges, b.compute.data(), stream_);
     } else {
       bf16* mine = plan_.zero_stage == 3 ? b.compute.data() : b.compute.data() + b.master_offset;
-      adamw_update(options_.adamw, step_, b.shard, b.master.data(), b.grad_shard.data(),
-                   b.m.data(), b.v.data(), b.decay.data(), mine, stream_);
+      adamw_update(options_.adamw, step_, b.shard, b.master.data(),
+                   b.grad.data() + b.master_offset, b.m.data(), b.v.data(), b.decayed.data(),
+                   b.decayed_ranges, mine, stream_);
       if (plan_.zero_stage <= 2) {
         span.end();
         {

@@ -1,13 +1,17 @@
 // The training step of one rank on a GPU: executor/trainer.h's Trainer with device buffers,
 // until the Trainer is made generic over the stage model (see the integration notes in
 // executor/cuda/README.md). Pipeline schedules GPipe and 1F1B; data parallelism DDP and
-// ZeRO-1/2/3; mixed precision as the cost model counts it (Rajbhandari et al. 2019, sec. 3.1):
-// bf16 compute weights and bf16 gradient collectives, float32 master weights and AdamW state,
-// float32 gradient accumulation.
+// ZeRO-1/2/3; mixed precision: bf16 compute weights, float32 master weights and AdamW state,
+// float32 gradient accumulation (Megatron-LM's main_grad). Gradients are reduced in the plan's
+// grad_precision: fp32 as accumulated (the cost model's 18 bytes per parameter), or, with
+// grad_precision compute, cast to bf16 for the collective (its bytes as the cost model counts
+// them; the float32 accumulator and a bf16 scratch of the largest block are then more memory
+// than its 16 bytes per parameter).
 //
 // Differences from the CPU Trainer, stated so that tests compare like with like:
 //  - ZeRO-2/3 reduce-scatter the gradients once per step, after the last micro-batch, not after
-//    every micro-batch: identical bytes when each replica runs one micro-batch per step.
+//    every micro-batch: identical bytes when each replica runs one micro-batch per step, but the
+//    full gradient stays allocated (ZeRO-1's memory, not ZeRO-2's).
 //  - Interleaved 1F1B is not supported yet (rejected with a reason).
 //
 // Tested by bench/gpu/run_all.sh (several ranks against one, on a GPU).
@@ -18,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "executor/cuda/comm_nccl.h"
@@ -66,11 +71,12 @@ class CudaTrainer final : private DeviceBlockAccess {
     std::int64_t master_offset = 0;      // first padded element of `master` (dp_rank * shard)
     DeviceBuffer<float> master;          // (padded) DDP, (shard) ZeRO >= 1
     DeviceBuffer<float> m, v;            // like master
-    DeviceBuffer<std::uint8_t> decay;    // like master
+    DeviceBuffer<std::int64_t> decayed;  // (begin, end) pairs into master: AdamW decays there
+    std::int64_t decayed_ranges = 0;
     DeviceBuffer<bf16> compute;          // (padded) compute weights; ZeRO-3: (shard)
     DeviceBuffer<bf16> gathered;         // ZeRO-3: (padded) while acquired
-    DeviceBuffer<float> grad;            // (padded) accumulated over micro-batches
-    DeviceBuffer<float> grad_shard;      // (shard) ZeRO >= 1
+    DeviceBuffer<float> grad;            // (padded) accumulated over micro-batches; ZeRO >= 1:
+                                         // reduced in place, this rank's shard at master_offset
     std::vector<std::pair<std::int64_t, std::int64_t>> tied, sp_norm;
   };
 
@@ -83,6 +89,8 @@ class CudaTrainer final : private DeviceBlockAccess {
   float* grads(std::size_t b) override;
   void run_schedule(const std::vector<std::int32_t>& batch);
   void finish_gradients();
+  // Sums n gradient elements over group g in the plan's gradient precision.
+  void all_reduce_grad(CommGroup g, float* grad, std::int64_t n, std::string_view task);
   void optimizer_step();
 
   ModelSpec model_;
@@ -95,7 +103,7 @@ class CudaTrainer final : private DeviceBlockAccess {
   std::unique_ptr<CudaStageModel> model_net_;
   std::vector<Block> blocks_;
   DeviceBuffer<double> loss_sum_;
-  DeviceBuffer<bf16> grad16_;  // scratch: gradients cast for the bf16 DP collectives
+  DeviceBuffer<bf16> grad16_;  // grad_precision compute: gradients cast for the collectives
   std::unique_ptr<PhaseTimer> timer_;
   DeviceTrace* trace_ = nullptr;  // during a traced step
 };

@@ -16,9 +16,11 @@
 // A NaN anywhere fails (rel_l2 returns infinity), and outputs are poisoned before each launch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "executor/cuda/gemm.h"
 #include "executor/cuda/kernels.h"
@@ -256,18 +258,21 @@ TEST(CudaKernels, AdamWMatchesCpu) {
   auto p = random_bf16(n, 50), g = random_bf16(n, 51), m = random_bf16(n, 52, 0.1f);
   auto v = random_bf16(n, 53, 0.1f);
   for (float& x : v) x = x * x;
-  std::vector<std::uint8_t> decay(n);
-  for (std::int64_t i = 0; i < n; ++i) decay[i] = i % 3 == 0;
+  // Decayed ranges of several lengths, one at each end of the buffer and one single element.
+  const std::vector<std::int64_t> ranges = {0, 7, 100, 101, 640, 2000, 4999, 5000};
+  std::vector<std::uint8_t> decay(n, 0);
+  for (std::size_t k = 0; k < ranges.size(); k += 2)
+    std::fill(decay.begin() + ranges[k], decay.begin() + ranges[k + 1], 1);
   auto p_d = upload_f32(p), g_d = upload_f32(g), m_d = upload_f32(m), v_d = upload_f32(v);
-  DeviceBuffer<std::uint8_t> decay_d(n);
-  to_device(decay.data(), decay_d.data(), n);
+  DeviceBuffer<std::int64_t> ranges_d(static_cast<std::int64_t>(ranges.size()));
+  to_device(ranges.data(), ranges_d.data(), ranges_d.size());
   DeviceBuffer<bf16> p16(n);
   executor::AdamW cpu;
   AdamWConfig opt{cpu.lr, cpu.beta1, cpu.beta2, cpu.eps, cpu.weight_decay};
   for (std::int64_t i = 0; i < n; ++i)
     executor::adamw_update(cpu, 7, 1, &p[i], &g[i], &m[i], &v[i], decay[i] != 0);
-  adamw_update(opt, 7, n, p_d.data(), g_d.data(), m_d.data(), v_d.data(), decay_d.data(),
-               p16.data(), nullptr);
+  adamw_update(opt, 7, n, p_d.data(), g_d.data(), m_d.data(), v_d.data(), ranges_d.data(),
+               static_cast<std::int64_t>(ranges.size() / 2), p16.data(), nullptr);
   EXPECT_LT(rel_l2(download(p_d), p), 1e-6);
   EXPECT_LT(rel_l2(download(m_d), m), 1e-6);
   EXPECT_LT(rel_l2(download(v_d), v), 1e-6);

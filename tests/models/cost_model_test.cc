@@ -126,6 +126,43 @@ TEST(Memory, MixedPrecisionAdamIsSixteenBytesPerParameter) {
   EXPECT_EQ(state_bytes_per_param(Precision::kBf16, Optimizer::kSgdMomentum).total(), 12.0);
 }
 
+TEST(Memory, Fp32GradientsAreEighteenBytesPerParameterAndReduceInFp32) {
+  // Megatron-LM's bf16 default (fp32 main_grad): 2 + 4 + 12 bytes per parameter.
+  EXPECT_EQ(state_bytes_per_param(Precision::kBf16, Optimizer::kAdamW, GradPrecision::kFp32)
+                .total(),
+            18.0);
+  EXPECT_EQ(state_bytes_per_param(Precision::kFp32, Optimizer::kAdamW, GradPrecision::kFp32)
+                .total(),
+            16.0);  // nothing changes in fp32
+  const ModelSpec m = load_repo_model("gpt2-124m.json");
+  Plan p = plan_of(1, 1, 4, 1, 8);
+  p.sequence_parallel = false;
+  Plan fp32 = p;
+  fp32.grad_precision = GradPrecision::kFp32;
+  const double psi = parameters_on_stage(m, p, 0).total();
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, fp32, 0).gradients_bytes, 4.0 * psi);
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, p, 0).gradients_bytes, 2.0 * psi);
+  // The optimizer reads 2 more bytes per parameter.
+  EXPECT_DOUBLE_EQ(optimizer_step_bytes_per_param(fp32) - optimizer_step_bytes_per_param(p), 2.0);
+  // Gradient collectives carry 4 bytes per element; ZeRO's weight gathers stay at 2.
+  for (int zero : {0, 1}) {
+    p.zero_stage = fp32.zero_stage = zero;
+    for (const ParamBlock& b : param_blocks_on_stage(m, p, 0)) {
+      for (DpPoint point : {DpPoint::kAfterLastBackward, DpPoint::kAfterOptimizer}) {
+        const std::vector<Task> base = dp_block_tasks(p, b, point);
+        const std::vector<Task> wide = dp_block_tasks(fp32, b, point);
+        ASSERT_EQ(base.size(), wide.size());
+        for (std::size_t i = 0; i < base.size(); ++i) {
+          const double ratio = static_cast<double>(wide[i].message_bytes) /
+                               static_cast<double>(base[i].message_bytes);
+          EXPECT_DOUBLE_EQ(ratio, base[i].collective == Collective::kAllGather ? 1.0 : 2.0)
+              << base[i].name;
+        }
+      }
+    }
+  }
+}
+
 TEST(Memory, ZeroStagesDivideModelStatesAsRajbhandari) {
   // ZeRO (Rajbhandari et al. 2019, fig. 1): with Psi parameters, K = 12 and N_d replicas:
   // baseline (2+2+K)Psi, P_os (2+2+K/N_d)Psi, P_os+g (2+(2+K)/N_d)Psi, P_os+g+p (2+2+K)Psi/N_d.

@@ -466,6 +466,7 @@ TEST(PlanLoader, FieldErrors) {
       {"optimizer", "adam", {"adam", "adamw, sgd, sgd-momentum"}},
       {"offload", "all", {"all", "none, optimizer"}},
       {"attention", "flash", {"flash", "fused, unfused"}},
+      {"grad_precision", "bf16", {"bf16", "compute, fp32"}},
       {"sequence_parallel", "yes", {"\"yes\""}},
       {"virtual_stages", 0, {"0"}},
       {"layers_per_stage", 4, {"4", "expected an array"}},
@@ -820,6 +821,7 @@ TEST(RoundTrip, Plans) {
   p.optimizer = Optimizer::kSgdMomentum;
   p.offload = Offload::kOptimizer;
   p.attention = AttentionImpl::kUnfused;
+  p.grad_precision = GradPrecision::kFp32;
   p.layers_per_stage = {3, 2, 2, 3};
   expect_round_trip(p, plan_to_json, plan_from_json, "full plan");
 }

@@ -36,6 +36,9 @@ expect 3 'unknown GPU "V100"' -- "$plan" --model "$src/models/tiny.json" --gpus 
 expect 3 "is not a multiple of --gpus-per-node=8" -- "$plan" --model "$src/models/tiny.json" --gpus 12
 expect 3 "exceeds max_position_embeddings=1024" -- "$plan" --model "$src/models/gpt2-124m.json" --gpus 8 --seq-len 4096
 expect 2 "--precision: unknown value 'fp8'" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --precision fp8
+expect 2 "--grad-precision: unknown value 'bf16' (expected one of: compute, fp32)" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --grad-precision bf16
+# Megatron-LM's fp32 gradients: 18 bytes per parameter of model states instead of 16.
+expect 0 "need 98.2 GB per GPU" -- "$plan" --model "$src/models/gpt3.json" --gpus 32 --grad-precision fp32
 
 # GPT-3 175B on 32 x 80 GB: nothing fits, say so, recommend offload with its cost.
 expect 0 "Nothing fits in GPU memory" -- "$plan" --model "$src/models/gpt3.json" --gpus 32
