@@ -56,15 +56,17 @@ void Comm::all_to_all(CommGroup g, const float* in, float* out, std::int64_t cou
 void Comm::send(CommGroup g, const float* data, std::int64_t count_, std::int64_t peer, int tag,
                 std::string_view task) {
   const Clock::time_point t0 = Clock::now();
-  do_send(g, data, count_, peer, tag);
-  count(g, Collective::kSendRecv, count_ * kFloatBytes, t0, task.empty() ? "send" : task);
+  if (task.empty()) task = "send";
+  do_send(g, data, count_, peer, tag, task);
+  count(g, Collective::kSendRecv, count_ * kFloatBytes, t0, task);
 }
 
 void Comm::recv(CommGroup g, float* data, std::int64_t count_, std::int64_t peer, int tag,
                 std::string_view task) {
   const Clock::time_point t0 = Clock::now();
-  do_recv(g, data, count_, peer, tag);
-  count(g, Collective::kSendRecv, 0, t0, task.empty() ? "recv" : task);  // a receive sends nothing
+  if (task.empty()) task = "recv";
+  do_recv(g, data, count_, peer, tag, task);
+  count(g, Collective::kSendRecv, 0, t0, task);  // a receive sends nothing
 }
 
 void Comm::wait_sends() { do_wait_sends(); }

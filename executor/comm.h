@@ -108,10 +108,12 @@ class Comm {
                                  std::int64_t count) = 0;
   virtual void do_all_gather(CommGroup g, const float* in, float* out, std::int64_t count) = 0;
   virtual void do_all_to_all(CommGroup g, const float* in, float* out, std::int64_t count) = 0;
+  // `task`: the traced name (send_forward, ...), for a backend that traces on its own (NCCL's
+  // device trace).
   virtual void do_send(CommGroup g, const float* data, std::int64_t count, std::int64_t peer,
-                       int tag) = 0;
+                       int tag, std::string_view task) = 0;
   virtual void do_recv(CommGroup g, float* data, std::int64_t count, std::int64_t peer,
-                       int tag) = 0;
+                       int tag, std::string_view task) = 0;
   virtual void do_wait_sends() = 0;
   virtual void do_barrier(CommGroup g) = 0;
   virtual void do_control_all_reduce(double* data, std::int64_t count, ReduceOp op) = 0;

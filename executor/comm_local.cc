@@ -27,11 +27,12 @@ class LocalComm final : public Comm {
   void do_all_to_all(CommGroup, const float* in, float* out, std::int64_t n) override {
     if (in != out) std::copy(in, in + n, out);
   }
-  void do_send(CommGroup g, const float*, std::int64_t, std::int64_t, int) override {
+  void do_send(CommGroup g, const float*, std::int64_t, std::int64_t, int,
+               std::string_view) override {
     throw CommError("local backend: send on group " + std::string(to_string(g)) +
                     " has no peer (a single rank)");
   }
-  void do_recv(CommGroup g, float*, std::int64_t, std::int64_t, int) override {
+  void do_recv(CommGroup g, float*, std::int64_t, std::int64_t, int, std::string_view) override {
     throw CommError("local backend: recv on group " + std::string(to_string(g)) +
                     " has no peer (a single rank)");
   }

@@ -123,8 +123,8 @@ class MpiComm final : public Comm {
   void do_all_to_all(CommGroup g, const float* in, float* out, std::int64_t n) override {
     TRAINPLAN_MPI_CALL(MPI_Alltoall(in, to_int(n), MPI_FLOAT, out, to_int(n), MPI_FLOAT, comm(g)));
   }
-  void do_send(CommGroup g, const float* data, std::int64_t n, std::int64_t peer,
-               int tag) override {
+  void do_send(CommGroup g, const float* data, std::int64_t n, std::int64_t peer, int tag,
+               std::string_view) override {
     // Non-blocking with its own copy, so that two stages sending to each other at once (1F1B's
     // steady state) cannot deadlock in rendezvous.
     buffers_.emplace_back(data, data + n);
@@ -132,7 +132,8 @@ class MpiComm final : public Comm {
     TRAINPLAN_MPI_CALL(MPI_Isend(buffers_.back().data(), to_int(n), MPI_FLOAT, static_cast<int>(peer),
                        kTagBase + tag, comm(g), &pending_.back()));
   }
-  void do_recv(CommGroup g, float* data, std::int64_t n, std::int64_t peer, int tag) override {
+  void do_recv(CommGroup g, float* data, std::int64_t n, std::int64_t peer, int tag,
+               std::string_view) override {
     TRAINPLAN_MPI_CALL(MPI_Recv(data, to_int(n), MPI_FLOAT, static_cast<int>(peer), kTagBase + tag, comm(g),
                       MPI_STATUS_IGNORE));
   }

@@ -149,7 +149,7 @@ tp::StepReport measured_report(const tp::ModelSpec& model, const tp::Plan& plan,
   std::vector<std::pair<tp::TimeNs, tp::TimeNs>> compute;  // in order: one stream
   double compute_s = 0, optimizer_s = 0;
   for (const auto& e : events)
-    if (e.track == TraceTrack::kCompute) {
+    if (e.track == TraceTrack::kCompute && !e.group.has_value()) {  // not a pipeline receive
       compute.emplace_back(e.begin_ns, e.end_ns);
       const double d = static_cast<double>(e.end_ns - e.begin_ns) * 1e-9;
       compute_s += d;

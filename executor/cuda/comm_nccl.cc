@@ -391,7 +391,7 @@ void NcclComm::do_all_to_all(CommGroup g, const float* in, float* out, std::int6
 // forward (tag 1) and backward (tag 2) traffic has its own communicator and stream; messages
 // of one tag stay in order.
 void NcclComm::do_send(CommGroup g, const float* data, std::int64_t n, std::int64_t peer,
-                       int tag) {
+                       int tag, std::string_view task) {
   p2p_channel(g, peer, true);
   const std::size_t ch = static_cast<std::size_t>(tag) % 2;
   if (aborted_) throw CommError("NCCL communicators were aborted: " + abort_reason_);
@@ -399,17 +399,26 @@ void NcclComm::do_send(CommGroup g, const float* data, std::int64_t n, std::int6
   DeviceBuffer<char>& copy = pending_sends_.emplace_back(n * 4);  // "the data is copied"
   TP_CUDA(cudaMemcpyAsync(copy.data(), data, to_size(n * 4), cudaMemcpyDefault, s));
   if (!is_device_pointer(data)) TP_CUDA(cudaStreamSynchronize(s));  // pageable source
+  std::size_t span = 0;
+  if (trace_ != nullptr)
+    span = trace_->open(task, comm_track(g, Collective::kSendRecv, task), s, n * 4, g);
   TP_NCCL(ncclSend(copy.data(), to_size(n), ncclFloat32, static_cast<int>(peer), p2p_[ch], s));
+  if (trace_ != nullptr) trace_->close(span, s);
 }
 
-void NcclComm::do_recv(CommGroup g, float* data, std::int64_t n, std::int64_t peer, int tag) {
+void NcclComm::do_recv(CommGroup g, float* data, std::int64_t n, std::int64_t peer, int tag,
+                       std::string_view task) {
   p2p_channel(g, peer, false);
   const std::size_t ch = static_cast<std::size_t>(tag) % 2;
   if (aborted_) throw CommError("NCCL communicators were aborted: " + abort_reason_);
   cudaStream_t s = p2p_streams_[ch];
   const bool dev = is_device_pointer(data);
   float* d = dev ? data : static_cast<float*>(scratch(2, n * 4));
+  std::size_t span = 0;
+  if (trace_ != nullptr)
+    span = trace_->open(task, comm_track(g, Collective::kSendRecv, task), s, 0, g);
   TP_NCCL(ncclRecv(d, to_size(n), ncclFloat32, static_cast<int>(peer), p2p_[ch], s));
+  if (trace_ != nullptr) trace_->close(span, s);
   if (!dev) TP_CUDA(cudaMemcpyAsync(data, d, to_size(n * 4), cudaMemcpyDeviceToHost, s));
   wait_stream(s, "ncclRecv");
 }

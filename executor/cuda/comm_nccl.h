@@ -88,9 +88,12 @@ class NcclComm final : public Comm {
   void do_reduce_scatter(CommGroup g, const float* in, float* out, std::int64_t n) override;
   void do_all_gather(CommGroup g, const float* in, float* out, std::int64_t n) override;
   void do_all_to_all(CommGroup g, const float* in, float* out, std::int64_t n) override;
-  void do_send(CommGroup g, const float* data, std::int64_t n, std::int64_t peer,
-               int tag) override;
-  void do_recv(CommGroup g, float* data, std::int64_t n, std::int64_t peer, int tag) override;
+  // Pipeline sends and receives, host-synchronous; with a device trace set, a span on the p2p
+  // stream around the NCCL call (a receive's includes its wait for the peer's send).
+  void do_send(CommGroup g, const float* data, std::int64_t n, std::int64_t peer, int tag,
+               std::string_view task) override;
+  void do_recv(CommGroup g, float* data, std::int64_t n, std::int64_t peer, int tag,
+               std::string_view task) override;
   void do_wait_sends() override;
   void do_barrier(CommGroup g) override;
   void do_control_all_reduce(double* data, std::int64_t n, ReduceOp op) override;

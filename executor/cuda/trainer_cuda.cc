@@ -158,7 +158,7 @@ void CudaTrainer::run_schedule(const std::vector<std::int32_t>& batch) {
     if (!net.has_embedding(0)) {
       input.resize(msg);
       comm_->recv(CommGroup::kPp, reinterpret_cast<float*>(input.data()), msg / 2, prev,
-                  kForwardTag);
+                  kForwardTag, "recv_forward");
     }
     timer_->begin("forward");
     {
@@ -170,7 +170,7 @@ void CudaTrainer::run_schedule(const std::vector<std::int32_t>& batch) {
     if (!net.has_head(0)) {
       TP_CUDA(cudaStreamSynchronize(stream_));  // the send's copy runs on NCCL's stream
       comm_->send(CommGroup::kPp, reinterpret_cast<const float*>(output.data()), msg / 2, next,
-                  kForwardTag);
+                  kForwardTag, "send_forward");
     }
   };
   auto bwd = [&](std::int64_t mb) {
@@ -179,7 +179,7 @@ void CudaTrainer::run_schedule(const std::vector<std::int32_t>& batch) {
     if (!net.has_head(0)) {
       grad_out.resize(msg);
       comm_->recv(CommGroup::kPp, reinterpret_cast<float*>(grad_out.data()), msg / 2, next,
-                  kBackwardTag);
+                  kBackwardTag, "recv_backward");
     }
     timer_->begin("backward");
     {
@@ -190,7 +190,7 @@ void CudaTrainer::run_schedule(const std::vector<std::int32_t>& batch) {
     if (!net.has_embedding(0)) {
       TP_CUDA(cudaStreamSynchronize(stream_));
       comm_->send(CommGroup::kPp, reinterpret_cast<const float*>(grad_in.data()), msg / 2, prev,
-                  kBackwardTag);
+                  kBackwardTag, "send_backward");
     }
   };
   if (plan_.schedule == Schedule::k1F1B) {
