@@ -249,7 +249,13 @@ Result<ProbeSamples> time_executor_tasks(const ModelSpec& model, const Plan& pla
     if (!r.ok()) return r.status();
     if (k >= warmup) steps_events.push_back(recorder.events());
   }
-  const std::int64_t stage = (*trainer)->stage();
+  return probe_samples_across_ranks(std::move(steps_events), model, plan, (*trainer)->stage(),
+                                    comm, probe);
+}
+
+Result<ProbeSamples> probe_samples_across_ranks(
+    std::vector<std::vector<executor::TraceEvent>> steps_events, const ModelSpec& model,
+    const Plan& plan, std::int64_t stage, executor::Comm& comm, const std::string& probe) {
   const std::int64_t ranks = comm.world_size();
   // Every rank's collectives per occurrence, in order; the same on every rank of a one-stage
   // plan (pipeline sends and receives pair up across ranks instead and are left as they are).

@@ -70,14 +70,21 @@ struct ProbeSamples {
   std::vector<CollectiveSample> collectives;
   std::vector<SkewSample> skew;  // per recorded step; empty with one rank
 };
-// Runs `warmup` then `steps` steps of the plan on `comm` (which has the plan's world size) with
-// random tokens, recording each measured step. Every rank of `comm` calls it and gets the same
+// The samples of `steps`, each rank's recorded steps of the plan on `comm` (any executor: the
+// CPU trainer's or the CUDA trainer's trace). Every rank of `comm` calls it and gets the same
 // figures, reduced over ranks through comm's control all-reduce:
 // - a task's time is the mean over ranks (the simulator adds the wait for the slowest, above);
 // - a collective's time per occurrence is the shortest over ranks: the last rank to arrive
 //   waited for nobody, the others' time includes their wait for it, which is rank skew;
 // - the skew per step, from every rank's compute between waits.
 // The ranks must run the same tasks (every probe plan has one stage); a mismatch is an error.
+Result<ProbeSamples> probe_samples_across_ranks(
+    std::vector<std::vector<executor::TraceEvent>> steps, const ModelSpec& model,
+    const Plan& plan, std::int64_t stage, executor::Comm& comm, const std::string& probe);
+
+// Runs `warmup` then `steps` steps of the plan with the CPU executor on `comm` (which has the
+// plan's world size) with random tokens, recording each measured step, and returns their
+// samples (probe_samples_across_ranks).
 Result<ProbeSamples> time_executor_tasks(const ModelSpec& model, const Plan& plan,
                                          executor::Comm& comm, int warmup, int steps);
 

@@ -7,8 +7,10 @@
 //    the GEMM rate, its shape curve, per-kernel overhead, each memory-bound kind's bandwidth
 //    and the fused attention's efficiency;
 //  - device memory bandwidth: device-to-device copies (read + write counted, as STREAM copy);
-//  - with 2+ ranks, NCCL all-reduce, reduce-scatter and all-gather over all ranks against
-//    message size, in nccl-tests' columns, fitted to latency and bandwidth.
+//  - with 2+ ranks, the executor's collectives inside those steps and the ranks' skew
+//    (combined over ranks as calibrate's, calibration/executor_probe.h), and NCCL all-reduce,
+//    reduce-scatter and all-gather over all ranks against message size in nccl-tests' columns;
+//    latency and bandwidth are fitted to the in-step collectives, as calibrate's are.
 // One process per rank, started as trainplan_cuda_bench is (mpirun, srun or torchrun-style
 // variables; TRAINPLAN_CUDA_DEVICE=0 puts every rank on GPU 0 for tests).
 //
@@ -105,11 +107,11 @@ tp::Plan probe_plan(std::int64_t world, std::int64_t micro_batch) {
   return p;
 }
 
-// Each rank's samples of the plan's traced steps; the times become the mean over ranks (the
-// ranks run the same tasks in the same order: data parallel replicas).
-tp::Result<std::vector<cal::TaskSample>> time_tasks(const tp::ModelSpec& model,
-                                                    const tp::Plan& plan, cx::NcclComm* comm,
-                                                    const Args& a) {
+// The samples of the plan's traced steps, combined over ranks as the CPU calibration's
+// (calibration/executor_probe.h: task times the mean over ranks, a collective's the shortest,
+// the ranks' skew); the ranks run the same tasks in the same order (data parallel replicas).
+tp::Result<cal::ProbeSamples> time_tasks(const tp::ModelSpec& model, const tp::Plan& plan,
+                                         cx::NcclComm* comm, const Args& a) {
   TRAINPLAN_RETURN_IF_ERROR(cx::check_cuda_executor_supports(model, plan));
   auto trainer = cx::CudaTrainer::make(model, plan, {}, comm);
   if (!trainer.ok()) return trainer.status();
@@ -125,17 +127,10 @@ tp::Result<std::vector<cal::TaskSample>> time_tasks(const tp::ModelSpec& model,
   }
   const std::string probe = model.name + ", micro-batch " + std::to_string(plan.micro_batch_size) +
                             ", " + std::to_string(plan.dp) + " rank(s)";
-  auto samples = cal::task_samples_from_events(steps, model, plan, 0, probe);
-  if (!samples.ok()) return samples.status();
-  std::vector<double> times;
-  for (const cal::TaskSample& s : *samples) times.push_back(s.time_s);
-  if (comm != nullptr) {
-    comm->control_all_reduce(times.data(), static_cast<std::int64_t>(times.size()),
-                             tp::executor::ReduceOp::kSum);
-    for (std::size_t i = 0; i < times.size(); ++i)
-      (*samples)[i].time_s = times[i] / static_cast<double>(comm->world_size());
-  }
-  return *samples;
+  std::unique_ptr<tp::executor::Comm> local;
+  if (comm == nullptr) local = tp::executor::make_local_comm();
+  return cal::probe_samples_across_ranks(std::move(steps), model, plan, (*trainer)->stage(),
+                                         comm != nullptr ? *comm : *local, probe);
 }
 
 // Device-to-device copies of `bytes`, timed with events: STREAM's copy (2 * bytes moved).
@@ -263,7 +258,10 @@ int run(int argc, char** argv) {
       log("timing the executor's tasks: " + model.name + ", micro-batch " + std::to_string(b));
       auto samples = time_tasks(model, probe_plan(world, b), comm.get(), *args);
       if (!samples.ok()) return cx::fail(samples.status(), info->rank);
-      m.tasks.insert(m.tasks.end(), samples->begin(), samples->end());
+      m.tasks.insert(m.tasks.end(), samples->tasks.begin(), samples->tasks.end());
+      m.step_collectives.insert(m.step_collectives.end(), samples->collectives.begin(),
+                                samples->collectives.end());
+      m.skew.insert(m.skew.end(), samples->skew.begin(), samples->skew.end());
     }
   log("device memory bandwidth (device-to-device copies)");
   for (double bytes : {64 * tp::kMiB, 256 * tp::kMiB, 1024 * tp::kMiB})
