@@ -201,7 +201,9 @@ Result<std::vector<CollectiveSample>> collective_samples_from_events(
   std::map<std::pair<std::string, std::int64_t>, const Task*> task_of;
   for (std::size_t k = 0; k < steps.size(); ++k) {
     for (const executor::TraceEvent& e : steps[k]) {
-      if (!e.group.has_value()) continue;
+      // Pipeline sends and receives are no collective's sample (a send returns before
+      // delivery, a receive's time is its wait).
+      if (!e.group.has_value() || *e.group == CommGroup::kPp) continue;
       const auto key = std::make_pair(e.task, e.bytes_sent);
       if (!task_of.count(key)) {
         const auto it = std::find_if(comm.begin(), comm.end(), [&](const Task& t) {
@@ -222,7 +224,6 @@ Result<std::vector<CollectiveSample>> collective_samples_from_events(
   std::vector<CollectiveSample> out;
   for (auto& [key, t] : times) {
     const Task& task = *task_of.at(key);
-    if (task.collective == Collective::kSendRecv) continue;  // a send returns before delivery
     CollectiveSample c;
     c.collective = task.collective;
     c.group_size = task.group_size;

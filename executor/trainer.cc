@@ -223,8 +223,9 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch, double& loss_
 
 void Trainer::finish_gradients() {
   // Sequence parallel: norms see only this rank's tokens, so their gradients are partial sums
-  // over the TP group (Megatron-LM all-reduces them, "allreduce_sequence_parallel_grads";
-  // the cost model does not list it). One all-reduce of all of the stage's norms.
+  // over the TP group (Megatron-LM all-reduces them, "allreduce_sequence_parallel_grads").
+  // One all-reduce of all of the stage's norms (the cost model lists one per block: the same
+  // bytes).
   std::vector<float> norms;
   for (const Block& b : blocks_)
     for (auto [off, n] : b.sp_norm) norms.insert(norms.end(), b.grad.begin() + off,

@@ -36,6 +36,8 @@ for tool in "$BENCH" "$CALIBRATE" "$SIMULATE" "$COMPARE"; do
 done
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 mkdir -p "$OUT"
+# Whatever happens, pack the folder (the device tool brings back at most 8 files).
+trap 'tar -C "$OUT" -czf "$OUT/all.tar.gz" --exclude=all.tar.gz . 2>/dev/null' EXIT
 exec > >(tee -a "$OUT/run.log") 2>&1
 echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  git: $(git rev-parse HEAD 2>/dev/null)  gpus: $GPUS"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1
@@ -92,6 +94,7 @@ tail -12 "$OUT/calibrate.txt"
 for round in $(seq 1 "$ROUNDS"); do
   DIR="$OUT/round-$round/runs"
   mkdir -p "$DIR"
+  cp "$OUT/profile.json" "$OUT/round-$round/profile.json"  # the report's device and date
   for entry in "${MATRIX[@]}"; do
     read -r name model ranks fields <<< "$entry"
     run="$DIR/$name"
@@ -117,6 +120,4 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 python3 bench/scripts/report.py --targets 10,10,10 "$OUT"
-# What the device tool brings back is a few files: the report, and everything else packed.
-tar -C "$OUT" -czf "$OUT/all.tar.gz" --exclude=all.tar.gz . 2>/dev/null
-echo "report: $OUT/report.md"
+echo "report: $OUT/report.md (all.tar.gz: everything, packed on exit)"

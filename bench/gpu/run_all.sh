@@ -127,9 +127,10 @@ if launch single 1 bench/gpu/plans/single.json 4 1 "$TINY" --params-out "$OUTDIR
     say "layout $name ($n ranks)"
     if launch "$name" "$n" "bench/gpu/plans/$name.json" 4 1 "$TINY" --params-out "$OUTDIR/p_$name"; then
       stuck=0
-      line=$($PY bench/gpu/compare_layouts.py "$OUTDIR/single.json" "$OUTDIR/p_single" \
-             "$OUTDIR/$name.json" "$OUTDIR/p_$name" "$name" 2>&1)
-      add "| layout $name | ${line%% *} | ${line#* } |"
+      # The exit status decides, not the first word: a traceback or a SystemExit is a failure.
+      if line=$($PY bench/gpu/compare_layouts.py "$OUTDIR/single.json" "$OUTDIR/p_single" \
+                "$OUTDIR/$name.json" "$OUTDIR/p_$name" "$name" 2>&1); then st=PASS; else st=FAIL; fi
+      add "| layout $name | $st | $(echo "$line" | tail -3 | tr '\n' ' ') |"
     else
       grep -q "^step 1/" "$OUTDIR/$name.rank0.log" || stuck=$((stuck + 1))
       add "| layout $name | FAIL | $(tail -2 "$OUTDIR/$name.rank0.log" | tr '\n' ' ') |"

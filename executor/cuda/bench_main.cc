@@ -354,6 +354,18 @@ int run(int argc, char** argv) {
       if (r < t.valid_rows) f << t.name << ' ' << r << ' ' << c << ' ' << v << '\n';
     });
   }
+  int report_rc = 0;
+  if (!args->report.empty()) {
+    const tp::StepReport rep = measured_report(*model, *plan, *info, comm.get(), stage, events,
+                                               all_seconds, losses, args->warmup,
+                                               static_cast<double>(mem.peak_bytes), bytes_step,
+                                               args->peak_tflops);
+    // A failed write returns after the trace's barrier, which every rank must reach.
+    if (root && !cx::write_atomically(args->report, tp::step_report_to_json(rep).dump(2) + "\n"))
+      report_rc = static_cast<int>(tp::ExitCode::kIo);
+  }
+  // The trace last among the collective steps: its join may fail on rank 0 alone, and no rank
+  // must then be left waiting in a collective.
   if (!args->trace.empty()) {
     // Each rank's part as a file beside the trace; rank 0 joins them once all are written.
     const std::string part = args->trace + ".rank" + std::to_string(info->rank) + ".part";
@@ -375,15 +387,7 @@ int run(int argc, char** argv) {
         return static_cast<int>(tp::ExitCode::kIo);
     }
   }
-  if (!args->report.empty()) {
-    const tp::StepReport rep = measured_report(*model, *plan, *info, comm.get(), stage, events,
-                                               all_seconds, losses, args->warmup,
-                                               static_cast<double>(mem.peak_bytes), bytes_step,
-                                               args->peak_tflops);
-    if (root && !cx::write_atomically(args->report, tp::step_report_to_json(rep).dump(2) + "\n"))
-      return static_cast<int>(tp::ExitCode::kIo);
-  }
-  if (!root) return 0;
+  if (!root || report_rc != 0) return report_rc;
   const cx::DeviceInfo device = cx::current_device_info();
   const double peak_flops = peak_flops_of(device.name, args->peak_tflops);
   const double flops = tp::step_flops(*model, *plan).model;

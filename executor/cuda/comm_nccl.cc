@@ -396,9 +396,12 @@ void NcclComm::do_send(CommGroup g, const float* data, std::int64_t n, std::int6
   const std::size_t ch = static_cast<std::size_t>(tag) % 2;
   if (aborted_) throw CommError("NCCL communicators were aborted: " + abort_reason_);
   cudaStream_t s = p2p_streams_[ch];
-  DeviceBuffer<char>& copy = pending_sends_.emplace_back(n * 4);  // "the data is copied"
-  TP_CUDA(cudaMemcpyAsync(copy.data(), data, to_size(n * 4), cudaMemcpyDefault, s));
-  if (!is_device_pointer(data)) TP_CUDA(cudaStreamSynchronize(s));  // pageable source
+  // "The data is copied" before send returns: the caller may free or overwrite `data` at once.
+  // The copy runs on its own stream, not behind earlier sends on `s` (which complete only when
+  // the peer receives); `data` must be complete (the trainer synchronizes its stream first).
+  DeviceBuffer<char>& copy = pending_sends_.emplace_back(n * 4);
+  TP_CUDA(cudaMemcpyAsync(copy.data(), data, to_size(n * 4), cudaMemcpyDefault, control_stream_));
+  TP_CUDA(cudaStreamSynchronize(control_stream_));
   std::size_t span = 0;
   if (trace_ != nullptr)
     span = trace_->open(task, comm_track(g, Collective::kSendRecv, task), s, n * 4, g);

@@ -156,6 +156,9 @@ void CudaTrainer::run_schedule(const std::vector<std::int32_t>& batch) {
     TraceScope micro_batch(trace_, {.pass = ' ', .micro_batch = static_cast<std::int32_t>(mb)});
     DeviceBuffer<bf16> input, output;
     if (!net.has_embedding(0)) {
+      // The receive writes on NCCL's stream into a pool block that the compute stream may
+      // still be using (the pool orders reuse on the compute stream only): drain it first.
+      TP_CUDA(cudaStreamSynchronize(stream_));
       input.resize(msg);
       comm_->recv(CommGroup::kPp, reinterpret_cast<float*>(input.data()), msg / 2, prev,
                   kForwardTag, "recv_forward");
@@ -177,6 +180,7 @@ void CudaTrainer::run_schedule(const std::vector<std::int32_t>& batch) {
     TraceScope micro_batch(trace_, {.pass = ' ', .micro_batch = static_cast<std::int32_t>(mb)});
     DeviceBuffer<bf16> grad_out, grad_in;
     if (!net.has_head(0)) {
+      TP_CUDA(cudaStreamSynchronize(stream_));  // as fwd's receive
       grad_out.resize(msg);
       comm_->recv(CommGroup::kPp, reinterpret_cast<float*>(grad_out.data()), msg / 2, next,
                   kBackwardTag, "recv_backward");
@@ -224,9 +228,29 @@ void CudaTrainer::all_reduce_grad(CommGroup g, float* grad, std::int64_t n,
 
 void CudaTrainer::finish_gradients() {
   if (comm_ == nullptr) return;
-  // Sequence-parallel norms: partial sums over TP (trainer.cc; not listed by the cost model).
-  for (Block& b : blocks_)
-    for (auto [off, n] : b.sp_norm) all_reduce_grad(CommGroup::kTp, b.grad.data() + off, n, {});
+  // Sequence-parallel norms: partial sums over TP, all of the stage's in one all-reduce, as
+  // trainer.cc (the cost model's tp_sp_norm_grad_all_reduce per block: the same bytes).
+  std::int64_t norm_elements = 0;
+  for (const Block& b : blocks_)
+    for (auto [off, n] : b.sp_norm) norm_elements += n;
+  if (norm_elements > 0) {
+    DeviceBuffer<float> norms(norm_elements);
+    auto copy = [&](bool into_norms) {
+      std::int64_t k = 0;
+      for (Block& b : blocks_)
+        for (auto [off, n] : b.sp_norm) {
+          float* grad = b.grad.data() + off;
+          TP_CUDA(cudaMemcpyAsync(into_norms ? norms.data() + k : grad,
+                                  into_norms ? grad : norms.data() + k,
+                                  static_cast<std::size_t>(n) * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, stream_));
+          k += n;
+        }
+    };
+    copy(true);
+    all_reduce_grad(CommGroup::kTp, norms.data(), norm_elements, "tp_sp_norm_grad_all_reduce");
+    copy(false);
+  }
   const std::vector<BlockLayout>& layouts = model_net_->layouts();
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     Block& b = blocks_[i];
