@@ -171,7 +171,7 @@ void CudaTrainer::run_schedule(const std::vector<std::int32_t>& batch) {
     }
     timer_->end("forward");
     if (!net.has_head(0)) {
-      TP_CUDA(cudaStreamSynchronize(stream_));  // the send's copy runs on NCCL's stream
+      TP_CUDA(cudaStreamSynchronize(stream_));  // send copies `output` at once: complete it
       comm_->send(CommGroup::kPp, reinterpret_cast<const float*>(output.data()), msg / 2, next,
                   kForwardTag, "send_forward");
     }
