@@ -12,6 +12,7 @@
 #include <random>
 
 #include "executor/kernels.h"
+#include "executor/params.h"
 
 namespace trainplan::executor {
 namespace {
@@ -158,6 +159,29 @@ TEST(Kernels, AdamWFirstStepMovesByLearningRate) {
   adamw_update(opt, 1, 1, &p[1], &g[1], &m[1], &v[1], /*decay=*/true);
   EXPECT_NEAR(p[0], 1.0f - opt.lr, 1e-6);
   EXPECT_NEAR(p[1], 1.0f - opt.lr * opt.weight_decay + opt.lr, 1e-6);
+}
+
+TEST(Kernels, DecayRunsCoverAWindowAsAPerElementMaskWould) {
+  // Decayed tensors [2, 5) and [7, 8) and [12, 20) of a 20-element block, windows as ZeRO
+  // shards cut them (both CUDA and CPU trainers walk the runs; no mask per element).
+  const Ranges decayed = {{2, 3}, {7, 1}, {12, 8}};
+  std::vector<int> mask(20, 0);
+  for (auto [off, n] : decayed)
+    for (std::int64_t i = off; i < off + n; ++i) mask[static_cast<std::size_t>(i)] = 1;
+  for (std::int64_t begin = 0; begin <= 20; ++begin)
+    for (std::int64_t end = begin; end <= 20; ++end) {
+      std::vector<int> seen(20, -1);
+      std::int64_t next = begin;
+      for_each_decay_run(decayed, begin, end, [&](std::int64_t at, std::int64_t n, bool decay) {
+        EXPECT_EQ(at, next) << "runs are contiguous, in order";
+        EXPECT_GT(n, 0);
+        for (std::int64_t i = at; i < at + n; ++i) seen[static_cast<std::size_t>(i)] = decay;
+        next = at + n;
+      });
+      EXPECT_EQ(next, end) << "[" << begin << ", " << end << ")";
+      for (std::int64_t i = begin; i < end; ++i)
+        EXPECT_EQ(seen[static_cast<std::size_t>(i)], mask[static_cast<std::size_t>(i)]) << i;
+    }
 }
 
 }  // namespace
