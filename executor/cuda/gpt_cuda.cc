@@ -21,6 +21,16 @@ Status check_cuda_executor_supports(const ModelSpec& m, const Plan& p) {
   Status s = check_executor_supports(m, as_fp32);
   if (!s.ok()) return s;
   const std::int64_t hd = m.q_width() / m.num_attention_heads;
+  // cuBLASLt's kernels may read operands and bias vectors in 16-byte units; the packed
+  // parameter tensors, and the per-head slices the attention GEMMs stride over, start on 8
+  // bf16 elements only when these widths are multiples of 8 (a bias epilogue does not check).
+  const std::pair<const char*, std::int64_t> widths[] = {
+      {"hidden_size", m.hidden_size}, {"head_dim", hd}, {"ffn_hidden_size / tp", m.ffn_hidden_size / p.tp}};
+  for (const auto& [name, width] : widths)
+    if (width % 8 != 0)
+      return Status::Error(std::string("the CUDA executor needs ") + name +
+                           " to be a multiple of 8 (16-byte rows for cuBLASLt), the model has " +
+                           std::to_string(width));
   if (hd > kMaxHeadDim)
     return Status::Error("the CUDA executor's attention supports head_dim <= " +
                          std::to_string(kMaxHeadDim) + ", the model has " + std::to_string(hd));
