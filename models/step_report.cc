@@ -153,6 +153,44 @@ Result<StepReport> step_report_from_json(const Json& j, std::string_view source)
   return s;
 }
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void set_measured_steps(StepReport& r, const ModelSpec& model, const Plan& plan,
+                        std::vector<double> step_times_s, std::vector<double> losses,
+                        std::int64_t warmup, std::int64_t gpus, double peak_flops_per_s) {
+  const auto first = static_cast<std::ptrdiff_t>(
+      std::clamp<std::int64_t>(warmup, 0, static_cast<std::int64_t>(step_times_s.size())));
+  r.kind = "measured";
+  r.model = model_to_json(model);
+  r.plan = plan_to_json(plan);
+  r.step_time_s = median(std::vector<double>(step_times_s.begin() + first, step_times_s.end()));
+  const double tokens = static_cast<double>(plan.global_batch_size * model.seq_len);
+  r.tokens_per_s = r.step_time_s > 0 ? tokens / r.step_time_s : 0.0;
+  const StepFlops flops = step_flops(model, plan);
+  const double per_gpu = r.step_time_s > 0 ? 1.0 / (r.step_time_s * static_cast<double>(gpus)) : 0;
+  r.model_tflops_per_gpu = flops.model * per_gpu / kTFLOP;
+  r.hardware_tflops_per_gpu = flops.hardware * per_gpu / kTFLOP;
+  r.mfu = peak_flops_per_s > 0 ? flops.model * per_gpu / peak_flops_per_s : 0.0;
+  r.loss = std::move(losses);
+  r.step_times_s = std::move(step_times_s);
+  r.warmup_steps = warmup;
+}
+
+void add_group_comm(StepReport& report, RankStep& rank, CommGroup g, const GroupComm& c) {
+  if (c.bytes_sent == 0 && c.time_s == 0) return;
+  const std::string name(report_group(g));
+  GroupComm& gc = rank.comm[name];
+  gc.bytes_sent += c.bytes_sent;
+  gc.time_s += c.time_s;
+  gc.exposed_s += c.exposed_s;
+  report.bytes_per_group[name] += c.bytes_sent;
+}
+
 TimeNs covered_ns(const std::vector<std::pair<TimeNs, TimeNs>>& busy, TimeNs a, TimeNs b) {
   if (b <= a) return 0;
   auto it = std::upper_bound(busy.begin(), busy.end(), std::make_pair(a, TimeNs{0}),

@@ -51,6 +51,20 @@ struct StepReport {
 };
 
 Json step_report_to_json(const StepReport& report);
+
+// The median of v (the mean of the middle two for an even count); 0 when empty.
+double median(std::vector<double> v);
+// A measured report's model, plan and step figures, as both executors write them: the model's
+// and plan's JSON, every step's time and loss,
+// step_time_s the median over the steps after `warmup`, and the rates derived from it over
+// `gpus` ranks (mfu only with a peak above 0).
+void set_measured_steps(StepReport& report, const ModelSpec& model, const Plan& plan,
+                        std::vector<double> step_times_s, std::vector<double> losses,
+                        std::int64_t warmup, std::int64_t gpus, double peak_flops_per_s);
+// Adds one rank's communication in group g under the prediction's group name (report_group:
+// the embedding group is pipeline traffic) and to bytes_per_group; a group with no bytes and
+// no time is left out.
+void add_group_comm(StepReport& report, RankStep& rank, CommGroup g, const GroupComm& comm);
 // Time of [a, b) covered by `busy`, sorted by start and disjoint (a rank's compute stream): a
 // collective's exposed_s is its duration less this.
 TimeNs covered_ns(const std::vector<std::pair<TimeNs, TimeNs>>& busy, TimeNs a, TimeNs b);

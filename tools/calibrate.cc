@@ -15,7 +15,6 @@
 
 #include <memory>
 #include <iostream>
-#include <sstream>
 
 #include "calibration/collective_bench_mpi.h"
 #include "calibration/executor_probe.h"
@@ -46,22 +45,6 @@ constexpr const char* kDefaultModels[] = {
         "bias": true, "dropout": false})",
 };
 
-Result<std::vector<std::int64_t>> int_list(const std::string& option, const std::string& text) {
-  std::vector<std::int64_t> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < 1 || v > 4096)
-      return Status::Error("--" + option + ": '" + item + "' is not an integer in [1, 4096]",
-                           ExitCode::kUsage);
-    out.push_back(v);
-  }
-  if (out.empty()) return Status::Error("--" + option + ": empty list", ExitCode::kUsage);
-  return out;
-}
-
 Result<std::vector<ModelSpec>> load_models(const cli::Args& args) {
   std::vector<ModelSpec> models;
   if (!args.has("models")) {
@@ -74,12 +57,8 @@ Result<std::vector<ModelSpec>> load_models(const cli::Args& args) {
     }
     return models;
   }
-  std::stringstream ss(args.get("models"));
-  std::string path;
-  while (std::getline(ss, path, ',')) {
-    auto j = cli::read_json_file(path);
-    if (!j.ok()) return j.status();
-    auto m = model_from_json(*j, path);
+  for (const std::string& path : cli::split_list(args.get("models"))) {
+    auto m = cli::load_model_file(path);
     if (!m.ok()) return m.status();
     models.push_back(*m);
   }
@@ -205,10 +184,10 @@ Status configure(const cli::Args& args, int world, Config& c) {
   auto models = load_models(args);
   if (!models.ok()) return models.status();
   c.setup.models = *models;
-  auto mbs = int_list("micro-batches", args.get("micro-batches", "1,2,4"));
+  auto mbs = args.get_int_list("micro-batches", "1,2,4", 1, 4096);
   if (!mbs.ok()) return mbs.status();
   c.setup.micro_batches = *mbs;
-  auto tps = int_list("tp", args.get("tp", "1,2"));
+  auto tps = args.get_int_list("tp", "1,2", 1, 4096);
   if (!tps.ok()) return tps.status();
   c.setup.tps = *tps;
   auto ranks_per_node = args.get_int("ranks-per-node", world, 1, 1024);

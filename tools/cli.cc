@@ -88,6 +88,35 @@ Result<double> Args::get_double(const std::string& name, double fallback, double
   return v;
 }
 
+Result<std::vector<std::int64_t>> Args::get_int_list(const std::string& name,
+                                                     const std::string& fallback,
+                                                     std::int64_t min, std::int64_t max) const {
+  std::vector<std::int64_t> out;
+  std::stringstream ss(has(name) ? get(name) : fallback);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno == ERANGE || v < min || v > max)
+      return Status::Error("--" + name + ": '" + item + "' is not an integer in [" +
+                               std::to_string(min) + ", " + std::to_string(max) + "]",
+                           ExitCode::kUsage);
+    out.push_back(v);
+  }
+  if (out.empty()) return Status::Error("--" + name + ": empty list", ExitCode::kUsage);
+  return out;
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
 std::string Args::usage() const {
   std::ostringstream os;
   os << "usage: " << program_ << " [options]\n" << summary_ << "\n\noptions:\n";
@@ -157,13 +186,16 @@ Result<Json> read_json_file(const std::string& path) {
   return parse_json_text(*text, path);
 }
 
+Result<ModelSpec> load_model_file(const std::string& path) {
+  auto json = read_json_file(path);
+  if (!json.ok()) return json.status();
+  return model_from_json(*json, path);
+}
+
 Result<ModelSpec> load_model(const Args& args) {
   if (!args.has("model"))
     return Status::Error("missing --model FILE (e.g. models/gpt3.json)", ExitCode::kUsage);
-  const std::string path = args.get("model");
-  auto json = read_json_file(path);
-  if (!json.ok()) return json.status();
-  auto model = model_from_json(*json, path);
+  auto model = load_model_file(args.get("model"));
   if (!model.ok()) return model;
   if (args.has("seq-len")) {
     auto s = args.get_int("seq-len", 0, 1, ModelLimits::kMaxSeq);

@@ -1,5 +1,6 @@
 // The edge of the program: argument parsing, file reading and atomic writing, and the common
-// --model / cluster options. Only tools/ link this; libraries do no file I/O.
+// --model / cluster options. Only programs link this (tools/, and executor/cuda's two
+// programs); libraries do no file I/O.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,10 @@ class Args {
                                std::int64_t max) const;
   Result<double> get_double(const std::string& name, double fallback, double min,
                             double max) const;
+  // "a,b,c" of integers in [min, max] (fallback: the text when the option is absent).
+  Result<std::vector<std::int64_t>> get_int_list(const std::string& name,
+                                                 const std::string& fallback, std::int64_t min,
+                                                 std::int64_t max) const;
   std::string usage() const;
   bool help_requested() const { return help_; }
 
@@ -49,6 +54,10 @@ Result<std::string> read_text_file(const std::string& path);
 Status write_file_atomic(const std::string& path, const std::string& content);
 Result<Json> read_json_file(const std::string& path);
 
+// "a,b,c" -> {"a", "b", "c"} (empty items dropped).
+std::vector<std::string> split_list(const std::string& text);
+// A model file: our JSON or a Hugging Face config.json.
+Result<ModelSpec> load_model_file(const std::string& path);
 // --model FILE [--seq-len N]
 Result<ModelSpec> load_model(const Args& args);
 // --plan FILE

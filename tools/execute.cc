@@ -107,13 +107,6 @@ double peak_memory_bytes() {
   return 0;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 struct Setup {
   ModelSpec model;
   Plan plan;
@@ -314,10 +307,8 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
 
   if (rank == 0) {
     StepReport rep;
-    rep.kind = "measured";
+    set_measured_steps(rep, s.model, s.plan, times, losses, s.warmup, size, 0.0);
     rep.source = "execute cpu (" + c.backend_name() + ", Eigen float32, 1 thread per rank)";
-    rep.model = model_to_json(s.model);
-    rep.plan = plan_to_json(s.plan);
     rep.cluster = Json{{"device", "cpu"},
                        {"ranks", size},
                        {"threads_per_rank", 1},
@@ -326,15 +317,6 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
                        {"freed_memory_kept_mapped", freed_memory_kept_mapped},
                        {"control_bytes_per_step",
                         static_cast<double>(c.control_counters().bytes_sent) / measured}};
-    std::vector<double> measured_times(times.begin() + s.warmup, times.end());
-    rep.step_time_s = median(measured_times);
-    rep.tokens_per_s = tokens_per_step / rep.step_time_s;
-    const StepFlops flops = step_flops(s.model, s.plan);
-    rep.model_tflops_per_gpu = flops.model / rep.step_time_s / size / kTFLOP;
-    rep.hardware_tflops_per_gpu = flops.hardware / rep.step_time_s / size / kTFLOP;
-    rep.loss = losses;
-    rep.step_times_s = times;
-    rep.warmup_steps = s.warmup;
     for (int r = 0; r < size; ++r) {
       const double* f = all.data() + static_cast<std::ptrdiff_t>(r) * kFields;
       RankStep rs;
@@ -344,22 +326,16 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
       rs.compute_s = f[kCompute];
       rs.optimizer_s = f[kOptimizer];
       for (int g = 0; g < 4; ++g) {
-        // Reported under the prediction's groups (the embedding group is pipeline traffic).
-        const std::string name(report_group(kGroups[g]));
         const double bytes = f[kFirstGroup + 2 * g], time = f[kFirstGroup + 2 * g + 1];
-        if (bytes == 0 && time == 0) continue;
-        GroupComm& gc = rs.comm[name];  // CPU: communication is not overlapped
-        gc.bytes_sent += bytes;
-        gc.time_s += time;
-        gc.exposed_s += time;
-        rep.bytes_per_group[name] += bytes;
+        // CPU: communication is not overlapped, all of it is exposed.
+        add_group_comm(rep, rs, kGroups[g], {.bytes_sent = bytes, .time_s = time, .exposed_s = time});
       }
       rep.ranks.push_back(rs);
     }
     const Status w = cli::write_file_atomic(s.out, step_report_to_json(rep).dump(2) + "\n");
     if (!w.ok()) return cli::fail(kProgram, w);
     std::cout << kProgram << ": step time " << rep.step_time_s << " s (median of "
-              << measured_times.size() << "), " << std::setprecision(0) << std::fixed
+              << times.size() - static_cast<std::size_t>(s.warmup) << "), " << std::setprecision(0) << std::fixed
               << rep.tokens_per_s << " tokens/s; loss " << std::setprecision(4) << losses.front()
               << " -> " << losses.back() << "; wrote " << s.out << std::endl;
     if (!s.trace.empty()) {

@@ -34,6 +34,7 @@
 #include "executor/cuda/bootstrap.h"
 #include "executor/cuda/comm_nccl.h"
 #include "executor/cuda/tool_util.h"
+#include "tools/cli.h"
 #include "executor/cuda/trainer_cuda.h"
 #include "models/cost_model.h"
 #include "models/json_util.h"
@@ -41,74 +42,61 @@
 #include "models/plan.h"
 #include "models/step_report.h"
 
-
 namespace tp = trainplan;
 namespace cx = trainplan::executor::cuda;
 
 namespace {
 
-struct Args {
+struct Args {  // the defaults are parse()'s
   std::string model, plan, out, params_out, trace, report;
-  std::int64_t steps = 10, warmup = 3;
-  std::uint64_t seed = 1234;
+  std::int64_t steps = 0, warmup = 0;
+  std::uint64_t seed = 0;
   double peak_tflops = 0;  // 0: from the device name
+  bool help = false;       // --help: the usage was printed
 };
 
-tp::Result<tp::Json> read_json(const std::string& path) {
-  auto text = cx::read_file(path);
-  if (!text.ok()) return text.status();
-  return tp::parse_json_text(*text, path);
-}
-
-// A whole-string number in [lo, hi]; the error names the option and the value.
-tp::Result<double> number(const std::string& option, const std::string& v, double lo, double hi) {
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !(x >= lo && x <= hi))
-    return tp::Status::Error(option + ": '" + v + "' is not a number in [" + std::to_string(lo) +
-                                 ", " + std::to_string(hi) + "]",
-                             tp::ExitCode::kUsage);
-  return x;
-}
-
 tp::Result<Args> parse(int argc, char** argv) {
+  tp::cli::Args cli("trainplan_cuda_bench", "Run a plan with the CUDA executor and time it.",
+                    {{"model", true, "model JSON"},
+                     {"plan", true, "plan JSON"},
+                     {"out", true, "the run's summary (JSON)"},
+                     {"report", true, "the measured step report, for compare (JSON)"},
+                     {"trace", true, "a Chrome trace of one step of every rank"},
+                     {"params-out", true, "PREFIX: each rank's master weights as text"},
+                     {"steps", true, "steps (default 10)"},
+                     {"warmup", true, "steps left out of the timing (default 3)"},
+                     {"seed", true, "token seed (default 1234)"},
+                     {"peak-tflops", true, "peak bf16 TFLOP/s for MFU (default: by device name)"}});
+  TRAINPLAN_RETURN_IF_ERROR(cli.parse(argc, argv));
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (i + 1 >= argc) return tp::Status::Error("missing value after " + k, tp::ExitCode::kUsage);
-    const std::string v = argv[++i];
-    auto integer = [&](std::int64_t& out, std::int64_t hi) {
-      return cx::parse_integer(k, v, 0, hi, out);
-    };
-    tp::Status st = tp::Status::Ok();
-    if (k == "--model") a.model = v;
-    else if (k == "--plan") a.plan = v;
-    else if (k == "--out") a.out = v;
-    else if (k == "--report") a.report = v;
-    else if (k == "--params-out") a.params_out = v;
-    else if (k == "--trace") a.trace = v;
-    else if (k == "--steps") st = integer(a.steps, 1 << 24);
-    else if (k == "--warmup") st = integer(a.warmup, 1 << 24);
-    else if (k == "--seed") {
-      std::int64_t seed = 0;
-      st = integer(seed, std::int64_t{1} << 62);
-      a.seed = static_cast<std::uint64_t>(seed);
-    } else if (k == "--peak-tflops") {
-      auto x = number(k, v, 0, 1e6);
-      if (!x.ok()) return x.status();
-      a.peak_tflops = *x;
-    } else return tp::Status::Error("unknown option " + k, tp::ExitCode::kUsage);
-    if (!st.ok()) return st;
+  if (cli.help_requested()) {
+    std::cout << cli.usage();
+    a.help = true;
+    return a;
   }
+  a.model = cli.get("model");
+  a.plan = cli.get("plan");
+  a.out = cli.get("out");
+  a.report = cli.get("report");
+  a.trace = cli.get("trace");
+  a.params_out = cli.get("params-out");
+  auto steps = cli.get_int("steps", 10, 1, 1 << 24);
+  auto warmup = cli.get_int("warmup", 3, 0, 1 << 24);
+  auto seed = cli.get_int("seed", 1234, 0, std::int64_t{1} << 62);
+  auto peak = cli.get_double("peak-tflops", 0, 0, 1e6);
+  for (const tp::Status& st : {steps.status(), warmup.status(), seed.status(), peak.status()})
+    TRAINPLAN_RETURN_IF_ERROR(st);
+  a.steps = *steps;
+  a.warmup = *warmup;
+  a.seed = static_cast<std::uint64_t>(*seed);
+  a.peak_tflops = *peak;
   if (a.model.empty() || a.plan.empty() || a.out.empty())
-    return tp::Status::Error("usage: trainplan_cuda_bench --model M --plan P --out FILE "
-                             "[--steps N] [--warmup W] [--params-out PREFIX] [--seed S]",
+    return tp::Status::Error("--model, --plan and --out are required\n" + cli.usage(),
                              tp::ExitCode::kUsage);
   if (a.steps <= a.warmup)
     return tp::Status::Error("--steps must exceed --warmup", tp::ExitCode::kUsage);
   return a;
 }
-
 
 // Dense bf16 tensor-core peak by device name (datasheets: H100/H200 SXM 989.4 TFLOP/s,
 // H100 PCIe 756, A100 312), 0 when unknown.
@@ -179,11 +167,9 @@ tp::StepReport measured_report(const tp::ModelSpec& model, const tp::Plan& plan,
 
   const cx::DeviceInfo device = cx::current_device_info();
   const double peak_flops = peak_flops_of(device.name, peak_tflops_option);
-  rep.kind = "measured";
+  tp::set_measured_steps(rep, model, plan, step_seconds, losses, warmup, info.size, peak_flops);
   rep.source = "trainplan_cuda_bench (CUDA executor: cuBLASLt bf16, NCCL " +
                std::to_string(device.nccl_version) + ")";
-  rep.model = tp::model_to_json(model);
-  rep.plan = tp::plan_to_json(plan);
   rep.cluster = tp::Json{{"device", device.name},
                          {"gpus", info.size},
                          {"launcher", info.launcher},
@@ -196,20 +182,6 @@ tp::StepReport measured_report(const tp::ModelSpec& model, const tp::Plan& plan,
                                          "CUDA context, cuBLAS workspace or NCCL buffers)"},
                          {"timed", "step time: host clock, device synchronized; compute and "
                                    "collectives: CUDA events of one traced step"}};
-  std::vector<double> measured(step_seconds.begin() + warmup, step_seconds.end());
-  std::sort(measured.begin(), measured.end());
-  const std::size_t n = measured.size();
-  rep.step_time_s = n % 2 ? measured[n / 2] : 0.5 * (measured[n / 2 - 1] + measured[n / 2]);
-  const double tokens = static_cast<double>(plan.global_batch_size * model.seq_len);
-  rep.tokens_per_s = tokens / rep.step_time_s;
-  const tp::StepFlops flops = tp::step_flops(model, plan);
-  const double gpus = static_cast<double>(info.size);
-  rep.model_tflops_per_gpu = flops.model / rep.step_time_s / gpus / 1e12;
-  rep.hardware_tflops_per_gpu = flops.hardware / rep.step_time_s / gpus / 1e12;
-  rep.mfu = peak_flops > 0 ? rep.model_tflops_per_gpu * 1e12 / peak_flops : 0.0;
-  rep.loss = losses;
-  rep.step_times_s = step_seconds;
-  rep.warmup_steps = warmup;
   for (int r = 0; r < info.size; ++r) {
     const auto i = static_cast<std::size_t>(r);
     tp::RankStep rs;
@@ -219,15 +191,9 @@ tp::StepReport measured_report(const tp::ModelSpec& model, const tp::Plan& plan,
     rs.compute_s = computes[i];
     rs.optimizer_s = optimizers[i];
     rs.idle_s = std::max(0.0, rep.step_time_s - computes[i]);
-    for (tp::CommGroup g : kGroups) {
-      if (bytes[g][i] == 0 && time[g][i] == 0) continue;
-      const std::string name(tp::report_group(g));  // the embedding group is pipeline traffic
-      tp::GroupComm& gc = rs.comm[name];
-      gc.bytes_sent += bytes[g][i];
-      gc.time_s += time[g][i];
-      gc.exposed_s += exposed[g][i];
-      rep.bytes_per_group[name] += bytes[g][i];
-    }
+    for (tp::CommGroup g : kGroups)
+      tp::add_group_comm(rep, rs, g,
+                         {.bytes_sent = bytes[g][i], .time_s = time[g][i], .exposed_s = exposed[g][i]});
     rep.ranks.push_back(rs);
   }
   return rep;
@@ -239,18 +205,11 @@ int run(int argc, char** argv) {
     std::cerr << args.status().message() << "\n";
     return static_cast<int>(args.status().code());
   }
-  auto mj = read_json(args->model);
-  auto pj = read_json(args->plan);
-  if (!mj.ok() || !pj.ok()) {
-    std::cerr << (mj.ok() ? pj.status() : mj.status()).message() << "\n";
-    return static_cast<int>(tp::ExitCode::kIo);
-  }
-  auto model = tp::model_from_json(*mj, args->model);
-  auto plan = tp::plan_from_json(*pj, args->plan);
-  if (!model.ok() || !plan.ok()) {
-    std::cerr << (model.ok() ? plan.status() : model.status()).message() << "\n";
-    return static_cast<int>(tp::ExitCode::kInvalidInput);
-  }
+  if (args->help) return 0;
+  auto model = tp::cli::load_model_file(args->model);
+  if (!model.ok()) return cx::fail(model.status());
+  auto plan = tp::cli::load_plan(args->plan);
+  if (!plan.ok()) return cx::fail(plan.status());
   auto info = cx::launch_info_from_env();
   if (!info.ok()) {
     std::cerr << info.status().message() << "\n";
@@ -328,9 +287,7 @@ int run(int argc, char** argv) {
     }
     events = trace.events();
   }
-  std::vector<double> sorted = seconds;
-  std::sort(sorted.begin(), sorted.end());
-  const double median = sorted[sorted.size() / 2];
+  const double median = tp::median(seconds);
   const cx::DeviceMemoryStats mem = cx::device_memory_stats();
   const std::int64_t stage = (*trainer)->stage();
   const tp::MemoryBreakdown predicted = tp::memory_on_stage(*model, *plan, stage);
@@ -361,8 +318,11 @@ int run(int argc, char** argv) {
                                                static_cast<double>(mem.peak_bytes), bytes_step,
                                                args->peak_tflops);
     // A failed write returns after the trace's barrier, which every rank must reach.
-    if (root && !cx::write_atomically(args->report, tp::step_report_to_json(rep).dump(2) + "\n"))
-      report_rc = static_cast<int>(tp::ExitCode::kIo);
+    if (root)
+      if (tp::Status w = tp::cli::write_file_atomic(args->report,
+                                                   tp::step_report_to_json(rep).dump(2) + "\n");
+          !w.ok())
+        report_rc = cx::fail(w);
   }
   // The trace last among the collective steps: its join may fail on rank 0 alone, and no rank
   // must then be left waiting in a collective.
@@ -378,13 +338,15 @@ int run(int argc, char** argv) {
       std::vector<std::string> parts;
       for (int r = 0; r < info->size; ++r) {
         const std::string name = args->trace + ".rank" + std::to_string(r) + ".part";
-        auto text = cx::read_file(name);
+        auto text = tp::cli::read_text_file(name);
         if (!text.ok()) return cx::fail(text.status());
         parts.push_back(std::move(*text));
         std::remove(name.c_str());
       }
-      if (!cx::write_atomically(args->trace, tp::executor::chrome_trace_json(parts)))
-        return static_cast<int>(tp::ExitCode::kIo);
+      if (tp::Status w = tp::cli::write_file_atomic(args->trace,
+                                                   tp::executor::chrome_trace_json(parts));
+          !w.ok())
+        return cx::fail(w);
     }
   }
   if (!root || report_rc != 0) return report_rc;
@@ -415,7 +377,8 @@ int run(int argc, char** argv) {
   j["predicted_device_bytes_per_rank"] = pred;
   j["bytes_sent_per_group_per_rank_last_step"] = bytes_by_group;
   j["predicted_bytes_per_group_per_rank"] = predicted_bytes;
-  if (!cx::write_atomically(args->out, j.dump(2) + "\n")) return static_cast<int>(tp::ExitCode::kIo);
+  if (tp::Status w = tp::cli::write_file_atomic(args->out, j.dump(2) + "\n"); !w.ok())
+    return cx::fail(w);
   std::cout << device.name << "  " << tp::describe(*plan) << "  " << std::fixed
             << std::setprecision(0) << tokens / median << " tokens/s  MFU "
             << std::setprecision(3) << j["mfu"].get<double>() << "  peak "

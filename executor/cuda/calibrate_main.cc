@@ -35,6 +35,7 @@
 #include "executor/cuda/comm_nccl.h"
 #include "executor/cuda/tool_util.h"
 #include "executor/cuda/trainer_cuda.h"
+#include "tools/cli.h"
 #include "models/units.h"
 
 #ifdef TRAINPLAN_HAVE_MPI
@@ -47,49 +48,51 @@ namespace cal = trainplan::calibration;
 
 namespace {
 
-struct Args {
+struct Args {  // the defaults are parse()'s
   std::vector<std::string> models;
-  std::vector<std::int64_t> micro_batches = {1, 2, 4};
+  std::vector<std::int64_t> micro_batches;
   std::string out, cluster_out;
-  std::int64_t steps = 5, warmup = 3;
-  std::int64_t max_message = std::int64_t{256} << 20;
+  std::int64_t steps = 0, warmup = 0, max_message = 0;
   bool quick = false;
+  bool help = false;  // --help: the usage was printed
 };
 
 tp::Result<Args> parse(int argc, char** argv) {
+  tp::cli::Args cli(
+      "trainplan_cuda_calibrate",
+      "Measure this GPU machine with the CUDA executor; write a profile for simulate --hardware.",
+      {{"models", true, "comma-separated model JSONs whose steps to time"},
+       {"out", true, "the hardware profile (JSON)"},
+       {"cluster-out", true, "a cluster file of this machine (JSON)"},
+       {"micro-batches", true, "micro-batch sizes to time (default 1,2,4)"},
+       {"steps", true, "traced steps per probe (default 5; --quick 3)"},
+       {"warmup", true, "steps before them (default 3)"},
+       {"max-message", true, "largest NCCL message, bytes (default 256 MiB; --quick 16 MiB)"},
+       {"quick", false, "fewer steps and messages"}});
+  TRAINPLAN_RETURN_IF_ERROR(cli.parse(argc, argv));
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (k == "--quick") {
-      a.quick = true;
-      a.steps = 3;
-      a.max_message = std::int64_t{16} << 20;
-      continue;
-    }
-    if (i + 1 >= argc) return tp::Status::Error("missing value after " + k, tp::ExitCode::kUsage);
-    const std::string v = argv[++i];
-    tp::Status st = tp::Status::Ok();
-    if (k == "--models") a.models = cx::split_list(v);
-    else if (k == "--out") a.out = v;
-    else if (k == "--cluster-out") a.cluster_out = v;
-    else if (k == "--steps") st = cx::parse_integer(k, v, 1, 1000, a.steps);
-    else if (k == "--warmup") st = cx::parse_integer(k, v, 0, 1000, a.warmup);
-    else if (k == "--max-message") st = cx::parse_integer(k, v, 8, std::int64_t{1} << 32, a.max_message);
-    else if (k == "--micro-batches") {
-      a.micro_batches.clear();
-      for (const std::string& item : cx::split_list(v)) {
-        std::int64_t b = 0;
-        st = cx::parse_integer(k, item, 1, 4096, b);
-        if (!st.ok()) break;
-        a.micro_batches.push_back(b);
-      }
-    } else return tp::Status::Error("unknown option " + k, tp::ExitCode::kUsage);
-    if (!st.ok()) return st;
+  if (cli.help_requested()) {
+    std::cout << cli.usage();
+    a.help = true;
+    return a;
   }
-  if (a.models.empty() || a.out.empty() || a.micro_batches.empty())
-    return tp::Status::Error("usage: trainplan_cuda_calibrate --models M1.json[,M2.json] --out "
-                             "profile.json [--cluster-out cluster.json] [--micro-batches 1,2,4] "
-                             "[--steps 5] [--warmup 3] [--max-message BYTES] [--quick]",
+  a.quick = cli.has("quick");
+  a.models = tp::cli::split_list(cli.get("models"));
+  a.out = cli.get("out");
+  a.cluster_out = cli.get("cluster-out");
+  auto mbs = cli.get_int_list("micro-batches", "1,2,4", 1, 4096);
+  auto steps = cli.get_int("steps", a.quick ? 3 : 5, 1, 1000);
+  auto warmup = cli.get_int("warmup", 3, 0, 1000);
+  auto max_message = cli.get_int("max-message", (a.quick ? std::int64_t{16} : 256) << 20, 8,
+                                 std::int64_t{1} << 32);
+  for (const tp::Status& st : {mbs.status(), steps.status(), warmup.status(), max_message.status()})
+    TRAINPLAN_RETURN_IF_ERROR(st);
+  a.micro_batches = *mbs;
+  a.steps = *steps;
+  a.warmup = *warmup;
+  a.max_message = *max_message;
+  if (a.models.empty() || a.out.empty())
+    return tp::Status::Error("--models and --out are required\n" + cli.usage(),
                              tp::ExitCode::kUsage);
   return a;
 }
@@ -227,9 +230,10 @@ std::vector<cal::CollectiveSample> bench_nccl(cx::NcclComm& comm, std::int64_t m
 int run(int argc, char** argv) {
   auto args = parse(argc, argv);
   if (!args.ok()) return cx::fail(args.status());
+  if (args->help) return 0;
   std::vector<tp::ModelSpec> models;
   for (const std::string& path : args->models) {
-    auto m = cx::load_model(path);
+    auto m = tp::cli::load_model_file(path);
     if (!m.ok()) return cx::fail(m.status());
     models.push_back(*m);
   }
@@ -297,7 +301,8 @@ int run(int argc, char** argv) {
       return cx::fail(tp::Status::Error(std::string("internal: the ") + what +
                                             " does not load back: " + loads_back.message(),
                                         tp::ExitCode::kInternal));
-    if (!cx::write_atomically(path, json.dump(2) + "\n")) return static_cast<int>(tp::ExitCode::kIo);
+    if (tp::Status w = tp::cli::write_file_atomic(path, json.dump(2) + "\n"); !w.ok())
+      return cx::fail(w);
     std::cout << "wrote " << path << "\n";
     return 0;
   };

@@ -1,78 +1,19 @@
 // See tool_util.h.
 #include "executor/cuda/tool_util.h"
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <random>
-#include <sstream>
 
 #include "executor/cuda/comm_nccl.h"
 #include "executor/cuda/device.h"
-#include "models/json_util.h"
 
 #ifdef TRAINPLAN_HAVE_MPI
 #include <mpi.h>
 #endif
 
 namespace trainplan::executor::cuda {
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-Status parse_integer(const std::string& option, const std::string& value, std::int64_t lo,
-                     std::int64_t hi, std::int64_t& out) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || errno != 0 || v < lo || v > hi)
-    return Status::Error(option + ": '" + value + "' is not an integer in [" +
-                             std::to_string(lo) + ", " + std::to_string(hi) + "]",
-                         ExitCode::kUsage);
-  out = v;
-  return Status::Ok();
-}
-
-Result<std::string> read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::Error("cannot read " + path, ExitCode::kIo);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-Result<ModelSpec> load_model(const std::string& path) {
-  auto text = read_file(path);
-  if (!text.ok()) return text.status();
-  auto j = parse_json_text(*text, path);
-  if (!j.ok()) return j.status();
-  return model_from_json(*j, path);
-}
-
-bool write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << text;
-    if (!f) {
-      std::cerr << "cannot write " << tmp << "\n";
-      return false;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::cerr << "cannot rename " << tmp << " to " << path << "\n";
-    return false;
-  }
-  return true;
-}
 
 std::vector<std::int32_t> random_tokens(std::uint64_t seed, std::int64_t n, std::int64_t vocab) {
   std::mt19937_64 rng(seed);

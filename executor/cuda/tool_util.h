@@ -1,6 +1,6 @@
-// What the CUDA executor's programs (bench_main.cc, calibrate_main.cc) share: option parsing
-// with errors that name the option and the value, reading a model, atomic writes, the seeded
-// random batch, and main() (MPI started when launched by mpirun, exceptions become exit 5).
+// What the CUDA executor's programs (bench_main.cc, calibrate_main.cc) share beyond tools/cli.h
+// (options, files): the seeded random batch, the device's description, and main() (MPI started
+// when launched by mpirun, exceptions become exit 5).
 #pragma once
 
 #include <cstdint>
@@ -12,17 +12,6 @@
 
 namespace trainplan::executor::cuda {
 
-// "a,b,c" -> {"a", "b", "c"} (empty items dropped).
-std::vector<std::string> split_list(const std::string& text);
-// A whole-string integer in [lo, hi] into `out`; the error names the option and the value.
-Status parse_integer(const std::string& option, const std::string& value, std::int64_t lo,
-                     std::int64_t hi, std::int64_t& out);
-// A whole file; the error names it (exit code kIo).
-Result<std::string> read_file(const std::string& path);
-// A model JSON (ours or a Hugging Face config.json).
-Result<ModelSpec> load_model(const std::string& path);
-// Writes through a temporary and a rename; false, with a message on stderr, when it cannot.
-bool write_atomically(const std::string& path, const std::string& text);
 // n tokens uniform in [0, vocab), seeded: the same on every rank.
 std::vector<std::int32_t> random_tokens(std::uint64_t seed, std::int64_t n, std::int64_t vocab);
 // The current CUDA device and the libraries, for reports and profiles.

@@ -17,6 +17,7 @@
 #include "models/model_spec.h"
 #include "models/plan.h"
 #include "models/step_report.h"
+#include "tests/models/test_util.h"
 #include "tools/cli.h"
 
 namespace trainplan {
@@ -642,6 +643,33 @@ TEST(StepReport, CoveredNsCountsOnlyTheBusyTimeInsideTheSpan) {
   EXPECT_EQ(covered_ns(busy, 60, 70), 0);   // after every interval
   EXPECT_EQ(covered_ns(busy, 30, 20), 0);   // empty span
   EXPECT_EQ(covered_ns({}, 0, 100), 0);
+}
+
+// What both executors write: the median after the warm-up, rates from it, groups by report name.
+TEST(StepReport, MeasuredStepsAndGroupsAsBothExecutorsWriteThem) {
+  ModelSpec m = testing::load_repo_model("tiny.json");
+  Plan p;
+  p.global_batch_size = 4;
+  StepReport r;
+  set_measured_steps(r, m, p, {9.0, 1.0, 3.0, 2.0, 4.0}, {5, 4, 3, 2, 1}, 1, 2, 0.0);
+  EXPECT_EQ(r.kind, "measured");
+  EXPECT_DOUBLE_EQ(r.step_time_s, 2.5);  // median of 1, 3, 2, 4: the warm-up's 9 is out
+  EXPECT_DOUBLE_EQ(r.tokens_per_s, 4.0 * static_cast<double>(m.seq_len) / 2.5);
+  EXPECT_DOUBLE_EQ(r.model_tflops_per_gpu, step_flops(m, p).model / 2.5 / 2 / 1e12);
+  EXPECT_EQ(r.mfu, 0.0);  // no peak given
+  EXPECT_EQ(r.step_times_s.size(), 5u);
+  EXPECT_EQ(r.warmup_steps, 1);
+  EXPECT_EQ(r.plan, plan_to_json(p));
+  RankStep rank;
+  add_group_comm(r, rank, CommGroup::kEmbedding, {.bytes_sent = 8, .time_s = 1, .exposed_s = 0.5});
+  add_group_comm(r, rank, CommGroup::kPp, {.bytes_sent = 2, .time_s = 1, .exposed_s = 1});
+  add_group_comm(r, rank, CommGroup::kDp, {});  // nothing: left out
+  ASSERT_EQ(rank.comm.size(), 1u);
+  EXPECT_DOUBLE_EQ(rank.comm.at("pp").bytes_sent, 10);  // the embedding group is pipeline traffic
+  EXPECT_DOUBLE_EQ(rank.comm.at("pp").exposed_s, 1.5);
+  EXPECT_DOUBLE_EQ(r.bytes_per_group.at("pp"), 10);
+  EXPECT_DOUBLE_EQ(median({}), 0.0);
+  EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2.0);
 }
 
 TEST(StepReportLoader, Errors) {
