@@ -21,6 +21,10 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
                          "simulate model FP8 training",
                          ExitCode::kInvalidInput);
   if (m.is_moe()) return no("mixture-of-experts models (num_experts > 1)");
+  if (m.is_mla()) return no("multi-head latent attention (kv_lora_rank > 0)");
+  if (m.v_dim() != m.head_dim)
+    return no("v_head_dim=" + std::to_string(m.v_dim()) + " different from head_dim=" +
+              std::to_string(m.head_dim));
   if (m.activation != Activation::kGelu) return no("activation " + std::string(to_string(m.activation)) + " (GELU only)");
   if (m.norm != NormKind::kLayerNorm) return no("norm " + std::string(to_string(m.norm)) + " (LayerNorm only)");
   if (m.position != PositionKind::kLearned) return no("rotary positions (learned only)");

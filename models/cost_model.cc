@@ -58,52 +58,70 @@ namespace {
 
 double d(std::int64_t v) { return static_cast<double>(v); }
 
-// ---- parameter pieces (whole model, unsharded) ----
-double norm_params(const ModelSpec& m) {
-  return m.norm == NormKind::kLayerNorm ? 2.0 * d(m.hidden_size) : d(m.hidden_size);
+// ---- parameter pieces, on one of t tensor-parallel ranks (t = 1: the whole model) ----
+// Column-parallel weights and biases are split by t; the row-parallel output bias and the norms
+// are replicated (Megatron-LM's ColumnParallelLinear / RowParallelLinear).
+double norm_params(const ModelSpec& m, std::int64_t width) {
+  return m.norm == NormKind::kLayerNorm ? 2.0 * d(width) : d(width);
 }
+double norm_params(const ModelSpec& m) { return norm_params(m, m.hidden_size); }
 double mlp_matrices(const ModelSpec& m) { return m.activation == Activation::kSwiglu ? 3.0 : 2.0; }
-// One expert's (or the dense) MLP, biases included.
-double one_mlp_params(const ModelSpec& m) {
-  const double h = d(m.hidden_size), f = d(m.ffn_hidden_size);
-  double p = mlp_matrices(m) * h * f;
-  if (m.bias) p += (mlp_matrices(m) - 1.0) * f + h;
+// One MLP of inner width `width` (an expert, a dense layer's MLP, the shared experts).
+double mlp_params_per_rank(const ModelSpec& m, std::int64_t width, std::int64_t t) {
+  const double h = d(m.hidden_size), f = d(width);
+  double p = mlp_matrices(m) * h * f / d(t);
+  if (m.bias) p += (mlp_matrices(m) - 1.0) * f / d(t) + h;
   return p;
 }
 double router_params(const ModelSpec& m) {
   return m.is_moe() ? d(m.hidden_size) * d(m.num_experts) : 0.0;
 }
-double attention_params(const ModelSpec& m) {
-  const double h = d(m.hidden_size), q = d(m.q_width()), kv = d(m.kv_width());
-  double p = h * (q + 2.0 * kv) + q * h;
-  if (m.bias) p += q + 2.0 * kv + h;
+// Multi-head latent attention's down-projections and latent norms: Megatron-Core builds them
+// "duplicated" (every TP rank holds them whole; multi_latent_attention.py with Transformer
+// Engine), so they are not divided by t. Zero without MLA.
+double mla_replicated_params(const ModelSpec& m) {
+  if (!m.is_mla()) return 0.0;
+  const double h = d(m.hidden_size);
+  double p = h * d(m.kv_lora_rank + m.qk_rope_head_dim) + norm_params(m, m.kv_lora_rank);
+  if (m.q_lora_rank > 0) p += h * d(m.q_lora_rank) + norm_params(m, m.q_lora_rank);
   return p;
 }
-
-// ---- per-TP-rank parameter pieces ----
-// Column-parallel weights and biases are split by t; the row-parallel output bias and the norms
-// are replicated (Megatron-LM's ColumnParallelLinear / RowParallelLinear).
+// Q, K, V and the output projection. With MLA, queries come up from their latent (or straight
+// from the input) and keys' non-rotary part and values from theirs (DeepSeek-V2 eqs. 9-13).
 double attention_params_per_rank(const ModelSpec& m, std::int64_t t) {
-  const double h = d(m.hidden_size), q = d(m.q_width()), kv = d(m.kv_width());
-  double p = (h * (q + 2.0 * kv) + q * h) / d(t);
-  if (m.bias) p += (q + 2.0 * kv) / d(t) + h;
-  return p;
-}
-double one_mlp_params_per_rank(const ModelSpec& m, std::int64_t t) {
-  const double h = d(m.hidden_size), f = d(m.ffn_hidden_size);
-  double p = mlp_matrices(m) * h * f / d(t);
-  if (m.bias) p += (mlp_matrices(m) - 1.0) * f / d(t) + h;
+  const double h = d(m.hidden_size), q = d(m.q_width()), o = d(m.o_width());
+  double in_width = q + d(m.kv_width()) + d(m.v_width());  // column-parallel outputs
+  double split = h * in_width;
+  if (m.is_mla()) {
+    const double heads = d(m.num_attention_heads);
+    in_width = q + heads * d(m.head_dim - m.qk_rope_head_dim + m.v_dim());
+    split = (m.q_lora_rank > 0 ? d(m.q_lora_rank) : h) * q +
+            d(m.kv_lora_rank) * heads * d(m.head_dim - m.qk_rope_head_dim + m.v_dim());
+  }
+  double p = (split + o * h) / d(t) + mla_replicated_params(m);
+  if (m.bias) p += in_width / d(t) + h;
   return p;
 }
 
-// Parameters of each block kind on one rank, rounded to whole parameters.
+// Parameters of each block kind on one rank, rounded to whole parameters. `m` is a layer's
+// view (layer_model): an MoE layer's dense part is its router and shared experts.
 std::int64_t layer_dense_params(const ModelSpec& m, std::int64_t t) {
-  return std::llround(attention_params_per_rank(m, t) + 2.0 * norm_params(m) +
-                      (m.is_moe() ? router_params(m) : one_mlp_params_per_rank(m, t)));
+  const double mlp = m.is_moe() ? router_params(m) + (m.shared_expert_ffn_size > 0
+                                                          ? mlp_params_per_rank(m, m.shared_expert_ffn_size, t)
+                                                          : 0.0)
+                                : mlp_params_per_rank(m, m.ffn_hidden_size, t);
+  return std::llround(attention_params_per_rank(m, t) + 2.0 * norm_params(m) + mlp);
 }
 std::int64_t layer_expert_params(const ModelSpec& m, const Plan& p) {
-  return m.is_moe() ? std::llround(d(m.num_experts / p.ep) * one_mlp_params_per_rank(m, p.tp))
+  return m.is_moe() ? std::llround(d(m.num_experts / p.ep) *
+                                   mlp_params_per_rank(m, m.ffn_hidden_size, p.tp))
                     : 0;
+}
+// Parameters TP replicates and sequence parallelism gives each TP rank only its tokens' share
+// of the gradient for: the block's norms and MLA's down-projections (Megatron-LM marks both
+// `sequence_parallel` and sums their gradients over TP once per step).
+std::int64_t layer_tp_replicated_params(const ModelSpec& m) {
+  return std::llround(2.0 * norm_params(m) + mla_replicated_params(m));
 }
 double vocab_rows_per_rank(const ModelSpec& m, std::int64_t t);
 std::int64_t embedding_block_params(const ModelSpec& m, std::int64_t t) {
@@ -136,17 +154,16 @@ double vocab_rows_per_rank(const ModelSpec& m, std::int64_t t) {
 }  // namespace
 
 double ParameterCounts::total() const {
-  return embedding + position + d(num_layers) * per_layer() + final_norm + lm_head;
+  return embedding + position + attention + mlp + norms + final_norm + lm_head;
 }
 
 double ParameterCounts::active() const {
-  return embedding + position +
-         d(num_layers) * (attention_per_layer + active_mlp_per_layer + norm_per_layer) +
-         final_norm + lm_head;
+  return embedding + position + attention + active_mlp + norms + final_norm + lm_head;
 }
 
 // Megatron-LM's count (Narayanan et al. 2021, sec. 5.1): P = 12*l*h^2*(1 + 13/(12h) +
-// (V+s)/(12*l*h)) for the GPT shape; this generalises it to GQA, SwiGLU, MoE and RMSNorm.
+// (V+s)/(12*l*h)) for the GPT shape; this generalises it to GQA, MLA, SwiGLU, MoE (shared
+// experts and dense layers included) and RMSNorm.
 ParameterCounts count_parameters(const ModelSpec& m) {
   ParameterCounts c;
   c.num_layers = m.num_layers;
@@ -154,10 +171,20 @@ ParameterCounts count_parameters(const ModelSpec& m) {
   c.position = m.position == PositionKind::kLearned
                    ? d(m.max_position_embeddings) * d(m.hidden_size)
                    : 0.0;
-  c.attention_per_layer = attention_params(m);
-  c.mlp_per_layer = d(m.num_experts) * one_mlp_params(m) + router_params(m);
-  c.active_mlp_per_layer = d(m.experts_per_token) * one_mlp_params(m) + router_params(m);
-  c.norm_per_layer = 2.0 * norm_params(m);
+  const LayerKindCounts kinds = layer_kind_counts(m, 0, m.num_layers);
+  for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+    const double n = d(kinds.of(kind));
+    if (n == 0) continue;
+    const ModelSpec lm = layer_model(m, kind);
+    const double shared =
+        lm.shared_expert_ffn_size > 0 ? mlp_params_per_rank(lm, lm.shared_expert_ffn_size, 1) : 0;
+    const double one = mlp_params_per_rank(lm, lm.ffn_hidden_size, 1);
+    // attention_params_per_rank(t = 1) counts MLA's latent norms; the block's two norms apart.
+    c.attention += n * attention_params_per_rank(lm, 1);
+    c.mlp += n * (d(lm.num_experts) * one + router_params(lm) + shared);
+    c.active_mlp += n * (d(lm.experts_per_token) * one + router_params(lm) + shared);
+    c.norms += n * 2.0 * norm_params(lm);
+  }
   c.final_norm = norm_params(m);
   c.lm_head = m.tie_word_embeddings ? 0.0 : d(m.vocab_size) * d(m.hidden_size);
   return c;
@@ -185,9 +212,10 @@ std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& m, const Plan& p,
       ParamBlock b;
       b.kind = BlockKind::kLayer;
       b.layer = first_layer[c] + i;
-      b.dense_params = layer_dense_params(m, p.tp);
-      b.expert_params = layer_expert_params(m, p);
-      b.norm_params = std::llround(2.0 * norm_params(m));
+      const ModelSpec lm = layer_model(m, layer_kind(m, b.layer));
+      b.dense_params = layer_dense_params(lm, p.tp);
+      b.expert_params = layer_expert_params(lm, p);
+      b.tp_replicated_params = layer_tp_replicated_params(lm);
       blocks.push_back(b);
     }
   }
@@ -195,7 +223,7 @@ std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& m, const Plan& p,
     ParamBlock b;
     b.kind = BlockKind::kHead;
     b.dense_params = head_block_params(m, p);
-    b.norm_params = std::llround(norm_params(m));
+    b.tp_replicated_params = std::llround(norm_params(m));
     b.tied_copy = tied_copy;
     b.tied_params = tied_copy ? tied_rows : 0;
     blocks.push_back(b);
@@ -218,13 +246,40 @@ std::int64_t layers_on_stage(const Plan& p, const ModelSpec& m, std::int64_t sta
   return n;
 }
 
+LayerKindCounts layer_kinds_on_stage(const Plan& p, const ModelSpec& m, std::int64_t stage) {
+  LayerKindCounts n;
+  const std::int64_t chunks = p.num_chunks(), base = m.num_layers / chunks,
+                     extra = m.num_layers % chunks;
+  // The first layer and the size of each chunk, as chunk_layers() splits them.
+  auto chunk_span = [&](std::int64_t c) {
+    if (p.layers_per_stage.empty())
+      return std::pair<std::int64_t, std::int64_t>{c * base + std::min(c, extra),
+                                                   base + (c < extra ? 1 : 0)};
+    std::int64_t first = 0;
+    for (std::int64_t i = 0; i < c; ++i) first += p.layers_per_stage[static_cast<std::size_t>(i)];
+    return std::pair<std::int64_t, std::int64_t>{first,
+                                                 p.layers_per_stage[static_cast<std::size_t>(c)]};
+  };
+  for (std::int64_t v = 0; v < p.virtual_stages; ++v) {
+    const auto [first, count] = chunk_span(v * p.pp + stage);
+    const LayerKindCounts c = layer_kind_counts(m, first, count);
+    n.dense += c.dense;
+    n.moe += c.moe;
+  }
+  return n;
+}
+
 // Closed form of the sum over param_blocks_on_stage (no allocation: the planner calls this
 // for every candidate). tests/models/cost_model_test.cc checks that the two agree.
 StageParameters parameters_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage) {
   StageParameters s;
-  const double layers = d(layers_on_stage(p, m, stage));
-  s.dense = layers * d(layer_dense_params(m, p.tp));
-  s.expert = layers * d(layer_expert_params(m, p));
+  const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
+  for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+    if (kinds.of(kind) == 0) continue;
+    const ModelSpec lm = layer_model(m, kind);
+    s.dense += d(kinds.of(kind)) * d(layer_dense_params(lm, p.tp));
+    s.expert += d(kinds.of(kind)) * d(layer_expert_params(lm, p));
+  }
   if (stage == 0) s.dense += d(embedding_block_params(m, p.tp));
   if (stage == p.pp - 1) s.dense += d(head_block_params(m, p));
   return s;
@@ -240,9 +295,16 @@ struct Shape {
   // s: the tokens of one sequence on this rank, seq_len/cp; s_full: the whole sequence, whose
   // keys and values a context-parallel rank's queries attend to.
   std::int64_t s, s_full, cp, b, t, h, q, kv, hd, f, heads_per_rank;
+  std::int64_t vd, vw, ow;     // value head width, V's width, the attention output's width
+  std::int64_t shared_f;       // MoE layers: the shared experts' inner width (0: none)
+  // Multi-head latent attention: latent widths and the rotary key width (0 without MLA).
+  std::int64_t ql, kvl, rope;
+  // Width of the attention block's input as its TP collectives carry it: h, or with MLA the
+  // latents (and the input itself where queries are projected from it directly).
+  std::int64_t entry;
   std::int64_t tokens;         // T = s*b, this rank's tokens of the micro-batch
   std::int64_t norm_tokens;    // T/t with sequence parallel, else T
-  bool sp, dropout, fused, swiglu, moe;
+  bool sp, dropout, fused, swiglu, moe, mla;
 };
 
 Shape shape_of(const ModelSpec& m, const Plan& p) {
@@ -258,6 +320,15 @@ Shape shape_of(const ModelSpec& m, const Plan& p) {
   x.kv = m.kv_width();
   x.hd = m.head_dim;
   x.f = m.ffn_hidden_size;
+  x.vd = m.v_dim();
+  x.vw = m.v_width();
+  x.ow = m.o_width();
+  x.shared_f = m.is_moe() ? m.shared_expert_ffn_size : 0;
+  x.mla = m.is_mla();
+  x.ql = m.q_lora_rank;
+  x.kvl = m.kv_lora_rank;
+  x.rope = m.qk_rope_head_dim;
+  x.entry = x.mla ? (x.ql > 0 ? x.ql : x.h) + x.kvl + x.rope : x.h;
   x.heads_per_rank = m.num_attention_heads / p.tp;
   x.tokens = x.s * x.b;
   x.sp = p.sequence_parallel && p.tp > 1;
@@ -330,19 +401,21 @@ Task tp_gather(std::string_view name, const Shape& x) {
 // The activation's backward reads its input and the incoming gradient and writes the
 // gradient: twice the forward's traffic, and the same tanh / exp again (recomputed).
 Task activation_backward(const Task& fwd) {
-  Task t = memory(fwd.name == "swiglu" ? "swiglu_bwd" : "gelu_bwd", 2.0 * fwd.bytes,
-                  MemoryKernel::kActivation);
+  const std::string_view name = fwd.name == "swiglu"       ? "swiglu_bwd"
+                                : fwd.name == "shared_act" ? "shared_act_bwd"
+                                                           : "gelu_bwd";
+  Task t = memory(name, 2.0 * fwd.bytes, MemoryKernel::kActivation);
   t.transcendentals = fwd.transcendentals;
   return t;
 }
 
 // Context parallelism: the keys and values of the whole sequence on this TP rank,
-// 2*b*s*kv/t elements in the activations' precision: the all-gather's message (collectives.h: S
+// b*s*(k + v)/t elements in the activations' precision: the all-gather's message (collectives.h: S
 // is the gathered size) and the reduce-scatter's of their gradients (S is the unscattered
 // size). All-gather based CP as Llama 3 (arXiv:2407.21783 sec. 3.3.2) and Transformer Engine's
 // AttnFuncWithCPAndKVAllGather run it.
 double cp_kv_bytes(const Shape& x) {
-  return 2.0 * d(x.b) * d(x.s_full) * d(x.kv) / d(x.t) * x.e;
+  return d(x.b) * d(x.s_full) * d(x.kv + x.vw) / d(x.t) * x.e;
 }
 Task cp_gather_kv(std::string_view name, const Shape& x) {
   return comm(name, Collective::kAllGather, CommGroup::kCp, x.cp, cp_kv_bytes(x));
@@ -354,13 +427,14 @@ Task cp_gather_kv(std::string_view name, const Shape& x) {
 void add_attention_core(std::vector<Task>& out, const Shape& x) {
   const std::int64_t batch = x.b * x.heads_per_rank;
   if (x.fused) {
-    // FlashAttention-style kernel: 4*b*a*s^2*hd model FLOPs (QK^T and PV); a causal kernel
-    // executes about half of them. Reads Q, K, V and writes O.
+    // FlashAttention-style kernel: 2*b*a*s^2*(hd + vd) model FLOPs (QK^T and PV; 4*b*a*s^2*hd
+    // when vd = hd); a causal kernel executes about half of them. Reads Q, K, V and writes O.
+    // With a value head narrower than the query/key head (MLA), PV has vd where QK^T has hd.
     Task t = gemm("attention", x.s, x.s_full, x.hd, batch, x.e);
     t.kind = TaskKind::kAttention;
-    t.flops = 4.0 * d(batch) * d(x.s) * d(x.s_full) * d(x.hd);
+    t.flops = 2.0 * d(batch) * d(x.s) * d(x.s_full) * d(x.hd + x.vd);
     t.executed_flops = t.flops / 2.0;
-    t.bytes = x.e * (2.0 * d(x.tokens) * d(x.q) + 2.0 * d(x.b) * d(x.s_full) * d(x.kv)) / d(x.t);
+    t.bytes = x.e * (d(x.tokens) * d(x.q + x.ow) + d(x.b) * d(x.s_full) * d(x.kv + x.vw)) / d(x.t);
     out.push_back(t);
     return;
   }
@@ -374,28 +448,38 @@ void add_attention_core(std::vector<Task>& out, const Shape& x) {
   // scaled_upper_triang_masked_softmax skips the masked ones).
   softmax.transcendentals = d(batch) * d(x.s) * d(x.s_full + 1) / 2.0;
   out.push_back(softmax);
-  out.push_back(gemm("attn_values", x.s, x.hd, x.s_full, batch, x.e));
+  out.push_back(gemm("attn_values", x.s, x.vd, x.s_full, batch, x.e));
+}
+
+// One tanh (GELU's approximation) or exp (SiLU's sigmoid) per activation element, over `times`
+// token copies of an MLP of inner width f_rank on this rank.
+Task activation_task(std::string_view name, const Shape& x, std::int64_t f_rank, double times) {
+  Task t = memory(name, d(x.tokens) * d(f_rank) * x.e * (x.swiglu ? 3.0 : 2.0) * times,
+                  MemoryKernel::kActivation);
+  t.transcendentals = d(x.tokens) * d(f_rank) * times;
+  return t;
+}
+std::string_view activation_name(const Shape& x) { return x.swiglu ? "swiglu" : "gelu"; }
+
+// A tensor-parallel MLP of inner width f on all this rank's tokens: the dense layer's, or an
+// MoE layer's shared experts (Megatron-Core's SharedExpertMLP is a dense MLP split over TP).
+void add_dense_mlp(std::vector<Task>& out, const Shape& x, std::int64_t f, bool shared) {
+  const std::int64_t f_rank = f / x.t;
+  out.push_back(gemm(shared ? "shared_fc1" : "fc1", x.tokens, (x.swiglu ? 2 : 1) * f_rank, x.h, 1,
+                     x.e));
+  out.push_back(activation_task(shared ? "shared_act" : activation_name(x), x, f_rank, 1.0));
+  out.push_back(gemm(shared ? "shared_fc2" : "fc2", x.tokens, x.h, f_rank, 1, x.e));
 }
 
 void add_mlp_forward(std::vector<Task>& out, const Shape& x, const ModelSpec& m,
                      const Plan& p) {
-  const std::int64_t f_rank = x.f / x.t;
-  const std::int64_t fc1_n = (x.swiglu ? 2 : 1) * f_rank;
-  const double act_bytes = d(x.tokens) * d(f_rank) * x.e * (x.swiglu ? 3.0 : 2.0);
-  // One tanh (GELU's approximation) or exp (SiLU's sigmoid) per activation element.
-  auto activation = [&](double times) {
-    Task t = memory(x.swiglu ? "swiglu" : "gelu", act_bytes * times, MemoryKernel::kActivation);
-    t.transcendentals = d(x.tokens) * d(f_rank) * times;
-    return t;
-  };
   if (!x.moe) {
-    out.push_back(gemm("fc1", x.tokens, fc1_n, x.h, 1, x.e));
-    out.push_back(activation(1.0));
-    out.push_back(gemm("fc2", x.tokens, x.h, f_rank, 1, x.e));
+    add_dense_mlp(out, x, x.f, /*shared=*/false);
     return;
   }
   // Mixture of experts: route, send each token to its top-k experts (all-to-all over ep),
   // run the local experts, and send the results back (Lepikhin et al. 2020, GShard).
+  const std::int64_t f_rank = x.f / x.t;
   const std::int64_t k = m.experts_per_token;
   const std::int64_t local_experts = m.num_experts / p.ep;
   const double routed = d(x.tokens) * d(k);  // token-expert pairs of this rank's micro-batch
@@ -406,15 +490,48 @@ void add_mlp_forward(std::vector<Task>& out, const Shape& x, const ModelSpec& m,
   // this rank holds the routed tokens of the whole ep group for its experts).
   const std::int64_t per_expert =
       std::max<std::int64_t>(1, std::llround(routed / d(local_experts)));
+  const std::int64_t fc1_n = (x.swiglu ? 2 : 1) * f_rank;
   Task fc1 = gemm("expert_fc1", per_expert, fc1_n, x.h, local_experts, x.e);
   fc1.flops = fc1.executed_flops = 2.0 * routed * d(fc1_n) * d(x.h);
   out.push_back(fc1);
-  out.push_back(activation(d(k)));
+  out.push_back(activation_task(activation_name(x), x, f_rank, d(k)));
   Task fc2 = gemm("expert_fc2", per_expert, x.h, f_rank, local_experts, x.e);
   fc2.flops = fc2.executed_flops = 2.0 * routed * d(x.h) * d(f_rank);
   out.push_back(fc2);
   out.push_back(comm("ep_combine", Collective::kAllToAll, CommGroup::kEp, p.ep,
                      routed * d(x.h) * x.e));
+  // Shared experts (DeepSeekMoE, Qwen-MoE, Llama 4): after the routed experts, as Megatron-Core
+  // runs them unless moe_shared_expert_overlap is set.
+  if (x.shared_f > 0) add_dense_mlp(out, x, x.shared_f, /*shared=*/true);
+}
+
+// The attention block's input projections. Standard attention: one column-parallel QKV GEMM
+// on the (gathered) input. Multi-head latent attention (DeepSeek-V2 sec. 2.1; Megatron-Core's
+// MLASelfAttention): the down-projections to the latents and their norms are duplicated on
+// every TP rank and run on this rank's tokens (T/t with sequence parallel, so their FLOPs are
+// not repeated); the latents (and, without a query latent, the input) are then gathered and
+// up-projected by column-parallel GEMMs.
+void add_attention_input(std::vector<Task>& out, const Shape& x) {
+  if (!x.mla) {
+    if (x.sp) out.push_back(tp_gather("tp_all_gather_attn", x));
+    out.push_back(gemm("qkv", x.tokens, (x.q + x.kv + x.vw) / x.t, x.h, 1, x.e));
+    return;
+  }
+  const std::int64_t local = x.norm_tokens;
+  if (x.ql > 0) {
+    out.push_back(gemm("q_down", local, x.ql, x.h, 1, x.e));
+    out.push_back(memory("q_norm", 2.0 * d(local) * d(x.ql) * x.e, MemoryKernel::kNorm));
+  }
+  out.push_back(gemm("kv_down", local, x.kvl + x.rope, x.h, 1, x.e));
+  out.push_back(memory("kv_norm", 2.0 * d(local) * d(x.kvl) * x.e, MemoryKernel::kNorm));
+  if (x.sp)
+    out.push_back(comm("tp_all_gather_attn", Collective::kAllGather, CommGroup::kTp, x.t,
+                       d(x.tokens) * d(x.entry) * x.e));
+  out.push_back(x.ql > 0 ? gemm("q_up", x.tokens, x.q / x.t, x.ql, 1, x.e)
+                         : gemm("q_proj", x.tokens, x.q / x.t, x.h, 1, x.e));
+  // Keys' non-rotary part and values, per head; the rotary key is shared by all heads.
+  out.push_back(gemm("kv_up", x.tokens, x.heads_per_rank * (x.hd - x.rope + x.vd), x.kvl, 1,
+                     x.e));
 }
 
 // Norm: read x, write y. Bias + dropout + residual add: read two, write one, a 1-byte mask.
@@ -455,7 +572,9 @@ const Task& find_task(const std::vector<Task>& tasks, std::string_view name) {
 namespace {
 
 bool is_linear_gemm(std::string_view name) {
-  for (std::string_view prefix : {"qkv", "out_proj", "fc1", "fc2", "expert_fc1", "expert_fc2"})
+  for (std::string_view prefix : {"qkv", "q_down", "q_up", "q_proj", "kv_down", "kv_up",
+                                  "out_proj", "fc1", "fc2", "expert_fc1", "expert_fc2",
+                                  "shared_fc1", "shared_fc2"})
     if (name.substr(0, prefix.size()) == prefix) return true;
   return false;
 }
@@ -491,11 +610,10 @@ std::vector<Task> layer_forward_tasks(const ModelSpec& m, const Plan& p) {
   const Shape x = shape_of(m, p);
   std::vector<Task> out;
   out.push_back(memory("norm1", norm_bytes(x), MemoryKernel::kNorm));
-  if (x.sp) out.push_back(tp_gather("tp_all_gather_attn", x));
-  out.push_back(gemm("qkv", x.tokens, (x.q + 2 * x.kv) / x.t, x.h, 1, x.e));
+  add_attention_input(out, x);
   out.push_back(cp_gather_kv("cp_all_gather_kv", x));
   add_attention_core(out, x);
-  out.push_back(gemm("out_proj", x.tokens, x.h, x.q / x.t, 1, x.e));
+  out.push_back(gemm("out_proj", x.tokens, x.h, x.ow / x.t, 1, x.e));
   out.push_back(tp_exit("tp_all_reduce_attn", "tp_reduce_scatter_attn", x));
   out.push_back(memory("residual1", residual_bytes(x), MemoryKernel::kElementwise));
   out.push_back(memory("norm2", norm_bytes(x), MemoryKernel::kNorm));
@@ -530,12 +648,18 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
   out.push_back(memory("residual2_bwd", residual_bytes(x), MemoryKernel::kElementwise));
   g_backward("tp_all_gather_mlp_grad");
   if (x.moe) {
+    if (x.shared_f > 0) {
+      add_gemm_backward(out, find_task(fwd, "shared_fc2"), "shared_fc2_dgrad", "shared_fc2_wgrad",
+                        x.e);
+      out.push_back(activation_backward(find_task(fwd, "shared_act")));
+      add_gemm_backward(out, find_task(fwd, "shared_fc1"), "shared_fc1_dgrad", "shared_fc1_wgrad",
+                        x.e);
+    }
     out.push_back(comm("ep_combine_bwd", Collective::kAllToAll, CommGroup::kEp, p.ep,
                        d(x.tokens) * d(m.experts_per_token) * d(x.h) * x.e));
     add_gemm_backward(out, find_task(fwd, "expert_fc2"), "expert_fc2_dgrad", "expert_fc2_wgrad",
                       x.e);
-    Task act = find_task(fwd, x.swiglu ? "swiglu" : "gelu");
-    out.push_back(activation_backward(act));
+    out.push_back(activation_backward(find_task(fwd, activation_name(x))));
     add_gemm_backward(out, find_task(fwd, "expert_fc1"), "expert_fc1_dgrad", "expert_fc1_wgrad",
                       x.e);
     out.push_back(comm("ep_dispatch_bwd", Collective::kAllToAll, CommGroup::kEp, p.ep,
@@ -544,8 +668,7 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
     regather("tp_all_gather_mlp_input");
   } else {
     add_gemm_backward(out, find_task(fwd, "fc2"), "fc2_dgrad", "fc2_wgrad", x.e);
-    Task act = find_task(fwd, x.swiglu ? "swiglu" : "gelu");
-    out.push_back(activation_backward(act));
+    out.push_back(activation_backward(find_task(fwd, activation_name(x))));
     const Task& fc1 = find_task(fwd, "fc1");
     Task dg = gemm("fc1_dgrad", fc1.m, fc1.k, fc1.n, 1, x.e);
     dg.flops = dg.executed_flops = fc1.flops;
@@ -583,15 +706,42 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
     add_gemm_backward(out, find_task(fwd, "attn_scores"), "attn_scores_dgrad_q",
                       "attn_scores_dgrad_k", x.e);
   }
-  const Task& qkv = find_task(fwd, "qkv");
-  Task dg = gemm("qkv_dgrad", qkv.m, qkv.k, qkv.n, 1, x.e);
-  dg.flops = dg.executed_flops = qkv.flops;
-  out.push_back(dg);
-  regather("tp_all_gather_attn_input");
-  Task wg = gemm("qkv_wgrad", qkv.k, qkv.n, qkv.m, 1, x.e);
-  wg.flops = wg.executed_flops = qkv.flops;
-  out.push_back(wg);
-  f_backward("tp_all_reduce_attn_grad", "tp_reduce_scatter_attn_grad");
+  // The column-parallel input projections: data gradients, then (with sequence parallel) the
+  // input gathered again for their weight gradients, then the input gradient's TP reduction.
+  struct Backward { std::string_view fwd, dgrad, wgrad; };
+  std::vector<Backward> column_parallel;
+  if (!x.mla) {
+    column_parallel.push_back({"qkv", "qkv_dgrad", "qkv_wgrad"});
+  } else {
+    column_parallel.push_back({"kv_up", "kv_up_dgrad", "kv_up_wgrad"});
+    column_parallel.push_back(x.ql > 0 ? Backward{"q_up", "q_up_dgrad", "q_up_wgrad"}
+                                       : Backward{"q_proj", "q_proj_dgrad", "q_proj_wgrad"});
+  }
+  auto grad_gemm = [&](const Task& f, std::string_view name, bool weight) {
+    Task g = weight ? gemm(name, f.k, f.n, f.m, f.batch, x.e) : gemm(name, f.m, f.k, f.n, f.batch, x.e);
+    g.flops = g.executed_flops = f.flops;
+    out.push_back(g);
+  };
+  for (const Backward& b : column_parallel) grad_gemm(find_task(fwd, b.fwd), b.dgrad, false);
+  const double entry = d(x.tokens) * d(x.entry) * x.e;  // T*h without MLA
+  if (x.sp)
+    out.push_back(comm("tp_all_gather_attn_input", Collective::kAllGather, CommGroup::kTp, x.t,
+                       entry));
+  for (const Backward& b : column_parallel) grad_gemm(find_task(fwd, b.fwd), b.wgrad, true);
+  out.push_back(x.sp ? comm("tp_reduce_scatter_attn_grad", Collective::kReduceScatter,
+                            CommGroup::kTp, x.t, entry)
+                     : comm("tp_all_reduce_attn_grad", Collective::kAllReduce, CommGroup::kTp,
+                            x.t, entry));
+  if (x.mla) {
+    // The duplicated down-projections and latent norms, on this rank's tokens.
+    const std::int64_t local = x.norm_tokens;
+    out.push_back(memory("kv_norm_bwd", 4.0 * d(local) * d(x.kvl) * x.e, MemoryKernel::kNorm));
+    add_gemm_backward(out, find_task(fwd, "kv_down"), "kv_down_dgrad", "kv_down_wgrad", x.e);
+    if (x.ql > 0) {
+      out.push_back(memory("q_norm_bwd", 4.0 * d(local) * d(x.ql) * x.e, MemoryKernel::kNorm));
+      add_gemm_backward(out, find_task(fwd, "q_down"), "q_down_dgrad", "q_down_wgrad", x.e);
+    }
+  }
   out.push_back(memory("norm1_bwd", 2.0 * norm_bytes(x), MemoryKernel::kNorm));
   if (p.fp8) apply_fp8(out, x.e);
   return without_trivial_comm(out);
@@ -753,9 +903,9 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
       if (b.tied_copy)
         out.push_back(comm("embedding_grad_all_reduce", Collective::kAllReduce,
                            CommGroup::kEmbedding, 2, d(b.tied_params) * g));
-      if (p.sequence_parallel && p.tp > 1 && b.norm_params > 0)
+      if (p.sequence_parallel && p.tp > 1 && b.tp_replicated_params > 0)
         out.push_back(comm("tp_sp_norm_grad_all_reduce", Collective::kAllReduce, CommGroup::kTp,
-                           p.tp, d(b.norm_params) * g));
+                           p.tp, d(b.tp_replicated_params) * g));
       if (p.zero_stage == 0) add("dp_grad_all_reduce", "expert_dp_grad_all_reduce",
                                  Collective::kAllReduce);
       if (p.zero_stage == 1) add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
@@ -788,13 +938,19 @@ StepFlops step_flops(const ModelSpec& m, const Plan& p) {
   one.ep = 1;
   one.micro_batch_size = 1;
   one.sequence_parallel = false;
-  const double layer_fwd = sum_flops(layer_forward_tasks(m, one));
+  const LayerKindCounts kinds = layer_kind_counts(m, 0, m.num_layers);
+  double layers_fwd = 0, layers_recompute = 0;
+  for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+    if (kinds.of(kind) == 0) continue;
+    const ModelSpec lm = layer_model(m, kind);
+    layers_fwd += d(kinds.of(kind)) * sum_flops(layer_forward_tasks(lm, one));
+    layers_recompute += d(kinds.of(kind)) * sum_flops(layer_recompute_tasks(lm, one));
+  }
   const double head_fwd = sum_flops(head_forward_tasks(m, one));
-  const double recompute = sum_flops(layer_recompute_tasks(m, one));
-  const double l = d(m.num_layers), batch = d(p.global_batch_size);
+  const double batch = d(p.global_batch_size);
   StepFlops f;
-  f.model = batch * 3.0 * (l * layer_fwd + head_fwd);
-  f.hardware = f.model + batch * l * recompute;
+  f.model = batch * 3.0 * (layers_fwd + head_fwd);
+  f.hardware = f.model + batch * layers_recompute;
   return f;
 }
 
@@ -847,12 +1003,17 @@ double layer_activation_bytes(const ModelSpec& m, const Plan& p) {
   //  activation input (T*f, doubled for SwiGLU's gate) and the fc2 input (T*f);
   //  attention core, split over t: softmax output (2 bytes), dropout mask (1), dropout output (2)
   //  per score; a fused kernel stores only the fp32 log-sum-exp per row.
+  //  MLA: the latents, before and after their norms, and the rotary key, on this rank's tokens;
+  //  Q, K, V and the attention output at their own widths (K = V = a*head widths);
+  //  MoE: the routed MLP inputs and activations for each of the k experts a token visits, and
+  //  the shared experts' like a dense MLP's.
   double replicated = 4.0 * T * h * e + 2.0 * T * h * mask;
+  if (x.mla) replicated += T * d(2 * (x.ql + x.kvl) + x.rope) * e;
   if (x.sp) replicated /= t;
   const double f_factor = (x.swiglu ? 2.0 : 1.0) + 1.0;
   double expert_tokens = x.moe ? d(m.experts_per_token) : 1.0;
-  double split = T * (d(x.q) + d(x.kv)) * e + T * d(x.kv) * e + T * d(x.q) * e +
-                 expert_tokens * f_factor * T * d(x.f) * e;
+  double split = T * d(x.q + x.kv + x.vw + x.ow) * e +
+                 f_factor * T * (expert_tokens * d(x.f) + d(x.shared_f)) * e;
   split /= t;
   double core = 0.0;
   const double scores = d(x.b) * d(x.heads_per_rank) * d(x.s) * d(x.s_full);
@@ -867,7 +1028,8 @@ double layer_backward_workspace_bytes(const ModelSpec& m, const Plan& p) {
   const double T = d(x.tokens), t = d(x.t), e = x.e;
   const double output_grad = T * d(x.h);
   const double expert_tokens = x.moe ? d(m.experts_per_token) : 1.0;
-  const double mlp = expert_tokens * T * d(x.f) / t * (1.0 + (x.swiglu ? 2.0 : 1.0));
+  const double mlp =
+      (expert_tokens * d(x.f) + d(x.shared_f)) * T / t * (1.0 + (x.swiglu ? 2.0 : 1.0));
   const double scores = x.fused ? 0.0 : d(x.b) * d(x.heads_per_rank) * d(x.s) * d(x.s_full);
   // Context parallelism: the whole sequence's K and V, gathered again, and their gradients
   // before the reduce-scatter, alive around the attention kernel's backward. The forward's
@@ -897,8 +1059,12 @@ double in_flight_micro_batches(const Plan& p, std::int64_t stage) {
 
 double largest_block_params(const ModelSpec& m, const Plan& p, std::int64_t stage) {
   double largest = 0;
-  if (layers_on_stage(p, m, stage) > 0)
-    largest = d(layer_dense_params(m, p.tp) + layer_expert_params(m, p));
+  const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
+  for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+    if (kinds.of(kind) == 0) continue;
+    const ModelSpec lm = layer_model(m, kind);
+    largest = std::max(largest, d(layer_dense_params(lm, p.tp) + layer_expert_params(lm, p)));
+  }
   if (stage == 0) largest = std::max(largest, d(embedding_block_params(m, p.tp)));
   if (stage == p.pp - 1) largest = std::max(largest, d(head_block_params(m, p)));
   return largest;
@@ -928,15 +1094,25 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   // Activations: stored bytes per layer and micro-batch, times the layers of this stage, times
   // the micro-batches in flight at the peak.
   const std::int64_t stage_layers = layers_on_stage(p, m, stage);
+  const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
   const double in_flight = in_flight_micro_batches(p, stage);
-  const double full_layer = layer_activation_bytes(m, p);
+  // Stored bytes of all the stage's layers for one micro-batch, and of its largest layer.
+  double all_layers = 0, largest_layer = 0, workspace = 0;
+  for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+    if (kinds.of(kind) == 0) continue;
+    const ModelSpec lm = layer_model(m, kind);
+    const double one = layer_activation_bytes(lm, p);
+    all_layers += d(kinds.of(kind)) * one;
+    largest_layer = std::max(largest_layer, one);
+    workspace = std::max(workspace, layer_backward_workspace_bytes(lm, p));
+  }
   if (p.recompute == Recompute::kFull) {
     // Only each layer's input is kept; while one layer is back-propagated, its activations are
     // rebuilt (one layer's worth on top).
     const double input = d(x.norm_tokens) * d(x.h) * x.e;
-    mem.activations_bytes = input * d(stage_layers) * in_flight + full_layer;
+    mem.activations_bytes = input * d(stage_layers) * in_flight + largest_layer;
   } else {
-    mem.activations_bytes = full_layer * d(stage_layers) * in_flight;
+    mem.activations_bytes = all_layers * in_flight;
   }
   if (stage == p.pp - 1) {
     // fp32 logits for the cross-entropy: 4*s*b*V/t (Korthikanti et al. 2022, sec. 4.3).
@@ -956,7 +1132,7 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   for (const ParamBlock& b : param_blocks_on_stage(m, p, stage))
     largest_grad = std::max(largest_grad, zero_grad_buffer_bytes(p, b));
   mem.buffers_bytes += largest_grad;
-  if (stage_layers > 0) mem.buffers_bytes += layer_backward_workspace_bytes(m, p);
+  mem.buffers_bytes += workspace;
   return mem;
 }
 
@@ -982,10 +1158,15 @@ void add_task_bytes(const std::vector<Task>& tasks, double times, CommVolume& v)
 CommVolume comm_volume_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage) {
   CommVolume v;
   const double M = d(p.num_micro_batches());
-  const double L = d(layers_on_stage(p, m, stage));
-  add_task_bytes(layer_forward_tasks(m, p), M * L, v);
-  add_task_bytes(layer_recompute_tasks(m, p), M * L, v);
-  add_task_bytes(layer_backward_tasks(m, p), M * L, v);
+  const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
+  for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+    if (kinds.of(kind) == 0) continue;
+    const ModelSpec lm = layer_model(m, kind);
+    const double L = d(kinds.of(kind));
+    add_task_bytes(layer_forward_tasks(lm, p), M * L, v);
+    add_task_bytes(layer_recompute_tasks(lm, p), M * L, v);
+    add_task_bytes(layer_backward_tasks(lm, p), M * L, v);
+  }
   if (stage == 0) {
     add_task_bytes(embedding_forward_tasks(m, p), M, v);
     add_task_bytes(embedding_backward_tasks(m, p), M, v);

@@ -34,17 +34,16 @@ namespace trainplan {
 // ---------------------------------------------------------------------------------------------
 // Parameters
 struct ParameterCounts {
-  double embedding = 0;            // V*h token table
-  double position = 0;             // max_positions*h for a learned table, 0 for RoPE
-  double attention_per_layer = 0;  // Q, K, V, output projection (+ biases)
-  double mlp_per_layer = 0;        // all experts' MLPs + router
-  double active_mlp_per_layer = 0; // the experts one token passes through (top-k) + router
-  double norm_per_layer = 0;       // the block's two norms
+  double embedding = 0;   // V*h token table
+  double position = 0;    // max_positions*h for a learned table, 0 for RoPE
+  double attention = 0;   // all layers: Q, K, V, output projection (+ biases, MLA's latents)
+  double mlp = 0;         // all layers: MLPs, all experts, routers, shared experts
+  double active_mlp = 0;  // all layers: what one token passes through (top-k experts, shared)
+  double norms = 0;       // all layers: each block's two norms
   double final_norm = 0;
-  double lm_head = 0;              // 0 when tied to the embedding
+  double lm_head = 0;     // 0 when tied to the embedding
   std::int64_t num_layers = 0;
 
-  double per_layer() const { return attention_per_layer + mlp_per_layer + norm_per_layer; }
   double total() const;
   // Parameters a token passes through (MoE counts top-k experts), for 6*N*D style estimates.
   double active() const;
@@ -64,6 +63,8 @@ struct StageParameters {
 StageParameters parameters_on_stage(const ModelSpec& model, const Plan& plan, std::int64_t stage);
 // Transformer layers held by pipeline stage `stage` over all its model chunks.
 std::int64_t layers_on_stage(const Plan& plan, const ModelSpec& model, std::int64_t stage);
+// Transformer layers of each kind (an MoE model's dense and expert layers) on stage `stage`.
+LayerKindCounts layer_kinds_on_stage(const Plan& plan, const ModelSpec& model, std::int64_t stage);
 // Parameters of the largest block on the stage (what ZeRO-3 gathers at once).
 double largest_block_params(const ModelSpec& model, const Plan& plan, std::int64_t stage);
 
@@ -124,7 +125,9 @@ struct Task {
   }
 };
 
-// Forward tasks of one transformer layer for one micro-batch on one TP rank.
+// Forward tasks of one transformer layer for one micro-batch on one TP rank. The per-layer
+// functions below see `model` as a uniform stack: an MoE model's expert layers. For a model
+// with dense_layers, pass each kind's view, layer_model(model, kind).
 std::vector<Task> layer_forward_tasks(const ModelSpec& model, const Plan& plan);
 // Backward tasks of one layer (reverse order; each GEMM gives a data- and a weight-gradient).
 std::vector<Task> layer_backward_tasks(const ModelSpec& model, const Plan& plan);
@@ -155,9 +158,10 @@ struct ParamBlock {
   std::int64_t expert_params = 0;
   bool tied_copy = false;   // holds a tied embedding that pp > 1 keeps on two stages
   std::int64_t tied_params = 0;  // the tied embedding rows on this rank (when tied_copy)
-  // Norm parameters: with sequence parallelism each TP rank sees only its tokens' share of
-  // their gradient, summed over TP once per step (Megatron-LM's allreduce_layernorm_grads).
-  std::int64_t norm_params = 0;
+  // Parameters every TP rank holds whole (norms, MLA's down-projections): with sequence
+  // parallelism each TP rank sees only its tokens' share of their gradient, summed over TP once
+  // per step (Megatron-LM's allreduce of `sequence_parallel` parameters' gradients).
+  std::int64_t tp_replicated_params = 0;
 };
 std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& model, const Plan& plan,
                                               std::int64_t stage);

@@ -95,44 +95,82 @@ const Json* JsonReader::find(const char* key, bool required) {
   return &*it;
 }
 
+namespace {
+// A JSON number that is a whole int64 within [min, max]; otherwise `why` says what is wrong.
+bool whole_in_range(const Json& v, std::int64_t min, std::int64_t max, std::int64_t& out,
+                    std::string& why) {
+  std::string range = "[";  // appended piece by piece: GCC 12 warns (-Wrestrict) on "[" + s
+  range += std::to_string(min);
+  range += ", ";
+  range += std::to_string(max);
+  range += "]";
+  std::int64_t value = 0;
+  if (v.is_number_unsigned()) {
+    auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      why = "value " + v.dump() + " is out of range " + range;
+      return false;
+    }
+    value = static_cast<std::int64_t>(u);
+  } else if (v.is_number_integer()) {
+    value = v.get<std::int64_t>();
+  } else if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (!std::isfinite(d) || d != std::floor(d)) {
+      why = "value " + v.dump() + " is not a whole number";
+      return false;
+    }
+    // Beyond 2^53 a double no longer holds every integer; and casting one beyond int64 is UB.
+    if (std::fabs(d) > 9.0e15) {
+      why = "value " + v.dump() + " is out of range " + range;
+      return false;
+    }
+    value = static_cast<std::int64_t>(d);
+  } else {
+    why = "expected an integer, got " + json_value_for_message(v);
+    return false;
+  }
+  if (value < min || value > max) {
+    why = "value " + std::to_string(value) + " is out of range " + range;
+    return false;
+  }
+  out = value;
+  return true;
+}
+}  // namespace
+
 bool JsonReader::get_int(const char* key, std::int64_t& out, std::int64_t min,
                          std::int64_t max, bool required) {
   const Json* v = find(key, required);
   if (v == nullptr) return false;
-  std::int64_t value = 0;
-  if (v->is_number_unsigned()) {
-    auto u = v->get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      fail_field(key, "value " + v->dump() + " is out of range [" + std::to_string(min) + ", " +
-                          std::to_string(max) + "]");
-      return true;
-    }
-    value = static_cast<std::int64_t>(u);
-  } else if (v->is_number_integer()) {
-    value = v->get<std::int64_t>();
-  } else if (v->is_number_float()) {
-    double d = v->get<double>();
-    if (!std::isfinite(d) || d != std::floor(d)) {
-      fail_field(key, "value " + v->dump() + " is not a whole number");
-      return true;
-    }
-    // Beyond 2^53 a double no longer holds every integer; and casting one beyond int64 is UB.
-    if (std::fabs(d) > 9.0e15) {
-      fail_field(key, "value " + v->dump() + " is out of range [" + std::to_string(min) + ", " +
-                          std::to_string(max) + "]");
-      return true;
-    }
-    value = static_cast<std::int64_t>(d);
-  } else {
-    fail_field(key, "expected an integer, got " + json_value_for_message(*v));
+  std::string why;
+  if (!whole_in_range(*v, min, max, out, why)) fail_field(key, why);
+  return true;
+}
+
+bool JsonReader::get_int_list(const char* key, std::vector<std::int64_t>& out, std::int64_t min,
+                              std::int64_t max, bool required) {
+  const Json* v = find(key, required);
+  if (v == nullptr) return false;
+  if (!v->is_array()) {
+    fail_field(key, "expected an array of integers, got " + json_value_for_message(*v));
     return true;
   }
-  if (value < min || value > max) {
-    fail_field(key, "value " + std::to_string(value) + " is out of range [" +
-                        std::to_string(min) + ", " + std::to_string(max) + "]");
-    return true;
+  std::vector<std::int64_t> values;
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    std::int64_t value = 0;
+    std::string why;
+    if (!whole_in_range((*v)[i], min, max, value, why)) {
+      std::string message = "entry ";  // built by appending: GCC 12 warns on "a" + s + "b"
+      message += std::to_string(i);
+      message += ": ";
+      message += why;
+      fail_field(key, message);
+      return true;
+    }
+    values.push_back(value);
   }
-  out = value;
+  out = std::move(values);
   return true;
 }
 

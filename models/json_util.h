@@ -35,6 +35,9 @@ class JsonReader {
   // Integers must be whole numbers within [min, max]. Returns whether the key was present.
   bool get_int(const char* key, std::int64_t& out, std::int64_t min, std::int64_t max,
                bool required);
+  // An array of such integers; an entry that is not one is named by its index.
+  bool get_int_list(const char* key, std::vector<std::int64_t>& out, std::int64_t min,
+                    std::int64_t max, bool required);
   bool get_double(const char* key, double& out, double min, double max, bool required);
   bool get_bool(const char* key, bool& out, bool required);
   bool get_string(const char* key, std::string& out, bool required);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 namespace trainplan {
 
@@ -12,6 +13,39 @@ std::string_view to_string(NormKind n) {
 }
 std::string_view to_string(PositionKind p) {
   return p == PositionKind::kLearned ? "learned" : "rope";
+}
+
+bool ModelSpec::layer_is_moe(std::int64_t layer) const {
+  return is_moe() && !std::binary_search(dense_layers.begin(), dense_layers.end(), layer);
+}
+
+LayerKind layer_kind(const ModelSpec& m, std::int64_t layer) {
+  return m.layer_is_moe(layer) ? LayerKind::kMoe : LayerKind::kDense;
+}
+
+ModelSpec layer_model(const ModelSpec& model, LayerKind kind) {
+  ModelSpec m = model;
+  m.dense_layers.clear();
+  if (kind == LayerKind::kDense && model.is_moe()) {
+    m.num_experts = 1;
+    m.experts_per_token = 1;
+    m.shared_expert_ffn_size = 0;
+    if (model.dense_ffn_hidden_size > 0) m.ffn_hidden_size = model.dense_ffn_hidden_size;
+  }
+  return m;
+}
+
+LayerKindCounts layer_kind_counts(const ModelSpec& m, std::int64_t first, std::int64_t count) {
+  LayerKindCounts c;
+  if (!m.is_moe()) {
+    c.dense = count;
+    return c;
+  }
+  const auto lo = std::lower_bound(m.dense_layers.begin(), m.dense_layers.end(), first);
+  const auto hi = std::lower_bound(lo, m.dense_layers.end(), first + count);
+  c.dense = static_cast<std::int64_t>(hi - lo);
+  c.moe = count - c.dense;
+  return c;
 }
 
 namespace {
@@ -47,6 +81,13 @@ Result<ModelSpec> read_ours(const Json& j, std::string_view source) {
   r.get_bool("dropout", m.dropout, false);
   r.get_int("num_experts", m.num_experts, 1, L::kMaxExperts, false);
   r.get_int("experts_per_token", m.experts_per_token, 1, L::kMaxExperts, false);
+  r.get_int("shared_expert_ffn_size", m.shared_expert_ffn_size, 0, L::kMaxFfn, false);
+  r.get_int_list("dense_layers", m.dense_layers, 0, L::kMaxLayers - 1, false);
+  r.get_int("dense_ffn_hidden_size", m.dense_ffn_hidden_size, 0, L::kMaxFfn, false);
+  r.get_int("q_lora_rank", m.q_lora_rank, 0, L::kMaxHidden, false);
+  r.get_int("kv_lora_rank", m.kv_lora_rank, 0, L::kMaxHidden, false);
+  r.get_int("qk_rope_head_dim", m.qk_rope_head_dim, 0, L::kMaxHidden, false);
+  r.get_int("v_head_dim", m.v_head_dim, 0, L::kMaxHidden, false);
   TRAINPLAN_RETURN_IF_ERROR(r.finish());
   if (m.head_dim == 0) {
     if (m.hidden_size % m.num_attention_heads != 0)
@@ -58,6 +99,77 @@ Result<ModelSpec> read_ours(const Json& j, std::string_view source) {
   }
   TRAINPLAN_RETURN_IF_ERROR(validate_model(m, source));
   return m;
+}
+
+// Hugging Face MoE keys of the families that name them differently (each family's modeling
+// file in transformers decides which layers route through experts):
+//  - Mixtral: num_local_experts, every layer;
+//  - Qwen2-MoE / Qwen3-MoE / OLMoE: num_experts, moe_intermediate_size per expert (OLMoE:
+//    intermediate_size), shared_expert_intermediate_size; layer i is MoE unless it is in
+//    mlp_only_layers or (i + 1) % decoder_sparse_step != 0 (modeling_qwen2_moe.py);
+//  - DeepSeek-V2/V3: n_routed_experts, n_shared_experts of moe_intermediate_size each; layer i is
+//    MoE when i >= first_k_dense_replace and i % moe_layer_freq == 0 (modeling_deepseek_v3.py);
+//  - Llama 4: num_local_experts, one shared expert of intermediate_size, dense layers of
+//    intermediate_size_mlp; MoE layers are moe_layers, or every interleave_moe_layer_step-th
+//    counting from the step's last layer (configuration_llama4.py).
+// Dense layers of an MoE model take intermediate_size (Llama 4: intermediate_size_mlp).
+Status read_hf_moe(JsonReader& r, ModelSpec& m) {
+  // Qwen's num_experts = 0 means a dense model (its modeling file tests num_experts > 0).
+  std::int64_t experts = 0;
+  for (auto [key, min] : {std::pair<const char*, std::int64_t>{"num_local_experts", 1},
+                          {"num_experts", 0},
+                          {"n_routed_experts", 1}}) {
+    std::int64_t v = 0;
+    if (r.get_int(key, v, min, L::kMaxExperts, false) && v > experts) experts = v;
+  }
+  r.get_int("num_experts_per_tok", m.experts_per_token, 1, L::kMaxExperts, false);
+  const std::int64_t dense_width = m.ffn_hidden_size;  // intermediate_size
+  std::int64_t moe_width = 0, shared_count = 0, shared_width = 0, first_dense = 0, freq = 1,
+               sparse_step = 1, interleave = 1, dense_mlp = 0;
+  std::vector<std::int64_t> mlp_only, moe_layers;
+  r.get_int("moe_intermediate_size", moe_width, 1, L::kMaxFfn, false);
+  r.get_int("n_shared_experts", shared_count, 0, L::kMaxExperts, false);
+  r.get_int("shared_expert_intermediate_size", shared_width, 0, L::kMaxFfn, false);
+  r.get_int("first_k_dense_replace", first_dense, 0, L::kMaxLayers, false);
+  r.get_int("moe_layer_freq", freq, 1, L::kMaxLayers, false);
+  r.get_int("decoder_sparse_step", sparse_step, 1, L::kMaxLayers, false);
+  r.get_int_list("mlp_only_layers", mlp_only, 0, L::kMaxLayers, false);
+  r.get_int("interleave_moe_layer_step", interleave, 1, L::kMaxLayers, false);
+  const bool explicit_moe_layers = r.get_int_list("moe_layers", moe_layers, 0, L::kMaxLayers,
+                                                  false);
+  const bool llama4 = r.get_int("intermediate_size_mlp", dense_mlp, 1, L::kMaxFfn, false);
+  if (r.failed() || experts <= 1) return r.finish(/*allow_unknown=*/true);
+  m.num_experts = experts;
+  if (moe_width > 0) m.ffn_hidden_size = moe_width;
+  m.dense_ffn_hidden_size = llama4 ? dense_mlp : dense_width;
+  if (m.dense_ffn_hidden_size == m.ffn_hidden_size) m.dense_ffn_hidden_size = 0;
+  m.shared_expert_ffn_size = shared_width + shared_count * m.ffn_hidden_size;
+  if (llama4) m.shared_expert_ffn_size = m.ffn_hidden_size;
+  auto contains = [](const std::vector<std::int64_t>& v, std::int64_t x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  for (std::int64_t i = 0; i < m.num_layers; ++i) {
+    bool moe = i >= first_dense && i % freq == 0 && !contains(mlp_only, i) &&
+               (i + 1) % sparse_step == 0;
+    if (llama4) moe = explicit_moe_layers ? contains(moe_layers, i) : (i + 1) % interleave == 0;
+    if (!moe) m.dense_layers.push_back(i);
+  }
+  return Status::Ok();
+}
+
+// Multi-head latent attention as DeepSeek-V2/V3's config.json gives it: the query/key head is
+// qk_nope_head_dim + qk_rope_head_dim wide, the value head v_head_dim; q_lora_rank is null
+// where queries are projected directly (DeepSeek-V2-Lite).
+Status read_hf_mla(JsonReader& r, ModelSpec& m) {
+  std::int64_t nope = 0;
+  if (!r.get_int("kv_lora_rank", m.kv_lora_rank, 1, L::kMaxHidden, false)) return Status::Ok();
+  r.get_int("q_lora_rank", m.q_lora_rank, 1, L::kMaxHidden, false);
+  r.get_int("qk_nope_head_dim", nope, 1, L::kMaxHidden, true);
+  r.get_int("qk_rope_head_dim", m.qk_rope_head_dim, 1, L::kMaxHidden, true);
+  r.get_int("v_head_dim", m.v_head_dim, 1, L::kMaxHidden, true);
+  if (r.failed()) return r.finish(/*allow_unknown=*/true);
+  m.head_dim = nope + m.qk_rope_head_dim;
+  return Status::Ok();
 }
 
 // Hugging Face config.json: the Llama/Mistral/Mixtral/Qwen family uses hidden_size and
@@ -110,8 +222,8 @@ Result<ModelSpec> read_hf(const Json& j, std::string_view source) {
     double attn_dropout = 0.0;
     r.get_double("attention_dropout", attn_dropout, 0.0, 1.0, false);
     m.dropout = attn_dropout > 0.0;
-    r.get_int("num_local_experts", m.num_experts, 1, L::kMaxExperts, false);
-    r.get_int("num_experts_per_tok", m.experts_per_token, 1, L::kMaxExperts, false);
+    TRAINPLAN_RETURN_IF_ERROR(read_hf_moe(r, m));
+    TRAINPLAN_RETURN_IF_ERROR(read_hf_mla(r, m));
   }
   TRAINPLAN_RETURN_IF_ERROR(r.finish(/*allow_unknown=*/true));
   if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;  // GPT-2 default n_inner
@@ -151,8 +263,31 @@ Result<ModelSpec> read_hf(const Json& j, std::string_view source) {
 }  // namespace
 
 Result<ModelSpec> model_from_json(const Json& json, std::string_view source) {
-  if (json.is_object() && (json.contains("num_hidden_layers") || json.contains("n_layer")))
-    return read_hf(json, source);
+  if (!json.is_object()) return read_ours(json, source);
+  // Encoders and encoder-decoders are a different step (bidirectional attention, a decoder with
+  // cross-attention); taking their layer keys for a decoder's would give wrong figures.
+  const std::string model_type =
+      json.contains("model_type") && json["model_type"].is_string() ? json["model_type"].get<std::string>() : "";
+  const bool encoder_decoder = json.contains("is_encoder_decoder") &&
+                               json["is_encoder_decoder"].is_boolean() &&
+                               json["is_encoder_decoder"].get<bool>();
+  for (const char* encoder : {"bert", "roberta", "xlm-roberta", "distilbert", "albert", "electra",
+                              "deberta", "deberta-v2", "modernbert", "t5", "mt5", "umt5", "bart",
+                              "mbart", "pegasus", "whisper"})
+    if (model_type == encoder || encoder_decoder)
+      return Status::Error("Hugging Face config '" + std::string(source) + "': field '" +
+                           (encoder_decoder ? "is_encoder_decoder': value true" :
+                                              "model_type': value \"" + model_type + "\"") +
+                           " is an encoder or encoder-decoder model; trainplan models "
+                           "decoder-only transformers");
+  if (json.contains("num_hidden_layers") || json.contains("n_layer")) return read_hf(json, source);
+  // Multimodal configs (Llama 4, Gemma 3, Mistral 3) nest the language model in text_config.
+  if (json.contains("text_config") && json["text_config"].is_object())
+    return read_hf(json["text_config"], std::string(source) + " text_config");
+  if (!model_type.empty())
+    return Status::Error("Hugging Face config '" + std::string(source) + "': model_type \"" +
+                         model_type + "\" has neither num_hidden_layers nor n_layer (nor a "
+                         "text_config holding them): its layout is not one trainplan reads");
   return read_ours(json, source);
 }
 
@@ -190,6 +325,43 @@ Status validate_model(const ModelSpec& m, std::string_view source) {
   if (m.experts_per_token < 1 || m.experts_per_token > m.num_experts)
     return bad("experts_per_token", m.experts_per_token,
                "must be in [1, num_experts=" + std::to_string(m.num_experts) + "]");
+  const std::string moe_only = "needs a mixture-of-experts model (num_experts > 1)";
+  if (m.shared_expert_ffn_size < 0 || m.shared_expert_ffn_size > L::kMaxFfn)
+    return bad("shared_expert_ffn_size", m.shared_expert_ffn_size, "is out of range");
+  if (m.shared_expert_ffn_size > 0 && !m.is_moe())
+    return bad("shared_expert_ffn_size", m.shared_expert_ffn_size, moe_only);
+  if (m.dense_ffn_hidden_size < 0 || m.dense_ffn_hidden_size > L::kMaxFfn)
+    return bad("dense_ffn_hidden_size", m.dense_ffn_hidden_size, "is out of range");
+  if (!m.dense_layers.empty() && !m.is_moe())
+    return bad("dense_layers", m.dense_layers.front(), moe_only);
+  for (std::size_t i = 0; i < m.dense_layers.size(); ++i) {
+    const std::int64_t layer = m.dense_layers[i];
+    if (layer < 0 || layer >= m.num_layers)
+      return bad("dense_layers", layer,
+                 "is not a layer index in [0, num_layers=" + std::to_string(m.num_layers) + ")");
+    if (i > 0 && layer <= m.dense_layers[i - 1])
+      return bad("dense_layers", layer, "is not in ascending order without repeats");
+  }
+  if (m.is_moe() && static_cast<std::int64_t>(m.dense_layers.size()) == m.num_layers)
+    return bad("dense_layers", static_cast<std::int64_t>(m.dense_layers.size()),
+               "layers listed: every layer is dense, so num_experts > 1 is never used");
+  for (auto [field, value] : {std::pair<const char*, std::int64_t>{"q_lora_rank", m.q_lora_rank},
+                              {"kv_lora_rank", m.kv_lora_rank},
+                              {"qk_rope_head_dim", m.qk_rope_head_dim},
+                              {"v_head_dim", m.v_head_dim}})
+    if (value < 0 || value > L::kMaxHidden) return bad(field, value, "is out of range");
+  const std::string mla_only = "needs multi-head latent attention (kv_lora_rank > 0)";
+  if (!m.is_mla() && m.q_lora_rank > 0) return bad("q_lora_rank", m.q_lora_rank, mla_only);
+  if (!m.is_mla() && m.qk_rope_head_dim > 0)
+    return bad("qk_rope_head_dim", m.qk_rope_head_dim, mla_only);
+  if (m.is_mla() && m.num_kv_heads != m.num_attention_heads)
+    return bad("num_kv_heads", m.num_kv_heads,
+               "must equal num_attention_heads=" + std::to_string(m.num_attention_heads) +
+                   " with multi-head latent attention (every head has its own key and value)");
+  if (m.is_mla() && m.qk_rope_head_dim >= m.head_dim)
+    return bad("qk_rope_head_dim", m.qk_rope_head_dim,
+               "must be less than head_dim=" + std::to_string(m.head_dim) +
+                   " (head_dim is the rotary and the non-rotary part together)");
   return Status::Ok();
 }
 
@@ -222,6 +394,14 @@ Json model_to_json(const ModelSpec& m) {
   j["dropout"] = m.dropout;
   j["num_experts"] = m.num_experts;
   j["experts_per_token"] = m.experts_per_token;
+  // Written only when used, so that the JSON of other models stays as it was.
+  if (m.shared_expert_ffn_size > 0) j["shared_expert_ffn_size"] = m.shared_expert_ffn_size;
+  if (!m.dense_layers.empty()) j["dense_layers"] = m.dense_layers;
+  if (m.dense_ffn_hidden_size > 0) j["dense_ffn_hidden_size"] = m.dense_ffn_hidden_size;
+  if (m.q_lora_rank > 0) j["q_lora_rank"] = m.q_lora_rank;
+  if (m.kv_lora_rank > 0) j["kv_lora_rank"] = m.kv_lora_rank;
+  if (m.qk_rope_head_dim > 0) j["qk_rope_head_dim"] = m.qk_rope_head_dim;
+  if (m.v_head_dim > 0) j["v_head_dim"] = m.v_head_dim;
   return j;
 }
 

@@ -73,20 +73,7 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   if (r.get_choice("grad_precision", c, {"compute", "fp32"}, false))
     p.grad_precision = static_cast<GradPrecision>(c);
   r.get_bool("fp8", p.fp8, false);
-  r.accept("layers_per_stage");
-  if (r.failed()) return r.finish();
-  if (auto it = j.find("layers_per_stage"); it != j.end() && !it->is_null()) {
-    if (!it->is_array())
-      return Status::Error(r.where() + ": field 'layers_per_stage': expected an array, got " +
-                           json_value_for_message(*it));
-    for (const auto& v : *it) {
-      if (!v.is_number_integer() || v.get<std::int64_t>() < 1 ||
-          v.get<std::int64_t>() > ModelLimits::kMaxLayers)
-        return Status::Error(r.where() + ": field 'layers_per_stage': entry " +
-                             json_value_for_message(v) + " is not a layer count in [1, 65536]");
-      p.layers_per_stage.push_back(v.get<std::int64_t>());
-    }
-  }
+  r.get_int_list("layers_per_stage", p.layers_per_stage, 1, ModelLimits::kMaxLayers, false);
   TRAINPLAN_RETURN_IF_ERROR(r.finish());
   Status st = validate_plan(p);
   if (!st.ok()) return Status::Error(r.where() + ": " + st.message());
@@ -133,6 +120,11 @@ std::string describe(const Plan& p) {
   if (p.grad_precision == GradPrecision::kFp32 && p.precision != Precision::kFp32)
     os << " fp32-grads";
   if (p.fp8) os << " fp8";
+  if (!p.layers_per_stage.empty()) {
+    os << " layers=";
+    for (std::size_t i = 0; i < p.layers_per_stage.size(); ++i)
+      os << (i > 0 ? "," : "") << p.layers_per_stage[i];
+  }
   return os.str();
 }
 
@@ -259,6 +251,22 @@ std::vector<std::int64_t> chunk_layers(const Plan& p, const ModelSpec& m) {
   const std::int64_t chunks = p.num_chunks();
   std::vector<std::int64_t> out(static_cast<std::size_t>(chunks), m.num_layers / chunks);
   for (std::int64_t i = 0; i < m.num_layers % chunks; ++i) ++out[static_cast<std::size_t>(i)];
+  return out;
+}
+
+// Every chunk gets the ceiling, and the chunks short of a layer are taken alternately from the
+// two ends of the pipeline, whose stages also hold the embedding and the LM head (Llama 3 405B:
+// 126 layers on 16 stages, "one Transformer layer fewer on the first and the last stages",
+// Dubey et al. 2024 sec. 3.3.2).
+std::vector<std::int64_t> balanced_chunk_layers(std::int64_t layers, std::int64_t chunks) {
+  TRAINPLAN_CHECK(chunks >= 1 && layers >= chunks) << layers << " layers over " << chunks;
+  const std::int64_t ceil = (layers + chunks - 1) / chunks;
+  std::vector<std::int64_t> out(static_cast<std::size_t>(chunks), ceil);
+  std::int64_t short_by = ceil * chunks - layers;
+  for (std::int64_t i = 0; short_by > 0; ++i, --short_by) {
+    const std::int64_t c = i % 2 == 0 ? i / 2 : chunks - 1 - i / 2;
+    --out[static_cast<std::size_t>(c)];
+  }
   return out;
 }
 

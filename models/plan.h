@@ -104,5 +104,8 @@ Status check_plan_world_size(const Plan& plan, std::int64_t world_size);
 // Layers held by each model chunk (pp * virtual_stages entries), in pipeline order: chunk c is
 // on stage c % pp (Megatron-LM's interleaved assignment).
 std::vector<std::int64_t> chunk_layers(const Plan& plan, const ModelSpec& model);
+// Layers per model chunk for `layers` that do not divide evenly over `chunks` (needs layers >=
+// chunks): the end stages, which also hold the embedding and the LM head, take the shortfall.
+std::vector<std::int64_t> balanced_chunk_layers(std::int64_t layers, std::int64_t chunks);
 
 }  // namespace trainplan

@@ -78,9 +78,13 @@ const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan)
   if (it != cache_.end()) return it->second;
   const DeviceRates& r = rates(plan.precision);
   MicroBatchTimes t;
-  t.layer_fwd = cost(layer_forward_tasks(model_, plan), plan, r);
-  t.layer_bwd = cost(layer_backward_tasks(model_, plan), plan, r);
-  t.layer_re = cost(layer_recompute_tasks(model_, plan), plan, r);
+  for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+    const ModelSpec lm = layer_model(model_, kind);
+    MicroBatchTimes::Layer& l = t.layer[static_cast<std::size_t>(kind)];
+    l.fwd = cost(layer_forward_tasks(lm, plan), plan, r);
+    l.bwd = cost(layer_backward_tasks(lm, plan), plan, r);
+    l.re = cost(layer_recompute_tasks(lm, plan), plan, r);
+  }
   auto add = [](PassTimes a, const PassTimes& b) {
     a.compute_s += b.compute_s;
     a.tp_s += b.tp_s;
@@ -110,8 +114,9 @@ StepFlops Estimator::step_flops_cached(const Plan& plan) {
 }
 
 double Estimator::peak_memory_bytes(const Plan& plan, std::int64_t* peak_stage) const {
-  // With an even split, stage 0 (most micro-batches in flight, the embedding) and the last stage
-  // (LM head, logits) bound every stage in between; an explicit split checks them all.
+  // With an even split of a uniform stack, stage 0 (most micro-batches in flight, the
+  // embedding) and the last stage (LM head, logits) bound every stage in between; an explicit
+  // split, or a model whose layers differ (dense_layers), checks them all.
   double peak = -1;
   const double runtime = hardware_ ? hardware_->baseline_memory_bytes : 0.0;
   auto check = [&](std::int64_t s) {
@@ -121,7 +126,7 @@ double Estimator::peak_memory_bytes(const Plan& plan, std::int64_t* peak_stage) 
       if (peak_stage) *peak_stage = s;
     }
   };
-  if (!plan.layers_per_stage.empty()) {
+  if (!plan.layers_per_stage.empty() || !model_.dense_layers.empty()) {
     for (std::int64_t s = 0; s < plan.pp; ++s) check(s);
   } else {
     check(0);
@@ -149,18 +154,22 @@ Estimate Estimator::estimate(const Plan& plan) {
   };
   auto stage_times = [&](std::int64_t s) {
     StageTimes st;
-    const double L = d(layers_on_stage(plan, model_, s));
     st.layers = layers_on_stage(plan, model_, s);
+    const LayerKindCounts kinds = layer_kinds_on_stage(plan, model_, s);
     // TP, EP and CP collectives sit between a layer's kernels and block them (Megatron-Core
     // overlaps the ring variant of CP with attention; the all-gather variant here is exposed,
     // as Transformer Engine's AttnFuncWithCPAndKVAllGather says of itself).
-    st.fwd = L * (mb.layer_fwd.compute_s + mb.layer_fwd.blocking_comm_s());
-    st.bwd = L * (mb.layer_bwd.compute_s + mb.layer_bwd.blocking_comm_s() +
-                  mb.layer_re.compute_s + mb.layer_re.blocking_comm_s());
-    st.compute = L * (mb.layer_fwd.compute_s + mb.layer_bwd.compute_s + mb.layer_re.compute_s);
-    st.tp = L * (mb.layer_fwd.tp_s + mb.layer_bwd.tp_s + mb.layer_re.tp_s);
-    st.ep = L * (mb.layer_fwd.ep_s + mb.layer_bwd.ep_s + mb.layer_re.ep_s);
-    st.cp = L * (mb.layer_fwd.cp_s + mb.layer_bwd.cp_s + mb.layer_re.cp_s);
+    for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+      const double L = d(kinds.of(kind));
+      const MicroBatchTimes::Layer& l = mb.layer[static_cast<std::size_t>(kind)];
+      st.fwd += L * (l.fwd.compute_s + l.fwd.blocking_comm_s());
+      st.bwd += L * (l.bwd.compute_s + l.bwd.blocking_comm_s() + l.re.compute_s +
+                     l.re.blocking_comm_s());
+      st.compute += L * (l.fwd.compute_s + l.bwd.compute_s + l.re.compute_s);
+      st.tp += L * (l.fwd.tp_s + l.bwd.tp_s + l.re.tp_s);
+      st.ep += L * (l.fwd.ep_s + l.bwd.ep_s + l.re.ep_s);
+      st.cp += L * (l.fwd.cp_s + l.bwd.cp_s + l.re.cp_s);
+    }
     auto add_edge = [&](const PassTimes& pt) {
       // The embedding/head's forward share is about a third of its forward + backward.
       const double all = pt.compute_s + pt.tp_s + pt.ep_s;
@@ -186,7 +195,8 @@ Estimate Estimator::estimate(const Plan& plan) {
   };
 
   std::vector<std::int64_t> stages;
-  if (!plan.layers_per_stage.empty()) {
+  const bool stages_differ = !plan.layers_per_stage.empty() || !model_.dense_layers.empty();
+  if (stages_differ) {
     for (std::int64_t s = 0; s < pp; ++s) stages.push_back(s);
   } else {
     stages.push_back(0);
@@ -199,7 +209,7 @@ Estimate Estimator::estimate(const Plan& plan) {
     const StageTimes st = stage_times(s);
     const double t = st.fwd + st.bwd;
     // Middle stages stand for all pp - 2 of them when the split is even.
-    const double copies = (plan.layers_per_stage.empty() && pp > 2 && s == 1) ? d(pp - 2) : 1.0;
+    const double copies = (!stages_differ && pp > 2 && s == 1) ? d(pp - 2) : 1.0;
     t_sum += t * copies;
     if (s == 0) t0 = t;
     if (t >= t_max) {

@@ -5,9 +5,9 @@
 // sequence parallel, recompute, ep) and cached. The event simulator refines the best candidates.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
-#include <array>
 #include <map>
 #include <unordered_map>
 
@@ -63,7 +63,11 @@ class Estimator {
     double blocking_comm_s() const { return tp_s + ep_s + cp_s; }
   };
   struct MicroBatchTimes {  // one micro-batch on one rank
-    PassTimes layer_fwd, layer_bwd, layer_re, embedding, head;  // embedding/head: fwd + bwd
+    struct Layer {
+      PassTimes fwd, bwd, re;
+    };
+    std::array<Layer, kLayerKindCount> layer;  // by LayerKind
+    PassTimes embedding, head;                  // fwd + bwd
   };
   const MicroBatchTimes& micro_batch_times(const Plan& plan);
   // A collective over n_inner ranks `stride_inner` apart, repeated n_outer times `stride_outer`

@@ -143,6 +143,10 @@ PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t 
       out.evaluated += per_layout;
       return true;
     }
+    // Layers that do not divide over the stages: the end stages, which hold the embedding and
+    // the head, take one fewer (as Llama 3 and DeepSeek-V3 split theirs).
+    if (pp > 1 && m.num_layers % pp != 0 && m.num_layers >= pp)
+      base.layers_per_stage = balanced_chunk_layers(m.num_layers, pp);
     // The structural checks of the model against this layout (heads, kv heads, FFN, layers).
     if (Status st = check_plan_fits_model(base, m); !st.ok()) {
       std::string category = st.message().rfind("num_layers", 0) == 0 ? "layers across stages"

@@ -203,7 +203,14 @@ std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
     return os.str();
   }
 
-  os << "Nothing fits in GPU memory. Model states alone (weights, gradients and "
+  // Say "nothing fits in memory" only when memory is what rejected configurations; otherwise
+  // every one failed a structural check, listed below.
+  if (s.rejections.count.count("memory") == 0)
+    os << "No configuration is feasible on " << c.total_gpus()
+       << " GPUs, and none was rejected for memory: each failed a check listed below.\n";
+  else
+    os << "Nothing fits in GPU memory. ";
+  os << "Model states alone (weights, gradients and "
      << to_string(ctx.options->optimizer) << " states, "
      << fmt("%.0f", state_bytes_per_param(ctx.options->precision, ctx.options->optimizer,
                                        ctx.options->grad_precision)

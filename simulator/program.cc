@@ -98,25 +98,33 @@ class Builder {
     first_layer_.assign(layers_.size(), 0);
     for (std::size_t c2 = 1; c2 < layers_.size(); ++c2)
       first_layer_[c2] = first_layer_[c2 - 1] + layers_[c2 - 1];
-    fwd_ = timed(layer_forward_tasks(m, p));
-    bwd_ = timed(layer_backward_tasks(m, p));
-    rec_ = timed(layer_recompute_tasks(m, p));
+    // Each kind of layer (an MoE model's dense and expert layers) has its own task lists.
+    for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+      const ModelSpec lm = layer_model(m, kind);
+      LayerWork& w = work_[static_cast<std::size_t>(kind)];
+      w.fwd = timed(layer_forward_tasks(lm, p));
+      w.bwd = timed(layer_backward_tasks(lm, p));
+      w.rec = timed(layer_recompute_tasks(lm, p));
+      w.act_bytes = layer_activation_bytes(lm, p);
+      w.workspace_bytes = layer_backward_workspace_bytes(lm, p);
+      if (o.uniform_compute) {
+        // One op per layer pass: forward 1 unit, backward 2, recompute 1.
+        w.fwd = uniform(w.fwd, 1);
+        w.bwd = uniform(w.bwd, 2);
+        if (!w.rec.tasks.empty()) w.rec = uniform(w.rec, 1);
+      }
+    }
     emb_f_ = timed(embedding_forward_tasks(m, p));
     emb_b_ = timed(embedding_backward_tasks(m, p));
     head_f_ = timed(head_forward_tasks(m, p));
     head_b_ = timed(head_backward_tasks(m, p));
     if (o.uniform_compute) {
-      // One op per layer pass: forward 1 unit, backward 2, recompute 1; no embedding or head.
-      fwd_ = uniform(fwd_, 1);
-      bwd_ = uniform(bwd_, 2);
-      if (!rec_.tasks.empty()) rec_ = uniform(rec_, 1);
+      // No embedding or head.
       emb_f_ = uniform(emb_f_, 0);
       emb_b_ = uniform(emb_b_, 0);
       head_f_ = uniform(head_f_, 0);
       head_b_ = uniform(head_b_, 0);
     }
-    layer_act_bytes_ = layer_activation_bytes(m, p);
-    layer_workspace_bytes_ = layer_backward_workspace_bytes(m, p);
     const double e = bytes_per_element(p.precision);
     // This rank's tokens of a micro-batch (seq_len / cp of each sequence).
     const double tokens = d(tokens_per_micro_batch(m, p));
@@ -158,7 +166,9 @@ class Builder {
       slot_of_[static_cast<std::size_t>(ranks[i])] = static_cast<std::int32_t>(i);
     }
     const std::size_t n = prog_.slots.size();
-    std::size_t per_layer = fwd_.tasks.size() + bwd_.tasks.size() + rec_.tasks.size() + 4;
+    std::size_t per_layer = 4;
+    for (const LayerWork& w : work_)
+      per_layer = std::max(per_layer, w.fwd.tasks.size() + w.bwd.tasks.size() + w.rec.tasks.size() + 4);
     if (plan_.zero_stage == 3) per_layer += 6;
     const std::size_t estimate =
         n * static_cast<std::size_t>(M_) *
@@ -473,11 +483,12 @@ class Builder {
       const std::int64_t layer = first_layer_[c] + i;
       meta.layer = static_cast<std::int32_t>(layer);
       const ParamBlock& b = rs.blocks[rs.block_of_layer.at(layer)];
-      const std::int32_t op = block_pass(rs, b, DpPoint::kBeforeForward, fwd_, meta);
+      const LayerWork& w = work(layer);
+      const std::int32_t op = block_pass(rs, b, DpPoint::kBeforeForward, w.fwd, meta);
       if (anchor < 0) anchor = op;
       // Stored activations: the layer input under full recompute, else everything.
       mem(rs, op, false, MemKind::kActivations,
-          plan_.recompute == Recompute::kFull ? layer_input_bytes_ : layer_act_bytes_);
+          plan_.recompute == Recompute::kFull ? layer_input_bytes_ : w.act_bytes);
     }
     meta.layer = -1;
     if (c + 1 == layers_.size()) {
@@ -512,20 +523,21 @@ class Builder {
       meta.layer = static_cast<std::int32_t>(layer);
       const std::size_t bi = rs.block_of_layer.at(layer);
       const ParamBlock& b = rs.blocks[bi];
-      if (!rec_.tasks.empty()) {
+      const LayerWork& w = work(layer);
+      if (!w.rec.tasks.empty()) {
         OpMeta rm = meta;
         rm.pass = 'R';
-        const std::int32_t r = block_pass(rs, b, DpPoint::kBeforeRecompute, rec_, rm);
-        if (plan_.recompute == Recompute::kFull) mem(rs, r, false, MemKind::kActivations, layer_act_bytes_);
+        const std::int32_t r = block_pass(rs, b, DpPoint::kBeforeRecompute, w.rec, rm);
+        if (plan_.recompute == Recompute::kFull) mem(rs, r, false, MemKind::kActivations, w.act_bytes);
       }
-      const std::int32_t pass = block_pass(rs, b, DpPoint::kBeforeBackward, bwd_, meta);
+      const std::int32_t pass = block_pass(rs, b, DpPoint::kBeforeBackward, w.bwd, meta);
       grad_buffer(rs, b, pass);
       const std::int32_t from = pass >= 0 ? pass : rs.last_compute;
-      mem(rs, from, false, MemKind::kBuffers, layer_workspace_bytes_);
-      mem(rs, rs.last_compute, true, MemKind::kBuffers, -layer_workspace_bytes_);
+      mem(rs, from, false, MemKind::kBuffers, w.workspace_bytes);
+      mem(rs, rs.last_compute, true, MemKind::kBuffers, -w.workspace_bytes);
       const double stored = plan_.recompute == Recompute::kFull
-                                ? layer_input_bytes_ + layer_act_bytes_
-                                : layer_act_bytes_;
+                                ? layer_input_bytes_ + w.act_bytes
+                                : w.act_bytes;
       mem(rs, rs.last_compute, true, MemKind::kActivations, -stored);
       after_backward(rs, bi, meta);
     }
@@ -701,9 +713,18 @@ class Builder {
   const std::int64_t M_;
   const std::vector<std::int64_t> layers_;
   std::vector<std::int64_t> first_layer_;
-  TimedTasks fwd_, bwd_, rec_, emb_f_, emb_b_, head_f_, head_b_;
-  double layer_act_bytes_ = 0, layer_input_bytes_ = 0, embedding_out_bytes_ = 0, logits_bytes_ = 0;
-  double layer_workspace_bytes_ = 0;  // activation gradients during one layer's backward
+  // What one layer of a kind does and keeps, per micro-batch.
+  struct LayerWork {
+    TimedTasks fwd, bwd, rec;
+    double act_bytes = 0;        // stored activations
+    double workspace_bytes = 0;  // activation gradients during its backward
+  };
+  const LayerWork& work(std::int64_t layer) const {
+    return work_[static_cast<std::size_t>(layer_kind(model_, layer))];
+  }
+  std::array<LayerWork, kLayerKindCount> work_;
+  TimedTasks emb_f_, emb_b_, head_f_, head_b_;
+  double layer_input_bytes_ = 0, embedding_out_bytes_ = 0, logits_bytes_ = 0;
   std::int64_t pp_message_bytes_ = 0;
   std::vector<std::int32_t> slot_of_;
   std::vector<std::vector<std::int32_t>> send_fwd_, send_bwd_, first_fwd_, first_bwd_;

@@ -261,21 +261,6 @@ Status read_parallel(const Json& j, const std::string& where, std::int64_t num_g
   return Status::Ok();
 }
 
-// Layers per model chunk when they do not divide evenly: every chunk gets the ceiling, and the
-// chunks short of a layer are taken alternately from the two ends of the pipeline, whose stages
-// also hold the embedding and the LM head (Llama 3 405B: 126 layers on 16 stages, "one
-// Transformer layer fewer on the first and the last stages", Dubey et al. 2024 sec. 3.3.2).
-std::vector<std::int64_t> balanced_chunk_layers(std::int64_t layers, std::int64_t chunks) {
-  const std::int64_t ceil = (layers + chunks - 1) / chunks;
-  std::vector<std::int64_t> out(static_cast<std::size_t>(chunks), ceil);
-  std::int64_t short_by = ceil * chunks - layers;
-  for (std::int64_t i = 0; short_by > 0; ++i, --short_by) {
-    const std::int64_t c = i % 2 == 0 ? i / 2 : chunks - 1 - i / 2;
-    --out[static_cast<std::size_t>(c)];
-  }
-  return out;
-}
-
 Status read_measured(const Json& j, const std::string& where, PublishedRun& run) {
   JsonReader r(j, where + " measured");
   PublishedMeasurement& m = run.measured;

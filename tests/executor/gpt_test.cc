@@ -171,6 +171,14 @@ TEST(Params, UnsupportedModelsAreRejectedWithAReason) {
   p.precision = Precision::kFp32;
   m.dropout = true;
   EXPECT_NE(check_executor_supports(m, p).message().find("dropout"), std::string::npos);
+  m.dropout = false;
+  // Latent attention and narrower value heads are planned and simulated, not executed.
+  ModelSpec mla = m;
+  mla.kv_lora_rank = 8;
+  EXPECT_NE(check_executor_supports(mla, p).message().find("kv_lora_rank"), std::string::npos);
+  ModelSpec narrow_v = m;
+  narrow_v.v_head_dim = m.head_dim / 2;
+  EXPECT_NE(check_executor_supports(narrow_v, p).message().find("v_head_dim"), std::string::npos);
 }
 
 TEST(Params, ContextParallelPlansAreRejectedNamingTheField) {

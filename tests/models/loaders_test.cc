@@ -475,7 +475,7 @@ TEST(PlanLoader, FieldErrors) {
       {"sequence_parallel", "yes", {"\"yes\""}},
       {"virtual_stages", 0, {"0"}},
       {"layers_per_stage", 4, {"4", "expected an array"}},
-      {"layers_per_stage", Json::array({1, 0, 1, 1}), {"entry 0"}},
+      {"layers_per_stage", Json::array({1, 0, 1, 1}), {"entry 1", "value 0"}},
       {"layers_per_stage", Json::array({1, "2", 1, 1}), {"\"2\""}},
       {"layers_per_stage", Json::array({1, 70000, 1, 1}), {"70000"}},
   };

@@ -90,6 +90,51 @@ TEST(Planner, RejectsWithStatedReasons) {
   ASSERT_TRUE(rej.count.count("layers across stages"));
 }
 
+// Layers that do not divide over the stages: the end stages take one fewer (as Llama 3 405B
+// and DeepSeek-V3 split theirs) instead of the pipeline degree being rejected.
+TEST(Planner, UnevenLayerCountsGetABalancedSplit) {
+  ModelSpec m = load_repo_model("llama3-8b.json");
+  m.num_layers = 30;
+  const ClusterSpec c = cluster("H100-80GB", 32);
+  PlannerOptions opt;
+  opt.top_k = 1000;
+  opt.simulate_top = 0;
+  auto r = plan_training(m, c, opt);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  bool uneven_pp4 = false;
+  for (const Candidate& cand : r->search.ranked) {
+    EXPECT_TRUE(check_plan_fits_model(cand.plan, m).ok()) << describe(cand.plan);
+    if (cand.plan.pp == 4) {
+      uneven_pp4 = true;
+      EXPECT_EQ(cand.plan.layers_per_stage, (std::vector<std::int64_t>{7, 8, 8, 7}));
+      EXPECT_NE(describe(cand.plan).find("layers=7,8,8,7"), std::string::npos);
+    }
+    if (cand.plan.pp == 2) EXPECT_TRUE(cand.plan.layers_per_stage.empty());  // even split
+  }
+  EXPECT_TRUE(uneven_pp4);
+}
+
+// When nothing is feasible and nothing was rejected for memory, the report does not blame memory.
+TEST(Planner, NothingFeasibleWithoutAMemoryRejectionSaysSo) {
+  ModelSpec m = load_repo_model("tiny.json");
+  m.num_layers = 1;  // no pipeline split is possible
+  const ClusterSpec c = cluster("H100-80GB", 16);
+  PlannerOptions opt;
+  opt.global_batch_size = 1;  // dp = 1, and tp is at most a node: pp would have to be 2
+  auto r = plan_training(m, c, opt);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_FALSE(r->fits());
+  EXPECT_EQ(r->search.rejections.count.count("memory"), 0u);
+  ReportContext ctx;
+  ctx.model = &m;
+  ctx.cluster = &c;
+  ctx.options = &opt;
+  const std::string text = format_plan_report(*r, ctx);
+  EXPECT_EQ(text.find("Nothing fits in GPU memory"), std::string::npos) << text;
+  EXPECT_NE(text.find("none was rejected for memory"), std::string::npos) << text;
+  EXPECT_NE(text.find("layers across stages"), std::string::npos) << text;
+}
+
 TEST(Planner, JsonIsByteIdenticalAcrossRuns) {
   const ModelSpec m = load_repo_model("gpt2-350m.json");
   const ClusterSpec c = cluster("A100-40GB", 8);

@@ -27,6 +27,11 @@ std::vector<std::pair<const char*, std::pair<ModelSpec, Plan>>> symmetric_cases(
   Plan moe = testing::make_plan(2, 1, 4, 1, 8);
   moe.ep = 2;
   out.push_back({"moe ep2", {testing::moe_model(), moe}});
+  Plan ds = testing::make_plan(2, 2, 2, 1, 8);
+  ds.ep = 2;
+  ds.sequence_parallel = true;
+  ds.zero_stage = 1;
+  out.push_back({"mla, dense and moe layers", {testing::deepseek_like_model(), ds}});
   return out;
 }
 
@@ -125,6 +130,31 @@ TEST(Simulator, PeakActivationsMatchTheCostModelFor1F1B) {
       EXPECT_GT(rank.peak_memory_bytes, m.weights_bytes + m.gradients_bytes);
     }
   }
+}
+
+// Dense and expert layers on different stages, shared experts and latent attention: each
+// stage's weights, activations and bytes are those of its own layers, as the cost model has them.
+TEST(Simulator, EachLayerKindFollowsTheCostModel) {
+  const ModelSpec m = testing::deepseek_like_model();
+  Plan p = testing::make_plan(2, 2, 2, 1, 8);
+  p.ep = 2;
+  p.sequence_parallel = true;
+  const SimResult r = testing::simulate_ok(m, testing::cluster_for(p), p);
+  ASSERT_EQ(r.report.ranks.size(), 2u);
+  for (const RankStep& rank : r.report.ranks) {
+    const MemoryBreakdown mem = memory_on_stage(m, p, rank.stage);
+    EXPECT_NEAR(rank.memory.activations_bytes, mem.activations_bytes, 1e-6 * mem.activations_bytes)
+        << "stage " << rank.stage;
+    EXPECT_EQ(rank.memory.weights_bytes, mem.weights_bytes);
+    const CommVolume v = comm_volume_on_stage(m, p, rank.stage);
+    EXPECT_NEAR(rank.comm.at("tp").bytes_sent, v.tp_bytes, 1e-9 * v.tp_bytes);
+    EXPECT_NEAR(rank.comm.at("ep").bytes_sent, v.ep_bytes, 1e-9 * v.ep_bytes);
+  }
+  // Stage 0 holds the two dense layers: fewer expert weights, no all-to-all for them.
+  EXPECT_LT(r.report.ranks[0].comm.at("ep").bytes_sent, r.report.ranks[1].comm.at("ep").bytes_sent);
+  // The simulated step's FLOPs are the cost model's, layer kind by layer kind.
+  EXPECT_DOUBLE_EQ(r.report.model_tflops_per_gpu,
+                   step_flops(m, p).model / r.report.step_time_s / 8 / 1e12);
 }
 
 TEST(Simulator, Zero3HoldsGatheredParameters) {

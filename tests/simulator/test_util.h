@@ -41,6 +41,23 @@ inline ModelSpec moe_model() {
   return m;
 }
 
+// DeepSeek's shape in small: multi-head latent attention with a query latent, two dense first
+// layers with a wider MLP, then experts top-2 with a shared expert.
+inline ModelSpec deepseek_like_model() {
+  ModelSpec m = moe_model();
+  m.head_dim = 96;
+  m.qk_rope_head_dim = 32;
+  m.v_head_dim = 64;
+  m.q_lora_rank = 256;
+  m.kv_lora_rank = 128;
+  m.ffn_hidden_size = 512;
+  m.shared_expert_ffn_size = 512;
+  m.dense_layers = {0, 1};
+  m.dense_ffn_hidden_size = 2816;
+  EXPECT_TRUE(validate_model(m, "deepseek-like").ok());
+  return m;
+}
+
 inline Plan make_plan(std::int64_t tp, std::int64_t pp, std::int64_t dp, std::int64_t mbs,
                       std::int64_t gbs, Schedule schedule = Schedule::k1F1B,
                       std::int64_t v = 1) {
