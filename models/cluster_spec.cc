@@ -85,6 +85,15 @@ std::vector<Preset> presets() {
                    "NVIDIA Hopper whitepaper; hardware.json H100-SXM5-80GB"),
                8, 370, 46, 63, 2048, 614});
   p.back().gpu.peak_fp8_flops_per_s = 2.0 * p.back().gpu.peak_bf16_flops_per_s;
+  // H800 SXM (the export H100, DeepSeek-V2/V3's clusters): the H100 die and memory with NVLink
+  // cut to 400 GB/s both ways (200 per direction); an 8-GPU all-reduce measured 215 GB/s busbw
+  // (hardware.json, nccl #1374; DeepSeek-V3 sec. 3.2.2 quotes 160 GB/s of NVLink against
+  // 50 GB/s of IB per GPU); 400 Gb/s InfiniBand per GPU as H100's.
+  p.push_back({gpu("H800-80GB", 989.4, 66.9, 80, 3350, 200, 132,
+                   "H100 SXM die and memory (hardware.json H100-SXM5-80GB); NVLink 400 GB/s "
+                   "bidirectional, 215 GB/s 8-GPU busbw (hardware.json, nccl #1374)"),
+               8, 215, 46, 63, 2048, 614});
+  p.back().gpu.peak_fp8_flops_per_s = 2.0 * p.back().gpu.peak_bf16_flops_per_s;
   // H100 96 GB HBM2e at 500 W (Meta's Grand Teton hosts, torchtitan's 2024-12 benchmarks): the
   // H100 die with 96 GB at 2400 GB/s and NVLink4; 400 Gb/s RDMA per GPU. Its dense bf16 peak
   // is unpublished, "between SXM and NVL" (torchtitan's footnote): the midpoint of H100 NVL's
@@ -128,7 +137,8 @@ Result<Preset> find_preset(std::string_view name) {
       {"H100SXM580GB", "H100-80GB"}, {"H100SXM", "H100-80GB"},
       {"H100", "H100-80GB"},         {"H200SXM141GB", "H200-141GB"},
       {"H200", "H200-141GB"},        {"B200", "B200-192GB"},
-      {"H10096GBHBM2E500W", "H100-96GB"}};
+      {"H10096GBHBM2E500W", "H100-96GB"}, {"H800", "H800-80GB"},
+      {"H800SXM580GB", "H800-80GB"}};
   for (const auto& [alias, target] : aliases) {
     if (key == alias) return find_preset(target);
   }

@@ -82,6 +82,33 @@ Status read_model(const Json& j, const std::string& where, PublishedRun& run) {
   get_int_any(r, {"num_experts", "experts"}, m.num_experts, 1, ModelLimits::kMaxExperts);
   get_int_any(r, {"experts_per_token", "top_k"}, m.experts_per_token, 1,
               ModelLimits::kMaxExperts);
+  // Non-uniform MoE stacks (DeepSeek, Qwen-MoE): the experts' width, where given, makes
+  // ffn_hidden the dense layers' width; shared experts by count (of the experts' width) or by
+  // width; dense layers as a list or as the first k.
+  std::int64_t expert_ffn = 0, shared_count = 0, shared_ffn = 0, first_dense = 0, nope = 0;
+  get_int_any(r, {"moe_ffn_hidden", "expert_ffn_hidden", "moe_intermediate_size"}, expert_ffn, 1,
+              ModelLimits::kMaxFfn);
+  get_int_any(r, {"shared_experts", "n_shared_experts"}, shared_count, 0,
+              ModelLimits::kMaxExperts);
+  get_int_any(r, {"shared_expert_ffn_hidden", "shared_expert_intermediate_size"}, shared_ffn, 0,
+              ModelLimits::kMaxFfn);
+  r.get_int_list("dense_layers", m.dense_layers, 0, ModelLimits::kMaxLayers - 1, false);
+  get_int_any(r, {"first_dense_layers", "first_k_dense_replace"}, first_dense, 0,
+              ModelLimits::kMaxLayers);
+  // Multi-head latent attention (DeepSeek-V2/V3): head_dim = qk_nope_head_dim + the rotary part.
+  r.get_int("q_lora_rank", m.q_lora_rank, 0, ModelLimits::kMaxHidden, false);
+  r.get_int("kv_lora_rank", m.kv_lora_rank, 0, ModelLimits::kMaxHidden, false);
+  r.get_int("qk_rope_head_dim", m.qk_rope_head_dim, 0, ModelLimits::kMaxHidden, false);
+  r.get_int("qk_nope_head_dim", nope, 1, ModelLimits::kMaxHidden, false);
+  r.get_int("v_head_dim", m.v_head_dim, 0, ModelLimits::kMaxHidden, false);
+  if (expert_ffn > 0) {
+    m.dense_ffn_hidden_size = m.ffn_hidden_size;
+    m.ffn_hidden_size = expert_ffn;
+  }
+  m.shared_expert_ffn_size = shared_ffn + shared_count * m.ffn_hidden_size;
+  if (m.dense_layers.empty())
+    for (std::int64_t k = 0; k < first_dense; ++k) m.dense_layers.push_back(k);
+  if (nope > 0) m.head_dim = nope + m.qk_rope_head_dim;
   int activation = -1, norm = -1, position = -1;
   // ReLU (OPT) has GELU's two matrices and FLOPs; it is costed as the GELU MLP.
   r.get_choice("activation", activation, {"gelu", "swiglu", "relu"}, false);
@@ -173,6 +200,7 @@ Status read_hardware(const Json& j, const std::string& where, PublishedRun& run)
     std::string preset;
     if (has("a100")) preset = has("40") ? "A100-40GB" : "A100-80GB";
     else if (has("h100")) preset = has("96") ? "H100-96GB" : "H100-80GB";
+    else if (has("h800")) preset = "H800-80GB";
     else if (has("h200")) preset = "H200-141GB";
     else if (has("b200")) preset = "B200-192GB";
     if (!preset.empty()) {

@@ -207,6 +207,35 @@ TEST(PublishedRun, Fp8RunsTrainLinearGemmsInFp8) {
   EXPECT_TRUE(has_assumption(r, "precision fp8"));
 }
 
+// DeepSeek-V3's shape in the schema's spelling: the experts' width makes ffn_hidden the dense
+// layers', shared experts by count, the first k layers dense, latent attention; H800 preset.
+TEST(PublishedRun, NonUniformMoeAndLatentAttentionMap) {
+  Json e = llama_entry();
+  e["model"] = Json::parse(R"({"name": "DeepSeek-V3", "params_b": 671, "layers": 61,
+      "hidden": 7168, "heads": 128, "ffn_hidden": 18432, "moe_ffn_hidden": 2048,
+      "num_experts": 256, "top_k": 8, "shared_experts": 1, "first_dense_layers": 3,
+      "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+      "qk_rope_head_dim": 64, "v_head_dim": 128, "seq_len": 4096, "vocab": 129280,
+      "activation": "swiglu", "norm": "rmsnorm", "position": "rope",
+      "tied_embeddings": false, "bias": false})");
+  e["hardware"] = Json::parse(R"({"gpu": "H800", "num_gpus": 2048, "gpus_per_node": 8})");
+  e["parallel"] = Json::parse(R"({"tp": 1, "pp": 16, "dp": 128, "ep": 64, "zero_stage": 1,
+      "micro_batch": 1, "global_batch": 15360})");
+  const PublishedRun r = map_ok(e);
+  const ModelSpec& m = r.model;
+  EXPECT_EQ(m.ffn_hidden_size, 2048);
+  EXPECT_EQ(m.dense_ffn_hidden_size, 18432);
+  EXPECT_EQ(m.shared_expert_ffn_size, 2048);
+  EXPECT_EQ(m.dense_layers, (std::vector<std::int64_t>{0, 1, 2}));
+  EXPECT_EQ(m.head_dim, 192);
+  EXPECT_TRUE(m.is_mla());
+  EXPECT_NEAR(count_parameters(m).total() / 1e9, 671.0, 1.0);
+  EXPECT_EQ(r.cluster.gpu.name, "H800-80GB");
+  EXPECT_EQ(r.plan.ep, 64);
+  EXPECT_EQ(r.plan.layers_per_stage.size(), 16u);  // 61 layers: the end stages take fewer
+  EXPECT_FALSE(has_assumption(r, "check the shape"));
+}
+
 TEST(PublishedRun, FieldsItDoesNotUseAreListed) {
   Json e = gpt_entry();
   e["framework"] = "Megatron-LM";
