@@ -2,6 +2,7 @@
 #include "models/model_spec.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -172,85 +173,249 @@ Status read_hf_mla(JsonReader& r, ModelSpec& m) {
   return Status::Ok();
 }
 
-// Hugging Face config.json: the Llama/Mistral/Mixtral/Qwen family uses hidden_size and
-// num_hidden_layers; GPT-2 uses n_embd and n_layer. Keys we do not model are ignored.
+// The config keys a family names its fields by, so that cross-field messages quote the key the
+// config has (GPT-2 and BLOOM say n_head where Llama says num_attention_heads).
+struct HfKeys {
+  const char* hidden = "hidden_size";
+  const char* heads = "num_attention_heads";
+  const char* kv_heads = "num_key_value_heads";
+  const char* activation = "hidden_act";
+};
+
+// Reads the first of `keys` the config holds: families renamed fields between releases, and
+// transformers' attribute_map accepts either name (BLOOM's n_embed, Falcon's n_layer). Returns
+// the key read, or the first one when none is there (a missing required field is reported by it).
+const char* get_int_alias(JsonReader& r, const Json& j, std::initializer_list<const char*> keys,
+                          std::int64_t& out, std::int64_t max, bool required) {
+  for (const char* key : keys)
+    if (j.contains(key) && !j[key].is_null()) {
+      r.get_int(key, out, 1, max, true);
+      return key;
+    }
+  r.get_int(*keys.begin(), out, 1, max, required);
+  return *keys.begin();
+}
+
+// Whether training applies dropout: any of the family's rates (key, default when absent) above
+// zero. Every key is read, so a bad value is reported even after a positive one.
+bool any_dropout(JsonReader& r, std::initializer_list<std::pair<const char*, double>> rates) {
+  bool any = false;
+  for (auto [key, rate] : rates) {
+    r.get_double(key, rate, 0.0, 1.0, false);
+    any = any || rate > 0.0;
+  }
+  return any;
+}
+
+// GPT-2 (modeling_gpt2.py): n_layer, n_embd, n_head; n_inner null means 4*n_embd; a learned
+// table of n_positions; biases and LayerNorm throughout.
+Status read_hf_gpt2(JsonReader& r, ModelSpec& m, std::string& act, HfKeys& keys) {
+  keys = {"n_embd", "n_head", "n_head", "activation_function"};
+  r.get_int("n_layer", m.num_layers, 1, L::kMaxLayers, true);
+  r.get_int("n_embd", m.hidden_size, 1, L::kMaxHidden, true);
+  r.get_int("n_head", m.num_attention_heads, 1, L::kMaxHeads, true);
+  m.num_kv_heads = m.num_attention_heads;
+  m.ffn_hidden_size = 0;
+  r.get_int("n_inner", m.ffn_hidden_size, 1, L::kMaxFfn, false);
+  r.get_int("n_positions", m.max_position_embeddings, 1, L::kMaxSeq, true);
+  r.get_int("vocab_size", m.vocab_size, 1, L::kMaxVocab, true);
+  r.get_string("activation_function", act, false);
+  m.tie_word_embeddings = true;
+  r.get_bool("tie_word_embeddings", m.tie_word_embeddings, false);
+  m.position = PositionKind::kLearned;
+  m.norm = NormKind::kLayerNorm;
+  m.bias = true;
+  m.dropout = any_dropout(r, {{"resid_pdrop", 0.1}});
+  return Status::Ok();
+}
+
+// The Llama/Mistral/Qwen/DeepSeek layout: num_hidden_layers, hidden_size, intermediate_size,
+// num_key_value_heads, rope_theta. GPT-NeoX (Pythia) shares the keys with other defaults
+// (configuration_gpt_neox.py, modeling_gpt_neox.py): every layer applies rotary embeddings to
+// rotary_pct of each head (keys rotary_pct / rotary_emb_base, or rope_theta in newer configs),
+// so there is no position table; its linears have biases (attention_bias, default true);
+// use_parallel_residual runs attention and MLP side by side, the same work, so cost-neutral.
+Status read_hf_llama(JsonReader& r, const Json& j, const std::string& model_type, ModelSpec& m,
+                     std::string& act) {
+  const bool neox = model_type == "gpt_neox";
+  r.get_int("num_hidden_layers", m.num_layers, 1, L::kMaxLayers, true);
+  r.get_int("hidden_size", m.hidden_size, 1, L::kMaxHidden, true);
+  r.get_int("num_attention_heads", m.num_attention_heads, 1, L::kMaxHeads, true);
+  m.num_kv_heads = m.num_attention_heads;
+  r.get_int("num_key_value_heads", m.num_kv_heads, 1, L::kMaxHeads, false);
+  r.get_int("head_dim", m.head_dim, 1, L::kMaxHidden, false);
+  r.get_int("intermediate_size", m.ffn_hidden_size, 1, L::kMaxFfn, true);
+  r.get_int("vocab_size", m.vocab_size, 1, L::kMaxVocab, true);
+  r.get_int("max_position_embeddings", m.max_position_embeddings, 1, L::kMaxSeq, true);
+  m.tie_word_embeddings = false;
+  r.get_bool("tie_word_embeddings", m.tie_word_embeddings, false);
+  r.get_string("hidden_act", act, false);
+  m.norm = j.contains("rms_norm_eps") ? NormKind::kRmsNorm : NormKind::kLayerNorm;
+  const bool rotary = neox || j.contains("rope_theta") || j.contains("rope_scaling") ||
+                      j.contains("rotary_pct") || j.contains("rotary_emb_base");
+  m.position = rotary ? PositionKind::kRope : PositionKind::kLearned;
+  m.bias = neox;
+  r.get_bool("attention_bias", m.bias, false);
+  m.dropout = neox ? any_dropout(r, {{"attention_dropout", 0.0}, {"hidden_dropout", 0.0}})
+                   : any_dropout(r, {{"attention_dropout", 0.0}});
+  if (neox) {
+    bool parallel_residual = true;
+    r.get_bool("use_parallel_residual", parallel_residual, false);
+  }
+  TRAINPLAN_RETURN_IF_ERROR(read_hf_moe(r, m));
+  return read_hf_mla(r, m);
+}
+
+// Falcon (configuration_falcon.py, modeling_falcon.py; older configs say n_layer, n_head,
+// n_head_kv, n_embed). The fused query_key_value projection is (2*num_kv_heads + heads)*head_dim
+// wide with new_decoder_architecture, h + 2*head_dim with multi_query (one key/value head), and
+// 3h otherwise. The MLP is ffn_hidden_size wide (None: 4*hidden_size) with `activation` (gelu).
+// alibi false means rotary; ALiBi adds a bias to the attention scores and has no table either,
+// so both are PositionKind::kRope here (no position parameters, the same GEMMs).
+// parallel_attn runs attention and MLP side by side: the same work, so cost-neutral. Falcon-7B
+// (parallel_attn, old architecture) has one LayerNorm per layer where this model counts two, so
+// its count is 2*h*num_layers higher than the checkpoint's.
+Status read_hf_falcon(JsonReader& r, const Json& j, ModelSpec& m, std::string& act,
+                      HfKeys& keys) {
+  keys.activation = "activation";
+  get_int_alias(r, j, {"num_hidden_layers", "n_layer"}, m.num_layers, L::kMaxLayers, true);
+  keys.hidden = get_int_alias(r, j, {"hidden_size", "n_embed"}, m.hidden_size, L::kMaxHidden, true);
+  keys.heads = get_int_alias(r, j, {"num_attention_heads", "n_head"}, m.num_attention_heads,
+                             L::kMaxHeads, true);
+  bool new_architecture = false, multi_query = true, alibi = false, parallel_attn = true;
+  r.get_bool("new_decoder_architecture", new_architecture, false);
+  r.get_bool("multi_query", multi_query, false);
+  std::int64_t kv_heads = m.num_attention_heads;  // FalconConfig: num_kv_heads None = heads
+  keys.kv_heads = get_int_alias(r, j, {"num_kv_heads", "n_head_kv"}, kv_heads, L::kMaxHeads, false);
+  m.num_kv_heads = new_architecture ? kv_heads : multi_query ? 1 : m.num_attention_heads;
+  m.ffn_hidden_size = 4 * m.hidden_size;
+  r.get_int("ffn_hidden_size", m.ffn_hidden_size, 1, L::kMaxFfn, false);
+  r.get_int("vocab_size", m.vocab_size, 1, L::kMaxVocab, true);
+  m.max_position_embeddings = 2048;  // FalconConfig's default; falcon-7b's config omits it
+  r.get_int("max_position_embeddings", m.max_position_embeddings, 1, L::kMaxSeq, false);
+  r.get_bool("alibi", alibi, false);
+  r.get_bool("parallel_attn", parallel_attn, false);
+  m.position = PositionKind::kRope;
+  m.norm = NormKind::kLayerNorm;
+  m.bias = false;
+  r.get_bool("bias", m.bias, false);
+  act = "gelu";
+  r.get_string("activation", act, false);
+  m.tie_word_embeddings = true;
+  r.get_bool("tie_word_embeddings", m.tie_word_embeddings, false);
+  m.dropout = any_dropout(r, {{"hidden_dropout", 0.0}, {"attention_dropout", 0.0}});
+  return Status::Ok();
+}
+
+// OPT (configuration_opt.py, modeling_opt.py): an MLP of ffn_dim with activation_function
+// (relu), biases unless enable_bias is false, a learned position table of
+// max_position_embeddings. OPTLearnedPositionalEmbedding holds 2 rows more (position ids are
+// offset by 2); they are not counted, as max_position_embeddings is the longest sequence the
+// table serves (2*hidden_size parameters short). do_layer_norm_before false (opt-350m) is
+// post-LN, the same norms; such a model also has no final LayerNorm (2*hidden_size fewer).
+// Tokens are embedded word_embed_proj_dim wide and projected to hidden_size where the two
+// differ (opt-350m); that projection is not modelled, so such configs are refused.
+Status read_hf_opt(JsonReader& r, ModelSpec& m, std::string& act, HfKeys& keys) {
+  keys.activation = "activation_function";
+  r.get_int("num_hidden_layers", m.num_layers, 1, L::kMaxLayers, true);
+  r.get_int("hidden_size", m.hidden_size, 1, L::kMaxHidden, true);
+  r.get_int("num_attention_heads", m.num_attention_heads, 1, L::kMaxHeads, true);
+  m.num_kv_heads = m.num_attention_heads;
+  r.get_int("ffn_dim", m.ffn_hidden_size, 1, L::kMaxFfn, true);
+  r.get_int("vocab_size", m.vocab_size, 1, L::kMaxVocab, true);
+  r.get_int("max_position_embeddings", m.max_position_embeddings, 1, L::kMaxSeq, true);
+  std::int64_t embed_width = m.hidden_size;
+  if (r.get_int("word_embed_proj_dim", embed_width, 1, L::kMaxHidden, false) && !r.failed() &&
+      embed_width != m.hidden_size)
+    r.fail_field("word_embed_proj_dim",
+                 "value " + std::to_string(embed_width) + " differs from hidden_size=" +
+                     std::to_string(m.hidden_size) +
+                     ": OPT's projection between the two widths is not modelled");
+  bool layer_norm_before = true;
+  r.get_bool("do_layer_norm_before", layer_norm_before, false);
+  m.position = PositionKind::kLearned;
+  m.norm = NormKind::kLayerNorm;
+  m.bias = true;
+  r.get_bool("enable_bias", m.bias, false);
+  act = "relu";
+  r.get_string("activation_function", act, false);
+  m.tie_word_embeddings = true;
+  r.get_bool("tie_word_embeddings", m.tie_word_embeddings, false);
+  m.dropout = any_dropout(
+      r, {{"dropout", 0.1}, {"attention_dropout", 0.0}, {"activation_dropout", 0.0}});
+  return Status::Ok();
+}
+
+// BLOOM (configuration_bloom.py, modeling_bloom.py; attribute_map: n_layer, n_head, n_embed):
+// the MLP is always 4*hidden_size wide with BLOOM's tanh GELU (BloomMLP; n_inner is unused);
+// biases, LayerNorm, tied embeddings. ALiBi adds a bias to the attention scores and has no
+// position table, so it is PositionKind::kRope here (no position parameters, the same GEMMs).
+// ALiBi bounds no length, so seq_len is the length BLOOM was trained at, 2048 tokens
+// (arXiv:2211.05100, sec. 3.3). BloomModel also normalises the embeddings
+// (word_embeddings_layernorm); those 2*hidden_size parameters are not counted.
+Status read_hf_bloom(JsonReader& r, const Json& j, ModelSpec& m, HfKeys& keys) {
+  get_int_alias(r, j, {"n_layer", "num_hidden_layers"}, m.num_layers, L::kMaxLayers, true);
+  keys.hidden = get_int_alias(r, j, {"hidden_size", "n_embed"}, m.hidden_size, L::kMaxHidden, true);
+  keys.heads = get_int_alias(r, j, {"n_head", "num_attention_heads"}, m.num_attention_heads,
+                             L::kMaxHeads, true);
+  m.num_kv_heads = m.num_attention_heads;
+  m.ffn_hidden_size = 4 * m.hidden_size;
+  r.get_int("vocab_size", m.vocab_size, 1, L::kMaxVocab, true);
+  m.max_position_embeddings = 2048;
+  m.position = PositionKind::kRope;
+  m.norm = NormKind::kLayerNorm;
+  m.bias = true;
+  m.tie_word_embeddings = true;
+  r.get_bool("tie_word_embeddings", m.tie_word_embeddings, false);
+  m.dropout = any_dropout(r, {{"hidden_dropout", 0.0}, {"attention_dropout", 0.0}});
+  return Status::Ok();
+}
+
+// Hugging Face config.json, read by family: Falcon, OPT and BLOOM by model_type; otherwise
+// GPT-2's keys (n_layer, n_embd) or the Llama family's (num_hidden_layers, hidden_size), which
+// GPT-NeoX shares. Keys we do not model are ignored.
 Result<ModelSpec> read_hf(const Json& j, std::string_view source) {
   ModelSpec m;
   JsonReader r(j, "Hugging Face config '" + std::string(source) + "'");
   std::string model_type;
   r.get_string("model_type", model_type, false);
   m.name = model_type.empty() ? std::string(source) : model_type + " (" + std::string(source) + ")";
-  const bool gpt2_style = j.contains("n_layer");
+  HfKeys keys;
   std::string act;
-  if (gpt2_style) {
-    r.get_int("n_layer", m.num_layers, 1, L::kMaxLayers, true);
-    r.get_int("n_embd", m.hidden_size, 1, L::kMaxHidden, true);
-    r.get_int("n_head", m.num_attention_heads, 1, L::kMaxHeads, true);
-    m.num_kv_heads = m.num_attention_heads;
-    m.ffn_hidden_size = 0;
-    r.get_int("n_inner", m.ffn_hidden_size, 1, L::kMaxFfn, false);
-    r.get_int("n_positions", m.max_position_embeddings, 1, L::kMaxSeq, true);
-    r.get_int("vocab_size", m.vocab_size, 1, L::kMaxVocab, true);
-    r.get_string("activation_function", act, false);
-    m.tie_word_embeddings = true;
-    r.get_bool("tie_word_embeddings", m.tie_word_embeddings, false);
-    m.position = PositionKind::kLearned;
-    m.norm = NormKind::kLayerNorm;
-    m.bias = true;
-    double pdrop = 0.1;
-    r.get_double("resid_pdrop", pdrop, 0.0, 1.0, false);
-    m.dropout = pdrop > 0.0;
-  } else {
-    r.get_int("num_hidden_layers", m.num_layers, 1, L::kMaxLayers, true);
-    r.get_int("hidden_size", m.hidden_size, 1, L::kMaxHidden, true);
-    r.get_int("num_attention_heads", m.num_attention_heads, 1, L::kMaxHeads, true);
-    m.num_kv_heads = m.num_attention_heads;
-    r.get_int("num_key_value_heads", m.num_kv_heads, 1, L::kMaxHeads, false);
-    r.get_int("head_dim", m.head_dim, 1, L::kMaxHidden, false);
-    r.get_int("intermediate_size", m.ffn_hidden_size, 1, L::kMaxFfn, true);
-    r.get_int("vocab_size", m.vocab_size, 1, L::kMaxVocab, true);
-    r.get_int("max_position_embeddings", m.max_position_embeddings, 1, L::kMaxSeq, true);
-    m.tie_word_embeddings = false;
-    r.get_bool("tie_word_embeddings", m.tie_word_embeddings, false);
-    r.get_string("hidden_act", act, false);
-    m.norm = j.contains("rms_norm_eps") ? NormKind::kRmsNorm : NormKind::kLayerNorm;
-    m.position = j.contains("rope_theta") || j.contains("rope_scaling") ? PositionKind::kRope
-                                                                         : PositionKind::kLearned;
-    bool attention_bias = false;
-    r.get_bool("attention_bias", attention_bias, false);
-    m.bias = attention_bias;
-    double attn_dropout = 0.0;
-    r.get_double("attention_dropout", attn_dropout, 0.0, 1.0, false);
-    m.dropout = attn_dropout > 0.0;
-    TRAINPLAN_RETURN_IF_ERROR(read_hf_moe(r, m));
-    TRAINPLAN_RETURN_IF_ERROR(read_hf_mla(r, m));
-  }
+  // Falcon's remote-code configs name it RefinedWeb (40B) or RefinedWebModel (7B).
+  const bool falcon = model_type == "falcon" || model_type == "RefinedWeb" ||
+                      model_type == "RefinedWebModel";
+  const Status family = falcon                  ? read_hf_falcon(r, j, m, act, keys)
+                        : model_type == "opt"   ? read_hf_opt(r, m, act, keys)
+                        : model_type == "bloom" ? read_hf_bloom(r, j, m, keys)
+                        : j.contains("n_layer") ? read_hf_gpt2(r, m, act, keys)
+                                                : read_hf_llama(r, j, model_type, m, act);
+  TRAINPLAN_RETURN_IF_ERROR(family);
   TRAINPLAN_RETURN_IF_ERROR(r.finish(/*allow_unknown=*/true));
   if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;  // GPT-2 default n_inner
-  // silu/swish in these families is the gated SwiGLU MLP (Shazeer 2020); gelu variants are the
-  // plain two-matrix MLP except in Gemma, whose MLP is gated (GeGLU, same cost as SwiGLU).
+  // silu/swish in these families is the gated SwiGLU MLP (Shazeer 2020); gelu variants and relu
+  // (OPT) are the plain two-matrix MLP, except in Gemma, whose MLP is gated (GeGLU, same cost as
+  // SwiGLU).
+  const std::string hw = "Hugging Face config '" + std::string(source) + "': field '";
   const bool gated_family = model_type.rfind("gemma", 0) == 0;
   if (act == "silu" || act == "swish" || gated_family) {
     m.activation = Activation::kSwiglu;
   } else if (act.empty() || act.rfind("gelu", 0) == 0 || act == "relu") {
     m.activation = Activation::kGelu;
   } else {
-    return Status::Error("Hugging Face config '" + std::string(source) +
-                         "': field 'hidden_act': unsupported activation \"" + act + "\"");
+    return Status::Error(hw + keys.activation + "': unsupported activation \"" + act + "\"");
   }
   // Cross-field checks in the config's own key names (validate_model speaks ours).
-  const std::string hw = "Hugging Face config '" + std::string(source) + "': field '";
-  const char* heads_key = gpt2_style ? "n_head" : "num_attention_heads";
-  const char* hidden_key = gpt2_style ? "n_embd" : "hidden_size";
   if (m.head_dim == 0) {
     if (m.hidden_size % m.num_attention_heads != 0)
-      return Status::Error(hw + heads_key + "': value " + std::to_string(m.num_attention_heads) +
-                           " does not divide " + hidden_key + "=" + std::to_string(m.hidden_size));
+      return Status::Error(hw + keys.heads + "': value " + std::to_string(m.num_attention_heads) +
+                           " does not divide " + keys.hidden + "=" +
+                           std::to_string(m.hidden_size));
     m.head_dim = m.hidden_size / m.num_attention_heads;
   }
   if (m.num_kv_heads > m.num_attention_heads || m.num_attention_heads % m.num_kv_heads != 0)
-    return Status::Error(hw + "num_key_value_heads': value " + std::to_string(m.num_kv_heads) +
-                         " must divide num_attention_heads=" +
+    return Status::Error(hw + keys.kv_heads + "': value " + std::to_string(m.num_kv_heads) +
+                         " must divide " + keys.heads + "=" +
                          std::to_string(m.num_attention_heads));
   if (m.experts_per_token > m.num_experts)
     return Status::Error(hw + "num_experts_per_tok': value " + std::to_string(m.experts_per_token) +
