@@ -164,12 +164,20 @@ std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
   const ModelSpec& m = *ctx.model;
   const ClusterSpec& c = *ctx.cluster;
   std::ostringstream os;
-  const double params = count_parameters(m).total();
-  os << "Model:   " << m.name << ": " << fmt("%.2f", params / 1e9) << "B parameters, "
+  const ParameterCounts counts = count_parameters(m);
+  const double params = counts.total();
+  os << "Model:   " << m.name << ": " << fmt("%.2f", params / 1e9) << "B parameters";
+  if (m.is_moe()) os << " (" << fmt("%.2f", counts.active() / 1e9) << "B active)";
+  os << ", "
      << m.num_layers << " layers, hidden " << m.hidden_size << ", " << m.num_attention_heads
      << " heads";
   if (m.num_kv_heads != m.num_attention_heads) os << " (" << m.num_kv_heads << " KV)";
-  if (m.is_moe()) os << ", " << m.num_experts << " experts top-" << m.experts_per_token;
+  if (m.is_mla()) os << " (latent attention)";
+  if (m.is_moe()) {
+    os << ", " << m.num_experts << " experts top-" << m.experts_per_token;
+    if (m.shared_expert_ffn_size > 0) os << " + shared";
+    if (!m.dense_layers.empty()) os << ", " << m.dense_layers.size() << " dense layers";
+  }
   os << ", sequence " << m.seq_len << "\n";
   os << "Cluster: " << c.num_nodes << " node" << (c.num_nodes > 1 ? "s" : "") << " x "
      << c.gpus_per_node << " " << c.gpu.name << " (" << fmt("%.0f", c.gpu.hbm_bytes / kGB)

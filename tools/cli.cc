@@ -202,6 +202,12 @@ Result<ModelSpec> load_model(const Args& args) {
     if (!s.ok()) return s.status();
     return with_seq_len(*model, *s);
   }
+  // A Hugging Face config gives no training length: its max_position_embeddings stands in,
+  // which for long-context models is far beyond what pre-training runs. Said, not changed.
+  if (model->seq_len > 32768 && model->seq_len == model->max_position_embeddings)
+    std::cerr << "note: training sequence length " << model->seq_len
+              << " is the model's max_position_embeddings; pre-training usually runs shorter "
+                 "sequences (pass --seq-len, e.g. 4096 or 8192)\n";
   return model;
 }
 

@@ -52,6 +52,14 @@ printf '{"gpu": "A100-80GB", "num_nodes": 8, "gpus_per_node": 4}' > "$tmp/cluste
 expect 0 "8 nodes x 4 A100-80GB" -- "$plan" --model "$src/models/llama3-8b.json" --cluster "$tmp/cluster.json"
 expect 2 "cannot be combined" -- "$plan" --model "$src/models/llama3-8b.json" --cluster "$tmp/cluster.json" --gpus 8
 
+# Hugging Face MoE/MLA configs: DeepSeek-V3 on 256 GPUs with its dense layers and latent
+# attention named; a config's long max_position_embeddings as the sequence is said on stderr;
+# encoders are refused naming the field.
+expect 0 "671.03B parameters (37.55B active)" -- "$plan" --model "$src/models/hf-deepseek-v3-config.json" --seq-len 4096 --gpus 256 --top 3
+expect 0 "3 dense layers" -- "$plan" --model "$src/models/hf-deepseek-v3-config.json" --seq-len 4096 --gpus 256 --top 3
+expect 0 "note: training sequence length 163840 is the model's max_position_embeddings" -- "$plan" --model "$src/models/hf-deepseek-v3-config.json" --gpus 256 --top 1
+expect 3 "field 'model_type': value \"bert\" is an encoder" -- "$plan" --model "$src/tests/data/hf/bert-base-uncased-config.json" --gpus 8
+
 # Byte-identical --json, and the emitted plan runs through simulate.
 "$plan" --model "$src/models/hf-llama3.1-8b-config.json" --seq-len 8192 --gpus 16 --json --emit-plan "$tmp/best.json" > "$tmp/a.json" 2>&1
 "$plan" --model "$src/models/hf-llama3.1-8b-config.json" --seq-len 8192 --gpus 16 --json > "$tmp/b.json" 2>&1
