@@ -350,9 +350,9 @@ Status read_hf_opt(JsonReader& r, ModelSpec& m, std::string& act, HfKeys& keys) 
 // the MLP is always 4*hidden_size wide with BLOOM's tanh GELU (BloomMLP; n_inner is unused);
 // biases, LayerNorm, tied embeddings. ALiBi adds a bias to the attention scores and has no
 // position table, so it is PositionKind::kRope here (no position parameters, the same GEMMs).
-// ALiBi bounds no length, so seq_len is the length BLOOM was trained at, 2048 tokens
-// (arXiv:2211.05100, sec. 3.3). BloomModel also normalises the embeddings
-// (word_embeddings_layernorm); those 2*hidden_size parameters are not counted.
+// ALiBi bounds no length, so seq_len is the length BLOOM was trained at, 2048 tokens (the
+// BLOOM paper's training hyperparameters, arXiv:2211.05100). BloomModel also normalises the
+// embeddings (word_embeddings_layernorm); those 2*hidden_size parameters are not counted.
 Status read_hf_bloom(JsonReader& r, const Json& j, ModelSpec& m, HfKeys& keys) {
   get_int_alias(r, j, {"n_layer", "num_hidden_layers"}, m.num_layers, L::kMaxLayers, true);
   keys.hidden = get_int_alias(r, j, {"hidden_size", "n_embed"}, m.hidden_size, L::kMaxHidden, true);

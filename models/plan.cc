@@ -73,6 +73,7 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   if (r.get_choice("grad_precision", c, {"compute", "fp32"}, false))
     p.grad_precision = static_cast<GradPrecision>(c);
   r.get_bool("fp8", p.fp8, false);
+  r.get_bool("ep_overlap", p.ep_overlap, false);
   r.get_int_list("layers_per_stage", p.layers_per_stage, 1, ModelLimits::kMaxLayers, false);
   TRAINPLAN_RETURN_IF_ERROR(r.finish());
   Status st = validate_plan(p);
@@ -102,6 +103,7 @@ Json plan_to_json(const Plan& p) {
   j["attention"] = std::string(to_string(p.attention));
   j["grad_precision"] = std::string(to_string(p.grad_precision));
   if (p.fp8) j["fp8"] = true;  // written only when used, as cp
+  if (p.ep_overlap) j["ep_overlap"] = true;
   if (!p.layers_per_stage.empty()) j["layers_per_stage"] = p.layers_per_stage;
   return j;
 }
@@ -120,6 +122,7 @@ std::string describe(const Plan& p) {
   if (p.grad_precision == GradPrecision::kFp32 && p.precision != Precision::kFp32)
     os << " fp32-grads";
   if (p.fp8) os << " fp8";
+  if (p.ep_overlap) os << " ep-overlap";
   if (!p.layers_per_stage.empty()) {
     os << " layers=";
     for (std::size_t i = 0; i < p.layers_per_stage.size(); ++i)
@@ -175,6 +178,25 @@ Status validate_plan(const Plan& p) {
   if (p.fp8 && p.precision == Precision::kFp32)
     return err("fp8 needs precision bf16 or fp16 (FP8 GEMMs, the rest in 16 bits), the plan has "
                "precision fp32");
+  if (p.ep_overlap && p.ep < 2)
+    return err("ep_overlap needs ep >= 2 (there is no expert all-to-all to overlap)");
+  // Megatron-Core's constraints on overlap_moe_expert_parallel_comm (Megatron Bridge's
+  // comm_overlap validation): with pipeline parallelism it needs virtual stages, whose other
+  // chunks keep a stage busy while a merged pair holds back its forward's send; and it is not
+  // for full recompute.
+  if (p.ep_overlap && p.pp == 1 && p.schedule != Schedule::k1F1B)
+    return err("ep_overlap needs schedule 1f1b (it merges each backward with the forward that "
+               "follows it), the plan has schedule " + std::string(to_string(p.schedule)));
+  if (p.ep_overlap && p.pp > 1 && p.schedule != Schedule::kInterleaved)
+    return err("ep_overlap with pp=" + std::to_string(p.pp) +
+               " needs schedule interleaved (virtual pipeline stages, as Megatron-Core "
+               "requires), the plan has schedule " + std::string(to_string(p.schedule)));
+  if (p.ep_overlap && p.recompute == Recompute::kFull)
+    return err("ep_overlap with recompute full is not supported (Megatron-Core's EP overlap "
+               "excludes full recompute)");
+  if (p.ep_overlap && p.zero_stage == 3)
+    return err("ep_overlap with zero_stage 3 is not modelled (its parameter gathers would have "
+               "to interleave too)");
   if (p.offload != Offload::kNone && p.optimizer == Optimizer::kSgd)
     return err("offload optimizer: plain sgd has no optimizer states to offload");
   if (!p.layers_per_stage.empty() &&

@@ -69,6 +69,11 @@ struct Plan {
   // FP8 tensor-core rate; weights, activations, gradients and every other kernel stay in
   // `precision` (bf16 or fp16). Needs a GPU with FP8 tensor cores (Hopper or newer).
   bool fp8 = false;
+  // Expert all-to-all overlapped across micro-batches (Megatron-Core's
+  // overlap_moe_expert_parallel_comm; DeepSeek-V3's DualPipe, arXiv:2412.19437 sec. 3.2.1): in
+  // the 1F1B steady state each backward runs merged with the forward that follows it, so one's
+  // dispatch and combine travel while the other computes. Needs ep > 1 and a 1F1B schedule.
+  bool ep_overlap = false;
   // Layers per model chunk, in pipeline order (pp * virtual_stages entries). Empty: even split.
   std::vector<std::int64_t> layers_per_stage;
 

@@ -206,6 +206,9 @@ PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t 
                 p.zero_stage = zero;
                 p.recompute = rc;
                 p.sequence_parallel = sp == 1;
+                p.ep_overlap = opt.ep_overlap && ep > 1 && rc != Recompute::kFull && zero != 3 &&
+                               (pp == 1 ? sc.schedule == Schedule::k1F1B
+                                        : sc.schedule == Schedule::kInterleaved);
                 ++out.evaluated;
                 if (sp == 1 && (m.seq_len / cp) % tp != 0) {
                   out.rejections.add("sequence parallel vs seq_len", 1,

@@ -27,6 +27,9 @@ struct PlannerOptions {
   AttentionImpl attention = AttentionImpl::kFused;
   GradPrecision grad_precision = GradPrecision::kCompute;
   bool fp8 = false;                     // every candidate trains its linear GEMMs in FP8 (Plan::fp8)
+  // MoE: candidates that can (ep > 1; pp = 1 with 1F1B or pp > 1 interleaved; not full
+  // recompute or ZeRO-3) overlap their expert all-to-all across micro-batches (Plan::ep_overlap).
+  bool ep_overlap = false;
   // Usable device memory = capacity * (1 - headroom): room for the CUDA context, allocator
   // fragmentation and library workspaces that the model does not count.
   double memory_headroom = 0.10;

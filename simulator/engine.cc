@@ -45,6 +45,28 @@ std::int32_t Engine::add_op(std::int32_t stream, TimeNs duration) {
   return id;
 }
 
+std::int32_t Engine::stream_tail(std::int32_t stream) const {
+  return streams_[static_cast<std::size_t>(stream)].tail;
+}
+
+void Engine::reorder_tail(std::int32_t stream, std::int32_t after,
+                          const std::vector<std::int32_t>& order) {
+  Stream& st = streams_[static_cast<std::size_t>(stream)];
+  std::size_t count = 0;
+  for (std::int32_t id = after >= 0 ? ops_[static_cast<std::size_t>(after)].next_in_stream : st.head;
+       id >= 0; id = ops_[static_cast<std::size_t>(id)].next_in_stream)
+    ++count;
+  TRAINPLAN_CHECK(count == order.size()) << "reorder_tail: " << order.size() << " ops for "
+                                         << count << " on the stream";
+  if (order.empty()) return;
+  if (after >= 0) ops_[static_cast<std::size_t>(after)].next_in_stream = order.front();
+  else st.head = order.front();
+  for (std::size_t i = 0; i + 1 < order.size(); ++i)
+    ops_[static_cast<std::size_t>(order[i])].next_in_stream = order[i + 1];
+  ops_[static_cast<std::size_t>(order.back())].next_in_stream = -1;
+  st.tail = order.back();
+}
+
 void Engine::add_dep(std::int32_t before, std::int32_t after) {
   if (before < 0 || before == after) return;
   edges_.emplace_back(before, after);

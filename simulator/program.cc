@@ -242,6 +242,7 @@ class Builder {
     const std::int32_t id = eng_.add_op(stream(rs, k), ns);
     meta.slot = rs.slot;
     prog_.meta.push_back(meta);
+    if (window_) window_->ops.push_back({segment_, chain_, id});
     return id;
   }
 
@@ -362,6 +363,8 @@ class Builder {
         for (std::int32_t w : rs.wait) eng_.add_dep(w, id);
         rs.wait.clear();
         rs.wait.push_back(id);
+        // A merged pass pair changes turns at each expert all-to-all (merged_pair).
+        if (window_ && t.group == CommGroup::kEp) ++segment_;
       } else {
         OpMeta m = meta;
         m.name = t.name;
@@ -666,11 +669,59 @@ class Builder {
     for (std::size_t i = 0; i < rs.blocks.size(); ++i)
       if (rs.blocks[i].kind == BlockKind::kLayer) rs.block_of_layer[rs.blocks[i].layer] = i;
     rs.backwards_done.assign(rs.blocks.size(), 0);
-    for (const PipeStep& step : stage_schedule(plan_, rs.stage)) {
-      if (step.forward) forward(rs, step.micro_batch, step.virtual_chunk);
-      else backward(rs, step.micro_batch, step.virtual_chunk);
+    const std::vector<PipeStep> steps = stage_schedule(plan_, rs.stage);
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      const PipeStep& step = steps[i];
+      if (plan_.ep_overlap && !step.forward && i + 1 < steps.size() && steps[i + 1].forward) {
+        merged_pair(rs, step, steps[i + 1]);
+        ++i;
+      } else if (step.forward) {
+        forward(rs, step.micro_batch, step.virtual_chunk);
+      } else {
+        backward(rs, step.micro_batch, step.virtual_chunk);
+      }
     }
     optimizer(rs);
+  }
+
+  // Plan::ep_overlap: a backward and the forward after it as two chains of one merged pass
+  // (Megatron-Core's combined 1F1B; DeepSeek's DualPipe). Each chain is cut at its expert
+  // all-to-alls into segments, and every stream of the rank runs the pair's ops in the order
+  // (segment, chain, issue): the backward's segment k, the forward's segment k, then segment
+  // k + 1 of each, so one chain's dispatch or combine travels while the other computes. A
+  // chain's ops depend only on its own earlier ops (and on ops before the pair), always earlier
+  // in that order, so no stream can wait on an op queued behind it.
+  void merged_pair(RankState& rs, const PipeStep& bwd, const PipeStep& fwd) {
+    const std::int32_t first_stream = stream(rs, StreamKind::kCompute);
+    std::array<std::int32_t, kStreamsPerRank> tails{};
+    for (std::int32_t k = 0; k < kStreamsPerRank; ++k) tails[k] = eng_.stream_tail(first_stream + k);
+    const std::int32_t last_before = rs.last_compute;
+    const std::vector<std::int32_t> wait_before = rs.wait;
+    Window w;
+    window_ = &w;
+    chain_ = 0;
+    segment_ = 0;
+    backward(rs, bwd.micro_batch, bwd.virtual_chunk);
+    std::vector<std::int32_t> wait_after = rs.wait;
+    rs.last_compute = last_before;  // the forward chain does not follow the backward's ops
+    rs.wait = wait_before;
+    chain_ = 1;
+    segment_ = 0;
+    forward(rs, fwd.micro_batch, fwd.virtual_chunk);
+    window_ = nullptr;
+    wait_after.insert(wait_after.end(), rs.wait.begin(), rs.wait.end());
+    rs.wait = std::move(wait_after);
+    std::stable_sort(w.ops.begin(), w.ops.end(), [](const WindowOp& a, const WindowOp& b) {
+      return std::tie(a.segment, a.chain) < std::tie(b.segment, b.chain);
+    });
+    std::array<std::vector<std::int32_t>, kStreamsPerRank> order;
+    for (const WindowOp& op : w.ops) order[eng_.stream_of(op.id) - first_stream].push_back(op.id);
+    for (std::int32_t k = 0; k < kStreamsPerRank; ++k)
+      eng_.reorder_tail(first_stream + k, tails[k], order[k]);
+    // What follows the pair waits for its last compute op in the merged order.
+    const std::int32_t compute_tail = eng_.stream_tail(first_stream);
+    if (compute_tail != tails[static_cast<std::size_t>(StreamKind::kCompute)])
+      rs.last_compute = compute_tail;
   }
 
   // A forward (backward) waits for the activation (gradient) its neighbour sends.
@@ -713,6 +764,18 @@ class Builder {
   const std::int64_t M_;
   const std::vector<std::int64_t> layers_;
   std::vector<std::int64_t> first_layer_;
+  // The ops of a merged backward/forward pair (merged_pair), with their place in it.
+  struct WindowOp {
+    std::int32_t segment = 0;  // expert all-to-alls of its chain before it
+    std::int32_t chain = 0;    // 0: the backward, 1: the forward
+    std::int32_t id = -1;
+  };
+  struct Window {
+    std::vector<WindowOp> ops;
+  };
+  Window* window_ = nullptr;
+  std::int32_t chain_ = 0, segment_ = 0;
+
   // What one layer of a kind does and keeps, per micro-batch.
   struct LayerWork {
     TimedTasks fwd, bwd, rec;

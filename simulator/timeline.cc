@@ -47,6 +47,9 @@ std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end) {
     if (dur > 0) busy[s].emplace_back(op.start, op.end);
   }
   for (std::size_t s = 0; s < n; ++s) {
+    // covered_ns wants the busy intervals by start time; op ids follow issue order, which a
+    // merged pass pair (Plan::ep_overlap) reorders on the stream.
+    std::sort(busy[s].begin(), busy[s].end());
     SlotTimeline& t = out[s];
     const SlotInfo& si = p.slots[s];
     t.step.rank = si.rank;

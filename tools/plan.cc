@@ -50,6 +50,7 @@ int run(int argc, char** argv) {
       {"memory-headroom", true, "fraction of GPU memory kept free (default 0.10)"},
       {"allow-cross-node-tp", false, "consider tensor parallelism across nodes"},
       {"fp8", false, "train the linear layers' GEMMs in FP8 (Hopper or newer)"},
+      {"ep-overlap", false, "MoE: overlap the expert all-to-all of one micro-batch with another's compute (Megatron-Core's overlap_moe_expert_parallel_comm; needs interleaving when pp > 1)"},
       {"max-cp", true,
        "largest context-parallel degree searched (default: no bound; 1: no context "
        "parallelism; it is searched for sequences of 8192 tokens or more)"},
@@ -92,6 +93,7 @@ int run(int argc, char** argv) {
   opt.simulate_top = *sim_top;
   opt.allow_cross_node_tp = args.has("allow-cross-node-tp");
   opt.fp8 = args.has("fp8");
+  opt.ep_overlap = args.has("ep-overlap");
   auto choice = [&](const char* name, std::initializer_list<const char*> names, int& out) {
     if (!args.has(name)) return Status::Ok();
     int i = 0;

@@ -49,7 +49,8 @@ std::int64_t total_params(const ModelSpec& m) {
     (*j)[key] = value;
   }
   auto m = model_from_json(*j, file);
-  if (m.ok()) return ::testing::AssertionFailure() << key << " = " << value.dump() << " was accepted";
+  if (m.ok())
+    return ::testing::AssertionFailure() << key << " = " << value.dump() << " was accepted";
   const std::string msg = m.status().message();
   for (const std::string& part : expect)
     if (msg.find(part) == std::string::npos)

@@ -361,5 +361,47 @@ TEST(CostModelMoe, ActivationsAndFlopsFollowEachLayersKind) {
   EXPECT_NEAR(mem.activations_bytes, expected + head_and_embedding, 1e-9 * expected);
 }
 
+// --- Plan::ep_overlap ------------------------------------------------------------------------
+
+TEST(PlanEpOverlap, ConstraintsAreMegatronCoresAndNamed) {
+  Plan p = plan_of(1, 1, 8);
+  p.ep = 4;
+  p.ep_overlap = true;
+  EXPECT_TRUE(validate_plan(p).ok()) << validate_plan(p).message();
+  auto fails_with = [](const Plan& q, const std::string& part) {
+    const Status st = validate_plan(q);
+    return !st.ok() && st.message().find(part) != std::string::npos &&
+           st.message().find("ep_overlap") != std::string::npos;
+  };
+  Plan no_ep = p;
+  no_ep.ep = 1;
+  EXPECT_TRUE(fails_with(no_ep, "ep >= 2"));
+  Plan gpipe = p;
+  gpipe.schedule = Schedule::kGpipe;
+  EXPECT_TRUE(fails_with(gpipe, "schedule gpipe"));
+  Plan pp2 = plan_of(1, 2, 8);
+  pp2.ep = 4;
+  pp2.ep_overlap = true;
+  EXPECT_TRUE(fails_with(pp2, "needs schedule interleaved"));
+  pp2.schedule = Schedule::kInterleaved;
+  pp2.virtual_stages = 2;
+  pp2.global_batch_size = 16;
+  EXPECT_TRUE(validate_plan(pp2).ok()) << validate_plan(pp2).message();
+  Plan full = p;
+  full.recompute = Recompute::kFull;
+  EXPECT_TRUE(fails_with(full, "recompute full"));
+  Plan z3 = p;
+  z3.zero_stage = 3;
+  EXPECT_TRUE(fails_with(z3, "zero_stage 3"));
+  // Written only when set, and read back.
+  Plan off = p;
+  off.ep_overlap = false;
+  EXPECT_FALSE(plan_to_json(off).contains("ep_overlap"));
+  auto back = plan_from_json(plan_to_json(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->ep_overlap);
+  EXPECT_NE(describe(p).find("ep-overlap"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace trainplan

@@ -114,6 +114,32 @@ TEST(Planner, UnevenLayerCountsGetABalancedSplit) {
   EXPECT_TRUE(uneven_pp4);
 }
 
+// --ep-overlap: MoE candidates that can overlap their all-to-all do, and the estimate of such a
+// plan lies between its compute and the plan without overlap.
+TEST(Planner, EpOverlapIsSetWhereMegatronCoreAllowsItAndShortensTheEstimate) {
+  ModelSpec m = load_repo_model("mixtral-8x7b.json");
+  const ClusterSpec c = cluster("H100-80GB", 64);
+  PlannerOptions opt;
+  opt.ep_overlap = true;
+  opt.top_k = 200;
+  opt.simulate_top = 2;
+  auto r = plan_training(m, c, opt);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  bool any = false;
+  Estimator est(m, c, std::nullopt);
+  for (const Candidate& cand : r->search.ranked) {
+    EXPECT_TRUE(validate_plan(cand.plan).ok()) << describe(cand.plan);
+    if (!cand.plan.ep_overlap) continue;
+    any = true;
+    Plan plain = cand.plan;
+    plain.ep_overlap = false;
+    const Estimate with = est.estimate(cand.plan), without = est.estimate(plain);
+    EXPECT_LE(with.step_time_s, without.step_time_s) << describe(cand.plan);
+    if (without.ep_comm_s > 0) EXPECT_LT(with.step_time_s, without.step_time_s);
+  }
+  EXPECT_TRUE(any);
+}
+
 // When nothing is feasible and nothing was rejected for memory, the report does not blame memory.
 TEST(Planner, NothingFeasibleWithoutAMemoryRejectionSaysSo) {
   ModelSpec m = load_repo_model("tiny.json");

@@ -32,6 +32,10 @@ std::vector<std::pair<const char*, std::pair<ModelSpec, Plan>>> symmetric_cases(
   ds.sequence_parallel = true;
   ds.zero_stage = 1;
   out.push_back({"mla, dense and moe layers", {testing::deepseek_like_model(), ds}});
+  Plan overlap = testing::make_plan(1, 2, 4, 1, 16, Schedule::kInterleaved, 2);
+  overlap.ep = 4;
+  overlap.ep_overlap = true;
+  out.push_back({"ep overlap, interleaved", {testing::deepseek_like_model(), overlap}});
   return out;
 }
 
@@ -155,6 +159,33 @@ TEST(Simulator, EachLayerKindFollowsTheCostModel) {
   // The simulated step's FLOPs are the cost model's, layer kind by layer kind.
   EXPECT_DOUBLE_EQ(r.report.model_tflops_per_gpu,
                    step_flops(m, p).model / r.report.step_time_s / 8 / 1e12);
+}
+
+// Plan::ep_overlap: each backward merged with the forward after it. The same work and bytes;
+// the all-to-all hides behind the other pass's compute, so the step is shorter and its exposed
+// all-to-all (never more than the rank's idle time) smaller.
+TEST(Simulator, EpOverlapHidesTheAllToAllAndKeepsTheWork) {
+  const ModelSpec m = testing::moe_model();
+  for (std::int64_t pp : {1, 2}) {
+    SCOPED_TRACE("pp=" + std::to_string(pp));
+    Plan p = pp == 1 ? testing::make_plan(1, 1, 16, 1, 64)
+                     : testing::make_plan(1, 2, 8, 1, 64, Schedule::kInterleaved, 2);
+    p.ep = 8;  // over two nodes: the all-to-all crosses the network
+    const ClusterSpec c = testing::cluster_for(p);
+    const SimResult plain = testing::simulate_ok(m, c, p);
+    p.ep_overlap = true;
+    const SimResult merged = testing::simulate_ok(m, c, p);
+    EXPECT_EQ(merged.report.bytes_per_group, plain.report.bytes_per_group);
+    EXPECT_LT(merged.report.step_time_s, 0.95 * plain.report.step_time_s);
+    for (std::size_t i = 0; i < merged.report.ranks.size(); ++i) {
+      const RankStep& a = plain.report.ranks[i];
+      const RankStep& b = merged.report.ranks[i];
+      EXPECT_NEAR(b.compute_s, a.compute_s, 1e-9);
+      EXPECT_LT(b.comm.at("ep").exposed_s, a.comm.at("ep").exposed_s);
+      EXPECT_LE(b.comm.at("ep").exposed_s, b.idle_s + 1e-9);
+      EXPECT_EQ(b.memory.weights_bytes, a.memory.weights_bytes);
+    }
+  }
 }
 
 TEST(Simulator, Zero3HoldsGatheredParameters) {
