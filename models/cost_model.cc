@@ -106,10 +106,11 @@ double attention_params_per_rank(const ModelSpec& m, std::int64_t t) {
 // Parameters of each block kind on one rank, rounded to whole parameters. `m` is a layer's
 // view (layer_model): an MoE layer's dense part is its router and shared experts.
 std::int64_t layer_dense_params(const ModelSpec& m, std::int64_t t) {
-  const double mlp = m.is_moe() ? router_params(m) + (m.shared_expert_ffn_size > 0
-                                                          ? mlp_params_per_rank(m, m.shared_expert_ffn_size, t)
-                                                          : 0.0)
-                                : mlp_params_per_rank(m, m.ffn_hidden_size, t);
+  double mlp = mlp_params_per_rank(m, m.ffn_hidden_size, t);
+  if (m.is_moe()) {
+    mlp = router_params(m);
+    if (m.shared_expert_ffn_size > 0) mlp += mlp_params_per_rank(m, m.shared_expert_ffn_size, t);
+  }
   return std::llround(attention_params_per_rank(m, t) + 2.0 * norm_params(m) + mlp);
 }
 std::int64_t layer_expert_params(const ModelSpec& m, const Plan& p) {
@@ -718,7 +719,8 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
                                        : Backward{"q_proj", "q_proj_dgrad", "q_proj_wgrad"});
   }
   auto grad_gemm = [&](const Task& f, std::string_view name, bool weight) {
-    Task g = weight ? gemm(name, f.k, f.n, f.m, f.batch, x.e) : gemm(name, f.m, f.k, f.n, f.batch, x.e);
+    Task g = weight ? gemm(name, f.k, f.n, f.m, f.batch, x.e)
+                    : gemm(name, f.m, f.k, f.n, f.batch, x.e);
     g.flops = g.executed_flops = f.flops;
     out.push_back(g);
   };

@@ -431,8 +431,9 @@ Result<ModelSpec> model_from_json(const Json& json, std::string_view source) {
   if (!json.is_object()) return read_ours(json, source);
   // Encoders and encoder-decoders are a different step (bidirectional attention, a decoder with
   // cross-attention); taking their layer keys for a decoder's would give wrong figures.
-  const std::string model_type =
-      json.contains("model_type") && json["model_type"].is_string() ? json["model_type"].get<std::string>() : "";
+  std::string model_type;
+  if (json.contains("model_type") && json["model_type"].is_string())
+    model_type = json["model_type"].get<std::string>();
   const bool encoder_decoder = json.contains("is_encoder_decoder") &&
                                json["is_encoder_decoder"].is_boolean() &&
                                json["is_encoder_decoder"].get<bool>();

@@ -53,8 +53,9 @@ void Engine::reorder_tail(std::int32_t stream, std::int32_t after,
                           const std::vector<std::int32_t>& order) {
   Stream& st = streams_[static_cast<std::size_t>(stream)];
   std::size_t count = 0;
-  for (std::int32_t id = after >= 0 ? ops_[static_cast<std::size_t>(after)].next_in_stream : st.head;
-       id >= 0; id = ops_[static_cast<std::size_t>(id)].next_in_stream)
+  const std::int32_t first =
+      after >= 0 ? ops_[static_cast<std::size_t>(after)].next_in_stream : st.head;
+  for (std::int32_t id = first; id >= 0; id = ops_[static_cast<std::size_t>(id)].next_in_stream)
     ++count;
   TRAINPLAN_CHECK(count == order.size()) << "reorder_tail: " << order.size() << " ops for "
                                          << count << " on the stream";

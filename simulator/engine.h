@@ -63,12 +63,15 @@ class Engine {
   void set_compute_spread(double fraction) { compute_spread_ = fraction; }
   // Appends an op to the stream's program order.
   std::int32_t add_op(std::int32_t stream, TimeNs duration);
-  std::int32_t stream_of(std::int32_t op) const { return ops_[static_cast<std::size_t>(op)].stream; }
+  std::int32_t stream_of(std::int32_t op) const {
+    return ops_[static_cast<std::size_t>(op)].stream;
+  }
   // The stream's last op so far (-1: none).
   std::int32_t stream_tail(std::int32_t stream) const;
   // Rewrites the program order of the ops added to `stream` after `after` (-1: all of them):
   // `order` must hold exactly those ops, in the order they are to run (before run()).
-  void reorder_tail(std::int32_t stream, std::int32_t after, const std::vector<std::int32_t>& order);
+  void reorder_tail(std::int32_t stream, std::int32_t after,
+                    const std::vector<std::int32_t>& order);
   // `after` cannot start before `before` has ended.
   void add_dep(std::int32_t before, std::int32_t after);
   std::int32_t add_net(NetDemand demand);

@@ -168,7 +168,8 @@ class Builder {
     const std::size_t n = prog_.slots.size();
     std::size_t per_layer = 4;
     for (const LayerWork& w : work_)
-      per_layer = std::max(per_layer, w.fwd.tasks.size() + w.bwd.tasks.size() + w.rec.tasks.size() + 4);
+      per_layer =
+          std::max(per_layer, w.fwd.tasks.size() + w.bwd.tasks.size() + w.rec.tasks.size() + 4);
     if (plan_.zero_stage == 3) per_layer += 6;
     const std::size_t estimate =
         n * static_cast<std::size_t>(M_) *
@@ -531,7 +532,8 @@ class Builder {
         OpMeta rm = meta;
         rm.pass = 'R';
         const std::int32_t r = block_pass(rs, b, DpPoint::kBeforeRecompute, w.rec, rm);
-        if (plan_.recompute == Recompute::kFull) mem(rs, r, false, MemKind::kActivations, w.act_bytes);
+        if (plan_.recompute == Recompute::kFull)
+          mem(rs, r, false, MemKind::kActivations, w.act_bytes);
       }
       const std::int32_t pass = block_pass(rs, b, DpPoint::kBeforeBackward, w.bwd, meta);
       grad_buffer(rs, b, pass);
