@@ -4,8 +4,6 @@
 // loader's errors, which name the config key and its value.
 #include <cmath>
 #include <cstdint>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,23 +12,13 @@
 #include "models/cost_model.h"
 #include "models/json_util.h"
 #include "models/model_spec.h"
+#include "tests/models/test_util.h"
 
 namespace trainplan {
 namespace {
 
-Result<Json> read_hf_json(const std::string& name) {
-  const std::string path = std::string(TRAINPLAN_SOURCE_DIR) + "/tests/data/hf/" + name;
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_json_text(ss.str(), path);
-}
-
-Result<ModelSpec> load_hf(const std::string& name) {
-  auto j = read_hf_json(name);
-  if (!j.ok()) return j.status();
-  return model_from_json(*j, name);
-}
+using testing::load_hf;
+using testing::read_hf_json;
 
 // Whole parameters, as the cost model counts them.
 std::int64_t total_params(const ModelSpec& m) {

@@ -4,8 +4,6 @@
 // counts against the published totals, the loader's errors, and the cost model's consistency
 // (GEMM FLOPs are twice tokens times weights, stage sums match the blocks).
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -13,6 +11,7 @@
 #include "models/cost_model.h"
 #include "models/json_util.h"
 #include "models/model_spec.h"
+#include "tests/models/test_util.h"
 #include "models/plan.h"
 
 namespace trainplan {
@@ -22,19 +21,8 @@ double d(std::int64_t v) { return static_cast<double>(v); }
 
 Result<ModelSpec> load_json(const Json& j) { return model_from_json(j, "m.json"); }
 
-Result<Json> read_hf_json(const std::string& name) {
-  const std::string path = std::string(TRAINPLAN_SOURCE_DIR) + "/tests/data/hf/" + name;
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_json_text(ss.str(), path);
-}
-
-Result<ModelSpec> load_hf(const std::string& name) {
-  auto j = read_hf_json(name);
-  if (!j.ok()) return j.status();
-  return model_from_json(*j, name);
-}
+using testing::load_hf;
+using testing::read_hf_json;
 
 // A small DeepSeek-like model: MLA with a query latent, 8 experts top-2 with a shared expert,
 // layer 0 dense with a wider MLP.
