@@ -179,7 +179,7 @@ PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t 
           schedules.push_back({Schedule::kGpipe, 1});
           schedules.push_back({Schedule::k1F1B, 1});
           for (std::int64_t v = 2; v <= opt.max_virtual_stages; ++v) {
-            if (m.num_layers % (pp * v) != 0) continue;
+            if (m.num_layers < pp * v) continue;  // a model chunk needs a layer
             if (M % pp != 0) {
               out.rejections.add("interleaved needs micro-batches in groups of pp",
                                  per_layout / (tp > 1 ? 2 : 1),
@@ -203,6 +203,10 @@ PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t 
                 p.micro_batch_size = mbs;
                 p.schedule = sc.schedule;
                 p.virtual_stages = sc.virtual_stages;
+                // Uneven layer counts: the end chunks take the shortfall (as for base above).
+                p.layers_per_stage.clear();
+                if (m.num_layers % p.num_chunks() != 0)
+                  p.layers_per_stage = balanced_chunk_layers(m.num_layers, p.num_chunks());
                 p.zero_stage = zero;
                 p.recompute = rc;
                 p.sequence_parallel = sp == 1;

@@ -104,12 +104,16 @@ TEST(Planner, UnevenLayerCountsGetABalancedSplit) {
   bool uneven_pp4 = false;
   for (const Candidate& cand : r->search.ranked) {
     EXPECT_TRUE(check_plan_fits_model(cand.plan, m).ok()) << describe(cand.plan);
-    if (cand.plan.pp == 4) {
+    if (cand.plan.pp == 4 && cand.plan.virtual_stages == 1) {
       uneven_pp4 = true;
       EXPECT_EQ(cand.plan.layers_per_stage, (std::vector<std::int64_t>{7, 8, 8, 7}));
       EXPECT_NE(describe(cand.plan).find("layers=7,8,8,7"), std::string::npos);
     }
-    if (cand.plan.pp == 2) EXPECT_TRUE(cand.plan.layers_per_stage.empty());  // even split
+    // Even splits stay implicit; uneven ones (interleaved chunks too) are the balanced split.
+    if (30 % cand.plan.num_chunks() == 0)
+      EXPECT_TRUE(cand.plan.layers_per_stage.empty()) << describe(cand.plan);
+    else
+      EXPECT_EQ(cand.plan.layers_per_stage, balanced_chunk_layers(30, cand.plan.num_chunks()));
   }
   EXPECT_TRUE(uneven_pp4);
 }
