@@ -1017,12 +1017,17 @@ double layer_activation_bytes(const ModelSpec& m, const Plan& p) {
   double split = T * d(x.q + x.kv + x.vw + x.ow) * e +
                  f_factor * T * (expert_tokens * d(x.f) + d(x.shared_f)) * e;
   split /= t;
+  // MoE: the dispatched tokens (the experts' first GEMM's input, k copies of each token) and
+  // the experts' outputs, which the probability-weighted combine keeps for the gradient of the
+  // routing probabilities (Megatron-Core's unpermute with probs; MindSpeed's
+  // UnpermuteWithoutActivation exists to drop them). Each TP rank holds them whole.
+  const double routed = x.moe ? 2.0 * d(m.experts_per_token) * T * h * e : 0.0;
   double core = 0.0;
   const double scores = d(x.b) * d(x.heads_per_rank) * d(x.s) * d(x.s_full);
   const bool core_stored = !x.fused && p.recompute == Recompute::kNone;
   if (core_stored) core = scores * (e + (x.dropout ? 1.0 + e : 0.0));
   if (x.fused) core = d(x.b) * d(x.heads_per_rank) * d(x.s) * 4.0;
-  return replicated + split + core;
+  return replicated + split + routed + core;
 }
 
 double layer_backward_workspace_bytes(const ModelSpec& m, const Plan& p) {
