@@ -254,6 +254,7 @@ Status read_parallel(const Json& j, const std::string& where, std::int64_t num_g
   r.get_int("zero_stage", zero, 0, 3, false);
   p.zero_stage = static_cast<int>(zero);
   r.get_bool("sequence_parallel", p.sequence_parallel, false);
+  r.get_bool("ep_overlap", p.ep_overlap, false);  // Plan::ep_overlap; checked with the plan
   int recompute = -1;
   r.get_choice("recompute", recompute, {"none", "selective", "full"}, false);
   const bool has_mbs = r.get_int("micro_batch", p.micro_batch_size, 1, PL::kMaxBatch, false);

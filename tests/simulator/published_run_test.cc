@@ -234,6 +234,15 @@ TEST(PublishedRun, NonUniformMoeAndLatentAttentionMap) {
   EXPECT_EQ(r.plan.ep, 64);
   EXPECT_EQ(r.plan.layers_per_stage.size(), 16u);  // 61 layers: the end stages take fewer
   EXPECT_FALSE(has_assumption(r, "check the shape"));
+  EXPECT_FALSE(r.plan.ep_overlap);
+  // The expert all-to-all overlap is read where an entry gives it, and checked with the plan:
+  // with pp > 1 it needs the interleaved schedule.
+  e["parallel"]["ep_overlap"] = true;
+  EXPECT_NE(map_error(e).find("ep_overlap"), std::string::npos);
+  e["parallel"]["pp"] = 1;
+  e["parallel"]["dp"] = 2048;
+  e["parallel"]["global_batch"] = 2048;
+  EXPECT_TRUE(map_ok(e).plan.ep_overlap);
 }
 
 TEST(PublishedRun, FieldsItDoesNotUseAreListed) {
