@@ -159,7 +159,7 @@ Estimate Estimator::estimate(const Plan& plan) {
     // TP, EP and CP collectives sit between a layer's kernels and block them (Megatron-Core
     // overlaps the ring variant of CP with attention; the all-gather variant here is exposed,
     // as Transformer Engine's AttnFuncWithCPAndKVAllGather says of itself).
-    double pass_compute = 0, ep_fwd = 0;
+    double ep_fwd = 0;
     for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
       const double L = d(kinds.of(kind));
       const MicroBatchTimes::Layer& l = mb.layer[static_cast<std::size_t>(kind)];
@@ -170,7 +170,6 @@ Estimate Estimator::estimate(const Plan& plan) {
       st.tp += L * (l.fwd.tp_s + l.bwd.tp_s + l.re.tp_s);
       st.ep += L * (l.fwd.ep_s + l.bwd.ep_s + l.re.ep_s);
       st.cp += L * (l.fwd.cp_s + l.bwd.cp_s + l.re.cp_s);
-      pass_compute += L * (l.fwd.compute_s + l.bwd.compute_s + l.re.compute_s);
       ep_fwd += L * l.fwd.ep_s;
     }
     if (plan.ep_overlap && st.ep > 0) {
@@ -178,7 +177,7 @@ Estimate Estimator::estimate(const Plan& plan) {
       // its compute runs, so the pair takes max(compute, all-to-all) where it took their sum;
       // each pass gives up its share of what is hidden. Warm-up and cool-down passes, which
       // are not paired, are taken as paired too (the simulator plays them as they are).
-      const double hidden = std::min(st.ep, pass_compute);
+      const double hidden = std::min(st.ep, st.compute);  // the layers' compute so far
       st.fwd -= hidden * ep_fwd / st.ep;
       st.bwd -= hidden * (st.ep - ep_fwd) / st.ep;
     }
