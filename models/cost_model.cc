@@ -167,7 +167,6 @@ double ParameterCounts::active() const {
 // experts and dense layers included) and RMSNorm.
 ParameterCounts count_parameters(const ModelSpec& m) {
   ParameterCounts c;
-  c.num_layers = m.num_layers;
   c.embedding = d(m.vocab_size) * d(m.hidden_size);
   c.position = m.position == PositionKind::kLearned
                    ? d(m.max_position_embeddings) * d(m.hidden_size)
@@ -233,25 +232,17 @@ std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& m, const Plan& p,
 }
 
 std::int64_t layers_on_stage(const Plan& p, const ModelSpec& m, std::int64_t stage) {
-  std::int64_t n = 0;
-  if (!p.layers_per_stage.empty()) {
-    for (std::int64_t v = 0; v < p.virtual_stages; ++v)
-      n += p.layers_per_stage[static_cast<std::size_t>(v * p.pp + stage)];
-    return n;
-  }
-  // Even split as chunk_layers() makes it: the first (L mod chunks) chunks hold one more.
-  const std::int64_t chunks = p.num_chunks(), base = m.num_layers / chunks,
-                     extra = m.num_layers % chunks;
-  for (std::int64_t v = 0; v < p.virtual_stages; ++v)
-    n += base + ((v * p.pp + stage) < extra ? 1 : 0);
-  return n;
+  const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
+  return kinds.dense + kinds.moe;
 }
 
 LayerKindCounts layer_kinds_on_stage(const Plan& p, const ModelSpec& m, std::int64_t stage) {
   LayerKindCounts n;
   const std::int64_t chunks = p.num_chunks(), base = m.num_layers / chunks,
                      extra = m.num_layers % chunks;
-  // The first layer and the size of each chunk, as chunk_layers() splits them.
+  // The first layer and the size of each chunk, as chunk_layers() splits them (evenly, the
+  // first L mod chunks holding one more), without allocating: the planner calls this per
+  // candidate.
   auto chunk_span = [&](std::int64_t c) {
     if (p.layers_per_stage.empty())
       return std::pair<std::int64_t, std::int64_t>{c * base + std::min(c, extra),

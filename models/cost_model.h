@@ -42,7 +42,6 @@ struct ParameterCounts {
   double norms = 0;       // all layers: each block's two norms
   double final_norm = 0;
   double lm_head = 0;     // 0 when tied to the embedding
-  std::int64_t num_layers = 0;
 
   double total() const;
   // Parameters a token passes through (MoE counts top-k experts), for 6*N*D style estimates.

@@ -243,7 +243,7 @@ class Builder {
     const std::int32_t id = eng_.add_op(stream(rs, k), ns);
     meta.slot = rs.slot;
     prog_.meta.push_back(meta);
-    if (window_) window_->ops.push_back({segment_, chain_, id});
+    if (window_) window_->push_back({segment_, chain_, id});
     return id;
   }
 
@@ -699,8 +699,8 @@ class Builder {
     for (std::int32_t k = 0; k < kStreamsPerRank; ++k) tails[k] = eng_.stream_tail(first_stream + k);
     const std::int32_t last_before = rs.last_compute;
     const std::vector<std::int32_t> wait_before = rs.wait;
-    Window w;
-    window_ = &w;
+    std::vector<WindowOp> window;
+    window_ = &window;
     chain_ = 0;
     segment_ = 0;
     backward(rs, bwd.micro_batch, bwd.virtual_chunk);
@@ -713,11 +713,11 @@ class Builder {
     window_ = nullptr;
     wait_after.insert(wait_after.end(), rs.wait.begin(), rs.wait.end());
     rs.wait = std::move(wait_after);
-    std::stable_sort(w.ops.begin(), w.ops.end(), [](const WindowOp& a, const WindowOp& b) {
+    std::stable_sort(window.begin(), window.end(), [](const WindowOp& a, const WindowOp& b) {
       return std::tie(a.segment, a.chain) < std::tie(b.segment, b.chain);
     });
     std::array<std::vector<std::int32_t>, kStreamsPerRank> order;
-    for (const WindowOp& op : w.ops) order[eng_.stream_of(op.id) - first_stream].push_back(op.id);
+    for (const WindowOp& op : window) order[eng_.stream_of(op.id) - first_stream].push_back(op.id);
     for (std::int32_t k = 0; k < kStreamsPerRank; ++k)
       eng_.reorder_tail(first_stream + k, tails[k], order[k]);
     // What follows the pair waits for its last compute op in the merged order.
@@ -772,10 +772,7 @@ class Builder {
     std::int32_t chain = 0;    // 0: the backward, 1: the forward
     std::int32_t id = -1;
   };
-  struct Window {
-    std::vector<WindowOp> ops;
-  };
-  Window* window_ = nullptr;
+  std::vector<WindowOp>* window_ = nullptr;  // the pair being built, if any
   std::int32_t chain_ = 0, segment_ = 0;
 
   // What one layer of a kind does and keeps, per micro-batch.
