@@ -457,7 +457,7 @@ double StageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int32
     Mat out;
     layer_forward(b, h, s.layers[i], out);
     access_.release(b);
-    if (plan_.recompute == Recompute::kFull) {
+    if (recomputes_layer(plan_, static_cast<std::int64_t>(i))) {
       LayerCache kept;  // only the layer input
       kept.x = std::move(s.layers[i].x);
       s.layers[i] = std::move(kept);

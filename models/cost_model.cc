@@ -216,6 +216,7 @@ std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& m, const Plan& p,
       b.dense_params = layer_dense_params(lm, p.tp);
       b.expert_params = layer_expert_params(lm, p);
       b.tp_replicated_params = layer_tp_replicated_params(lm);
+      b.recomputed = recomputes_layer(p, i);
       blocks.push_back(b);
     }
   }
@@ -236,13 +237,15 @@ std::int64_t layers_on_stage(const Plan& p, const ModelSpec& m, std::int64_t sta
   return kinds.dense + kinds.moe;
 }
 
-LayerKindCounts layer_kinds_on_stage(const Plan& p, const ModelSpec& m, std::int64_t stage) {
+namespace {
+// Layers of each kind on the stage, of each chunk's first `take(chunk layers)` layers. The first
+// layer and the size of each chunk as chunk_layers() splits them (evenly, the first L mod
+// chunks holding one more), without allocating: the planner calls this per candidate.
+template <typename Take>
+LayerKindCounts kinds_on_stage(const Plan& p, const ModelSpec& m, std::int64_t stage, Take take) {
   LayerKindCounts n;
   const std::int64_t chunks = p.num_chunks(), base = m.num_layers / chunks,
                      extra = m.num_layers % chunks;
-  // The first layer and the size of each chunk, as chunk_layers() splits them (evenly, the
-  // first L mod chunks holding one more), without allocating: the planner calls this per
-  // candidate.
   auto chunk_span = [&](std::int64_t c) {
     if (p.layers_per_stage.empty())
       return std::pair<std::int64_t, std::int64_t>{c * base + std::min(c, extra),
@@ -254,11 +257,22 @@ LayerKindCounts layer_kinds_on_stage(const Plan& p, const ModelSpec& m, std::int
   };
   for (std::int64_t v = 0; v < p.virtual_stages; ++v) {
     const auto [first, count] = chunk_span(v * p.pp + stage);
-    const LayerKindCounts c = layer_kind_counts(m, first, count);
+    const LayerKindCounts c = layer_kind_counts(m, first, take(count));
     n.dense += c.dense;
     n.moe += c.moe;
   }
   return n;
+}
+}  // namespace
+
+LayerKindCounts layer_kinds_on_stage(const Plan& p, const ModelSpec& m, std::int64_t stage) {
+  return kinds_on_stage(p, m, stage, [](std::int64_t count) { return count; });
+}
+
+LayerKindCounts recomputed_layer_kinds_on_stage(const Plan& p, const ModelSpec& m,
+                                                std::int64_t stage) {
+  return kinds_on_stage(p, m, stage,
+                        [&](std::int64_t count) { return recomputed_layers_in_chunk(p, count); });
 }
 
 // Closed form of the sum over param_blocks_on_stage (no allocation: the planner calls this
@@ -835,13 +849,12 @@ std::int64_t padded(std::int64_t params, std::int64_t n) { return (params + n - 
 
 std::int64_t expert_dp_cp(const Plan& p) { return p.dp / p.ep * p.cp; }
 
-std::int64_t dp_point_count(const Plan& p, DpPoint point) {
+std::int64_t dp_point_count(const Plan& p, const ParamBlock& b, DpPoint point) {
   switch (point) {
     case DpPoint::kBeforeForward:
     case DpPoint::kBeforeBackward:
     case DpPoint::kAfterBackward: return p.num_micro_batches();
-    case DpPoint::kBeforeRecompute:
-      return p.recompute == Recompute::kFull ? p.num_micro_batches() : 0;
+    case DpPoint::kBeforeRecompute: return b.recomputed ? p.num_micro_batches() : 0;
     case DpPoint::kAfterLastBackward:
     case DpPoint::kAfterOptimizer: return 1;
   }
@@ -932,12 +945,22 @@ StepFlops step_flops(const ModelSpec& m, const Plan& p) {
   one.micro_batch_size = 1;
   one.sequence_parallel = false;
   const LayerKindCounts kinds = layer_kind_counts(m, 0, m.num_layers);
+  // Full recompute of some layers per chunk: those layers, over all stages.
+  LayerKindCounts recomputed = kinds;
+  if (p.recompute == Recompute::kFull && p.recompute_num_layers > 0) {
+    recomputed = {};
+    for (std::int64_t s = 0; s < p.pp; ++s) {
+      const LayerKindCounts on = recomputed_layer_kinds_on_stage(p, m, s);
+      recomputed.dense += on.dense;
+      recomputed.moe += on.moe;
+    }
+  }
   double layers_fwd = 0, layers_recompute = 0;
   for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
     if (kinds.of(kind) == 0) continue;
     const ModelSpec lm = layer_model(m, kind);
     layers_fwd += d(kinds.of(kind)) * sum_flops(layer_forward_tasks(lm, one));
-    layers_recompute += d(kinds.of(kind)) * sum_flops(layer_recompute_tasks(lm, one));
+    layers_recompute += d(recomputed.of(kind)) * sum_flops(layer_recompute_tasks(lm, one));
   }
   const double head_fwd = sum_flops(head_forward_tasks(m, one));
   const double batch = d(p.global_batch_size);
@@ -1091,27 +1114,25 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   }
   // Activations: stored bytes per layer and micro-batch, times the layers of this stage, times
   // the micro-batches in flight at the peak.
-  const std::int64_t stage_layers = layers_on_stage(p, m, stage);
   const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
+  const LayerKindCounts recomputed = recomputed_layer_kinds_on_stage(p, m, stage);
   const double in_flight = in_flight_micro_batches(p, stage);
-  // Stored bytes of all the stage's layers for one micro-batch, and of its largest layer.
-  double all_layers = 0, largest_layer = 0, workspace = 0;
+  // Per micro-batch: a recomputed layer keeps only its input, and while it is back-propagated
+  // its activations are rebuilt (the largest recomputed layer's worth on top); every other
+  // layer keeps all it stores without full recompute.
+  Plan kept_plan = p;
+  if (p.recompute == Recompute::kFull) kept_plan.recompute = Recompute::kNone;
+  const double input = d(x.norm_tokens) * d(x.h) * x.e;
+  double stored = 0, rebuilt = 0, workspace = 0;
   for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
     if (kinds.of(kind) == 0) continue;
     const ModelSpec lm = layer_model(m, kind);
-    const double one = layer_activation_bytes(lm, p);
-    all_layers += d(kinds.of(kind)) * one;
-    largest_layer = std::max(largest_layer, one);
+    const std::int64_t r = recomputed.of(kind);
+    stored += d(r) * input + d(kinds.of(kind) - r) * layer_activation_bytes(lm, kept_plan);
+    if (r > 0) rebuilt = std::max(rebuilt, layer_activation_bytes(lm, p));
     workspace = std::max(workspace, layer_backward_workspace_bytes(lm, p));
   }
-  if (p.recompute == Recompute::kFull) {
-    // Only each layer's input is kept; while one layer is back-propagated, its activations are
-    // rebuilt (one layer's worth on top).
-    const double input = d(x.norm_tokens) * d(x.h) * x.e;
-    mem.activations_bytes = input * d(stage_layers) * in_flight + largest_layer;
-  } else {
-    mem.activations_bytes = all_layers * in_flight;
-  }
+  mem.activations_bytes = stored * in_flight + rebuilt;
   if (stage == p.pp - 1) {
     // fp32 logits for the cross-entropy: 4*s*b*V/t (Korthikanti et al. 2022, sec. 4.3).
     mem.activations_bytes += 4.0 * d(x.tokens) * d(padded_vocab(m, p.tp)) / d(p.tp);
@@ -1157,12 +1178,13 @@ CommVolume comm_volume_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   CommVolume v;
   const double M = d(p.num_micro_batches());
   const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
+  const LayerKindCounts recomputed = recomputed_layer_kinds_on_stage(p, m, stage);
   for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
     if (kinds.of(kind) == 0) continue;
     const ModelSpec lm = layer_model(m, kind);
     const double L = d(kinds.of(kind));
     add_task_bytes(layer_forward_tasks(lm, p), M * L, v);
-    add_task_bytes(layer_recompute_tasks(lm, p), M * L, v);
+    add_task_bytes(layer_recompute_tasks(lm, p), M * d(recomputed.of(kind)), v);
     add_task_bytes(layer_backward_tasks(lm, p), M * L, v);
   }
   if (stage == 0) {
@@ -1185,7 +1207,7 @@ CommVolume comm_volume_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
     for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kBeforeRecompute,
                           DpPoint::kBeforeBackward, DpPoint::kAfterBackward,
                           DpPoint::kAfterLastBackward, DpPoint::kAfterOptimizer}) {
-      add_task_bytes(dp_block_tasks(p, b, point), d(dp_point_count(p, point)), v);
+      add_task_bytes(dp_block_tasks(p, b, point), d(dp_point_count(p, b, point)), v);
     }
   }
   const OffloadTraffic off = offload_traffic_on_stage(m, p, stage);

@@ -64,6 +64,9 @@ StageParameters parameters_on_stage(const ModelSpec& model, const Plan& plan, st
 std::int64_t layers_on_stage(const Plan& plan, const ModelSpec& model, std::int64_t stage);
 // Transformer layers of each kind (an MoE model's dense and expert layers) on stage `stage`.
 LayerKindCounts layer_kinds_on_stage(const Plan& plan, const ModelSpec& model, std::int64_t stage);
+// Of those, the layers that full recompute runs again (recomputes_layer), by kind.
+LayerKindCounts recomputed_layer_kinds_on_stage(const Plan& plan, const ModelSpec& model,
+                                                std::int64_t stage);
 // Parameters of the largest block on the stage (what ZeRO-3 gathers at once).
 double largest_block_params(const ModelSpec& model, const Plan& plan, std::int64_t stage);
 
@@ -130,7 +133,8 @@ struct Task {
 std::vector<Task> layer_forward_tasks(const ModelSpec& model, const Plan& plan);
 // Backward tasks of one layer (reverse order; each GEMM gives a data- and a weight-gradient).
 std::vector<Task> layer_backward_tasks(const ModelSpec& model, const Plan& plan);
-// Forward work redone before the backward pass under recompute (empty for none).
+// Forward work redone before a layer's backward pass under recompute (empty for none); under
+// full recompute, for the layers that recomputes_layer names.
 std::vector<Task> layer_recompute_tasks(const ModelSpec& model, const Plan& plan);
 // First stage: token (and position) embedding; last stage: final norm, LM head, loss.
 std::vector<Task> embedding_forward_tasks(const ModelSpec& model, const Plan& plan);
@@ -161,6 +165,7 @@ struct ParamBlock {
   // parallelism each TP rank sees only its tokens' share of their gradient, summed over TP once
   // per step (Megatron-LM's allreduce of `sequence_parallel` parameters' gradients).
   std::int64_t tp_replicated_params = 0;
+  bool recomputed = false;  // a layer whose forward runs again in its backward (full recompute)
 };
 std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& model, const Plan& plan,
                                               std::int64_t stage);
@@ -168,7 +173,7 @@ std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& model, const Plan
 // When a block's data-parallel collectives run.
 enum class DpPoint {
   kBeforeForward,    // every micro-batch (ZeRO-3 parameter all-gather)
-  kBeforeRecompute,  // every micro-batch, full recompute only (ZeRO-3 gathers again)
+  kBeforeRecompute,  // every micro-batch, recomputed layers only (ZeRO-3 gathers again)
   kBeforeBackward,   // every micro-batch (ZeRO-3)
   kAfterBackward,    // every micro-batch (ZeRO-2/3 gradient reduce-scatter)
   kAfterLastBackward,  // once per step: tied-embedding and sequence-parallel norm sums, then
@@ -182,9 +187,9 @@ std::int64_t expert_dp_cp(const Plan& plan);
 // backward until its reduce-scatter (per micro-batch; DeepSpeed's reduce bucket, one block
 // here); 0 below ZeRO-2 (the whole gradient is in gradients_bytes) or without a reduction.
 double zero_grad_buffer_bytes(const Plan& plan, const ParamBlock& block);
-// How many times per step a point occurs (M for per-micro-batch points, 1 otherwise, 0 for
-// kBeforeRecompute without full recompute).
-std::int64_t dp_point_count(const Plan& plan, DpPoint point);
+// How many times per step a point occurs for `block` (M for per-micro-batch points, 1
+// otherwise, 0 for kBeforeRecompute of a block that is not recomputed).
+std::int64_t dp_point_count(const Plan& plan, const ParamBlock& block, DpPoint point);
 
 // ---------------------------------------------------------------------------------------------
 // FLOPs per step (whole model, all ranks)

@@ -1,6 +1,7 @@
 // Plan loading and validation. Tested by tests/models/plan_test.cc.
 #include "models/plan.h"
 
+#include <algorithm>
 #include <numeric>
 #include <sstream>
 
@@ -61,6 +62,7 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   r.get_int("virtual_stages", p.virtual_stages, 1, PL::kMaxVirtualStages, false);
   if (r.get_choice("recompute", c, {"none", "selective", "full"}, false))
     p.recompute = static_cast<Recompute>(c);
+  r.get_int("recompute_num_layers", p.recompute_num_layers, 0, ModelLimits::kMaxLayers, false);
   r.get_bool("sequence_parallel", p.sequence_parallel, false);
   if (r.get_choice("precision", c, {"bf16", "fp16", "fp32"}, false))
     p.precision = static_cast<Precision>(c);
@@ -96,6 +98,7 @@ Json plan_to_json(const Plan& p) {
   j["schedule"] = std::string(to_string(p.schedule));
   j["virtual_stages"] = p.virtual_stages;
   j["recompute"] = std::string(to_string(p.recompute));
+  if (p.recompute_num_layers > 0) j["recompute_num_layers"] = p.recompute_num_layers;  // as cp
   j["sequence_parallel"] = p.sequence_parallel;
   j["precision"] = std::string(to_string(p.precision));
   j["optimizer"] = std::string(to_string(p.optimizer));
@@ -117,6 +120,7 @@ std::string describe(const Plan& p) {
   os << " zero=" << p.zero_stage << " mbs=" << p.micro_batch_size << " " << to_string(p.schedule);
   if (p.schedule == Schedule::kInterleaved) os << "x" << p.virtual_stages;
   os << " recompute=" << to_string(p.recompute);
+  if (p.recompute_num_layers > 0) os << "(" << p.recompute_num_layers << "/chunk)";
   if (p.sequence_parallel) os << " sp";
   if (p.offload != Offload::kNone) os << " offload";
   if (p.grad_precision == GradPrecision::kFp32 && p.precision != Precision::kFp32)
@@ -175,6 +179,13 @@ Status validate_plan(const Plan& p) {
                  ") to be a multiple of pp=" + std::to_string(p.pp));
   }
   if (p.sequence_parallel && p.tp < 2) return err("sequence_parallel needs tp >= 2");
+  if (p.recompute_num_layers < 0)
+    return err("recompute_num_layers=" + std::to_string(p.recompute_num_layers) +
+               " must be at least 0 (0: every layer)");
+  if (p.recompute_num_layers > 0 && p.recompute != Recompute::kFull)
+    return err("recompute_num_layers=" + std::to_string(p.recompute_num_layers) +
+               " needs recompute full, the plan has recompute " +
+               std::string(to_string(p.recompute)));
   if (p.fp8 && p.precision == Precision::kFp32)
     return err("fp8 needs precision bf16 or fp16 (FP8 GEMMs, the rest in 16 bits), the plan has "
                "precision fp32");
@@ -252,6 +263,15 @@ Status check_plan_fits_model(const Plan& p, const ModelSpec& m) {
       return err("layers_per_stage sums to " + s(total) + ", the model has num_layers=" +
                  s(m.num_layers));
   }
+  // More layers than the largest chunk holds would read as a partial recompute that is full.
+  if (p.recompute_num_layers > 0) {
+    const std::vector<std::int64_t> chunks = chunk_layers(p, m);
+    const std::int64_t largest = *std::max_element(chunks.begin(), chunks.end());
+    if (p.recompute_num_layers > largest)
+      return err("recompute_num_layers=" + s(p.recompute_num_layers) +
+                 " exceeds the layers of the largest model chunk (" + s(largest) +
+                 "); 0 recomputes every layer");
+  }
   return Status::Ok();
 }
 
@@ -280,6 +300,16 @@ std::vector<std::int64_t> chunk_layers(const Plan& p, const ModelSpec& m) {
 // two ends of the pipeline, whose stages also hold the embedding and the LM head (Llama 3 405B:
 // 126 layers on 16 stages, "one Transformer layer fewer on the first and the last stages",
 // Dubey et al. 2024 sec. 3.3.2).
+bool recomputes_layer(const Plan& p, std::int64_t index_in_chunk) {
+  return p.recompute == Recompute::kFull &&
+         (p.recompute_num_layers == 0 || index_in_chunk < p.recompute_num_layers);
+}
+
+std::int64_t recomputed_layers_in_chunk(const Plan& p, std::int64_t chunk_layers) {
+  if (p.recompute != Recompute::kFull) return 0;
+  return p.recompute_num_layers == 0 ? chunk_layers : std::min(p.recompute_num_layers, chunk_layers);
+}
+
 std::vector<std::int64_t> balanced_chunk_layers(std::int64_t layers, std::int64_t chunks) {
   TRAINPLAN_CHECK(chunks >= 1 && layers >= chunks) << layers << " layers over " << chunks;
   const std::int64_t ceil = (layers + chunks - 1) / chunks;

@@ -21,7 +21,8 @@ namespace trainplan {
 enum class Schedule { kNaive, kGpipe, k1F1B, kInterleaved };
 // none: store every activation. selective: recompute the attention core (softmax, dropout,
 // scores x V), Korthikanti et al. 2022 sec. 5. full: store only each layer's input, recompute
-// the layer's forward in the backward pass.
+// the layer's forward in the backward pass (of every layer, or of the first
+// Plan::recompute_num_layers of each model chunk).
 enum class Recompute { kNone, kSelective, kFull };
 enum class Optimizer { kAdamW, kSgd, kSgdMomentum };
 enum class Offload { kNone, kOptimizer };  // ZeRO-Offload: optimizer states + step on the host
@@ -58,6 +59,10 @@ struct Plan {
   Schedule schedule = Schedule::k1F1B;
   std::int64_t virtual_stages = 1;     // model chunks per device (interleaved only)
   Recompute recompute = Recompute::kNone;
+  // Full recompute of only the first N layers of each model chunk, the others storing every
+  // activation (Megatron-LM's --recompute-method block --recompute-num-layers N; the "skip"
+  // checkpointing that leaves out layers while memory allows). 0: every layer.
+  std::int64_t recompute_num_layers = 0;
   bool sequence_parallel = false;      // Korthikanti et al. 2022: shard norms/dropout over tp
   Precision precision = Precision::kBf16;
   Optimizer optimizer = Optimizer::kAdamW;
@@ -112,5 +117,9 @@ std::vector<std::int64_t> chunk_layers(const Plan& plan, const ModelSpec& model)
 // Layers per model chunk for `layers` that do not divide evenly over `chunks` (needs layers >=
 // chunks): the end stages, which also hold the embedding and the LM head, take the shortfall.
 std::vector<std::int64_t> balanced_chunk_layers(std::int64_t layers, std::int64_t chunks);
+// Whether the layer at `index_in_chunk` of its model chunk is fully recomputed, and how many
+// of a chunk of `chunk_layers` are (the first recompute_num_layers, or all).
+bool recomputes_layer(const Plan& plan, std::int64_t index_in_chunk);
+std::int64_t recomputed_layers_in_chunk(const Plan& plan, std::int64_t chunk_layers);
 
 }  // namespace trainplan

@@ -100,6 +100,8 @@ const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan)
 }
 
 StepFlops Estimator::step_flops_cached(const Plan& plan) {
+  // Partial full recompute depends on how the layers fall into chunks: not cached.
+  if (plan.recompute_num_layers > 0) return step_flops(model_, plan);
   const int key = static_cast<int>(plan.recompute) * 4 + static_cast<int>(plan.attention);
   auto it = flops_per_sequence_.find(key);
   if (it == flops_per_sequence_.end()) {
@@ -151,25 +153,31 @@ Estimate Estimator::estimate(const Plan& plan) {
   struct StageTimes {
     double fwd = 0, bwd = 0, compute = 0, tp = 0, ep = 0, cp = 0, pp = 0;
     std::int64_t layers = 0;
+    std::int64_t recomputed = 0;  // layers fully recomputed
   };
   auto stage_times = [&](std::int64_t s) {
     StageTimes st;
     st.layers = layers_on_stage(plan, model_, s);
     const LayerKindCounts kinds = layer_kinds_on_stage(plan, model_, s);
+    const LayerKindCounts recomputed = recomputed_layer_kinds_on_stage(plan, model_, s);
+    st.recomputed = recomputed.dense + recomputed.moe;
     // TP, EP and CP collectives sit between a layer's kernels and block them (Megatron-Core
     // overlaps the ring variant of CP with attention; the all-gather variant here is exposed,
     // as Transformer Engine's AttnFuncWithCPAndKVAllGather says of itself).
     double ep_fwd = 0;
     for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+      // L layers; under full recompute R of them also run their forward again (selective's
+      // work, when there is any, is in every layer: R = L).
       const double L = d(kinds.of(kind));
+      const double R = plan.recompute == Recompute::kFull ? d(recomputed.of(kind)) : L;
       const MicroBatchTimes::Layer& l = mb.layer[static_cast<std::size_t>(kind)];
       st.fwd += L * (l.fwd.compute_s + l.fwd.blocking_comm_s());
-      st.bwd += L * (l.bwd.compute_s + l.bwd.blocking_comm_s() + l.re.compute_s +
-                     l.re.blocking_comm_s());
-      st.compute += L * (l.fwd.compute_s + l.bwd.compute_s + l.re.compute_s);
-      st.tp += L * (l.fwd.tp_s + l.bwd.tp_s + l.re.tp_s);
-      st.ep += L * (l.fwd.ep_s + l.bwd.ep_s + l.re.ep_s);
-      st.cp += L * (l.fwd.cp_s + l.bwd.cp_s + l.re.cp_s);
+      st.bwd += L * (l.bwd.compute_s + l.bwd.blocking_comm_s()) +
+                R * (l.re.compute_s + l.re.blocking_comm_s());
+      st.compute += L * (l.fwd.compute_s + l.bwd.compute_s) + R * l.re.compute_s;
+      st.tp += L * (l.fwd.tp_s + l.bwd.tp_s) + R * l.re.tp_s;
+      st.ep += L * (l.fwd.ep_s + l.bwd.ep_s) + R * l.re.ep_s;
+      st.cp += L * (l.fwd.cp_s + l.bwd.cp_s) + R * l.re.cp_s;
       ep_fwd += L * l.fwd.ep_s;
     }
     if (plan.ep_overlap && st.ep > 0) {
@@ -294,7 +302,10 @@ Estimate Estimator::estimate(const Plan& plan) {
       }
       default: {
         const double rs = coll(Collective::kReduceScatter), ag = coll(Collective::kAllGather);
-        const double gathers_bwd = plan.recompute == Recompute::kFull ? 2.0 * ag : ag;
+        // Again before each recomputed layer's forward: the stage's share of its gathers.
+        const double recomputed_share =
+            st.layers > 0 ? d(st.recomputed) / d(st.layers) : 0.0;
+        const double gathers_bwd = (1.0 + recomputed_share) * ag;
         comm = d(M) * (ag + gathers_bwd + rs);
         exposed = d(M) * (hidden_behind(ag, fwd_window) + hidden_behind(gathers_bwd + rs, bwd_window));
         break;

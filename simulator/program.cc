@@ -106,6 +106,9 @@ class Builder {
       w.bwd = timed(layer_backward_tasks(lm, p));
       w.rec = timed(layer_recompute_tasks(lm, p));
       w.act_bytes = layer_activation_bytes(lm, p);
+      Plan kept = p;
+      if (p.recompute == Recompute::kFull) kept.recompute = Recompute::kNone;
+      w.kept_bytes = layer_activation_bytes(lm, kept);
       w.workspace_bytes = layer_backward_workspace_bytes(lm, p);
       if (o.uniform_compute) {
         // One op per layer pass: forward 1 unit, backward 2, recompute 1.
@@ -385,7 +388,7 @@ class Builder {
   // Returns the last op issued (or -1).
   std::int32_t dp_tasks(RankState& rs, const ParamBlock& b, DpPoint point, std::int32_t after,
                         std::int32_t gate, OpMeta meta) {
-    if (dp_point_count(plan_, point) == 0) return -1;
+    if (dp_point_count(plan_, b, point) == 0) return -1;
     std::int32_t last = -1;
     for (const Task& t : dp_block_tasks(plan_, b, point)) {
       if (t.group == CommGroup::kEmbedding ||
@@ -490,9 +493,9 @@ class Builder {
       const LayerWork& w = work(layer);
       const std::int32_t op = block_pass(rs, b, DpPoint::kBeforeForward, w.fwd, meta);
       if (anchor < 0) anchor = op;
-      // Stored activations: the layer input under full recompute, else everything.
+      // Stored activations: the layer input when it is fully recomputed, else everything.
       mem(rs, op, false, MemKind::kActivations,
-          plan_.recompute == Recompute::kFull ? layer_input_bytes_ : w.act_bytes);
+          recomputes_layer(plan_, i) ? layer_input_bytes_ : w.kept_bytes);
     }
     meta.layer = -1;
     if (c + 1 == layers_.size()) {
@@ -528,21 +531,21 @@ class Builder {
       const std::size_t bi = rs.block_of_layer.at(layer);
       const ParamBlock& b = rs.blocks[bi];
       const LayerWork& w = work(layer);
-      if (!w.rec.tasks.empty()) {
+      const bool full = recomputes_layer(plan_, i);
+      // Full recompute runs the forward again in the layers it names; selective (unfused
+      // attention) in every layer.
+      if (!w.rec.tasks.empty() && (full || plan_.recompute != Recompute::kFull)) {
         OpMeta rm = meta;
         rm.pass = 'R';
         const std::int32_t r = block_pass(rs, b, DpPoint::kBeforeRecompute, w.rec, rm);
-        if (plan_.recompute == Recompute::kFull)
-          mem(rs, r, false, MemKind::kActivations, w.act_bytes);
+        if (full) mem(rs, r, false, MemKind::kActivations, w.act_bytes);
       }
       const std::int32_t pass = block_pass(rs, b, DpPoint::kBeforeBackward, w.bwd, meta);
       grad_buffer(rs, b, pass);
       const std::int32_t from = pass >= 0 ? pass : rs.last_compute;
       mem(rs, from, false, MemKind::kBuffers, w.workspace_bytes);
       mem(rs, rs.last_compute, true, MemKind::kBuffers, -w.workspace_bytes);
-      const double stored = plan_.recompute == Recompute::kFull
-                                ? layer_input_bytes_ + w.act_bytes
-                                : w.act_bytes;
+      const double stored = full ? layer_input_bytes_ + w.act_bytes : w.kept_bytes;
       mem(rs, rs.last_compute, true, MemKind::kActivations, -stored);
       after_backward(rs, bi, meta);
     }
@@ -778,7 +781,8 @@ class Builder {
   // What one layer of a kind does and keeps, per micro-batch.
   struct LayerWork {
     TimedTasks fwd, bwd, rec;
-    double act_bytes = 0;        // stored activations
+    double act_bytes = 0;        // stored activations (rebuilt ones, under full recompute)
+    double kept_bytes = 0;       // stored by a layer that full recompute leaves out
     double workspace_bytes = 0;  // activation gradients during its backward
   };
   const LayerWork& work(std::int64_t layer) const {

@@ -480,7 +480,7 @@ void CudaStageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int
     Buf out;
     layer_forward(b, std::move(hcur), s.layers[i], out);
     access_.release(b);
-    if (plan_.recompute == Recompute::kFull) {
+    if (recomputes_layer(plan_, static_cast<std::int64_t>(i))) {
       LayerCache kept;  // only the layer input
       kept.x = std::move(s.layers[i].x);
       s.layers[i] = std::move(kept);

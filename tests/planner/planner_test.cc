@@ -139,7 +139,9 @@ TEST(Planner, EpOverlapIsSetWhereMegatronCoreAllowsItAndShortensTheEstimate) {
     plain.ep_overlap = false;
     const Estimate with = est.estimate(cand.plan), without = est.estimate(plain);
     EXPECT_LE(with.step_time_s, without.step_time_s) << describe(cand.plan);
-    if (without.ep_comm_s > 0) EXPECT_LT(with.step_time_s, without.step_time_s);
+    if (without.ep_comm_s > 0) {
+      EXPECT_LT(with.step_time_s, without.step_time_s);
+    }
   }
   EXPECT_TRUE(any);
 }
