@@ -57,6 +57,7 @@ MATRIX=(
   "dp2_zero2       2 \"tp\":1,\"pp\":1,\"dp\":2,\"zero_stage\":2,\"micro_batch_size\":2,\"global_batch_size\":8"
   "dp2_zero3       2 \"tp\":1,\"pp\":1,\"dp\":2,\"zero_stage\":3,\"micro_batch_size\":2,\"global_batch_size\":8"
   "dp2_full_rc     2 \"tp\":1,\"pp\":1,\"dp\":2,\"micro_batch_size\":2,\"global_batch_size\":8,\"recompute\":\"full\""
+  "dp2_full_rc2    2 \"tp\":1,\"pp\":1,\"dp\":2,\"micro_batch_size\":4,\"global_batch_size\":8,\"recompute\":\"full\",\"recompute_num_layers\":2"
   "tp2             2 \"tp\":2,\"pp\":1,\"dp\":1,\"micro_batch_size\":2,\"global_batch_size\":4"
   "tp2_mbs4        2 \"tp\":2,\"pp\":1,\"dp\":1,\"micro_batch_size\":4,\"global_batch_size\":8"
   "pp2_gpipe       2 \"tp\":1,\"pp\":2,\"dp\":1,\"micro_batch_size\":1,\"global_batch_size\":4,\"schedule\":\"gpipe\""

@@ -2,6 +2,7 @@
 #include "models/cost_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace trainplan {
@@ -238,29 +239,34 @@ std::int64_t layers_on_stage(const Plan& p, const ModelSpec& m, std::int64_t sta
 }
 
 namespace {
-// Layers of each kind on the stage, of each chunk's first `take(chunk layers)` layers. The first
-// layer and the size of each chunk as chunk_layers() splits them (evenly, the first L mod
-// chunks holding one more), without allocating: the planner calls this per candidate.
+// Calls fn(first layer, layers) for each model chunk on the stage, as chunk_layers() splits them
+// (evenly, the first L mod chunks holding one more), without allocating: the planner calls
+// this per candidate.
+template <typename Fn>
+void for_each_chunk_on_stage(const Plan& p, const ModelSpec& m, std::int64_t stage, Fn fn) {
+  const std::int64_t chunks = p.num_chunks(), base = m.num_layers / chunks,
+                     extra = m.num_layers % chunks;
+  for (std::int64_t v = 0; v < p.virtual_stages; ++v) {
+    const std::int64_t c = v * p.pp + stage;
+    if (p.layers_per_stage.empty()) {
+      fn(c * base + std::min(c, extra), base + (c < extra ? 1 : 0));
+      continue;
+    }
+    std::int64_t first = 0;
+    for (std::int64_t i = 0; i < c; ++i) first += p.layers_per_stage[static_cast<std::size_t>(i)];
+    fn(first, p.layers_per_stage[static_cast<std::size_t>(c)]);
+  }
+}
+
+// Layers of each kind on the stage, of each chunk's first `take(chunk layers)` layers.
 template <typename Take>
 LayerKindCounts kinds_on_stage(const Plan& p, const ModelSpec& m, std::int64_t stage, Take take) {
   LayerKindCounts n;
-  const std::int64_t chunks = p.num_chunks(), base = m.num_layers / chunks,
-                     extra = m.num_layers % chunks;
-  auto chunk_span = [&](std::int64_t c) {
-    if (p.layers_per_stage.empty())
-      return std::pair<std::int64_t, std::int64_t>{c * base + std::min(c, extra),
-                                                   base + (c < extra ? 1 : 0)};
-    std::int64_t first = 0;
-    for (std::int64_t i = 0; i < c; ++i) first += p.layers_per_stage[static_cast<std::size_t>(i)];
-    return std::pair<std::int64_t, std::int64_t>{first,
-                                                 p.layers_per_stage[static_cast<std::size_t>(c)]};
-  };
-  for (std::int64_t v = 0; v < p.virtual_stages; ++v) {
-    const auto [first, count] = chunk_span(v * p.pp + stage);
+  for_each_chunk_on_stage(p, m, stage, [&](std::int64_t first, std::int64_t count) {
     const LayerKindCounts c = layer_kind_counts(m, first, take(count));
     n.dense += c.dense;
     n.moe += c.moe;
-  }
+  });
   return n;
 }
 }  // namespace
@@ -1123,14 +1129,36 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   Plan kept_plan = p;
   if (p.recompute == Recompute::kFull) kept_plan.recompute = Recompute::kNone;
   const double input = d(x.norm_tokens) * d(x.h) * x.e;
-  double stored = 0, rebuilt = 0, workspace = 0;
+  std::array<double, kLayerKindCount> rebuilt_bytes{}, kept_bytes{};
+  double stored = 0, workspace = 0;
   for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
     if (kinds.of(kind) == 0) continue;
     const ModelSpec lm = layer_model(m, kind);
+    const auto k = static_cast<std::size_t>(kind);
+    rebuilt_bytes[k] = layer_activation_bytes(lm, p);
+    kept_bytes[k] = layer_activation_bytes(lm, kept_plan);
     const std::int64_t r = recomputed.of(kind);
-    stored += d(r) * input + d(kinds.of(kind) - r) * layer_activation_bytes(lm, kept_plan);
-    if (r > 0) rebuilt = std::max(rebuilt, layer_activation_bytes(lm, p));
+    stored += d(r) * input + d(kinds.of(kind) - r) * kept_bytes[k];
     workspace = std::max(workspace, layer_backward_workspace_bytes(lm, p));
+  }
+  // A chunk's backward runs its layers last to first, so the layers full recompute leaves out
+  // (the last ones of the chunk) have freed this micro-batch's activations by the time the
+  // first recomputed layer is rebuilt: the rebuild adds what it exceeds them by.
+  double rebuilt = 0;
+  if (p.recompute == Recompute::kFull) {
+    for_each_chunk_on_stage(p, m, stage, [&](std::int64_t first, std::int64_t count) {
+      const std::int64_t r = recomputed_layers_in_chunk(p, count);
+      if (r == 0) return;
+      const LayerKindCounts rec = layer_kind_counts(m, first, r);
+      const LayerKindCounts kept = layer_kind_counts(m, first + r, count - r);
+      double largest = 0, freed = 0;
+      for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+        const auto k = static_cast<std::size_t>(kind);
+        if (rec.of(kind) > 0) largest = std::max(largest, rebuilt_bytes[k]);
+        freed += d(kept.of(kind)) * kept_bytes[k];
+      }
+      rebuilt = std::max(rebuilt, largest - freed);
+    });
   }
   mem.activations_bytes = stored * in_flight + rebuilt;
   if (stage == p.pp - 1) {

@@ -120,7 +120,7 @@ std::string describe(const Plan& p) {
   os << " zero=" << p.zero_stage << " mbs=" << p.micro_batch_size << " " << to_string(p.schedule);
   if (p.schedule == Schedule::kInterleaved) os << "x" << p.virtual_stages;
   os << " recompute=" << to_string(p.recompute);
-  if (p.recompute_num_layers > 0) os << "(" << p.recompute_num_layers << "/chunk)";
+  if (p.recompute_num_layers > 0) os << ":" << p.recompute_num_layers;
   if (p.sequence_parallel) os << " sp";
   if (p.offload != Offload::kNone) os << " offload";
   if (p.grad_precision == GradPrecision::kFp32 && p.precision != Precision::kFp32)

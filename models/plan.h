@@ -101,7 +101,7 @@ struct PlanLimits {
 Result<Plan> plan_from_json(const Json& json, std::string_view source);
 Json plan_to_json(const Plan& plan);
 // One line: "tp=8 pp=4 dp=2 zero=1 mbs=2 1f1b recompute=full sp" ("tp=8 cp=2 pp=4 ..." with
-// context parallelism).
+// context parallelism; "recompute=full:3" for the first 3 layers of each chunk).
 std::string describe(const Plan& plan);
 
 // Checks that the plan is consistent on its own (degrees, batch divisibility, schedule fields).

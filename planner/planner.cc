@@ -54,6 +54,30 @@ struct ScheduleChoice {
   std::int64_t virtual_stages;
 };
 
+// A full-recompute plan `p` that fits in `usable` bytes: sets recompute_num_layers to the fewest
+// layers per chunk that still fit (0, every layer, when only all of them do). Peak memory falls
+// as more layers are recomputed, so bisection finds it. False when the plan fits without
+// recompute, which the search has as its own candidate, faster.
+bool fewest_recomputed_layers(const Estimator& est, const ModelSpec& m, Plan& p, double usable) {
+  Plan none = p;
+  none.recompute = Recompute::kNone;
+  if (est.peak_memory_bytes(none) <= usable) return false;
+  const std::int64_t chunks = p.num_chunks();
+  const std::int64_t largest =
+      p.layers_per_stage.empty()
+          ? (m.num_layers + chunks - 1) / chunks
+          : *std::max_element(p.layers_per_stage.begin(), p.layers_per_stage.end());
+  std::int64_t lo = 1, hi = largest;  // hi fits (every layer)
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    p.recompute_num_layers = mid;
+    if (est.peak_memory_bytes(p) <= usable) hi = mid;
+    else lo = mid + 1;
+  }
+  p.recompute_num_layers = hi < largest ? hi : 0;
+  return true;
+}
+
 }  // namespace
 
 void Rejections::add(const std::string& category, std::int64_t n, const std::string& message) {
@@ -237,6 +261,15 @@ PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t 
                   } else {
                     ++out.rejections.count["memory"];
                   }
+                  continue;
+                }
+                // Full recompute that fits: recompute only as many layers of each chunk as
+                // memory needs (the fewest, found by bisection: fewer recomputed layers keep
+                // more), as a Megatron-LM user sets --recompute-num-layers.
+                if (rc == Recompute::kFull && !fewest_recomputed_layers(est, m, p, usable)) {
+                  out.rejections.add("full recompute not needed", 1,
+                                     describe(p) +
+                                         ": fits in memory with recompute none, which is faster");
                   continue;
                 }
                 Candidate cand;

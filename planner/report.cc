@@ -26,6 +26,13 @@ std::string schedule_label(const Plan& p) {
   return s;
 }
 
+// "full:3": full recompute of the first 3 layers of each model chunk.
+std::string recompute_label(const Plan& p) {
+  std::string s(to_string(p.recompute));
+  if (p.recompute_num_layers > 0) s += ":" + std::to_string(p.recompute_num_layers);
+  return s;
+}
+
 std::string pad(const std::string& s, std::size_t w, bool right = true) {
   if (s.size() >= w) return s;
   return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
@@ -60,7 +67,7 @@ void table(std::ostringstream& os, const PlanSearch& search, const ClusterSpec& 
         std::to_string(p.zero_stage),
         std::to_string(p.micro_batch_size),
         schedule_label(p),
-        std::string(to_string(p.recompute)),
+        recompute_label(p),
         p.sequence_parallel ? "y" : "n",
         fmt("%.3f", e.step_time_s),
         fmt("%.0f", e.tokens_per_s),
@@ -81,6 +88,11 @@ void table(std::ostringstream& os, const PlanSearch& search, const ClusterSpec& 
   bool any_analytic = false;
   for (const Candidate& cand : search.ranked) any_analytic |= !cand.simulated;
   if (any_analytic) os << "  * analytical estimate (not refined by the event simulator)\n";
+  bool any_partial = false;
+  for (const Candidate& cand : search.ranked) any_partial |= cand.plan.recompute_num_layers > 0;
+  if (any_partial)
+    os << "  full:N recomputes the first N layers of each model chunk, the fewest that fit\n"
+          "  (Megatron-LM's --recompute-method block --recompute-num-layers N).\n";
   os << "  TFLOP/s and MFU count model FLOPs (no recompute); memory is the peak stage's; GB are\n"
         "  bytes one rank of that stage sends per step in each group.\n";
 }

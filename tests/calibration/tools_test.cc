@@ -176,7 +176,7 @@ TEST_F(CompareTool, BadInputNamesFileAndField) {
 }
 
 // The reduced matrix: what must hold exactly (bytes) or nearly (memory), for plans that cover
-// every group (dp, tp, pp) and ZeRO's two extremes.
+// every group (dp, tp, pp), ZeRO's two extremes and full recompute of some layers.
 TEST(PredictedVsMeasured, ReducedMatrixBytesExactMemoryWithinBound) {
   if (!fs::exists(kTools / "simulate") || !fs::exists(kTools / "execute"))
     GTEST_SKIP() << "simulate and execute are not built yet";
@@ -203,6 +203,7 @@ TEST(PredictedVsMeasured, ReducedMatrixBytesExactMemoryWithinBound) {
       {"tp2", R"({"tp":2,"pp":1,"dp":1,"micro_batch_size":2,"global_batch_size":4})"},
       {"pp2_1f1b", R"({"tp":1,"pp":2,"dp":1,"micro_batch_size":1,"global_batch_size":4,"schedule":"1f1b"})"},
       {"dp2_zero3", R"({"tp":1,"pp":1,"dp":2,"zero_stage":3,"micro_batch_size":2,"global_batch_size":8})"},
+      {"dp2_full_rc2", R"({"tp":1,"pp":1,"dp":2,"micro_batch_size":4,"global_batch_size":8,"recompute":"full","recompute_num_layers":2})"},
   };
   for (const auto& p : plans) {
     SCOPED_TRACE(p.name);

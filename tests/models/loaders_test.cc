@@ -478,6 +478,9 @@ TEST(PlanLoader, FieldErrors) {
       {"layers_per_stage", Json::array({1, 0, 1, 1}), {"entry 1", "value 0"}},
       {"layers_per_stage", Json::array({1, "2", 1, 1}), {"\"2\""}},
       {"layers_per_stage", Json::array({1, 70000, 1, 1}), {"70000"}},
+      {"recompute_num_layers", -1, {"-1"}},
+      {"recompute_num_layers", "2", {"\"2\""}},
+      {"recompute_num_layers", 70000, {"70000"}},
   };
   for (const FieldCase& c : cases) {
     Json j = basic_plan();
@@ -529,6 +532,12 @@ TEST(PlanLoader, CrossFieldErrors) {
                         {"p.json", "offload", "sgd"}));
   EXPECT_TRUE(FailsWith(with({{"layers_per_stage", Json::array({1, 2, 3})}}),
                         {"p.json", "layers_per_stage has 3 entries", "= 2"}));
+  EXPECT_TRUE(FailsWith(with({{"recompute_num_layers", 2}}),
+                        {"p.json", "recompute_num_layers=2", "needs recompute full",
+                         "recompute none"}));
+  EXPECT_TRUE(FailsWith(with({{"recompute_num_layers", 2}, {"recompute", "selective"}}),
+                        {"recompute_num_layers=2", "recompute selective"}));
+  EXPECT_TRUE(with({{"recompute_num_layers", 2}, {"recompute", "full"}}).ok());
   const std::int64_t big = PlanLimits::kMaxDegree;
   EXPECT_TRUE(FailsWith(with({{"tp", big}, {"pp", big}, {"dp", big}}),
                         {"p.json", "16777216*16777216*16777216", "exceeds"}));
@@ -571,6 +580,14 @@ TEST(PlanChecks, AgainstModelAndWorld) {
   Plan lps = plan(1, 2);
   lps.layers_per_stage = {1, 2};
   EXPECT_TRUE(FailsWith(check_plan_fits_model(lps, *model), {"sums to 3", "num_layers=4"}, inf));
+  // Full recompute of more layers than a chunk holds (2 per stage here).
+  Plan rc = plan(1, 2);
+  rc.recompute = Recompute::kFull;
+  rc.recompute_num_layers = 3;
+  EXPECT_TRUE(FailsWith(check_plan_fits_model(rc, *model),
+                        {"recompute_num_layers=3", "largest model chunk (2)"}, inf));
+  rc.recompute_num_layers = 2;
+  EXPECT_TRUE(check_plan_fits_model(rc, *model).ok());
   EXPECT_TRUE(check_plan_fits_model(plan(2, 2), *model).ok());
   EXPECT_TRUE(FailsWith(check_plan_world_size(plan(2, 2), 8), {"2*2*1 = 4", "8 are available"},
                         inf));
@@ -923,6 +940,10 @@ TEST(RoundTrip, Plans) {
   p.grad_precision = GradPrecision::kFp32;
   p.layers_per_stage = {3, 2, 2, 3};
   expect_round_trip(p, plan_to_json, plan_from_json, "full plan");
+  p.recompute = Recompute::kFull;
+  p.recompute_num_layers = 2;
+  expect_round_trip(p, plan_to_json, plan_from_json, "partial full recompute");
+  EXPECT_EQ(describe(p).find("recompute=full:2") != std::string::npos, true) << describe(p);
 }
 
 TEST(RoundTrip, HardwareProfile) {

@@ -51,6 +51,48 @@ TEST(Planner, Gpt3On32H100sNeedsOffloadAndSaysHowManyGpusWouldFit) {
   EXPECT_GT(r->search.rejections.count.at("memory"), 0);
 }
 
+// Full recompute that fits is cut to the fewest layers per chunk that still fit: one layer
+// fewer would not, and the plan is faster than recomputing every layer.
+TEST(Planner, FullRecomputeTakesTheFewestLayersThatFit) {
+  const ModelSpec m = load_repo_model("gpt3.json");
+  const ClusterSpec c = cluster("H100-80GB", 64);
+  PlannerOptions opt;
+  opt.top_k = 200;
+  Estimator est(m, c, std::nullopt);
+  const PlanSearch s = search_plans(est, opt, 64, false);
+  const double usable = c.gpu.hbm_bytes * (1.0 - opt.memory_headroom);
+  int partial = 0;
+  for (const Candidate& cand : s.ranked) {
+    const Plan& p = cand.plan;
+    if (p.recompute != Recompute::kFull) {
+      EXPECT_EQ(p.recompute_num_layers, 0);
+      continue;
+    }
+    SCOPED_TRACE(describe(p));
+    EXPECT_TRUE(validate_plan(p).ok());
+    EXPECT_TRUE(check_plan_fits_model(p, m).ok());
+    EXPECT_LE(est.peak_memory_bytes(p), usable);
+    if (p.recompute_num_layers == 0) {
+      // Every layer: recomputing one fewer per chunk does not fit.
+      Plan fewer = p;
+      fewer.recompute_num_layers = m.num_layers / p.num_chunks() - 1;
+      if (fewer.recompute_num_layers > 0) {
+        EXPECT_GT(est.peak_memory_bytes(fewer), usable);
+      }
+      continue;
+    }
+    ++partial;
+    Plan fewer = p, all = p;
+    fewer.recompute_num_layers -= 1;
+    if (fewer.recompute_num_layers == 0) fewer.recompute = Recompute::kNone;
+    EXPECT_GT(est.peak_memory_bytes(fewer), usable);
+    all.recompute_num_layers = 0;
+    EXPECT_LT(cand.estimate.step_time_s, est.estimate(all).step_time_s);
+    EXPECT_GT(cand.estimate.peak_memory_bytes, est.estimate(all).peak_memory_bytes);
+  }
+  EXPECT_GT(partial, 0);
+}
+
 TEST(Planner, RankedPlansAreValidFitAndSorted) {
   const ModelSpec m = load_repo_model("llama3-8b.json");
   const ClusterSpec c = cluster("H100-80GB", 16);

@@ -87,6 +87,10 @@ TEST(PublishedRun, MapsTheDevSchemaAsMegatronRanIt) {
   EXPECT_FALSE(r.measured.mfu.has_value());  // null: not published
   EXPECT_TRUE(r.ignored_fields.empty());
   EXPECT_TRUE(has_assumption(r, "model family: GPT"));
+  // Megatron-LM's --recompute-num-layers (block method) maps to the plan's field.
+  Json e = gpt_entry();
+  e["parallel"]["recompute_num_layers"] = 5;
+  EXPECT_EQ(map_ok(e).plan.recompute_num_layers, 5);
 }
 
 TEST(PublishedRun, FamilyFromParamsWhenNoActivationIsGiven) {
@@ -287,6 +291,13 @@ TEST(PublishedRun, ErrorsNameTheFieldAndValue) {
   e = gpt_entry();
   e["parallel"]["recompute"] = "some";
   cases.push_back({"recompute", e, "field 'recompute': unknown value \"some\""});
+  e = gpt_entry();
+  e["parallel"]["recompute"] = "selective";
+  e["parallel"]["recompute_num_layers"] = 2;
+  cases.push_back({"recompute_num_layers", e, "recompute_num_layers=2 needs recompute full"});
+  e = gpt_entry();
+  e["parallel"]["recompute_num_layers"] = -1;
+  cases.push_back({"recompute_num_layers range", e, "field 'recompute_num_layers'"});
   e = gpt_entry();
   e["parallel"]["tp"] = 5;
   e["parallel"]["dp"] = 32;

@@ -36,6 +36,11 @@ std::vector<std::pair<const char*, std::pair<ModelSpec, Plan>>> symmetric_cases(
   overlap.ep = 4;
   overlap.ep_overlap = true;
   out.push_back({"ep overlap, interleaved", {testing::deepseek_like_model(), overlap}});
+  Plan partial = testing::make_plan(1, 2, 4, 1, 8, Schedule::kInterleaved, 2);
+  partial.zero_stage = 3;
+  partial.recompute = Recompute::kFull;
+  partial.recompute_num_layers = 1;
+  out.push_back({"zero3, full recompute of 1 layer per chunk", {gpt, partial}});
   return out;
 }
 
@@ -111,17 +116,23 @@ TEST(Simulator, TraceIsChromeJsonWithRanksStreamsAndMemory) {
 }
 
 TEST(Simulator, PeakActivationsMatchTheCostModelFor1F1B) {
-  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
-  for (Recompute rc : {Recompute::kNone, Recompute::kFull}) {
+  const ModelSpec gpt = testing::gpt_model(16, 1024, 16, 1024, 50257);
+  // None, full of every layer, and full of the first 1 and 3 of each stage's 4 layers.
+  for (std::int64_t n : {-1, 0, 1, 3}) {
+    const Recompute rc = n < 0 ? Recompute::kNone : Recompute::kFull;
     Plan p = testing::make_plan(2, 4, 1, 1, 8);
     p.recompute = rc;
+    p.recompute_num_layers = std::max<std::int64_t>(n, 0);
+    SCOPED_TRACE(describe(p));
     const SimResult r = testing::simulate_ok(gpt, testing::cluster_for(p), p);
     for (const RankStep& rank : r.report.ranks) {
       const MemoryBreakdown m = memory_on_stage(gpt, p, rank.stage);
-      if (rc == Recompute::kNone || rank.stage != p.pp - 1) {
+      // With some layers left out, the rebuild comes after their activations are freed, and
+      // the cost model has that too.
+      if (rc == Recompute::kNone || n > 0 || rank.stage != p.pp - 1) {
         EXPECT_NEAR(rank.memory.activations_bytes, m.activations_bytes,
                     1e-6 * m.activations_bytes)
-            << "stage " << rank.stage << " recompute " << to_string(rc);
+            << "stage " << rank.stage;
       } else {
         // The last stage frees its logits (head backward) before it rebuilds the first layer
         // (recompute); the cost model adds both.
@@ -134,6 +145,47 @@ TEST(Simulator, PeakActivationsMatchTheCostModelFor1F1B) {
       EXPECT_GT(rank.peak_memory_bytes, m.weights_bytes + m.gradients_bytes);
     }
   }
+}
+
+// Full recompute of the first N layers of each chunk: the recompute work, the ZeRO-3 gathers
+// before it and the bytes lie between none and full, as the cost model counts them, and the
+// step's hardware FLOPs count the recomputed layers only.
+TEST(Simulator, PartialFullRecomputeRebuildsOnlyItsLayers) {
+  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
+  Plan p = testing::make_plan(1, 2, 4, 1, 16, Schedule::kInterleaved, 2);  // 2 layers per chunk
+  p.zero_stage = 3;
+  const ClusterSpec c = testing::cluster_for(p);
+  auto run = [&](Recompute rc, std::int64_t n) {
+    p.recompute = rc;
+    p.recompute_num_layers = n;
+    return testing::simulate_ok(gpt, c, p);
+  };
+  const SimResult none = run(Recompute::kNone, 0), all = run(Recompute::kFull, 0),
+                  half = run(Recompute::kFull, 1);
+  for (std::size_t i = 0; i < half.report.ranks.size(); ++i) {
+    const RankStep& h = half.report.ranks[i];
+    SCOPED_TRACE("stage " + std::to_string(h.stage));
+    // Half the layers rebuilt: half the recompute time.
+    const double extra_all = all.report.ranks[i].compute_s - none.report.ranks[i].compute_s;
+    EXPECT_GT(extra_all, 0.0);
+    EXPECT_NEAR(h.compute_s - none.report.ranks[i].compute_s, extra_all / 2, 1e-6 * extra_all);
+    const CommVolume v = comm_volume_on_stage(gpt, p, h.stage);
+    EXPECT_NEAR(h.comm.at("dp").bytes_sent, v.dp_bytes, 1e-9 * v.dp_bytes);
+    EXPECT_LT(h.comm.at("dp").bytes_sent, all.report.ranks[i].comm.at("dp").bytes_sent);
+    EXPECT_GT(h.comm.at("dp").bytes_sent, none.report.ranks[i].comm.at("dp").bytes_sent);
+    EXPECT_LT(h.memory.activations_bytes, none.report.ranks[i].memory.activations_bytes);
+    EXPECT_GT(h.memory.activations_bytes, all.report.ranks[i].memory.activations_bytes);
+  }
+  auto flops = [&](Recompute rc, std::int64_t n) {
+    p.recompute = rc;
+    p.recompute_num_layers = n;
+    return step_flops(gpt, p);
+  };
+  const StepFlops f_none = flops(Recompute::kNone, 0), f_all = flops(Recompute::kFull, 0),
+                  f_half = flops(Recompute::kFull, 1);
+  EXPECT_EQ(f_half.model, f_none.model);
+  EXPECT_NEAR(f_half.hardware - f_none.hardware, (f_all.hardware - f_none.hardware) / 2,
+              1e-9 * f_all.hardware);
 }
 
 // Dense and expert layers on different stages, shared experts and latent attention: each
