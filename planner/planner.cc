@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <string_view>
 
@@ -363,28 +364,56 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
     // Refine the best candidates with the simulator and re-rank them by its step time.
     if (refine && options.simulate_top > 0) {
       const auto top = static_cast<std::size_t>(options.simulate_top);
+      const double usable = cluster.gpu.hbm_bytes * (1.0 - options.memory_headroom);
+      // Simulates candidate i. One whose simulated peak exceeds the usable memory (the
+      // estimate's closed form can miss a moment of the timeline, and a plan searched to the
+      // memory's edge, such as a partial recompute, has no slack) is dropped as a memory
+      // rejection: the next candidate takes index i.
       auto refine_at = [&](std::size_t i) -> Status {
         auto sim = refine(search.ranked[i].plan);
         if (!sim.ok()) return sim.status();
+        if (sim->peak_memory_bytes > usable) {
+          char buf[120];
+          std::snprintf(buf, sizeof buf, ": the simulated peak %.1f GB exceeds the usable %.1f GB",
+                        sim->peak_memory_bytes / 1e9, usable / 1e9);
+          std::string why = describe(search.ranked[i].plan);
+          why += buf;
+          search.rejections.add("memory (simulated)", 1, why);
+          --search.feasible;
+          search.ranked.erase(search.ranked.begin() + static_cast<std::ptrdiff_t>(i));
+          return Status::Ok();
+        }
         search.ranked[i].estimate = *sim;
         search.ranked[i].simulated = true;
         return Status::Ok();
       };
+      // Refinements so far; dropped candidates count too, so that the budget below bounds
+      // them all.
       std::size_t n = 0;
-      for (std::size_t i = 0; i < std::min(search.ranked.size(), top); ++i, ++n)
+      for (std::size_t i = 0; i < std::min(search.ranked.size(), top) && n < 4 * top; ++n) {
+        const std::size_t before = search.ranked.size();
         TRAINPLAN_RETURN_IF_ERROR(refine_at(i));
+        if (search.ranked.size() == before) ++i;
+      }
       // The estimate errs differently by ZeRO stage (stage 3 gathers weights every micro-batch,
       // and how much of that hides is where it and the simulator differ most), so the best
       // candidates of every stage are simulated too, not only the overall best estimates.
       const std::size_t per_stage = std::max<std::size_t>(1, top / 4);
       for (int z = 0; z <= 3; ++z) {
         std::size_t taken = 0;
-        for (std::size_t i = 0; i < search.ranked.size() && taken < per_stage; ++i) {
-          if (search.ranked[i].plan.zero_stage != z) continue;
-          ++taken;
-          if (search.ranked[i].simulated) continue;
+        for (std::size_t i = 0; i < search.ranked.size() && taken < per_stage;) {
+          if (search.ranked[i].plan.zero_stage != z || search.ranked[i].simulated) {
+            taken += search.ranked[i].plan.zero_stage == z ? 1 : 0;
+            ++i;
+            continue;
+          }
+          const std::size_t before = search.ranked.size();
           TRAINPLAN_RETURN_IF_ERROR(refine_at(i));
           ++n;
+          if (search.ranked.size() == before) {
+            ++taken;
+            ++i;
+          }
         }
       }
       // One ranking by the best figure each candidate has (simulated where refined).

@@ -286,6 +286,43 @@ TEST(Planner, RefinementGoesOnWhileAnEstimateLeadsWithinItsBudget) {
   expect_ranked_by_step_time(r->search);
 }
 
+// A candidate whose simulated peak exceeds the usable memory is dropped, counted as a
+// rejection, and never recommended.
+TEST(Planner, RefinementDropsACandidateTheSimulatorFindsOverMemory) {
+  const ModelSpec m = load_repo_model("gpt2-774m.json");
+  const ClusterSpec c = cluster("H100-80GB", 8);
+  PlannerOptions opt;
+  opt.simulate_top = 4;
+  auto plain = plan_training(m, c, opt);
+  ASSERT_TRUE(plain.ok());
+  // The simulator finds the analytical best and the runner-up over memory.
+  const std::string first = describe(plain->search.ranked[0].plan),
+                    second = describe(plain->search.ranked[1].plan);
+  RefineFn over = [&](const Plan& p) -> Result<Estimate> {
+    Estimator est(m, c, std::nullopt);
+    Estimate e = est.estimate(p);
+    if (describe(p) == first || describe(p) == second)
+      e.peak_memory_bytes = c.gpu.hbm_bytes;  // above the 90% usable
+    return e;
+  };
+  auto r = plan_training(m, c, opt, over);
+  ASSERT_TRUE(r.ok());
+  const PlanSearch& s = r->search;
+  ASSERT_GT(s.rejections.count.count("memory (simulated)"), 0u);
+  EXPECT_EQ(s.rejections.count.at("memory (simulated)"), 2);
+  EXPECT_EQ(s.feasible, plain->search.feasible - 2);
+  EXPECT_EQ(s.feasible + s.rejections.total(), s.evaluated);
+  EXPECT_NE(s.rejections.example.at("memory (simulated)").find("exceeds the usable 72.0 GB"),
+            std::string::npos);
+  ASSERT_FALSE(s.ranked.empty());
+  EXPECT_TRUE(s.ranked.front().simulated);
+  for (const Candidate& cand : s.ranked) {
+    EXPECT_NE(describe(cand.plan), first);
+    EXPECT_NE(describe(cand.plan), second);
+  }
+  expect_ranked_by_step_time(s);
+}
+
 TEST(Planner, BadOptionsAreErrors) {
   const ModelSpec m = load_repo_model("tiny.json");
   const ClusterSpec c = cluster("H100-80GB", 8);
