@@ -458,8 +458,13 @@ double StageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int32
     layer_forward(b, h, s.layers[i], out);
     access_.release(b);
     if (recomputes_layer(plan_, static_cast<std::int64_t>(i))) {
-      LayerCache kept;  // only the layer input
-      kept.x = std::move(s.layers[i].x);
+      LayerCache kept;  // only the layer input, or this TP rank's rows of it (partitioned)
+      if (plan_.partition_activations) {
+        const std::int64_t rows = x_.tokens / plan_.tp;
+        kept.x = s.layers[i].x.middleRows(comm_.group_rank(CommGroup::kTp) * rows, rows);
+      } else {
+        kept.x = std::move(s.layers[i].x);
+      }
       s.layers[i] = std::move(kept);
     }
     h.swap(out);
@@ -504,10 +509,16 @@ void StageModel::backward(std::int64_t chunk, std::int64_t mb, const Mat* grad_o
     TraceScope layer(trace_, {.layer = static_cast<std::int32_t>(layouts_[b].layer)});
     if (!c.complete) {
       // Full recompute: rebuild this layer's activations from its input, collectives included
-      // (layer_recompute_tasks = layer_forward_tasks).
+      // (layer_recompute_tasks: the partitioned input's gather, then layer_forward_tasks).
       TraceScope recompute(trace_, {.pass = 'R'});
+      Mat unused, x;
+      if (plan_.partition_activations) {
+        gather_tokens(c.x, x, "tp_all_gather_checkpoint");  // ZeRO-R: the rows of every TP rank
+        c.x = Mat();
+      } else {
+        x = std::move(c.x);
+      }
       access_.acquire(b, DpPoint::kBeforeRecompute);
-      Mat unused, x = std::move(c.x);
       layer_forward(b, x, c, unused);
       access_.release(b);
     }

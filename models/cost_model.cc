@@ -763,7 +763,15 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
 std::vector<Task> layer_recompute_tasks(const ModelSpec& m, const Plan& p) {
   switch (p.recompute) {
     case Recompute::kNone: return {};
-    case Recompute::kFull: return layer_forward_tasks(m, p);
+    case Recompute::kFull: {
+      // ZeRO-R's partitioned checkpoint: the input is gathered from the TP ranks first.
+      std::vector<Task> out;
+      if (p.partition_activations) {
+        out.push_back(tp_gather("tp_all_gather_checkpoint", shape_of(m, p)));
+      }
+      for (Task& t : layer_forward_tasks(m, p)) out.push_back(std::move(t));
+      return without_trivial_comm(out);
+    }
     case Recompute::kSelective: {
       // Only the attention core (Korthikanti et al. 2022, sec. 5); a fused kernel already
       // recomputes it inside its backward, so there is nothing extra to do.
@@ -1013,6 +1021,12 @@ StateBytesPerParam state_bytes_per_param(Precision precision, Optimizer optimize
   return s;
 }
 
+double checkpoint_input_bytes(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  const double input = d(x.norm_tokens) * d(x.h) * x.e;
+  return p.partition_activations ? input / d(p.tp) : input;
+}
+
 double layer_activation_bytes(const ModelSpec& m, const Plan& p) {
   const Shape x = shape_of(m, p);
   const double T = d(x.tokens), h = d(x.h), t = d(x.t), e = x.e;
@@ -1128,7 +1142,7 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   // layer keeps all it stores without full recompute.
   Plan kept_plan = p;
   if (p.recompute == Recompute::kFull) kept_plan.recompute = Recompute::kNone;
-  const double input = d(x.norm_tokens) * d(x.h) * x.e;
+  const double input = checkpoint_input_bytes(m, p);
   std::array<double, kLayerKindCount> rebuilt_bytes{}, kept_bytes{};
   double stored = 0, workspace = 0;
   for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {

@@ -238,6 +238,9 @@ double grad_bytes_per_element(const Plan& plan);
 // Stored activation bytes of one layer for one micro-batch on one TP rank (Korthikanti et al.
 // 2022 sec. 4, generalised to GQA, SwiGLU and fused attention).
 double layer_activation_bytes(const ModelSpec& model, const Plan& plan);
+// What a fully recomputed layer keeps for one micro-batch on one TP rank: its input, split over
+// tp with sequence parallelism or partition_activations.
+double checkpoint_input_bytes(const ModelSpec& model, const Plan& plan);
 // Activation gradients alive at once while one layer is back-propagated, for one micro-batch on
 // one TP rank: the layer's output gradient with, at the larger of two moments, the MLP's (the
 // gradients at the fc2 input and at the fc1 output, which the activation's backward holds

@@ -63,6 +63,7 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   if (r.get_choice("recompute", c, {"none", "selective", "full"}, false))
     p.recompute = static_cast<Recompute>(c);
   r.get_int("recompute_num_layers", p.recompute_num_layers, 0, ModelLimits::kMaxLayers, false);
+  r.get_bool("partition_activations", p.partition_activations, false);
   r.get_bool("sequence_parallel", p.sequence_parallel, false);
   if (r.get_choice("precision", c, {"bf16", "fp16", "fp32"}, false))
     p.precision = static_cast<Precision>(c);
@@ -99,6 +100,7 @@ Json plan_to_json(const Plan& p) {
   j["virtual_stages"] = p.virtual_stages;
   j["recompute"] = std::string(to_string(p.recompute));
   if (p.recompute_num_layers > 0) j["recompute_num_layers"] = p.recompute_num_layers;  // as cp
+  if (p.partition_activations) j["partition_activations"] = true;
   j["sequence_parallel"] = p.sequence_parallel;
   j["precision"] = std::string(to_string(p.precision));
   j["optimizer"] = std::string(to_string(p.optimizer));
@@ -121,6 +123,7 @@ std::string describe(const Plan& p) {
   if (p.schedule == Schedule::kInterleaved) os << "x" << p.virtual_stages;
   os << " recompute=" << to_string(p.recompute);
   if (p.recompute_num_layers > 0) os << ":" << p.recompute_num_layers;
+  if (p.partition_activations) os << " partition-activations";
   if (p.sequence_parallel) os << " sp";
   if (p.offload != Offload::kNone) os << " offload";
   if (p.grad_precision == GradPrecision::kFp32 && p.precision != Precision::kFp32)
@@ -182,6 +185,14 @@ Status validate_plan(const Plan& p) {
   if (p.recompute_num_layers < 0)
     return err("recompute_num_layers=" + std::to_string(p.recompute_num_layers) +
                " must be at least 0 (0: every layer)");
+  if (p.partition_activations && p.recompute != Recompute::kFull)
+    return err("partition_activations needs recompute full (it splits the inputs that full "
+               "recompute stores), the plan has recompute " + std::string(to_string(p.recompute)));
+  if (p.partition_activations && p.tp < 2)
+    return err("partition_activations needs tp >= 2 (it splits over the tensor-parallel ranks)");
+  if (p.partition_activations && p.sequence_parallel)
+    return err("partition_activations with sequence_parallel: sequence parallelism already "
+               "stores each layer's input split over tp; set one of them");
   if (p.recompute_num_layers > 0 && p.recompute != Recompute::kFull)
     return err("recompute_num_layers=" + std::to_string(p.recompute_num_layers) +
                " needs recompute full, the plan has recompute " +
@@ -249,6 +260,10 @@ Status check_plan_fits_model(const Plan& p, const ModelSpec& m) {
   }
   if (p.sequence_parallel && m.seq_len % p.tp != 0)
     return err("sequence_parallel: tp=" + s(p.tp) + " does not divide seq_len=" + s(m.seq_len));
+  if (p.partition_activations && (m.seq_len / p.cp) % p.tp != 0)
+    return err("partition_activations: tp=" + s(p.tp) + " does not divide seq_len" +
+               (p.cp > 1 ? "/cp = " : "=") + s(m.seq_len / p.cp) +
+               " (each TP rank keeps its share of the tokens)");
   if (p.ep > 1 && !m.is_moe()) return err("ep=" + s(p.ep) + " needs a mixture-of-experts model");
   if (m.num_experts % p.ep != 0)
     return err("ep=" + s(p.ep) + " does not divide num_experts=" + s(m.num_experts));

@@ -63,6 +63,12 @@ struct Plan {
   // activation (Megatron-LM's --recompute-method block --recompute-num-layers N; the "skip"
   // checkpointing that leaves out layers while memory allows). 0: every layer.
   std::int64_t recompute_num_layers = 0;
+  // ZeRO-R's partitioned activation checkpoints (Rajbhandari et al. 2019, sec. 6.1, "Pa";
+  // DeepSpeed's activation_checkpointing.partition_activations): under full recompute each
+  // recomputed layer's stored input is split over the TP ranks (each keeps its seq_len/tp
+  // tokens) and all-gathered again before the layer's recompute. Needs recompute full, tp >= 2
+  // and no sequence parallelism (which already stores the input split).
+  bool partition_activations = false;
   bool sequence_parallel = false;      // Korthikanti et al. 2022: shard norms/dropout over tp
   Precision precision = Precision::kBf16;
   Optimizer optimizer = Optimizer::kAdamW;

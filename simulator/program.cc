@@ -132,7 +132,7 @@ class Builder {
     // This rank's tokens of a micro-batch (seq_len / cp of each sequence).
     const double tokens = d(tokens_per_micro_batch(m, p));
     const double norm_tokens = tokens / (p.sequence_parallel && p.tp > 1 ? d(p.tp) : 1.0);
-    layer_input_bytes_ = norm_tokens * d(m.hidden_size) * e;
+    layer_input_bytes_ = checkpoint_input_bytes(m, p);
     embedding_out_bytes_ = norm_tokens * d(m.hidden_size) * (e + (m.dropout ? 1.0 : 0.0));
     logits_bytes_ = 4.0 * tokens * d(padded_vocab(m, p.tp)) / d(p.tp);
     pp_message_bytes_ = pipeline_message_bytes(m, p);

@@ -259,6 +259,9 @@ Status read_parallel(const Json& j, const std::string& where, std::int64_t num_g
   r.get_choice("recompute", recompute, {"none", "selective", "full"}, false);
   // Megatron-LM's --recompute-num-layers with --recompute-method block (Plan field's meaning).
   r.get_int("recompute_num_layers", p.recompute_num_layers, 0, ModelLimits::kMaxLayers, false);
+  // DeepSpeed's activation_checkpointing.partition_activations (Megatron-DeepSpeed's
+  // --partition-activations).
+  r.get_bool("partition_activations", p.partition_activations, false);
   const bool has_mbs = r.get_int("micro_batch", p.micro_batch_size, 1, PL::kMaxBatch, false);
   r.get_int("global_batch", p.global_batch_size, 1, PL::kMaxBatch, true);
   int schedule = -1;

@@ -20,6 +20,10 @@ Status check_cuda_executor_supports(const ModelSpec& m, const Plan& p) {
   as_fp32.precision = Precision::kFp32;
   Status s = check_executor_supports(m, as_fp32);
   if (!s.ok()) return s;
+  if (p.partition_activations)
+    return Status::Error("partition_activations: the CUDA executor keeps whole layer inputs "
+                         "under full recompute (the CPU executor, plan and simulate model it)",
+                         ExitCode::kInvalidInput);
   const std::int64_t hd = m.q_width() / m.num_attention_heads;
   // cuBLASLt's kernels may read operands and bias vectors in 16-byte units; the packed
   // parameter tensors, and the per-head slices the attention GEMMs stride over, start on 8

@@ -204,6 +204,7 @@ TEST(PredictedVsMeasured, ReducedMatrixBytesExactMemoryWithinBound) {
       {"pp2_1f1b", R"({"tp":1,"pp":2,"dp":1,"micro_batch_size":1,"global_batch_size":4,"schedule":"1f1b"})"},
       {"dp2_zero3", R"({"tp":1,"pp":1,"dp":2,"zero_stage":3,"micro_batch_size":2,"global_batch_size":8})"},
       {"dp2_full_rc2", R"({"tp":1,"pp":1,"dp":2,"micro_batch_size":4,"global_batch_size":8,"recompute":"full","recompute_num_layers":2})"},
+      {"tp2_full_rc_pa", R"({"tp":2,"pp":1,"dp":1,"micro_batch_size":4,"global_batch_size":8,"recompute":"full","partition_activations":true})"},
   };
   for (const auto& p : plans) {
     SCOPED_TRACE(p.name);

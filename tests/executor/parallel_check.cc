@@ -1,6 +1,6 @@
 // The parallel executor against the single-process run, under mpirun:
 //   mpirun -np N parallel_check tp=2 pp=1 dp=1 zero=0 mbs=2 gbs=8 schedule=1f1b
-//       recompute=none sp=0 steps=3 vs=1 untied=0 rlayers=0  (rlayers: recompute_num_layers)
+//       recompute=none sp=0 steps=3 vs=1 untied=0 rlayers=0 pa=0  (rlayers: recompute_num_layers; pa: partition_activations)
 // Every rank trains the plan with the MPI backend and, in the same process, the reference
 // plan (tp = pp = dp = 1, no ZeRO, no recompute) with the local backend, on the same batches
 // from the shipped corpus, then checks:
@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
                                            {"zero", "0"}, {"mbs", "2"}, {"gbs", "8"},
                                            {"schedule", "1f1b"}, {"recompute", "none"},
                                            {"sp", "0"}, {"steps", "3"}, {"vs", "1"},
-                                           {"untied", "0"}, {"rlayers", "0"}};
+                                           {"untied", "0"}, {"rlayers", "0"}, {"pa", "0"}};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto eq = a.find('=');
@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
                    : kv["recompute"] == "selective" ? Recompute::kSelective
                                                     : Recompute::kNone;
   plan.recompute_num_layers = std::stoll(kv["rlayers"]);
+  plan.partition_activations = kv["pa"] == "1";
   plan.attention = AttentionImpl::kUnfused;
   plan.sequence_parallel = kv["sp"] == "1";
   plan.precision = Precision::kFp32;
@@ -113,6 +114,7 @@ int main(int argc, char** argv) {
   ref_plan.zero_stage = 0;
   ref_plan.recompute = Recompute::kNone;
   ref_plan.recompute_num_layers = 0;
+  ref_plan.partition_activations = false;
   ref_plan.sequence_parallel = false;
   ref_plan.schedule = Schedule::kGpipe;
   ref_plan.virtual_stages = 1;

@@ -306,6 +306,17 @@ TEST(CudaStageModelSupport, RejectsContextParallelPlans) {
             std::string::npos) << s.message();
 }
 
+TEST(CudaStageModelSupport, RejectsPartitionedActivationCheckpoints) {
+  // Runs without a GPU: the CPU executor partitions checkpoints, the CUDA one does not.
+  Plan p = plan_for(Precision::kBf16, Recompute::kFull);
+  p.tp = 2;
+  p.partition_activations = true;
+  const Status s = check_cuda_executor_supports(small_model(), p);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("partition_activations: the CUDA executor"), std::string::npos)
+      << s.message();
+}
+
 TEST(CudaStageModelSupport, RejectsWidthsThatBreakSixteenByteAlignment) {
   // Runs without a GPU. head_dim 12: the attention's per-head slices start 24 bytes apart.
   ModelSpec m = small_model();

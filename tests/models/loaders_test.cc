@@ -481,6 +481,7 @@ TEST(PlanLoader, FieldErrors) {
       {"recompute_num_layers", -1, {"-1"}},
       {"recompute_num_layers", "2", {"\"2\""}},
       {"recompute_num_layers", 70000, {"70000"}},
+      {"partition_activations", 1, {"expected true or false"}},
   };
   for (const FieldCase& c : cases) {
     Json j = basic_plan();
@@ -538,6 +539,15 @@ TEST(PlanLoader, CrossFieldErrors) {
   EXPECT_TRUE(FailsWith(with({{"recompute_num_layers", 2}, {"recompute", "selective"}}),
                         {"recompute_num_layers=2", "recompute selective"}));
   EXPECT_TRUE(with({{"recompute_num_layers", 2}, {"recompute", "full"}}).ok());
+  EXPECT_TRUE(FailsWith(with({{"partition_activations", true}, {"tp", 2}}),
+                        {"p.json", "partition_activations needs recompute full"}));
+  EXPECT_TRUE(FailsWith(with({{"partition_activations", true}, {"recompute", "full"}, {"tp", 1}}),
+                        {"partition_activations needs tp >= 2"}));
+  EXPECT_TRUE(FailsWith(with({{"partition_activations", true}, {"recompute", "full"}, {"tp", 2},
+                              {"sequence_parallel", true}}),
+                        {"partition_activations with sequence_parallel"}));
+  EXPECT_TRUE(
+      with({{"partition_activations", true}, {"recompute", "full"}, {"tp", 2}}).ok());
   const std::int64_t big = PlanLimits::kMaxDegree;
   EXPECT_TRUE(FailsWith(with({{"tp", big}, {"pp", big}, {"dp", big}}),
                         {"p.json", "16777216*16777216*16777216", "exceeds"}));
@@ -588,6 +598,12 @@ TEST(PlanChecks, AgainstModelAndWorld) {
                         {"recompute_num_layers=3", "largest model chunk (2)"}, inf));
   rc.recompute_num_layers = 2;
   EXPECT_TRUE(check_plan_fits_model(rc, *model).ok());
+  Plan pa = plan(2, 1);
+  pa.recompute = Recompute::kFull;
+  pa.partition_activations = true;
+  EXPECT_TRUE(FailsWith(check_plan_fits_model(pa, odd_seq),
+                        {"partition_activations: tp=2", "seq_len=63"}, inf));
+  EXPECT_TRUE(check_plan_fits_model(pa, *model).ok());
   EXPECT_TRUE(check_plan_fits_model(plan(2, 2), *model).ok());
   EXPECT_TRUE(FailsWith(check_plan_world_size(plan(2, 2), 8), {"2*2*1 = 4", "8 are available"},
                         inf));
@@ -943,6 +959,10 @@ TEST(RoundTrip, Plans) {
   p.recompute = Recompute::kFull;
   p.recompute_num_layers = 2;
   expect_round_trip(p, plan_to_json, plan_from_json, "partial full recompute");
+  p.sequence_parallel = false;
+  p.partition_activations = true;
+  expect_round_trip(p, plan_to_json, plan_from_json, "partitioned checkpoints");
+  EXPECT_NE(describe(p).find("partition-activations"), std::string::npos) << describe(p);
   EXPECT_EQ(describe(p).find("recompute=full:2") != std::string::npos, true) << describe(p);
 }
 

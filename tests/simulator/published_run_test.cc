@@ -91,6 +91,12 @@ TEST(PublishedRun, MapsTheDevSchemaAsMegatronRanIt) {
   Json e = gpt_entry();
   e["parallel"]["recompute_num_layers"] = 5;
   EXPECT_EQ(map_ok(e).plan.recompute_num_layers, 5);
+  // DeepSpeed's partition_activations, checked with the plan (it needs tp >= 2).
+  e["parallel"]["partition_activations"] = true;
+  EXPECT_NE(map_error(e).find("partition_activations needs tp >= 2"), std::string::npos);
+  e["parallel"]["tp"] = 2;
+  e["parallel"]["dp"] = 16;
+  EXPECT_TRUE(map_ok(e).plan.partition_activations);
 }
 
 TEST(PublishedRun, FamilyFromParamsWhenNoActivationIsGiven) {

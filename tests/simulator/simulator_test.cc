@@ -41,6 +41,10 @@ std::vector<std::pair<const char*, std::pair<ModelSpec, Plan>>> symmetric_cases(
   partial.recompute = Recompute::kFull;
   partial.recompute_num_layers = 1;
   out.push_back({"zero3, full recompute of 1 layer per chunk", {gpt, partial}});
+  Plan pa = testing::make_plan(2, 2, 2, 1, 8);
+  pa.recompute = Recompute::kFull;
+  pa.partition_activations = true;
+  out.push_back({"partitioned checkpoints", {gpt, pa}});
   return out;
 }
 
@@ -186,6 +190,37 @@ TEST(Simulator, PartialFullRecomputeRebuildsOnlyItsLayers) {
   EXPECT_EQ(f_half.model, f_none.model);
   EXPECT_NEAR(f_half.hardware - f_none.hardware, (f_all.hardware - f_none.hardware) / 2,
               1e-9 * f_all.hardware);
+}
+
+// ZeRO-R's partitioned checkpoints: each recomputed layer keeps 1/tp of its input, and gathers
+// the rest from its TP peers before the recompute; nothing else changes.
+TEST(Simulator, PartitionedCheckpointsKeepAShareAndGatherIt) {
+  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
+  Plan p = testing::make_plan(4, 2, 1, 1, 8);
+  p.recompute = Recompute::kFull;
+  p.recompute_num_layers = 3;  // of 4 per stage
+  const ClusterSpec c = testing::cluster_for(p);
+  const SimResult whole = testing::simulate_ok(gpt, c, p);
+  p.partition_activations = true;
+  const SimResult split = testing::simulate_ok(gpt, c, p);
+  const std::int64_t M = p.num_micro_batches();
+  const double input = static_cast<double>(tokens_per_micro_batch(gpt, p)) * 1024 * 2;  // T*h bf16
+  for (std::size_t i = 0; i < split.report.ranks.size(); ++i) {
+    const RankStep& a = whole.report.ranks[i];
+    const RankStep& b = split.report.ranks[i];
+    SCOPED_TRACE("stage " + std::to_string(b.stage));
+    const MemoryBreakdown m = memory_on_stage(gpt, p, b.stage);
+    EXPECT_NEAR(b.memory.activations_bytes, m.activations_bytes, 1e-6 * m.activations_bytes);
+    // 3 recomputed layers x the micro-batches in flight keep 3/4 of their input less.
+    EXPECT_NEAR(a.memory.activations_bytes - b.memory.activations_bytes,
+                3.0 * in_flight_micro_batches(p, b.stage) * input * 3.0 / 4.0, 1.0);
+    // One all-gather of T*h per recomputed layer and micro-batch: (tp-1)/tp of it sent.
+    EXPECT_NEAR(b.comm.at("tp").bytes_sent - a.comm.at("tp").bytes_sent,
+                3.0 * static_cast<double>(M) * input * 3.0 / 4.0, 1.0);
+    const CommVolume v = comm_volume_on_stage(gpt, p, b.stage);
+    EXPECT_NEAR(b.comm.at("tp").bytes_sent, v.tp_bytes, 1e-9 * v.tp_bytes);
+    EXPECT_GT(b.comm.at("tp").time_s, a.comm.at("tp").time_s);
+  }
 }
 
 // Dense and expert layers on different stages, shared experts and latent attention: each
