@@ -37,6 +37,11 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
               "for its byte counts to be comparable");
   if (p.optimizer != Optimizer::kAdamW) return no("optimizer " + std::string(to_string(p.optimizer)) + " (AdamW only)");
   if (p.offload != Offload::kNone) return no("optimizer offload");
+  if (p.offload_checkpoints)
+    return Status::Error("offload_checkpoints: the executors keep checkpoints in device memory "
+                         "(on the CPU executor host and device are one memory); plan and "
+                         "simulate model the offload",
+                         ExitCode::kInvalidInput);
   if (p.ep != 1) return no("expert parallelism (ep > 1)");
   return Status::Ok();
 }

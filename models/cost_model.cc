@@ -1144,7 +1144,7 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   if (p.recompute == Recompute::kFull) kept_plan.recompute = Recompute::kNone;
   const double input = checkpoint_input_bytes(m, p);
   std::array<double, kLayerKindCount> rebuilt_bytes{}, kept_bytes{};
-  double stored = 0, workspace = 0;
+  double stored = 0, checkpoints = 0, workspace = 0;
   for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
     if (kinds.of(kind) == 0) continue;
     const ModelSpec lm = layer_model(m, kind);
@@ -1152,7 +1152,8 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
     rebuilt_bytes[k] = layer_activation_bytes(lm, p);
     kept_bytes[k] = layer_activation_bytes(lm, kept_plan);
     const std::int64_t r = recomputed.of(kind);
-    stored += d(r) * input + d(kinds.of(kind) - r) * kept_bytes[k];
+    stored += d(kinds.of(kind) - r) * kept_bytes[k];
+    checkpoints += d(r) * input;
     workspace = std::max(workspace, layer_backward_workspace_bytes(lm, p));
   }
   // A chunk's backward runs its layers last to first, so the layers full recompute leaves out
@@ -1174,7 +1175,14 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
       rebuilt = std::max(rebuilt, largest - freed);
     });
   }
-  mem.activations_bytes = stored * in_flight + rebuilt;
+  if (p.offload_checkpoints) {
+    // In host memory; on the device, the checkpoint of the layer being back-propagated and the
+    // one being fetched for the layer below it.
+    mem.host_activation_bytes = checkpoints * in_flight;
+    checkpoints = 0;
+    if (recomputed.dense + recomputed.moe > 0) rebuilt += 2.0 * input;
+  }
+  mem.activations_bytes = (stored + checkpoints) * in_flight + rebuilt;
   if (stage == p.pp - 1) {
     // fp32 logits for the cross-entropy: 4*s*b*V/t (Korthikanti et al. 2022, sec. 4.3).
     mem.activations_bytes += 4.0 * d(x.tokens) * d(padded_vocab(m, p.tp)) / d(p.tp);
@@ -1254,6 +1262,9 @@ CommVolume comm_volume_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   }
   const OffloadTraffic off = offload_traffic_on_stage(m, p, stage);
   v.host_bytes = off.device_to_host_bytes + off.host_to_device_bytes;
+  // Offloaded checkpoints: each recomputed layer's input to the host and back, per micro-batch.
+  if (p.offload_checkpoints)
+    v.host_bytes += 2.0 * checkpoint_input_bytes(m, p) * M * d(recomputed.dense + recomputed.moe);
   return v;
 }
 

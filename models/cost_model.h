@@ -212,6 +212,7 @@ struct MemoryBreakdown {
   double buffers_bytes = 0;      // ZeRO-3 gathered parameters, ZeRO-2/3 block gradient, a
                                  // layer's backward workspace
   double host_optimizer_bytes = 0;  // offloaded optimizer states on the host (not device)
+  double host_activation_bytes = 0;  // offloaded checkpoints on the host (not device)
   // Memory the process holds before the model: runtime, libraries, communication buffers.
   // Measured by `calibrate` (HardwareProfile::baseline_memory_bytes); 0 without a profile.
   double runtime_bytes = 0;
@@ -259,7 +260,7 @@ MemoryBreakdown memory_on_stage(const ModelSpec& model, const Plan& plan, std::i
 struct CommVolume {
   double tp_bytes = 0, pp_bytes = 0, dp_bytes = 0, ep_bytes = 0;
   double cp_bytes = 0;    // context parallelism's K,V all-gathers and dK,dV reduce-scatters
-  double host_bytes = 0;  // PCIe traffic of optimizer offload (both directions)
+  double host_bytes = 0;  // PCIe traffic of optimizer and checkpoint offload (both directions)
   double total() const { return tp_bytes + pp_bytes + dp_bytes + ep_bytes + cp_bytes; }
 };
 CommVolume comm_volume_on_stage(const ModelSpec& model, const Plan& plan, std::int64_t stage);

@@ -64,6 +64,7 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
     p.recompute = static_cast<Recompute>(c);
   r.get_int("recompute_num_layers", p.recompute_num_layers, 0, ModelLimits::kMaxLayers, false);
   r.get_bool("partition_activations", p.partition_activations, false);
+  r.get_bool("offload_checkpoints", p.offload_checkpoints, false);
   r.get_bool("sequence_parallel", p.sequence_parallel, false);
   if (r.get_choice("precision", c, {"bf16", "fp16", "fp32"}, false))
     p.precision = static_cast<Precision>(c);
@@ -101,6 +102,7 @@ Json plan_to_json(const Plan& p) {
   j["recompute"] = std::string(to_string(p.recompute));
   if (p.recompute_num_layers > 0) j["recompute_num_layers"] = p.recompute_num_layers;  // as cp
   if (p.partition_activations) j["partition_activations"] = true;
+  if (p.offload_checkpoints) j["offload_checkpoints"] = true;
   j["sequence_parallel"] = p.sequence_parallel;
   j["precision"] = std::string(to_string(p.precision));
   j["optimizer"] = std::string(to_string(p.optimizer));
@@ -124,6 +126,7 @@ std::string describe(const Plan& p) {
   os << " recompute=" << to_string(p.recompute);
   if (p.recompute_num_layers > 0) os << ":" << p.recompute_num_layers;
   if (p.partition_activations) os << " partition-activations";
+  if (p.offload_checkpoints) os << " offload-checkpoints";
   if (p.sequence_parallel) os << " sp";
   if (p.offload != Offload::kNone) os << " offload";
   if (p.grad_precision == GradPrecision::kFp32 && p.precision != Precision::kFp32)
@@ -187,6 +190,9 @@ Status validate_plan(const Plan& p) {
                " must be at least 0 (0: every layer)");
   if (p.partition_activations && p.recompute != Recompute::kFull)
     return err("partition_activations needs recompute full (it splits the inputs that full "
+               "recompute stores), the plan has recompute " + std::string(to_string(p.recompute)));
+  if (p.offload_checkpoints && p.recompute != Recompute::kFull)
+    return err("offload_checkpoints needs recompute full (it moves the inputs that full "
                "recompute stores), the plan has recompute " + std::string(to_string(p.recompute)));
   if (p.partition_activations && p.tp < 2)
     return err("partition_activations needs tp >= 2 (it splits over the tensor-parallel ranks)");

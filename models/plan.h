@@ -69,6 +69,11 @@ struct Plan {
   // tokens) and all-gathered again before the layer's recompute. Needs recompute full, tp >= 2
   // and no sequence parallelism (which already stores the input split).
   bool partition_activations = false;
+  // Checkpoints in host memory (the seed notes' activation CPU offloading; DeepSpeed's
+  // activation_checkpointing.cpu_checkpointing): under full recompute each recomputed layer's
+  // stored input (partitioned or whole) goes to the host over PCIe after the layer's forward
+  // and comes back before its recompute, fetched while the layer above it is back-propagated.
+  bool offload_checkpoints = false;
   bool sequence_parallel = false;      // Korthikanti et al. 2022: shard norms/dropout over tp
   Precision precision = Precision::kBf16;
   Optimizer optimizer = Optimizer::kAdamW;

@@ -8,10 +8,13 @@ namespace trainplan {
 
 namespace {
 Json memory_to_json(const MemoryBreakdown& m) {
-  return {{"weights_bytes", m.weights_bytes},         {"gradients_bytes", m.gradients_bytes},
+  Json j = {{"weights_bytes", m.weights_bytes},         {"gradients_bytes", m.gradients_bytes},
           {"optimizer_bytes", m.optimizer_bytes},     {"activations_bytes", m.activations_bytes},
           {"buffers_bytes", m.buffers_bytes},         {"host_optimizer_bytes", m.host_optimizer_bytes},
           {"runtime_bytes", m.runtime_bytes}};
+  // Written only when used, so that reports without checkpoint offload keep their JSON.
+  if (m.host_activation_bytes > 0) j["host_activation_bytes"] = m.host_activation_bytes;
+  return j;
 }
 Status memory_from_json(const Json& j, const std::string& where, MemoryBreakdown& m) {
   JsonReader r(j, where);
@@ -21,6 +24,7 @@ Status memory_from_json(const Json& j, const std::string& where, MemoryBreakdown
   r.get_double("activations_bytes", m.activations_bytes, 0, 1e18, false);
   r.get_double("buffers_bytes", m.buffers_bytes, 0, 1e18, false);
   r.get_double("host_optimizer_bytes", m.host_optimizer_bytes, 0, 1e18, false);
+  r.get_double("host_activation_bytes", m.host_activation_bytes, 0, 1e18, false);
   r.get_double("runtime_bytes", m.runtime_bytes, 0, 1e18, false);
   return r.finish();
 }

@@ -179,6 +179,14 @@ Estimate Estimator::estimate(const Plan& plan) {
       st.ep += L * (l.fwd.ep_s + l.bwd.ep_s) + R * l.re.ep_s;
       st.cp += L * (l.fwd.cp_s + l.bwd.cp_s) + R * l.re.cp_s;
       ep_fwd += L * l.fwd.ep_s;
+      // Offloaded checkpoints: a recomputed layer's input goes to the host while the next
+      // layer's forward runs and comes back while the layer above it is back-propagated; only
+      // what outlasts that layer's compute shows.
+      if (plan.offload_checkpoints && cluster_.pcie_bytes_per_s > 0) {
+        const double copy_s = checkpoint_input_bytes(model_, plan) / cluster_.pcie_bytes_per_s;
+        st.fwd += R * std::max(0.0, copy_s - l.fwd.compute_s);
+        st.bwd += R * std::max(0.0, copy_s - l.bwd.compute_s - l.re.compute_s);
+      }
     }
     if (plan.ep_overlap && st.ep > 0) {
       // A merged backward/forward pair (Plan::ep_overlap): the pair's all-to-alls travel while
@@ -351,7 +359,8 @@ Estimate Estimator::estimate(const Plan& plan) {
   e.peak_memory = memory_on_stage(model_, plan, e.peak_stage);
   if (hardware_) e.peak_memory.runtime_bytes = hardware_->baseline_memory_bytes;
   e.host_memory_per_node_bytes =
-      e.peak_memory.host_optimizer_bytes * d(std::min(cluster_.gpus_per_node, plan.world_size()));
+      (e.peak_memory.host_optimizer_bytes + e.peak_memory.host_activation_bytes) *
+      d(std::min(cluster_.gpus_per_node, plan.world_size()));
   return e;
 }
 

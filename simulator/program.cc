@@ -165,6 +165,7 @@ class Builder {
       si.static_memory.gradients_bytes = mem.gradients_bytes;
       si.static_memory.optimizer_bytes = mem.optimizer_bytes;
       si.static_memory.host_optimizer_bytes = mem.host_optimizer_bytes;
+      si.static_memory.host_activation_bytes = mem.host_activation_bytes;
       prog_.slots.push_back(std::move(si));
       slot_of_[static_cast<std::size_t>(ranks[i])] = static_cast<std::int32_t>(i);
     }
@@ -451,6 +452,35 @@ class Builder {
     return chunk * static_cast<std::size_t>(M_) + static_cast<std::size_t>(mb);
   }
 
+  // A PCIe transfer of `bytes` between this rank's GPU and the host, on the host stream after
+  // op `after`; returns its op.
+  std::int32_t host_transfer(RankState& rs, double bytes, bool to_host, std::string_view name,
+                             std::int32_t after, OpMeta meta) {
+    const std::int64_t rank = prog_.slots[static_cast<std::size_t>(rs.slot)].rank;
+    NetDemand demand;
+    if (!opt_.free_communication)
+      demand = topo_.host_transfer_demand(rank, bytes, to_host,
+                                          [this](std::int32_t l) { return canonical_link(l); });
+    meta.name = name;
+    meta.pass = ' ';
+    const std::int32_t id = new_op(rs, StreamKind::kHost, 0, meta);
+    eng_.join(id, eng_.add_collective(eng_.add_net(std::move(demand)), 1));
+    eng_.add_dep(after, id);
+    return id;
+  }
+
+  // Offloaded checkpoints (Plan::offload_checkpoints): fetches layer `i` of chunk `c`'s input
+  // back to the device after op `after` (the start of the layer above it in the backward), and
+  // has the layer's recompute wait for it.
+  void fetch_checkpoint(RankState& rs, std::size_t c, std::int64_t i, std::int32_t after,
+                        OpMeta meta) {
+    if (!plan_.offload_checkpoints || i < 0 || !recomputes_layer(plan_, i)) return;
+    meta.layer = static_cast<std::int32_t>(first_layer_[c] + i);
+    const std::int32_t h2d = host_transfer(rs, layer_input_bytes_, false, "checkpoint_h2d", after, meta);
+    mem(rs, h2d, false, MemKind::kActivations, layer_input_bytes_);
+    fetched_[static_cast<std::size_t>(i)] = h2d;
+  }
+
   // Runs `body` as one block pass; returns the first op of the pass.
   std::int32_t block_pass(RankState& rs, const ParamBlock& b, DpPoint point, const TimedTasks& tt,
                           OpMeta meta) {
@@ -496,6 +526,12 @@ class Builder {
       // Stored activations: the layer input when it is fully recomputed, else everything.
       mem(rs, op, false, MemKind::kActivations,
           recomputes_layer(plan_, i) ? layer_input_bytes_ : w.kept_bytes);
+      if (plan_.offload_checkpoints && recomputes_layer(plan_, i)) {
+        // The input goes to the host while the layer computes; its device copy is freed then.
+        const std::int32_t d2h =
+            host_transfer(rs, layer_input_bytes_, true, "checkpoint_d2h", rs.last_compute, meta);
+        mem(rs, d2h, true, MemKind::kActivations, -layer_input_bytes_);
+      }
     }
     meta.layer = -1;
     if (c + 1 == layers_.size()) {
@@ -525,6 +561,8 @@ class Builder {
       if (edges) mem(rs, rs.last_compute, true, MemKind::kActivations, -logits_bytes_);
       after_backward(rs, rs.blocks.size() - 1, meta);
     }
+    fetched_.assign(static_cast<std::size_t>(layers_[c]), -1);
+    fetch_checkpoint(rs, c, layers_[c] - 1, rs.last_compute, meta);
     for (std::int64_t i = layers_[c] - 1; i >= 0; --i) {
       const std::int64_t layer = first_layer_[c] + i;
       meta.layer = static_cast<std::int32_t>(layer);
@@ -532,6 +570,10 @@ class Builder {
       const ParamBlock& b = rs.blocks[bi];
       const LayerWork& w = work(layer);
       const bool full = recomputes_layer(plan_, i);
+      // The next layer's checkpoint comes back while this one is back-propagated; this one's,
+      // fetched earlier, must be in before its recompute.
+      fetch_checkpoint(rs, c, i - 1, rs.last_compute, meta);
+      if (fetched_[static_cast<std::size_t>(i)] >= 0) rs.wait.push_back(fetched_[static_cast<std::size_t>(i)]);
       // Full recompute runs the forward again in the layers it names; selective (unfused
       // attention) in every layer.
       if (!w.rec.tasks.empty() && (full || plan_.recompute != Recompute::kFull)) {
@@ -625,19 +667,10 @@ class Builder {
       // ZeRO-Offload: gradients to the host, the CPU step (host DRAM bound, the node's
       // bandwidth shared by its GPUs' optimizers), updated weights back.
       const OffloadTraffic off = offload_traffic_on_stage(model_, plan_, rs.stage);
-      const std::int64_t rank = prog_.slots[static_cast<std::size_t>(rs.slot)].rank;
+      OpMeta tm = meta;
+      tm.optimizer = false;
       auto transfer = [&](double bytes, bool to_host, std::string_view name, std::int32_t after) {
-        NetDemand demand;
-        if (!opt_.free_communication)
-          demand = topo_.host_transfer_demand(rank, bytes, to_host,
-                                              [this](std::int32_t l) { return canonical_link(l); });
-        OpMeta m = meta;
-        m.name = name;
-        m.optimizer = false;
-        const std::int32_t id = new_op(rs, StreamKind::kHost, 0, m);
-        eng_.join(id, eng_.add_collective(eng_.add_net(std::move(demand)), 1));
-        eng_.add_dep(after, id);
-        return id;
+        return host_transfer(rs, bytes, to_host, name, after, tm);
       };
       const std::int32_t d2h = transfer(off.device_to_host_bytes, true, "offload_grads_d2h",
                                         rs.last_dp >= 0 ? rs.last_dp : rs.last_compute);
@@ -776,6 +809,7 @@ class Builder {
     std::int32_t id = -1;
   };
   std::vector<WindowOp>* window_ = nullptr;  // the pair being built, if any
+  std::vector<std::int32_t> fetched_;        // checkpoint fetches of the chunk in backward
   std::int32_t chain_ = 0, segment_ = 0;
 
   // What one layer of a kind does and keeps, per micro-batch.

@@ -262,6 +262,8 @@ Status read_parallel(const Json& j, const std::string& where, std::int64_t num_g
   // DeepSpeed's activation_checkpointing.partition_activations (Megatron-DeepSpeed's
   // --partition-activations).
   r.get_bool("partition_activations", p.partition_activations, false);
+  // DeepSpeed's activation_checkpointing.cpu_checkpointing (Plan::offload_checkpoints).
+  r.get_bool("offload_checkpoints", p.offload_checkpoints, false);
   const bool has_mbs = r.get_int("micro_batch", p.micro_batch_size, 1, PL::kMaxBatch, false);
   r.get_int("global_batch", p.global_batch_size, 1, PL::kMaxBatch, true);
   int schedule = -1;

@@ -74,13 +74,18 @@ void print_summary(const Plan& plan, const SimResult& res) {
     std::cout << "\n(one rank per pipeline stage simulated; its TP peers"
               << (plan.cp > 1 ? ", CP peers" : "")
               << " and DP replicas are identical: --all-ranks plays every rank)\n";
+  const MemoryBreakdown m0 = r.ranks.empty() ? MemoryBreakdown{} : r.ranks.front().memory;
   std::cout << "memory at peak (rank " << (r.ranks.empty() ? 0 : r.ranks.front().rank)
-            << "): weights " << fmt("%.2f", r.ranks.empty() ? 0 : r.ranks.front().memory.weights_bytes / kGiB)
-            << " GiB, gradients " << fmt("%.2f", r.ranks.empty() ? 0 : r.ranks.front().memory.gradients_bytes / kGiB)
-            << " GiB, optimizer " << fmt("%.2f", r.ranks.empty() ? 0 : r.ranks.front().memory.optimizer_bytes / kGiB)
-            << " GiB, activations " << fmt("%.2f", r.ranks.empty() ? 0 : r.ranks.front().memory.activations_bytes / kGiB)
-            << " GiB, buffers " << fmt("%.2f", r.ranks.empty() ? 0 : r.ranks.front().memory.buffers_bytes / kGiB)
-            << " GiB\n";
+            << "): weights " << fmt("%.2f", m0.weights_bytes / kGiB)
+            << " GiB, gradients " << fmt("%.2f", m0.gradients_bytes / kGiB)
+            << " GiB, optimizer " << fmt("%.2f", m0.optimizer_bytes / kGiB)
+            << " GiB, activations " << fmt("%.2f", m0.activations_bytes / kGiB)
+            << " GiB, buffers " << fmt("%.2f", m0.buffers_bytes / kGiB) << " GiB";
+  const double host = m0.host_optimizer_bytes + m0.host_activation_bytes;
+  if (host > 0)
+    std::cout << "; in host memory: optimizer " << fmt("%.2f", m0.host_optimizer_bytes / kGiB)
+              << " GiB, checkpoints " << fmt("%.2f", m0.host_activation_bytes / kGiB) << " GiB";
+  std::cout << "\n";
 }
 
 double median_abs(std::vector<double> v) {

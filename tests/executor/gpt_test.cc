@@ -181,6 +181,17 @@ TEST(Params, UnsupportedModelsAreRejectedWithAReason) {
   EXPECT_NE(check_executor_supports(narrow_v, p).message().find("v_head_dim"), std::string::npos);
 }
 
+TEST(Params, OffloadedCheckpointsAreRejectedNamingTheField) {
+  const ModelSpec m = small_model();
+  Plan p = single_plan(Recompute::kFull);
+  p.offload_checkpoints = true;
+  const Status s = check_executor_supports(m, p);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), ExitCode::kInvalidInput);
+  EXPECT_EQ(s.message().rfind("offload_checkpoints: the executors keep checkpoints", 0), 0u)
+      << s.message();
+}
+
 TEST(Params, ContextParallelPlansAreRejectedNamingTheField) {
   // Planned and simulated, not executed: the executor's attention has no K,V exchange.
   const ModelSpec m = small_model();

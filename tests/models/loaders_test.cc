@@ -482,6 +482,7 @@ TEST(PlanLoader, FieldErrors) {
       {"recompute_num_layers", "2", {"\"2\""}},
       {"recompute_num_layers", 70000, {"70000"}},
       {"partition_activations", 1, {"expected true or false"}},
+      {"offload_checkpoints", "yes", {"expected true or false"}},
   };
   for (const FieldCase& c : cases) {
     Json j = basic_plan();
@@ -548,6 +549,10 @@ TEST(PlanLoader, CrossFieldErrors) {
                         {"partition_activations with sequence_parallel"}));
   EXPECT_TRUE(
       with({{"partition_activations", true}, {"recompute", "full"}, {"tp", 2}}).ok());
+  EXPECT_TRUE(FailsWith(with({{"offload_checkpoints", true}, {"recompute", "selective"}}),
+                        {"p.json", "offload_checkpoints needs recompute full",
+                         "recompute selective"}));
+  EXPECT_TRUE(with({{"offload_checkpoints", true}, {"recompute", "full"}}).ok());
   const std::int64_t big = PlanLimits::kMaxDegree;
   EXPECT_TRUE(FailsWith(with({{"tp", big}, {"pp", big}, {"dp", big}}),
                         {"p.json", "16777216*16777216*16777216", "exceeds"}));
@@ -963,6 +968,9 @@ TEST(RoundTrip, Plans) {
   p.partition_activations = true;
   expect_round_trip(p, plan_to_json, plan_from_json, "partitioned checkpoints");
   EXPECT_NE(describe(p).find("partition-activations"), std::string::npos) << describe(p);
+  p.offload_checkpoints = true;
+  expect_round_trip(p, plan_to_json, plan_from_json, "offloaded checkpoints");
+  EXPECT_NE(describe(p).find("offload-checkpoints"), std::string::npos) << describe(p);
   EXPECT_EQ(describe(p).find("recompute=full:2") != std::string::npos, true) << describe(p);
 }
 
