@@ -60,6 +60,7 @@ MATRIX=(
   "dp2_full_rc2    2 \"tp\":1,\"pp\":1,\"dp\":2,\"micro_batch_size\":4,\"global_batch_size\":8,\"recompute\":\"full\",\"recompute_num_layers\":2"
   "tp2             2 \"tp\":2,\"pp\":1,\"dp\":1,\"micro_batch_size\":2,\"global_batch_size\":4"
   "tp2_mbs4        2 \"tp\":2,\"pp\":1,\"dp\":1,\"micro_batch_size\":4,\"global_batch_size\":8"
+  "tp2_full_rc_pa  2 \"tp\":2,\"pp\":1,\"dp\":1,\"micro_batch_size\":4,\"global_batch_size\":8,\"recompute\":\"full\",\"partition_activations\":true"
   "pp2_gpipe       2 \"tp\":1,\"pp\":2,\"dp\":1,\"micro_batch_size\":1,\"global_batch_size\":4,\"schedule\":\"gpipe\""
   "pp2_1f1b        2 \"tp\":1,\"pp\":2,\"dp\":1,\"micro_batch_size\":1,\"global_batch_size\":4,\"schedule\":\"1f1b\""
   "pp2_1f1b_mbs2   2 \"tp\":1,\"pp\":2,\"dp\":1,\"micro_batch_size\":2,\"global_batch_size\":8,\"schedule\":\"1f1b\""
