@@ -1234,7 +1234,9 @@ CommVolume comm_volume_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
     const ModelSpec lm = layer_model(m, kind);
     const double L = d(kinds.of(kind));
     add_task_bytes(layer_forward_tasks(lm, p), M * L, v);
-    add_task_bytes(layer_recompute_tasks(lm, p), M * d(recomputed.of(kind)), v);
+    // Full recompute: the layers it names; selective: every layer (no collectives today).
+    const double R = p.recompute == Recompute::kFull ? d(recomputed.of(kind)) : L;
+    add_task_bytes(layer_recompute_tasks(lm, p), M * R, v);
     add_task_bytes(layer_backward_tasks(lm, p), M * L, v);
   }
   if (stage == 0) {

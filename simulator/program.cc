@@ -462,7 +462,6 @@ class Builder {
       demand = topo_.host_transfer_demand(rank, bytes, to_host,
                                           [this](std::int32_t l) { return canonical_link(l); });
     meta.name = name;
-    meta.pass = ' ';
     const std::int32_t id = new_op(rs, StreamKind::kHost, 0, meta);
     eng_.join(id, eng_.add_collective(eng_.add_net(std::move(demand)), 1));
     eng_.add_dep(after, id);
@@ -476,6 +475,7 @@ class Builder {
                         OpMeta meta) {
     if (!plan_.offload_checkpoints || i < 0 || !recomputes_layer(plan_, i)) return;
     meta.layer = static_cast<std::int32_t>(first_layer_[c] + i);
+    meta.pass = ' ';
     const std::int32_t h2d = host_transfer(rs, layer_input_bytes_, false, "checkpoint_h2d", after, meta);
     mem(rs, h2d, false, MemKind::kActivations, layer_input_bytes_);
     fetched_[static_cast<std::size_t>(i)] = h2d;
@@ -527,9 +527,12 @@ class Builder {
       mem(rs, op, false, MemKind::kActivations,
           recomputes_layer(plan_, i) ? layer_input_bytes_ : w.kept_bytes);
       if (plan_.offload_checkpoints && recomputes_layer(plan_, i)) {
-        // The input goes to the host while the layer computes; its device copy is freed then.
+        // The input goes to the host once the layer's forward is done, while the next one
+        // computes; its device copy is freed when the copy ends.
+        OpMeta tm = meta;
+        tm.pass = ' ';
         const std::int32_t d2h =
-            host_transfer(rs, layer_input_bytes_, true, "checkpoint_d2h", rs.last_compute, meta);
+            host_transfer(rs, layer_input_bytes_, true, "checkpoint_d2h", rs.last_compute, tm);
         mem(rs, d2h, true, MemKind::kActivations, -layer_input_bytes_);
       }
     }
@@ -573,7 +576,8 @@ class Builder {
       // The next layer's checkpoint comes back while this one is back-propagated; this one's,
       // fetched earlier, must be in before its recompute.
       fetch_checkpoint(rs, c, i - 1, rs.last_compute, meta);
-      if (fetched_[static_cast<std::size_t>(i)] >= 0) rs.wait.push_back(fetched_[static_cast<std::size_t>(i)]);
+      const std::int32_t fetched = fetched_[static_cast<std::size_t>(i)];
+      if (fetched >= 0) rs.wait.push_back(fetched);
       // Full recompute runs the forward again in the layers it names; selective (unfused
       // attention) in every layer.
       if (!w.rec.tasks.empty() && (full || plan_.recompute != Recompute::kFull)) {
