@@ -181,37 +181,32 @@ TEST(Params, UnsupportedModelsAreRejectedWithAReason) {
   EXPECT_NE(check_executor_supports(narrow_v, p).message().find("v_head_dim"), std::string::npos);
 }
 
-TEST(Params, OffloadedCheckpointsAreRejectedNamingTheField) {
+// Plan fields that plan and simulate model and the executor does not run: each is rejected
+// before anything runs, naming the field.
+TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
   const ModelSpec m = small_model();
-  Plan p = single_plan(Recompute::kFull);
-  p.offload_checkpoints = true;
-  const Status s = check_executor_supports(m, p);
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.code(), ExitCode::kInvalidInput);
-  EXPECT_EQ(s.message().rfind("offload_checkpoints: the executors keep checkpoints", 0), 0u)
-      << s.message();
-}
-
-TEST(Params, ContextParallelPlansAreRejectedNamingTheField) {
-  // Planned and simulated, not executed: the executor's attention has no K,V exchange.
-  const ModelSpec m = small_model();
-  Plan p = single_plan(Recompute::kNone);
-  p.cp = 2;
-  const Status s = check_executor_supports(m, p);
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.code(), ExitCode::kInvalidInput);
-  EXPECT_EQ(s.message(), "cp=2: the executor does not implement context parallelism; plan and "
-                         "simulate do");
-}
-
-TEST(Params, Fp8PlansAreRejectedNamingTheField) {
-  const ModelSpec m = small_model();
-  Plan p = single_plan(Recompute::kNone);
-  p.fp8 = true;
-  const Status s = check_executor_supports(m, p);
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.code(), ExitCode::kInvalidInput);
-  EXPECT_EQ(s.message().rfind("fp8: ", 0), 0u) << s.message();
+  const struct {
+    void (*set)(Plan&);
+    const char* message_start;
+  } cases[] = {
+      // The executor's attention has no K,V exchange.
+      {[](Plan& p) { p.cp = 2; },
+       "cp=2: the executor does not implement context parallelism; plan and simulate do"},
+      {[](Plan& p) { p.fp8 = true; }, "fp8: "},
+      {[](Plan& p) {
+         p.recompute = Recompute::kFull;
+         p.offload_checkpoints = true;
+       },
+       "offload_checkpoints: the executors keep checkpoints"},
+  };
+  for (const auto& c : cases) {
+    Plan p = single_plan(Recompute::kNone);
+    c.set(p);
+    const Status s = check_executor_supports(m, p);
+    ASSERT_FALSE(s.ok()) << c.message_start;
+    EXPECT_EQ(s.code(), ExitCode::kInvalidInput);
+    EXPECT_EQ(s.message().rfind(c.message_start, 0), 0u) << s.message();
+  }
 }
 
 }  // namespace
