@@ -1027,7 +1027,10 @@ double checkpoint_input_bytes(const ModelSpec& m, const Plan& p) {
   return p.partition_activations ? input / d(p.tp) : input;
 }
 
-double layer_activation_bytes(const ModelSpec& m, const Plan& p) {
+namespace {
+// Stored activation bytes of one layer under recompute `rc` (the plan's, or none for a layer
+// that full recompute leaves out).
+double activation_bytes(const ModelSpec& m, const Plan& p, Recompute rc) {
   const Shape x = shape_of(m, p);
   const double T = d(x.tokens), h = d(x.h), t = d(x.t), e = x.e;
   const double mask = x.dropout ? 1.0 : 0.0;
@@ -1058,10 +1061,19 @@ double layer_activation_bytes(const ModelSpec& m, const Plan& p) {
   const double routed = x.moe ? 2.0 * d(m.experts_per_token) * T * h * e : 0.0;
   double core = 0.0;
   const double scores = d(x.b) * d(x.heads_per_rank) * d(x.s) * d(x.s_full);
-  const bool core_stored = !x.fused && p.recompute == Recompute::kNone;
+  const bool core_stored = !x.fused && rc == Recompute::kNone;
   if (core_stored) core = scores * (e + (x.dropout ? 1.0 + e : 0.0));
   if (x.fused) core = d(x.b) * d(x.heads_per_rank) * d(x.s) * 4.0;
   return replicated + split + routed + core;
+}
+}  // namespace
+
+double layer_activation_bytes(const ModelSpec& m, const Plan& p) {
+  return activation_bytes(m, p, p.recompute);
+}
+
+double layer_kept_activation_bytes(const ModelSpec& m, const Plan& p) {
+  return activation_bytes(m, p, p.recompute == Recompute::kFull ? Recompute::kNone : p.recompute);
 }
 
 double layer_backward_workspace_bytes(const ModelSpec& m, const Plan& p) {
@@ -1140,8 +1152,6 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   // Per micro-batch: a recomputed layer keeps only its input, and while it is back-propagated
   // its activations are rebuilt (the largest recomputed layer's worth on top); every other
   // layer keeps all it stores without full recompute.
-  Plan kept_plan = p;
-  if (p.recompute == Recompute::kFull) kept_plan.recompute = Recompute::kNone;
   const double input = checkpoint_input_bytes(m, p);
   std::array<double, kLayerKindCount> rebuilt_bytes{}, kept_bytes{};
   double stored = 0, checkpoints = 0, workspace = 0;
@@ -1150,7 +1160,7 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
     const ModelSpec lm = layer_model(m, kind);
     const auto k = static_cast<std::size_t>(kind);
     rebuilt_bytes[k] = layer_activation_bytes(lm, p);
-    kept_bytes[k] = layer_activation_bytes(lm, kept_plan);
+    kept_bytes[k] = layer_kept_activation_bytes(lm, p);
     const std::int64_t r = recomputed.of(kind);
     stored += d(kinds.of(kind) - r) * kept_bytes[k];
     checkpoints += d(r) * input;

@@ -239,6 +239,9 @@ double grad_bytes_per_element(const Plan& plan);
 // Stored activation bytes of one layer for one micro-batch on one TP rank (Korthikanti et al.
 // 2022 sec. 4, generalised to GQA, SwiGLU and fused attention).
 double layer_activation_bytes(const ModelSpec& model, const Plan& plan);
+// What a layer stores when it is not recomputed: as layer_activation_bytes, but for a layer that
+// full recompute leaves out (recompute_num_layers), everything recompute none keeps.
+double layer_kept_activation_bytes(const ModelSpec& model, const Plan& plan);
 // What a fully recomputed layer keeps for one micro-batch on one TP rank: its input, split over
 // tp with sequence parallelism or partition_activations.
 double checkpoint_input_bytes(const ModelSpec& model, const Plan& plan);

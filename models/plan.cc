@@ -123,8 +123,7 @@ std::string describe(const Plan& p) {
   if (p.ep > 1) os << " ep=" << p.ep;
   os << " zero=" << p.zero_stage << " mbs=" << p.micro_batch_size << " " << to_string(p.schedule);
   if (p.schedule == Schedule::kInterleaved) os << "x" << p.virtual_stages;
-  os << " recompute=" << to_string(p.recompute);
-  if (p.recompute_num_layers > 0) os << ":" << p.recompute_num_layers;
+  os << " recompute=" << recompute_label(p);
   if (p.partition_activations) os << " partition-activations";
   if (p.offload_checkpoints) os << " offload-checkpoints";
   if (p.sequence_parallel) os << " sp";
@@ -321,6 +320,12 @@ std::vector<std::int64_t> chunk_layers(const Plan& p, const ModelSpec& m) {
 // two ends of the pipeline, whose stages also hold the embedding and the LM head (Llama 3 405B:
 // 126 layers on 16 stages, "one Transformer layer fewer on the first and the last stages",
 // Dubey et al. 2024 sec. 3.3.2).
+std::string recompute_label(const Plan& p) {
+  std::string s(to_string(p.recompute));
+  if (p.recompute_num_layers > 0) s += ":" + std::to_string(p.recompute_num_layers);
+  return s;
+}
+
 bool recomputes_layer(const Plan& p, std::int64_t index_in_chunk) {
   return p.recompute == Recompute::kFull &&
          (p.recompute_num_layers == 0 || index_in_chunk < p.recompute_num_layers);

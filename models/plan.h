@@ -131,6 +131,8 @@ std::vector<std::int64_t> balanced_chunk_layers(std::int64_t layers, std::int64_
 // Whether the layer at `index_in_chunk` of its model chunk is fully recomputed, and how many
 // of a chunk of `chunk_layers` are (the first recompute_num_layers, or all).
 bool recomputes_layer(const Plan& plan, std::int64_t index_in_chunk);
+// "none", "selective", "full", or "full:3" for the first 3 layers of each chunk.
+std::string recompute_label(const Plan& plan);
 std::int64_t recomputed_layers_in_chunk(const Plan& plan, std::int64_t chunk_layers);
 
 }  // namespace trainplan

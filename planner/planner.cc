@@ -63,11 +63,8 @@ bool fewest_recomputed_layers(const Estimator& est, const ModelSpec& m, Plan& p,
   Plan none = p;
   none.recompute = Recompute::kNone;
   if (est.peak_memory_bytes(none) <= usable) return false;
-  const std::int64_t chunks = p.num_chunks();
-  const std::int64_t largest =
-      p.layers_per_stage.empty()
-          ? (m.num_layers + chunks - 1) / chunks
-          : *std::max_element(p.layers_per_stage.begin(), p.layers_per_stage.end());
+  const std::vector<std::int64_t> chunks = chunk_layers(p, m);
+  const std::int64_t largest = *std::max_element(chunks.begin(), chunks.end());
   std::int64_t lo = 1, hi = largest;  // hi fits (every layer)
   while (lo < hi) {
     const std::int64_t mid = lo + (hi - lo) / 2;

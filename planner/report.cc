@@ -26,13 +26,6 @@ std::string schedule_label(const Plan& p) {
   return s;
 }
 
-// "full:3": full recompute of the first 3 layers of each model chunk.
-std::string recompute_label(const Plan& p) {
-  std::string s(to_string(p.recompute));
-  if (p.recompute_num_layers > 0) s += ":" + std::to_string(p.recompute_num_layers);
-  return s;
-}
-
 std::string pad(const std::string& s, std::size_t w, bool right = true) {
   if (s.size() >= w) return s;
   return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');

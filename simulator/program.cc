@@ -106,9 +106,7 @@ class Builder {
       w.bwd = timed(layer_backward_tasks(lm, p));
       w.rec = timed(layer_recompute_tasks(lm, p));
       w.act_bytes = layer_activation_bytes(lm, p);
-      Plan kept = p;
-      if (p.recompute == Recompute::kFull) kept.recompute = Recompute::kNone;
-      w.kept_bytes = layer_activation_bytes(lm, kept);
+      w.kept_bytes = layer_kept_activation_bytes(lm, p);
       w.workspace_bytes = layer_backward_workspace_bytes(lm, p);
       if (o.uniform_compute) {
         // One op per layer pass: forward 1 unit, backward 2, recompute 1.

@@ -971,7 +971,7 @@ TEST(RoundTrip, Plans) {
   p.offload_checkpoints = true;
   expect_round_trip(p, plan_to_json, plan_from_json, "offloaded checkpoints");
   EXPECT_NE(describe(p).find("offload-checkpoints"), std::string::npos) << describe(p);
-  EXPECT_EQ(describe(p).find("recompute=full:2") != std::string::npos, true) << describe(p);
+  EXPECT_NE(describe(p).find("recompute=full:2"), std::string::npos) << describe(p);
 }
 
 TEST(RoundTrip, HardwareProfile) {
