@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 
 namespace trainplan {
 
@@ -191,47 +192,71 @@ ParameterCounts count_parameters(const ModelSpec& m) {
   return c;
 }
 
+namespace {
+ParamBlock embedding_block(const ModelSpec& m, const Plan& p) {
+  ParamBlock b;
+  b.kind = BlockKind::kEmbedding;
+  b.dense_params = embedding_block_params(m, p.tp);
+  b.tied_copy = m.tie_word_embeddings && p.pp > 1;
+  b.tied_params = b.tied_copy ? std::llround(vocab_rows_per_rank(m, p.tp) * d(m.hidden_size)) : 0;
+  return b;
+}
+ParamBlock head_block(const ModelSpec& m, const Plan& p) {
+  ParamBlock b = embedding_block(m, p);
+  b.kind = BlockKind::kHead;
+  b.dense_params = head_block_params(m, p);
+  b.tp_replicated_params = std::llround(norm_params(m));
+  return b;
+}
+// A layer's block; `lm` is the layer's view (layer_model).
+ParamBlock layer_block(const ModelSpec& lm, const Plan& p) {
+  ParamBlock b;
+  b.kind = BlockKind::kLayer;
+  b.dense_params = layer_dense_params(lm, p.tp);
+  b.expert_params = layer_expert_params(lm, p);
+  b.tp_replicated_params = layer_tp_replicated_params(lm);
+  return b;
+}
+}  // namespace
+
 std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& m, const Plan& p,
                                               std::int64_t stage) {
   std::vector<ParamBlock> blocks;
-  const bool tied_copy = m.tie_word_embeddings && p.pp > 1;
-  const std::int64_t tied_rows = std::llround(vocab_rows_per_rank(m, p.tp) * d(m.hidden_size));
-  if (stage == 0) {
-    ParamBlock b;
-    b.kind = BlockKind::kEmbedding;
-    b.dense_params = embedding_block_params(m, p.tp);
-    b.tied_copy = tied_copy;
-    b.tied_params = tied_copy ? tied_rows : 0;
-    blocks.push_back(b);
-  }
+  if (stage == 0) blocks.push_back(embedding_block(m, p));
+  std::array<std::optional<ParamBlock>, kLayerKindCount> by_kind;
   const std::vector<std::int64_t> layers = chunk_layers(p, m);
   std::vector<std::int64_t> first_layer(layers.size(), 0);
   for (std::size_t c = 1; c < layers.size(); ++c) first_layer[c] = first_layer[c - 1] + layers[c - 1];
   for (std::int64_t v = 0; v < p.virtual_stages; ++v) {
     const auto c = static_cast<std::size_t>(v * p.pp + stage);
     for (std::int64_t i = 0; i < layers[c]; ++i) {
-      ParamBlock b;
-      b.kind = BlockKind::kLayer;
-      b.layer = first_layer[c] + i;
-      const ModelSpec lm = layer_model(m, layer_kind(m, b.layer));
-      b.dense_params = layer_dense_params(lm, p.tp);
-      b.expert_params = layer_expert_params(lm, p);
-      b.tp_replicated_params = layer_tp_replicated_params(lm);
+      const std::int64_t layer = first_layer[c] + i;
+      const LayerKind kind = layer_kind(m, layer);
+      auto& proto = by_kind[static_cast<std::size_t>(kind)];
+      if (!proto) proto = layer_block(layer_model(m, kind), p);
+      ParamBlock b = *proto;
+      b.layer = layer;
       b.recomputed = recomputes_layer(p, i);
       blocks.push_back(b);
     }
   }
-  if (stage == p.pp - 1) {
-    ParamBlock b;
-    b.kind = BlockKind::kHead;
-    b.dense_params = head_block_params(m, p);
-    b.tp_replicated_params = std::llround(norm_params(m));
-    b.tied_copy = tied_copy;
-    b.tied_params = tied_copy ? tied_rows : 0;
-    blocks.push_back(b);
-  }
+  if (stage == p.pp - 1) blocks.push_back(head_block(m, p));
   return blocks;
 }
+
+namespace {
+// Calls fn once for each distinct block on the stage (embedding, one layer of each kind, head),
+// without allocating: what a maximum over param_blocks_on_stage needs.
+template <typename Fn>
+void for_each_block_shape_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage, Fn fn) {
+  if (stage == 0) fn(embedding_block(m, p));
+  const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
+  for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe})
+    if (kinds.of(kind) > 0)
+      fn(with_layer_model(m, kind, [&](const ModelSpec& lm) { return layer_block(lm, p); }));
+  if (stage == p.pp - 1) fn(head_block(m, p));
+}
+}  // namespace
 
 std::int64_t layers_on_stage(const Plan& p, const ModelSpec& m, std::int64_t stage) {
   const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
@@ -288,9 +313,10 @@ StageParameters parameters_on_stage(const ModelSpec& m, const Plan& p, std::int6
   const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
   for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
     if (kinds.of(kind) == 0) continue;
-    const ModelSpec lm = layer_model(m, kind);
-    s.dense += d(kinds.of(kind)) * d(layer_dense_params(lm, p.tp));
-    s.expert += d(kinds.of(kind)) * d(layer_expert_params(lm, p));
+    with_layer_model(m, kind, [&](const ModelSpec& lm) {
+      s.dense += d(kinds.of(kind)) * d(layer_dense_params(lm, p.tp));
+      s.expert += d(kinds.of(kind)) * d(layer_expert_params(lm, p));
+    });
   }
   if (stage == 0) s.dense += d(embedding_block_params(m, p.tp));
   if (stage == p.pp - 1) s.dense += d(head_block_params(m, p));
@@ -1112,14 +1138,9 @@ double in_flight_micro_batches(const Plan& p, std::int64_t stage) {
 
 double largest_block_params(const ModelSpec& m, const Plan& p, std::int64_t stage) {
   double largest = 0;
-  const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
-  for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
-    if (kinds.of(kind) == 0) continue;
-    const ModelSpec lm = layer_model(m, kind);
-    largest = std::max(largest, d(layer_dense_params(lm, p.tp) + layer_expert_params(lm, p)));
-  }
-  if (stage == 0) largest = std::max(largest, d(embedding_block_params(m, p.tp)));
-  if (stage == p.pp - 1) largest = std::max(largest, d(head_block_params(m, p)));
+  for_each_block_shape_on_stage(m, p, stage, [&](const ParamBlock& b) {
+    largest = std::max(largest, d(b.dense_params + b.expert_params));
+  });
   return largest;
 }
 
@@ -1157,14 +1178,15 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   double stored = 0, checkpoints = 0, workspace = 0;
   for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
     if (kinds.of(kind) == 0) continue;
-    const ModelSpec lm = layer_model(m, kind);
     const auto k = static_cast<std::size_t>(kind);
-    rebuilt_bytes[k] = layer_activation_bytes(lm, p);
-    kept_bytes[k] = layer_kept_activation_bytes(lm, p);
+    with_layer_model(m, kind, [&](const ModelSpec& lm) {
+      rebuilt_bytes[k] = layer_activation_bytes(lm, p);
+      kept_bytes[k] = layer_kept_activation_bytes(lm, p);
+      workspace = std::max(workspace, layer_backward_workspace_bytes(lm, p));
+    });
     const std::int64_t r = recomputed.of(kind);
     stored += d(kinds.of(kind) - r) * kept_bytes[k];
     checkpoints += d(r) * input;
-    workspace = std::max(workspace, layer_backward_workspace_bytes(lm, p));
   }
   // A chunk's backward runs its layers last to first, so the layers full recompute leaves out
   // (the last ones of the chunk) have freed this micro-batch's activations by the time the
@@ -1208,8 +1230,11 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   }
   // ZeRO-2/3: the full gradient of the block being back-propagated, until its reduce-scatter.
   double largest_grad = 0;
-  for (const ParamBlock& b : param_blocks_on_stage(m, p, stage))
-    largest_grad = std::max(largest_grad, zero_grad_buffer_bytes(p, b));
+  if (p.zero_stage >= 2) {
+    for_each_block_shape_on_stage(m, p, stage, [&](const ParamBlock& b) {
+      largest_grad = std::max(largest_grad, zero_grad_buffer_bytes(p, b));
+    });
+  }
   mem.buffers_bytes += largest_grad;
   mem.buffers_bytes += workspace;
   return mem;

@@ -116,16 +116,23 @@ StepFlops Estimator::step_flops_cached(const Plan& plan) {
 }
 
 double Estimator::peak_memory_bytes(const Plan& plan, std::int64_t* peak_stage) const {
+  return peak_memory(plan, peak_stage, nullptr);
+}
+
+double Estimator::peak_memory(const Plan& plan, std::int64_t* peak_stage,
+                              MemoryBreakdown* breakdown) const {
   // With an even split of a uniform stack, stage 0 (most micro-batches in flight, the
   // embedding) and the last stage (LM head, logits) bound every stage in between; an explicit
   // split, or a model whose layers differ (dense_layers), checks them all.
   double peak = -1;
   const double runtime = hardware_ ? hardware_->baseline_memory_bytes : 0.0;
   auto check = [&](std::int64_t s) {
-    const double m = memory_on_stage(model_, plan, s).device_total() + runtime;
+    const MemoryBreakdown mem = memory_on_stage(model_, plan, s);
+    const double m = mem.device_total() + runtime;
     if (m > peak) {
       peak = m;
       if (peak_stage) *peak_stage = s;
+      if (breakdown) *breakdown = mem;
     }
   };
   if (!plan.layers_per_stage.empty() || !model_.dense_layers.empty()) {
@@ -230,10 +237,14 @@ Estimate Estimator::estimate(const Plan& plan) {
     if (pp > 2) stages.push_back(1);
     if (pp > 1) stages.push_back(pp - 1);
   }
+  std::vector<StageTimes> times;
+  times.reserve(stages.size());
+  for (std::int64_t s : stages) times.push_back(stage_times(s));
   double t_max = 0, t_sum = 0, t0 = 0;
   StageTimes busiest;
-  for (std::int64_t s : stages) {
-    const StageTimes st = stage_times(s);
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const std::int64_t s = stages[i];
+    const StageTimes& st = times[i];
     const double t = st.fwd + st.bwd;
     // Middle stages stand for all pp - 2 of them when the split is even.
     const double copies = (!stages_differ && pp > 2 && s == 1) ? d(pp - 2) : 1.0;
@@ -268,8 +279,9 @@ Estimate Estimator::estimate(const Plan& plan) {
   const double el = bytes_per_element(plan.precision), gl = grad_bytes_per_element(plan);
   const std::int64_t edp = plan.dp / plan.ep, dense_n = plan.dp_cp(), expert_n = expert_dp_cp(plan);
   double worst_tail = 0;
-  for (std::int64_t s : stages) {
-    const StageTimes st = stage_times(s);
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const std::int64_t s = stages[i];
+    const StageTimes& st = times[i];
     const StageParameters sp = parameters_on_stage(model_, plan, s);
     const double dense_elems = std::ceil(sp.dense / d(dense_n)) * d(dense_n);
     const double expert_elems =
@@ -355,8 +367,7 @@ Estimate Estimator::estimate(const Plan& plan) {
   const double peak = cluster_.gpu.peak_flops_per_s(plan.precision);
   e.mfu = peak > 0 ? e.model_tflops_per_gpu * 1e12 / peak : 0.0;
 
-  e.peak_memory_bytes = peak_memory_bytes(plan, &e.peak_stage);
-  e.peak_memory = memory_on_stage(model_, plan, e.peak_stage);
+  e.peak_memory_bytes = peak_memory(plan, &e.peak_stage, &e.peak_memory);
   if (hardware_) e.peak_memory.runtime_bytes = hardware_->baseline_memory_bytes;
   e.host_memory_per_node_bytes =
       (e.peak_memory.host_optimizer_bytes + e.peak_memory.host_activation_bytes) *

@@ -70,6 +70,9 @@ class Estimator {
     PassTimes embedding, head;                  // fwd + bwd
   };
   const MicroBatchTimes& micro_batch_times(const Plan& plan);
+  // The peak over stages (the profile's baseline included), its stage and, when asked, that
+  // stage's breakdown (without the baseline).
+  double peak_memory(const Plan& plan, std::int64_t* peak_stage, MemoryBreakdown* breakdown) const;
   // A collective over n_inner ranks `stride_inner` apart, repeated n_outer times `stride_outer`
   // apart (n_outer = 1: one evenly spaced group).
   double group_time_s(Collective c, std::int64_t bytes, std::int64_t n_inner,
