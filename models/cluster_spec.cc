@@ -115,6 +115,23 @@ std::vector<Preset> presets() {
                    "hardware.json B200 (HGX B200, 1000 W); 180 GB usable per GPU"),
                8, 740, 46, 63, 2048, 614});
   p.back().gpu.peak_fp8_flops_per_s = 2.0 * p.back().gpu.peak_bf16_flops_per_s;
+  // V100 SXM2/SXM3 (Volta; Megatron-LM 2019, ZeRO, Turing-NLG): 125 TFLOP/s fp16 tensor-core
+  // dense, 15.7 fp32, no bf16 (Volta's tensor cores take fp16 only); HBM2 at 900 GB/s; six
+  // NVLink2 links of 25 GB/s per direction = 150 GB/s; 80 SMs (NVIDIA V100 datasheet and
+  // Volta whitepaper). Ring busbw at H100's 82% of NVLink line rate (no published figure in
+  // hardware.json): 123 GB/s. EDR InfiniBand 100 Gb/s = 12.5 GB/s line, 11.5 at NDR's 92%
+  // (nccl-tests #290), one NIC per two GPUs in both DGX-1 (4 per 8) and DGX-2 (8 per 16):
+  // 5.75 GB/s per GPU. PCIe gen3 x16 15.75 GB/s. 16 GB: DGX-1 (8 GPUs, 512 GB host memory,
+  // 2x Xeon E5-2698 v4 4-channel DDR4-2400 = 154 GB/s); 32 GB: DGX-2 (16 GPUs over NVSwitch,
+  // 1.5 TB, 2x Xeon 8168 6-channel DDR4-2666 = 256 GB/s).
+  p.push_back({gpu("V100-16GB", 125, 15.7, 16, 900, 150, 80,
+                   "NVIDIA V100 datasheet (SXM2); DGX-1 node"),
+               8, 123, 5.75, 15.75, 512, 154});
+  p.back().gpu.peak_bf16_flops_per_s = 0;
+  p.push_back({gpu("V100-32GB", 125, 15.7, 32, 900, 150, 80,
+                   "NVIDIA V100 datasheet (SXM2/SXM3); DGX-2 node"),
+               16, 123, 5.75, 15.75, 1536, 256});
+  p.back().gpu.peak_bf16_flops_per_s = 0;
   return p;
 }
 
@@ -138,7 +155,9 @@ Result<Preset> find_preset(std::string_view name) {
       {"H100", "H100-80GB"},         {"H200SXM141GB", "H200-141GB"},
       {"H200", "H200-141GB"},        {"B200", "B200-192GB"},
       {"H10096GBHBM2E500W", "H100-96GB"}, {"H800", "H800-80GB"},
-      {"H800SXM580GB", "H800-80GB"}};
+      {"H800SXM580GB", "H800-80GB"}, {"V100SXM216GB", "V100-16GB"},
+      {"V100SXM232GB", "V100-32GB"}, {"V100SXM332GB", "V100-32GB"},
+      {"TESLAV100SXM216GB", "V100-16GB"}, {"TESLAV100SXM232GB", "V100-32GB"}};
   for (const auto& [alias, target] : aliases) {
     if (key == alias) return find_preset(target);
   }
@@ -170,6 +189,12 @@ std::vector<std::string> gpu_preset_names() {
   std::vector<std::string> names;
   for (const auto& p : presets()) names.push_back(p.gpu.name);
   return names;
+}
+
+Result<std::int64_t> preset_gpus_per_node(std::string_view name) {
+  auto p = find_preset(name);
+  if (!p.ok()) return p.status();
+  return p->gpus_per_node;
 }
 
 Result<GpuSpec> gpu_preset(std::string_view name) {
@@ -228,9 +253,14 @@ Result<GpuSpec> gpu_from_json(const Json& j, const std::string& where) {
   }
   const bool need = base.empty();
   double v = 0;
-  if (r.get_double("bf16_TFLOPs", v, 1e-12, 1e6, need)) g.peak_bf16_flops_per_s = v * kTFLOP;
-  g.peak_fp16_flops_per_s = g.peak_bf16_flops_per_s;
+  // bf16 0 is a GPU without bf16 (Volta), which must then give its fp16 rate.
+  const bool has_bf16 = r.get_double("bf16_TFLOPs", v, 0, 1e6, need);
+  if (has_bf16) g.peak_bf16_flops_per_s = v * kTFLOP;
+  if (has_bf16 || need) g.peak_fp16_flops_per_s = g.peak_bf16_flops_per_s;
   if (r.get_double("fp16_TFLOPs", v, 1e-12, 1e6, false)) g.peak_fp16_flops_per_s = v * kTFLOP;
+  if (!r.failed() && g.peak_fp16_flops_per_s <= 0)
+    return Status::Error(where + " gpu: field 'fp16_TFLOPs' is needed when 'bf16_TFLOPs' is 0 "
+                         "(a GPU without bf16)");
   if (r.get_double("fp32_TFLOPs", v, 1e-12, 1e6, need)) g.peak_fp32_flops_per_s = v * kTFLOP;
   if (r.get_double("fp8_TFLOPs", v, 1e-12, 1e6, false)) g.peak_fp8_flops_per_s = v * kTFLOP;
   if (r.get_double("hbm_GB", v, 1e-12, 1e6, need)) g.hbm_bytes = v * kGB;

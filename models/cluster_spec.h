@@ -65,9 +65,12 @@ struct ClusterLimits {
   static constexpr std::int64_t kMaxGpusPerNode = 1024;
 };
 
-// Preset GPU names: A100-40GB, A100-80GB, H100-80GB, H100-96GB, H200-141GB, B200-192GB.
+// Preset GPU names: A100-40GB, A100-80GB, H100-80GB, H800-80GB, H100-96GB, H200-141GB,
+// B200-192GB, V100-16GB (DGX-1), V100-32GB (DGX-2).
 Result<GpuSpec> gpu_preset(std::string_view name);
 std::vector<std::string> gpu_preset_names();
+// GPUs per node of the preset's reference node (16 for DGX-2's V100-32GB, else 8).
+Result<std::int64_t> preset_gpus_per_node(std::string_view name);
 
 // A cluster of `total_gpus` GPUs of a preset, `gpus_per_node` per node, with the preset's node
 // links (DGX/HGX defaults). total_gpus must be a multiple of gpus_per_node, or smaller than it

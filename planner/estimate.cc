@@ -18,8 +18,8 @@ const DeviceRates& Estimator::rates(Precision p) {
   const int key = static_cast<int>(p);
   auto it = rates_.find(key);
   if (it != rates_.end()) return it->second;
-  // The same rates as the simulator's (plan_rates); FP8 plans were checked by plan_training,
-  // so this plan without fp8 cannot be refused.
+  // The same rates as the simulator's (plan_rates); plan_training checked the precision and
+  // FP8, so this plan without fp8 cannot be refused.
   Plan by_precision;
   by_precision.precision = p;
   auto r = plan_rates(by_precision, cluster_.gpu, hardware_);

@@ -345,10 +345,11 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
   if (options.memory_headroom < 0 || options.memory_headroom >= 1)
     return Status::Error("--memory-headroom must be in [0, 1)", ExitCode::kUsage);
   if (options.top_k < 1) return Status::Error("--top must be at least 1", ExitCode::kUsage);
-  if (options.fp8) {
+  {
+    // The device must have a rate for the precision (and FP8, when asked).
     Plan probe;
     probe.precision = options.precision;
-    probe.fp8 = true;
+    probe.fp8 = options.fp8;
     TRAINPLAN_RETURN_IF_ERROR(validate_plan(probe));
     auto rates = plan_rates(probe, cluster.gpu, options.hardware);
     if (!rates.ok()) return rates.status();

@@ -186,7 +186,8 @@ std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
   os << ", sequence " << m.seq_len << "\n";
   os << "Cluster: " << c.num_nodes << " node" << (c.num_nodes > 1 ? "s" : "") << " x "
      << c.gpus_per_node << " " << c.gpu.name << " (" << fmt("%.0f", c.gpu.hbm_bytes / kGB)
-     << " GB, " << fmt("%.0f", c.gpu.peak_bf16_flops_per_s / kTFLOP) << " TFLOP/s bf16), "
+     << " GB, " << fmt("%.0f", c.gpu.peak_flops_per_s(ctx.options->precision) / kTFLOP)
+     << " TFLOP/s " << to_string(ctx.options->precision) << "), "
      << fmt("%.0f", c.intra_node_bytes_per_s / kGB) << " GB/s in a node, "
      << fmt("%.0f", c.inter_node_bytes_per_s / kGB) << " GB/s per GPU across nodes\n";
   const PlanSearch& s = r.search;

@@ -183,15 +183,18 @@ Status read_model(const Json& j, const std::string& where, PublishedRun& run) {
 Status read_hardware(const Json& j, const std::string& where, PublishedRun& run) {
   JsonReader r(j, where + " hardware");
   std::string gpu;
-  std::int64_t num_gpus = 0, per_node = 8;
+  std::int64_t num_gpus = 0, per_node = 0;  // 0: the preset's node (8, or DGX-2's 16)
   r.get_string("gpu", gpu, true);
   r.get_int("num_gpus", num_gpus, 1, ClusterLimits::kMaxGpus, true);
   r.get_int("gpus_per_node", per_node, 1, ClusterLimits::kMaxGpusPerNode, false);
   r.accept("interconnect");  // prose; the preset's DGX/HGX links are used
   TRAINPLAN_RETURN_IF_ERROR(r.finish(true));
   collect_ignored(j, r, "hardware.", run.ignored_fields);
-  const std::int64_t node = std::min(per_node, num_gpus);
-  auto c = make_cluster(gpu, num_gpus, node);
+  auto node = [&](const std::string& preset) {
+    auto n = preset_gpus_per_node(preset);
+    return std::min(per_node > 0 ? per_node : n.ok() ? *n : 8, num_gpus);
+  };
+  auto c = make_cluster(gpu, num_gpus, node(gpu));
   if (!c.ok()) {
     // A description rather than a preset name ("H100 96GB HBM2e @500W (...)"): the preset of
     // the same part and memory, said so.
@@ -203,8 +206,9 @@ Status read_hardware(const Json& j, const std::string& where, PublishedRun& run)
     else if (has("h800")) preset = "H800-80GB";
     else if (has("h200")) preset = "H200-141GB";
     else if (has("b200")) preset = "B200-192GB";
+    else if (has("v100")) preset = has("16") ? "V100-16GB" : "V100-32GB";
     if (!preset.empty()) {
-      auto again = make_cluster(preset, num_gpus, node);
+      auto again = make_cluster(preset, num_gpus, node(preset));
       if (again.ok()) {
         run.assumptions.push_back("hardware.gpu \"" + gpu + "\" read as preset " + preset);
         c = std::move(again);

@@ -232,9 +232,12 @@ Result<ClusterSpec> load_cluster(const Args& args) {
       return Status::Error("missing --gpus N (or --cluster FILE)", ExitCode::kUsage);
     auto gpus = args.get_int("gpus", 8, 1, ClusterLimits::kMaxGpus);
     if (!gpus.ok()) return gpus.status();
-    auto per_node = args.get_int("gpus-per-node", 8, 1, ClusterLimits::kMaxGpusPerNode);
+    const std::string gpu = args.get("gpu", "H100-80GB");
+    auto node = preset_gpus_per_node(gpu);
+    if (!node.ok()) return node.status();
+    auto per_node = args.get_int("gpus-per-node", *node, 1, ClusterLimits::kMaxGpusPerNode);
     if (!per_node.ok()) return per_node.status();
-    cluster = make_cluster(args.get("gpu", "H100-80GB"), *gpus, *per_node);
+    cluster = make_cluster(gpu, *gpus, *per_node);
   }
   if (!cluster.ok()) return cluster;
   auto hw = load_hardware(args);
@@ -258,8 +261,8 @@ std::vector<Args::Option> model_cluster_options() {
       {"seq-len", true, "training sequence length (default: the model's)"},
       {"cluster", true, "cluster JSON (instead of --gpus/--gpu/--gpus-per-node)"},
       {"gpus", true, "number of GPUs (default cluster: H100-80GB, 8 per node)"},
-      {"gpu", true, "GPU preset: A100-40GB, A100-80GB, H100-80GB, H800-80GB, H100-96GB, H200-141GB, B200-192GB"},
-      {"gpus-per-node", true, "GPUs per node (default 8)"},
+      {"gpu", true, "GPU preset: A100-40GB, A100-80GB, H100-80GB, H800-80GB, H100-96GB, H200-141GB, B200-192GB, V100-16GB, V100-32GB"},
+      {"gpus-per-node", true, "GPUs per node (default: the preset's node, 16 for V100-32GB, else 8)"},
       {"hardware", true, "measured hardware profile from `calibrate`"},
   };
 }

@@ -41,7 +41,7 @@ int run(int argc, char** argv) {
   auto options = cli::model_cluster_options();
   options.insert(options.end(), {
       {"global-batch", true, "sequences per optimizer step (default: about 2M tokens)"},
-      {"precision", true, "bf16 (default), fp16 or fp32"},
+      {"precision", true, "bf16 (default; fp16 on a GPU without bf16, V100), fp16 or fp32"},
       {"optimizer", true, "adamw (default), sgd or sgd-momentum"},
       {"attention", true, "fused (default, FlashAttention-style) or unfused"},
       {"grad-precision", true,
@@ -116,6 +116,10 @@ int run(int argc, char** argv) {
                            choice("grad-precision", {"compute", "fp32"}, grad_precision)})
     if (!st.ok()) return cli::fail("plan", st);
   opt.precision = static_cast<Precision>(precision);
+  // bf16 is the default where the GPU has it; Volta has fp16 tensor cores only.
+  if (!args.has("precision") && !hardware->has_value() &&
+      cluster->gpu.peak_flops_per_s(Precision::kBf16) <= 0)
+    opt.precision = Precision::kFp16;
   opt.optimizer = static_cast<Optimizer>(optimizer);
   opt.attention = static_cast<AttentionImpl>(attention);
   opt.grad_precision = static_cast<GradPrecision>(grad_precision);

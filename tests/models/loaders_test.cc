@@ -410,6 +410,37 @@ TEST(ClusterLoader, CustomGpuErrors) {
   EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"), {"c.json", "'base'", "Z100"}));
   j["gpu"]["base"] = 3;
   EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"), {"c.json", "'base'", "3"}));
+  // bf16 0 is a GPU without bf16 (Volta): it must give its fp16 rate.
+  j = custom_gpu_cluster();
+  j["gpu"]["bf16_TFLOPs"] = 0;
+  EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"), {"c.json", "'fp16_TFLOPs'", "is 0"}));
+  j["gpu"]["fp16_TFLOPs"] = 125;
+  c = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->gpu.peak_bf16_flops_per_s, 0.0);
+  EXPECT_DOUBLE_EQ(c->gpu.peak_fp16_flops_per_s, 125e12);
+}
+
+// Volta: V100 presets by datasheet name, DGX-2's 16 GPUs per node, fp16 only.
+TEST(GpuPresets, V100HasFp16OnlyAndDgx2Nodes) {
+  auto v = gpu_preset("V100-SXM2-32GB");
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->name, "V100-32GB");
+  EXPECT_EQ(v->peak_bf16_flops_per_s, 0.0);
+  EXPECT_DOUBLE_EQ(v->peak_fp16_flops_per_s, 125e12);
+  EXPECT_EQ(*preset_gpus_per_node("V100-32GB"), 16);
+  EXPECT_EQ(*preset_gpus_per_node("V100-16GB"), 8);
+  EXPECT_EQ(*preset_gpus_per_node("H100-80GB"), 8);
+  EXPECT_FALSE(preset_gpus_per_node("Z100").ok());
+  Plan p;
+  p.precision = Precision::kBf16;
+  auto bf16 = plan_rates(p, *v, std::nullopt);
+  ASSERT_FALSE(bf16.ok());
+  EXPECT_EQ(bf16.status().code(), ExitCode::kInfeasible);
+  EXPECT_NE(bf16.status().message().find("precision bf16: V100-32GB has no bf16 rate"),
+            std::string::npos);
+  p.precision = Precision::kFp16;
+  EXPECT_TRUE(plan_rates(p, *v, std::nullopt).ok());
 }
 
 // Regression: "base": null used to throw nlohmann::type_error from json::value().

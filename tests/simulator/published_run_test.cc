@@ -292,8 +292,12 @@ TEST(PublishedRun, ErrorsNameTheFieldAndValue) {
   e["precision"] = "int4";
   cases.push_back({"precision", e, "unknown value \"int4\""});
   e = gpt_entry();
-  e["hardware"]["gpu"] = "V100-32GB";
-  cases.push_back({"gpu", e, "unknown GPU \"V100-32GB\""});
+  e["hardware"]["gpu"] = "P100-16GB";
+  cases.push_back({"gpu", e, "unknown GPU \"P100-16GB\""});
+  e = gpt_entry();
+  e["hardware"]["gpu"] = "V100-SXM2-32GB";
+  e["precision"] = "bf16";
+  cases.push_back({"bf16 on V100", e, "precision bf16: V100-32GB has no bf16 rate"});
   e = gpt_entry();
   e["parallel"]["recompute"] = "some";
   cases.push_back({"recompute", e, "field 'recompute': unknown value \"some\""});

@@ -34,6 +34,9 @@ expect 3 "field 'num_layers': value 0 is out of range" -- "$plan" --model "$tmp/
 printf '{"name":"x","num_layers":4,"hidden_size":64,"num_attention_heads":4,"ffn_hidden_size":256,"vocab_size":256,"seq_len":64,"colour":"blue"}' > "$tmp/unknown.json"
 expect 3 "unknown field 'colour'" -- "$plan" --model "$tmp/unknown.json" --gpus 8
 expect 3 'unknown GPU "V100"' -- "$plan" --model "$src/models/tiny.json" --gpus 8 --gpu V100
+# Volta: fp16 by default (no bf16 tensor cores), DGX-2's 16 GPUs per node; bf16 asked is refused.
+expect 0 "2 nodes x 16 V100-32GB (32 GB, 125 TFLOP/s fp16)" -- "$plan" --model "$src/models/gpt2-1.5b.json" --gpus 32 --gpu V100-32GB --top 1
+expect 4 "precision bf16: V100-16GB has no bf16 rate" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --gpu V100-16GB --precision bf16
 expect 3 "is not a multiple of --gpus-per-node=8" -- "$plan" --model "$src/models/tiny.json" --gpus 12
 expect 3 "exceeds max_position_embeddings=1024" -- "$plan" --model "$src/models/gpt2-124m.json" --gpus 8 --seq-len 4096
 expect 2 "--precision: unknown value 'fp8'" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --precision fp8
