@@ -220,10 +220,11 @@ Status read_hardware(const Json& j, const std::string& where, PublishedRun& run)
   return Status::Ok();
 }
 
-// FlashAttention (arXiv:2205.14135) entered Megatron-LM (--use-flash-attn) and PyTorch
-// (scaled_dot_product_attention, 2.0) in early 2023; runs published before then materialised
-// the scores. A source's date is read from its arXiv identifier (YYMM.NNNNN).
-AttentionImpl infer_attention(const std::string& text) {
+// Whether the source is dated before 2023, read from its arXiv identifier (YYMM.NNNNN); a
+// source without one is taken as recent. FlashAttention (arXiv:2205.14135) entered Megatron-LM
+// (--use-flash-attn) and PyTorch (scaled_dot_product_attention, 2.0) in early 2023; runs
+// published before then materialised the scores.
+bool dated_before_2023(const std::string& text) {
   // text is lower-case: "arxiv:" then optional spaces, YYMM, a dot, 4 or 5 digits.
   auto digits = [&](std::size_t at, std::size_t n) {
     if (at + n > text.size()) return false;
@@ -236,11 +237,10 @@ AttentionImpl infer_attention(const std::string& text) {
     std::size_t i = at + 6;
     while (i < text.size() && text[i] == ' ') ++i;
     if (digits(i, 4) && i + 4 < text.size() && text[i + 4] == '.' && digits(i + 5, 4)) {
-      const int yymm = std::stoi(text.substr(i, 4));
-      return yymm < 2301 ? AttentionImpl::kUnfused : AttentionImpl::kFused;
+      return std::stoi(text.substr(i, 4)) < 2301;
     }
   }
-  return AttentionImpl::kFused;
+  return false;
 }
 
 Status read_parallel(const Json& j, const std::string& where, std::int64_t num_gpus,
@@ -387,12 +387,24 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
     p.attention = AttentionImpl::kFused;
     run.assumptions.push_back("attention: fused (the notes name FlashAttention)");
   } else {
-    p.attention = infer_attention(text);
+    p.attention = dated_before_2023(text) ? AttentionImpl::kUnfused : AttentionImpl::kFused;
     run.assumptions.push_back(std::string("attention: ") +
                               (p.attention == AttentionImpl::kFused
                                    ? "fused (source not dated before 2023)"
                                    : "unfused (source dated before FlashAttention entered "
                                      "Megatron-LM and PyTorch, early 2023)"));
+  }
+  const auto sp = parallel->find("sequence_parallel");
+  if ((sp == parallel->end() || sp->is_null()) && p.tp > 1) {
+    // Sequence parallelism (Korthikanti et al., arXiv:2205.05198) is what TP runs published
+    // from 2023 on pair TP with (Megatron-Core and NeMo recipes, torchtitan's TP plan,
+    // MegaScale); earlier runs had none.
+    p.sequence_parallel = !dated_before_2023(text) && !p.partition_activations;
+    run.assumptions.push_back(std::string("parallel.sequence_parallel: ") +
+                              (p.sequence_parallel ? "true (not given; source not dated before "
+                                                     "2023, when TP runs pair it with SP)"
+                                                   : "false (not given; source dated before "
+                                                     "2023)"));
   }
   if (!parallel->contains("overlap_grad_reduce") &&
       text.find("ddp impl local") != std::string::npos) {

@@ -133,6 +133,34 @@ TEST(PublishedRun, AttentionFromTheFieldTheNotesOrTheDate) {
   EXPECT_EQ(map_ok(e).plan.attention, AttentionImpl::kFused);
 }
 
+// TP runs that do not say whether they used sequence parallelism: those published from 2023
+// on are taken to (Megatron-Core/NeMo recipes, torchtitan, MegaScale), earlier ones not; the
+// field, when given, is used as it is.
+TEST(PublishedRun, SequenceParallelFromTheFieldOrTheDate) {
+  Json e = llama_entry();
+  e["parallel"] = Json::parse(R"({"tp": 2, "pp": 1, "dp": 4, "micro_batch": 1,
+      "global_batch": 16})");
+  PublishedRun r = map_ok(e);
+  EXPECT_TRUE(r.plan.sequence_parallel);
+  EXPECT_TRUE(has_assumption(r, "parallel.sequence_parallel: true (not given"));
+  e["parallel"]["sequence_parallel"] = nullptr;
+  EXPECT_TRUE(map_ok(e).plan.sequence_parallel);
+  e["parallel"]["sequence_parallel"] = false;
+  r = map_ok(e);
+  EXPECT_FALSE(r.plan.sequence_parallel);
+  EXPECT_FALSE(has_assumption(r, "parallel.sequence_parallel"));
+  e["parallel"].erase("sequence_parallel");
+  e["source"] = "arXiv:2104.04473";
+  r = map_ok(e);
+  EXPECT_FALSE(r.plan.sequence_parallel);
+  EXPECT_TRUE(has_assumption(r, "parallel.sequence_parallel: false (not given; source dated "
+                                "before 2023)"));
+  // Without TP there is nothing to say.
+  r = map_ok(llama_entry());
+  EXPECT_FALSE(r.plan.sequence_parallel);
+  EXPECT_FALSE(has_assumption(r, "parallel.sequence_parallel"));
+}
+
 TEST(PublishedRun, DerivedAndDefaultedFieldsAreSaid) {
   Json e = gpt_entry();
   e["parallel"].erase("dp");
