@@ -159,7 +159,8 @@ Result<DeviceRates> plan_rates(const Plan& plan, const GpuSpec& gpu,
   if (!hardware && gpu.peak_flops_per_s(plan.precision) <= 0)
     return Status::Error("precision " + std::string(to_string(plan.precision)) + ": " + gpu.name +
                              " has no " + std::string(to_string(plan.precision)) +
-                             " rate (Volta's tensor cores take fp16; use precision fp16)",
+                             " rate (a GPU without bf16 tensor cores, as Volta: use precision "
+                             "fp16)",
                          ExitCode::kInfeasible);
   DeviceRates r = hardware ? hardware->rates : device_rates(gpu, plan.precision);
   if (r.fp8_peak_flops_per_s <= 0) r.fp8_peak_flops_per_s = gpu.peak_fp8_flops_per_s;

@@ -198,7 +198,8 @@ ParamBlock embedding_block(const ModelSpec& m, const Plan& p) {
   b.kind = BlockKind::kEmbedding;
   b.dense_params = embedding_block_params(m, p.tp);
   b.tied_copy = m.tie_word_embeddings && p.pp > 1;
-  b.tied_params = b.tied_copy ? std::llround(vocab_rows_per_rank(m, p.tp) * d(m.hidden_size)) : 0;
+  b.tied_params =
+      b.tied_copy ? std::llround(vocab_rows_per_rank(m, p.tp) * d(m.hidden_size)) : 0;
   return b;
 }
 ParamBlock head_block(const ModelSpec& m, const Plan& p) {

@@ -261,8 +261,11 @@ std::vector<Args::Option> model_cluster_options() {
       {"seq-len", true, "training sequence length (default: the model's)"},
       {"cluster", true, "cluster JSON (instead of --gpus/--gpu/--gpus-per-node)"},
       {"gpus", true, "number of GPUs (default cluster: H100-80GB, 8 per node)"},
-      {"gpu", true, "GPU preset: A100-40GB, A100-80GB, H100-80GB, H800-80GB, H100-96GB, H200-141GB, B200-192GB, V100-16GB, V100-32GB"},
-      {"gpus-per-node", true, "GPUs per node (default: the preset's node, 16 for V100-32GB, else 8)"},
+      {"gpu", true,
+       "GPU preset: A100-40GB, A100-80GB, H100-80GB, H800-80GB, H100-96GB, H200-141GB, "
+       "B200-192GB, V100-16GB, V100-32GB"},
+      {"gpus-per-node", true,
+       "GPUs per node (default: the preset's node, 16 for V100-32GB, else 8)"},
       {"hardware", true, "measured hardware profile from `calibrate`"},
   };
 }
