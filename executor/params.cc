@@ -42,6 +42,10 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
                          "(on the CPU executor host and device are one memory); plan and "
                          "simulate model the offload",
                          ExitCode::kInvalidInput);
+  if (p.tp_comm_overlap)
+    return Status::Error("tp_comm_overlap: the executors run each TP collective whole, between "
+                         "the kernels around it; plan and simulate model the overlap",
+                         ExitCode::kInvalidInput);
   if (p.ep != 1) return no("expert parallelism (ep > 1)");
   return Status::Ok();
 }

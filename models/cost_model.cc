@@ -874,6 +874,45 @@ std::int64_t tokens_per_micro_batch(const ModelSpec& m, const Plan& p) {
   return shape_of(m, p).tokens;
 }
 
+std::vector<std::int32_t> tp_overlap_partners(const std::vector<Task>& tasks, const Plan& p) {
+  if (!p.tp_comm_overlap) return {};
+  std::vector<std::int32_t> partner(tasks.size(), -1);
+  std::vector<bool> taken(tasks.size(), false);
+  auto tp_comm = [&](std::size_t i, Collective c) {
+    return tasks[i].kind == TaskKind::kComm && tasks[i].group == CommGroup::kTp &&
+           tasks[i].collective == c;
+  };
+  auto claim = [&](std::size_t comm, std::size_t gemm) {
+    if (tasks[gemm].kind != TaskKind::kGemm || taken[gemm]) return false;
+    partner[comm] = static_cast<std::int32_t>(gemm);
+    taken[gemm] = true;
+    return true;
+  };
+  // Reduce-scatters first: each drains the GEMM just before it.
+  for (std::size_t i = 1; i < tasks.size(); ++i)
+    if (tp_comm(i, Collective::kReduceScatter)) claim(i, i - 1);
+  // All-gathers feed the first GEMM after them; one whose GEMM a reduce-scatter has (the
+  // backward's re-gather for a weight gradient) runs beside the GEMM before it instead.
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    if (!tp_comm(i, Collective::kAllGather)) continue;
+    bool fed = false;
+    for (std::size_t j = i + 1; j < tasks.size() && !fed; ++j) {
+      if (tasks[j].kind == TaskKind::kGemm) {
+        fed = claim(i, j);
+        break;
+      }
+      if (tasks[j].kind != TaskKind::kMemory) break;
+    }
+    if (!fed && i > 0) claim(i, i - 1);
+  }
+  return partner;
+}
+
+double tp_overlapped_pair_s(double comm_s, double gemm_s, std::int64_t tp) {
+  const double chunk = gemm_s / d(std::max<std::int64_t>(1, tp));
+  return std::max(comm_s, gemm_s - chunk) + chunk;
+}
+
 std::int64_t pipeline_message_bytes(const ModelSpec& m, const Plan& p) {
   const Shape x = shape_of(m, p);
   return std::llround(d(x.norm_tokens) * d(x.h) * x.e);

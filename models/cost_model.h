@@ -142,6 +142,22 @@ std::vector<Task> embedding_backward_tasks(const ModelSpec& model, const Plan& p
 std::vector<Task> head_forward_tasks(const ModelSpec& model, const Plan& plan);
 std::vector<Task> head_backward_tasks(const ModelSpec& model, const Plan& plan);
 
+// Plan::tp_comm_overlap: for each task of a pass, the index of the GEMM its TP collective is
+// overlapped with, or -1 (every task that is not such a collective). A GEMM overlaps at most
+// one collective. A reduce-scatter drains the GEMM just before it; an all-gather feeds the first
+// GEMM after it (only memory-bound kernels, FP8 casts, between), or where a reduce-scatter has
+// that GEMM (the backward's re-gather of an input for its weight gradient, which Transformer
+// Engine overlaps with the data gradient) runs beside the GEMM just before it. A partner before
+// the collective: it runs beside that GEMM and what follows waits; after: that GEMM's last chunk
+// waits for it. Empty when the plan does not overlap.
+std::vector<std::int32_t> tp_overlap_partners(const std::vector<Task>& tasks, const Plan& plan);
+// A TP collective of comm_s decomposed into tp chunks and overlapped with a GEMM of gemm_s
+// (ring collective matmul, Wang et al. 2023): the first (all-gather) or last (reduce-scatter)
+// chunk of the GEMM waits, the other (tp-1)/tp of it run beside the collective. The pair takes
+// max(comm_s, gemm_s (tp-1)/tp) + gemm_s / tp: the GEMM's time when the collective is shorter,
+// the collective's plus one chunk when it is longer.
+double tp_overlapped_pair_s(double comm_s, double gemm_s, std::int64_t tp);
+
 // Tokens of one micro-batch on one rank: micro_batch_size * seq_len / cp (context parallelism
 // splits each sequence over cp ranks).
 std::int64_t tokens_per_micro_batch(const ModelSpec& model, const Plan& plan);

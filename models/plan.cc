@@ -78,6 +78,7 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
     p.grad_precision = static_cast<GradPrecision>(c);
   r.get_bool("fp8", p.fp8, false);
   r.get_bool("ep_overlap", p.ep_overlap, false);
+  r.get_bool("tp_comm_overlap", p.tp_comm_overlap, false);
   r.get_int_list("layers_per_stage", p.layers_per_stage, 1, ModelLimits::kMaxLayers, false);
   TRAINPLAN_RETURN_IF_ERROR(r.finish());
   Status st = validate_plan(p);
@@ -111,6 +112,7 @@ Json plan_to_json(const Plan& p) {
   j["grad_precision"] = std::string(to_string(p.grad_precision));
   if (p.fp8) j["fp8"] = true;  // written only when used, as cp
   if (p.ep_overlap) j["ep_overlap"] = true;
+  if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
   if (!p.layers_per_stage.empty()) j["layers_per_stage"] = p.layers_per_stage;
   return j;
 }
@@ -132,6 +134,7 @@ std::string describe(const Plan& p) {
     os << " fp32-grads";
   if (p.fp8) os << " fp8";
   if (p.ep_overlap) os << " ep-overlap";
+  if (p.tp_comm_overlap) os << " tp-overlap";
   if (!p.layers_per_stage.empty()) {
     os << " layers=";
     for (std::size_t i = 0; i < p.layers_per_stage.size(); ++i)
@@ -224,6 +227,13 @@ Status validate_plan(const Plan& p) {
   if (p.ep_overlap && p.zero_stage == 3)
     return err("ep_overlap with zero_stage 3 is not modelled (its parameter gathers would have "
                "to interleave too)");
+  // The decomposed collectives are sequence parallelism's all-gathers and reduce-scatters
+  // (Megatron-Core and async TP both require it).
+  if (p.tp_comm_overlap && (p.tp < 2 || !p.sequence_parallel))
+    return err("tp_comm_overlap needs tp >= 2 and sequence_parallel (it splits sequence "
+               "parallelism's all-gathers and reduce-scatters), the plan has tp=" +
+               std::to_string(p.tp) + " sequence_parallel=" +
+               (p.sequence_parallel ? "true" : "false"));
   if (p.offload != Offload::kNone && p.optimizer == Optimizer::kSgd)
     return err("offload optimizer: plain sgd has no optimizer states to offload");
   if (!p.layers_per_stage.empty() &&

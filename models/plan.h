@@ -90,6 +90,12 @@ struct Plan {
   // the 1F1B steady state each backward runs merged with the forward that follows it, so one's
   // dispatch and combine travel while the other computes. Needs ep > 1 and a 1F1B schedule.
   bool ep_overlap = false;
+  // TP collectives overlapped with the GEMMs beside them (Megatron-Core's --tp-comm-overlap
+  // with Transformer Engine's userbuffers; PyTorch's async TP; MegaScale sec. 3.2; Wang et al.,
+  // ASPLOS 2023, "decomposition"): each sequence-parallel all-gather is split into tp chunks
+  // that the GEMM it feeds consumes as they arrive, and each reduce-scatter sends the chunks of
+  // the GEMM before it as they are computed. Needs tp >= 2 and sequence parallelism.
+  bool tp_comm_overlap = false;
   // Layers per model chunk, in pipeline order (pp * virtual_stages entries). Empty: even split.
   std::vector<std::int64_t> layers_per_stage;
 

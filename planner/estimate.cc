@@ -52,11 +52,19 @@ double Estimator::group_time_s(Collective c, std::int64_t bytes, std::int64_t n_
 Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan& plan,
                                      const DeviceRates& r) const {
   PassTimes t;
-  for (const Task& task : tasks) {
+  const std::vector<std::int32_t> partner = tp_overlap_partners(tasks, plan);
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const Task& task = tasks[i];
     if (task.kind != TaskKind::kComm) {
       t.compute_s += task_time_s(task, r);
     } else if (task.group == CommGroup::kTp) {
-      t.tp_s += group_time_s(task.collective, task.message_bytes, task.group_size, 1);
+      const double comm_s = group_time_s(task.collective, task.message_bytes, task.group_size, 1);
+      if (partner.empty() || partner[i] < 0) {
+        t.tp_s += comm_s;
+      } else {  // Plan::tp_comm_overlap: only what the GEMM beside it does not hide
+        const double gemm_s = task_time_s(tasks[static_cast<std::size_t>(partner[i])], r);
+        t.tp_s += tp_overlapped_pair_s(comm_s, gemm_s, plan.tp) - gemm_s;
+      }
     } else if (task.group == CommGroup::kEp) {
       t.ep_s += group_time_s(task.collective, task.message_bytes, task.group_size,
                              plan.tp * plan.cp);
@@ -69,11 +77,14 @@ Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan&
 
 const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan) {
   // Everything below depends only on these fields of the plan.
-  const std::array<std::int64_t, 8> key{plan.tp, plan.cp, plan.ep, plan.micro_batch_size,
-                                        plan.sequence_parallel ? 1 : 0,
-                                        static_cast<std::int64_t>(plan.recompute),
-                                        static_cast<std::int64_t>(plan.attention),
-                                        static_cast<std::int64_t>(plan.precision)};
+  const std::array<std::int64_t, 11> key{plan.tp, plan.cp, plan.ep, plan.micro_batch_size,
+                                         plan.sequence_parallel ? 1 : 0,
+                                         static_cast<std::int64_t>(plan.recompute),
+                                         static_cast<std::int64_t>(plan.attention),
+                                         static_cast<std::int64_t>(plan.precision),
+                                         plan.fp8 ? 1 : 0,
+                                         plan.partition_activations ? 1 : 0,
+                                         plan.tp_comm_overlap ? 1 : 0};
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   const DeviceRates& r = rates(plan.precision);

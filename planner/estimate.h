@@ -1,8 +1,9 @@
 // The planner's analytical estimate of one training step: sums of the cost model's task times
 // per micro-batch, a closed-form pipeline schedule, data-parallel communication overlapped with
 // the backward pass, the optimizer step, and memory per stage. Fast enough to rank millions of
-// candidates (bench/planner): task lists are costed once per distinct (tp, cp, micro-batch,
-// sequence parallel, recompute, ep) and cached. The event simulator refines the best candidates.
+// candidates (bench/planner): task lists are costed once per distinct (tp, cp, ep, micro-batch,
+// sequence parallel, recompute, attention, precision, fp8, partitioned checkpoints, TP overlap)
+// and cached. The event simulator refines the best candidates.
 #pragma once
 
 #include <array>
@@ -24,7 +25,7 @@ struct Estimate {
   double pipeline_s = 0;        // forward + backward of all micro-batches, bubble included
   double bubble_fraction = 0;   // stage 0 idle share of pipeline_s
   double compute_s = 0;         // compute per step on the busiest stage (incl. recompute)
-  double tp_comm_s = 0;         // TP collectives per step on the busiest stage (not overlapped)
+  double tp_comm_s = 0;         // TP collectives per step on the busiest stage (exposed)
   double cp_comm_s = 0;         // CP K,V all-gathers and dK,dV reduce-scatters (not overlapped)
   double ep_comm_s = 0;         // expert all-to-all per step (not overlapped)
   double pp_comm_s = 0;         // stage-boundary transfers per step
@@ -85,7 +86,7 @@ class Estimator {
   ModelSpec model_;
   ClusterSpec cluster_;
   std::optional<HardwareProfile> hardware_;
-  std::map<std::array<std::int64_t, 8>, MicroBatchTimes> cache_;
+  std::map<std::array<std::int64_t, 11>, MicroBatchTimes> cache_;
   std::unordered_map<int, DeviceRates> rates_;
   std::unordered_map<int, StepFlops> flops_per_sequence_;
 };

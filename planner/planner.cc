@@ -235,6 +235,7 @@ PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t 
                 p.ep_overlap = opt.ep_overlap && ep > 1 && rc != Recompute::kFull && zero != 3 &&
                                (pp == 1 ? sc.schedule == Schedule::k1F1B
                                         : sc.schedule == Schedule::kInterleaved);
+                p.tp_comm_overlap = opt.tp_comm_overlap && sp == 1;
                 ++out.evaluated;
                 if (sp == 1 && (m.seq_len / cp) % tp != 0) {
                   out.rejections.add("sequence parallel vs seq_len", 1,

@@ -30,6 +30,9 @@ struct PlannerOptions {
   // MoE: candidates that can (ep > 1; pp = 1 with 1F1B or pp > 1 interleaved; not full
   // recompute or ZeRO-3) overlap their expert all-to-all across micro-batches (Plan::ep_overlap).
   bool ep_overlap = false;
+  // Candidates with sequence parallelism overlap their TP collectives with the GEMMs beside
+  // them (Plan::tp_comm_overlap).
+  bool tp_comm_overlap = false;
   // Usable device memory = capacity * (1 - headroom): room for the CUDA context, allocator
   // fragmentation and library workspaces that the model does not count.
   double memory_headroom = 0.10;

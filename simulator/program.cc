@@ -87,6 +87,7 @@ StreamKind stream_of(CommGroup g) {
 struct TimedTasks {
   std::vector<Task> tasks;
   std::vector<TimeNs> ns;
+  std::vector<std::int32_t> partner;  // tp_overlap_partners (empty: nothing overlapped)
 };
 
 class Builder {
@@ -216,6 +217,7 @@ class Builder {
   TimedTasks timed(std::vector<Task> tasks) const {
     TimedTasks t;
     for (const Task& task : tasks) t.ns.push_back(to_ns(task_time_s(task, rates_)));
+    t.partner = tp_overlap_partners(tasks, plan_);
     t.tasks = std::move(tasks);
     return t;
   }
@@ -352,13 +354,52 @@ class Builder {
   }
 
   // Plays a task list on the compute stream, with its TP/EP collectives blocking. Returns the
-  // first op.
+  // first op. Plan::tp_comm_overlap: a TP collective paired with a GEMM (tt.partner) runs beside
+  // it instead, the GEMM split in two (tp_overlapped_pair_s): a GEMM fed by the collective runs
+  // its first (tp-1)/tp while the collective travels and its last chunk after it; a GEMM the
+  // collective follows runs its first chunk, then the rest beside the collective, which what
+  // follows waits for.
   std::int32_t tasks(RankState& rs, const TimedTasks& tt, OpMeta meta) {
     std::int32_t first = -1;
+    std::int32_t gathering = -1;  // a collective feeding the GEMM ahead, which ends after it
+    const TimeNs chunks = std::max<std::int64_t>(1, plan_.tp);
+    auto partner_of = [&](std::size_t i) { return tt.partner.empty() ? -1 : tt.partner[i]; };
+    std::vector<bool> feeds(tt.tasks.size(), false);  // a GEMM fed by an all-gather before it
+    for (std::size_t i = 0; i < tt.partner.size(); ++i)
+      if (tt.partner[i] > static_cast<std::int32_t>(i))
+        feeds[static_cast<std::size_t>(tt.partner[i])] = true;
     for (std::size_t i = 0; i < tt.tasks.size(); ++i) {
       const Task& t = tt.tasks[i];
       std::int32_t id;
-      if (t.kind == TaskKind::kComm) {
+      if (t.kind == TaskKind::kComm && partner_of(i) >= 0) {
+        // Issued when the compute before it is done; the compute stream goes on.
+        OpMeta m = meta;
+        id = collective(rs, t, m);
+        eng_.add_dep(rs.last_compute, id);
+        for (std::int32_t w : rs.wait) eng_.add_dep(w, id);
+        gathering = id;
+      } else if (t.kind == TaskKind::kGemm && feeds[i]) {
+        OpMeta m = meta;
+        m.name = t.name;
+        const TimeNs last = tt.ns[i] / chunks;
+        id = compute(rs, tt.ns[i] - last, m);
+        if (gathering >= 0) rs.wait.push_back(gathering);
+        compute(rs, last, m);
+        gathering = -1;
+      } else if (t.kind == TaskKind::kGemm && i + 1 < tt.tasks.size() &&
+                 partner_of(i + 1) == static_cast<std::int32_t>(i)) {
+        // The collective after this GEMM runs beside it: its first chunk, the collective, the
+        // rest.
+        OpMeta m = meta;
+        m.name = t.name;
+        const TimeNs head = tt.ns[i] / chunks;
+        id = compute(rs, head, m);
+        const std::int32_t rs_id = collective(rs, tt.tasks[i + 1], meta);
+        eng_.add_dep(id, rs_id);
+        compute(rs, tt.ns[i] - head, m);
+        rs.wait.push_back(rs_id);
+        ++i;
+      } else if (t.kind == TaskKind::kComm) {
         OpMeta m = meta;
         m.blocking = true;
         id = collective(rs, t, m);

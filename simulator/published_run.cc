@@ -259,6 +259,7 @@ Status read_parallel(const Json& j, const std::string& where, std::int64_t num_g
   p.zero_stage = static_cast<int>(zero);
   r.get_bool("sequence_parallel", p.sequence_parallel, false);
   r.get_bool("ep_overlap", p.ep_overlap, false);  // Plan::ep_overlap; checked with the plan
+  r.get_bool("tp_comm_overlap", p.tp_comm_overlap, false);  // Plan::tp_comm_overlap; likewise
   int recompute = -1;
   r.get_choice("recompute", recompute, {"none", "selective", "full"}, false);
   // Megatron-LM's --recompute-num-layers with --recompute-method block (Plan field's meaning).

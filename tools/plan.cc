@@ -50,6 +50,9 @@ int run(int argc, char** argv) {
       {"memory-headroom", true, "fraction of GPU memory kept free (default 0.10)"},
       {"allow-cross-node-tp", false, "consider tensor parallelism across nodes"},
       {"fp8", false, "train the linear layers' GEMMs in FP8 (Hopper or newer)"},
+      {"tp-comm-overlap", false,
+       "overlap sequence parallelism's TP all-gathers and reduce-scatters with the GEMMs beside "
+       "them (Megatron-Core's --tp-comm-overlap, PyTorch async TP)"},
       {"ep-overlap", false, "MoE: overlap the expert all-to-all of one micro-batch with another's compute (Megatron-Core's overlap_moe_expert_parallel_comm; needs interleaving when pp > 1)"},
       {"max-cp", true,
        "largest context-parallel degree searched (default: no bound; 1: no context "
@@ -94,6 +97,7 @@ int run(int argc, char** argv) {
   opt.allow_cross_node_tp = args.has("allow-cross-node-tp");
   opt.fp8 = args.has("fp8");
   opt.ep_overlap = args.has("ep-overlap");
+  opt.tp_comm_overlap = args.has("tp-comm-overlap");
   auto choice = [&](const char* name, std::initializer_list<const char*> names, int& out) {
     if (!args.has(name)) return Status::Ok();
     int i = 0;

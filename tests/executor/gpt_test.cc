@@ -198,6 +198,12 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
          p.offload_checkpoints = true;
        },
        "offload_checkpoints: the executors keep checkpoints"},
+      {[](Plan& p) {
+         p.tp = 2;
+         p.sequence_parallel = true;
+         p.tp_comm_overlap = true;
+       },
+       "tp_comm_overlap: the executors run each TP collective whole"},
   };
   for (const auto& c : cases) {
     Plan p = single_plan(Recompute::kNone);

@@ -4,6 +4,7 @@
 #include "models/cost_model.h"
 
 #include <cmath>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -618,6 +619,91 @@ TEST(Fp8, PlanRatesNameADeviceWithoutFp8) {
             std::string::npos);
   p.fp8 = false;
   EXPECT_TRUE(plan_rates(p, *gpu_preset("A100-80GB"), std::nullopt).ok());
+}
+
+// --- Plan::tp_comm_overlap ----------------------------------------------------------------
+
+// Every sequence-parallel collective of a GPT layer, forward, backward and recompute, with and
+// without FP8 casts between, is paired with a GEMM of its own: a reduce-scatter with the GEMM
+// just before it, an all-gather with the first GEMM after it or (the backward's re-gather for
+// a weight gradient) the one before it.
+TEST(TpCommOverlap, EverySequenceParallelCollectiveHasAGemmOfItsOwn) {
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(8, 1, 1, 1, 8);
+  p.sequence_parallel = true;
+  p.recompute = Recompute::kFull;
+  EXPECT_TRUE(tp_overlap_partners(layer_forward_tasks(m, p), p).empty());
+  p.tp_comm_overlap = true;
+  for (bool fp8 : {false, true}) {
+    p.fp8 = fp8;
+    for (const auto& tasks : {layer_forward_tasks(m, p), layer_backward_tasks(m, p),
+                              layer_recompute_tasks(m, p)}) {
+      const std::vector<std::int32_t> partner = tp_overlap_partners(tasks, p);
+      ASSERT_EQ(partner.size(), tasks.size());
+      std::set<std::int32_t> gemms;
+      for (std::size_t i = 0; i < tasks.size(); ++i) {
+        const Task& t = tasks[i];
+        if (t.kind != TaskKind::kComm || t.group != CommGroup::kTp) {
+          EXPECT_EQ(partner[i], -1) << t.name;
+          continue;
+        }
+        ASSERT_GE(partner[i], 0) << t.name;
+        const auto g = static_cast<std::size_t>(partner[i]);
+        EXPECT_EQ(tasks[g].kind, TaskKind::kGemm) << t.name;
+        EXPECT_TRUE(gemms.insert(partner[i]).second) << t.name << " shares " << tasks[g].name;
+        if (t.collective == Collective::kReduceScatter) EXPECT_EQ(g + 1, i) << t.name;
+        if (t.collective == Collective::kAllGather) EXPECT_TRUE(g > i || g + 1 == i) << t.name;
+      }
+    }
+  }
+  // The forward's four: the attention input and the MLP input gathered into QKV and FC1, the
+  // output projection's and FC2's outputs reduce-scattered.
+  p.fp8 = false;
+  const std::vector<Task> fwd = layer_forward_tasks(m, p);
+  const std::vector<std::int32_t> partner = tp_overlap_partners(fwd, p);
+  std::vector<std::string> pairs;
+  for (std::size_t i = 0; i < fwd.size(); ++i)
+    if (partner[i] >= 0)
+      pairs.push_back(std::string(fwd[i].name) + ">" +
+                      std::string(fwd[static_cast<std::size_t>(partner[i])].name));
+  EXPECT_EQ(pairs, (std::vector<std::string>{"tp_all_gather_attn>qkv",
+                                             "tp_reduce_scatter_attn>out_proj",
+                                             "tp_all_gather_mlp>fc1",
+                                             "tp_reduce_scatter_mlp>fc2"}));
+}
+
+// The decomposed pair: the GEMM alone when the collective is short, the collective and one
+// GEMM chunk when it is long, never less than either.
+TEST(TpCommOverlap, PairTimeBetweenTheGemmAndTheCollectivePlusAChunk) {
+  EXPECT_DOUBLE_EQ(tp_overlapped_pair_s(0.0, 8.0, 8), 8.0);
+  EXPECT_DOUBLE_EQ(tp_overlapped_pair_s(7.0, 8.0, 8), 8.0);
+  EXPECT_DOUBLE_EQ(tp_overlapped_pair_s(20.0, 8.0, 8), 21.0);
+  EXPECT_DOUBLE_EQ(tp_overlapped_pair_s(5.0, 8.0, 2), 9.0);
+  for (double c : {0.5, 3.0, 9.0})
+    EXPECT_GE(tp_overlapped_pair_s(c, 4.0, 4), std::max(c, 4.0));
+}
+
+TEST(TpCommOverlap, NeedsTpAndSequenceParallelAndRoundTrips) {
+  Plan p = plan_of(1, 1, 8, 1, 8);
+  p.tp_comm_overlap = true;
+  Status st = validate_plan(p);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("tp_comm_overlap needs tp >= 2 and sequence_parallel"),
+            std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("tp=1 sequence_parallel=false"), std::string::npos);
+  p = plan_of(4, 1, 2, 1, 8);
+  p.tp_comm_overlap = true;
+  EXPECT_FALSE(validate_plan(p).ok());
+  p.sequence_parallel = true;
+  EXPECT_TRUE(validate_plan(p).ok());
+  EXPECT_NE(describe(p).find(" tp-overlap"), std::string::npos);
+  const Json j = plan_to_json(p);
+  EXPECT_TRUE(j.at("tp_comm_overlap").get<bool>());
+  auto back = plan_from_json(j, "p.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->tp_comm_overlap);
+  p.tp_comm_overlap = false;
+  EXPECT_FALSE(plan_to_json(p).contains("tp_comm_overlap"));
 }
 
 }  // namespace

@@ -49,6 +49,11 @@ std::vector<std::pair<const char*, std::pair<ModelSpec, Plan>>> symmetric_cases(
   oc.recompute = Recompute::kFull;
   oc.offload_checkpoints = true;
   out.push_back({"offloaded checkpoints", {gpt, oc}});
+  Plan tpo = testing::make_plan(4, 2, 2, 1, 8);
+  tpo.sequence_parallel = true;
+  tpo.recompute = Recompute::kFull;
+  tpo.tp_comm_overlap = true;
+  out.push_back({"tp comm overlap, full recompute", {gpt, tpo}});
   return out;
 }
 
@@ -313,6 +318,28 @@ TEST(Simulator, EpOverlapHidesTheAllToAllAndKeepsTheWork) {
       EXPECT_EQ(b.memory.weights_bytes, a.memory.weights_bytes);
     }
   }
+}
+
+// Plan::tp_comm_overlap: the same work and bytes; the sequence-parallel collectives travel
+// beside the GEMMs they feed or drain, so the step is shorter, yet no shorter than with free
+// communication (tests/planner/estimate_vs_simulator_test.cc checks the estimate's saving).
+TEST(Simulator, TpCommOverlapHidesCollectivesBehindTheirGemms) {
+  const ModelSpec gpt = testing::gpt_model(8, 4096, 32, 2048, 50257);
+  Plan p = testing::make_plan(8, 1, 2, 1, 8);
+  p.sequence_parallel = true;
+  const ClusterSpec c = testing::cluster_for(p);
+  const SimResult plain = testing::simulate_ok(gpt, c, p);
+  p.tp_comm_overlap = true;
+  const SimResult overlapped = testing::simulate_ok(gpt, c, p);
+  SimOptions free_comm;
+  free_comm.free_communication = true;
+  auto ideal = simulate_step(gpt, c, p, free_comm);
+  ASSERT_TRUE(ideal.ok()) << ideal.status().message();
+  EXPECT_EQ(overlapped.report.bytes_per_group, plain.report.bytes_per_group);
+  EXPECT_LT(overlapped.report.step_time_s, 0.95 * plain.report.step_time_s);
+  EXPECT_GE(overlapped.report.step_time_s, ideal->report.step_time_s);
+  for (std::size_t i = 0; i < overlapped.report.ranks.size(); ++i)
+    EXPECT_NEAR(overlapped.report.ranks[i].compute_s, plain.report.ranks[i].compute_s, 1e-6);
 }
 
 TEST(Simulator, Zero3HoldsGatheredParameters) {
