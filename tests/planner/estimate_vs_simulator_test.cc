@@ -4,6 +4,7 @@
 
 #include "planner/estimate.h"
 #include "simulator/simulator.h"
+#include "tests/simulator/test_util.h"
 
 namespace trainplan {
 namespace {
@@ -12,23 +13,8 @@ namespace {
 // collectives with their GEMMs agrees within 10% (a GPT layer of h=4096 at tp=8, where the
 // collectives are a large share of the step).
 TEST(EstimateVsSimulator, TpCommOverlapSavesTheSame) {
-  ModelSpec m;
-  m.name = "gpt";
-  m.num_layers = 8;
-  m.hidden_size = 4096;
-  m.num_attention_heads = 32;
-  m.num_kv_heads = 32;
-  m.head_dim = 128;
-  m.ffn_hidden_size = 4 * 4096;
-  m.vocab_size = 50257;
-  m.seq_len = 2048;
-  m.max_position_embeddings = 2048;
-  ASSERT_TRUE(validate_model(m, "gpt").ok());
-  Plan p;
-  p.tp = 8;
-  p.dp = 2;
-  p.micro_batch_size = 1;
-  p.global_batch_size = 16;
+  const ModelSpec m = testing::gpt_model(8, 4096, 32, 2048, 50257);
+  Plan p = testing::make_plan(8, 1, 2, 1, 16);
   p.sequence_parallel = true;
   const ClusterSpec c = *make_cluster("H100-80GB", 16, 8);
   Estimator est(m, c, std::nullopt);
