@@ -896,7 +896,7 @@ std::vector<std::int32_t> tp_overlap_partners(const std::vector<Task>& tasks, co
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     if (!tp_comm(i, Collective::kAllGather)) continue;
     bool fed = false;
-    for (std::size_t j = i + 1; j < tasks.size() && !fed; ++j) {
+    for (std::size_t j = i + 1; j < tasks.size(); ++j) {
       if (tasks[j].kind == TaskKind::kGemm) {
         fed = claim(i, j);
         break;
