@@ -372,8 +372,10 @@ class Builder {
       const Task& t = tt.tasks[i];
       std::int32_t id;
       if (t.kind == TaskKind::kComm && partner_of(i) >= 0) {
-        // Issued when the compute before it is done; the compute stream goes on.
+        // Issued when the compute before it is done; the compute stream goes on (blocking:
+        // the GEMM's last chunk waits for it, and that wait is not pipeline bubble).
         OpMeta m = meta;
+        m.blocking = true;
         id = collective(rs, t, m);
         eng_.add_dep(rs.last_compute, id);
         for (std::int32_t w : rs.wait) eng_.add_dep(w, id);
@@ -394,7 +396,9 @@ class Builder {
         m.name = t.name;
         const TimeNs head = tt.ns[i] / chunks;
         id = compute(rs, head, m);
-        const std::int32_t rs_id = collective(rs, tt.tasks[i + 1], meta);
+        OpMeta cm = meta;
+        cm.blocking = true;  // what follows waits for it
+        const std::int32_t rs_id = collective(rs, tt.tasks[i + 1], cm);
         eng_.add_dep(id, rs_id);
         compute(rs, tt.ns[i] - head, m);
         rs.wait.push_back(rs_id);
