@@ -193,21 +193,26 @@ ParameterCounts count_parameters(const ModelSpec& m) {
 }
 
 namespace {
-ParamBlock embedding_block(const ModelSpec& m, const Plan& p) {
+// The embedding or head block; both hold the tied copy that pp > 1 keeps on two stages.
+ParamBlock edge_block(const ModelSpec& m, const Plan& p, BlockKind kind) {
   ParamBlock b;
-  b.kind = BlockKind::kEmbedding;
-  b.dense_params = embedding_block_params(m, p.tp);
+  b.kind = kind;
   b.tied_copy = m.tie_word_embeddings && p.pp > 1;
   b.tied_params =
       b.tied_copy ? std::llround(vocab_rows_per_rank(m, p.tp) * d(m.hidden_size)) : 0;
+  if (kind == BlockKind::kEmbedding) {
+    b.dense_params = embedding_block_params(m, p.tp);
+  } else {
+    b.dense_params = head_block_params(m, p);
+    b.tp_replicated_params = std::llround(norm_params(m));
+  }
   return b;
 }
+ParamBlock embedding_block(const ModelSpec& m, const Plan& p) {
+  return edge_block(m, p, BlockKind::kEmbedding);
+}
 ParamBlock head_block(const ModelSpec& m, const Plan& p) {
-  ParamBlock b = embedding_block(m, p);
-  b.kind = BlockKind::kHead;
-  b.dense_params = head_block_params(m, p);
-  b.tp_replicated_params = std::llround(norm_params(m));
-  return b;
+  return edge_block(m, p, BlockKind::kHead);
 }
 // A layer's block; `lm` is the layer's view (layer_model).
 ParamBlock layer_block(const ModelSpec& lm, const Plan& p) {

@@ -326,13 +326,9 @@ std::vector<std::int64_t> chunk_layers(const Plan& p, const ModelSpec& m) {
   return out;
 }
 
-// Every chunk gets the ceiling, and the chunks short of a layer are taken alternately from the
-// two ends of the pipeline, whose stages also hold the embedding and the LM head (Llama 3 405B:
-// 126 layers on 16 stages, "one Transformer layer fewer on the first and the last stages",
-// Dubey et al. 2024 sec. 3.3.2).
 std::string recompute_label(const Plan& p) {
   std::string s(to_string(p.recompute));
-  if (p.recompute_num_layers > 0) s += ":" + std::to_string(p.recompute_num_layers);
+  if (p.recompute_num_layers > 0) s.append(":").append(std::to_string(p.recompute_num_layers));
   return s;
 }
 
@@ -346,6 +342,10 @@ std::int64_t recomputed_layers_in_chunk(const Plan& p, std::int64_t chunk_layers
   return p.recompute_num_layers == 0 ? chunk_layers : std::min(p.recompute_num_layers, chunk_layers);
 }
 
+// Every chunk gets the ceiling, and the chunks short of a layer are taken alternately from the
+// two ends of the pipeline, whose stages also hold the embedding and the LM head (Llama 3 405B:
+// 126 layers on 16 stages, "one Transformer layer fewer on the first and the last stages",
+// Dubey et al. 2024 sec. 3.3.2).
 std::vector<std::int64_t> balanced_chunk_layers(std::int64_t layers, std::int64_t chunks) {
   TRAINPLAN_CHECK(chunks >= 1 && layers >= chunks) << layers << " layers over " << chunks;
   const std::int64_t ceil = (layers + chunks - 1) / chunks;

@@ -88,6 +88,7 @@ struct TimedTasks {
   std::vector<Task> tasks;
   std::vector<TimeNs> ns;
   std::vector<std::int32_t> partner;  // tp_overlap_partners (empty: nothing overlapped)
+  std::vector<bool> fed;              // a GEMM an overlapped collective before it feeds
 };
 
 class Builder {
@@ -218,6 +219,10 @@ class Builder {
     TimedTasks t;
     for (const Task& task : tasks) t.ns.push_back(to_ns(task_time_s(task, rates_)));
     t.partner = tp_overlap_partners(tasks, plan_);
+    t.fed.assign(t.partner.size(), false);
+    for (std::size_t i = 0; i < t.partner.size(); ++i)
+      if (t.partner[i] > static_cast<std::int32_t>(i))
+        t.fed[static_cast<std::size_t>(t.partner[i])] = true;
     t.tasks = std::move(tasks);
     return t;
   }
@@ -364,10 +369,6 @@ class Builder {
     std::int32_t gathering = -1;  // a collective feeding the GEMM ahead, which ends after it
     const TimeNs chunks = std::max<std::int64_t>(1, plan_.tp);
     auto partner_of = [&](std::size_t i) { return tt.partner.empty() ? -1 : tt.partner[i]; };
-    std::vector<bool> feeds(tt.tasks.size(), false);  // a GEMM fed by an all-gather before it
-    for (std::size_t i = 0; i < tt.partner.size(); ++i)
-      if (tt.partner[i] > static_cast<std::int32_t>(i))
-        feeds[static_cast<std::size_t>(tt.partner[i])] = true;
     for (std::size_t i = 0; i < tt.tasks.size(); ++i) {
       const Task& t = tt.tasks[i];
       std::int32_t id;
@@ -380,7 +381,7 @@ class Builder {
         eng_.add_dep(rs.last_compute, id);
         for (std::int32_t w : rs.wait) eng_.add_dep(w, id);
         gathering = id;
-      } else if (t.kind == TaskKind::kGemm && feeds[i]) {
+      } else if (t.kind == TaskKind::kGemm && !tt.fed.empty() && tt.fed[i]) {
         OpMeta m = meta;
         m.name = t.name;
         const TimeNs last = tt.ns[i] / chunks;

@@ -400,12 +400,15 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
     // Sequence parallelism (Korthikanti et al., arXiv:2205.05198) is what TP runs published
     // from 2023 on pair TP with (Megatron-Core and NeMo recipes, torchtitan's TP plan,
     // MegaScale); earlier runs had none.
-    p.sequence_parallel = !dated_before_2023(text) && !p.partition_activations;
-    run.assumptions.push_back(std::string("parallel.sequence_parallel: ") +
-                              (p.sequence_parallel ? "true (not given; source not dated before "
-                                                     "2023, when TP runs pair it with SP)"
-                                                   : "false (not given; source dated before "
-                                                     "2023)"));
+    const bool before_2023 = dated_before_2023(text);
+    p.sequence_parallel = !before_2023 && !p.partition_activations;
+    const char* why = p.sequence_parallel
+                          ? "true (not given; source not dated before 2023, when TP runs pair "
+                            "it with SP)"
+                      : before_2023 ? "false (not given; source dated before 2023)"
+                                    : "false (not given; partition_activations splits the "
+                                      "checkpoints over TP instead)";
+    run.assumptions.push_back(std::string("parallel.sequence_parallel: ") + why);
   }
   if (!parallel->contains("overlap_grad_reduce") &&
       text.find("ddp impl local") != std::string::npos) {

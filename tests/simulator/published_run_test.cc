@@ -155,6 +155,13 @@ TEST(PublishedRun, SequenceParallelFromTheFieldOrTheDate) {
   EXPECT_FALSE(r.plan.sequence_parallel);
   EXPECT_TRUE(has_assumption(r, "parallel.sequence_parallel: false (not given; source dated "
                                 "before 2023)"));
+  // Partitioned checkpoints store the input split over TP instead of SP.
+  e["source"] = "arXiv:2407.21783";
+  e["parallel"]["recompute"] = "full";
+  e["parallel"]["partition_activations"] = true;
+  r = map_ok(e);
+  EXPECT_FALSE(r.plan.sequence_parallel);
+  EXPECT_TRUE(has_assumption(r, "false (not given; partition_activations splits"));
   // Without TP there is nothing to say.
   r = map_ok(llama_entry());
   EXPECT_FALSE(r.plan.sequence_parallel);
