@@ -185,6 +185,11 @@ ClusterSpec cluster_from_preset(const Preset& p, std::int64_t num_nodes,
 
 }  // namespace
 
+double shared_nic_bytes_per_s(std::int64_t nics, double line_Gbps, std::int64_t gpus_per_node) {
+  return static_cast<double>(nics) * line_Gbps / 8.0 * kGB * kNicAchievableFraction /
+         static_cast<double>(std::max<std::int64_t>(1, gpus_per_node));
+}
+
 std::vector<std::string> gpu_preset_names() {
   std::vector<std::string> names;
   for (const auto& p : presets()) names.push_back(p.gpu.name);

@@ -65,6 +65,14 @@ struct ClusterLimits {
   static constexpr std::int64_t kMaxGpusPerNode = 1024;
 };
 
+// Share of a NIC's line rate that NCCL's ring traffic achieves: 92%, NDR's 46 of 50 GB/s in
+// nccl-tests #290. The presets' inter-node figures are this share of one NIC per GPU (HDR
+// 25 GB/s line: 23; NDR 50: 46).
+inline constexpr double kNicAchievableFraction = 0.92;
+// Per-GPU inter-node bandwidth of a node whose `gpus_per_node` GPUs share `nics` NICs of
+// `line_Gbps` each (all GPUs sending at once, as a data-parallel ring does).
+double shared_nic_bytes_per_s(std::int64_t nics, double line_Gbps, std::int64_t gpus_per_node);
+
 // Preset GPU names: A100-40GB, A100-80GB, H100-80GB, H800-80GB, H100-96GB, H200-141GB,
 // B200-192GB, V100-16GB (DGX-1), V100-32GB (DGX-2).
 Result<GpuSpec> gpu_preset(std::string_view name);

@@ -49,12 +49,15 @@ void set_family(ModelSpec& m, bool llama) {
   m.tie_word_embeddings = !llama;
 }
 
-std::string fmt_params(double n) {
+// Four significant figures, as "5.75".
+std::string format_number(double v) {
   std::ostringstream os;
   os.precision(4);
-  os << n / 1e9 << "B";
+  os << v;
   return os.str();
 }
+
+std::string fmt_params(double n) { return format_number(n / 1e9) + "B"; }
 
 Status read_model(const Json& j, const std::string& where, PublishedRun& run) {
   ModelSpec& m = run.model;
@@ -187,8 +190,20 @@ Status read_hardware(const Json& j, const std::string& where, PublishedRun& run)
   r.get_string("gpu", gpu, true);
   r.get_int("num_gpus", num_gpus, 1, ClusterLimits::kMaxGpus, true);
   r.get_int("gpus_per_node", per_node, 1, ClusterLimits::kMaxGpusPerNode, false);
-  r.accept("interconnect");  // prose; the preset's DGX/HGX links are used
+  r.accept("interconnect");  // prose; the preset's DGX/HGX links unless the NICs are given
+  // A node whose GPUs share fewer NICs than a DGX/HGX (one per GPU) has: its NIC count and
+  // line rate, together.
+  std::int64_t nics = 0;
+  double nic_Gbps = 0;
+  const bool has_nics = r.get_int("nics_per_node", nics, 1, ClusterLimits::kMaxGpusPerNode, false);
+  const bool has_rate = r.get_double("nic_Gbps", nic_Gbps, 1e-3, 1e6, false);
   TRAINPLAN_RETURN_IF_ERROR(r.finish(true));
+  if (has_nics != has_rate)
+    return Status::Error(where + " hardware: " +
+                         (has_nics ? "nics_per_node=" + std::to_string(nics) + " needs nic_Gbps"
+                                   : "nic_Gbps=" + format_number(nic_Gbps) +
+                                         " needs nics_per_node") +
+                         " (the two go together)");
   collect_ignored(j, r, "hardware.", run.ignored_fields);
   auto node = [&](const std::string& preset) {
     auto n = preset_gpus_per_node(preset);
@@ -217,6 +232,15 @@ Status read_hardware(const Json& j, const std::string& where, PublishedRun& run)
   }
   if (!c.ok()) return Status::Error(where + " hardware: " + c.status().message());
   run.cluster = *c;
+  if (has_nics) {
+    ClusterSpec& cl = run.cluster;
+    cl.inter_node_bytes_per_s = shared_nic_bytes_per_s(nics, nic_Gbps, cl.gpus_per_node);
+    run.assumptions.push_back(
+        "inter-node: " + std::to_string(nics) + " x " + format_number(nic_Gbps) +
+        " Gb/s NICs shared by " + std::to_string(cl.gpus_per_node) + " GPUs, " +
+        format_number(cl.inter_node_bytes_per_s / kGB) + " GB/s per GPU at " +
+        format_number(kNicAchievableFraction * 100) + "% of line rate");
+  }
   return Status::Ok();
 }
 

@@ -651,8 +651,12 @@ TEST(TpCommOverlap, EverySequenceParallelCollectiveHasAGemmOfItsOwn) {
         const auto g = static_cast<std::size_t>(partner[i]);
         EXPECT_EQ(tasks[g].kind, TaskKind::kGemm) << t.name;
         EXPECT_TRUE(gemms.insert(partner[i]).second) << t.name << " shares " << tasks[g].name;
-        if (t.collective == Collective::kReduceScatter) EXPECT_EQ(g + 1, i) << t.name;
-        if (t.collective == Collective::kAllGather) EXPECT_TRUE(g > i || g + 1 == i) << t.name;
+        if (t.collective == Collective::kReduceScatter) {
+          EXPECT_EQ(g + 1, i) << t.name;
+        }
+        if (t.collective == Collective::kAllGather) {
+          EXPECT_TRUE(g > i || g + 1 == i) << t.name;
+        }
       }
     }
   }

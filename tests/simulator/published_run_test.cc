@@ -230,6 +230,32 @@ TEST(PublishedRun, MissingShapeFieldsAndGpuDescriptions) {
   EXPECT_NE(map_error(e).find("missing required field 'heads'"), std::string::npos);
 }
 
+// A node whose GPUs share fewer NICs than DGX A100's eight (GPT-NeoX-20B's four ConnectX-6
+// HDR per eight A100s, Black et al. 2022 sec. 2.3): per GPU, the node's achievable NIC
+// bandwidth over its GPUs. The two fields go together and are checked.
+TEST(PublishedRun, SharedNicsSetTheInterNodeBandwidth) {
+  Json e = gpt_entry();
+  const double dgx = map_ok(e).cluster.inter_node_bytes_per_s;
+  EXPECT_NEAR(dgx, 23e9, 1e6);  // one 200 Gb/s NIC per GPU at 92%: the preset's figure
+  e["hardware"]["nics_per_node"] = 8;
+  e["hardware"]["nic_Gbps"] = 200;
+  EXPECT_NEAR(map_ok(e).cluster.inter_node_bytes_per_s, dgx, 1e6);
+  e["hardware"]["nics_per_node"] = 4;
+  const PublishedRun r = map_ok(e);
+  EXPECT_NEAR(r.cluster.inter_node_bytes_per_s, dgx / 2, 1e6);
+  EXPECT_TRUE(has_assumption(r, "4 x 200 Gb/s NICs shared by 8 GPUs, 11.5 GB/s per GPU"));
+  e["hardware"].erase("nic_Gbps");
+  EXPECT_NE(map_error(e).find("nics_per_node=4 needs nic_Gbps"), std::string::npos);
+  e["hardware"].erase("nics_per_node");
+  e["hardware"]["nic_Gbps"] = 100;
+  EXPECT_NE(map_error(e).find("nic_Gbps=100 needs nics_per_node"), std::string::npos);
+  e["hardware"]["nics_per_node"] = 0;
+  EXPECT_NE(map_error(e).find("nics_per_node"), std::string::npos);
+  e["hardware"]["nics_per_node"] = 4;
+  e["hardware"]["nic_Gbps"] = -1;
+  EXPECT_NE(map_error(e).find("nic_Gbps"), std::string::npos);
+}
+
 TEST(PublishedRun, ContextParallelRunsMap) {
   // Llama 3 405B's long-context row (Dubey et al. 2024, Table 4): CP 16 at 131072 tokens.
   Json e = llama_entry();
