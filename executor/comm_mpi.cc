@@ -69,9 +69,12 @@ class MpiComm final : public Comm {
     split(CommGroup::kTp, static_cast<int>(layout->group_color(Axis::kTp, rank)),
           static_cast<int>(me.tp));
     // The dense weights' gradient group: dp replicas x cp context-parallel ranks (one rank each
-    // while the executor has no context parallelism).
-    split(CommGroup::kDp, static_cast<int>(layout->group_color(Axis::kDpCp, rank)),
-          static_cast<int>(layout->index_in_group(Axis::kDpCp, rank)));
+    // while the executor has no context parallelism), or with hybrid sharding the run of them
+    // that shares one set of ZeRO shards; then the ranks holding the same shard in every run.
+    split(CommGroup::kDp, static_cast<int>(layout->group_color(Axis::kZeroShard, rank)),
+          static_cast<int>(layout->index_in_group(Axis::kZeroShard, rank)));
+    split(CommGroup::kDpReplica, static_cast<int>(layout->group_color(Axis::kZeroReplica, rank)),
+          static_cast<int>(layout->index_in_group(Axis::kZeroReplica, rank)));
     split(CommGroup::kPp, static_cast<int>(layout->group_color(Axis::kPp, rank)),
           static_cast<int>(me.pp));
     // Tied embeddings with pp > 1: first and last stage of one (tp, cp, dp) coordinate

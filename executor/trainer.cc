@@ -24,10 +24,15 @@ Result<std::unique_ptr<Trainer>> Trainer::make(const ModelSpec& model, const Pla
   TRAINPLAN_RETURN_IF_ERROR(check_executor_supports(model, plan));
   std::unique_ptr<Trainer> t(new Trainer(model, plan, options, comm));
   t->stage_ = comm.group_rank(CommGroup::kPp);
-  t->dp_rank_ = comm.group_rank(CommGroup::kDp);
+  // The replica's place among the dp*cp ranks (which batch slice it trains on), and its place
+  // in its ZeRO shard group (which shard it owns); the same without hybrid sharding.
+  t->shard_rank_ = comm.group_rank(CommGroup::kDp);
+  t->dp_rank_ =
+      comm.group_rank(CommGroup::kDpReplica) * comm.group_size(CommGroup::kDp) + t->shard_rank_;
   BlockAccess& access = *t;  // a private base: only Trainer may convert
   t->stage_model_ = std::make_unique<StageModel>(model, plan, t->stage_, comm, access);
-  const std::int64_t dp = plan.dp;
+  // ZeRO shards over the dp ranks, or with hybrid sharding over one shard group of them.
+  const std::int64_t dp = plan.zero_shard_ranks();
   for (const BlockLayout& l : t->stage_model_->layouts()) {
     Block b;
     b.padded = (l.size + dp - 1) / dp * dp;  // as the cost model's dp_block_tasks pads
@@ -51,8 +56,8 @@ Result<std::unique_ptr<Trainer>> Trainer::make(const ModelSpec& model, const Pla
     // micro-batch's reduced shard, as their full gradient is freed in between.
     if (plan.zero_stage >= 2) b.grad_shard.assign(static_cast<std::size_t>(b.shard), 0.0f);
     if (plan.zero_stage == 3) {
-      b.param_shard.assign(full.begin() + t->dp_rank_ * b.shard,
-                           full.begin() + (t->dp_rank_ + 1) * b.shard);
+      b.param_shard.assign(full.begin() + t->shard_rank_ * b.shard,
+                           full.begin() + (t->shard_rank_ + 1) * b.shard);
     } else {
       b.param = std::move(full);
     }
@@ -98,7 +103,7 @@ float* Trainer::grads(std::size_t i) {
 }
 
 void Trainer::reduce_scatter_grad(Block& b) {
-  float* shard = b.grad.data() + dp_rank_ * b.shard;  // in place
+  float* shard = b.grad.data() + shard_rank_ * b.shard;  // in place
   comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), shard, b.shard, "zero_grad_reduce_scatter");
   for (std::int64_t j = 0; j < b.shard; ++j) b.grad_shard[j] += shard[j];
   std::vector<float>().swap(b.grad);  // freed: the next micro-batch allocates it again
@@ -256,7 +261,7 @@ void Trainer::finish_gradients() {
                          "dp_grad_all_reduce");
         break;
       case 1:
-        comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), b.grad.data() + dp_rank_ * b.shard,
+        comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), b.grad.data() + shard_rank_ * b.shard,
                              b.shard, "zero_grad_reduce_scatter");  // once per step, in place
         break;
       default:
@@ -264,6 +269,11 @@ void Trainer::finish_gradients() {
         // (backward_done did the others'; their buffer is gone).
         if (!b.grad.empty()) reduce_scatter_grad(b);
         break;
+    }
+    // Hybrid sharding: the shard groups sum the step's reduced shards across each other.
+    if (plan_.zero_stage >= 1 && plan_.zero_replicas() > 1) {
+      float* shard = plan_.zero_stage == 1 ? b.grad.data() + shard_rank_ * b.shard : b.grad_shard.data();
+      comm_.all_reduce(CommGroup::kDpReplica, shard, b.shard, ReduceOp::kSum, "hsdp_grad_all_reduce");
     }
   }
 }
@@ -276,7 +286,7 @@ void Trainer::optimizer_step() {
   for (Block& b : blocks_) {
     // The updated range [off, off + n) of the block, and its parameters and gradient there.
     const bool sharded = plan_.zero_stage >= 1;
-    const std::int64_t off = sharded ? dp_rank_ * b.shard : 0, n = sharded ? b.shard : b.padded;
+    const std::int64_t off = sharded ? shard_rank_ * b.shard : 0, n = sharded ? b.shard : b.padded;
     float* p = plan_.zero_stage == 3 ? b.param_shard.data() : b.param.data() + off;
     const float* g = plan_.zero_stage >= 2 ? b.grad_shard.data() : b.grad.data() + off;
     for_each_decay_run(b.decayed, off, off + n, [&](std::int64_t at, std::int64_t count, bool decay) {
@@ -369,7 +379,7 @@ void Trainer::for_each_param(const std::function<void(const TensorSlice&, std::i
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
     const bool sharded = plan_.zero_stage == 3;
-    const std::int64_t begin = sharded ? dp_rank_ * b.shard : 0;
+    const std::int64_t begin = sharded ? shard_rank_ * b.shard : 0;
     const std::int64_t end = std::min(sharded ? begin + b.shard : b.padded, layouts[i].size);
     for (const TensorSlice& t : layouts[i].tensors) {
       for (std::int64_t j = std::max(begin, t.offset); j < std::min(end, t.offset + t.size());

@@ -98,7 +98,7 @@ class Trainer final : private BlockAccess {
   Plan plan_;
   TrainOptions options_;
   Comm& comm_;
-  std::int64_t stage_ = 0, dp_rank_ = 0, step_ = 0;
+  std::int64_t stage_ = 0, dp_rank_ = 0, shard_rank_ = 0, step_ = 0;
   std::unique_ptr<StageModel> stage_model_;
   std::vector<Block> blocks_;
   bool last_micro_batch_ = false;

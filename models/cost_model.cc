@@ -39,6 +39,7 @@ std::string_view to_string(CommGroup g) {
     case CommGroup::kExpertDp: return "expert_dp";
     case CommGroup::kEmbedding: return "embedding";
     case CommGroup::kCp: return "cp";
+    case CommGroup::kDpReplica: return "dp_replica";
   }
   return "?";
 }
@@ -50,6 +51,7 @@ std::string_view report_group(CommGroup g) {
     case CommGroup::kPp:
     case CommGroup::kEmbedding: return "pp";
     case CommGroup::kDp:
+    case CommGroup::kDpReplica:
     case CommGroup::kExpertDp: return "dp";
     case CommGroup::kEp: return "ep";
   }
@@ -949,7 +951,7 @@ std::int64_t dp_point_count(const Plan& p, const ParamBlock& b, DpPoint point) {
 double zero_grad_buffer_bytes(const Plan& p, const ParamBlock& b) {
   if (p.zero_stage < 2) return 0;
   const double e = grad_bytes_per_element(p);
-  const std::int64_t dense = p.dp_cp(), expert = expert_dp_cp(p);
+  const std::int64_t dense = p.zero_shard_ranks(), expert = expert_dp_cp(p);
   double bytes = 0;
   if (dense > 1) bytes += d(padded(b.dense_params, dense)) * e;
   if (expert > 1) bytes += d(padded(b.expert_params, expert)) * e;
@@ -962,8 +964,9 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
   const double e = bytes_per_element(p.precision), g = grad_bytes_per_element(p);
   // Each part (dense over dp*cp, experts over dp/ep*cp) gets the same treatment: context-parallel
   // ranks hold the same weights and see different tokens, so they sum gradients like replicas
-  // (Megatron-Core's data-parallel group with context parallel).
-  const std::int64_t dense = p.dp_cp(), expert = expert_dp_cp(p);
+  // (Megatron-Core's data-parallel group with context parallel). With hybrid sharding the dense
+  // part's group is one shard group (Plan::zero_shard_size).
+  const std::int64_t dense = p.zero_shard_ranks(), expert = expert_dp_cp(p);
   auto add = [&](std::string_view dense_name, std::string_view expert_name, Collective c) {
     const double el = c == Collective::kAllGather ? e : g;
     if (b.dense_params > 0)
@@ -1001,6 +1004,12 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
                                  Collective::kAllReduce);
       if (p.zero_stage == 1) add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
                                  Collective::kReduceScatter);
+      // Hybrid sharding: the shard groups sum the step's reduced shards across each other once,
+      // after the last micro-batch (FSDP2's HSDP with the all-reduce skipped on the others,
+      // set_requires_all_reduce; MiCS's hierarchical reduction, Zhang et al. 2022 sec. 3.3).
+      if (p.zero_stage >= 1 && p.zero_replicas() > 1 && b.dense_params > 0)
+        out.push_back(comm("hsdp_grad_all_reduce", Collective::kAllReduce, CommGroup::kDpReplica,
+                           p.zero_replicas(), d(padded(b.dense_params, dense) / dense) * g));
       break;
     case DpPoint::kAfterOptimizer:
       if (p.zero_stage == 1 || p.zero_stage == 2)
@@ -1195,10 +1204,11 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   const StateBytesPerParam sb = state_bytes_per_param(p);
   const StageParameters sp = parameters_on_stage(m, p, stage);
   const double dense = sp.dense, expert = sp.expert;
-  const double dp = d(p.dp_cp()), edp = d(expert_dp_cp(p));
+  const double dp = d(p.zero_shard_ranks()), edp = d(expert_dp_cp(p));
   // ZeRO (Rajbhandari et al. 2019, fig. 1): stage 1 shards optimizer states over dp, stage 2
   // also gradients, stage 3 also weights; dp here counts the context-parallel ranks too, which
-  // hold the same weights (Megatron-Core shards its distributed optimizer over dp*cp).
+  // hold the same weights (Megatron-Core shards its distributed optimizer over dp*cp), or with
+  // hybrid sharding only a shard group's ranks.
   auto shard = [&](double v_dense, double v_expert, bool sharded) {
     return sharded ? v_dense / dp + v_expert / edp : v_dense + v_expert;
   };
@@ -1298,6 +1308,7 @@ void add_task_bytes(const std::vector<Task>& tasks, double times, CommVolume& v)
       case CommGroup::kPp:
       case CommGroup::kEmbedding: v.pp_bytes += b; break;
       case CommGroup::kDp:
+      case CommGroup::kDpReplica:
       case CommGroup::kExpertDp: v.dp_bytes += b; break;
       case CommGroup::kEp: v.ep_bytes += b; break;
     }
@@ -1361,7 +1372,7 @@ double optimizer_step_bytes_per_param(const Plan& p) {
 
 double optimizer_params_on_rank(const ModelSpec& m, const Plan& p, std::int64_t stage) {
   const StageParameters sp = parameters_on_stage(m, p, stage);
-  if (p.zero_stage >= 1) return sp.dense / d(p.dp_cp()) + sp.expert / d(expert_dp_cp(p));
+  if (p.zero_stage >= 1) return sp.dense / d(p.zero_shard_ranks()) + sp.expert / d(expert_dp_cp(p));
   return sp.total();
 }
 

@@ -74,11 +74,13 @@ double largest_block_params(const ModelSpec& model, const Plan& plan, std::int64
 // Tasks: what one rank executes, in order.
 enum class TaskKind { kGemm, kAttention, kMemory, kComm };
 // The process group a collective runs in. kDp: the ranks holding the same dense weights, dp
-// replicas x cp context-parallel ranks; kExpertDp: those holding the same experts (dp/ep x cp);
+// replicas x cp context-parallel ranks, or with hybrid sharding the Plan::zero_shard_size of
+// them that share one set of ZeRO shards; kDpReplica: with hybrid sharding, the ranks holding
+// the same shard in each shard group; kExpertDp: those holding the same experts (dp/ep x cp);
 // kEmbedding: first and last pipeline stage, for tied embeddings; kCp: the context-parallel
 // ranks that share one sequence.
-enum class CommGroup { kTp, kPp, kDp, kEp, kExpertDp, kEmbedding, kCp };
-inline constexpr std::size_t kCommGroupCount = 7;
+enum class CommGroup { kTp, kPp, kDp, kEp, kExpertDp, kEmbedding, kCp, kDpReplica };
+inline constexpr std::size_t kCommGroupCount = 8;
 std::string_view to_string(CommGroup g);
 // The group a collective is reported under in step reports and CommVolume: the embedding group
 // counts as pipeline traffic, the expert-data-parallel group as data-parallel.

@@ -54,6 +54,7 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   std::int64_t zero = 0;
   r.get_int("zero_stage", zero, 0, 3, false);
   p.zero_stage = static_cast<int>(zero);
+  r.get_int("zero_shard_size", p.zero_shard_size, 0, PL::kMaxDegree, false);
   r.get_int("micro_batch_size", p.micro_batch_size, 1, PL::kMaxBatch, true);
   r.get_int("global_batch_size", p.global_batch_size, 1, PL::kMaxBatch, true);
   int c = 0;
@@ -96,6 +97,7 @@ Json plan_to_json(const Plan& p) {
   j["dp"] = p.dp;
   j["ep"] = p.ep;
   j["zero_stage"] = p.zero_stage;
+  if (p.zero_shard_size > 0) j["zero_shard_size"] = p.zero_shard_size;  // as cp
   j["micro_batch_size"] = p.micro_batch_size;
   j["global_batch_size"] = p.global_batch_size;
   j["schedule"] = std::string(to_string(p.schedule));
@@ -123,7 +125,9 @@ std::string describe(const Plan& p) {
   if (p.cp > 1) os << " cp=" << p.cp;
   os << " pp=" << p.pp << " dp=" << p.dp;
   if (p.ep > 1) os << " ep=" << p.ep;
-  os << " zero=" << p.zero_stage << " mbs=" << p.micro_batch_size << " " << to_string(p.schedule);
+  os << " zero=" << p.zero_stage;
+  if (p.zero_shard_size > 0) os << "/" << p.zero_shard_size;
+  os << " mbs=" << p.micro_batch_size << " " << to_string(p.schedule);
   if (p.schedule == Schedule::kInterleaved) os << "x" << p.virtual_stages;
   os << " recompute=" << recompute_label(p);
   if (p.partition_activations) os << " partition-activations";
@@ -163,6 +167,23 @@ Status validate_plan(const Plan& p) {
     return err("zero_stage=" + std::to_string(p.zero_stage) + " must be 0, 1, 2 or 3");
   if (p.dp % p.ep != 0)
     return err("ep=" + std::to_string(p.ep) + " does not divide dp=" + std::to_string(p.dp));
+  if (p.zero_shard_size < 0 || p.zero_shard_size > kMax)
+    return err("zero_shard_size=" + std::to_string(p.zero_shard_size) +
+               " is out of range [0, " + std::to_string(kMax) + "] (0: all dp*cp ranks)");
+  if (p.zero_shard_size > 0) {
+    if (p.zero_stage < 1)
+      return err("zero_shard_size=" + std::to_string(p.zero_shard_size) +
+                 " needs zero_stage >= 1 (it sets the group ZeRO shards over), the plan has "
+                 "zero_stage 0");
+    if (p.dp_cp() % p.zero_shard_size != 0)
+      return err("zero_shard_size=" + std::to_string(p.zero_shard_size) +
+                 " does not divide dp*cp = " + std::to_string(p.dp_cp()));
+    if (p.ep > 1 && p.zero_shard_size < p.dp_cp())
+      return err("zero_shard_size=" + std::to_string(p.zero_shard_size) + " with ep=" +
+                 std::to_string(p.ep) +
+                 " is not modelled (the experts' shard groups across replicas are not "
+                 "defined); use 0 to shard over all dp*cp ranks");
+  }
   if (p.micro_batch_size < 1 || p.global_batch_size < 1)
     return err("batch sizes must be at least 1");
   if (p.micro_batch_size > PlanLimits::kMaxBatch || p.global_batch_size > PlanLimits::kMaxBatch)

@@ -54,6 +54,12 @@ struct Plan {
   std::int64_t dp = 1;                 // data-parallel replicas
   std::int64_t ep = 1;                 // expert-parallel degree (MoE), carved out of dp
   int zero_stage = 0;                  // 0: DDP, 1: optimizer states, 2: + gradients, 3: + weights
+  // Hybrid sharding (PyTorch FSDP's HYBRID_SHARD and torchtitan's HSDP; DeepSpeed's MiCS, Zhang
+  // et al. 2022, arXiv:2205.00119): ZeRO shards over groups of this many of the dp*cp ranks,
+  // consecutive in placement (a node's, when they fit in one), and the dp*cp/zero_shard_size
+  // groups are replicas that sum their reduced gradient shards with one all-reduce across
+  // groups per step. 0: one group of all dp*cp ranks (plain ZeRO / FSDP). Needs zero_stage >= 1.
+  std::int64_t zero_shard_size = 0;
   std::int64_t micro_batch_size = 1;   // sequences per micro-batch per replica
   std::int64_t global_batch_size = 1;  // sequences per optimizer step, all replicas
   Schedule schedule = Schedule::k1F1B;
@@ -104,6 +110,10 @@ struct Plan {
   // and, within each, the context-parallel ranks (Megatron-Core's data-parallel group "with
   // context parallel"). ZeRO shards over this many ranks.
   std::int64_t dp_cp() const { return dp * cp; }
+  // Ranks one ZeRO shard group spans (Plan::zero_shard_size, or all dp*cp), and how many such
+  // groups replicate each other.
+  std::int64_t zero_shard_ranks() const { return zero_shard_size > 0 ? zero_shard_size : dp_cp(); }
+  std::int64_t zero_replicas() const { return dp_cp() / zero_shard_ranks(); }
   std::int64_t num_chunks() const { return pp * virtual_stages; }
   // Micro-batches per replica per step (M). Only meaningful for a validated plan.
   std::int64_t num_micro_batches() const { return global_batch_size / (micro_batch_size * dp); }
@@ -118,7 +128,8 @@ struct PlanLimits {
 Result<Plan> plan_from_json(const Json& json, std::string_view source);
 Json plan_to_json(const Plan& plan);
 // One line: "tp=8 pp=4 dp=2 zero=1 mbs=2 1f1b recompute=full sp" ("tp=8 cp=2 pp=4 ..." with
-// context parallelism; "recompute=full:3" for the first 3 layers of each chunk).
+// context parallelism; "recompute=full:3" for the first 3 layers of each chunk; "zero=3/8"
+// for ZeRO-3 sharded over groups of 8).
 std::string describe(const Plan& plan);
 
 // Checks that the plan is consistent on its own (degrees, batch divisibility, schedule fields).

@@ -13,6 +13,8 @@ std::string_view to_string(Axis a) {
     case Axis::kEp: return "ep";
     case Axis::kCp: return "cp";
     case Axis::kDpCp: return "dp_cp";
+    case Axis::kZeroShard: return "zero_shard";
+    case Axis::kZeroReplica: return "zero_replica";
   }
   return "?";
 }
@@ -24,7 +26,9 @@ std::size_t RankLayout::slot(Axis a) {
     case Axis::kPp: return 2;
     case Axis::kCp: return 3;
     case Axis::kEp:
-    case Axis::kDpCp: break;
+    case Axis::kDpCp:
+    case Axis::kZeroShard:
+    case Axis::kZeroReplica: break;
   }
   TRAINPLAN_CHECK(false) << "axis " << to_string(a) << " is not a placement axis";
   return 0;
@@ -34,6 +38,7 @@ Result<RankLayout> RankLayout::make(const Plan& plan, std::string_view order) {
   RankLayout l;
   l.size_ = {plan.tp, plan.dp, plan.pp, plan.cp};
   l.ep_ = plan.ep;
+  l.zero_shard_ = plan.zero_shard_ranks();
   std::vector<Axis> axes;
   bool good = true;
   std::string token;
@@ -70,6 +75,8 @@ Result<RankLayout> RankLayout::make(const Plan& plan, std::string_view order) {
 std::int64_t RankLayout::size(Axis a) const {
   if (a == Axis::kEp) return ep_;
   if (a == Axis::kDpCp) return size_[slot(Axis::kDp)] * size_[slot(Axis::kCp)];
+  if (a == Axis::kZeroShard) return zero_shard_;
+  if (a == Axis::kZeroReplica) return size(Axis::kDpCp) / zero_shard_;
   return size_[slot(a)];
 }
 
@@ -102,6 +109,8 @@ std::int64_t RankLayout::index_in_group(Axis axis, std::int64_t r) const {
     case Axis::kCp: return c.cp;
     case Axis::kEp: return c.dp % ep_;
     case Axis::kDpCp: return c.dp * size_[slot(Axis::kCp)] + c.cp;
+    case Axis::kZeroShard: return index_in_group(Axis::kDpCp, r) % zero_shard_;
+    case Axis::kZeroReplica: return index_in_group(Axis::kDpCp, r) / zero_shard_;
   }
   return 0;
 }
@@ -111,18 +120,23 @@ std::vector<std::int64_t> RankLayout::group(Axis axis, std::int64_t r) const {
   std::vector<std::int64_t> out;
   const std::int64_t n = size(axis);
   const std::int64_t cps = size_[slot(Axis::kCp)];
+  const std::int64_t at = index_in_group(Axis::kDpCp, r);
   for (std::int64_t i = 0; i < n; ++i) {
     RankCoord m = c;
+    // The member's index in the kDpCp group, for the axes inside it.
+    auto dp_cp_member = [&](std::int64_t index) {
+      m.dp = index / cps;
+      m.cp = index % cps;
+    };
     switch (axis) {
       case Axis::kTp: m.tp = i; break;
       case Axis::kDp: m.dp = i; break;
       case Axis::kPp: m.pp = i; break;
       case Axis::kCp: m.cp = i; break;
       case Axis::kEp: m.dp = (c.dp / ep_) * ep_ + i; break;
-      case Axis::kDpCp:
-        m.dp = i / cps;
-        m.cp = i % cps;
-        break;
+      case Axis::kDpCp: dp_cp_member(i); break;
+      case Axis::kZeroShard: dp_cp_member(at / zero_shard_ * zero_shard_ + i); break;
+      case Axis::kZeroReplica: dp_cp_member(i * zero_shard_ + at % zero_shard_); break;
     }
     out.push_back(rank(m));
   }

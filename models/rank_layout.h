@@ -19,8 +19,12 @@ namespace trainplan {
 // kEp: the ep consecutive DP replicas that share one set of experts (ep is carved out of dp).
 // kDpCp: the ranks that hold the same dense weights, dp replicas x cp context-parallel ranks
 // (Megatron-Core's data-parallel group with context parallel): dense gradients are summed and
-// ZeRO-sharded over it.
-enum class Axis { kTp = 0, kDp = 1, kPp = 2, kEp = 3, kCp = 4, kDpCp = 5 };
+// ZeRO-sharded over it. kZeroShard: the run of Plan::zero_shard_ranks() consecutive members of
+// the kDpCp group (by index) that ZeRO shards over; the whole kDpCp group without hybrid
+// sharding. kZeroReplica: the members of the kDpCp group at the same place in every such run,
+// which hold the same shard.
+enum class Axis { kTp = 0, kDp = 1, kPp = 2, kEp = 3, kCp = 4, kDpCp = 5, kZeroShard = 6,
+                  kZeroReplica = 7 };
 std::string_view to_string(Axis a);
 
 struct RankCoord {
@@ -52,6 +56,7 @@ class RankLayout {
   std::array<std::int64_t, 4> size_{1, 1, 1, 1};
   std::array<Axis, 4> order_{Axis::kTp, Axis::kCp, Axis::kDp, Axis::kPp};  // innermost first
   std::int64_t ep_ = 1;
+  std::int64_t zero_shard_ = 1;  // Plan::zero_shard_ranks()
 };
 
 // Number of distinct nodes the given ranks occupy, ranks filling nodes of `gpus_per_node` in order.

@@ -287,8 +287,12 @@ Estimate Estimator::estimate(const Plan& plan) {
   // Gradients are summed (and ZeRO shards) over the dp replicas and the cp ranks, which hold the
   // same weights: dense over dp*cp ranks (stride tp), experts over their cp ranks (stride tp) of
   // the dp/ep replicas that hold them (stride tp*cp*ep).
+  // With hybrid sharding (Plan::zero_shard_size) the ZeRO collectives run in groups of
+  // zero_shard_size consecutive ones of those ranks, and an all-reduce of the reduced shard
+  // across the groups (stride tp * zero_shard_size) follows the last backward.
   const double el = bytes_per_element(plan.precision), gl = grad_bytes_per_element(plan);
-  const std::int64_t edp = plan.dp / plan.ep, dense_n = plan.dp_cp(), expert_n = expert_dp_cp(plan);
+  const std::int64_t edp = plan.dp / plan.ep, dense_n = plan.zero_shard_ranks(),
+                     expert_n = expert_dp_cp(plan), replicas = plan.zero_replicas();
   double worst_tail = 0;
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const std::int64_t s = stages[i];
@@ -311,6 +315,13 @@ Estimate Estimator::estimate(const Plan& plan) {
     auto hidden_behind = [&](double comm_s, double window) {
       return std::max(comm_s - window, comm_s / blocks);
     };
+    // Hybrid sharding's all-reduce across shard groups, of each block's reduced shard, joins
+    // the last micro-batch's gradient reduction.
+    const double cross =
+        replicas > 1 ? group_time_s(Collective::kAllReduce,
+                                    std::llround(dense_elems / d(dense_n) * gl), replicas,
+                                    plan.tp * dense_n)
+                     : 0.0;
     double comm = 0, exposed = 0;
     switch (plan.zero_stage) {
       case 0: {
@@ -321,14 +332,15 @@ Estimate Estimator::estimate(const Plan& plan) {
       }
       case 1: {
         const double rs = coll(Collective::kReduceScatter), ag = coll(Collective::kAllGather);
-        comm = rs + ag;
-        exposed = hidden_behind(rs, bwd_window) + ag;
+        comm = rs + cross + ag;
+        exposed = hidden_behind(rs + cross, bwd_window) + ag;
         break;
       }
       case 2: {
         const double rs = coll(Collective::kReduceScatter), ag = coll(Collective::kAllGather);
-        comm = d(M) * rs + ag;
-        exposed = d(M) * hidden_behind(rs, bwd_window) + ag;
+        comm = d(M) * rs + cross + ag;
+        exposed = d(M - 1) * hidden_behind(rs, bwd_window) + hidden_behind(rs + cross, bwd_window) +
+                  ag;
         break;
       }
       default: {
@@ -337,8 +349,10 @@ Estimate Estimator::estimate(const Plan& plan) {
         const double recomputed_share =
             st.layers > 0 ? d(st.recomputed) / d(st.layers) : 0.0;
         const double gathers_bwd = (1.0 + recomputed_share) * ag;
-        comm = d(M) * (ag + gathers_bwd + rs);
-        exposed = d(M) * (hidden_behind(ag, fwd_window) + hidden_behind(gathers_bwd + rs, bwd_window));
+        comm = d(M) * (ag + gathers_bwd + rs) + cross;
+        exposed = d(M) * hidden_behind(ag, fwd_window) +
+                  d(M - 1) * hidden_behind(gathers_bwd + rs, bwd_window) +
+                  hidden_behind(gathers_bwd + rs + cross, bwd_window);
         break;
       }
     }

@@ -67,6 +67,7 @@ ReportGroup report_group_of(CommGroup g) {
     case CommGroup::kPp:
     case CommGroup::kEmbedding: return ReportGroup::kPp;
     case CommGroup::kDp:
+    case CommGroup::kDpReplica:
     case CommGroup::kExpertDp: return ReportGroup::kDp;
     case CommGroup::kEp: return ReportGroup::kEp;
     case CommGroup::kCp: return ReportGroup::kCp;
@@ -266,12 +267,14 @@ class Builder {
   }
 
   // The ranks of `rank`'s group of kind g, in ring order. Gradients are summed over the data-
-  // parallel replicas and the context-parallel ranks, which hold the same weights.
+  // parallel replicas and the context-parallel ranks, which hold the same weights; ZeRO shards
+  // over all of them, or with hybrid sharding over a run of Plan::zero_shard_size of them.
   std::vector<std::int64_t> group_ranks(CommGroup g, std::int64_t rank) const {
     switch (g) {
       case CommGroup::kTp: return layout_.group(Axis::kTp, rank);
       case CommGroup::kCp: return layout_.group(Axis::kCp, rank);
-      case CommGroup::kDp: return layout_.group(Axis::kDpCp, rank);
+      case CommGroup::kDp: return layout_.group(Axis::kZeroShard, rank);
+      case CommGroup::kDpReplica: return layout_.group(Axis::kZeroReplica, rank);
       case CommGroup::kEp: return layout_.group(Axis::kEp, rank);
       case CommGroup::kExpertDp: {
         std::vector<std::int64_t> out;
@@ -336,7 +339,8 @@ class Builder {
     for (const auto& [k, c, bytes, id] : rs.nets)
       if (k == kind && c == static_cast<int>(t.collective) && bytes == t.message_bytes) net = id;
     if (net < 0) {
-      const bool dp_sum = t.group == CommGroup::kDp || t.group == CommGroup::kExpertDp;
+      const bool dp_sum = t.group == CommGroup::kDp || t.group == CommGroup::kExpertDp ||
+                          t.group == CommGroup::kDpReplica;
       net = net_for(kind, gi.color, t.collective, t.message_bytes, gi.ranks, dp_sum);
       rs.nets.emplace_back(kind, static_cast<int>(t.collective), t.message_bytes, net);
     }

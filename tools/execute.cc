@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iomanip>
+#include <iterator>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -201,8 +202,9 @@ std::vector<std::string> gather_text(const std::string& mine, int rank, int size
 // Per-rank figures gathered to rank 0, in this order.
 enum Field { kStage, kPeakMemory, kCompute, kOptimizer, kFirstGroup };
 constexpr CommGroup kGroups[] = {CommGroup::kTp, CommGroup::kPp, CommGroup::kDp,
-                                 CommGroup::kEmbedding};
-constexpr int kFields = kFirstGroup + 2 * 4;
+                                 CommGroup::kEmbedding, CommGroup::kDpReplica};
+constexpr int kNumGroups = static_cast<int>(std::size(kGroups));
+constexpr int kFields = kFirstGroup + 2 * kNumGroups;
 
 int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   int rank = 0, size = 1;
@@ -292,7 +294,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   mine[kStage] = static_cast<double>(t.stage());
   mine[kPeakMemory] = peak_memory_bytes();
   double comm_s = 0;
-  for (int g = 0; g < 4; ++g) {
+  for (int g = 0; g < kNumGroups; ++g) {
     const GroupCounters& k = c.counters(kGroups[g]);
     mine[kFirstGroup + 2 * g] = static_cast<double>(k.bytes_sent) / measured;
     mine[kFirstGroup + 2 * g + 1] = k.time_s / measured;
@@ -327,7 +329,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
       rs.peak_memory_bytes = f[kPeakMemory];
       rs.compute_s = f[kCompute];
       rs.optimizer_s = f[kOptimizer];
-      for (int g = 0; g < 4; ++g) {
+      for (int g = 0; g < kNumGroups; ++g) {
         const double bytes = f[kFirstGroup + 2 * g], time = f[kFirstGroup + 2 * g + 1];
         // CPU: communication is not overlapped, all of it is exposed.
         add_group_comm(rep, rs, kGroups[g], {.bytes_sent = bytes, .time_s = time, .exposed_s = time});

@@ -91,8 +91,12 @@ Result<std::unique_ptr<NcclComm>> NcclComm::make(const Plan& plan, const LaunchI
   // The same colors and keys as comm_mpi.cc, in the same order on every rank.
   set_group(CommGroup::kTp, split(static_cast<int>(layout->group_color(Axis::kTp, info.rank)),
                                   static_cast<int>(me.tp)));
-  set_group(CommGroup::kDp, split(static_cast<int>(layout->group_color(Axis::kDpCp, info.rank)),
-                                  static_cast<int>(layout->index_in_group(Axis::kDpCp, info.rank))));
+  set_group(CommGroup::kDp,
+            split(static_cast<int>(layout->group_color(Axis::kZeroShard, info.rank)),
+                  static_cast<int>(layout->index_in_group(Axis::kZeroShard, info.rank))));
+  set_group(CommGroup::kDpReplica,
+            split(static_cast<int>(layout->group_color(Axis::kZeroReplica, info.rank)),
+                  static_cast<int>(layout->index_in_group(Axis::kZeroReplica, info.rank))));
   const int pp_color = static_cast<int>(layout->group_color(Axis::kPp, info.rank));
   set_group(CommGroup::kPp, split(pp_color, static_cast<int>(me.pp)));
   const bool ends = plan.pp > 1 && (me.pp == 0 || me.pp == plan.pp - 1);

@@ -24,6 +24,11 @@ Status check_cuda_executor_supports(const ModelSpec& m, const Plan& p) {
     return Status::Error("partition_activations: the CUDA executor keeps whole layer inputs "
                          "under full recompute (the CPU executor, plan and simulate model it)",
                          ExitCode::kInvalidInput);
+  if (p.zero_shard_size > 0 && p.zero_shard_size < p.dp_cp())
+    return Status::Error("zero_shard_size=" + std::to_string(p.zero_shard_size) +
+                             ": the CUDA executor shards over all dp ranks (the CPU executor, "
+                             "plan and simulate run hybrid sharding)",
+                         ExitCode::kInvalidInput);
   const std::int64_t hd = m.q_width() / m.num_attention_heads;
   // cuBLASLt's kernels may read operands and bias vectors in 16-byte units; the packed
   // parameter tensors, and the per-head slices the attention GEMMs stride over, start on 8

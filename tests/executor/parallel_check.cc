@@ -1,6 +1,7 @@
 // The parallel executor against the single-process run, under mpirun:
 //   mpirun -np N parallel_check tp=2 pp=1 dp=1 zero=0 mbs=2 gbs=8 schedule=1f1b
-//       recompute=none sp=0 steps=3 vs=1 untied=0 rlayers=0 pa=0  (rlayers: recompute_num_layers; pa: partition_activations)
+//       recompute=none sp=0 steps=3 vs=1 untied=0 rlayers=0 pa=0 shard=0  (rlayers:
+//       recompute_num_layers; pa: partition_activations; shard: zero_shard_size)
 // Every rank trains the plan with the MPI backend and, in the same process, the reference
 // plan (tp = pp = dp = 1, no ZeRO, no recompute) with the local backend, on the same batches
 // from the shipped corpus, then checks:
@@ -8,7 +9,7 @@
 //  2. every parameter element this rank holds after the last step:
 //     |parallel - reference| <= kWeightTol;
 //  3. the bytes this rank sent per group equal steps * comm_volume_on_stage(model, plan, stage)
-//     exactly (tp; pp + embedding; dp), up to the two documented differences (trainer.h): the
+//     exactly (tp; pp + embedding; dp + hybrid sharding's replica group), up to the two documented differences (trainer.h): the
 //     sequence-parallel norm all-reduce the cost model does not list, and the ZeRO-3 gathers of
 //     the embedding and head blocks before a full recompute that the executor does not issue;
 //  4. the trace of the last step (executor/trace.h): per group, the bytes of the traced
@@ -69,7 +70,8 @@ int main(int argc, char** argv) {
                                            {"zero", "0"}, {"mbs", "2"}, {"gbs", "8"},
                                            {"schedule", "1f1b"}, {"recompute", "none"},
                                            {"sp", "0"}, {"steps", "3"}, {"vs", "1"},
-                                           {"untied", "0"}, {"rlayers", "0"}, {"pa", "0"}};
+                                           {"untied", "0"}, {"rlayers", "0"}, {"pa", "0"},
+                                           {"shard", "0"}};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto eq = a.find('=');
@@ -84,6 +86,7 @@ int main(int argc, char** argv) {
   plan.pp = std::stoll(kv["pp"]);
   plan.dp = std::stoll(kv["dp"]);
   plan.zero_stage = std::stoi(kv["zero"]);
+  plan.zero_shard_size = std::stoll(kv["shard"]);
   plan.micro_batch_size = std::stoll(kv["mbs"]);
   plan.global_batch_size = std::stoll(kv["gbs"]);
   plan.schedule = kv["schedule"] == "gpipe"         ? Schedule::kGpipe
@@ -112,6 +115,7 @@ int main(int argc, char** argv) {
   Plan ref_plan = plan;
   ref_plan.tp = ref_plan.pp = ref_plan.dp = 1;
   ref_plan.zero_stage = 0;
+  ref_plan.zero_shard_size = 0;
   ref_plan.recompute = Recompute::kNone;
   ref_plan.recompute_num_layers = 0;
   ref_plan.partition_activations = false;
@@ -186,7 +190,7 @@ int main(int argc, char** argv) {
   TraceRecorder trace;
   std::map<CommGroup, std::int64_t> before_last;
   const CommGroup kModelGroups[] = {CommGroup::kTp, CommGroup::kPp, CommGroup::kDp,
-                                    CommGroup::kEmbedding};
+                                    CommGroup::kEmbedding, CommGroup::kDpReplica};
   for (std::int64_t s = 0; s < steps; ++s) {
     const auto batch = corpus_batch(corpus, 11, s, plan.global_batch_size, model->seq_len);
     const bool last = s == steps - 1;
@@ -208,8 +212,7 @@ int main(int argc, char** argv) {
   const Trainer& p = **par;
   // Bytes before anything else is sent.
   std::map<CommGroup, std::int64_t> sent;
-  for (CommGroup g : {CommGroup::kTp, CommGroup::kPp, CommGroup::kDp, CommGroup::kEmbedding})
-    sent[g] = (*comm)->counters(g).bytes_sent;
+  for (CommGroup g : kModelGroups) sent[g] = (*comm)->counters(g).bytes_sent;
 
   // The last step's trace.
   std::map<CommGroup, std::int64_t> traced;
@@ -259,7 +262,8 @@ int main(int argc, char** argv) {
       {"tp", static_cast<double>(sent[CommGroup::kTp]), n * v.tp_bytes},
       {"pp", static_cast<double>(sent[CommGroup::kPp] + sent[CommGroup::kEmbedding]),
        n * v.pp_bytes},
-      {"dp", static_cast<double>(sent[CommGroup::kDp]), n * v.dp_bytes}};
+      {"dp", static_cast<double>(sent[CommGroup::kDp] + sent[CommGroup::kDpReplica]),
+       n * v.dp_bytes}};
   std::ostringstream bytes;
   for (const Row& r : rows) {
     bytes << " " << r.group << "=" << static_cast<std::int64_t>(r.got);
