@@ -301,13 +301,22 @@ Estimate Estimator::estimate(const Plan& plan) {
     const double dense_elems = std::ceil(sp.dense / d(dense_n)) * d(dense_n);
     const double expert_elems =
         sp.expert > 0 ? std::ceil(sp.expert / d(expert_n)) * d(expert_n) : 0.0;
+    const double blocks = d(st.layers + (s == 0 ? 1 : 0) + (s == pp - 1 ? 1 : 0));
+    // One collective per block, as the simulator and the frameworks issue them (a bucket per
+    // block): each pays the ring's per-step latency, which at hundreds of ranks outweighs a
+    // small layer's bytes. Blocks are taken as equal shares of the stage.
+    auto per_block = [&](Collective c, double elems, double bytes_per_elem, std::int64_t n_inner,
+                         std::int64_t stride_inner, std::int64_t n_outer,
+                         std::int64_t stride_outer) {
+      if (elems <= 0) return 0.0;
+      return blocks * group_time_s(c, std::llround(elems * bytes_per_elem / blocks), n_inner,
+                                   stride_inner, n_outer, stride_outer);
+    };
     auto coll = [&](Collective c) {
       const double b = c == Collective::kAllGather ? el : gl;
-      return group_time_s(c, std::llround(dense_elems * b), dense_n, plan.tp, 1, 0) +
-             group_time_s(c, std::llround(expert_elems * b), plan.cp, plan.tp, edp,
-                          plan.tp * plan.cp * plan.ep);
+      return per_block(c, dense_elems, b, dense_n, plan.tp, 1, 0) +
+             per_block(c, expert_elems, b, plan.cp, plan.tp, edp, plan.tp * plan.cp * plan.ep);
     };
-    const double blocks = d(st.layers + (s == 0 ? 1 : 0) + (s == pp - 1 ? 1 : 0));
     // Gradient buckets go out as the backward pass finishes each block: all but the last
     // block's collective can hide behind the rest of the micro-batch's backward.
     const double bwd_window = st.bwd * (blocks - 1.0) / blocks;
@@ -317,11 +326,9 @@ Estimate Estimator::estimate(const Plan& plan) {
     };
     // Hybrid sharding's all-reduce across shard groups, of each block's reduced shard, joins
     // the last micro-batch's gradient reduction.
-    const double cross =
-        replicas > 1 ? group_time_s(Collective::kAllReduce,
-                                    std::llround(dense_elems / d(dense_n) * gl), replicas,
-                                    plan.tp * dense_n)
-                     : 0.0;
+    const double cross = replicas > 1 ? per_block(Collective::kAllReduce, dense_elems / d(dense_n),
+                                                  gl, replicas, plan.tp * dense_n, 1, 0)
+                                      : 0.0;
     double comm = 0, exposed = 0;
     switch (plan.zero_stage) {
       case 0: {

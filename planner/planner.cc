@@ -213,8 +213,18 @@ PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t 
             schedules.push_back({Schedule::kInterleaved, v});
           }
         }
+        // ZeRO stages, each over all dp*cp ranks and, with hybrid sharding, over the runs of
+        // them that one node holds (their indices run with stride tp under the default
+        // placement) and 2 and 4 nodes hold.
+        std::vector<std::pair<int, std::int64_t>> zero_choices;  // (stage, zero_shard_size)
+        for (int zero : zero_stages) {
+          zero_choices.emplace_back(zero, 0);
+          if (zero == 0 || !opt.hybrid_shard || ep > 1 || c.gpus_per_node % tp != 0) continue;
+          for (std::int64_t s = c.gpus_per_node / tp, k = 0; k < 3; s *= 2, ++k)
+            if (s >= 2 && s < dp * cp && (dp * cp) % s == 0) zero_choices.emplace_back(zero, s);
+        }
         for (const ScheduleChoice& sc : schedules) {
-          for (int zero : zero_stages) {
+          for (const auto& [zero, shard] : zero_choices) {
             // ZeRO shards over data-parallel replicas (and CP ranks): with one replica every
             // stage is the same plan, so only the lowest is enumerated.
             if (dp * cp == 1 && zero != zero_stages.front()) continue;
@@ -230,6 +240,7 @@ PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t 
                 if (m.num_layers % p.num_chunks() != 0)
                   p.layers_per_stage = balanced_chunk_layers(m.num_layers, p.num_chunks());
                 p.zero_stage = zero;
+                p.zero_shard_size = shard;
                 p.recompute = rc;
                 p.sequence_parallel = sp == 1;
                 p.ep_overlap = opt.ep_overlap && ep > 1 && rc != Recompute::kFull && zero != 3 &&

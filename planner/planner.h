@@ -33,6 +33,10 @@ struct PlannerOptions {
   // Candidates with sequence parallelism overlap their TP collectives with the GEMMs beside
   // them (Plan::tp_comm_overlap).
   bool tp_comm_overlap = false;
+  // Hybrid sharding (Plan::zero_shard_size): ZeRO candidates also shard over the dp*cp ranks
+  // of one node, and of 2 and 4 nodes, where that is fewer than all of them, replicating
+  // across the groups (FSDP's HYBRID_SHARD; MiCS). false: over all dp*cp ranks only.
+  bool hybrid_shard = true;
   // Usable device memory = capacity * (1 - headroom): room for the CUDA context, allocator
   // fragmentation and library workspaces that the model does not count.
   double memory_headroom = 0.10;

@@ -34,7 +34,7 @@ std::string pad(const std::string& s, std::size_t w, bool right = true) {
 void table(std::ostringstream& os, const PlanSearch& search, const ClusterSpec& c) {
   std::vector<std::pair<std::string, std::size_t>> cols = {
       {"#", 3},        {"tp", 3},       {"pp", 3},        {"dp", 4},       {"ep", 3},
-      {"zero", 4},     {"mbs", 4},      {"schedule", 13}, {"recomp", 9},   {"sp", 3},
+      {"zero", 5},     {"mbs", 4},      {"schedule", 13}, {"recomp", 9},   {"sp", 3},
       {"step s", 9},   {"tokens/s", 10}, {"TFLOP/s", 8},   {"MFU", 6},      {"mem GB", 14},
       {"bubble", 7},   {"TP GB", 8},     {"PP GB", 7},     {"DP GB", 7}};
   // Context parallelism's columns (its degree after tp, its bytes last) only when a candidate
@@ -57,7 +57,8 @@ void table(std::ostringstream& os, const PlanSearch& search, const ClusterSpec& 
         std::to_string(p.pp),
         std::to_string(p.dp),
         std::to_string(p.ep),
-        std::to_string(p.zero_stage),
+        std::to_string(p.zero_stage) +
+            (p.zero_shard_size > 0 ? "/" + std::to_string(p.zero_shard_size) : ""),
         std::to_string(p.micro_batch_size),
         schedule_label(p),
         recompute_label(p),

@@ -281,6 +281,9 @@ Status read_parallel(const Json& j, const std::string& where, std::int64_t num_g
   std::int64_t zero = 0;
   r.get_int("zero_stage", zero, 0, 3, false);
   p.zero_stage = static_cast<int>(zero);
+  // Hybrid sharding's shard group (Plan::zero_shard_size; torchtitan's
+  // data_parallel_shard_degree with a replicate degree, DeepSpeed's mics_shard_size).
+  r.get_int("zero_shard_size", p.zero_shard_size, 0, PL::kMaxDegree, false);
   r.get_bool("sequence_parallel", p.sequence_parallel, false);
   r.get_bool("ep_overlap", p.ep_overlap, false);  // Plan::ep_overlap; checked with the plan
   r.get_bool("tp_comm_overlap", p.tp_comm_overlap, false);  // Plan::tp_comm_overlap; likewise

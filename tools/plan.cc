@@ -53,6 +53,9 @@ int run(int argc, char** argv) {
       {"tp-comm-overlap", false,
        "overlap sequence parallelism's TP all-gathers and reduce-scatters with the GEMMs beside "
        "them (Megatron-Core's --tp-comm-overlap, PyTorch async TP)"},
+      {"no-hybrid-shard", false,
+       "shard ZeRO over all data-parallel ranks only (by default the search also tries shard "
+       "groups of 1, 2 and 4 nodes, replicated across: FSDP's HYBRID_SHARD)"},
       {"ep-overlap", false, "MoE: overlap the expert all-to-all of one micro-batch with another's compute (Megatron-Core's overlap_moe_expert_parallel_comm; needs interleaving when pp > 1)"},
       {"max-cp", true,
        "largest context-parallel degree searched (default: no bound; 1: no context "
@@ -98,6 +101,7 @@ int run(int argc, char** argv) {
   opt.fp8 = args.has("fp8");
   opt.ep_overlap = args.has("ep-overlap");
   opt.tp_comm_overlap = args.has("tp-comm-overlap");
+  opt.hybrid_shard = !args.has("no-hybrid-shard");
   auto choice = [&](const char* name, std::initializer_list<const char*> names, int& out) {
     if (!args.has(name)) return Status::Ok();
     int i = 0;

@@ -317,6 +317,22 @@ TEST(CudaStageModelSupport, RejectsPartitionedActivationCheckpoints) {
       << s.message();
 }
 
+TEST(CudaStageModelSupport, RejectsHybridSharding) {
+  // Runs without a GPU: the CPU executor runs hybrid sharding, the CUDA one shards over all dp.
+  Plan p = plan_for(Precision::kBf16, Recompute::kNone);
+  p.dp = 4;
+  p.global_batch_size = 8;
+  p.micro_batch_size = 2;
+  p.zero_stage = 2;
+  p.zero_shard_size = 2;
+  const Status s = check_cuda_executor_supports(small_model(), p);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("zero_shard_size=2: the CUDA executor"), std::string::npos)
+      << s.message();
+  p.zero_shard_size = 4;  // the whole dp group: plain ZeRO
+  EXPECT_TRUE(check_cuda_executor_supports(small_model(), p).ok());
+}
+
 TEST(CudaStageModelSupport, RejectsWidthsThatBreakSixteenByteAlignment) {
   // Runs without a GPU. head_dim 12: the attention's per-head slices start 24 bytes apart.
   ModelSpec m = small_model();

@@ -185,6 +185,61 @@ TEST(Memory, ZeroStagesDivideModelStatesAsRajbhandari) {
   EXPECT_NEAR((2 + 14.0 / 64) * psi75 / 1e9, 16.6, 0.05);
 }
 
+// Hybrid sharding (Plan::zero_shard_size): the states divide over a shard group, not all
+// replicas; the collectives run in it, and one all-reduce of each block's reduced shard
+// across the groups follows the last backward.
+TEST(Memory, HybridShardingDividesStatesOverTheShardGroup) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  for (int zero : {1, 2, 3}) {
+    Plan hybrid = plan_of(1, 1, 64, 1, 64), within = plan_of(1, 1, 8, 1, 8);
+    hybrid.zero_stage = within.zero_stage = zero;
+    hybrid.zero_shard_size = 8;
+    const MemoryBreakdown a = memory_on_stage(m, hybrid, 0), b = memory_on_stage(m, within, 0);
+    EXPECT_DOUBLE_EQ(a.weights_bytes, b.weights_bytes) << zero;
+    EXPECT_DOUBLE_EQ(a.gradients_bytes, b.gradients_bytes) << zero;
+    EXPECT_DOUBLE_EQ(a.optimizer_bytes, b.optimizer_bytes) << zero;
+    EXPECT_DOUBLE_EQ(optimizer_params_on_rank(m, hybrid, 0), optimizer_params_on_rank(m, within, 0));
+    const double e = grad_bytes_per_element(hybrid);
+    for (const ParamBlock& blk : param_blocks_on_stage(m, hybrid, 0)) {
+      const std::int64_t padded = (blk.dense_params + 7) / 8 * 8;
+      for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kAfterBackward,
+                            DpPoint::kAfterLastBackward, DpPoint::kAfterOptimizer}) {
+        for (const Task& t : dp_block_tasks(hybrid, blk, point)) {
+          if (t.group == CommGroup::kDp) {
+            EXPECT_EQ(t.group_size, 8) << t.name;
+            EXPECT_EQ(t.message_bytes, static_cast<std::int64_t>(
+                                           padded * (t.collective == Collective::kAllGather
+                                                         ? bytes_per_element(hybrid.precision)
+                                                         : e)))
+                << t.name;
+          } else {
+            ASSERT_EQ(t.group, CommGroup::kDpReplica) << t.name;
+            EXPECT_EQ(point, DpPoint::kAfterLastBackward);
+            EXPECT_EQ(t.name, "hsdp_grad_all_reduce");
+            EXPECT_EQ(t.collective, Collective::kAllReduce);
+            EXPECT_EQ(t.group_size, 8);  // 64 / 8 groups
+            EXPECT_EQ(t.message_bytes, static_cast<std::int64_t>(padded / 8 * e));
+          }
+        }
+      }
+      const std::vector<Task> last = dp_block_tasks(hybrid, blk, DpPoint::kAfterLastBackward);
+      ASSERT_FALSE(last.empty());
+      EXPECT_EQ(last.back().group, CommGroup::kDpReplica);  // after the reduce-scatter
+    }
+    // The replica all-reduce counts as data-parallel traffic.
+    EXPECT_GT(comm_volume_on_stage(m, hybrid, 0).dp_bytes, 0.0);
+  }
+  EXPECT_EQ(report_group(CommGroup::kDpReplica), "dp");
+  EXPECT_EQ(to_string(CommGroup::kDpReplica), "dp_replica");
+  // Shard groups of all dp ranks are plain ZeRO.
+  Plan all = plan_of(1, 1, 64, 1, 64), plain = all;
+  all.zero_stage = plain.zero_stage = 3;
+  all.zero_shard_size = 64;
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, all, 0).device_total(),
+                   memory_on_stage(m, plain, 0).device_total());
+  EXPECT_EQ(comm_volume_on_stage(m, all, 0).dp_bytes, comm_volume_on_stage(m, plain, 0).dp_bytes);
+}
+
 TEST(Memory, Gpt3ModelStatesOn32GpusAre87GB) {
   const ModelSpec m = gpt3();
   Plan p = plan_of(1, 1, 32, 1, 32);

@@ -512,6 +512,8 @@ TEST(PlanLoader, FieldErrors) {
       {"recompute_num_layers", -1, {"-1"}},
       {"recompute_num_layers", "2", {"\"2\""}},
       {"recompute_num_layers", 70000, {"70000"}},
+      {"zero_shard_size", -1, {"-1"}},
+      {"zero_shard_size", "8", {"\"8\""}},
       {"partition_activations", 1, {"expected true or false"}},
       {"offload_checkpoints", "yes", {"expected true or false"}},
   };
@@ -571,6 +573,15 @@ TEST(PlanLoader, CrossFieldErrors) {
   EXPECT_TRUE(FailsWith(with({{"recompute_num_layers", 2}, {"recompute", "selective"}}),
                         {"recompute_num_layers=2", "recompute selective"}));
   EXPECT_TRUE(with({{"recompute_num_layers", 2}, {"recompute", "full"}}).ok());
+  // Hybrid sharding: over a divisor of dp*cp, with ZeRO, without experts.
+  EXPECT_TRUE(FailsWith(with({{"dp", 4}, {"zero_shard_size", 2}}),
+                        {"p.json", "zero_shard_size=2 needs zero_stage >= 1"}));
+  EXPECT_TRUE(FailsWith(with({{"dp", 4}, {"zero_stage", 3}, {"zero_shard_size", 3}}),
+                        {"p.json", "zero_shard_size=3 does not divide dp*cp = 4"}));
+  EXPECT_TRUE(FailsWith(with({{"dp", 4}, {"ep", 2}, {"zero_stage", 1}, {"zero_shard_size", 2}}),
+                        {"p.json", "zero_shard_size=2 with ep=2 is not modelled"}));
+  EXPECT_TRUE(with({{"dp", 4}, {"zero_stage", 3}, {"zero_shard_size", 2}}).ok());
+  EXPECT_TRUE(with({{"dp", 4}, {"ep", 2}, {"zero_stage", 1}, {"zero_shard_size", 4}}).ok());
   EXPECT_TRUE(FailsWith(with({{"partition_activations", true}, {"tp", 2}}),
                         {"p.json", "partition_activations needs recompute full"}));
   EXPECT_TRUE(FailsWith(with({{"partition_activations", true}, {"recompute", "full"}, {"tp", 1}}),

@@ -71,6 +71,41 @@ TEST(RankLayout, EveryRankRoundTripsAndGroupsPartitionTheWorld) {
   }
 }
 
+// Hybrid sharding (Plan::zero_shard_size): ZeRO's groups are runs of the dense-gradient group
+// by index, and the replica groups take the same place in every run.
+TEST(RankLayout, ZeroShardAndReplicaGroupsSplitTheDenseGradientGroup) {
+  Plan p = plan_of(2, 2, 4, 1);  // dense-gradient group of 8: ranks 0, 2, ..., 14 for tp 0
+  p.zero_stage = 3;
+  p.zero_shard_size = 4;
+  auto l = RankLayout::make(p);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->group(Axis::kDpCp, 0), (Ranks{0, 2, 4, 6, 8, 10, 12, 14}));
+  EXPECT_EQ(l->size(Axis::kZeroShard), 4);
+  EXPECT_EQ(l->size(Axis::kZeroReplica), 2);
+  EXPECT_EQ(l->group(Axis::kZeroShard, 0), (Ranks{0, 2, 4, 6}));  // one node of 8
+  EXPECT_EQ(l->group(Axis::kZeroShard, 11), (Ranks{9, 11, 13, 15}));
+  EXPECT_EQ(l->group(Axis::kZeroReplica, 0), (Ranks{0, 8}));
+  EXPECT_EQ(l->group(Axis::kZeroReplica, 11), (Ranks{3, 11}));
+  EXPECT_EQ(l->index_in_group(Axis::kZeroShard, 11), 1);
+  EXPECT_EQ(l->index_in_group(Axis::kZeroReplica, 11), 1);
+  for (Axis a : {Axis::kZeroShard, Axis::kZeroReplica}) {
+    std::set<std::int64_t> colors;
+    for (std::int64_t r = 0; r < l->world_size(); ++r) {
+      const Ranks g = l->group(a, r);
+      EXPECT_EQ(g[static_cast<std::size_t>(l->index_in_group(a, r))], r) << to_string(a);
+      for (std::int64_t m : g) EXPECT_EQ(l->group_color(a, m), l->group_color(a, r));
+      colors.insert(l->group_color(a, r));
+    }
+    EXPECT_EQ(static_cast<std::int64_t>(colors.size()), l->world_size() / l->size(a));
+  }
+  // Without hybrid sharding the shard group is the whole dense-gradient group.
+  p.zero_shard_size = 0;
+  auto whole = RankLayout::make(p);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->group(Axis::kZeroShard, 11), whole->group(Axis::kDpCp, 11));
+  EXPECT_EQ(whole->group(Axis::kZeroReplica, 11), (Ranks{11}));
+}
+
 TEST(RankLayout, OrdersWithoutCpPlaceItAfterTp) {
   const std::pair<const char*, const char*> orders[] = {
       {"tp,dp,pp", "tp,cp,dp,pp"}, {"dp,tp,pp", "dp,tp,cp,pp"}, {"tp,pp,dp", "tp,cp,pp,dp"}};

@@ -3,6 +3,7 @@
 #include "planner/planner.h"
 
 #include <functional>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -186,6 +187,40 @@ TEST(Planner, EpOverlapIsSetWhereMegatronCoreAllowsItAndShortensTheEstimate) {
     }
   }
   EXPECT_TRUE(any);
+}
+
+// Hybrid sharding is searched for ZeRO candidates: shard groups of the dp*cp ranks one node
+// holds (8 / tp) and of 2 and 4 nodes, dividing dp*cp and fewer than all; never with ZeRO 0 or
+// experts. Turned off, only plain ZeRO remains.
+TEST(Planner, HybridShardingIsSearchedOverNodeSizedGroups) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  const ClusterSpec c = cluster("H100-80GB", 64);
+  PlannerOptions opt;
+  opt.top_k = 20000;
+  opt.simulate_top = 0;
+  auto r = plan_training(m, c, opt);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  std::set<std::pair<std::int64_t, std::int64_t>> seen;  // (tp, zero_shard_size)
+  for (const Candidate& cand : r->search.ranked) {
+    const Plan& p = cand.plan;
+    if (p.zero_shard_size == 0) continue;
+    EXPECT_GE(p.zero_stage, 1) << describe(p);
+    EXPECT_EQ(p.ep, 1) << describe(p);
+    EXPECT_LT(p.zero_shard_size, p.dp_cp()) << describe(p);
+    EXPECT_EQ(p.dp_cp() % p.zero_shard_size, 0) << describe(p);
+    const std::int64_t node_run = 8 / p.tp;
+    EXPECT_TRUE(p.zero_shard_size == node_run || p.zero_shard_size == 2 * node_run ||
+                p.zero_shard_size == 4 * node_run)
+        << describe(p);
+    seen.insert({p.tp, p.zero_shard_size});
+  }
+  EXPECT_TRUE(seen.count({1, 8}) && seen.count({1, 16}) && seen.count({1, 32}));
+  EXPECT_TRUE(seen.count({2, 4}) && seen.count({8, 1}) == 0);  // a run of 1 is no sharding
+  opt.hybrid_shard = false;
+  auto plain = plan_training(m, c, opt);
+  ASSERT_TRUE(plain.ok());
+  for (const Candidate& cand : plain->search.ranked) EXPECT_EQ(cand.plan.zero_shard_size, 0);
+  EXPECT_LT(plain->search.evaluated, r->search.evaluated);
 }
 
 // When nothing is feasible and nothing was rejected for memory, the report does not blame memory.

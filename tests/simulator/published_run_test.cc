@@ -256,6 +256,20 @@ TEST(PublishedRun, SharedNicsSetTheInterNodeBandwidth) {
   EXPECT_NE(map_error(e).find("nic_Gbps"), std::string::npos);
 }
 
+// torchtitan's HSDP (data_parallel_shard_degree 8 x replicate degree 4): the shard group is
+// read and checked with the plan.
+TEST(PublishedRun, HybridShardingIsReadAndChecked) {
+  Json e = gpt_entry();
+  e["parallel"]["zero_stage"] = 3;
+  e["parallel"]["zero_shard_size"] = 8;
+  EXPECT_EQ(map_ok(e).plan.zero_shard_size, 8);
+  e["parallel"]["zero_shard_size"] = 5;
+  EXPECT_NE(map_error(e).find("zero_shard_size=5 does not divide dp*cp = 32"), std::string::npos);
+  e["parallel"]["zero_stage"] = 0;
+  e["parallel"]["zero_shard_size"] = 8;
+  EXPECT_NE(map_error(e).find("zero_shard_size=8 needs zero_stage >= 1"), std::string::npos);
+}
+
 TEST(PublishedRun, ContextParallelRunsMap) {
   // Llama 3 405B's long-context row (Dubey et al. 2024, Table 4): CP 16 at 131072 tokens.
   Json e = llama_entry();

@@ -110,5 +110,21 @@ else
   failures=$((failures + 1))
 fi
 
+# Hybrid sharding: Llama 3 8B on 128 GPUs is recommended a plan whose ZeRO shards over 16 of
+# its 128 replicas ("zero=2/16"); it simulates no slower than the best plan without hybrid
+# sharding, and the emitted plan names its shard group.
+out="$("$plan" --model "$src/models/llama3-8b.json" --gpus 128 --emit-plan "$tmp/hsdp.json" 2>&1)"
+"$plan" --model "$src/models/llama3-8b.json" --gpus 128 --no-hybrid-shard --emit-plan "$tmp/fsdp.json" > /dev/null 2>&1
+hsdp="$("$tools/simulate" --model "$src/models/llama3-8b.json" --gpus 128 --plan "$tmp/hsdp.json" 2>&1 | awk '/^step time/{print $3}')"
+fsdp="$("$tools/simulate" --model "$src/models/llama3-8b.json" --gpus 128 --plan "$tmp/fsdp.json" 2>&1 | awk '/^step time/{print $3}')"
+if grep -Eq '^Recommendation: .* zero=[123]/[0-9]+ ' <<<"$out" && grep -q '"zero_shard_size":' "$tmp/hsdp.json" &&
+   ! grep -q '"zero_shard_size":' "$tmp/fsdp.json" &&
+   awk -v a="$hsdp" -v b="$fsdp" 'BEGIN { exit !(a != "" && b != "" && a <= b * 1.001) }'; then
+  passed=$((passed + 1))
+else
+  echo "FAIL: hybrid sharding: recommended at '$hsdp' s against '$fsdp' s without it:"; echo "$out" | grep Recommendation
+  failures=$((failures + 1))
+fi
+
 echo "$passed passed, $failures failed"
 [ "$failures" = 0 ]
