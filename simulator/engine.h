@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "models/straggler.h"
@@ -87,6 +88,11 @@ class Engine {
   std::int64_t run();
 
   const std::vector<Op>& ops() const { return ops_; }
+  // The ops that could not start before `op` ended (after run()).
+  std::span<const std::int32_t> successors(std::int32_t op) const {
+    const Op& o = ops_[static_cast<std::size_t>(op)];
+    return {succ_.data() + o.succ_begin, static_cast<std::size_t>(o.succ_count)};
+  }
   const Op& op(std::int32_t i) const { return ops_[static_cast<std::size_t>(i)]; }
   std::int64_t num_ops() const { return static_cast<std::int64_t>(ops_.size()); }
 

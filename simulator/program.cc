@@ -362,7 +362,7 @@ class Builder {
     return id;
   }
 
-  // Plays a task list on the compute stream, with its TP/EP collectives blocking. Returns the
+  // Plays a task list on the compute stream, with its TP/EP collectives inline. Returns the
   // first op. Plan::tp_comm_overlap: a TP collective paired with a GEMM (tt.partner) runs beside
   // it instead, the GEMM split in two (tp_overlapped_pair_s): a GEMM fed by the collective runs
   // its first (tp-1)/tp while the collective travels and its last chunk after it; a GEMM the
@@ -377,11 +377,9 @@ class Builder {
       const Task& t = tt.tasks[i];
       std::int32_t id;
       if (t.kind == TaskKind::kComm && partner_of(i) >= 0) {
-        // Issued when the compute before it is done; the compute stream goes on (blocking:
-        // the GEMM's last chunk waits for it, and that wait is not pipeline bubble).
-        OpMeta m = meta;
-        m.blocking = true;
-        id = collective(rs, t, m);
+        // Issued when the compute before it is done; the compute stream goes on (the GEMM's
+        // last chunk waits for it).
+        id = collective(rs, t, meta);
         eng_.add_dep(rs.last_compute, id);
         for (std::int32_t w : rs.wait) eng_.add_dep(w, id);
         gathering = id;
@@ -401,17 +399,13 @@ class Builder {
         m.name = t.name;
         const TimeNs head = tt.ns[i] / chunks;
         id = compute(rs, head, m);
-        OpMeta cm = meta;
-        cm.blocking = true;  // what follows waits for it
-        const std::int32_t rs_id = collective(rs, tt.tasks[i + 1], cm);
+        const std::int32_t rs_id = collective(rs, tt.tasks[i + 1], meta);  // what follows waits
         eng_.add_dep(id, rs_id);
         compute(rs, tt.ns[i] - head, m);
         rs.wait.push_back(rs_id);
         ++i;
       } else if (t.kind == TaskKind::kComm) {
-        OpMeta m = meta;
-        m.blocking = true;
-        id = collective(rs, t, m);
+        id = collective(rs, t, meta);
         eng_.add_dep(rs.last_compute, id);
         for (std::int32_t w : rs.wait) eng_.add_dep(w, id);
         rs.wait.clear();
@@ -468,7 +462,6 @@ class Builder {
   // once the previous block has started), and hold them until the block's compute ends.
   std::int32_t zero3_gather(RankState& rs, const ParamBlock& b, DpPoint point, OpMeta meta) {
     if (plan_.zero_stage != 3) return -1;
-    meta.blocking = true;
     const std::int32_t g = dp_tasks(rs, b, point, -1, rs.prefetch_gate, meta);
     if (g < 0) return -1;
     rs.wait.push_back(g);

@@ -37,7 +37,6 @@ struct OpMeta {
   std::int32_t layer = -1;  // global layer index, -1 outside layers
   char pass = ' ';          // 'F', 'B', 'R' (recompute), 'O' (optimizer), ' '
   ReportGroup group = ReportGroup::kNone;
-  bool blocking = false;    // compute waits for it (TP, EP, ZeRO-3 gathers)
   bool pipeline = false;    // compute op of the forward/backward passes (bubble accounting)
   bool optimizer = false;
   std::int64_t bytes_sent = 0;  // this rank's payload (collectives.h convention)

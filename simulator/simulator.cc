@@ -173,7 +173,7 @@ Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& clust
     if (peak > 0) r.mfu = flops.model / (step_s * gpus * peak);
   }
   // Bubble: the compute stream's idle time during the pipeline phase that is not spent
-  // waiting for its own blocking collectives, averaged over stages (each stage once, so that
+  // waiting for its own collectives or copies (SlotTimeline::comm_waited_ns), averaged over stages (each stage once, so that
   // symmetric and full simulation average the same numbers in the same order).
   if (pipe_end > 0) {
     // In integer nanoseconds, divided once, so that closed forms compare exactly.
@@ -183,7 +183,7 @@ Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& clust
       const auto stage = static_cast<std::size_t>(t.step.stage);
       if (seen[stage]) continue;
       seen[stage] = true;
-      idle += std::max<TimeNs>(0, pipe_end - t.pipeline_busy_ns - t.blocking_exposed_ns);
+      idle += std::max<TimeNs>(0, pipe_end - t.pipeline_busy_ns - t.comm_waited_ns);
     }
     r.bubble_fraction = static_cast<double>(idle) /
                         (static_cast<double>(pipe_end) * static_cast<double>(plan.pp));

@@ -14,6 +14,40 @@ namespace {
 
 double sec(TimeNs ns) { return static_cast<double>(ns) / kNsPerS; }
 
+// For every op, what it waited for: of its dependencies and the op before it on its stream,
+// the one that ended last (-1: none).
+std::vector<std::int32_t> last_predecessors(const Engine& e) {
+  std::vector<std::int32_t> out(static_cast<std::size_t>(e.num_ops()), -1);
+  auto offer = [&](std::int32_t before, std::int32_t after) {
+    std::int32_t& o = out[static_cast<std::size_t>(after)];
+    if (o < 0 || e.op(before).end > e.op(o).end) o = before;
+  };
+  for (std::int32_t i = 0; i < static_cast<std::int32_t>(e.num_ops()); ++i) {
+    for (std::int32_t s : e.successors(i)) offer(i, s);
+    if (e.op(i).next_in_stream >= 0) offer(i, e.op(i).next_in_stream);
+  }
+  return out;
+}
+
+// Whether compute op `id` of `slot`, started after an idle gap, waited on the pipeline: a send
+// or receive between stages, another rank's compute, or nothing (the step's start). Otherwise it
+// waited on its own rank's collectives (TP, CP, EP, data-parallel) or copies, which is
+// communication exposed, not bubble. A zero-time op before it on the compute stream (a
+// receive) passes on what it waited for.
+bool waits_on_pipeline(const Program& p, std::int32_t slot, const std::vector<std::int32_t>& cause,
+                       std::int32_t id) {
+  const std::int32_t compute_stream =
+      p.slots[static_cast<std::size_t>(slot)].first_stream + static_cast<std::int32_t>(StreamKind::kCompute);
+  std::int32_t c = cause[static_cast<std::size_t>(id)];
+  while (c >= 0 && p.meta[static_cast<std::size_t>(c)].slot == slot &&
+         p.engine.op(c).collective < 0 && p.engine.op(c).stream == compute_stream)
+    c = cause[static_cast<std::size_t>(c)];
+  if (c < 0) return true;
+  const OpMeta& m = p.meta[static_cast<std::size_t>(c)];
+  if (m.slot != slot) return true;
+  return p.engine.op(c).collective >= 0 && m.group == ReportGroup::kPp;
+}
+
 }  // namespace
 
 TimeNs pipeline_end(const Program& p) {
@@ -25,6 +59,10 @@ TimeNs pipeline_end(const Program& p) {
 
 std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end) {
   const std::size_t n = p.slots.size();
+  const std::vector<std::int32_t> cause = last_predecessors(p.engine);
+  const TimeNs pipe_end = pipeline_end(p);
+  // Per slot: its compute ops by start time, to find the idle gaps between them.
+  std::vector<std::vector<std::int32_t>> compute_ops(n);
   std::vector<SlotTimeline> out(n);
   std::vector<std::vector<std::pair<TimeNs, TimeNs>>> busy(n);
   std::vector<std::vector<std::int32_t>> comm(n);
@@ -41,6 +79,7 @@ std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end) {
         op.stream == p.slots[s].first_stream + static_cast<std::int32_t>(StreamKind::kCompute);
     if (!on_compute) continue;
     const TimeNs dur = op.end - op.start;
+    compute_ops[s].push_back(static_cast<std::int32_t>(i));
     compute_ns[s] += dur;
     if (m.optimizer) optimizer_ns[s] += dur;
     if (m.pipeline) pipeline_ns[s] += dur;
@@ -58,8 +97,21 @@ std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end) {
     t.step.optimizer_s = sec(optimizer_ns[s]);
     t.step.idle_s = sec(step_end - compute_ns[s]);
     t.pipeline_busy_ns = pipeline_ns[s];
+    // Idle gaps of the compute stream before the pipeline's end that its next op spent waiting
+    // for this rank's own communication (attributed by what it waited for).
+    std::sort(compute_ops[s].begin(), compute_ops[s].end(), [&](std::int32_t a, std::int32_t b) {
+      return p.engine.op(a).start < p.engine.op(b).start;
+    });
+    TimeNs idle_until = 0, waited = 0;
+    for (std::int32_t id : compute_ops[s]) {
+      const Op& op = p.engine.op(id);
+      const TimeNs gap = std::min(op.start, pipe_end) - idle_until;
+      if (gap > 0 && !waits_on_pipeline(p, static_cast<std::int32_t>(s), cause, id))
+        waited += gap;
+      idle_until = std::max(idle_until, op.end);
+    }
+    t.comm_waited_ns = waited;
     std::array<GroupComm, static_cast<std::size_t>(ReportGroup::kCount)> groups{};
-    TimeNs blocking_exposed = 0;
     for (std::int32_t id : comm[s]) {
       const OpMeta& m = p.meta[static_cast<std::size_t>(id)];
       const Op& op = p.engine.op(id);
@@ -67,7 +119,6 @@ std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end) {
       // not communication).
       const TimeNs dur = op.end - op.began;
       const TimeNs exposed = dur - covered_ns(busy[s], op.began, op.end);
-      if (m.blocking) blocking_exposed += exposed;
       if (m.group == ReportGroup::kNone) continue;
       GroupComm& g = groups[static_cast<std::size_t>(m.group)];
       g.bytes_sent += static_cast<double>(m.bytes_sent);
@@ -78,7 +129,6 @@ std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end) {
       if (static_cast<ReportGroup>(g) == ReportGroup::kCp && !p.context_parallel) continue;
       t.step.comm[std::string(to_string(static_cast<ReportGroup>(g)))] = groups[g];
     }
-    t.blocking_exposed_ns = blocking_exposed;
 
     // Memory over time: frees before allocations at the same instant.
     struct Change {

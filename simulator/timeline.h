@@ -20,7 +20,10 @@ struct MemorySample {
 struct SlotTimeline {
   RankStep step;                     // the report's figures for this rank
   TimeNs pipeline_busy_ns = 0;       // compute in forward/backward/recompute
-  TimeNs blocking_exposed_ns = 0;    // TP/EP/ZeRO-3 gathers the compute stream waited for
+  // Compute-stream idle time, before the pipeline's end, spent waiting for this rank's own
+  // collectives and copies (TP, CP, EP, ZeRO gathers queued behind reductions) rather than for
+  // other stages: not pipeline bubble.
+  TimeNs comm_waited_ns = 0;
   std::int64_t peak_in_flight = 0;   // (micro-batch, model chunk) pairs with stored activations
   std::vector<MemorySample> memory;  // after each change
 };
