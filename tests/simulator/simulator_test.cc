@@ -54,6 +54,10 @@ std::vector<std::pair<const char*, std::pair<ModelSpec, Plan>>> symmetric_cases(
   tpo.recompute = Recompute::kFull;
   tpo.tp_comm_overlap = true;
   out.push_back({"tp comm overlap, full recompute", {gpt, tpo}});
+  Plan hsdp = testing::make_plan(2, 2, 4, 1, 8);
+  hsdp.zero_stage = 3;
+  hsdp.zero_shard_size = 2;  // a shard group per node of 4 GPUs, replicated across nodes
+  out.push_back({"hybrid sharding, zero3", {gpt, hsdp}});
   return out;
 }
 
