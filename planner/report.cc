@@ -87,6 +87,11 @@ void table(std::ostringstream& os, const PlanSearch& search, const ClusterSpec& 
   if (any_partial)
     os << "  full:N recomputes the first N layers of each model chunk, the fewest that fit\n"
           "  (Megatron-LM's --recompute-method block --recompute-num-layers N).\n";
+  bool any_hybrid = false;
+  for (const Candidate& cand : search.ranked) any_hybrid |= cand.plan.zero_shard_size > 0;
+  if (any_hybrid)
+    os << "  zero Z/N: ZeRO stage Z sharded over groups of N data-parallel ranks, the groups\n"
+          "  replicas of each other (hybrid sharding: FSDP's HYBRID_SHARD, MiCS).\n";
   os << "  TFLOP/s and MFU count model FLOPs (no recompute); memory is the peak stage's; GB are\n"
         "  bytes one rank of that stage sends per step in each group.\n";
 }
