@@ -36,8 +36,8 @@ std::vector<std::int32_t> last_predecessors(const Engine& e) {
 // receive) passes on what it waited for.
 bool waits_on_pipeline(const Program& p, std::int32_t slot, const std::vector<std::int32_t>& cause,
                        std::int32_t id) {
-  const std::int32_t compute_stream =
-      p.slots[static_cast<std::size_t>(slot)].first_stream + static_cast<std::int32_t>(StreamKind::kCompute);
+  const std::int32_t compute_stream = p.slots[static_cast<std::size_t>(slot)].first_stream +
+                                      static_cast<std::int32_t>(StreamKind::kCompute);
   std::int32_t c = cause[static_cast<std::size_t>(id)];
   while (c >= 0 && p.meta[static_cast<std::size_t>(c)].slot == slot &&
          p.engine.op(c).collective < 0 && p.engine.op(c).stream == compute_stream)
@@ -100,7 +100,7 @@ std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end) {
     // Idle gaps of the compute stream before the pipeline's end that its next op spent waiting
     // for this rank's own communication (attributed by what it waited for).
     std::sort(compute_ops[s].begin(), compute_ops[s].end(), [&](std::int32_t a, std::int32_t b) {
-      return p.engine.op(a).start < p.engine.op(b).start;
+      return std::make_pair(p.engine.op(a).start, a) < std::make_pair(p.engine.op(b).start, b);
     });
     TimeNs idle_until = 0, waited = 0;
     for (std::int32_t id : compute_ops[s]) {
