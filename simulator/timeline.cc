@@ -112,18 +112,37 @@ std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end) {
     }
     t.comm_waited_ns = waited;
     std::array<GroupComm, static_cast<std::size_t>(ReportGroup::kCount)> groups{};
+    // Per group, its collectives' intervals in flight: the exposed time is the part of their
+    // union that no compute covers (a gather and a reduce-scatter in flight at once, on their
+    // two streams, are exposed once).
+    std::array<std::vector<std::pair<TimeNs, TimeNs>>, static_cast<std::size_t>(ReportGroup::kCount)>
+        flying;
     for (std::int32_t id : comm[s]) {
       const OpMeta& m = p.meta[static_cast<std::size_t>(id)];
       const Op& op = p.engine.op(id);
+      if (m.group == ReportGroup::kNone) continue;
       // In flight from the moment every member had arrived (waiting for a peer is idle time,
       // not communication).
-      const TimeNs dur = op.end - op.began;
-      const TimeNs exposed = dur - covered_ns(busy[s], op.began, op.end);
-      if (m.group == ReportGroup::kNone) continue;
       GroupComm& g = groups[static_cast<std::size_t>(m.group)];
       g.bytes_sent += static_cast<double>(m.bytes_sent);
-      g.time_s += sec(dur);
-      g.exposed_s += sec(exposed);
+      g.time_s += sec(op.end - op.began);
+      if (op.end > op.began) flying[static_cast<std::size_t>(m.group)].emplace_back(op.began, op.end);
+    }
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      std::vector<std::pair<TimeNs, TimeNs>>& v = flying[g];
+      std::sort(v.begin(), v.end());
+      TimeNs exposed = 0, from = 0, to = -1;
+      for (const auto& [a, b] : v) {
+        if (a > to) {
+          if (to > from) exposed += to - from - covered_ns(busy[s], from, to);
+          from = a;
+          to = b;
+        } else {
+          to = std::max(to, b);
+        }
+      }
+      if (to > from) exposed += to - from - covered_ns(busy[s], from, to);
+      groups[g].exposed_s = sec(exposed);
     }
     for (std::size_t g = 0; g < groups.size(); ++g) {
       if (static_cast<ReportGroup>(g) == ReportGroup::kCp && !p.context_parallel) continue;
