@@ -357,9 +357,10 @@ Estimate Estimator::estimate(const Plan& plan) {
             st.layers > 0 ? d(st.recomputed) / d(st.layers) : 0.0;
         const double gathers_bwd = (1.0 + recomputed_share) * ag;
         comm = d(M) * (ag + gathers_bwd + rs) + cross;
-        exposed = d(M) * hidden_behind(ag, fwd_window) +
-                  d(M - 1) * hidden_behind(gathers_bwd + rs, bwd_window) +
-                  hidden_behind(gathers_bwd + rs + cross, bwd_window);
+        // In the backward pass a block's gather queues on the data-parallel stream behind the
+        // previous block's reduce-scatter, which waits for that block's backward: each block
+        // waits for both, as the simulator plays it (one stream for gathers and reductions).
+        exposed = d(M) * (hidden_behind(ag, fwd_window) + gathers_bwd + rs) + cross;
         break;
       }
     }

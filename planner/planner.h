@@ -96,7 +96,7 @@ struct PlanResult {
 };
 
 // Enumerates and ranks; refines the top `simulate_top` with `refine` when given (the planner
-// library does not depend on how: `plan` passes the event simulator).
+// library does not depend on how: `plan` passes simulator_refine, planner/refine.h).
 using RefineFn = std::function<Result<Estimate>(const Plan&)>;
 Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& cluster,
                                  const PlannerOptions& options, const RefineFn& refine = {});

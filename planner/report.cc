@@ -216,6 +216,9 @@ std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
        << fmt("%.1f", w.estimate.mfu * 100) << "% MFU), "
        << fmt("%.1f", w.estimate.peak_memory_bytes / kGB) << " GB peak on stage "
        << w.estimate.peak_stage << ".\n";
+    if (!w.simulated && ctx.options && ctx.options->simulate_top > 0)
+      os << "  (An analytical estimate: the event simulator's refinements ran out before it "
+            "confirmed this candidate; check it with `simulate`.)\n";
     if (s.ranked.size() > 1) os << "  " << explain_choice(w, s.ranked[1]) << "\n";
     run_estimate(os, w, ctx);
     os << "\n";

@@ -8,6 +8,7 @@
 
 #include "models/units.h"
 #include "planner/planner.h"
+#include "planner/refine.h"
 #include "planner/report.h"
 #include "simulator/simulator.h"
 #include "tools/cli.h"
@@ -15,27 +16,6 @@
 using namespace trainplan;
 
 namespace {
-
-// The simulator's prediction as a planner Estimate (the figures the report shows).
-Estimate estimate_from_simulation(const SimResult& sim, Estimate e) {
-  const StepReport& r = sim.report;
-  e.step_time_s = r.step_time_s;
-  e.tokens_per_s = r.tokens_per_s;
-  e.model_tflops_per_gpu = r.model_tflops_per_gpu;
-  e.hardware_tflops_per_gpu = r.hardware_tflops_per_gpu;
-  e.mfu = r.mfu;
-  e.bubble_fraction = r.bubble_fraction;
-  double peak = 0;
-  for (const RankStep& rank : r.ranks) {
-    if (rank.peak_memory_bytes > peak) {
-      peak = rank.peak_memory_bytes;
-      e.peak_stage = rank.stage;
-      e.peak_memory = rank.memory;
-    }
-  }
-  if (peak > 0) e.peak_memory_bytes = peak;
-  return e;
-}
 
 int run(int argc, char** argv) {
   auto options = cli::model_cluster_options();
@@ -144,13 +124,7 @@ int run(int argc, char** argv) {
   // Long pipelines are played as two short steps and extrapolated (exact for a filled,
   // periodic pipeline; see SimOptions): keeps `plan` well under a second.
   sim_opt.extrapolate_above_micro_batches = 32;
-  RefineFn refine = [&](const Plan& p) -> Result<Estimate> {
-    auto sim = simulate_step(*model, *cluster, p, sim_opt);
-    if (!sim.ok()) return sim.status();
-    Estimator est(*model, *cluster, *hardware);
-    return estimate_from_simulation(*sim, est.estimate(p));
-  };
-  auto result = plan_training(*model, *cluster, opt, refine);
+  auto result = plan_training(*model, *cluster, opt, simulator_refine(*model, *cluster, sim_opt));
   if (!result.ok()) return cli::fail("plan", result.status());
 
   ReportContext ctx{&*model, &*cluster, &opt, {}};
