@@ -154,8 +154,12 @@ std::string explain_choice(const Candidate& w, const Candidate& r) {
   });
   std::ostringstream os;
   const double gain = (b.step_time_s - a.step_time_s) / b.step_time_s * 100;
-  os << "It beats the runner-up (" << describe(r.plan) << ") by " << fmt("%.1f", gain)
-     << "% in step time";
+  if (gain < 0.05) {
+    os << "It ties with the runner-up (" << describe(r.plan) << ") within 0.05% in step time";
+  } else {
+    os << "It beats the runner-up (" << describe(r.plan) << ") by " << fmt("%.1f", gain)
+       << "% in step time";
+  }
   int said = 0;
   for (const Part& p : parts) {
     if (p.runner - p.winner <= 1e-6 * std::max(a.step_time_s, 1e-9)) break;
