@@ -170,6 +170,7 @@ Estimate Estimator::estimate(const Plan& plan) {
 
   struct StageTimes {
     double fwd = 0, bwd = 0, compute = 0, tp = 0, ep = 0, cp = 0, pp = 0;
+    double edge = 0;  // the embedding's or head's forward + backward, on the end stages
     std::int64_t layers = 0;
     std::int64_t recomputed = 0;  // layers fully recomputed
   };
@@ -220,6 +221,7 @@ Estimate Estimator::estimate(const Plan& plan) {
       const double all = pt.compute_s + pt.tp_s + pt.ep_s;
       st.fwd += all / 3.0;
       st.bwd += all * 2.0 / 3.0;
+      st.edge += all;
       st.compute += pt.compute_s;
       st.tp += pt.tp_s;
     };
@@ -271,7 +273,29 @@ Estimate Estimator::estimate(const Plan& plan) {
   if (pp == 1) {
     e.pipeline_s = d(M) * t0;
   } else if (plan.schedule == Schedule::kInterleaved) {
-    e.pipeline_s = d(M) * t_max + (t_sum - t_max) / d(v);
+    // Each micro-batch passes the stages once per chunk position j, and a stage cannot run its
+    // j-th chunk before the stage above has run its own: with chunks of unequal size (layers
+    // that do not divide over pp * v), position j takes as long as its largest chunk, and a
+    // micro-batch the sum of those, not its busiest stage's total.
+    double steady = t_max;
+    if (stages_differ && static_cast<std::int64_t>(times.size()) == pp) {
+      const std::vector<std::int64_t> layers = chunk_layers(plan, model_);
+      steady = 0;
+      for (std::int64_t j = 0; j < v; ++j) {
+        double slowest = 0;
+        for (std::int64_t st = 0; st < pp; ++st) {
+          const StageTimes& x = times[static_cast<std::size_t>(st)];
+          const double per_layer =
+              x.layers > 0 ? (x.fwd + x.bwd - x.edge - x.pp) / d(x.layers) : 0.0;
+          double c = d(layers[static_cast<std::size_t>(j * pp + st)]) * per_layer + x.pp / d(v);
+          if ((j == 0 && st == 0) || (j == v - 1 && st == pp - 1)) c += x.edge;
+          slowest = std::max(slowest, c);
+        }
+        steady += slowest;
+      }
+      steady = std::max(steady, t_max);
+    }
+    e.pipeline_s = d(M) * steady + (t_sum - t_max) / d(v);
   } else {
     e.pipeline_s = d(M - 1) * t_max + t_sum;
   }
