@@ -21,6 +21,14 @@ ClusterSpec cluster(const char* gpu, std::int64_t gpus) {
   return *c;
 }
 
+// Options that keep the best top_k candidates by their analytical estimate, none simulated.
+PlannerOptions estimates_only(std::int64_t top_k) {
+  PlannerOptions opt;
+  opt.top_k = top_k;
+  opt.simulate_top = 0;
+  return opt;
+}
+
 TEST(Planner, Gpt3On32H100sNeedsOffloadAndSaysHowManyGpusWouldFit) {
   const ModelSpec m = load_repo_model("gpt3.json");
   const ClusterSpec c = cluster("H100-80GB", 32);
@@ -139,10 +147,7 @@ TEST(Planner, UnevenLayerCountsGetABalancedSplit) {
   ModelSpec m = load_repo_model("llama3-8b.json");
   m.num_layers = 30;
   const ClusterSpec c = cluster("H100-80GB", 32);
-  PlannerOptions opt;
-  opt.top_k = 1000;
-  opt.simulate_top = 0;
-  auto r = plan_training(m, c, opt);
+  auto r = plan_training(m, c, estimates_only(1000));
   ASSERT_TRUE(r.ok()) << r.status().message();
   bool uneven_pp4 = false;
   for (const Candidate& cand : r->search.ranked) {
@@ -195,9 +200,7 @@ TEST(Planner, EpOverlapIsSetWhereMegatronCoreAllowsItAndShortensTheEstimate) {
 TEST(Planner, HybridShardingIsSearchedOverNodeSizedGroups) {
   const ModelSpec m = load_repo_model("llama3-8b.json");
   const ClusterSpec c = cluster("H100-80GB", 64);
-  PlannerOptions opt;
-  opt.top_k = 20000;
-  opt.simulate_top = 0;
+  PlannerOptions opt = estimates_only(20000);
   auto r = plan_training(m, c, opt);
   ASSERT_TRUE(r.ok()) << r.status().message();
   std::set<std::pair<std::int64_t, std::int64_t>> seen;  // (tp, zero_shard_size)
