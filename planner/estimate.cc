@@ -283,12 +283,13 @@ Estimate Estimator::estimate(const Plan& plan) {
       steady = 0;
       for (std::int64_t j = 0; j < v; ++j) {
         double slowest = 0;
-        for (std::int64_t st = 0; st < pp; ++st) {
-          const StageTimes& x = times[static_cast<std::size_t>(st)];
+        for (std::int64_t stage = 0; stage < pp; ++stage) {
+          const StageTimes& x = times[static_cast<std::size_t>(stage)];
           const double per_layer =
               x.layers > 0 ? (x.fwd + x.bwd - x.edge - x.pp) / d(x.layers) : 0.0;
-          double c = d(layers[static_cast<std::size_t>(j * pp + st)]) * per_layer + x.pp / d(v);
-          if ((j == 0 && st == 0) || (j == v - 1 && st == pp - 1)) c += x.edge;
+          double c =
+              d(layers[static_cast<std::size_t>(j * pp + stage)]) * per_layer + x.pp / d(v);
+          if ((j == 0 && stage == 0) || (j == v - 1 && stage == pp - 1)) c += x.edge;
           slowest = std::max(slowest, c);
         }
         steady += slowest;
