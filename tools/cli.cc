@@ -271,7 +271,11 @@ std::vector<Args::Option> model_cluster_options() {
 }
 
 int fail(const std::string& program, const Status& status) {
-  std::cerr << program << ": error: " << status.message() << std::endl;
+  // One write, so that lines from other processes (ranks, mpirun) cannot land inside it.
+  const std::string line = program + ": error: " + status.message() + "\n";
+  std::cout.flush();
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
   return static_cast<int>(status.code());
 }
 

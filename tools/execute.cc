@@ -369,8 +369,11 @@ int main(int argc, char** argv) {
     code = run(argc, argv, kept_mapped);
   } catch (const std::exception& e) {
     // One rank cannot finish the step: stop every rank now rather than let them wait on it.
-    std::cerr << kProgram << ": rank " << rank << " failed: " << e.what()
-              << "; aborting all ranks" << std::endl;
+    // The line goes out in one write, so that mpirun's abort notice cannot land inside it.
+    const std::string line = std::string(kProgram) + ": rank " + std::to_string(rank) +
+                             " failed: " + e.what() + "; aborting all ranks\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, static_cast<int>(ExitCode::kRuntime));
   }
   MPI_Finalize();
