@@ -32,11 +32,11 @@ Result<std::unique_ptr<Trainer>> Trainer::make(const ModelSpec& model, const Pla
   BlockAccess& access = *t;  // a private base: only Trainer may convert
   t->stage_model_ = std::make_unique<StageModel>(model, plan, t->stage_, comm, access);
   // ZeRO shards over the dp ranks, or with hybrid sharding over one shard group of them.
-  const std::int64_t dp = plan.zero_shard_ranks();
+  const std::int64_t shards = plan.zero_shard_ranks();
   for (const BlockLayout& l : t->stage_model_->layouts()) {
     Block b;
-    b.padded = (l.size + dp - 1) / dp * dp;  // as the cost model's dp_block_tasks pads
-    b.shard = b.padded / dp;
+    b.padded = (l.size + shards - 1) / shards * shards;  // as the cost model's dp_block_tasks pads
+    b.shard = b.padded / shards;
     // ZeRO-2/3 hold a block's full gradient only from its backward to its reduce-scatter
     // (grads() allocates it, backward_done frees it); below that, it lives for the whole step.
     if (plan.zero_stage < 2) b.grad.assign(static_cast<std::size_t>(b.padded), 0.0f);
@@ -272,8 +272,10 @@ void Trainer::finish_gradients() {
     }
     // Hybrid sharding: the shard groups sum the step's reduced shards across each other.
     if (plan_.zero_stage >= 1 && plan_.zero_replicas() > 1) {
-      float* shard = plan_.zero_stage == 1 ? b.grad.data() + shard_rank_ * b.shard : b.grad_shard.data();
-      comm_.all_reduce(CommGroup::kDpReplica, shard, b.shard, ReduceOp::kSum, "hsdp_grad_all_reduce");
+      float* shard =
+          plan_.zero_stage == 1 ? b.grad.data() + shard_rank_ * b.shard : b.grad_shard.data();
+      comm_.all_reduce(CommGroup::kDpReplica, shard, b.shard, ReduceOp::kSum,
+                       "hsdp_grad_all_reduce");
     }
   }
 }

@@ -125,9 +125,7 @@ std::string describe(const Plan& p) {
   if (p.cp > 1) os << " cp=" << p.cp;
   os << " pp=" << p.pp << " dp=" << p.dp;
   if (p.ep > 1) os << " ep=" << p.ep;
-  os << " zero=" << p.zero_stage;
-  if (p.zero_shard_size > 0) os << "/" << p.zero_shard_size;
-  os << " mbs=" << p.micro_batch_size << " " << to_string(p.schedule);
+  os << " zero=" << zero_label(p) << " mbs=" << p.micro_batch_size << " " << to_string(p.schedule);
   if (p.schedule == Schedule::kInterleaved) os << "x" << p.virtual_stages;
   os << " recompute=" << recompute_label(p);
   if (p.partition_activations) os << " partition-activations";
@@ -345,6 +343,12 @@ std::vector<std::int64_t> chunk_layers(const Plan& p, const ModelSpec& m) {
   std::vector<std::int64_t> out(static_cast<std::size_t>(chunks), m.num_layers / chunks);
   for (std::int64_t i = 0; i < m.num_layers % chunks; ++i) ++out[static_cast<std::size_t>(i)];
   return out;
+}
+
+std::string zero_label(const Plan& p) {
+  std::string s = std::to_string(p.zero_stage);
+  if (p.zero_shard_size > 0) s.append("/").append(std::to_string(p.zero_shard_size));
+  return s;
 }
 
 std::string recompute_label(const Plan& p) {

@@ -108,7 +108,7 @@ struct Plan {
   std::int64_t world_size() const { return tp * cp * pp * dp; }
   // Ranks that hold the same dense weights and sum their gradients: the data-parallel replicas
   // and, within each, the context-parallel ranks (Megatron-Core's data-parallel group "with
-  // context parallel"). ZeRO shards over this many ranks.
+  // context parallel"). ZeRO shards over all of them, or over zero_shard_ranks() of them.
   std::int64_t dp_cp() const { return dp * cp; }
   // Ranks one ZeRO shard group spans (Plan::zero_shard_size, or all dp*cp), and how many such
   // groups replicate each other.
@@ -150,6 +150,8 @@ std::vector<std::int64_t> balanced_chunk_layers(std::int64_t layers, std::int64_
 bool recomputes_layer(const Plan& plan, std::int64_t index_in_chunk);
 // "none", "selective", "full", or "full:3" for the first 3 layers of each chunk.
 std::string recompute_label(const Plan& plan);
+// "3", or "3/8" for ZeRO-3 sharded over groups of 8 (Plan::zero_shard_size).
+std::string zero_label(const Plan& plan);
 std::int64_t recomputed_layers_in_chunk(const Plan& plan, std::int64_t chunk_layers);
 
 }  // namespace trainplan

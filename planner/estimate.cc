@@ -277,9 +277,11 @@ Estimate Estimator::estimate(const Plan& plan) {
     // j-th chunk before the stage above has run its own: with chunks of unequal size (layers
     // that do not divide over pp * v), position j takes as long as its largest chunk, and a
     // micro-batch the sum of those, not its busiest stage's total.
+    // Only an explicit split makes chunks unequal (an even split of layers of different kinds
+    // gives every chunk of a stage the stage's average); then every stage was costed above.
     double steady = t_max;
-    if (stages_differ && static_cast<std::int64_t>(times.size()) == pp) {
-      const std::vector<std::int64_t> layers = chunk_layers(plan, model_);
+    if (!plan.layers_per_stage.empty()) {
+      const std::vector<std::int64_t>& layers = plan.layers_per_stage;
       steady = 0;
       for (std::int64_t j = 0; j < v; ++j) {
         double slowest = 0;

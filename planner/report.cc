@@ -57,8 +57,7 @@ void table(std::ostringstream& os, const PlanSearch& search, const ClusterSpec& 
         std::to_string(p.pp),
         std::to_string(p.dp),
         std::to_string(p.ep),
-        std::to_string(p.zero_stage) +
-            (p.zero_shard_size > 0 ? "/" + std::to_string(p.zero_shard_size) : ""),
+        zero_label(p),
         std::to_string(p.micro_batch_size),
         schedule_label(p),
         recompute_label(p),

@@ -173,8 +173,9 @@ Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& clust
     if (peak > 0) r.mfu = flops.model / (step_s * gpus * peak);
   }
   // Bubble: the compute stream's idle time during the pipeline phase that is not spent
-  // waiting for its own collectives or copies (SlotTimeline::comm_waited_ns), averaged over stages (each stage once, so that
-  // symmetric and full simulation average the same numbers in the same order).
+  // waiting for its own collectives or copies (SlotTimeline::comm_waited_ns), averaged over
+  // stages (each stage once, so that symmetric and full simulation average the same numbers in
+  // the same order).
   if (pipe_end > 0) {
     // In integer nanoseconds, divided once, so that closed forms compare exactly.
     std::vector<bool> seen(static_cast<std::size_t>(plan.pp), false);

@@ -112,11 +112,11 @@ std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end) {
     }
     t.comm_waited_ns = waited;
     std::array<GroupComm, static_cast<std::size_t>(ReportGroup::kCount)> groups{};
-    // Per group, its collectives' intervals in flight: the exposed time is the part of their
-    // union that no compute covers (a gather and a reduce-scatter in flight at once, on their
-    // two streams, are exposed once).
-    std::array<std::vector<std::pair<TimeNs, TimeNs>>, static_cast<std::size_t>(ReportGroup::kCount)>
-        flying;
+    // Per report group, its collectives' intervals in flight: the exposed time is the part of
+    // their union that no compute covers (a group's collectives on different streams, e.g. the
+    // pipeline sends both ways and the tied-embedding sum, in flight at once are exposed once).
+    using Intervals = std::vector<std::pair<TimeNs, TimeNs>>;
+    std::array<Intervals, static_cast<std::size_t>(ReportGroup::kCount)> flying;
     for (std::int32_t id : comm[s]) {
       const OpMeta& m = p.meta[static_cast<std::size_t>(id)];
       const Op& op = p.engine.op(id);
@@ -126,10 +126,11 @@ std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end) {
       GroupComm& g = groups[static_cast<std::size_t>(m.group)];
       g.bytes_sent += static_cast<double>(m.bytes_sent);
       g.time_s += sec(op.end - op.began);
-      if (op.end > op.began) flying[static_cast<std::size_t>(m.group)].emplace_back(op.began, op.end);
+      if (op.end > op.began)
+        flying[static_cast<std::size_t>(m.group)].emplace_back(op.began, op.end);
     }
     for (std::size_t g = 0; g < groups.size(); ++g) {
-      std::vector<std::pair<TimeNs, TimeNs>>& v = flying[g];
+      Intervals& v = flying[g];
       std::sort(v.begin(), v.end());
       TimeNs exposed = 0, from = 0, to = -1;
       for (const auto& [a, b] : v) {

@@ -270,12 +270,14 @@ std::vector<Args::Option> model_cluster_options() {
   };
 }
 
-int fail(const std::string& program, const Status& status) {
-  // One write, so that lines from other processes (ranks, mpirun) cannot land inside it.
-  const std::string line = program + ": error: " + status.message() + "\n";
+void print_error_line(const std::string& line) {
   std::cout.flush();
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
+}
+
+int fail(const std::string& program, const Status& status) {
+  print_error_line(program + ": error: " + status.message() + "\n");
   return static_cast<int>(status.code());
 }
 

@@ -73,5 +73,8 @@ std::vector<Args::Option> model_cluster_options();
 
 // Prints "PROGRAM: error: MESSAGE" to stderr and returns the exit code for the status.
 int fail(const std::string& program, const Status& status);
+// Writes `line` (with its newline) to standard error in one write, after flushing standard
+// output, so that lines from other processes (ranks, mpirun) cannot land inside it.
+void print_error_line(const std::string& line);
 
 }  // namespace trainplan::cli

@@ -369,11 +369,9 @@ int main(int argc, char** argv) {
     code = run(argc, argv, kept_mapped);
   } catch (const std::exception& e) {
     // One rank cannot finish the step: stop every rank now rather than let them wait on it.
-    // The line goes out in one write, so that mpirun's abort notice cannot land inside it.
-    const std::string line = std::string(kProgram) + ": rank " + std::to_string(rank) +
-                             " failed: " + e.what() + "; aborting all ranks\n";
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    std::fflush(stderr);
+    // In one write, so that mpirun's abort notice cannot land inside the line.
+    cli::print_error_line(std::string(kProgram) + ": rank " + std::to_string(rank) + " failed: " +
+                          e.what() + "; aborting all ranks\n");
     MPI_Abort(MPI_COMM_WORLD, static_cast<int>(ExitCode::kRuntime));
   }
   MPI_Finalize();

@@ -119,7 +119,8 @@ int run(std::int64_t k) {
     std::vector<double> abs_err;
     for (double e : err) abs_err.push_back(std::abs(e));
     all_errors.insert(all_errors.end(), abs_err.begin(), abs_err.end());
-    const auto best = static_cast<std::size_t>(std::min_element(sim.begin(), sim.end()) - sim.begin());
+    const auto best =
+        static_cast<std::size_t>(std::min_element(sim.begin(), sim.end()) - sim.begin());
     // What `plan` recommends (its refinement, as the tool runs it), by the simulator, against
     // the best of the K simulated here.
     SimOptions sim_opt;

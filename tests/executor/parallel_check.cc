@@ -9,9 +9,10 @@
 //  2. every parameter element this rank holds after the last step:
 //     |parallel - reference| <= kWeightTol;
 //  3. the bytes this rank sent per group equal steps * comm_volume_on_stage(model, plan, stage)
-//     exactly (tp; pp + embedding; dp + hybrid sharding's replica group), up to the two documented differences (trainer.h): the
-//     sequence-parallel norm all-reduce the cost model does not list, and the ZeRO-3 gathers of
-//     the embedding and head blocks before a full recompute that the executor does not issue;
+//     exactly (tp; pp + embedding; dp + hybrid sharding's replica group), up to the two
+//     documented differences (trainer.h): the sequence-parallel norm all-reduce the cost model
+//     does not list, and the ZeRO-3 gathers of the embedding and head blocks before a full
+//     recompute that the executor does not issue;
 //  4. the trace of the last step (executor/trace.h): per group, the bytes of the traced
 //     collectives equal what the Comm counted during that step, and the compute track never
 //     holds two spans at once.

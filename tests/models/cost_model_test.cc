@@ -198,7 +198,8 @@ TEST(Memory, HybridShardingDividesStatesOverTheShardGroup) {
     EXPECT_DOUBLE_EQ(a.weights_bytes, b.weights_bytes) << zero;
     EXPECT_DOUBLE_EQ(a.gradients_bytes, b.gradients_bytes) << zero;
     EXPECT_DOUBLE_EQ(a.optimizer_bytes, b.optimizer_bytes) << zero;
-    EXPECT_DOUBLE_EQ(optimizer_params_on_rank(m, hybrid, 0), optimizer_params_on_rank(m, within, 0));
+    EXPECT_DOUBLE_EQ(optimizer_params_on_rank(m, hybrid, 0),
+                     optimizer_params_on_rank(m, within, 0));
     const double e = grad_bytes_per_element(hybrid);
     for (const ParamBlock& blk : param_blocks_on_stage(m, hybrid, 0)) {
       const std::int64_t padded = (blk.dense_params + 7) / 8 * 8;

@@ -89,9 +89,17 @@ TEST(EstimateVsSimulator, InterleavingWithUnequalChunks) {
                 est_s.back(), sim_s.back());
     EXPECT_NEAR(est_s.back(), sim_s.back(), 0.05 * sim_s.back()) << "v=" << v;
   }
-  for (std::size_t i = 0; i < est_s.size(); ++i)
-    for (std::size_t j = 0; j < est_s.size(); ++j)
-      if (sim_s[i] < 0.97 * sim_s[j]) EXPECT_LT(est_s[i], est_s[j]) << i << " vs " << j;
+  // Where the simulator tells two apart by more than 3%, the estimate orders them the same way
+  // (v=2 against v=3, 5 and 7 here).
+  int compared = 0;
+  for (std::size_t i = 0; i < est_s.size(); ++i) {
+    for (std::size_t j = 0; j < est_s.size(); ++j) {
+      if (sim_s[i] >= 0.97 * sim_s[j]) continue;
+      ++compared;
+      EXPECT_LT(est_s[i], est_s[j]) << i << " vs " << j;
+    }
+  }
+  EXPECT_GT(compared, 0);
 }
 
 }  // namespace
