@@ -70,7 +70,7 @@ done
 echo "== fuzz: summary"
 printf '%s' "$summary"
 if [ "$failed" != 0 ]; then
-  echo "== fuzz: FAILED; turn each input above into a test in tests/models/loaders_test.cc"
+  echo "== fuzz: FAILED; turn each input above into a test in tests/core/loaders_test.cc"
   exit 1
 fi
 echo "== fuzz: OK, no crashes"

@@ -9,8 +9,8 @@
 
 #include "executor/data.h"
 #include "executor/trainer.h"
-#include "models/cost_model.h"
-#include "models/straggler.h"
+#include "core/cost/cost_model.h"
+#include "core/cost/straggler.h"
 
 namespace trainplan::calibration {
 

@@ -16,9 +16,9 @@
 #include "calibration/kernels.h"
 #include "executor/comm.h"
 #include "executor/trace.h"
-#include "models/model_spec.h"
-#include "models/plan.h"
-#include "models/status.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
+#include "core/status.h"
 
 namespace trainplan::calibration {
 
@@ -60,7 +60,7 @@ struct SkewSample {
 SkewSample skew_of_step(const std::vector<double>& sum_over_ranks_s,
                         const std::vector<double>& slowest_s, std::int64_t ranks,
                         const std::string& probe);
-// The spread models/straggler.h assumes: the median over steps of excess / mean, over E[max of
+// The spread core/cost/straggler.h assumes: the median over steps of excess / mean, over E[max of
 // `ranks` standard normals] (so that the simulator's expected straggler gives back the measured
 // excess). 0 without samples with 2+ ranks.
 double rank_compute_spread(const std::vector<SkewSample>& samples);

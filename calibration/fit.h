@@ -1,6 +1,6 @@
 // Least-squares fits of the simulator's parameters to measurements (Eigen).
 //
-// Compute (models/compute_model.h): on a CPU with one thread per rank there is one parallel unit
+// Compute (core/cost/compute_model.h): on a CPU with one thread per rank there is one parallel unit
 // (sm_count = 1), so wave quantization is neutral. A sample is a piece of the executor's code and
 // the cost-model tasks it carries out (kernels.h TaskSample); its modelled time is the sum of
 // its tasks' times, each
@@ -14,7 +14,7 @@
 // keeping the tiles with the smallest residual, then once more without outliers. A coefficient
 // that comes out negative is held at zero (a physical rate cannot be negative).
 //
-// Links (models/collectives.h): t = ring_steps(c, n) * latency + bytes_sent_per_rank(c, S, n)
+// Links (core/cost/collectives.h): t = ring_steps(c, n) * latency + bytes_sent_per_rank(c, S, n)
 // / bandwidth, linear in (latency, 1/bandwidth).
 //
 // Tested by tests/calibration/fit_test.cc (synthetic data: parameters recovered to 1e-9).
@@ -29,8 +29,8 @@
 
 #include "calibration/collective_bench.h"
 #include "calibration/kernels.h"
-#include "models/compute_model.h"
-#include "models/status.h"
+#include "core/cost/compute_model.h"
+#include "core/status.h"
 
 namespace trainplan::calibration {
 

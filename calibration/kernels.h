@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "models/cost_model.h"
+#include "core/cost/cost_model.h"
 
 namespace trainplan::calibration {
 

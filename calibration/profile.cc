@@ -6,7 +6,7 @@
 #include <ctime>
 #include <sstream>
 
-#include "models/units.h"
+#include "core/units.h"
 
 namespace trainplan::calibration {
 
@@ -181,7 +181,7 @@ Json profile_json(const Calibration& c, const Measurements& m) {
       "its traced steps, each the shortest over ranks) when there are any, else "
       "measurements.collectives (benchmark loop); rank_compute_spread: the median over "
       "measurements.rank_skew of slowest_excess / compute_between_waits_mean, over the expected "
-      "maximum of that many standard normals (models/straggler.h).";
+      "maximum of that many standard normals (core/cost/straggler.h).";
   j["measurements"] = measurements_to_json(m, c);
   return j;
 }

@@ -14,9 +14,9 @@
 #include "calibration/executor_probe.h"
 #include "calibration/fit.h"
 #include "calibration/kernels.h"
-#include "models/compute_model.h"
-#include "models/json_util.h"
-#include "models/step_report.h"
+#include "core/cost/compute_model.h"
+#include "core/json_util.h"
+#include "core/step_report.h"
 
 namespace trainplan::calibration {
 

@@ -24,7 +24,7 @@ void Comm::count(CommGroup g, Collective c, std::int64_t message_bytes, Clock::t
                    bytes_sent, g);
 }
 
-// Message sizes are nccl-tests' S (models/collectives.h): the whole reduced or gathered buffer.
+// Message sizes are nccl-tests' S (core/cost/collectives.h): the whole reduced or gathered buffer.
 void Comm::all_reduce(CommGroup g, float* data, std::int64_t count_, ReduceOp op,
                       std::string_view task) {
   const Clock::time_point t0 = Clock::now();

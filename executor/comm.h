@@ -1,10 +1,10 @@
 // The executor's communication contract: the few collectives a training step needs, on the
-// process groups of models/cost_model.h (tp, pp, dp, embedding). One backend per file:
+// process groups of core/cost/cost_model.h (tp, pp, dp, embedding). One backend per file:
 // comm_local.cc (a single rank, no MPI: every group has one member), comm_mpi.cc (OpenMPI);
 // the CUDA backend (issue 5) adds comm_nccl.cc behind the same interface.
 //
 // The public calls are non-virtual: they count the bytes this rank sends per group with
-// bytes_sent_per_rank (models/collectives.h, the one place for that math) and the time the
+// bytes_sent_per_rank (core/cost/collectives.h, the one place for that math) and the time the
 // call was in flight, then hand the work to the backend's do_* hook. A backend implements
 // only the hooks and the group sizes. Each call takes the name of its cost-model task
 // ("tp_all_reduce_attn"); with a TraceRecorder set (trace.h), a call over a group of more than
@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "executor/trace.h"
-#include "models/cost_model.h"
+#include "core/cost/cost_model.h"
 
 namespace trainplan::executor {
 

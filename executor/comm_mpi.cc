@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "models/rank_layout.h"
+#include "core/rank_layout.h"
 
 namespace trainplan::executor {
 

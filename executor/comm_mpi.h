@@ -11,8 +11,8 @@
 #include <memory>
 
 #include "executor/comm.h"
-#include "models/plan.h"
-#include "models/status.h"
+#include "core/plan.h"
+#include "core/status.h"
 
 namespace trainplan::executor {
 

@@ -1,5 +1,5 @@
 // One pipeline stage of a GPT; see gpt.h. Each TP collective below is named by the cost-model
-// task it is (models/cost_model.cc), and each stretch of math between them by a TraceSpan named
+// task it is (core/cost/cost_model.cc), and each stretch of math between them by a TraceSpan named
 // by the compute task(s) it is, so the code, the cost model and the trace read side by side.
 #include "executor/gpt.h"
 

@@ -3,7 +3,7 @@
 // split by heads, vocabulary-parallel embedding and cross-entropy, optional sequence
 // parallelism) and activation recompute. It issues exactly the TP collectives of
 // layer_forward_tasks / layer_backward_tasks / layer_recompute_tasks and the embedding_* and
-// head_* tasks (models/cost_model.h). Parameter storage and data parallelism are the caller's:
+// head_* tasks (core/cost/cost_model.h). Parameter storage and data parallelism are the caller's:
 // the model reads and writes its blocks through BlockAccess, which the trainer implements
 // (ZeRO-3 gathers a block on acquire and frees it on release).
 //
@@ -22,7 +22,7 @@
 #include "executor/kernels.h"
 #include "executor/params.h"
 #include "executor/trace.h"
-#include "models/cost_model.h"
+#include "core/cost/cost_model.h"
 
 namespace trainplan::executor {
 

@@ -9,7 +9,7 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
   auto no = [](const std::string& why) {
     return Status::Error("the CPU executor does not support " + why, ExitCode::kInvalidInput);
   };
-  // Context parallelism is planned and simulated (models/cost_model.h) but not executed: the
+  // Context parallelism is planned and simulated (core/cost/cost_model.h) but not executed: the
   // executors' attention has no K,V all-gather over a CP group.
   if (p.cp != 1)
     return Status::Error("cp=" + std::to_string(p.cp) +

@@ -1,5 +1,5 @@
 // Parameter layout of one pipeline stage on one rank: the blocks of
-// param_blocks_on_stage (models/cost_model.h) as flat float32 buffers, each a list of tensor
+// param_blocks_on_stage (core/cost/cost_model.h) as flat float32 buffers, each a list of tensor
 // slices. A tensor is named as in the whole model ("h3.wq"); this rank holds a rectangular
 // slice of it (Megatron's column/row split over tp). Initial values depend only on the seed,
 // the name and the element's coordinates in the full tensor, so every layout starts from the
@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "models/cost_model.h"
-#include "models/model_spec.h"
-#include "models/plan.h"
-#include "models/status.h"
+#include "core/cost/cost_model.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
+#include "core/status.h"
 
 namespace trainplan::executor {
 

@@ -1,7 +1,7 @@
 // The step trace's recorder and its Chrome JSON; see trace.h.
 #include "executor/trace.h"
 
-#include "models/chrome_trace.h"
+#include "core/chrome_trace.h"
 
 namespace trainplan::executor {
 

@@ -3,7 +3,7 @@
 // that the two open side by side: one process per rank named "rank R (stage S)", one thread per
 // track numbered and named as the simulator's streams (simulator/program.h StreamKind), and
 // complete events named "<pass> mb<micro-batch> L<layer> <task>" after the cost model's tasks
-// (models/cost_model.cc), with args micro_batch, layer and bytes_sent.
+// (core/cost/cost_model.cc), with args micro_batch, layer and bytes_sent.
 //
 // Recording: Trainer::step(batch, &recorder) installs the recorder in the stage model and the
 // Comm for that step only. The stage model opens a TraceSpan around the code of each cost-model
@@ -11,7 +11,7 @@
 // bytes this rank sent. Without a recorder each hook is one null-pointer test.
 //
 // Serialisation is a pure function (the library does no file I/O) through the writer the
-// simulator's trace uses too (models/chrome_trace.h): each rank renders its events with
+// simulator's trace uses too (core/chrome_trace.h): each rank renders its events with
 // chrome_trace_rank_events, rank 0 gathers the text and joins it with chrome_trace_json,
 // and tools/execute.cc writes the file (`execute ... --trace FILE`).
 // Tested by tests/executor/trace_test.cc and, under mpirun, parallel_check.cc and
@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "models/cost_model.h"
+#include "core/cost/cost_model.h"
 
 namespace trainplan::executor {
 
@@ -55,7 +55,7 @@ struct TraceEvent {
   TraceTrack track = TraceTrack::kCompute;
   std::int64_t begin_ns = 0;     // since the start of the step on this rank's steady clock
   std::int64_t end_ns = 0;
-  std::int64_t bytes_sent = 0;   // collectives: this rank's payload (models/collectives.h)
+  std::int64_t bytes_sent = 0;   // collectives: this rank's payload (core/cost/collectives.h)
   std::optional<CommGroup> group;  // collectives: the group whose counter holds bytes_sent
 };
 

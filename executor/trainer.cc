@@ -1,5 +1,5 @@
 // The training step; see trainer.h. The data-parallel collectives are named by their cost-model
-// task (dp_block_tasks in models/cost_model.cc); the trace context of each call (pass,
+// task (dp_block_tasks in core/cost/cost_model.cc); the trace context of each call (pass,
 // micro-batch, layer) follows the simulator's (simulator/program.cc) so the traces line up.
 #include "executor/trainer.h"
 

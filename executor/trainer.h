@@ -1,7 +1,7 @@
 // The training step of one rank, exactly as the plan says: the pipeline schedule (GPipe,
 // 1F1B, interleaved 1F1B) over the stage's micro-batches, data parallelism (DDP all-reduce, ZeRO-1/2/3 with flat
 // per-block buffers padded to a multiple of dp), and AdamW. Together with StageModel it issues
-// the collectives of comm_volume_on_stage (models/cost_model.h) exactly.
+// the collectives of comm_volume_on_stage (core/cost/cost_model.h) exactly.
 //
 // Usage: make a Comm (comm_mpi.h), then Trainer::make(model, plan, options, comm) and
 // step(batch) per optimizer step; step(batch, &recorder) also records that step's trace
@@ -19,7 +19,7 @@
 #include "executor/kernels.h"
 #include "executor/params.h"
 #include "executor/trace.h"
-#include "models/status.h"
+#include "core/status.h"
 
 namespace trainplan::executor {
 

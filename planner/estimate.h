@@ -12,11 +12,11 @@
 #include <map>
 #include <unordered_map>
 
-#include "models/cluster_spec.h"
-#include "models/compute_model.h"
-#include "models/cost_model.h"
-#include "models/model_spec.h"
-#include "models/plan.h"
+#include "core/cluster_spec.h"
+#include "core/cost/compute_model.h"
+#include "core/cost/cost_model.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
 
 namespace trainplan {
 

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "models/cluster_spec.h"
-#include "models/compute_model.h"
-#include "models/cost_model.h"
-#include "models/model_spec.h"
-#include "models/plan.h"
+#include "core/cluster_spec.h"
+#include "core/cost/compute_model.h"
+#include "core/cost/cost_model.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
 #include "planner/estimate.h"
 
 namespace trainplan {

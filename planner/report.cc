@@ -7,7 +7,7 @@
 #include <sstream>
 #include <vector>
 
-#include "models/units.h"
+#include "core/units.h"
 
 namespace trainplan {
 

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "models/json_util.h"
+#include "core/json_util.h"
 #include "planner/planner.h"
 
 namespace trainplan {

@@ -11,8 +11,8 @@
 #include <queue>
 #include <sstream>
 
-#include "models/status.h"
-#include "models/straggler.h"
+#include "core/status.h"
+#include "core/cost/straggler.h"
 
 namespace trainplan::sim {
 

@@ -2,7 +2,7 @@
 // them, collectives that start when every participant has reached them, and network flows that
 // share link bandwidth while they are in flight. The clock is an integer number of nanoseconds.
 //
-// Rank skew (models/straggler.h): with a compute spread set, a collective's transfer begins at
+// Rank skew (core/cost/straggler.h): with a compute spread set, a collective's transfer begins at
 // the expected latest arrival of its members, each member's arrival spread by the spread times
 // the compute its lane (rank) has done since its compute last waited for a collective (then
 // the members go on together). A collective that compute does not wait for (an overlapped
@@ -16,8 +16,8 @@
 #include <span>
 #include <vector>
 
-#include "models/straggler.h"
-#include "models/units.h"
+#include "core/cost/straggler.h"
+#include "core/units.h"
 
 namespace trainplan::sim {
 
@@ -60,7 +60,7 @@ class Engine {
   // the lane's compute last waited for a collective.
   std::int32_t add_stream(std::int32_t lane = -1, bool compute = false);
   // Rank skew: the relative standard deviation of a lane's compute between two waits for
-  // others (models/straggler.h). 0 (the default): members arrive when their programs say.
+  // others (core/cost/straggler.h). 0 (the default): members arrive when their programs say.
   void set_compute_spread(double fraction) { compute_spread_ = fraction; }
   // Appends an op to the stream's program order.
   std::int32_t add_op(std::int32_t stream, TimeNs duration);

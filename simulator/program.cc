@@ -20,8 +20,8 @@
 #include <map>
 #include <tuple>
 
-#include "models/compute_model.h"
-#include "models/units.h"
+#include "core/cost/compute_model.h"
+#include "core/units.h"
 
 namespace trainplan::sim {
 

@@ -7,10 +7,10 @@
 #include <string_view>
 #include <vector>
 
-#include "models/cost_model.h"
-#include "models/rank_layout.h"
+#include "core/cost/cost_model.h"
+#include "core/rank_layout.h"
 #include "simulator/engine.h"
-#include "simulator/schedule.h"
+#include "core/schedule.h"
 #include "simulator/simulator.h"
 #include "simulator/topology.h"
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <map>
 
-#include "models/rank_layout.h"
-#include "models/units.h"
+#include "core/rank_layout.h"
+#include "core/units.h"
 #include "simulator/engine.h"
 #include "simulator/program.h"
 #include "simulator/timeline.h"

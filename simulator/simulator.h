@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "models/cluster_spec.h"
-#include "models/compute_model.h"
-#include "models/model_spec.h"
-#include "models/plan.h"
-#include "models/step_report.h"
+#include "core/cluster_spec.h"
+#include "core/cost/compute_model.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
+#include "core/step_report.h"
 
 namespace trainplan {
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <tuple>
 
-#include "models/chrome_trace.h"
+#include "core/chrome_trace.h"
 
 namespace trainplan::sim {
 

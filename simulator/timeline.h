@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "models/step_report.h"
+#include "core/step_report.h"
 #include "simulator/program.h"
 
 namespace trainplan::sim {
@@ -33,7 +33,7 @@ std::vector<SlotTimeline> slot_timelines(const Program& program, TimeNs step_end
 // The latest end of a forward/backward/recompute compute op on any rank.
 TimeNs pipeline_end(const Program& program);
 // Chrome trace JSON (chrome://tracing, Perfetto): a process per rank, a thread per stream,
-// complete events per op, memory counters; written with models/chrome_trace.h, as the
+// complete events per op, memory counters; written with core/chrome_trace.h, as the
 // executor's measured trace is.
 std::string chrome_trace(const Program& program, const std::vector<SlotTimeline>& timelines);
 

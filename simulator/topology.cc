@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 
-#include "models/status.h"
+#include "core/status.h"
 
 namespace trainplan::sim {
 

@@ -14,8 +14,8 @@
 
 #include <boost/graph/adjacency_list.hpp>
 
-#include "models/cluster_spec.h"
-#include "models/collectives.h"
+#include "core/cluster_spec.h"
+#include "core/cost/collectives.h"
 #include "simulator/engine.h"
 
 namespace trainplan::sim {

@@ -22,7 +22,7 @@
 #include "calibration/profile.h"
 #include "executor/allocator.h"
 #include "executor/comm_mpi.h"
-#include "models/units.h"
+#include "core/units.h"
 #include "tools/cli.h"
 
 namespace {

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "models/cluster_spec.h"
-#include "models/compute_model.h"
-#include "models/json_util.h"
-#include "models/model_spec.h"
-#include "models/plan.h"
-#include "models/status.h"
+#include "core/cluster_spec.h"
+#include "core/cost/compute_model.h"
+#include "core/json_util.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
+#include "core/status.h"
 
 namespace trainplan::cli {
 

@@ -16,7 +16,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "calibration/compare.h"
+#include "validation/compare.h"
 #include "tools/cli.h"
 
 namespace {

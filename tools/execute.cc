@@ -1,5 +1,5 @@
 // execute: train a plan for real on CPUs (Eigen math, MPI between ranks) and write what was
-// measured as a step report (models/step_report.h), comparable with `simulate`'s prediction.
+// measured as a step report (core/step_report.h), comparable with `simulate`'s prediction.
 //
 //   mpirun -np 2 build/tools/execute --model models/tiny.json --plan PLAN.json --steps 20
 //       --data data/kjv-genesis.txt --out measured.json [--trace trace.json]
@@ -40,9 +40,9 @@
 #include "executor/params.h"
 #include "executor/trace.h"
 #include "executor/trainer.h"
-#include "models/cost_model.h"
-#include "models/step_report.h"
-#include "models/units.h"
+#include "core/cost/cost_model.h"
+#include "core/step_report.h"
+#include "core/units.h"
 #include "tools/cli.h"
 
 using namespace trainplan;

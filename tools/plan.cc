@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "models/units.h"
+#include "core/units.h"
 #include "planner/planner.h"
 #include "planner/refine.h"
 #include "planner/report.h"

@@ -11,7 +11,7 @@
 // --published FILE: published, measured runs (the schema of
 // ../shared/reference/published_runs_dev.json) simulated one by one, each measured figure set
 // against its prediction, with what each entry did not say and how it was decided
-// (simulator/published_run.h); --json prints schema trainplan.published_comparison/1.
+// (validation/published_run.h); --json prints schema trainplan.published_comparison/1.
 // Exit codes: 0 ok; 2 usage; 3 invalid input; 4 the plan does not fit the model or cluster;
 // 6 a file could not be read or written. Tested by tests/simulator/simulate_tool_test.cc.
 #include <cmath>
@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "models/units.h"
-#include "simulator/published_run.h"
+#include "core/units.h"
+#include "validation/published_run.h"
 #include "simulator/simulator.h"
 #include "tools/cli.h"
 

@@ -13,8 +13,8 @@
 #include <iostream>
 #include <sstream>
 
-#include "models/json_util.h"
-#include "models/rank_layout.h"
+#include "core/json_util.h"
+#include "core/rank_layout.h"
 #include "simulator/program.h"
 #include "simulator/simulator.h"
 #include "simulator/topology.h"

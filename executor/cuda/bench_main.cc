@@ -10,14 +10,14 @@
 // Tokens are random (seeded, the same global batch on every rank and for every layout), so
 // layouts can be compared step by step. --out writes this run's summary (throughput, MFU,
 // memory against the cost model). --report writes the measured step report in the schema of
-// the prediction (models/step_report.h), for `compare --predicted P --measured M`; --trace a
+// the prediction (core/step_report.h), for `compare --predicted P --measured M`; --trace a
 // Chrome trace of one step of every rank laid out as `simulate --trace` (per cost-model task,
 // device times from CUDA events: device_trace.h). Both come from one extra traced step after
 // the measured ones, so the events cost the measured steps nothing. The ranks' trace parts
 // travel as files next to --trace (FILE.rank<R>.part; rank 0 joins and removes them), so every
 // rank must see that folder. --params-out writes each rank's float32 master weights as
 // "name row col value" lines to prefix.rank<R>.txt.
-// Exit codes as models/status.h: 0 ok, 2 usage, 3 bad input, 5 runtime (a rank failed),
+// Exit codes as core/status.h: 0 ok, 2 usage, 3 bad input, 5 runtime (a rank failed),
 // 6 a file not read or written.
 #include <algorithm>
 #include <cmath>
@@ -36,11 +36,11 @@
 #include "executor/cuda/tool_util.h"
 #include "tools/cli.h"
 #include "executor/cuda/trainer_cuda.h"
-#include "models/cost_model.h"
-#include "models/json_util.h"
-#include "models/model_spec.h"
-#include "models/plan.h"
-#include "models/step_report.h"
+#include "core/cost/cost_model.h"
+#include "core/json_util.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
+#include "core/step_report.h"
 
 namespace tp = trainplan;
 namespace cx = trainplan::executor::cuda;
@@ -120,7 +120,7 @@ double peak_flops_of(const std::string& device, double peak_tflops_option) {
   return peak_tflops_option > 0 ? peak_tflops_option * 1e12 : peak_bf16_flops(device);
 }
 
-// The measured step report (models/step_report.h), as `execute` writes it on CPU: step time
+// The measured step report (core/step_report.h), as `execute` writes it on CPU: step time
 // over the measured steps; per rank its peak device allocation, and from the traced step its
 // compute (the compute stream's spans), optimizer, and per group its collectives' time and
 // the part of it the compute stream spent idle (exposed). Collective; every rank calls it,

@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <string>
 
-#include "models/status.h"
+#include "core/status.h"
 
 namespace trainplan::executor::cuda {
 

@@ -17,7 +17,7 @@
 //   trainplan_cuda_calibrate --models models/tiny.json,models/gpt2-124m.json --out profile.json
 //       [--cluster-out cluster.json] [--micro-batches 1,2,4] [--steps 5] [--warmup 3]
 //       [--max-message BYTES] [--quick]
-// Exit codes as models/status.h: 0 ok, 2 usage, 3 bad input, 5 runtime, 6 a file not read or
+// Exit codes as core/status.h: 0 ok, 2 usage, 3 bad input, 5 runtime, 6 a file not read or
 // written.
 // Runs on a GPU only (bench/gpu/predicted_vs_measured.sh); built wherever nvcc is.
 #include <algorithm>
@@ -36,7 +36,7 @@
 #include "executor/cuda/tool_util.h"
 #include "executor/cuda/trainer_cuda.h"
 #include "tools/cli.h"
-#include "models/units.h"
+#include "core/units.h"
 
 #ifdef TRAINPLAN_HAVE_MPI
 #include <mpi.h>

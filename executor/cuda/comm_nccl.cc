@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "models/collectives.h"
-#include "models/rank_layout.h"
+#include "core/cost/collectives.h"
+#include "core/rank_layout.h"
 
 namespace trainplan::executor::cuda {
 

@@ -1,5 +1,5 @@
 // The NCCL backend of executor/comm.h: one world communicator, then one per process group
-// (tp, dp, pp, embedding) by ncclCommSplit with the colors of models/rank_layout.h, exactly as
+// (tp, dp, pp, embedding) by ncclCommSplit with the colors of core/rank_layout.h, exactly as
 // comm_mpi.cc splits MPI_COMM_WORLD. Each group runs on its own CUDA stream, so its
 // collectives overlap compute on the model's stream (events order the two).
 //
@@ -36,7 +36,7 @@
 #include "executor/cuda/bootstrap.h"
 #include "executor/cuda/device.h"
 #include "executor/cuda/device_trace.h"
-#include "models/plan.h"
+#include "core/plan.h"
 
 namespace trainplan::executor::cuda {
 

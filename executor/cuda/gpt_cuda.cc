@@ -1,6 +1,6 @@
 // One pipeline stage of a GPT on a GPU; see gpt_cuda.h. Read side by side with
 // executor/gpt.cc: the same steps in the same order, each TP collective tagged with its
-// cost-model task (models/cost_model.cc).
+// cost-model task (core/cost/cost_model.cc).
 #include "executor/cuda/gpt_cuda.h"
 
 #include <algorithm>

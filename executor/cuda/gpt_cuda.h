@@ -26,9 +26,9 @@
 #include "executor/cuda/device_trace.h"
 #include "executor/cuda/gemm.h"
 #include "executor/params.h"
-#include "models/cost_model.h"
-#include "models/model_spec.h"
-#include "models/plan.h"
+#include "core/cost/cost_model.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
 
 namespace trainplan::executor::cuda {
 

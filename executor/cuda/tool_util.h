@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "models/model_spec.h"
-#include "models/status.h"
+#include "core/model_spec.h"
+#include "core/status.h"
 
 namespace trainplan::executor::cuda {
 

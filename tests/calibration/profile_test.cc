@@ -13,8 +13,8 @@
 #include "calibration/executor_probe.h"
 #include "executor/comm.h"
 
-#include "models/cluster_spec.h"
-#include "models/units.h"
+#include "core/cluster_spec.h"
+#include "core/units.h"
 
 namespace trainplan::calibration {
 namespace {
@@ -253,7 +253,7 @@ TEST(ExecutorProbe, CollectivesBecomeSamplesOfTheirCostModelTask) {
   Plan plan = one_rank_plan(1);
   plan.tp = 2;
   // tp_all_reduce_attn: all-reduce of T x h float32 = 16 x 32 x 4 bytes; a ring over 2 ranks
-  // sends S (models/collectives.h), so bytes_sent identifies the task.
+  // sends S (core/cost/collectives.h), so bytes_sent identifies the task.
   auto ar = [](std::int64_t begin_ns, std::int64_t end_ns) {
     executor::TraceEvent e = event("tp_all_reduce_attn", 'F', begin_ns, end_ns);
     e.track = executor::TraceTrack::kTp;

@@ -13,10 +13,10 @@
 
 #include <gtest/gtest.h>
 
-#include "calibration/compare.h"
-#include "models/cluster_spec.h"
-#include "models/compute_model.h"
-#include "models/step_report.h"
+#include "validation/compare.h"
+#include "core/cluster_spec.h"
+#include "core/cost/compute_model.h"
+#include "core/step_report.h"
 #include "tests/support/run_command.h"
 
 namespace trainplan::calibration {

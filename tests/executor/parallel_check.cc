@@ -33,7 +33,7 @@
 #include "executor/data.h"
 #include "executor/trace.h"
 #include "executor/trainer.h"
-#include "models/model_spec.h"
+#include "core/model_spec.h"
 
 using namespace trainplan;
 using namespace trainplan::executor;

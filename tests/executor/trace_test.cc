@@ -21,9 +21,9 @@
 #include "executor/data.h"
 #include "executor/trace.h"
 #include "executor/trainer.h"
-#include "models/cluster_spec.h"
-#include "models/json_util.h"
-#include "models/model_spec.h"
+#include "core/cluster_spec.h"
+#include "core/json_util.h"
+#include "core/model_spec.h"
 #include "simulator/simulator.h"
 
 namespace trainplan::executor {

@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "models/json_util.h"
+#include "core/json_util.h"
 #include "tests/support/run_command.h"
 
 namespace trainplan {

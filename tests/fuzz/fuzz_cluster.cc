@@ -1,6 +1,6 @@
 // libFuzzer target: cluster JSON through cluster_from_json and the round trip.
 // Corpus: tests/fuzz/corpus/fuzz_cluster.
-#include "models/cluster_spec.h"
+#include "core/cluster_spec.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -11,8 +11,8 @@
 #include <string>
 #include <string_view>
 
-#include "models/json_util.h"
-#include "models/status.h"
+#include "core/json_util.h"
+#include "core/status.h"
 
 namespace trainplan::fuzz {
 

@@ -1,6 +1,6 @@
 // libFuzzer target: a hardware profile (calibrate's output) through hardware_profile_from_json
 // and the round trip. Corpus: tests/fuzz/corpus/fuzz_hardware_profile.
-#include "models/compute_model.h"
+#include "core/cost/compute_model.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -2,8 +2,8 @@
 // the parameter and memory formulas of an accepted model. Corpus: tests/fuzz/corpus/fuzz_hf_config.
 #include <cmath>
 
-#include "models/cost_model.h"
-#include "models/model_spec.h"
+#include "core/cost/cost_model.h"
+#include "core/model_spec.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

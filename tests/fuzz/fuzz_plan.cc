@@ -1,6 +1,6 @@
 // libFuzzer target: plan JSON through plan_from_json, the round trip, and the checks against a
 // small model and a world size. Corpus: tests/fuzz/corpus/fuzz_plan.
-#include "models/plan.h"
+#include "core/plan.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -4,8 +4,8 @@
 // the GPU count and the device memory, with finite figures. Corpus: tests/fuzz/corpus/fuzz_planner.
 #include <cmath>
 
-#include "models/cluster_spec.h"
-#include "models/model_spec.h"
+#include "core/cluster_spec.h"
+#include "core/model_spec.h"
 #include "planner/planner.h"
 #include "tests/fuzz/fuzz_common.h"
 

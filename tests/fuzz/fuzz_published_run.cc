@@ -2,7 +2,7 @@
 // published_run.h). An accepted entry must give a valid model and plan whose world size is the
 // cluster's; a refused one must say why and name its source. Corpus:
 // tests/fuzz/corpus/fuzz_published_run (entries of the dev set and variations).
-#include "simulator/published_run.h"
+#include "validation/published_run.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,6 +1,6 @@
 // libFuzzer target: a step report (measured.json from execute, or a prediction) through
 // step_report_from_json and the round trip. Corpus: tests/fuzz/corpus/fuzz_step_report.
-#include "models/step_report.h"
+#include "core/step_report.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "planner/report.h"
-#include "tests/models/test_util.h"
+#include "tests/core/test_util.h"
 
 namespace trainplan {
 namespace {

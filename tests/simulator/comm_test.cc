@@ -1,7 +1,7 @@
 // Communication bytes on the simulated timeline against the cost model's closed form
 // (comm_volume_on_stage): every collective the simulator plays comes from the cost model's task
 // lists, so the bytes per rank and group must match exactly, for every stage and many plans.
-#include "models/cost_model.h"
+#include "core/cost/cost_model.h"
 #include "tests/simulator/test_util.h"
 
 namespace trainplan {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "simulator/schedule.h"
+#include "core/schedule.h"
 #include "tests/simulator/test_util.h"
 
 namespace trainplan {

@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include "models/json_util.h"
-#include "models/step_report.h"
+#include "core/json_util.h"
+#include "core/step_report.h"
 #include "tests/support/run_command.h"
 
 namespace {
@@ -104,7 +104,7 @@ TEST_F(SimulateTool, Errors) {
 }
 
 TEST_F(SimulateTool, PublishedRunsAgainstTheirMeasurements) {
-  const std::string dev = std::string(TRAINPLAN_SOURCE_DIR) + "/tests/data/published_runs_dev.json";
+  const std::string dev = std::string(TRAINPLAN_SOURCE_DIR) + "/validation/corpus/published_runs_dev.json";
   ToolRun r = run("--published " + dev + " --json");
   ASSERT_EQ(r.code, 0) << r.out;
   const trainplan::Json j = trainplan::Json::parse(r.out);
@@ -128,7 +128,7 @@ TEST_F(SimulateTool, PublishedRunsErrors) {
   // One good entry and one that cannot run (FP8 on an A100): the good one is still reported,
   // the other is named with its reason, and the exit status is the failure's (4, infeasible).
   trainplan::Json dev = trainplan::Json::parse(std::ifstream(
-      std::string(TRAINPLAN_SOURCE_DIR) + "/tests/data/published_runs_dev.json"));
+      std::string(TRAINPLAN_SOURCE_DIR) + "/validation/corpus/published_runs_dev.json"));
   trainplan::Json two = trainplan::Json::array({dev.at(0), dev.at(1)});
   two[1]["precision"] = "fp8";
   std::ofstream(dir_ / "two.json") << two.dump();

@@ -2,8 +2,8 @@
 // and the errors it returns. Run: ctest -R simulator_test.
 #include <cstdio>
 
-#include "models/cost_model.h"
-#include "models/json_util.h"
+#include "core/cost/cost_model.h"
+#include "core/json_util.h"
 #include "tests/simulator/test_util.h"
 
 namespace trainplan {

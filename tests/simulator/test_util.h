@@ -5,9 +5,9 @@
 
 #include <gtest/gtest.h>
 
-#include "models/cluster_spec.h"
-#include "models/model_spec.h"
-#include "models/plan.h"
+#include "core/cluster_spec.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
 #include "simulator/simulator.h"
 
 namespace trainplan::testing {

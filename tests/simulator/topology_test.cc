@@ -3,7 +3,7 @@
 #include <boost/graph/breadth_first_search.hpp>
 #include <boost/graph/visitors.hpp>
 
-#include "models/collectives.h"
+#include "core/cost/collectives.h"
 #include "simulator/engine.h"
 #include "simulator/topology.h"
 #include "tests/simulator/test_util.h"

@@ -1,0 +1,47 @@
+// The Chrome trace format (chrome://tracing, https://ui.perfetto.dev) as both traces of a step
+// write it: the simulator's prediction (simulator/timeline.cc) and the executor's measurement
+// (executor/trace.cc). One writer, so that the two name processes, threads and events alike and
+// open side by side: a process per rank named "rank R (stage S)", a thread per track, complete
+// events named "<pass> mb<micro-batch> L<layer> <task>" with args micro_batch, layer and
+// bytes_sent. Pure string building, no I/O. Tested by tests/executor/trace_test.cc and
+// tests/simulator/ (their traces).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/units.h"
+
+namespace trainplan {
+
+// "F mb0 L3 qkv": the pass (left out if ' '), "mb<micro-batch>" and " L<layer>" (left out if
+// negative), then the task.
+std::string chrome_trace_event_name(char pass, std::int32_t micro_batch, std::int32_t layer,
+                                    std::string_view task);
+
+// A trace body: JSON objects separated by ",\n", to wrap with chrome_trace_document (rank 0 of
+// the executor gathers one body per rank and wraps them together).
+class ChromeTraceWriter {
+ public:
+  // The process of `rank` ("rank R (stage S)") and its threads, tid k named thread_names[k].
+  void rank(std::int64_t rank, std::int64_t stage,
+            const std::vector<std::string_view>& thread_names);
+  // A complete ("X") event, begin and duration in ns (written in microseconds).
+  void complete(std::string_view name, std::int64_t pid, std::int32_t tid, TimeNs begin_ns,
+                TimeNs duration_ns, std::int32_t micro_batch, std::int32_t layer,
+                std::int64_t bytes_sent);
+  // Any other event, already a JSON object (the simulator's memory counters).
+  void object(std::string_view json);
+  std::string take() { return std::move(out_); }
+
+ private:
+  void separate();
+  std::string out_;
+};
+
+// {"displayTimeUnit":"ns","traceEvents":[...]} over the bodies, empty ones skipped.
+std::string chrome_trace_document(const std::vector<std::string>& bodies);
+
+}  // namespace trainplan

@@ -1,0 +1,354 @@
+// Cluster presets and loading. Tested by tests/core/cluster_spec_test.cc.
+// Figures: ../shared/reference/hardware.json (NVIDIA datasheets via glennklockwood.com,
+// nccl-tests issues #149, #212, #290, ml-engineering's network tables).
+#include "core/cluster_spec.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/units.h"
+
+namespace trainplan {
+
+std::string_view to_string(Precision p) {
+  switch (p) {
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp16: return "fp16";
+    case Precision::kFp32: return "fp32";
+  }
+  return "?";
+}
+
+double bytes_per_element(Precision p) { return p == Precision::kFp32 ? 4.0 : 2.0; }
+
+double GpuSpec::peak_flops_per_s(Precision p) const {
+  switch (p) {
+    case Precision::kBf16: return peak_bf16_flops_per_s;
+    case Precision::kFp16: return peak_fp16_flops_per_s;
+    case Precision::kFp32: return peak_fp32_flops_per_s;
+  }
+  return 0;
+}
+
+namespace {
+
+// Node-level defaults that come with each GPU preset (a DGX/HGX node of that GPU).
+struct Preset {
+  GpuSpec gpu;
+  std::int64_t gpus_per_node;
+  double intra_GBps;        // ring all_reduce busbw inside a node
+  double inter_GBps;        // per-NIC busbw across nodes
+  double pcie_GBps;         // x16 per direction, line rate
+  double host_GiB;          // host memory per node
+  double host_GBps;         // host DRAM bandwidth per node
+};
+
+// Per-step ring latencies: NCCL's own tuning model puts a ring hop at a few microseconds over
+// NVLink and more across InfiniBand; these are defaults for `calibrate` to replace.
+constexpr double kIntraLatencyUs = 2.0;
+constexpr double kInterLatencyUs = 6.0;
+
+std::vector<Preset> presets() {
+  std::vector<Preset> p;
+  auto gpu = [](const char* name, double bf16_tflops, double fp32_tflops, double hbm_GB,
+                double hbm_GBps, double nvlink_GBps, std::int64_t sms, const char* source) {
+    GpuSpec g;
+    g.name = name;
+    g.peak_bf16_flops_per_s = bf16_tflops * kTFLOP;
+    g.peak_fp16_flops_per_s = bf16_tflops * kTFLOP;
+    g.peak_fp32_flops_per_s = fp32_tflops * kTFLOP;
+    g.hbm_bytes = hbm_GB * kGB;
+    g.hbm_bytes_per_s = hbm_GBps * kGB;
+    g.nvlink_bytes_per_s = nvlink_GBps * kGB;
+    g.sm_count = sms;
+    g.source = source;
+    return g;
+  };
+  // FP8 (Hopper and Blackwell): dense FP8 is twice dense bf16 on each part (H100 SXM 1,978.9
+  // against 989.4, hardware.json; B200 4,500 against 2,250). A100 has no FP8 tensor cores.
+  // A100: 312 TFLOP/s bf16 dense, 19.5 fp32; 40 GB HBM2 at 1555 GB/s or 80 GB HBM2e at
+  // 2039 GB/s; NVLink3 300 GB/s per direction; 108 SMs. Intra-node ring busbw 230 GB/s
+  // (nccl-tests #149); HDR 200 Gb/s per GPU = 25 GB/s line, ~23 achievable (same 92% as NDR's
+  // 46/50 in nccl-tests #290); PCIe gen4 x16 31.5 GB/s; DGX A100: 1 TB (40GB) or 2 TB (80GB) host
+  // memory, 2x AMD Rome 8-channel DDR4-3200 = 410 GB/s.
+  p.push_back({gpu("A100-40GB", 312, 19.5, 40, 1555, 300, 108,
+                   "NVIDIA A100 datasheet; hardware.json A100-SXM4-40GB"),
+               8, 230, 23, 31.5, 1024, 410});
+  p.push_back({gpu("A100-80GB", 312, 19.5, 80, 2039, 300, 108,
+                   "NVIDIA A100 datasheet; hardware.json A100-SXM4-80GB"),
+               8, 230, 23, 31.5, 2048, 410});
+  // H100 SXM5: 989.4 TFLOP/s bf16 dense, 66.9 fp32; 80 GB HBM3 at 3350 GB/s; NVLink4 450 GB/s
+  // per direction; 132 SMs. Ring busbw without NVLS ~370 GB/s (nccl-tests #212); NDR 400 Gb/s
+  // 46-48 GB/s per NIC (nccl-tests #290); PCIe gen5 63 GB/s; DGX H100 2 TB host memory,
+  // 2x Xeon 8480C 8-channel DDR5-4800 = 614 GB/s.
+  p.push_back({gpu("H100-80GB", 989.4, 66.9, 80, 3350, 450, 132,
+                   "NVIDIA Hopper whitepaper; hardware.json H100-SXM5-80GB"),
+               8, 370, 46, 63, 2048, 614});
+  p.back().gpu.peak_fp8_flops_per_s = 2.0 * p.back().gpu.peak_bf16_flops_per_s;
+  // H800 SXM (the export H100, DeepSeek-V2/V3's clusters): the H100 die and memory with NVLink
+  // cut to 400 GB/s both ways (200 per direction); an 8-GPU all-reduce measured 215 GB/s busbw
+  // (hardware.json, nccl #1374; DeepSeek-V3 sec. 3.2.2 quotes 160 GB/s of NVLink against
+  // 50 GB/s of IB per GPU); 400 Gb/s InfiniBand per GPU as H100's.
+  p.push_back({gpu("H800-80GB", 989.4, 66.9, 80, 3350, 200, 132,
+                   "H100 SXM die and memory (hardware.json H100-SXM5-80GB); NVLink 400 GB/s "
+                   "bidirectional, 215 GB/s 8-GPU busbw (hardware.json, nccl #1374)"),
+               8, 215, 46, 63, 2048, 614});
+  p.back().gpu.peak_fp8_flops_per_s = 2.0 * p.back().gpu.peak_bf16_flops_per_s;
+  // H100 96 GB HBM2e at 500 W (Meta's Grand Teton hosts, torchtitan's 2024-12 benchmarks): the
+  // H100 die with 96 GB at 2400 GB/s and NVLink4; 400 Gb/s RDMA per GPU. Its dense bf16 peak
+  // is unpublished, "between SXM and NVL" (torchtitan's footnote): the midpoint of H100 NVL's
+  // 835 TFLOP/s (datasheet: 1,671 with sparsity) and SXM's 989.4, within 8.5% of either end.
+  p.push_back({gpu("H100-96GB", 912.2, 63.4, 96, 2400, 450, 132,
+                   "hardware.json H100 96GB HBM2e @500W; peak bf16 unpublished, midpoint of "
+                   "H100 NVL (835) and SXM (989.4)"),
+               8, 370, 46, 63, 2048, 614});
+  p.back().gpu.peak_fp8_flops_per_s = 2.0 * p.back().gpu.peak_bf16_flops_per_s;
+  // H200: the H100 die with 141 GB HBM3e at 4800 GB/s.
+  p.push_back({gpu("H200-141GB", 989.4, 66.9, 141, 4800, 450, 132,
+                   "hardware.json H200-SXM-141GB"),
+               8, 370, 46, 63, 2048, 614});
+  p.back().gpu.peak_fp8_flops_per_s = 2.0 * p.back().gpu.peak_bf16_flops_per_s;
+  // B200 (HGX, 1000 W): 2250 TFLOP/s bf16 dense, 80 fp32; 192 GB HBM3e (about 180 usable) at
+  // 8000 GB/s; NVLink5 900 GB/s per direction; 148 SMs. Ring busbw assumed at H100's 82% of
+  // line rate (no published figure in hardware.json): 740 GB/s.
+  p.push_back({gpu("B200-192GB", 2250, 80, 180, 8000, 900, 148,
+                   "hardware.json B200 (HGX B200, 1000 W); 180 GB usable per GPU"),
+               8, 740, 46, 63, 2048, 614});
+  p.back().gpu.peak_fp8_flops_per_s = 2.0 * p.back().gpu.peak_bf16_flops_per_s;
+  // V100 SXM2/SXM3 (Volta; Megatron-LM 2019, ZeRO, Turing-NLG): 125 TFLOP/s fp16 tensor-core
+  // dense, 15.7 fp32, no bf16 (Volta's tensor cores take fp16 only); HBM2 at 900 GB/s; six
+  // NVLink2 links of 25 GB/s per direction = 150 GB/s; 80 SMs (NVIDIA V100 datasheet and
+  // Volta whitepaper). Ring busbw at H100's 82% of NVLink line rate (no published figure in
+  // hardware.json): 123 GB/s. EDR InfiniBand 100 Gb/s = 12.5 GB/s line, 11.5 at NDR's 92%
+  // (nccl-tests #290), one NIC per two GPUs in both DGX-1 (4 per 8) and DGX-2 (8 per 16):
+  // 5.75 GB/s per GPU. PCIe gen3 x16 15.75 GB/s. 16 GB: DGX-1 (8 GPUs, 512 GB host memory,
+  // 2x Xeon E5-2698 v4 4-channel DDR4-2400 = 154 GB/s); 32 GB: DGX-2 (16 GPUs over NVSwitch,
+  // 1.5 TB, 2x Xeon 8168 6-channel DDR4-2666 = 256 GB/s).
+  p.push_back({gpu("V100-16GB", 125, 15.7, 16, 900, 150, 80,
+                   "NVIDIA V100 datasheet (SXM2); DGX-1 node"),
+               8, 123, 5.75, 15.75, 512, 154});
+  p.back().gpu.peak_bf16_flops_per_s = 0;
+  p.push_back({gpu("V100-32GB", 125, 15.7, 32, 900, 150, 80,
+                   "NVIDIA V100 datasheet (SXM2/SXM3); DGX-2 node"),
+               16, 123, 5.75, 15.75, 1536, 256});
+  p.back().gpu.peak_bf16_flops_per_s = 0;
+  return p;
+}
+
+std::string normalise(std::string_view s) {
+  std::string out;
+  for (char c : s)
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+Result<Preset> find_preset(std::string_view name) {
+  const std::string key = normalise(name);
+  for (const auto& p : presets()) {
+    if (normalise(p.gpu.name) == key) return p;
+  }
+  // Accept the datasheet spellings of hardware.json too.
+  static const std::pair<const char*, const char*> aliases[] = {
+      {"A100SXM440GB", "A100-40GB"}, {"A100SXM480GB", "A100-80GB"},
+      {"H100SXM580GB", "H100-80GB"}, {"H100SXM", "H100-80GB"},
+      {"H100", "H100-80GB"},         {"H200SXM141GB", "H200-141GB"},
+      {"H200", "H200-141GB"},        {"B200", "B200-192GB"},
+      {"H10096GBHBM2E500W", "H100-96GB"}, {"H800", "H800-80GB"},
+      {"H800SXM580GB", "H800-80GB"}, {"V100SXM216GB", "V100-16GB"},
+      {"V100SXM232GB", "V100-32GB"}, {"V100SXM332GB", "V100-32GB"},
+      {"TESLAV100SXM216GB", "V100-16GB"}, {"TESLAV100SXM232GB", "V100-32GB"}};
+  for (const auto& [alias, target] : aliases) {
+    if (key == alias) return find_preset(target);
+  }
+  std::string known;
+  for (const auto& n : gpu_preset_names()) known += (known.empty() ? "" : ", ") + n;
+  return Status::Error("unknown GPU \"" + std::string(name) + "\" (known: " + known + ")");
+}
+
+ClusterSpec cluster_from_preset(const Preset& p, std::int64_t num_nodes,
+                                std::int64_t gpus_per_node) {
+  ClusterSpec c;
+  c.gpu = p.gpu;
+  c.num_nodes = num_nodes;
+  c.gpus_per_node = gpus_per_node;
+  c.intra_node_bytes_per_s = p.intra_GBps * kGB;
+  c.intra_node_latency_s = kIntraLatencyUs * kUs;
+  c.inter_node_bytes_per_s = p.inter_GBps * kGB;
+  c.inter_node_latency_s = kInterLatencyUs * kUs;
+  c.pcie_bytes_per_s = p.pcie_GBps * kGB;
+  c.host_memory_bytes_per_node = p.host_GiB * kGiB;
+  c.host_memory_bytes_per_s_per_node = p.host_GBps * kGB;
+  c.name = std::to_string(num_nodes) + " x " + std::to_string(gpus_per_node) + " " + p.gpu.name;
+  return c;
+}
+
+}  // namespace
+
+double shared_nic_bytes_per_s(std::int64_t nics, double line_Gbps, std::int64_t gpus_per_node) {
+  return static_cast<double>(nics) * line_Gbps / 8.0 * kGB * kNicAchievableFraction /
+         static_cast<double>(std::max<std::int64_t>(1, gpus_per_node));
+}
+
+std::vector<std::string> gpu_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& p : presets()) names.push_back(p.gpu.name);
+  return names;
+}
+
+Result<std::int64_t> preset_gpus_per_node(std::string_view name) {
+  auto p = find_preset(name);
+  if (!p.ok()) return p.status();
+  return p->gpus_per_node;
+}
+
+Result<GpuSpec> gpu_preset(std::string_view name) {
+  auto p = find_preset(name);
+  if (!p.ok()) return p.status();
+  return p->gpu;
+}
+
+Result<ClusterSpec> make_cluster(std::string_view gpu_name, std::int64_t total_gpus,
+                                 std::int64_t gpus_per_node) {
+  auto p = find_preset(gpu_name);
+  if (!p.ok()) return p.status();
+  if (total_gpus < 1 || total_gpus > ClusterLimits::kMaxGpus)
+    return Status::Error("--gpus: value " + std::to_string(total_gpus) +
+                         " is out of range [1, " + std::to_string(ClusterLimits::kMaxGpus) + "]");
+  if (gpus_per_node < 1 || gpus_per_node > ClusterLimits::kMaxGpusPerNode)
+    return Status::Error("--gpus-per-node: value " + std::to_string(gpus_per_node) +
+                         " is out of range [1, 1024]");
+  if (total_gpus < gpus_per_node) return cluster_from_preset(*p, 1, total_gpus);
+  if (total_gpus % gpus_per_node != 0)
+    return Status::Error("--gpus: value " + std::to_string(total_gpus) +
+                         " is not a multiple of --gpus-per-node=" + std::to_string(gpus_per_node));
+  return cluster_from_preset(*p, total_gpus / gpus_per_node, gpus_per_node);
+}
+
+Json gpu_to_json(const GpuSpec& g) {
+  Json j;
+  j["name"] = g.name;
+  j["bf16_TFLOPs"] = g.peak_bf16_flops_per_s / kTFLOP;
+  j["fp16_TFLOPs"] = g.peak_fp16_flops_per_s / kTFLOP;
+  j["fp32_TFLOPs"] = g.peak_fp32_flops_per_s / kTFLOP;
+  if (g.peak_fp8_flops_per_s > 0) j["fp8_TFLOPs"] = g.peak_fp8_flops_per_s / kTFLOP;
+  j["hbm_GB"] = g.hbm_bytes / kGB;
+  j["hbm_GBps"] = g.hbm_bytes_per_s / kGB;
+  j["nvlink_GBps"] = g.nvlink_bytes_per_s / kGB;
+  j["sm_count"] = g.sm_count;
+  j["gemm_efficiency"] = g.gemm_efficiency;
+  j["memory_efficiency"] = g.memory_efficiency;
+  j["source"] = g.source;
+  return j;
+}
+
+namespace {
+Result<GpuSpec> gpu_from_json(const Json& j, const std::string& where) {
+  GpuSpec g;
+  JsonReader r(j, where + " gpu");
+  r.get_string("name", g.name, true);
+  // A custom GPU may start from a preset ("base") and override figures.
+  std::string base;
+  if (r.get_string("base", base, false) && !r.failed()) {
+    auto p = gpu_preset(base);
+    if (!p.ok()) return Status::Error(where + " gpu: field 'base': " + p.status().message());
+    std::string name = g.name;
+    g = *p;
+    g.name = name;
+  }
+  const bool need = base.empty();
+  double v = 0;
+  // bf16 0 is a GPU without bf16 (Volta), which must then give its fp16 rate.
+  const bool has_bf16 = r.get_double("bf16_TFLOPs", v, 0, 1e6, need);
+  if (has_bf16) g.peak_bf16_flops_per_s = v * kTFLOP;
+  if (has_bf16 || need) g.peak_fp16_flops_per_s = g.peak_bf16_flops_per_s;
+  if (r.get_double("fp16_TFLOPs", v, 1e-12, 1e6, false)) g.peak_fp16_flops_per_s = v * kTFLOP;
+  if (!r.failed() && g.peak_fp16_flops_per_s <= 0)
+    return Status::Error(where + " gpu: field 'fp16_TFLOPs' is needed when 'bf16_TFLOPs' is 0 "
+                         "(a GPU without bf16)");
+  if (r.get_double("fp32_TFLOPs", v, 1e-12, 1e6, need)) g.peak_fp32_flops_per_s = v * kTFLOP;
+  if (r.get_double("fp8_TFLOPs", v, 1e-12, 1e6, false)) g.peak_fp8_flops_per_s = v * kTFLOP;
+  if (r.get_double("hbm_GB", v, 1e-12, 1e6, need)) g.hbm_bytes = v * kGB;
+  if (r.get_double("hbm_GBps", v, 1e-12, 1e6, need)) g.hbm_bytes_per_s = v * kGB;
+  if (r.get_double("nvlink_GBps", v, 0, 1e6, false)) g.nvlink_bytes_per_s = v * kGB;
+  r.get_int("sm_count", g.sm_count, 1, 100000, need);
+  r.get_double("gemm_efficiency", g.gemm_efficiency, 0.01, 1.0, false);
+  r.get_double("memory_efficiency", g.memory_efficiency, 0.01, 1.0, false);
+  r.get_string("source", g.source, false);
+  TRAINPLAN_RETURN_IF_ERROR(r.finish());
+  return g;
+}
+}  // namespace
+
+Result<ClusterSpec> cluster_from_json(const Json& j, std::string_view source) {
+  const std::string where = "cluster '" + std::string(source) + "'";
+  JsonReader r(j, where);
+  ClusterSpec c;
+  r.get_string("name", c.name, false);
+  r.accept("notes");
+  std::int64_t nodes = 1, per_node = 8;
+  r.get_int("num_nodes", nodes, 1, ClusterLimits::kMaxGpus, true);
+  r.get_int("gpus_per_node", per_node, 1, ClusterLimits::kMaxGpusPerNode, true);
+  if (r.failed()) return r.finish();
+  if (nodes * per_node > ClusterLimits::kMaxGpus)
+    return Status::Error(where + ": num_nodes x gpus_per_node = " +
+                         std::to_string(nodes * per_node) + " exceeds the limit of " +
+                         std::to_string(ClusterLimits::kMaxGpus) + " GPUs");
+  // The GPU: a preset name, or an object (optionally starting from a preset "base").
+  auto it = j.find("gpu");
+  r.accept("gpu");
+  if (it == j.end()) return Status::Error(where + ": missing required field 'gpu'");
+  Preset base_links{};
+  if (it->is_string()) {
+    auto p = find_preset(it->get<std::string>());
+    if (!p.ok()) return Status::Error(where + ": field 'gpu': " + p.status().message());
+    base_links = *p;
+  } else if (it->is_object()) {
+    auto g = gpu_from_json(*it, where);
+    if (!g.ok()) return g.status();
+    // gpu_from_json has checked that "base", when present and not null, is a known preset.
+    const auto b = it->find("base");
+    const std::string base =
+        b != it->end() && b->is_string() ? b->get<std::string>() : std::string("H100-80GB");
+    auto p = find_preset(base);
+    if (!p.ok()) p = find_preset("H100-80GB");
+    base_links = *p;
+    base_links.gpu = *g;
+  } else {
+    return Status::Error(where + ": field 'gpu': expected a preset name or an object, got " +
+                         json_value_for_message(*it));
+  }
+  std::string name = c.name;
+  c = cluster_from_preset(base_links, nodes, per_node);
+  if (!name.empty()) c.name = name;
+  double v = 0;
+  if (r.get_double("intra_node_GBps", v, 1e-6, 1e6, false)) c.intra_node_bytes_per_s = v * kGB;
+  if (r.get_double("intra_node_latency_us", v, 0, 1e6, false)) c.intra_node_latency_s = v * kUs;
+  if (r.get_double("inter_node_GBps", v, 1e-6, 1e6, false)) c.inter_node_bytes_per_s = v * kGB;
+  if (r.get_double("inter_node_latency_us", v, 0, 1e6, false)) c.inter_node_latency_s = v * kUs;
+  if (r.get_double("pcie_GBps", v, 1e-6, 1e6, false)) c.pcie_bytes_per_s = v * kGB;
+  if (r.get_double("host_memory_GiB_per_node", v, 0, 1e9, false))
+    c.host_memory_bytes_per_node = v * kGiB;
+  if (r.get_double("host_memory_GBps_per_node", v, 1e-6, 1e6, false))
+    c.host_memory_bytes_per_s_per_node = v * kGB;
+  TRAINPLAN_RETURN_IF_ERROR(r.finish());
+  return c;
+}
+
+Json cluster_to_json(const ClusterSpec& c) {
+  Json j;
+  j["name"] = c.name;
+  j["gpu"] = gpu_to_json(c.gpu);
+  j["num_nodes"] = c.num_nodes;
+  j["gpus_per_node"] = c.gpus_per_node;
+  j["intra_node_GBps"] = c.intra_node_bytes_per_s / kGB;
+  j["intra_node_latency_us"] = c.intra_node_latency_s / kUs;
+  j["inter_node_GBps"] = c.inter_node_bytes_per_s / kGB;
+  j["inter_node_latency_us"] = c.inter_node_latency_s / kUs;
+  j["pcie_GBps"] = c.pcie_bytes_per_s / kGB;
+  j["host_memory_GiB_per_node"] = c.host_memory_bytes_per_node / kGiB;
+  j["host_memory_GBps_per_node"] = c.host_memory_bytes_per_s_per_node / kGB;
+  return j;
+}
+
+}  // namespace trainplan

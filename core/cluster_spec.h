@@ -1,0 +1,97 @@
+// The cluster: a GPU type, how many per node, how many nodes, and the links between them.
+// GPU presets cite ../shared/reference/hardware.json. All rates are stored in SI units
+// (bytes, bytes/s, FLOP/s, seconds); JSON keys carry their unit and are converted at parse time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/json_util.h"
+#include "core/status.h"
+
+namespace trainplan {
+
+enum class Precision { kBf16, kFp16, kFp32 };
+std::string_view to_string(Precision p);
+double bytes_per_element(Precision p);  // 2 for bf16/fp16, 4 for fp32
+
+struct GpuSpec {
+  std::string name;                     // preset name, e.g. "H100-80GB"
+  double peak_bf16_flops_per_s = 0;     // dense tensor-core peak
+  double peak_fp16_flops_per_s = 0;
+  double peak_fp32_flops_per_s = 0;     // non-tensor-core FP32 (fp32 training, no TF32)
+  double peak_fp8_flops_per_s = 0;      // dense FP8 tensor-core peak; 0: no FP8 tensor cores
+  double hbm_bytes = 0;                 // device memory capacity
+  double hbm_bytes_per_s = 0;           // device memory bandwidth
+  double nvlink_bytes_per_s = 0;        // per-GPU unidirectional NVLink line rate
+  std::int64_t sm_count = 0;            // streaming multiprocessors (for GEMM wave quantization)
+  // Fraction of dense peak that a large, well-shaped GEMM reaches (cuBLAS on the part).
+  double gemm_efficiency = 0.8;
+  // Fraction of HBM bandwidth that the framework's memory-bound kernels reach on average
+  // (norms, softmax, dropout, bias-GELU, residual adds, the optimizer). Plain copies reach about
+  // 0.9; PyTorch's fp16 LayerNorm forward+backward on an A100 moves (8192, 4096) in 509 us
+  // (pytorch/pytorch#87445), about 0.66 TB/s or 0.35-0.4 of peak. 0.6 sits in that bracket; with
+  // it the Megatron-LM 2021 runs' error stops growing as the hidden size shrinks (see
+  // tests/validation/validation_test.cc). `calibrate` measures the machine's own figure.
+  double memory_efficiency = 0.6;
+  std::string source;                   // where the figures come from
+
+  double peak_flops_per_s(Precision p) const;
+};
+
+struct ClusterSpec {
+  std::string name;
+  GpuSpec gpu;
+  std::int64_t num_nodes = 1;
+  std::int64_t gpus_per_node = 8;
+  // Achievable per-GPU unidirectional bandwidth of a ring over the node's NVLink/NVSwitch
+  // (nccl-tests "busbw" of all_reduce without in-switch reduction).
+  double intra_node_bytes_per_s = 0;
+  double intra_node_latency_s = 0;       // per ring step inside a node
+  // Achievable per-GPU bandwidth across nodes (one NIC per GPU; nccl-tests busbw per NIC).
+  double inter_node_bytes_per_s = 0;
+  double inter_node_latency_s = 0;       // per ring step across nodes
+  double pcie_bytes_per_s = 0;           // host <-> one GPU, per direction
+  double host_memory_bytes_per_node = 0; // for offloaded optimizer states
+  double host_memory_bytes_per_s_per_node = 0;  // host DRAM bandwidth (host optimizer step)
+
+  std::int64_t total_gpus() const { return num_nodes * gpus_per_node; }
+};
+
+struct ClusterLimits {
+  static constexpr std::int64_t kMaxGpus = std::int64_t{1} << 24;  // 16.7 million
+  static constexpr std::int64_t kMaxGpusPerNode = 1024;
+};
+
+// Share of a NIC's line rate that NCCL's ring traffic achieves: 92%, NDR's 46 of 50 GB/s in
+// nccl-tests #290. The presets' inter-node figures are this share of one NIC per GPU (HDR
+// 25 GB/s line: 23; NDR 50: 46).
+inline constexpr double kNicAchievableFraction = 0.92;
+// Per-GPU inter-node bandwidth of a node whose `gpus_per_node` GPUs share `nics` NICs of
+// `line_Gbps` each (all GPUs sending at once, as a data-parallel ring does).
+double shared_nic_bytes_per_s(std::int64_t nics, double line_Gbps, std::int64_t gpus_per_node);
+
+// Preset GPU names: A100-40GB, A100-80GB, H100-80GB, H800-80GB, H100-96GB, H200-141GB,
+// B200-192GB, V100-16GB (DGX-1), V100-32GB (DGX-2).
+Result<GpuSpec> gpu_preset(std::string_view name);
+std::vector<std::string> gpu_preset_names();
+// GPUs per node of the preset's reference node (16 for DGX-2's V100-32GB, else 8).
+Result<std::int64_t> preset_gpus_per_node(std::string_view name);
+
+// A cluster of `total_gpus` GPUs of a preset, `gpus_per_node` per node, with the preset's node
+// links (DGX/HGX defaults). total_gpus must be a multiple of gpus_per_node, or smaller than it
+// (a partial node).
+Result<ClusterSpec> make_cluster(std::string_view gpu_name, std::int64_t total_gpus,
+                                 std::int64_t gpus_per_node);
+
+// Cluster JSON: {"gpu": "H100-80GB" | {gpu object}, "num_nodes", "gpus_per_node",
+//  "intra_node_GBps", "intra_node_latency_us", "inter_node_GBps", "inter_node_latency_us",
+//  "pcie_GBps", "host_memory_GiB_per_node", "host_memory_GBps_per_node"}; links default to the
+// GPU preset's node figures.
+Result<ClusterSpec> cluster_from_json(const Json& json, std::string_view source);
+Json cluster_to_json(const ClusterSpec& cluster);
+Json gpu_to_json(const GpuSpec& gpu);
+
+}  // namespace trainplan

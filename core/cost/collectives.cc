@@ -1,0 +1,129 @@
+// Collective math; see collectives.h. Tested by tests/core/collectives_test.cc.
+#include "core/cost/collectives.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace trainplan {
+
+std::string_view to_string(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce: return "all_reduce";
+    case Collective::kReduceScatter: return "reduce_scatter";
+    case Collective::kAllGather: return "all_gather";
+    case Collective::kAllToAll: return "all_to_all";
+    case Collective::kSendRecv: return "send_recv";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kReduce: return "reduce";
+    case Collective::kGather: return "gather";
+  }
+  return "?";
+}
+
+double bus_bandwidth_factor(Collective c, std::int64_t n) {
+  if (n <= 1) return c == Collective::kSendRecv ? 1.0 : 0.0;
+  const double dn = static_cast<double>(n);
+  switch (c) {
+    case Collective::kAllReduce: return 2.0 * (dn - 1.0) / dn;
+    case Collective::kReduceScatter:
+    case Collective::kAllGather:
+    case Collective::kAllToAll:
+    case Collective::kGather: return (dn - 1.0) / dn;
+    case Collective::kSendRecv:
+    case Collective::kBroadcast:
+    case Collective::kReduce: return 1.0;
+  }
+  return 1.0;
+}
+
+std::int64_t bytes_sent_per_rank(Collective c, std::int64_t message_bytes, std::int64_t n) {
+  if (n <= 1 && c != Collective::kSendRecv) return 0;
+  switch (c) {
+    case Collective::kAllReduce:
+      // Each rank sends (n-1) chunks in reduce-scatter and (n-1) in all-gather.
+      if (message_bytes % n == 0) return 2 * (n - 1) * (message_bytes / n);
+      break;
+    case Collective::kReduceScatter:
+    case Collective::kAllGather:
+    case Collective::kAllToAll:
+    case Collective::kGather:
+      if (message_bytes % n == 0) return (n - 1) * (message_bytes / n);
+      break;
+    case Collective::kSendRecv:
+    case Collective::kBroadcast:
+    case Collective::kReduce:
+      return message_bytes;
+  }
+  return std::llround(static_cast<double>(message_bytes) * bus_bandwidth_factor(c, n));
+}
+
+std::int64_t ring_steps(Collective c, std::int64_t n) {
+  if (n <= 1) return c == Collective::kSendRecv ? 1 : 0;
+  switch (c) {
+    case Collective::kAllReduce: return 2 * (n - 1);
+    case Collective::kSendRecv: return 1;
+    default: return n - 1;
+  }
+}
+
+double ring_collective_time_s(Collective c, std::int64_t message_bytes, std::int64_t n,
+                              double link_bytes_per_s, double latency_s) {
+  if (n <= 1 && c != Collective::kSendRecv) return 0.0;
+  return static_cast<double>(ring_steps(c, n)) * latency_s +
+         static_cast<double>(bytes_sent_per_rank(c, message_bytes, n)) / link_bytes_per_s;
+}
+
+double hierarchical_all_reduce_time_s(std::int64_t message_bytes, std::int64_t nodes,
+                                      std::int64_t per_node, double intra_bytes_per_s,
+                                      double intra_latency_s, double inter_bytes_per_s,
+                                      double inter_latency_s) {
+  if (nodes <= 1)
+    return ring_collective_time_s(Collective::kAllReduce, message_bytes, per_node,
+                                  intra_bytes_per_s, intra_latency_s);
+  const std::int64_t shard = (message_bytes + per_node - 1) / per_node;
+  return ring_collective_time_s(Collective::kReduceScatter, message_bytes, per_node,
+                                intra_bytes_per_s, intra_latency_s) +
+         ring_collective_time_s(Collective::kAllReduce, shard, nodes, inter_bytes_per_s,
+                                inter_latency_s) +
+         ring_collective_time_s(Collective::kAllGather, message_bytes, per_node,
+                                intra_bytes_per_s, intra_latency_s);
+}
+
+double group_collective_time_s(Collective c, std::int64_t message_bytes, std::int64_t nodes,
+                               std::int64_t per_node, double intra_bytes_per_s,
+                               double intra_latency_s, double inter_bytes_per_s,
+                               double inter_latency_s) {
+  if (nodes <= 1)
+    return ring_collective_time_s(c, message_bytes, per_node, intra_bytes_per_s, intra_latency_s);
+  if (per_node <= 1)
+    return ring_collective_time_s(c, message_bytes, nodes, inter_bytes_per_s, inter_latency_s);
+  const std::int64_t shard = (message_bytes + per_node - 1) / per_node;
+  switch (c) {
+    case Collective::kAllReduce:
+      return hierarchical_all_reduce_time_s(message_bytes, nodes, per_node, intra_bytes_per_s,
+                                            intra_latency_s, inter_bytes_per_s, inter_latency_s);
+    case Collective::kReduceScatter:
+    case Collective::kAllGather:
+      return ring_collective_time_s(c, message_bytes, per_node, intra_bytes_per_s,
+                                    intra_latency_s) +
+             ring_collective_time_s(c, shard, nodes, inter_bytes_per_s, inter_latency_s);
+    case Collective::kAllToAll: {
+      const double n = static_cast<double>(nodes * per_node), bytes = static_cast<double>(message_bytes);
+      const double inter = bytes * (n - static_cast<double>(per_node)) / n / inter_bytes_per_s;
+      const double intra = bytes * (static_cast<double>(per_node) - 1.0) / n / intra_bytes_per_s;
+      return static_cast<double>(nodes * per_node - 1) * inter_latency_s + std::max(inter, intra);
+    }
+    default:
+      return ring_collective_time_s(c, message_bytes, nodes * per_node, inter_bytes_per_s,
+                                    inter_latency_s);
+  }
+}
+
+double gather_broadcast_time_s(std::int64_t message_bytes, std::int64_t n,
+                               double link_bytes_per_s, double latency_s) {
+  if (n <= 1) return 0.0;
+  const double root_bytes = static_cast<double>(n - 1) * static_cast<double>(message_bytes);
+  return 2.0 * (latency_s + root_bytes / link_bytes_per_s);
+}
+
+}  // namespace trainplan

@@ -1,0 +1,176 @@
+// Task times; see compute_model.h. Tested by tests/core/compute_model_test.cc.
+#include "core/cost/compute_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/units.h"
+
+namespace trainplan {
+
+DeviceRates device_rates(const GpuSpec& gpu, Precision precision) {
+  DeviceRates r;
+  r.peak_flops_per_s = gpu.peak_flops_per_s(precision);
+  r.fp8_peak_flops_per_s = gpu.peak_fp8_flops_per_s;
+  r.hbm_bytes_per_s = gpu.hbm_bytes_per_s;
+  r.gemm_efficiency = gpu.gemm_efficiency;
+  r.memory_efficiency = gpu.memory_efficiency;
+  r.sm_count = std::max<std::int64_t>(1, gpu.sm_count);
+  return r;
+}
+
+double memory_efficiency_of(const DeviceRates& r, MemoryKernel k) {
+  const double e = r.memory_kernel_efficiency[static_cast<std::size_t>(k)];
+  return e > 0 ? e : r.memory_efficiency;
+}
+
+double gemm_shape_efficiency(const DeviceRates& r, std::int64_t m, std::int64_t n, std::int64_t k,
+                             std::int64_t batch) {
+  const double tiles_m = std::ceil(static_cast<double>(m) / r.tile_m);
+  const double tiles_n = std::ceil(static_cast<double>(n) / r.tile_n);
+  const double tiles = tiles_m * tiles_n * static_cast<double>(std::max<std::int64_t>(1, batch));
+  const double units = static_cast<double>(r.sm_count);
+  const double waves = std::ceil(tiles / units);
+  const double wave_eff = tiles / (waves * units);
+  const double pad_eff = (static_cast<double>(m) * static_cast<double>(n)) /
+                         (tiles_m * r.tile_m * tiles_n * r.tile_n);
+  const double kd = static_cast<double>(k);
+  const double k_eff = kd / (kd + r.k_half);
+  return std::max(1e-6, wave_eff * pad_eff * k_eff);
+}
+
+double task_time_s(const Task& t, const DeviceRates& r) {
+  double compute = 0.0;
+  switch (t.kind) {
+    case TaskKind::kComm: return 0.0;
+    case TaskKind::kMemory: break;
+    case TaskKind::kGemm: {
+      const double peak = t.fp8 ? r.fp8_peak_flops_per_s : r.peak_flops_per_s;
+      TRAINPLAN_CHECK(peak > 0) << "task " << t.name << ": no " << (t.fp8 ? "FP8 " : "")
+                                << "peak rate (plan_rates checks FP8 plans)";
+      compute = t.executed_flops /
+                (peak * r.gemm_efficiency * gemm_shape_efficiency(r, t.m, t.n, t.k, t.batch));
+      break;
+    }
+    case TaskKind::kAttention:
+      compute = t.executed_flops /
+                (r.peak_flops_per_s * r.gemm_efficiency * r.attention_efficiency *
+                 gemm_shape_efficiency(r, t.m, t.n, t.k, t.batch));
+      break;
+  }
+  const double eff = t.kind == TaskKind::kMemory ? memory_efficiency_of(r, t.memory_kernel)
+                                                 : r.memory_efficiency;
+  double mem = t.bytes / (r.hbm_bytes_per_s * eff);
+  if (t.kind == TaskKind::kMemory) mem += t.transcendentals * r.transcendental_s;
+  return std::max(compute, mem) + r.kernel_overhead_s;
+}
+
+Result<HardwareProfile> hardware_profile_from_json(const Json& j, std::string_view source) {
+  HardwareProfile p;
+  JsonReader r(j, "hardware profile '" + std::string(source) + "'");
+  r.accept("schema");
+  r.accept("notes");
+  r.accept("measurements");
+  r.get_string("device", p.device, true);
+  r.get_string("date", p.date, true);
+  double v = 0;
+  if (r.get_double("peak_TFLOPs", v, 1e-9, 1e6, true)) p.rates.peak_flops_per_s = v * kTFLOP;
+  if (r.get_double("memory_GBps", v, 1e-9, 1e6, true)) p.rates.hbm_bytes_per_s = v * kGB;
+  if (r.get_double("fp8_peak_TFLOPs", v, 1e-9, 1e6, false))
+    p.rates.fp8_peak_flops_per_s = v * kTFLOP;
+  r.get_double("gemm_efficiency", p.rates.gemm_efficiency, 1e-6, 1.0, true);
+  r.get_double("memory_efficiency", p.rates.memory_efficiency, 1e-6, 1.0, true);
+  r.get_double("attention_efficiency", p.rates.attention_efficiency, 1e-6, 10.0, false);
+  r.get_int("parallel_units", p.rates.sm_count, 1, 1000000, true);
+  r.get_double("tile_m", p.rates.tile_m, 1, 4096, false);
+  r.get_double("tile_n", p.rates.tile_n, 1, 4096, false);
+  r.get_double("k_half", p.rates.k_half, 0, 1e6, false);
+  if (r.get_double("kernel_overhead_us", v, 0, 1e6, false)) p.rates.kernel_overhead_s = v * kUs;
+  if (r.get_double("transcendental_ns", v, 0, 1e6, false)) p.rates.transcendental_s = v * kNs;
+  if (const Json* by_kernel = r.get_object("memory_efficiency_by_kernel", false)) {
+    JsonReader kr(*by_kernel, r.where() + " memory_efficiency_by_kernel");
+    for (std::size_t k = 0; k < kMemoryKernelCount; ++k)
+      kr.get_double(std::string(to_string(static_cast<MemoryKernel>(k))).c_str(),
+                    p.rates.memory_kernel_efficiency[k], 1e-6, 1.0, false);
+    TRAINPLAN_RETURN_IF_ERROR(kr.finish());
+  }
+  if (r.get_double("baseline_memory_MiB", v, 0, 1e9, false))
+    p.baseline_memory_bytes = v * kMiB;
+  r.get_double("rank_compute_spread", p.rank_compute_spread, 0, 1.0, false);
+  if (const Json* links = r.get_object("links", false)) {
+    JsonReader lr(*links, r.where() + " links");
+    p.has_links = true;
+    if (lr.get_double("intra_node_GBps", v, 1e-9, 1e6, true)) p.intra_node_bytes_per_s = v * kGB;
+    if (lr.get_double("intra_node_latency_us", v, 0, 1e7, true)) p.intra_node_latency_s = v * kUs;
+    p.inter_node_bytes_per_s = p.intra_node_bytes_per_s;
+    p.inter_node_latency_s = p.intra_node_latency_s;
+    if (lr.get_double("inter_node_GBps", v, 1e-9, 1e6, false)) p.inter_node_bytes_per_s = v * kGB;
+    if (lr.get_double("inter_node_latency_us", v, 0, 1e7, false)) p.inter_node_latency_s = v * kUs;
+    TRAINPLAN_RETURN_IF_ERROR(lr.finish());
+  }
+  TRAINPLAN_RETURN_IF_ERROR(r.finish());
+  return p;
+}
+
+Json hardware_profile_to_json(const HardwareProfile& p) {
+  Json j;
+  j["schema"] = "trainplan.hardware/1";
+  j["device"] = p.device;
+  j["date"] = p.date;
+  j["peak_TFLOPs"] = p.rates.peak_flops_per_s / kTFLOP;
+  j["memory_GBps"] = p.rates.hbm_bytes_per_s / kGB;
+  if (p.rates.fp8_peak_flops_per_s > 0) j["fp8_peak_TFLOPs"] = p.rates.fp8_peak_flops_per_s / kTFLOP;
+  j["gemm_efficiency"] = p.rates.gemm_efficiency;
+  j["memory_efficiency"] = p.rates.memory_efficiency;
+  j["attention_efficiency"] = p.rates.attention_efficiency;
+  Json by_kernel = Json::object();
+  for (std::size_t k = 0; k < kMemoryKernelCount; ++k)
+    if (p.rates.memory_kernel_efficiency[k] > 0)
+      by_kernel[std::string(to_string(static_cast<MemoryKernel>(k)))] =
+          p.rates.memory_kernel_efficiency[k];
+  if (!by_kernel.empty()) j["memory_efficiency_by_kernel"] = by_kernel;
+  j["parallel_units"] = p.rates.sm_count;
+  j["tile_m"] = p.rates.tile_m;
+  j["tile_n"] = p.rates.tile_n;
+  j["k_half"] = p.rates.k_half;
+  j["kernel_overhead_us"] = p.rates.kernel_overhead_s / kUs;
+  if (p.rates.transcendental_s > 0) j["transcendental_ns"] = p.rates.transcendental_s / kNs;
+  j["baseline_memory_MiB"] = p.baseline_memory_bytes / kMiB;
+  j["rank_compute_spread"] = p.rank_compute_spread;
+  if (p.has_links) {
+    j["links"] = {{"intra_node_GBps", p.intra_node_bytes_per_s / kGB},
+                  {"intra_node_latency_us", p.intra_node_latency_s / kUs},
+                  {"inter_node_GBps", p.inter_node_bytes_per_s / kGB},
+                  {"inter_node_latency_us", p.inter_node_latency_s / kUs}};
+  }
+  return j;
+}
+
+void apply_profile_links(const HardwareProfile& p, ClusterSpec& c) {
+  if (!p.has_links) return;
+  c.intra_node_bytes_per_s = p.intra_node_bytes_per_s;
+  c.intra_node_latency_s = p.intra_node_latency_s;
+  c.inter_node_bytes_per_s = p.inter_node_bytes_per_s;
+  c.inter_node_latency_s = p.inter_node_latency_s;
+}
+
+Result<DeviceRates> plan_rates(const Plan& plan, const GpuSpec& gpu,
+                               const std::optional<HardwareProfile>& hardware) {
+  if (!hardware && gpu.peak_flops_per_s(plan.precision) <= 0)
+    return Status::Error("precision " + std::string(to_string(plan.precision)) + ": " + gpu.name +
+                             " has no " + std::string(to_string(plan.precision)) +
+                             " rate (a GPU without bf16 tensor cores, as Volta: use precision "
+                             "fp16)",
+                         ExitCode::kInfeasible);
+  DeviceRates r = hardware ? hardware->rates : device_rates(gpu, plan.precision);
+  if (r.fp8_peak_flops_per_s <= 0) r.fp8_peak_flops_per_s = gpu.peak_fp8_flops_per_s;
+  if (plan.fp8 && r.fp8_peak_flops_per_s <= 0)
+    return Status::Error("fp8: " + (hardware ? "the hardware profile of '" + hardware->device + "'"
+                                             : gpu.name) +
+                             " has no FP8 tensor-core rate (FP8 needs Hopper or newer: H100, "
+                             "H200, B200)",
+                         ExitCode::kInfeasible);
+  return r;
+}
+
+}  // namespace trainplan

@@ -1,0 +1,84 @@
+// Time of one task on one device: a roofline of FLOPs against bytes, with an efficiency that
+// depends on the GEMM's shape, plus a fixed per-kernel overhead.
+//
+//   t = max(executed_flops / (peak * gemm_efficiency * shape_efficiency),
+//           bytes / (hbm_bandwidth * memory_efficiency)) + kernel_overhead
+//
+// shape_efficiency models why small GEMMs run far below peak:
+//  - wave quantization: output tiles of tile_m x tile_n are spread over sm_count units; a last,
+//    partial wave leaves units idle (NVIDIA, "Matrix Multiplication Background User's Guide");
+//  - tile padding: m and n are rounded up to whole tiles;
+//  - a short reduction dimension k cannot hide the tile's load/store: k / (k + k_half).
+// The defaults come from the GPU preset; `calibrate` fits them on the machine at hand and the
+// fitted profile replaces them (--hardware FILE).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/cluster_spec.h"
+#include "core/cost/cost_model.h"
+#include "core/json_util.h"
+
+namespace trainplan {
+
+struct DeviceRates {
+  double peak_flops_per_s = 0;
+  double fp8_peak_flops_per_s = 0;  // FP8 GEMMs (Task::fp8); 0: the device has no FP8 rate
+  double hbm_bytes_per_s = 0;
+  double gemm_efficiency = 0.8;    // large-GEMM fraction of peak
+  double memory_efficiency = 0.8;  // streaming-kernel fraction of bandwidth
+  // Per kind of memory-bound kernel (MemoryKernel), its own fraction of bandwidth; 0 means
+  // memory_efficiency. `calibrate` measures them; the GPU presets leave them at 0.
+  std::array<double, kMemoryKernelCount> memory_kernel_efficiency{};
+  double attention_efficiency = 0.6;  // fused attention kernel, fraction of gemm rate
+  std::int64_t sm_count = 1;       // parallel units for wave quantization
+  double tile_m = 128, tile_n = 128;
+  double k_half = 64;              // k at which a GEMM reaches half its k-limited efficiency
+  double kernel_overhead_s = 4e-6; // launch and tail per kernel
+  // Seconds per exp/tanh evaluation (Task::transcendentals) of a memory-bound kernel, added to
+  // its memory time: a CPU core evaluates them in software on the thread that also moves the
+  // bytes, so the two do not overlap. 0 on GPUs (the presets): special-function units keep
+  // them under the memory traffic.
+  double transcendental_s = 0;
+};
+
+DeviceRates device_rates(const GpuSpec& gpu, Precision precision);
+
+// The fraction of bandwidth a memory-bound kernel of kind k reaches.
+double memory_efficiency_of(const DeviceRates& r, MemoryKernel k);
+
+double gemm_shape_efficiency(const DeviceRates& r, std::int64_t m, std::int64_t n, std::int64_t k,
+                             std::int64_t batch);
+// Seconds for one compute task (kGemm, kAttention or kMemory); 0 for kComm.
+double task_time_s(const Task& task, const DeviceRates& r);
+
+// A measured hardware profile (written by `calibrate`): the device's fitted rates and the
+// measured links. Units in every key; see README "Hardware profiles".
+struct HardwareProfile {
+  std::string device;        // what was measured, e.g. "cpu: AMD EPYC 7B13 (1 thread/rank)"
+  std::string date;          // ISO 8601
+  DeviceRates rates;
+  bool has_links = false;
+  double intra_node_bytes_per_s = 0, intra_node_latency_s = 0;
+  double inter_node_bytes_per_s = 0, inter_node_latency_s = 0;
+  // Bytes of memory a rank uses before the model (runtime, libraries): added to predictions.
+  double baseline_memory_bytes = 0;
+  // Rank skew: the relative standard deviation of a rank's compute time between two meetings
+  // with other ranks (core/cost/straggler.h; the simulator waits for the expected straggler at
+  // each collective). Measured by calibrate on a CPU; 0 where ranks run at one steady speed.
+  double rank_compute_spread = 0;
+};
+Result<HardwareProfile> hardware_profile_from_json(const Json& json, std::string_view source);
+Json hardware_profile_to_json(const HardwareProfile& profile);
+// Replaces the cluster's link figures with the profile's measured ones (when it has them).
+void apply_profile_links(const HardwareProfile& profile, ClusterSpec& cluster);
+// The rates a plan runs at: a measured profile's, or the GPU preset's, with the preset's FP8
+// peak when the profile has none (the profile's GEMM efficiency then applies to it). An FP8
+// plan on a device without an FP8 rate is an error that names the device.
+Result<DeviceRates> plan_rates(const Plan& plan, const GpuSpec& gpu,
+                               const std::optional<HardwareProfile>& hardware);
+
+}  // namespace trainplan

@@ -1,0 +1,315 @@
+// The cost model of a transformer training step, per rank.
+//
+// One source of truth for what a step does: the ordered tasks of a layer's forward, backward and
+// recompute (GEMMs, memory-bound kernels, and the collectives between them), the embedding and
+// the LM head. The planner sums them analytically, the simulator plays them as events, and the
+// executor issues exactly these collectives, so all three agree on bytes by construction.
+//
+// Sources, cited where used:
+//  - Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using
+//    Megatron-LM" (arXiv:2104.04473): FLOPs (eq. 3), parameter count, schedules.
+//  - Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
+//    (arXiv:2205.05198): activation memory per layer with TP, SP and selective recompute.
+//  - Rajbhandari et al. 2019, "ZeRO" (arXiv:1910.02054): model-state memory by stage.
+//  - Ren et al. 2021, "ZeRO-Offload" (arXiv:2101.06840): optimizer states and step on the host.
+//  - Context parallelism: Llama 3 (Grattafiori et al. 2024, arXiv:2407.21783, sec. 3.3.2),
+//    all-gather of K and V with load-balanced causal chunks; Megatron-Core's "context parallel"
+//    docs (CP ranks as extra data-parallel ranks for the weights); Transformer Engine's
+//    AttnFuncWithCPAndKVAllGather (what the forward and backward move).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/cost/collectives.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
+#include "core/rank_layout.h"
+
+namespace trainplan {
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+struct ParameterCounts {
+  double embedding = 0;   // V*h token table
+  double position = 0;    // max_positions*h for a learned table, 0 for RoPE
+  double attention = 0;   // all layers: Q, K, V, output projection (+ biases, MLA's latents)
+  double mlp = 0;         // all layers: MLPs, all experts, routers, shared experts
+  double active_mlp = 0;  // all layers: what one token passes through (top-k experts, shared)
+  double norms = 0;       // all layers: each block's two norms
+  double final_norm = 0;
+  double lm_head = 0;     // 0 when tied to the embedding
+
+  double total() const;
+  // Parameters a token passes through (MoE counts top-k experts), for 6*N*D style estimates.
+  double active() const;
+};
+ParameterCounts count_parameters(const ModelSpec& model);
+
+// Vocabulary padded as Megatron-LM does (make-vocab-size-divisible-by 128, times tp).
+std::int64_t padded_vocab(const ModelSpec& model, std::int64_t tp);
+
+// Parameters held by one rank of pipeline stage `stage` (TP-sharded, before ZeRO sharding).
+// Expert parameters are separate: they are also divided by ep and synchronised over dp/ep.
+struct StageParameters {
+  double dense = 0;   // attention, norms, embeddings, head, router
+  double expert = 0;  // this rank's share of the experts
+  double total() const { return dense + expert; }
+};
+StageParameters parameters_on_stage(const ModelSpec& model, const Plan& plan, std::int64_t stage);
+// Transformer layers held by pipeline stage `stage` over all its model chunks.
+std::int64_t layers_on_stage(const Plan& plan, const ModelSpec& model, std::int64_t stage);
+// Transformer layers of each kind (an MoE model's dense and expert layers) on stage `stage`.
+LayerKindCounts layer_kinds_on_stage(const Plan& plan, const ModelSpec& model, std::int64_t stage);
+// Of those, the layers that full recompute runs again (recomputes_layer), by kind.
+LayerKindCounts recomputed_layer_kinds_on_stage(const Plan& plan, const ModelSpec& model,
+                                                std::int64_t stage);
+// Parameters of the largest block on the stage (what ZeRO-3 gathers at once).
+double largest_block_params(const ModelSpec& model, const Plan& plan, std::int64_t stage);
+
+// ---------------------------------------------------------------------------------------------
+// Tasks: what one rank executes, in order.
+enum class TaskKind { kGemm, kAttention, kMemory, kComm };
+// The process group a collective runs in. kDp: the ranks holding the same dense weights, dp
+// replicas x cp context-parallel ranks, or with hybrid sharding the Plan::zero_shard_size of
+// them that share one set of ZeRO shards; kDpReplica: with hybrid sharding, the ranks holding
+// the same shard in each shard group; kExpertDp: those holding the same experts (dp/ep x cp);
+// kEmbedding: first and last pipeline stage, for tied embeddings; kCp: the context-parallel
+// ranks that share one sequence.
+enum class CommGroup { kTp, kPp, kDp, kEp, kExpertDp, kEmbedding, kCp, kDpReplica };
+inline constexpr std::size_t kCommGroupCount = 8;
+std::string_view to_string(CommGroup g);
+// The group a collective is reported under in step reports and CommVolume: the embedding group
+// counts as pipeline traffic, the expert-data-parallel group as data-parallel.
+std::string_view report_group(CommGroup g);
+enum class Pass { kForward, kBackward, kRecompute };
+std::string_view to_string(Pass p);
+// What a memory-bound task's kernel does. Kernels of one kind reach similar fractions of the
+// memory bandwidth and kinds differ: on an A100 a LayerNorm forward+backward reaches ~0.4 of
+// peak bandwidth where a copy reaches ~0.9 (pytorch/pytorch#87445), and on a CPU the
+// transcendental-heavy ones (GELU's tanh, a softmax's exp) are bound by arithmetic, not memory.
+// A hardware profile may give each kind its own efficiency (core/cost/compute_model.h).
+enum class MemoryKernel : std::int8_t {
+  kElementwise,   // residual adds, copies, the cross-entropy's gradient
+  kNorm,          // LayerNorm / RMSNorm forward and backward
+  kActivation,    // GELU, SwiGLU
+  kSoftmax,       // softmax: attention's (unfused) and the cross-entropy's over the vocabulary
+  kEmbedding,     // table lookups and their scatter-add backward
+  kOptimizer,     // the parameter update
+  kCount
+};
+inline constexpr std::size_t kMemoryKernelCount = static_cast<std::size_t>(MemoryKernel::kCount);
+std::string_view to_string(MemoryKernel k);
+
+struct Task {
+  std::string_view name;   // "qkv", "softmax", "tp_all_reduce_attn", ...
+  TaskKind kind = TaskKind::kMemory;
+  // GEMM / attention shape: batch x (m x k) * (k x n).
+  std::int64_t m = 0, n = 0, k = 0, batch = 1;
+  double flops = 0;           // model FLOPs by the papers' convention (full s^2 for attention)
+  double executed_flops = 0;  // what the kernel executes (a causal fused kernel skips half)
+  double bytes = 0;           // device-memory traffic
+  // Memory-bound kernels: exp/tanh evaluations (GELU's tanh, SiLU's and softmax's exp), which
+  // a CPU computes in software (DeviceRates::transcendental_s).
+  double transcendentals = 0;
+  MemoryKernel memory_kernel = MemoryKernel::kElementwise;  // for kMemory tasks
+  bool fp8 = false;  // a GEMM on FP8 operands, timed at the FP8 rate (Plan::fp8)
+  // Collectives: which group, which collective, message size (nccl-tests' S).
+  Collective collective = Collective::kAllReduce;
+  CommGroup group = CommGroup::kTp;
+  std::int64_t group_size = 1;
+  std::int64_t message_bytes = 0;
+
+  std::int64_t bytes_sent() const {
+    return kind == TaskKind::kComm ? bytes_sent_per_rank(collective, message_bytes, group_size)
+                                   : 0;
+  }
+};
+
+// Forward tasks of one transformer layer for one micro-batch on one TP rank. The per-layer
+// functions below see `model` as a uniform stack: an MoE model's expert layers. For a model
+// with dense_layers, pass each kind's view, layer_model(model, kind).
+std::vector<Task> layer_forward_tasks(const ModelSpec& model, const Plan& plan);
+// Backward tasks of one layer (reverse order; each GEMM gives a data- and a weight-gradient).
+std::vector<Task> layer_backward_tasks(const ModelSpec& model, const Plan& plan);
+// Forward work redone before a layer's backward pass under recompute (empty for none); under
+// full recompute, for the layers that recomputes_layer names.
+std::vector<Task> layer_recompute_tasks(const ModelSpec& model, const Plan& plan);
+// First stage: token (and position) embedding; last stage: final norm, LM head, loss.
+std::vector<Task> embedding_forward_tasks(const ModelSpec& model, const Plan& plan);
+std::vector<Task> embedding_backward_tasks(const ModelSpec& model, const Plan& plan);
+std::vector<Task> head_forward_tasks(const ModelSpec& model, const Plan& plan);
+std::vector<Task> head_backward_tasks(const ModelSpec& model, const Plan& plan);
+
+// Plan::tp_comm_overlap: for each task of a pass, the index of the GEMM its TP collective is
+// overlapped with, or -1 (every task that is not such a collective). A GEMM overlaps at most
+// one collective. A reduce-scatter drains the GEMM just before it; an all-gather feeds the first
+// GEMM after it (only memory-bound kernels, FP8 casts, between), or where a reduce-scatter has
+// that GEMM (the backward's re-gather of an input for its weight gradient, which Transformer
+// Engine overlaps with the data gradient) runs beside the GEMM just before it. A partner before
+// the collective: it runs beside that GEMM and what follows waits; after: that GEMM's last chunk
+// waits for it. Empty when the plan does not overlap.
+std::vector<std::int32_t> tp_overlap_partners(const std::vector<Task>& tasks, const Plan& plan);
+// A TP collective of comm_s decomposed into tp chunks and overlapped with a GEMM of gemm_s
+// (ring collective matmul, Wang et al. 2023): the first (all-gather) or last (reduce-scatter)
+// chunk of the GEMM waits, the other (tp-1)/tp of it run beside the collective. The pair takes
+// max(comm_s, gemm_s (tp-1)/tp) + gemm_s / tp: the GEMM's time when the collective is shorter,
+// the collective's plus one chunk when it is longer.
+double tp_overlapped_pair_s(double comm_s, double gemm_s, std::int64_t tp);
+
+// Tokens of one micro-batch on one rank: micro_batch_size * seq_len / cp (context parallelism
+// splits each sequence over cp ranks).
+std::int64_t tokens_per_micro_batch(const ModelSpec& model, const Plan& plan);
+
+// Bytes of the activation tensor a stage boundary sends per micro-batch (scatter/gather
+// optimisation of Narayanan et al. 2021 sec. 4.1 when sequence parallel: each TP rank sends 1/t).
+std::int64_t pipeline_message_bytes(const ModelSpec& model, const Plan& plan);
+
+// Parameter blocks: the unit of data-parallel synchronisation (a gradient bucket, a ZeRO-3
+// gather). A stage holds, in forward order, [embedding], its layers, [head]. Counts are the
+// parameters on one rank (TP-sharded and EP-divided, before ZeRO sharding).
+enum class BlockKind { kEmbedding, kLayer, kHead };
+struct ParamBlock {
+  BlockKind kind = BlockKind::kLayer;
+  std::int64_t layer = -1;  // global layer index for kLayer
+  std::int64_t dense_params = 0;
+  std::int64_t expert_params = 0;
+  bool tied_copy = false;   // holds a tied embedding that pp > 1 keeps on two stages
+  std::int64_t tied_params = 0;  // the tied embedding rows on this rank (when tied_copy)
+  // Parameters every TP rank holds whole (norms, MLA's down-projections): with sequence
+  // parallelism each TP rank sees only its tokens' share of their gradient, summed over TP once
+  // per step (Megatron-LM's allreduce of `sequence_parallel` parameters' gradients).
+  std::int64_t tp_replicated_params = 0;
+  bool recomputed = false;  // a layer whose forward runs again in its backward (full recompute)
+};
+std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& model, const Plan& plan,
+                                              std::int64_t stage);
+
+// When a block's data-parallel collectives run.
+enum class DpPoint {
+  kBeforeForward,    // every micro-batch (ZeRO-3 parameter all-gather)
+  kBeforeRecompute,  // every micro-batch, recomputed layers only (ZeRO-3 gathers again)
+  kBeforeBackward,   // every micro-batch (ZeRO-3)
+  kAfterBackward,    // every micro-batch (ZeRO-2/3 gradient reduce-scatter)
+  kAfterLastBackward,  // once per step: tied-embedding and sequence-parallel norm sums, then
+                       // the DDP all-reduce or ZeRO-1 reduce-scatter
+  kAfterOptimizer,   // once per step (ZeRO-1/2 parameter all-gather)
+};
+std::vector<Task> dp_block_tasks(const Plan& plan, const ParamBlock& block, DpPoint point);
+// Ranks that hold the same experts and sum their gradients: dp/ep replicas x cp.
+std::int64_t expert_dp_cp(const Plan& plan);
+// ZeRO-2/3: bytes of the block's full (unsharded) gradient, held from the start of its
+// backward until its reduce-scatter (per micro-batch; DeepSpeed's reduce bucket, one block
+// here); 0 below ZeRO-2 (the whole gradient is in gradients_bytes) or without a reduction.
+double zero_grad_buffer_bytes(const Plan& plan, const ParamBlock& block);
+// How many times per step a point occurs for `block` (M for per-micro-batch points, 1
+// otherwise, 0 for kBeforeRecompute of a block that is not recomputed).
+std::int64_t dp_point_count(const Plan& plan, const ParamBlock& block, DpPoint point);
+
+// ---------------------------------------------------------------------------------------------
+// FLOPs per step (whole model, all ranks)
+struct StepFlops {
+  double model = 0;     // forward + backward, no recompute (MFU numerator; PaLM/Korthikanti)
+  double hardware = 0;  // + recomputed forward (Narayanan et al. eq. 3 counts this)
+};
+StepFlops step_flops(const ModelSpec& model, const Plan& plan);
+// Narayanan et al. 2021 eq. 3 in closed form, for tests and reports:
+// 96*B*s*l*h^2*(1 + s/(6h) + V/(16*l*h)).
+double megatron_eq3_flops(const ModelSpec& model, std::int64_t batch);
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+struct MemoryBreakdown {
+  double weights_bytes = 0;
+  double gradients_bytes = 0;
+  double optimizer_bytes = 0;    // on the device (0 when offloaded)
+  double activations_bytes = 0;  // peak stored activations for the schedule and stage
+  double buffers_bytes = 0;      // ZeRO-3 gathered parameters, ZeRO-2/3 block gradient, a
+                                 // layer's backward workspace
+  double host_optimizer_bytes = 0;  // offloaded optimizer states on the host (not device)
+  double host_activation_bytes = 0;  // offloaded checkpoints on the host (not device)
+  // Memory the process holds before the model: runtime, libraries, communication buffers.
+  // Measured by `calibrate` (HardwareProfile::baseline_memory_bytes); 0 without a profile.
+  double runtime_bytes = 0;
+  double device_total() const {
+    return weights_bytes + gradients_bytes + optimizer_bytes + activations_bytes + buffers_bytes +
+           runtime_bytes;
+  }
+};
+
+// Bytes per parameter of the model states: weights, gradients and optimizer states, before
+// sharding. Mixed-precision AdamW: 2 + 2 + 12 = 16 (Rajbhandari et al. 2019, sec. 3.1).
+struct StateBytesPerParam {
+  double weights = 0, gradients = 0, optimizer = 0;
+  double total() const { return weights + gradients + optimizer; }
+};
+StateBytesPerParam state_bytes_per_param(Precision precision, Optimizer optimizer,
+                                         GradPrecision grads = GradPrecision::kCompute);
+StateBytesPerParam state_bytes_per_param(const Plan& plan);
+// Bytes of one gradient element: accumulated, reduced over data parallelism, read by the
+// optimizer (the weights' precision, or 4 with grad_precision fp32).
+double grad_bytes_per_element(Precision precision, GradPrecision grads);
+double grad_bytes_per_element(const Plan& plan);
+
+// Stored activation bytes of one layer for one micro-batch on one TP rank (Korthikanti et al.
+// 2022 sec. 4, generalised to GQA, SwiGLU and fused attention).
+double layer_activation_bytes(const ModelSpec& model, const Plan& plan);
+// What a layer stores when it is not recomputed: as layer_activation_bytes, but for a layer that
+// full recompute leaves out (recompute_num_layers), everything recompute none keeps.
+double layer_kept_activation_bytes(const ModelSpec& model, const Plan& plan);
+// What a fully recomputed layer keeps for one micro-batch on one TP rank: its input, split over
+// tp with sequence parallelism or partition_activations.
+double checkpoint_input_bytes(const ModelSpec& model, const Plan& plan);
+// Activation gradients alive at once while one layer is back-propagated, for one micro-batch on
+// one TP rank: the layer's output gradient with, at the larger of two moments, the MLP's (the
+// gradients at the fc2 input and at the fc1 output, which the activation's backward holds
+// together) or the attention core's (the out-projection input's gradient and, unfused, the
+// gradient of the scores). Freed when the layer's backward ends; not in Korthikanti et al.'s
+// count, which is of stored activations only.
+double layer_backward_workspace_bytes(const ModelSpec& model, const Plan& plan);
+// Micro-batch-layers of activations held at the peak by pipeline stage `stage`, in units of
+// one micro-batch through the stage's layers (GPipe: M; 1F1B: min(pp - stage, M); interleaved:
+// Megatron-LM's warm-up count / virtual_stages).
+double in_flight_micro_batches(const Plan& plan, std::int64_t stage);
+MemoryBreakdown memory_on_stage(const ModelSpec& model, const Plan& plan, std::int64_t stage);
+
+// ---------------------------------------------------------------------------------------------
+// Communication volume per step: bytes one rank of `stage` sends, by group.
+struct CommVolume {
+  double tp_bytes = 0, pp_bytes = 0, dp_bytes = 0, ep_bytes = 0;
+  double cp_bytes = 0;    // context parallelism's K,V all-gathers and dK,dV reduce-scatters
+  double host_bytes = 0;  // PCIe traffic of optimizer and checkpoint offload (both directions)
+  double total() const { return tp_bytes + pp_bytes + dp_bytes + ep_bytes + cp_bytes; }
+};
+CommVolume comm_volume_on_stage(const ModelSpec& model, const Plan& plan, std::int64_t stage);
+// Sum of bytes_sent_per_rank over a task list, by group (used by comm_volume_on_stage).
+void add_task_bytes(const std::vector<Task>& tasks, double times, CommVolume& volume);
+
+}  // namespace trainplan
+
+namespace trainplan {
+
+// ---------------------------------------------------------------------------------------------
+// The optimizer step: device-memory bytes touched per parameter (a memory-bound kernel).
+// AdamW mixed precision reads the gradient (grad_bytes_per_element), reads and writes fp32
+// master, m and v (24 bytes) and writes the low-precision weight (e bytes).
+double optimizer_step_bytes_per_param(const Plan& plan);
+// Parameters this rank updates per step: its stage parameters, divided by dp*cp under ZeRO >= 1.
+double optimizer_params_on_rank(const ModelSpec& model, const Plan& plan, std::int64_t stage);
+// The optimizer step of one rank of `stage` as a memory-bound task ("optimizer").
+Task optimizer_task(const ModelSpec& model, const Plan& plan, std::int64_t stage);
+
+// ZeRO-Offload traffic per step for one rank (Ren et al. 2021, sec. 4): gradients to the host,
+// updated weights back, and the host optimizer's memory traffic.
+struct OffloadTraffic {
+  double device_to_host_bytes = 0;
+  double host_to_device_bytes = 0;
+  double host_memory_bytes = 0;  // host DRAM traffic of the CPU optimizer step
+};
+OffloadTraffic offload_traffic_on_stage(const ModelSpec& model, const Plan& plan,
+                                        std::int64_t stage);
+
+}  // namespace trainplan

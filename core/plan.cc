@@ -1,0 +1,386 @@
+// Plan loading and validation. Tested by tests/core/plan_test.cc.
+#include "core/plan.h"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+namespace trainplan {
+
+std::string_view to_string(Schedule s) {
+  switch (s) {
+    case Schedule::kNaive: return "naive";
+    case Schedule::kGpipe: return "gpipe";
+    case Schedule::k1F1B: return "1f1b";
+    case Schedule::kInterleaved: return "interleaved";
+  }
+  return "?";
+}
+std::string_view to_string(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+std::string_view to_string(Optimizer o) {
+  switch (o) {
+    case Optimizer::kAdamW: return "adamw";
+    case Optimizer::kSgd: return "sgd";
+    case Optimizer::kSgdMomentum: return "sgd-momentum";
+  }
+  return "?";
+}
+std::string_view to_string(Offload o) { return o == Offload::kNone ? "none" : "optimizer"; }
+std::string_view to_string(AttentionImpl a) {
+  return a == AttentionImpl::kFused ? "fused" : "unfused";
+}
+std::string_view to_string(GradPrecision g) {
+  return g == GradPrecision::kCompute ? "compute" : "fp32";
+}
+
+Result<Plan> plan_from_json(const Json& j, std::string_view source) {
+  Plan p;
+  JsonReader r(j, "plan '" + std::string(source) + "'");
+  using PL = PlanLimits;
+  r.accept("schema");
+  r.accept("notes");
+  r.get_int("tp", p.tp, 1, PL::kMaxDegree, true);
+  r.get_int("cp", p.cp, 1, PL::kMaxDegree, false);
+  r.get_int("pp", p.pp, 1, PL::kMaxDegree, true);
+  r.get_int("dp", p.dp, 1, PL::kMaxDegree, true);
+  r.get_int("ep", p.ep, 1, PL::kMaxDegree, false);
+  std::int64_t zero = 0;
+  r.get_int("zero_stage", zero, 0, 3, false);
+  p.zero_stage = static_cast<int>(zero);
+  r.get_int("zero_shard_size", p.zero_shard_size, 0, PL::kMaxDegree, false);
+  r.get_int("micro_batch_size", p.micro_batch_size, 1, PL::kMaxBatch, true);
+  r.get_int("global_batch_size", p.global_batch_size, 1, PL::kMaxBatch, true);
+  int c = 0;
+  if (r.get_choice("schedule", c, {"naive", "gpipe", "1f1b", "interleaved"}, false))
+    p.schedule = static_cast<Schedule>(c);
+  r.get_int("virtual_stages", p.virtual_stages, 1, PL::kMaxVirtualStages, false);
+  if (r.get_choice("recompute", c, {"none", "selective", "full"}, false))
+    p.recompute = static_cast<Recompute>(c);
+  r.get_int("recompute_num_layers", p.recompute_num_layers, 0, ModelLimits::kMaxLayers, false);
+  r.get_bool("partition_activations", p.partition_activations, false);
+  r.get_bool("offload_checkpoints", p.offload_checkpoints, false);
+  r.get_bool("sequence_parallel", p.sequence_parallel, false);
+  if (r.get_choice("precision", c, {"bf16", "fp16", "fp32"}, false))
+    p.precision = static_cast<Precision>(c);
+  if (r.get_choice("optimizer", c, {"adamw", "sgd", "sgd-momentum"}, false))
+    p.optimizer = static_cast<Optimizer>(c);
+  if (r.get_choice("offload", c, {"none", "optimizer"}, false))
+    p.offload = static_cast<Offload>(c);
+  if (r.get_choice("attention", c, {"fused", "unfused"}, false))
+    p.attention = static_cast<AttentionImpl>(c);
+  if (r.get_choice("grad_precision", c, {"compute", "fp32"}, false))
+    p.grad_precision = static_cast<GradPrecision>(c);
+  r.get_bool("fp8", p.fp8, false);
+  r.get_bool("ep_overlap", p.ep_overlap, false);
+  r.get_bool("tp_comm_overlap", p.tp_comm_overlap, false);
+  r.get_int_list("layers_per_stage", p.layers_per_stage, 1, ModelLimits::kMaxLayers, false);
+  TRAINPLAN_RETURN_IF_ERROR(r.finish());
+  Status st = validate_plan(p);
+  if (!st.ok()) return Status::Error(r.where() + ": " + st.message());
+  return p;
+}
+
+Json plan_to_json(const Plan& p) {
+  Json j;
+  j["schema"] = "trainplan.plan/1";
+  j["tp"] = p.tp;
+  // Written only when used, so that plans without context parallelism keep their JSON.
+  if (p.cp != 1) j["cp"] = p.cp;
+  j["pp"] = p.pp;
+  j["dp"] = p.dp;
+  j["ep"] = p.ep;
+  j["zero_stage"] = p.zero_stage;
+  if (p.zero_shard_size > 0) j["zero_shard_size"] = p.zero_shard_size;  // as cp
+  j["micro_batch_size"] = p.micro_batch_size;
+  j["global_batch_size"] = p.global_batch_size;
+  j["schedule"] = std::string(to_string(p.schedule));
+  j["virtual_stages"] = p.virtual_stages;
+  j["recompute"] = std::string(to_string(p.recompute));
+  if (p.recompute_num_layers > 0) j["recompute_num_layers"] = p.recompute_num_layers;  // as cp
+  if (p.partition_activations) j["partition_activations"] = true;
+  if (p.offload_checkpoints) j["offload_checkpoints"] = true;
+  j["sequence_parallel"] = p.sequence_parallel;
+  j["precision"] = std::string(to_string(p.precision));
+  j["optimizer"] = std::string(to_string(p.optimizer));
+  j["offload"] = std::string(to_string(p.offload));
+  j["attention"] = std::string(to_string(p.attention));
+  j["grad_precision"] = std::string(to_string(p.grad_precision));
+  if (p.fp8) j["fp8"] = true;  // written only when used, as cp
+  if (p.ep_overlap) j["ep_overlap"] = true;
+  if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
+  if (!p.layers_per_stage.empty()) j["layers_per_stage"] = p.layers_per_stage;
+  return j;
+}
+
+std::string describe(const Plan& p) {
+  std::ostringstream os;
+  os << "tp=" << p.tp;
+  if (p.cp > 1) os << " cp=" << p.cp;
+  os << " pp=" << p.pp << " dp=" << p.dp;
+  if (p.ep > 1) os << " ep=" << p.ep;
+  os << " zero=" << zero_label(p) << " mbs=" << p.micro_batch_size << " " << to_string(p.schedule);
+  if (p.schedule == Schedule::kInterleaved) os << "x" << p.virtual_stages;
+  os << " recompute=" << recompute_label(p);
+  if (p.partition_activations) os << " partition-activations";
+  if (p.offload_checkpoints) os << " offload-checkpoints";
+  if (p.sequence_parallel) os << " sp";
+  if (p.offload != Offload::kNone) os << " offload";
+  if (p.grad_precision == GradPrecision::kFp32 && p.precision != Precision::kFp32)
+    os << " fp32-grads";
+  if (p.fp8) os << " fp8";
+  if (p.ep_overlap) os << " ep-overlap";
+  if (p.tp_comm_overlap) os << " tp-overlap";
+  if (!p.layers_per_stage.empty()) {
+    os << " layers=";
+    for (std::size_t i = 0; i < p.layers_per_stage.size(); ++i)
+      os << (i > 0 ? "," : "") << p.layers_per_stage[i];
+  }
+  return os.str();
+}
+
+Status validate_plan(const Plan& p) {
+  auto err = [](const std::string& s) { return Status::Error(s); };
+  const std::int64_t kMax = PlanLimits::kMaxDegree;
+  if (p.tp < 1 || p.pp < 1 || p.dp < 1 || p.ep < 1)
+    return err("parallel degrees tp, pp, dp, ep must be at least 1");
+  if (p.cp < 1) return err("cp=" + std::to_string(p.cp) + ": the context-parallel degree must be at least 1");
+  if (p.tp > kMax || p.pp > kMax || p.dp > kMax || p.tp * p.pp > kMax || p.tp * p.pp * p.dp > kMax)
+    return err("world size tp*pp*dp = " + std::to_string(p.tp) + "*" + std::to_string(p.pp) +
+               "*" + std::to_string(p.dp) + " exceeds the limit of " + std::to_string(kMax));
+  if (p.cp > kMax || p.tp * p.pp * p.dp * p.cp > kMax)
+    return err("world size tp*cp*pp*dp = " + std::to_string(p.tp) + "*" + std::to_string(p.cp) +
+               "*" + std::to_string(p.pp) + "*" + std::to_string(p.dp) +
+               " exceeds the limit of " + std::to_string(kMax));
+  if (p.virtual_stages < 1 || p.virtual_stages > PlanLimits::kMaxVirtualStages)
+    return err("virtual_stages=" + std::to_string(p.virtual_stages) + " is out of range [1, " +
+               std::to_string(PlanLimits::kMaxVirtualStages) + "]");
+  if (p.zero_stage < 0 || p.zero_stage > 3)
+    return err("zero_stage=" + std::to_string(p.zero_stage) + " must be 0, 1, 2 or 3");
+  if (p.dp % p.ep != 0)
+    return err("ep=" + std::to_string(p.ep) + " does not divide dp=" + std::to_string(p.dp));
+  if (p.zero_shard_size < 0 || p.zero_shard_size > kMax)
+    return err("zero_shard_size=" + std::to_string(p.zero_shard_size) +
+               " is out of range [0, " + std::to_string(kMax) + "] (0: all dp*cp ranks)");
+  if (p.zero_shard_size > 0) {
+    if (p.zero_stage < 1)
+      return err("zero_shard_size=" + std::to_string(p.zero_shard_size) +
+                 " needs zero_stage >= 1 (it sets the group ZeRO shards over), the plan has "
+                 "zero_stage 0");
+    if (p.dp_cp() % p.zero_shard_size != 0)
+      return err("zero_shard_size=" + std::to_string(p.zero_shard_size) +
+                 " does not divide dp*cp = " + std::to_string(p.dp_cp()));
+    if (p.ep > 1 && p.zero_shard_size < p.dp_cp())
+      return err("zero_shard_size=" + std::to_string(p.zero_shard_size) + " with ep=" +
+                 std::to_string(p.ep) +
+                 " is not modelled (the experts' shard groups across replicas are not "
+                 "defined); use 0 to shard over all dp*cp ranks");
+  }
+  if (p.micro_batch_size < 1 || p.global_batch_size < 1)
+    return err("batch sizes must be at least 1");
+  if (p.micro_batch_size > PlanLimits::kMaxBatch || p.global_batch_size > PlanLimits::kMaxBatch)
+    return err("batch sizes must be at most 2^30");
+  if (p.global_batch_size % (p.micro_batch_size * p.dp) != 0)
+    return err("global_batch_size=" + std::to_string(p.global_batch_size) +
+               " is not divisible by micro_batch_size*dp = " +
+               std::to_string(p.micro_batch_size * p.dp));
+  const std::int64_t m = p.num_micro_batches();
+  if (p.schedule == Schedule::kNaive && m != 1)
+    return err("schedule naive runs one micro-batch per replica: micro_batch_size must equal "
+               "global_batch_size/dp = " + std::to_string(p.global_batch_size / p.dp));
+  if (p.schedule != Schedule::kInterleaved && p.virtual_stages != 1)
+    return err("virtual_stages=" + std::to_string(p.virtual_stages) +
+               " needs schedule interleaved");
+  if (p.schedule == Schedule::kInterleaved) {
+    if (p.pp < 2) return err("schedule interleaved needs pp >= 2");
+    if (p.virtual_stages < 2) return err("schedule interleaved needs virtual_stages >= 2");
+    // Megatron-LM's interleaved schedule runs micro-batches in groups of pp.
+    if (m % p.pp != 0)
+      return err("schedule interleaved needs the number of micro-batches (" + std::to_string(m) +
+                 ") to be a multiple of pp=" + std::to_string(p.pp));
+  }
+  if (p.sequence_parallel && p.tp < 2) return err("sequence_parallel needs tp >= 2");
+  if (p.recompute_num_layers < 0)
+    return err("recompute_num_layers=" + std::to_string(p.recompute_num_layers) +
+               " must be at least 0 (0: every layer)");
+  if (p.partition_activations && p.recompute != Recompute::kFull)
+    return err("partition_activations needs recompute full (it splits the inputs that full "
+               "recompute stores), the plan has recompute " + std::string(to_string(p.recompute)));
+  if (p.offload_checkpoints && p.recompute != Recompute::kFull)
+    return err("offload_checkpoints needs recompute full (it moves the inputs that full "
+               "recompute stores), the plan has recompute " + std::string(to_string(p.recompute)));
+  if (p.partition_activations && p.tp < 2)
+    return err("partition_activations needs tp >= 2 (it splits over the tensor-parallel ranks)");
+  if (p.partition_activations && p.sequence_parallel)
+    return err("partition_activations with sequence_parallel: sequence parallelism already "
+               "stores each layer's input split over tp; set one of them");
+  if (p.recompute_num_layers > 0 && p.recompute != Recompute::kFull)
+    return err("recompute_num_layers=" + std::to_string(p.recompute_num_layers) +
+               " needs recompute full, the plan has recompute " +
+               std::string(to_string(p.recompute)));
+  if (p.fp8 && p.precision == Precision::kFp32)
+    return err("fp8 needs precision bf16 or fp16 (FP8 GEMMs, the rest in 16 bits), the plan has "
+               "precision fp32");
+  if (p.ep_overlap && p.ep < 2)
+    return err("ep_overlap needs ep >= 2 (there is no expert all-to-all to overlap)");
+  // Megatron-Core's constraints on overlap_moe_expert_parallel_comm (Megatron Bridge's
+  // comm_overlap validation): with pipeline parallelism it needs virtual stages, whose other
+  // chunks keep a stage busy while a merged pair holds back its forward's send; and it is not
+  // for full recompute.
+  if (p.ep_overlap && p.pp == 1 && p.schedule != Schedule::k1F1B)
+    return err("ep_overlap needs schedule 1f1b (it merges each backward with the forward that "
+               "follows it), the plan has schedule " + std::string(to_string(p.schedule)));
+  if (p.ep_overlap && p.pp > 1 && p.schedule != Schedule::kInterleaved)
+    return err("ep_overlap with pp=" + std::to_string(p.pp) +
+               " needs schedule interleaved (virtual pipeline stages, as Megatron-Core "
+               "requires), the plan has schedule " + std::string(to_string(p.schedule)));
+  if (p.ep_overlap && p.recompute == Recompute::kFull)
+    return err("ep_overlap with recompute full is not supported (Megatron-Core's EP overlap "
+               "excludes full recompute)");
+  if (p.ep_overlap && p.zero_stage == 3)
+    return err("ep_overlap with zero_stage 3 is not modelled (its parameter gathers would have "
+               "to interleave too)");
+  // The decomposed collectives are sequence parallelism's all-gathers and reduce-scatters
+  // (Megatron-Core and async TP both require it).
+  if (p.tp_comm_overlap && (p.tp < 2 || !p.sequence_parallel))
+    return err("tp_comm_overlap needs tp >= 2 and sequence_parallel (it splits sequence "
+               "parallelism's all-gathers and reduce-scatters), the plan has tp=" +
+               std::to_string(p.tp) + " sequence_parallel=" +
+               (p.sequence_parallel ? "true" : "false"));
+  if (p.offload != Offload::kNone && p.optimizer == Optimizer::kSgd)
+    return err("offload optimizer: plain sgd has no optimizer states to offload");
+  if (!p.layers_per_stage.empty() &&
+      static_cast<std::int64_t>(p.layers_per_stage.size()) != p.num_chunks())
+    return err("layers_per_stage has " + std::to_string(p.layers_per_stage.size()) +
+               " entries, expected pp*virtual_stages = " + std::to_string(p.num_chunks()));
+  return Status::Ok();
+}
+
+Status check_plan_fits_model(const Plan& p, const ModelSpec& m) {
+  auto err = [](const std::string& s) { return Status::Error(s, ExitCode::kInfeasible); };
+  auto s = [](std::int64_t v) { return std::to_string(v); };
+  // A plan that skipped validate_plan must not divide by zero below.
+  if (p.tp < 1 || p.cp < 1 || p.pp < 1 || p.ep < 1 || p.virtual_stages < 1 ||
+      p.pp > PlanLimits::kMaxDegree || p.virtual_stages > PlanLimits::kMaxVirtualStages)
+    return Status::Error("invalid plan (" + describe(p) + "): " + validate_plan(p).message());
+  if (m.num_attention_heads % p.tp != 0)
+    return err("tp=" + s(p.tp) + " does not divide num_attention_heads=" +
+               s(m.num_attention_heads));
+  if (m.num_kv_heads % p.tp != 0)
+    return err("tp=" + s(p.tp) + " does not divide num_kv_heads=" + s(m.num_kv_heads));
+  if (m.ffn_hidden_size % p.tp != 0)
+    return err("tp=" + s(p.tp) + " does not divide ffn_hidden_size=" + s(m.ffn_hidden_size));
+  if (p.cp > 1) {
+    // Megatron-Core runs context parallelism inside Transformer Engine's fused attention
+    // (TEDotProductAttention); its unfused core attention has no CP path.
+    if (p.attention != AttentionImpl::kFused)
+      return err("cp=" + s(p.cp) + " needs attention=fused (Megatron-Core's context parallelism "
+                 "runs on fused attention kernels), the plan has attention=" +
+                 std::string(to_string(p.attention)));
+    // Load balancing splits each sequence into 2*cp equal chunks (Megatron-Core docs, "context
+    // parallel"; Transformer Engine's get_batch_on_this_cp_rank).
+    if (m.seq_len % (2 * p.cp) != 0)
+      return err("cp=" + s(p.cp) + ": seq_len=" + s(m.seq_len) + " is not divisible by 2*cp = " +
+                 s(2 * p.cp) + " (load-balanced causal chunks)");
+    if (p.sequence_parallel && (m.seq_len / p.cp) % p.tp != 0)
+      return err("sequence_parallel: tp=" + s(p.tp) + " does not divide seq_len/cp = " +
+                 s(m.seq_len / p.cp));
+  }
+  if (p.sequence_parallel && m.seq_len % p.tp != 0)
+    return err("sequence_parallel: tp=" + s(p.tp) + " does not divide seq_len=" + s(m.seq_len));
+  if (p.partition_activations && (m.seq_len / p.cp) % p.tp != 0)
+    return err("partition_activations: tp=" + s(p.tp) + " does not divide seq_len" +
+               (p.cp > 1 ? "/cp = " : "=") + s(m.seq_len / p.cp) +
+               " (each TP rank keeps its share of the tokens)");
+  if (p.ep > 1 && !m.is_moe()) return err("ep=" + s(p.ep) + " needs a mixture-of-experts model");
+  if (m.num_experts % p.ep != 0)
+    return err("ep=" + s(p.ep) + " does not divide num_experts=" + s(m.num_experts));
+  if (p.layers_per_stage.empty()) {
+    if (m.num_layers % p.num_chunks() != 0)
+      return err("num_layers=" + s(m.num_layers) + " cannot be split evenly over pp*virtual_stages = " +
+                 s(p.num_chunks()) + " model chunks");
+  } else {
+    std::int64_t total = std::accumulate(p.layers_per_stage.begin(), p.layers_per_stage.end(),
+                                         std::int64_t{0});
+    if (total != m.num_layers)
+      return err("layers_per_stage sums to " + s(total) + ", the model has num_layers=" +
+                 s(m.num_layers));
+  }
+  // More layers than the largest chunk holds would read as a partial recompute that is full.
+  if (p.recompute_num_layers > 0) {
+    const std::vector<std::int64_t> chunks = chunk_layers(p, m);
+    const std::int64_t largest = *std::max_element(chunks.begin(), chunks.end());
+    if (p.recompute_num_layers > largest)
+      return err("recompute_num_layers=" + s(p.recompute_num_layers) +
+                 " exceeds the layers of the largest model chunk (" + s(largest) +
+                 "); 0 recomputes every layer");
+  }
+  return Status::Ok();
+}
+
+Status check_plan_world_size(const Plan& p, std::int64_t world_size) {
+  if (p.world_size() != world_size) {
+    const std::string product =
+        p.cp > 1 ? "tp*cp*pp*dp = " + std::to_string(p.tp) + "*" + std::to_string(p.cp) + "*"
+                 : "tp*pp*dp = " + std::to_string(p.tp) + "*";
+    return Status::Error("the plan needs " + product + std::to_string(p.pp) + "*" +
+                             std::to_string(p.dp) + " = " + std::to_string(p.world_size()) +
+                             " ranks, but " + std::to_string(world_size) + " are available",
+                         ExitCode::kInfeasible);
+  }
+  return Status::Ok();
+}
+
+std::vector<std::int64_t> chunk_layers(const Plan& p, const ModelSpec& m) {
+  if (!p.layers_per_stage.empty()) return p.layers_per_stage;
+  const std::int64_t chunks = p.num_chunks();
+  std::vector<std::int64_t> out(static_cast<std::size_t>(chunks), m.num_layers / chunks);
+  for (std::int64_t i = 0; i < m.num_layers % chunks; ++i) ++out[static_cast<std::size_t>(i)];
+  return out;
+}
+
+std::string zero_label(const Plan& p) {
+  std::string s = std::to_string(p.zero_stage);
+  if (p.zero_shard_size > 0) s.append("/").append(std::to_string(p.zero_shard_size));
+  return s;
+}
+
+std::string recompute_label(const Plan& p) {
+  std::string s(to_string(p.recompute));
+  if (p.recompute_num_layers > 0) s.append(":").append(std::to_string(p.recompute_num_layers));
+  return s;
+}
+
+bool recomputes_layer(const Plan& p, std::int64_t index_in_chunk) {
+  return p.recompute == Recompute::kFull &&
+         (p.recompute_num_layers == 0 || index_in_chunk < p.recompute_num_layers);
+}
+
+std::int64_t recomputed_layers_in_chunk(const Plan& p, std::int64_t chunk_layers) {
+  if (p.recompute != Recompute::kFull) return 0;
+  return p.recompute_num_layers == 0 ? chunk_layers : std::min(p.recompute_num_layers, chunk_layers);
+}
+
+// Every chunk gets the ceiling, and the chunks short of a layer are taken alternately from the
+// two ends of the pipeline, whose stages also hold the embedding and the LM head (Llama 3 405B:
+// 126 layers on 16 stages, "one Transformer layer fewer on the first and the last stages",
+// Dubey et al. 2024 sec. 3.3.2).
+std::vector<std::int64_t> balanced_chunk_layers(std::int64_t layers, std::int64_t chunks) {
+  TRAINPLAN_CHECK(chunks >= 1 && layers >= chunks) << layers << " layers over " << chunks;
+  const std::int64_t ceil = (layers + chunks - 1) / chunks;
+  std::vector<std::int64_t> out(static_cast<std::size_t>(chunks), ceil);
+  std::int64_t short_by = ceil * chunks - layers;
+  for (std::int64_t i = 0; short_by > 0; ++i, --short_by) {
+    const std::int64_t c = i % 2 == 0 ? i / 2 : chunks - 1 - i / 2;
+    --out[static_cast<std::size_t>(c)];
+  }
+  return out;
+}
+
+}  // namespace trainplan

@@ -1,0 +1,157 @@
+// The plan: how one training step is split across GPUs. Written by `plan --emit-plan`, read by
+// `simulate` and `execute`. Every field round-trips through plan_to_json / plan_from_json.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/json_util.h"
+#include "core/model_spec.h"
+#include "core/status.h"
+
+namespace trainplan {
+
+// naive: layers split across stages, the whole per-replica batch as one micro-batch (one stage
+// busy at a time). gpipe: all forwards, then all backwards (Huang et al. 2019). 1f1b: one
+// forward one backward, PipeDream-flush (Narayanan et al. 2021). interleaved: 1F1B over
+// `virtual_stages` model chunks per device (Narayanan et al. 2021, sec. 2.2).
+enum class Schedule { kNaive, kGpipe, k1F1B, kInterleaved };
+// none: store every activation. selective: recompute the attention core (softmax, dropout,
+// scores x V), Korthikanti et al. 2022 sec. 5. full: store only each layer's input, recompute
+// the layer's forward in the backward pass (of every layer, or of the first
+// Plan::recompute_num_layers of each model chunk).
+enum class Recompute { kNone, kSelective, kFull };
+enum class Optimizer { kAdamW, kSgd, kSgdMomentum };
+enum class Offload { kNone, kOptimizer };  // ZeRO-Offload: optimizer states + step on the host
+// fused: a memory-efficient attention kernel (FlashAttention; no s^2 tensor kept). unfused:
+// scores, softmax and dropout materialised (Megatron-LM 2021).
+enum class AttentionImpl { kFused, kUnfused };
+// The gradients' precision. compute: as the weights (ZeRO's accounting, Rajbhandari et al. 2019
+// sec. 3.1: 2 + 2 + 12 bytes per parameter with mixed-precision Adam). fp32: gradients
+// accumulated over micro-batches and reduced over data parallelism in fp32, as Megatron-LM does
+// for bf16 (its --accumulate-allreduce-grads-in-fp32, main_grad; its distributed optimizer's
+// table counts 18 bytes per parameter for bf16 weights with fp32 gradients).
+enum class GradPrecision { kCompute, kFp32 };
+
+std::string_view to_string(Schedule s);
+std::string_view to_string(Recompute r);
+std::string_view to_string(Optimizer o);
+std::string_view to_string(Offload o);
+std::string_view to_string(AttentionImpl a);
+std::string_view to_string(GradPrecision g);
+
+struct Plan {
+  std::int64_t tp = 1;                 // tensor-parallel degree (Megatron column/row split)
+  // Context-parallel degree: each sequence split into cp parts, every rank of a CP group holding
+  // 2 of the sequence's 2*cp chunks (chunks i and 2*cp-1-i, which balances causal attention).
+  // Weights are replicated over the cp ranks like data-parallel replicas (Megatron-Core's
+  // context parallelism; Llama 3, arXiv:2407.21783 sec. 3.3.2).
+  std::int64_t cp = 1;
+  std::int64_t pp = 1;                 // pipeline stages (physical)
+  std::int64_t dp = 1;                 // data-parallel replicas
+  std::int64_t ep = 1;                 // expert-parallel degree (MoE), carved out of dp
+  int zero_stage = 0;                  // 0: DDP, 1: optimizer states, 2: + gradients, 3: + weights
+  // Hybrid sharding (PyTorch FSDP's HYBRID_SHARD and torchtitan's HSDP; DeepSpeed's MiCS, Zhang
+  // et al. 2022, arXiv:2205.00119): ZeRO shards over groups of this many of the dp*cp ranks,
+  // consecutive in placement (a node's, when they fit in one), and the dp*cp/zero_shard_size
+  // groups are replicas that sum their reduced gradient shards with one all-reduce across
+  // groups per step. 0: one group of all dp*cp ranks (plain ZeRO / FSDP). Needs zero_stage >= 1.
+  std::int64_t zero_shard_size = 0;
+  std::int64_t micro_batch_size = 1;   // sequences per micro-batch per replica
+  std::int64_t global_batch_size = 1;  // sequences per optimizer step, all replicas
+  Schedule schedule = Schedule::k1F1B;
+  std::int64_t virtual_stages = 1;     // model chunks per device (interleaved only)
+  Recompute recompute = Recompute::kNone;
+  // Full recompute of only the first N layers of each model chunk, the others storing every
+  // activation (Megatron-LM's --recompute-method block --recompute-num-layers N; the "skip"
+  // checkpointing that leaves out layers while memory allows). 0: every layer.
+  std::int64_t recompute_num_layers = 0;
+  // ZeRO-R's partitioned activation checkpoints (Rajbhandari et al. 2019, sec. 6.1, "Pa";
+  // DeepSpeed's activation_checkpointing.partition_activations): under full recompute each
+  // recomputed layer's stored input is split over the TP ranks (each keeps its seq_len/tp
+  // tokens) and all-gathered again before the layer's recompute. Needs recompute full, tp >= 2
+  // and no sequence parallelism (which already stores the input split).
+  bool partition_activations = false;
+  // Checkpoints in host memory (the seed notes' activation CPU offloading; DeepSpeed's
+  // activation_checkpointing.cpu_checkpointing): under full recompute each recomputed layer's
+  // stored input (partitioned or whole) goes to the host over PCIe after the layer's forward
+  // and comes back before its recompute, fetched while the layer above it is back-propagated.
+  bool offload_checkpoints = false;
+  bool sequence_parallel = false;      // Korthikanti et al. 2022: shard norms/dropout over tp
+  Precision precision = Precision::kBf16;
+  Optimizer optimizer = Optimizer::kAdamW;
+  Offload offload = Offload::kNone;
+  AttentionImpl attention = AttentionImpl::kFused;
+  GradPrecision grad_precision = GradPrecision::kCompute;
+  // FP8 training (Micikevicius et al. 2022, arXiv:2209.05433; Transformer Engine, torchao
+  // float8): the transformer layers' linear GEMMs take FP8 operands, scaled per tensor, at the
+  // FP8 tensor-core rate; weights, activations, gradients and every other kernel stay in
+  // `precision` (bf16 or fp16). Needs a GPU with FP8 tensor cores (Hopper or newer).
+  bool fp8 = false;
+  // Expert all-to-all overlapped across micro-batches (Megatron-Core's
+  // overlap_moe_expert_parallel_comm; DeepSeek-V3's DualPipe, arXiv:2412.19437 sec. 3.2.1): in
+  // the 1F1B steady state each backward runs merged with the forward that follows it, so one's
+  // dispatch and combine travel while the other computes. Needs ep > 1 and a 1F1B schedule.
+  bool ep_overlap = false;
+  // TP collectives overlapped with the GEMMs beside them (Megatron-Core's --tp-comm-overlap
+  // with Transformer Engine's userbuffers; PyTorch's async TP; MegaScale sec. 3.2; Wang et al.,
+  // ASPLOS 2023, "decomposition"): each sequence-parallel all-gather is split into tp chunks
+  // that the GEMM it feeds consumes as they arrive, and each reduce-scatter sends the chunks of
+  // the GEMM before it as they are computed. Needs tp >= 2 and sequence parallelism.
+  bool tp_comm_overlap = false;
+  // Layers per model chunk, in pipeline order (pp * virtual_stages entries). Empty: even split.
+  std::vector<std::int64_t> layers_per_stage;
+
+  std::int64_t world_size() const { return tp * cp * pp * dp; }
+  // Ranks that hold the same dense weights and sum their gradients: the data-parallel replicas
+  // and, within each, the context-parallel ranks (Megatron-Core's data-parallel group "with
+  // context parallel"). ZeRO shards over all of them, or over zero_shard_ranks() of them.
+  std::int64_t dp_cp() const { return dp * cp; }
+  // Ranks one ZeRO shard group spans (Plan::zero_shard_size, or all dp*cp), and how many such
+  // groups replicate each other.
+  std::int64_t zero_shard_ranks() const { return zero_shard_size > 0 ? zero_shard_size : dp_cp(); }
+  std::int64_t zero_replicas() const { return dp_cp() / zero_shard_ranks(); }
+  std::int64_t num_chunks() const { return pp * virtual_stages; }
+  // Micro-batches per replica per step (M). Only meaningful for a validated plan.
+  std::int64_t num_micro_batches() const { return global_batch_size / (micro_batch_size * dp); }
+};
+
+struct PlanLimits {
+  static constexpr std::int64_t kMaxDegree = std::int64_t{1} << 24;
+  static constexpr std::int64_t kMaxBatch = std::int64_t{1} << 30;
+  static constexpr std::int64_t kMaxVirtualStages = 1024;
+};
+
+Result<Plan> plan_from_json(const Json& json, std::string_view source);
+Json plan_to_json(const Plan& plan);
+// One line: "tp=8 pp=4 dp=2 zero=1 mbs=2 1f1b recompute=full sp" ("tp=8 cp=2 pp=4 ..." with
+// context parallelism; "recompute=full:3" for the first 3 layers of each chunk; "zero=3/8"
+// for ZeRO-3 sharded over groups of 8).
+std::string describe(const Plan& plan);
+
+// Checks that the plan is consistent on its own (degrees, batch divisibility, schedule fields).
+Status validate_plan(const Plan& plan);
+// Checks the plan against a model and a world size: why it cannot run, or Ok. The planner uses
+// the same checks to prune, so messages read as reasons ("tp=16 does not divide ...").
+Status check_plan_fits_model(const Plan& plan, const ModelSpec& model);
+Status check_plan_world_size(const Plan& plan, std::int64_t world_size);
+
+// Layers held by each model chunk (pp * virtual_stages entries), in pipeline order: chunk c is
+// on stage c % pp (Megatron-LM's interleaved assignment).
+std::vector<std::int64_t> chunk_layers(const Plan& plan, const ModelSpec& model);
+// Layers per model chunk for `layers` that do not divide evenly over `chunks` (needs layers >=
+// chunks): the end stages, which also hold the embedding and the LM head, take the shortfall.
+std::vector<std::int64_t> balanced_chunk_layers(std::int64_t layers, std::int64_t chunks);
+// Whether the layer at `index_in_chunk` of its model chunk is fully recomputed, and how many
+// of a chunk of `chunk_layers` are (the first recompute_num_layers, or all).
+bool recomputes_layer(const Plan& plan, std::int64_t index_in_chunk);
+// "none", "selective", "full", or "full:3" for the first 3 layers of each chunk.
+std::string recompute_label(const Plan& plan);
+// "3", or "3/8" for ZeRO-3 sharded over groups of 8 (Plan::zero_shard_size).
+std::string zero_label(const Plan& plan);
+std::int64_t recomputed_layers_in_chunk(const Plan& plan, std::int64_t chunk_layers);
+
+}  // namespace trainplan

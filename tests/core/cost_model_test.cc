@@ -1,0 +1,770 @@
+// Unit tests of the cost model's formulas against published figures and hand computations:
+// Narayanan et al. 2021 (parameters, eq. 3 FLOPs), Korthikanti et al. 2022 (activations, MFU
+// FLOPs), Rajbhandari et al. 2019 (ZeRO memory), nccl-tests (bus bandwidth).
+#include "core/cost/cost_model.h"
+
+#include <cmath>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "core/cost/collectives.h"
+#include "core/cost/compute_model.h"
+#include "tests/core/test_util.h"
+
+namespace trainplan {
+namespace {
+
+using testing::load_repo_model;
+
+double rel(double a, double b) { return std::fabs(a - b) / std::fabs(b); }
+
+Plan plan_of(std::int64_t tp, std::int64_t pp, std::int64_t dp, std::int64_t mbs,
+             std::int64_t gbs) {
+  Plan p;
+  p.tp = tp;
+  p.pp = pp;
+  p.dp = dp;
+  p.micro_batch_size = mbs;
+  p.global_batch_size = gbs;
+  return p;
+}
+
+// GPT-3 with Megatron's 2021 settings: dropout, unfused attention.
+ModelSpec gpt3() {
+  ModelSpec m = load_repo_model("gpt3.json");
+  EXPECT_TRUE(m.dropout);
+  return m;
+}
+
+TEST(Parameters, Gpt3HasAbout174Point6Billion) {
+  const ModelSpec m = gpt3();
+  const double p = count_parameters(m).total();
+  EXPECT_NEAR(p / 1e9, 174.6, 0.05);
+  // Megatron-LM's closed form (Narayanan et al. 2021, sec. 5.1):
+  // P = 12*l*h^2*(1 + 13/(12h) + (V+s)/(12*l*h)): 12h^2 + 13h per layer (weights, biases, two
+  // LayerNorms) plus the embeddings; ours adds the final LayerNorm's 2h, so they agree to 1e-6.
+  const double l = 96, h = 12288, V = 50257, s = 2048;
+  const double megatron = 12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h));
+  EXPECT_LT(rel(p, megatron), 1e-6);
+}
+
+TEST(Parameters, Llama3SizesMatchTheirNames) {
+  EXPECT_NEAR(count_parameters(load_repo_model("llama3-8b.json")).total() / 1e9, 8.03, 0.01);
+  EXPECT_NEAR(count_parameters(load_repo_model("llama3-70b.json")).total() / 1e9, 70.55, 0.01);
+  EXPECT_NEAR(count_parameters(load_repo_model("llama3-405b.json")).total() / 1e9, 405.85, 0.05);
+  // Mixtral 8x7B: 46.7B total, 12.9B active (Jiang et al. 2024, sec. 2).
+  const ParameterCounts mix = count_parameters(load_repo_model("mixtral-8x7b.json"));
+  EXPECT_NEAR(mix.total() / 1e9, 46.7, 0.05);
+  EXPECT_NEAR(mix.active() / 1e9, 12.9, 0.05);
+}
+
+TEST(Parameters, GptTwoSmallIs124Million) {
+  EXPECT_NEAR(count_parameters(load_repo_model("gpt2-124m.json")).total() / 1e6, 124.4, 0.1);
+}
+
+TEST(Parameters, StageSumsMatchTheBlocks) {
+  for (const char* name : {"gpt3.json", "llama3-8b.json", "mixtral-8x7b.json", "tiny.json"}) {
+    const ModelSpec m = load_repo_model(name);
+    for (std::int64_t tp : {1, 2}) {
+      for (std::int64_t pp : {1, 2, 4}) {
+        Plan p = plan_of(tp, pp, 8, 1, 64);
+        if (m.is_moe()) p.ep = 4;
+        double total_dense = 0;
+        for (std::int64_t s = 0; s < pp; ++s) {
+          double dense = 0, expert = 0;
+          for (const ParamBlock& b : param_blocks_on_stage(m, p, s)) {
+            dense += static_cast<double>(b.dense_params);
+            expert += static_cast<double>(b.expert_params);
+          }
+          const StageParameters sp = parameters_on_stage(m, p, s);
+          EXPECT_EQ(sp.dense, dense) << name << " tp=" << tp << " pp=" << pp << " stage " << s;
+          EXPECT_EQ(sp.expert, expert);
+          total_dense += sp.dense;
+        }
+        if (tp == 1 && !m.is_moe() && (pp == 1 || !m.tie_word_embeddings)) {
+          // With no sharding the stages add up to the model (vocabulary padded to 128).
+          const ParameterCounts c = count_parameters(m);
+          const double pad = static_cast<double>(padded_vocab(m, 1) - m.vocab_size) *
+                             static_cast<double>(m.hidden_size) *
+                             (m.tie_word_embeddings ? 1.0 : 2.0);
+          EXPECT_DOUBLE_EQ(total_dense, c.total() + pad) << name;
+        }
+      }
+    }
+  }
+}
+
+TEST(Flops, HardwareFlopsWithFullRecomputeAreMegatronEq3) {
+  ModelSpec m = gpt3();
+  Plan p = plan_of(8, 8, 1, 1, 1536);
+  p.recompute = Recompute::kFull;
+  p.attention = AttentionImpl::kUnfused;
+  for (std::int64_t batch : {1, 512, 1536}) {
+    p.global_batch_size = batch;
+    EXPECT_LT(rel(step_flops(m, p).hardware, megatron_eq3_flops(m, batch)), 1e-12);
+  }
+}
+
+TEST(Flops, ModelFlopsAreKorthikantiMfuFormula) {
+  // Korthikanti et al. 2022, appendix: model FLOPs = 72*B*s*l*h^2*(1 + s/(6h) + V/(12*h*l)).
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(1, 1, 1, 1, 64);
+  p.recompute = Recompute::kSelective;
+  p.attention = AttentionImpl::kUnfused;
+  const double B = 64, s = 2048, l = 96, h = 12288, V = 50257;
+  const double expected = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * h * l));
+  EXPECT_LT(rel(step_flops(m, p).model, expected), 1e-12);
+  // Selective recompute adds the attention core's forward: 4*B*s^2*h per layer.
+  EXPECT_LT(rel(step_flops(m, p).hardware - step_flops(m, p).model, 4 * B * s * s * h * l), 1e-12);
+}
+
+TEST(Memory, MixedPrecisionAdamIsSixteenBytesPerParameter) {
+  EXPECT_EQ(state_bytes_per_param(Precision::kBf16, Optimizer::kAdamW).total(), 16.0);
+  EXPECT_EQ(state_bytes_per_param(Precision::kFp16, Optimizer::kAdamW).optimizer, 12.0);
+  EXPECT_EQ(state_bytes_per_param(Precision::kFp32, Optimizer::kAdamW).total(), 16.0);
+  EXPECT_EQ(state_bytes_per_param(Precision::kFp32, Optimizer::kSgd).total(), 8.0);
+  EXPECT_EQ(state_bytes_per_param(Precision::kBf16, Optimizer::kSgdMomentum).total(), 12.0);
+}
+
+TEST(Memory, Fp32GradientsAreEighteenBytesPerParameterAndReduceInFp32) {
+  // Megatron-LM's bf16 default (fp32 main_grad): 2 + 4 + 12 bytes per parameter.
+  EXPECT_EQ(state_bytes_per_param(Precision::kBf16, Optimizer::kAdamW, GradPrecision::kFp32)
+                .total(),
+            18.0);
+  EXPECT_EQ(state_bytes_per_param(Precision::kFp32, Optimizer::kAdamW, GradPrecision::kFp32)
+                .total(),
+            16.0);  // nothing changes in fp32
+  const ModelSpec m = load_repo_model("gpt2-124m.json");
+  Plan p = plan_of(1, 1, 4, 1, 8);
+  p.sequence_parallel = false;
+  Plan fp32 = p;
+  fp32.grad_precision = GradPrecision::kFp32;
+  const double psi = parameters_on_stage(m, p, 0).total();
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, fp32, 0).gradients_bytes, 4.0 * psi);
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, p, 0).gradients_bytes, 2.0 * psi);
+  // The optimizer reads 2 more bytes per parameter.
+  EXPECT_DOUBLE_EQ(optimizer_step_bytes_per_param(fp32) - optimizer_step_bytes_per_param(p), 2.0);
+  // Gradient collectives carry 4 bytes per element; ZeRO's weight gathers stay at 2.
+  for (int zero : {0, 1}) {
+    p.zero_stage = fp32.zero_stage = zero;
+    for (const ParamBlock& b : param_blocks_on_stage(m, p, 0)) {
+      for (DpPoint point : {DpPoint::kAfterLastBackward, DpPoint::kAfterOptimizer}) {
+        const std::vector<Task> base = dp_block_tasks(p, b, point);
+        const std::vector<Task> wide = dp_block_tasks(fp32, b, point);
+        ASSERT_EQ(base.size(), wide.size());
+        for (std::size_t i = 0; i < base.size(); ++i) {
+          const double ratio = static_cast<double>(wide[i].message_bytes) /
+                               static_cast<double>(base[i].message_bytes);
+          EXPECT_DOUBLE_EQ(ratio, base[i].collective == Collective::kAllGather ? 1.0 : 2.0)
+              << base[i].name;
+        }
+      }
+    }
+  }
+}
+
+TEST(Memory, ZeroStagesDivideModelStatesAsRajbhandari) {
+  // ZeRO (Rajbhandari et al. 2019, fig. 1): with Psi parameters, K = 12 and N_d replicas:
+  // baseline (2+2+K)Psi, P_os (2+2+K/N_d)Psi, P_os+g (2+(2+K)/N_d)Psi, P_os+g+p (2+2+K)Psi/N_d.
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  Plan p = plan_of(1, 1, 64, 1, 64);
+  const double psi = parameters_on_stage(m, p, 0).total();
+  const double expected[4] = {16 * psi, (4 + 12.0 / 64) * psi, (2 + 14.0 / 64) * psi,
+                              16 * psi / 64};
+  for (int z = 0; z < 4; ++z) {
+    p.zero_stage = z;
+    const MemoryBreakdown mem = memory_on_stage(m, p, 0);
+    EXPECT_LT(rel(mem.weights_bytes + mem.gradients_bytes + mem.optimizer_bytes, expected[z]),
+              1e-12)
+        << "zero " << z;
+  }
+  // The paper's 7.5B / 64 GPU example: 120, 31.4, 16.6, 1.9 GB.
+  const double psi75 = 7.5e9;
+  EXPECT_NEAR((4 + 12.0 / 64) * psi75 / 1e9, 31.4, 0.05);
+  EXPECT_NEAR((2 + 14.0 / 64) * psi75 / 1e9, 16.6, 0.05);
+}
+
+// Hybrid sharding (Plan::zero_shard_size): the states divide over a shard group, not all
+// replicas; the collectives run in it, and one all-reduce of each block's reduced shard
+// across the groups follows the last backward.
+TEST(Memory, HybridShardingDividesStatesOverTheShardGroup) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  for (int zero : {1, 2, 3}) {
+    Plan hybrid = plan_of(1, 1, 64, 1, 64), within = plan_of(1, 1, 8, 1, 8);
+    hybrid.zero_stage = within.zero_stage = zero;
+    hybrid.zero_shard_size = 8;
+    const MemoryBreakdown a = memory_on_stage(m, hybrid, 0), b = memory_on_stage(m, within, 0);
+    EXPECT_DOUBLE_EQ(a.weights_bytes, b.weights_bytes) << zero;
+    EXPECT_DOUBLE_EQ(a.gradients_bytes, b.gradients_bytes) << zero;
+    EXPECT_DOUBLE_EQ(a.optimizer_bytes, b.optimizer_bytes) << zero;
+    EXPECT_DOUBLE_EQ(optimizer_params_on_rank(m, hybrid, 0),
+                     optimizer_params_on_rank(m, within, 0));
+    const double e = grad_bytes_per_element(hybrid);
+    for (const ParamBlock& blk : param_blocks_on_stage(m, hybrid, 0)) {
+      const std::int64_t padded = (blk.dense_params + 7) / 8 * 8;
+      for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kAfterBackward,
+                            DpPoint::kAfterLastBackward, DpPoint::kAfterOptimizer}) {
+        for (const Task& t : dp_block_tasks(hybrid, blk, point)) {
+          if (t.group == CommGroup::kDp) {
+            EXPECT_EQ(t.group_size, 8) << t.name;
+            EXPECT_EQ(t.message_bytes, static_cast<std::int64_t>(
+                                           padded * (t.collective == Collective::kAllGather
+                                                         ? bytes_per_element(hybrid.precision)
+                                                         : e)))
+                << t.name;
+          } else {
+            ASSERT_EQ(t.group, CommGroup::kDpReplica) << t.name;
+            EXPECT_EQ(point, DpPoint::kAfterLastBackward);
+            EXPECT_EQ(t.name, "hsdp_grad_all_reduce");
+            EXPECT_EQ(t.collective, Collective::kAllReduce);
+            EXPECT_EQ(t.group_size, 8);  // 64 / 8 groups
+            EXPECT_EQ(t.message_bytes, static_cast<std::int64_t>(padded / 8 * e));
+          }
+        }
+      }
+      const std::vector<Task> last = dp_block_tasks(hybrid, blk, DpPoint::kAfterLastBackward);
+      ASSERT_FALSE(last.empty());
+      EXPECT_EQ(last.back().group, CommGroup::kDpReplica);  // after the reduce-scatter
+    }
+    // The replica all-reduce counts as data-parallel traffic.
+    EXPECT_GT(comm_volume_on_stage(m, hybrid, 0).dp_bytes, 0.0);
+  }
+  EXPECT_EQ(report_group(CommGroup::kDpReplica), "dp");
+  EXPECT_EQ(to_string(CommGroup::kDpReplica), "dp_replica");
+  // Shard groups of all dp ranks are plain ZeRO.
+  Plan all = plan_of(1, 1, 64, 1, 64), plain = all;
+  all.zero_stage = plain.zero_stage = 3;
+  all.zero_shard_size = 64;
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, all, 0).device_total(),
+                   memory_on_stage(m, plain, 0).device_total());
+  EXPECT_EQ(comm_volume_on_stage(m, all, 0).dp_bytes, comm_volume_on_stage(m, plain, 0).dp_bytes);
+}
+
+TEST(Memory, Gpt3ModelStatesOn32GpusAre87GB) {
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(1, 1, 32, 1, 32);
+  p.zero_stage = 3;
+  const MemoryBreakdown mem = memory_on_stage(m, p, 0);
+  EXPECT_NEAR((mem.weights_bytes + mem.gradients_bytes + mem.optimizer_bytes) / 1e9, 87.3, 0.1);
+}
+
+TEST(Memory, OffloadMovesOptimizerStatesToTheHost) {
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(8, 4, 1, 1, 8);
+  const double on_device = memory_on_stage(m, p, 0).optimizer_bytes;
+  p.offload = Offload::kOptimizer;
+  const MemoryBreakdown mem = memory_on_stage(m, p, 0);
+  EXPECT_EQ(mem.optimizer_bytes, 0.0);
+  EXPECT_EQ(mem.host_optimizer_bytes, on_device);
+}
+
+TEST(Activations, KorthikantiFormulas) {
+  // Korthikanti et al. 2022, table 2, per layer (bytes, fp16, dropout, no flash attention):
+  //   no parallelism: s*b*h*(34 + 5*a*s/h); TP: s*b*h*(10 + 24/t + 5*a*s/(h*t));
+  //   TP+SP: s*b*h/t*(34 + 5*a*s/h); TP+SP+selective: 34*s*b*h/t.
+  const ModelSpec m = gpt3();
+  const double s = 2048, h = 12288, a = 96;
+  for (std::int64_t b : {1, 4}) {
+    for (std::int64_t t : {1, 2, 8}) {
+      Plan p = plan_of(t, 1, 1, b, b);
+      p.attention = AttentionImpl::kUnfused;
+      p.precision = Precision::kFp16;
+      const double sbh = s * static_cast<double>(b) * h, dt = static_cast<double>(t);
+      EXPECT_LT(rel(layer_activation_bytes(m, p), sbh * (10 + 24 / dt + 5 * a * s / (h * dt))),
+                1e-12);
+      if (t > 1) {
+        p.sequence_parallel = true;
+        EXPECT_LT(rel(layer_activation_bytes(m, p), sbh / dt * (34 + 5 * a * s / h)), 1e-12);
+        p.recompute = Recompute::kSelective;
+        EXPECT_LT(rel(layer_activation_bytes(m, p), 34 * sbh / dt), 1e-12);
+      }
+    }
+  }
+}
+
+TEST(Activations, InFlightMicroBatchesBySchedule) {
+  Plan p = plan_of(1, 4, 1, 1, 16);  // M = 16
+  p.schedule = Schedule::kGpipe;
+  EXPECT_EQ(in_flight_micro_batches(p, 0), 16.0);
+  p.schedule = Schedule::k1F1B;
+  for (std::int64_t s = 0; s < 4; ++s) EXPECT_EQ(in_flight_micro_batches(p, s), 4.0 - s);
+  p.schedule = Schedule::kInterleaved;
+  p.virtual_stages = 2;
+  // Megatron-LM: warm-up (pp - 1 - s)*2 + (v - 1)*pp chunks, +1, in units of 1/v of a stage.
+  EXPECT_EQ(in_flight_micro_batches(p, 0), (3 * 2 + 4 + 1) / 2.0);
+  p.schedule = Schedule::kGpipe;
+  p.virtual_stages = 1;
+  p.global_batch_size = 2;  // M < pp
+  EXPECT_EQ(in_flight_micro_batches(p, 0), 2.0);
+}
+
+TEST(Collectives, NcclTestsBusBandwidthFactors) {
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kAllReduce, 8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kReduceScatter, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kAllGather, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kSendRecv, 2), 1.0);
+  EXPECT_EQ(bytes_sent_per_rank(Collective::kAllReduce, 800, 8), 1400);
+  EXPECT_EQ(bytes_sent_per_rank(Collective::kAllGather, 800, 8), 700);
+  EXPECT_EQ(bytes_sent_per_rank(Collective::kAllReduce, 800, 1), 0);
+  EXPECT_EQ(ring_steps(Collective::kAllReduce, 8), 14);
+  // 1 GB all-reduce over 8 ranks at 100 GB/s, 1 us per step: 14 us + 1.75 GB / 100 GB/s.
+  EXPECT_NEAR(ring_collective_time_s(Collective::kAllReduce, 1'000'000'000, 8, 100e9, 1e-6),
+              14e-6 + 0.0175, 1e-12);
+  // Two-level: inside one node it is the flat ring.
+  EXPECT_DOUBLE_EQ(group_collective_time_s(Collective::kAllGather, 1 << 20, 1, 8, 1e11, 1e-6, 1e10, 5e-6),
+                   ring_collective_time_s(Collective::kAllGather, 1 << 20, 8, 1e11, 1e-6));
+  // DataParallel's gather-broadcast moves (n-1) * S through one link, twice.
+  EXPECT_GT(gather_broadcast_time_s(1 << 30, 8, 1e11, 0),
+            ring_collective_time_s(Collective::kAllReduce, 1 << 30, 8, 1e11, 0));
+}
+
+TEST(CommVolume, TensorParallelClosedForm) {
+  // Per layer and micro-batch without SP: 2 all-reduces forward and 2 backward of s*b*h*e
+  // (Megatron's f and g); full recompute repeats the forward's 2. Each rank sends 2(t-1)/t of it.
+  const ModelSpec m = gpt3();
+  for (Recompute rc : {Recompute::kNone, Recompute::kFull}) {
+    for (bool sp : {false, true}) {
+      Plan p = plan_of(8, 4, 2, 1, 32);  // M = 16
+      p.recompute = rc;
+      p.sequence_parallel = sp;
+      const double t = 8, e = 2, sbh = 2048.0 * 12288, M = 16, L = 24;
+      const double ar = 2 * (t - 1) / t * sbh * e, half = (t - 1) / t * sbh * e;
+      // SP: forward 2 all-gathers + 2 reduce-scatters (= 2 all-reduces); backward the same plus
+      // 2 re-gathers of the inputs for the weight gradients.
+      const double fwd = 2 * ar, bwd = sp ? 2 * ar + 2 * half : 2 * ar;
+      const double per_layer = fwd + bwd + (rc == Recompute::kFull ? fwd : 0.0);
+      // SP also sums the two LayerNorms' gradients (2 x 2h) over tp once per step.
+      const double norms = sp ? L * 2 * (t - 1) / t * (4 * 12288) * e : 0.0;
+      const CommVolume mid = comm_volume_on_stage(m, p, 1);
+      EXPECT_LT(rel(mid.tp_bytes, M * L * per_layer + norms), 1e-12) << "sp=" << sp;
+      // PP: a middle stage sends one activation forward and one gradient back per micro-batch.
+      EXPECT_DOUBLE_EQ(mid.pp_bytes, 2 * M * sbh * e / (sp ? t : 1.0));
+    }
+  }
+}
+
+TEST(CommVolume, DataParallelAllReduceOfPaddedBlocks) {
+  const ModelSpec m = load_repo_model("tiny.json");
+  Plan p = plan_of(1, 1, 4, 2, 16);
+  p.precision = Precision::kFp32;
+  double expected = 0;
+  for (const ParamBlock& b : param_blocks_on_stage(m, p, 0)) {
+    const double padded = std::ceil(static_cast<double>(b.dense_params) / 4) * 4;
+    expected += 2.0 * 3 / 4 * padded * 4;
+  }
+  EXPECT_DOUBLE_EQ(comm_volume_on_stage(m, p, 0).dp_bytes, expected);
+  // ZeRO-1 (reduce-scatter + all-gather) moves what one all-reduce does; ZeRO-2 reduce-scatters
+  // every micro-batch (M = 2); ZeRO-3 adds the parameter gathers of forward and backward.
+  p.zero_stage = 1;
+  EXPECT_DOUBLE_EQ(comm_volume_on_stage(m, p, 0).dp_bytes, expected);
+  p.zero_stage = 2;
+  EXPECT_DOUBLE_EQ(comm_volume_on_stage(m, p, 0).dp_bytes, expected / 2 * (2 + 1));
+  p.zero_stage = 3;
+  EXPECT_DOUBLE_EQ(comm_volume_on_stage(m, p, 0).dp_bytes, expected / 2 * 2 * 3);
+}
+
+TEST(Memory, Zero2HoldsOneBlocksGradientUntilItsReduceScatter) {
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(8, 4, 4, 1, 8);
+  p.zero_stage = 1;
+  // Beyond a layer's backward workspace (its own test), nothing: gradients are whole anyway.
+  const double workspace = layer_backward_workspace_bytes(m, p);
+  EXPECT_EQ(memory_on_stage(m, p, 1).buffers_bytes, workspace);
+  double largest = 0;
+  for (const ParamBlock& b : param_blocks_on_stage(m, p, 1))
+    largest = std::max(largest, static_cast<double>((b.dense_params + 3) / 4 * 4));
+  const double grad_bytes = state_bytes_per_param(p.precision, p.optimizer).gradients;
+  p.zero_stage = 2;
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, p, 1).buffers_bytes, workspace + largest * grad_bytes);
+  p.zero_stage = 3;  // on top of the two gathered blocks' weights
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, p, 1).buffers_bytes,
+                   workspace +
+                       2.0 * largest_block_params(m, p, 1) *
+                           state_bytes_per_param(p.precision, p.optimizer).weights +
+                       largest * grad_bytes);
+  // Without data parallelism there is nothing to reduce-scatter.
+  p = plan_of(8, 4, 1, 1, 8);
+  p.zero_stage = 2;
+  EXPECT_EQ(memory_on_stage(m, p, 1).buffers_bytes, workspace);
+}
+
+TEST(Memory, BackwardWorkspaceIsTheLargerOfTheMlpAndAttentionGradients) {
+  // GPT-3 175B at t = 8, micro-batch 1, bf16: T = 2048, h = 12288, f/t = 6144, q/t = 1536,
+  // 12 heads per rank. MLP: the output gradient (T*h) and the fc2-input and fc1-output
+  // gradients (2*T*f/t); attention, unfused: T*h + T*q/t + 12*s^2 scores.
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(8, 1, 1, 1, 1);
+  p.attention = AttentionImpl::kFused;
+  const double T = 2048, h = 12288, f = 6144, q = 1536, e = 2;
+  EXPECT_DOUBLE_EQ(layer_backward_workspace_bytes(m, p), e * (T * h + 2 * T * f));
+  p.attention = AttentionImpl::kUnfused;  // 12 * 2048^2 scores outweigh the MLP's gradients
+  EXPECT_DOUBLE_EQ(layer_backward_workspace_bytes(m, p), e * (T * h + T * q + 12 * T * T));
+  // SwiGLU's fc1 output is two tensors: its gradient is too.
+  ModelSpec g = m;
+  g.activation = Activation::kSwiglu;
+  p.attention = AttentionImpl::kFused;
+  EXPECT_DOUBLE_EQ(layer_backward_workspace_bytes(g, p), e * (T * h + 3 * T * f));
+}
+
+TEST(Tasks, TranscendentalsCountTheExpAndTanhEvaluated) {
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(8, 1, 1, 2, 2);
+  p.attention = AttentionImpl::kUnfused;
+  const double tokens = 2.0 * m.seq_len, f_rank = 4.0 * m.hidden_size / 8;
+  auto find = [](const std::vector<Task>& tasks, std::string_view name) {
+    for (const Task& t : tasks)
+      if (t.name == name) return t;
+    ADD_FAILURE() << "no task " << name;
+    return Task{};
+  };
+  const std::vector<Task> fwd = layer_forward_tasks(m, p), bwd = layer_backward_tasks(m, p);
+  // GELU's tanh, forward and (recomputed) backward; none in the GEMMs or the norms.
+  EXPECT_DOUBLE_EQ(find(fwd, "gelu").transcendentals, tokens * f_rank);
+  EXPECT_DOUBLE_EQ(find(bwd, "gelu_bwd").transcendentals, tokens * f_rank);
+  EXPECT_EQ(find(fwd, "fc1").transcendentals, 0.0);
+  EXPECT_EQ(find(fwd, "norm1").transcendentals, 0.0);
+  // Causal softmax: an exp per unmasked score; its backward has none.
+  const double s = static_cast<double>(m.seq_len);
+  EXPECT_DOUBLE_EQ(find(fwd, "softmax").transcendentals,
+                   2.0 * m.num_attention_heads / 8 * s * (s + 1) / 2);
+  EXPECT_EQ(find(bwd, "softmax_bwd").transcendentals, 0.0);
+  // Cross-entropy: an exp per logit of this rank's vocabulary slice.
+  const double v_rank = static_cast<double>(padded_vocab(m, 8) / 8);
+  EXPECT_DOUBLE_EQ(find(head_forward_tasks(m, p), "cross_entropy").transcendentals,
+                   tokens * v_rank);
+  // Timed only where the device says they cost something (a CPU), and added to the bytes.
+  DeviceRates r;
+  r.peak_flops_per_s = 1e12;
+  r.hbm_bytes_per_s = 1e11;
+  r.memory_efficiency = 1.0;
+  r.kernel_overhead_s = 0;
+  const Task gelu = find(fwd, "gelu");
+  EXPECT_DOUBLE_EQ(task_time_s(gelu, r), gelu.bytes / 1e11);
+  r.transcendental_s = 2e-9;
+  EXPECT_DOUBLE_EQ(task_time_s(gelu, r), gelu.bytes / 1e11 + gelu.transcendentals * 2e-9);
+  const Task fc1 = find(fwd, "fc1");
+  DeviceRates free_tanh = r;
+  free_tanh.transcendental_s = 0;
+  EXPECT_DOUBLE_EQ(task_time_s(fc1, r), task_time_s(fc1, free_tanh));
+}
+
+TEST(Tasks, BackwardHasTwiceTheForwardFlops) {
+  for (const char* name : {"gpt3.json", "llama3-8b.json", "mixtral-8x7b.json"}) {
+    const ModelSpec m = load_repo_model(name);
+    Plan p = plan_of(2, 1, 1, 2, 2);
+    if (m.is_moe()) p.ep = 1;
+    double fwd = 0, bwd = 0;
+    for (const Task& t : layer_forward_tasks(m, p)) fwd += t.flops;
+    for (const Task& t : layer_backward_tasks(m, p)) bwd += t.flops;
+    EXPECT_LT(rel(bwd, 2 * fwd), 1e-12) << name;
+  }
+}
+
+
+// --- context parallelism --------------------------------------------------------------------
+
+// Llama 3 8B at 8192 tokens: fused attention (CP's requirement), GQA (8 KV heads), SwiGLU.
+Plan cp_plan(std::int64_t tp, std::int64_t cp, std::int64_t dp) {
+  Plan p = plan_of(tp, 1, dp, 1, 4 * dp);
+  p.cp = cp;
+  return p;
+}
+double sum_flops(const std::vector<Task>& tasks, TaskKind kind) {
+  double f = 0;
+  for (const Task& t : tasks)
+    if (t.kind == kind) f += t.flops;
+  return f;
+}
+const Task* find_task(const std::vector<Task>& tasks, std::string_view name) {
+  for (const Task& t : tasks)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+TEST(ContextParallel, HalvesALayersGemmsActivationsAndAttentionCore) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  for (std::int64_t tp : {1, 2}) {
+    const Plan one = cp_plan(tp, 1, 2), two = cp_plan(tp, 2, 2);
+    for (auto tasks : {layer_forward_tasks, layer_backward_tasks}) {
+      // Each CP rank holds s/cp tokens of every sequence: every GEMM has half the rows.
+      EXPECT_DOUBLE_EQ(sum_flops(tasks(m, two), TaskKind::kGemm),
+                       sum_flops(tasks(m, one), TaskKind::kGemm) / 2);
+      // Its s/cp queries attend to the whole sequence's keys, load-balanced: the
+      // full-sequence core's FLOPs / cp, model and executed alike.
+      EXPECT_DOUBLE_EQ(sum_flops(tasks(m, two), TaskKind::kAttention),
+                       sum_flops(tasks(m, one), TaskKind::kAttention) / 2);
+    }
+    const std::vector<Task> f1 = layer_forward_tasks(m, one), f2 = layer_forward_tasks(m, two);
+    const Task& a1 = *find_task(f1, "attention");
+    const Task& a2 = *find_task(f2, "attention");
+    EXPECT_DOUBLE_EQ(a2.executed_flops, a1.executed_flops / 2);
+    EXPECT_EQ(a2.m, m.seq_len / 2);  // local queries
+    EXPECT_EQ(a2.n, m.seq_len);      // all keys
+    // Stored activations (Korthikanti et al.'s terms and the fused kernel's log-sum-exp per
+    // query row) all scale with the tokens held.
+    EXPECT_DOUBLE_EQ(layer_activation_bytes(m, two), layer_activation_bytes(m, one) / 2);
+    // So do the memory-bound kernels, the embedding, the head and the stage-boundary message.
+    EXPECT_DOUBLE_EQ(find_task(f2, "norm1")->bytes, find_task(f1, "norm1")->bytes / 2);
+    EXPECT_DOUBLE_EQ(sum_flops(head_forward_tasks(m, two), TaskKind::kGemm),
+                     sum_flops(head_forward_tasks(m, one), TaskKind::kGemm) / 2);
+    EXPECT_EQ(pipeline_message_bytes(m, two), pipeline_message_bytes(m, one) / 2);
+    EXPECT_EQ(tokens_per_micro_batch(m, two), m.seq_len / 2);
+  }
+  // The whole step's FLOPs do not depend on how sequences are split.
+  Plan big = cp_plan(2, 4, 2);
+  Plan flat = cp_plan(2, 1, 2);
+  EXPECT_DOUBLE_EQ(step_flops(m, big).model, step_flops(m, flat).model);
+}
+
+TEST(ContextParallel, KvAllGatherAndReduceScatterBytesFollowTheFormula) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");  // kv width 8 heads x 128 = 1024
+  const std::int64_t tp = 2, cp = 4, b = 2;
+  Plan p = cp_plan(tp, cp, 1);
+  p.micro_batch_size = b;
+  p.global_batch_size = 8;  // M = 4
+  // The whole sequence's K and V on this TP rank, in bf16: 2 * b * s * kv / tp * 2 bytes; a
+  // ring all-gather (reduce-scatter) sends (cp - 1)/cp of it from each rank (collectives.h).
+  const std::int64_t kv_bytes = 2 * b * m.seq_len * m.kv_width() / tp * 2;
+  const std::int64_t sent = kv_bytes * (cp - 1) / cp;
+  const std::vector<Task> fwd = layer_forward_tasks(m, p);  // find_task points into it
+  const Task* ag = find_task(fwd, "cp_all_gather_kv");
+  ASSERT_NE(ag, nullptr);
+  EXPECT_EQ(ag->group, CommGroup::kCp);
+  EXPECT_EQ(ag->collective, Collective::kAllGather);
+  EXPECT_EQ(ag->group_size, cp);
+  EXPECT_EQ(ag->message_bytes, kv_bytes);
+  EXPECT_EQ(ag->bytes_sent(), sent);
+  // Backward: K and V gathered again (the forward kept its own chunk only), dK and dV
+  // reduce-scattered (Transformer Engine's AttnFuncWithCPAndKVAllGather).
+  const std::vector<Task> bwd = layer_backward_tasks(m, p);
+  const Task* ag_bwd = find_task(bwd, "cp_all_gather_kv_bwd");
+  const Task* rs = find_task(bwd, "cp_reduce_scatter_dkv");
+  ASSERT_TRUE(ag_bwd != nullptr && rs != nullptr);
+  EXPECT_EQ(ag_bwd->message_bytes, kv_bytes);
+  EXPECT_EQ(rs->collective, Collective::kReduceScatter);
+  EXPECT_EQ(rs->message_bytes, kv_bytes);
+  EXPECT_EQ(rs->bytes_sent(), sent);
+  // Per step on a stage: M * L layers, three collectives each, a fourth under full recompute.
+  const double M = 4, L = static_cast<double>(m.num_layers);
+  EXPECT_DOUBLE_EQ(comm_volume_on_stage(m, p, 0).cp_bytes, M * L * 3 * static_cast<double>(sent));
+  p.recompute = Recompute::kFull;
+  EXPECT_DOUBLE_EQ(comm_volume_on_stage(m, p, 0).cp_bytes, M * L * 4 * static_cast<double>(sent));
+  // Without CP there is no CP task and no CP traffic.
+  const Plan none = cp_plan(tp, 1, 1);
+  for (const auto& tasks : {layer_forward_tasks(m, none), layer_backward_tasks(m, none)})
+    for (const Task& t : tasks) EXPECT_NE(t.group, CommGroup::kCp) << t.name;
+  EXPECT_EQ(comm_volume_on_stage(m, none, 0).cp_bytes, 0.0);
+  EXPECT_EQ(report_group(CommGroup::kCp), "cp");
+}
+
+TEST(ContextParallel, GradientsAreSummedAndShardedOverDpTimesCp) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  const Plan p = cp_plan(2, 4, 2);
+  for (const ParamBlock& b : param_blocks_on_stage(m, p, 0)) {
+    const std::vector<Task> ar = dp_block_tasks(p, b, DpPoint::kAfterLastBackward);
+    ASSERT_EQ(ar.size(), 1u);
+    EXPECT_EQ(ar[0].group, CommGroup::kDp);
+    EXPECT_EQ(ar[0].group_size, 8);  // dp * cp
+    EXPECT_EQ(ar[0].message_bytes, (b.dense_params + 7) / 8 * 8 * 2);
+  }
+  // ZeRO divides by dp * cp: the same states per rank as dp * cp replicas without CP.
+  for (int zero : {1, 2, 3}) {
+    Plan with = p, without = cp_plan(2, 1, 8);
+    with.zero_stage = without.zero_stage = zero;
+    const MemoryBreakdown a = memory_on_stage(m, with, 0), c = memory_on_stage(m, without, 0);
+    EXPECT_DOUBLE_EQ(a.weights_bytes, c.weights_bytes) << zero;
+    EXPECT_DOUBLE_EQ(a.gradients_bytes, c.gradients_bytes) << zero;
+    EXPECT_DOUBLE_EQ(a.optimizer_bytes, c.optimizer_bytes) << zero;
+    EXPECT_DOUBLE_EQ(optimizer_params_on_rank(m, with, 0), optimizer_params_on_rank(m, without, 0));
+  }
+  // Experts: dp/ep replicas x cp.
+  Plan moe = cp_plan(1, 2, 4);
+  moe.ep = 2;
+  EXPECT_EQ(expert_dp_cp(moe), 4);
+}
+
+TEST(ContextParallel, GatheredKvIsATransientBufferOfTheLayer) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  const Plan one = cp_plan(2, 1, 1), two = cp_plan(2, 2, 1);
+  // The backward workspace's attention moment gains the gathered K,V and their gradients
+  // (2 x 2*b*s*kv/tp elements); Llama 3 8B's MLP moment stays the larger one at cp = 2.
+  const double e = 2, T1 = 8192, h = 4096, q = 4096, f = 14336, t = 2, kv = 1024;
+  const double mlp = T1 / 2 * f / t * 3;
+  const double attention = T1 / 2 * q / t + 2 * (2 * 1 * T1 * kv / t);
+  EXPECT_DOUBLE_EQ(layer_backward_workspace_bytes(m, two),
+                   e * (T1 / 2 * h + std::max(mlp, attention)));
+  EXPECT_DOUBLE_EQ(layer_backward_workspace_bytes(m, one), e * (T1 * h + T1 * f / t * 3));
+  // Longer sequences on more CP ranks: the gathered K,V outgrow the MLP's gradients, and the
+  // memory model counts them in the buffers of a stage.
+  ModelSpec longer = m;
+  longer.seq_len = 131072;
+  const Plan wide = cp_plan(2, 16, 1);
+  const double T = 131072.0 / 16;
+  EXPECT_DOUBLE_EQ(layer_backward_workspace_bytes(longer, wide),
+                   e * (T * h + T * q / t + 2 * (2 * 131072.0 * kv / t)));
+  EXPECT_DOUBLE_EQ(memory_on_stage(longer, wide, 0).buffers_bytes,
+                   layer_backward_workspace_bytes(longer, wide));
+}
+
+TEST(Fp8, LinearGemmsRunInFp8AfterTheirCastsAndNothingElseChanges) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  Plan p;
+  p.tp = 2;
+  p.dp = 4;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 8;
+  Plan f = p;
+  f.fp8 = true;
+  const std::vector<Task> fwd = layer_forward_tasks(m, f), base = layer_forward_tasks(m, p);
+  int fp8_gemms = 0, casts = 0;
+  for (const Task& t : fwd) {
+    if (t.fp8) {
+      ++fp8_gemms;
+      EXPECT_EQ(t.kind, TaskKind::kGemm) << t.name;
+    }
+    if (t.name == "fp8_cast") ++casts;
+    if (t.name == "attention") {
+      EXPECT_FALSE(t.fp8);  // the attention core stays in bf16
+    }
+  }
+  EXPECT_EQ(fp8_gemms, 4);  // qkv, out_proj, fc1 (gate and up), fc2
+  EXPECT_EQ(casts, 4);
+  EXPECT_EQ(fwd.size(), base.size() + 4);
+  // A cast of QKV's input (T x h) and weight (h x qkv/t): (2e + 2) bytes per element.
+  const Task* qkv = nullptr;
+  const Task* cast = nullptr;
+  for (std::size_t i = 0; i < fwd.size(); ++i)
+    if (fwd[i].name == "qkv") {
+      qkv = &fwd[i];
+      cast = &fwd[i - 1];
+    }
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_EQ(cast->name, "fp8_cast");
+  EXPECT_DOUBLE_EQ(cast->bytes, 6.0 * (double(qkv->m) * double(qkv->k) + double(qkv->k) * double(qkv->n)));
+  // The backward casts each incoming gradient once (before its data gradient).
+  int grad_casts = 0, bwd_fp8 = 0;
+  for (const Task& t : layer_backward_tasks(m, f)) {
+    grad_casts += t.name == "fp8_cast_grad";
+    bwd_fp8 += t.fp8;
+  }
+  EXPECT_EQ(grad_casts, 4);
+  EXPECT_EQ(bwd_fp8, 8);  // data and weight gradient of each
+  // FLOPs, memory and bytes on the wire are those of the bf16 plan.
+  EXPECT_DOUBLE_EQ(step_flops(m, f).model, step_flops(m, p).model);
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, f, 0).device_total(), memory_on_stage(m, p, 0).device_total());
+  EXPECT_DOUBLE_EQ(comm_volume_on_stage(m, f, 0).total(), comm_volume_on_stage(m, p, 0).total());
+  // An FP8 GEMM takes the FP8 rate: half the time of the bf16 one where compute-bound.
+  const GpuSpec h100 = *gpu_preset("H100-80GB");
+  EXPECT_DOUBLE_EQ(h100.peak_fp8_flops_per_s, 2.0 * h100.peak_bf16_flops_per_s);
+  const DeviceRates r = device_rates(h100, Precision::kBf16);
+  Task big = *qkv;
+  big.fp8 = false;
+  const double bf16_s = task_time_s(big, r);
+  EXPECT_LT(task_time_s(*qkv, r), 0.6 * bf16_s);
+}
+
+TEST(Fp8, PlanRatesNameADeviceWithoutFp8) {
+  Plan p;
+  p.fp8 = true;
+  EXPECT_TRUE(plan_rates(p, *gpu_preset("H100-80GB"), std::nullopt).ok());
+  auto a100 = plan_rates(p, *gpu_preset("A100-80GB"), std::nullopt);
+  ASSERT_FALSE(a100.ok());
+  EXPECT_EQ(a100.status().code(), ExitCode::kInfeasible);
+  EXPECT_NE(a100.status().message().find("fp8: A100-80GB has no FP8 tensor-core rate"),
+            std::string::npos);
+  p.fp8 = false;
+  EXPECT_TRUE(plan_rates(p, *gpu_preset("A100-80GB"), std::nullopt).ok());
+}
+
+// --- Plan::tp_comm_overlap ----------------------------------------------------------------
+
+// Every sequence-parallel collective of a GPT layer, forward, backward and recompute, with and
+// without FP8 casts between, is paired with a GEMM of its own: a reduce-scatter with the GEMM
+// just before it, an all-gather with the first GEMM after it or (the backward's re-gather for
+// a weight gradient) the one before it.
+TEST(TpCommOverlap, EverySequenceParallelCollectiveHasAGemmOfItsOwn) {
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(8, 1, 1, 1, 8);
+  p.sequence_parallel = true;
+  p.recompute = Recompute::kFull;
+  EXPECT_TRUE(tp_overlap_partners(layer_forward_tasks(m, p), p).empty());
+  p.tp_comm_overlap = true;
+  for (bool fp8 : {false, true}) {
+    p.fp8 = fp8;
+    for (const auto& tasks : {layer_forward_tasks(m, p), layer_backward_tasks(m, p),
+                              layer_recompute_tasks(m, p)}) {
+      const std::vector<std::int32_t> partner = tp_overlap_partners(tasks, p);
+      ASSERT_EQ(partner.size(), tasks.size());
+      std::set<std::int32_t> gemms;
+      for (std::size_t i = 0; i < tasks.size(); ++i) {
+        const Task& t = tasks[i];
+        if (t.kind != TaskKind::kComm || t.group != CommGroup::kTp) {
+          EXPECT_EQ(partner[i], -1) << t.name;
+          continue;
+        }
+        ASSERT_GE(partner[i], 0) << t.name;
+        const auto g = static_cast<std::size_t>(partner[i]);
+        EXPECT_EQ(tasks[g].kind, TaskKind::kGemm) << t.name;
+        EXPECT_TRUE(gemms.insert(partner[i]).second) << t.name << " shares " << tasks[g].name;
+        if (t.collective == Collective::kReduceScatter) {
+          EXPECT_EQ(g + 1, i) << t.name;
+        }
+        if (t.collective == Collective::kAllGather) {
+          EXPECT_TRUE(g > i || g + 1 == i) << t.name;
+        }
+      }
+    }
+  }
+  // The forward's four: the attention input and the MLP input gathered into QKV and FC1, the
+  // output projection's and FC2's outputs reduce-scattered.
+  p.fp8 = false;
+  const std::vector<Task> fwd = layer_forward_tasks(m, p);
+  const std::vector<std::int32_t> partner = tp_overlap_partners(fwd, p);
+  std::vector<std::string> pairs;
+  for (std::size_t i = 0; i < fwd.size(); ++i)
+    if (partner[i] >= 0)
+      pairs.push_back(std::string(fwd[i].name) + ">" +
+                      std::string(fwd[static_cast<std::size_t>(partner[i])].name));
+  EXPECT_EQ(pairs, (std::vector<std::string>{"tp_all_gather_attn>qkv",
+                                             "tp_reduce_scatter_attn>out_proj",
+                                             "tp_all_gather_mlp>fc1",
+                                             "tp_reduce_scatter_mlp>fc2"}));
+}
+
+// The decomposed pair: the GEMM alone when the collective is short, the collective and one
+// GEMM chunk when it is long, never less than either.
+TEST(TpCommOverlap, PairTimeBetweenTheGemmAndTheCollectivePlusAChunk) {
+  EXPECT_DOUBLE_EQ(tp_overlapped_pair_s(0.0, 8.0, 8), 8.0);
+  EXPECT_DOUBLE_EQ(tp_overlapped_pair_s(7.0, 8.0, 8), 8.0);
+  EXPECT_DOUBLE_EQ(tp_overlapped_pair_s(20.0, 8.0, 8), 21.0);
+  EXPECT_DOUBLE_EQ(tp_overlapped_pair_s(5.0, 8.0, 2), 9.0);
+  for (double c : {0.5, 3.0, 9.0})
+    EXPECT_GE(tp_overlapped_pair_s(c, 4.0, 4), std::max(c, 4.0));
+}
+
+TEST(TpCommOverlap, NeedsTpAndSequenceParallelAndRoundTrips) {
+  Plan p = plan_of(1, 1, 8, 1, 8);
+  p.tp_comm_overlap = true;
+  Status st = validate_plan(p);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("tp_comm_overlap needs tp >= 2 and sequence_parallel"),
+            std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("tp=1 sequence_parallel=false"), std::string::npos);
+  p = plan_of(4, 1, 2, 1, 8);
+  p.tp_comm_overlap = true;
+  EXPECT_FALSE(validate_plan(p).ok());
+  p.sequence_parallel = true;
+  EXPECT_TRUE(validate_plan(p).ok());
+  EXPECT_NE(describe(p).find(" tp-overlap"), std::string::npos);
+  const Json j = plan_to_json(p);
+  EXPECT_TRUE(j.at("tp_comm_overlap").get<bool>());
+  auto back = plan_from_json(j, "p.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->tp_comm_overlap);
+  p.tp_comm_overlap = false;
+  EXPECT_FALSE(plan_to_json(p).contains("tp_comm_overlap"));
+}
+
+}  // namespace
+}  // namespace trainplan

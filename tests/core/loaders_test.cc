@@ -1,0 +1,1125 @@
+// Every error path of the JSON loaders (model, Hugging Face config, cluster, plan, hardware
+// profile, step report), their round trips, and every file in models/ (issue 2, "Bad input";
+// issue 7). Messages are checked by substrings (source, field, value), never by whole text.
+// Run: ctest --test-dir build -R models_loaders_test
+#include <cmath>
+#include <filesystem>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/cluster_spec.h"
+#include "core/cost/compute_model.h"
+#include "core/json_util.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
+#include "core/step_report.h"
+#include "tests/core/test_util.h"
+#include "tools/cli.h"
+
+namespace trainplan {
+namespace {
+
+// --- helpers --------------------------------------------------------------------------------
+
+// Passes when `r` failed with kInvalidInput (or `code`) and its message contains every part.
+template <class T>
+::testing::AssertionResult FailsWith(const Result<T>& r, const std::vector<std::string>& parts,
+                                     ExitCode code = ExitCode::kInvalidInput) {
+  if (r.ok()) return ::testing::AssertionFailure() << "expected an error, the input was accepted";
+  const std::string msg = r.status().message();
+  if (r.status().code() != code)
+    return ::testing::AssertionFailure()
+           << "exit code " << static_cast<int>(r.status().code()) << ", expected "
+           << static_cast<int>(code) << "; message: " << msg;
+  for (const std::string& p : parts)
+    if (msg.find(p) == std::string::npos)
+      return ::testing::AssertionFailure() << "message lacks \"" << p << "\": " << msg;
+  return ::testing::AssertionSuccess();
+}
+::testing::AssertionResult FailsWith(const Status& s, const std::vector<std::string>& parts,
+                                     ExitCode code = ExitCode::kInvalidInput) {
+  Result<int> r = s.ok() ? Result<int>(0) : Result<int>(s);
+  return FailsWith(r, parts, code);
+}
+
+// Text -> parse -> loader, as the tools do.
+template <class F>
+auto load_text(F loader, std::string_view text, std::string_view source)
+    -> decltype(loader(Json{}, source)) {
+  auto j = parse_json_text(text, source);
+  if (!j.ok()) return j.status();
+  return loader(*j, source);
+}
+Result<ModelSpec> model_text(std::string_view text) {
+  return load_text(model_from_json, text, "m.json");
+}
+
+std::string repo_file(const std::string& rel) {
+  return std::string(TRAINPLAN_SOURCE_DIR) + "/" + rel;
+}
+
+Json tiny_model() {
+  return Json::parse(R"({"name": "t", "num_layers": 4, "hidden_size": 64,
+    "num_attention_heads": 4, "ffn_hidden_size": 256, "vocab_size": 256, "seq_len": 64})");
+}
+Json llama_hf() {
+  return Json::parse(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
+    "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 128,
+    "vocab_size": 1000, "max_position_embeddings": 512, "hidden_act": "silu",
+    "rms_norm_eps": 1e-5, "rope_theta": 10000.0})");
+}
+Json gpt2_hf() {
+  return Json::parse(R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4,
+    "n_positions": 128, "vocab_size": 100, "activation_function": "gelu_new", "n_inner": null})");
+}
+Json basic_cluster() {
+  return Json::parse(R"({"gpu": "H100-80GB", "num_nodes": 8, "gpus_per_node": 4})");
+}
+Json custom_gpu_cluster() {
+  return Json::parse(R"({"num_nodes": 2, "gpus_per_node": 8, "gpu": {"name": "X1",
+    "bf16_TFLOPs": 500, "fp32_TFLOPs": 50, "hbm_GB": 96, "hbm_GBps": 4000, "sm_count": 100}})");
+}
+Json basic_plan() {
+  return Json::parse(R"({"tp": 2, "pp": 2, "dp": 2, "micro_batch_size": 1,
+    "global_batch_size": 8})");
+}
+Json basic_profile() {
+  return Json::parse(R"({"schema": "trainplan.hardware/1", "device": "cpu", "date": "2026-01-01",
+    "peak_TFLOPs": 1.5, "memory_GBps": 20, "gemm_efficiency": 0.7, "memory_efficiency": 0.6,
+    "parallel_units": 4, "links": {"intra_node_GBps": 5, "intra_node_latency_us": 3}})");
+}
+Json basic_report() {
+  return Json::parse(R"({"schema": "trainplan.step_report/1", "kind": "measured",
+    "source": "execute cpu", "step_time_s": 0.5, "warmup_steps": 1, "loss": [5.5, 5.4],
+    "step_times_s": [0.9, 0.5], "bytes_per_group": {"dp": 1000},
+    "ranks": [{"rank": 0, "stage": 0, "peak_memory_bytes": 1e6, "compute_s": 0.4,
+               "memory": {"weights_bytes": 100}, "comm": {"dp": {"bytes_sent": 10,
+               "time_s": 0.01, "exposed_s": 0.001}}}]})");
+}
+
+// --- malformed JSON -------------------------------------------------------------------------
+
+TEST(ParseJson, SyntaxErrorNamesSourceAndByteOffset) {
+  // The stray '}' after the comma is the 21st byte (offset 21 counts bytes read so far).
+  auto r = parse_json_text(R"({"num_layers": 4, x})", "models/bad.json");
+  EXPECT_TRUE(FailsWith(r, {"models/bad.json", "malformed JSON", "at byte 19"}));
+  EXPECT_TRUE(FailsWith(parse_json_text("", "empty.json"), {"empty.json", "malformed JSON"}));
+  EXPECT_TRUE(FailsWith(parse_json_text("{\"a\": 1} trailing", "t.json"),
+                        {"t.json", "malformed JSON", "byte"}));
+  EXPECT_TRUE(FailsWith(parse_json_text("{\"a\": \"\xff\"}", "u.json"), {"u.json", "byte"}));
+}
+
+TEST(ParseJson, NumberBeyondDoubleIsMalformed) {
+  // nlohmann reports this one without a byte offset; the message still quotes the number.
+  EXPECT_TRUE(FailsWith(parse_json_text(R"({"a": 1e999})", "n.json"), {"n.json", "1e999"}));
+}
+
+TEST(ParseJson, DeepNestingIsAnErrorNotAStackOverflow) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_TRUE(FailsWith(parse_json_text(deep, "deep.json"),
+                        {"deep.json", "nesting deeper than", "byte 256"}));
+  // Brackets inside strings do not count.
+  const std::string in_string = "{\"a\": \"" + std::string(1000, '[') + "\"}";
+  EXPECT_TRUE(parse_json_text(in_string, "s.json").ok());
+  const std::string escaped = "{\"a\": \"\\\"" + std::string(1000, '{') + "\"}";
+  EXPECT_TRUE(parse_json_text(escaped, "e.json").ok());
+}
+
+TEST(ParseJson, ValueInMessageIsShortAndValidUtf8) {
+  std::string long_utf8;
+  for (int i = 0; i < 40; ++i) long_utf8 += "\xc3\xa9";  // e-acute, two bytes each
+  const std::string msg = json_value_for_message(Json(long_utf8));
+  EXPECT_LE(msg.size(), 60u);
+  EXPECT_NO_THROW((void)Json(msg).dump());  // throws on a split UTF-8 sequence
+}
+
+TEST(ModelLoader, TopLevelMustBeAnObject) {
+  EXPECT_TRUE(FailsWith(model_text("[1, 2]"), {"m.json", "expected a JSON object", "[1,2]"}));
+  EXPECT_TRUE(FailsWith(model_text("42"), {"m.json", "42"}));
+  EXPECT_TRUE(FailsWith(model_text("null"), {"m.json", "null"}));
+}
+
+// --- our model format -----------------------------------------------------------------------
+
+struct FieldCase {
+  const char* field;
+  Json value;
+  std::vector<std::string> expect;  // substrings besides the source and the field
+};
+
+TEST(ModelLoader, FieldErrorsNameSourceFieldAndValue) {
+  const std::vector<FieldCase> cases = {
+      {"num_layers", 0, {"0", "out of range"}},
+      {"num_layers", -3, {"-3"}},
+      {"num_layers", 65537, {"65537", "65536"}},
+      {"num_layers", "4", {"\"4\"", "expected an integer"}},
+      {"num_layers", true, {"true"}},
+      {"num_layers", 4.5, {"4.5", "whole number"}},
+      {"num_layers", Json::parse("9223372036854775808"), {"9223372036854775808", "out of range"}},
+      {"num_layers", Json::parse("18446744073709551615"), {"18446744073709551615"}},
+      {"num_layers", Json::parse("-9223372036854775809"), {"out of range"}},
+      {"num_layers", 1e30, {"1e+30", "out of range"}},
+      {"hidden_size", -64, {"-64"}},
+      {"hidden_size", std::int64_t{1} << 40, {"1099511627776"}},
+      {"num_attention_heads", 0, {"0"}},
+      {"num_kv_heads", 0, {"0"}},
+      {"head_dim", 0, {"0"}},
+      {"ffn_hidden_size", Json::array(), {"[]"}},
+      {"vocab_size", std::int64_t{1} << 62, {"4611686018427387904"}},
+      {"seq_len", Json::object(), {"{}"}},
+      {"max_position_embeddings", -1, {"-1"}},
+      {"tie_word_embeddings", "yes", {"\"yes\"", "true or false"}},
+      {"bias", 1, {"1"}},
+      {"dropout", "false", {"\"false\""}},
+      {"name", 5, {"5", "expected a string"}},
+      {"activation", "relu2", {"relu2", "gelu, swiglu"}},
+      {"activation", 3, {"3"}},
+      {"norm", "batchnorm", {"batchnorm", "layernorm, rmsnorm"}},
+      {"position_embedding", "alibi", {"alibi", "learned, rope"}},
+      {"num_experts", 5000, {"5000"}},
+      {"experts_per_token", 0, {"0"}},
+  };
+  for (const FieldCase& c : cases) {
+    Json j = tiny_model();
+    j[c.field] = c.value;
+    auto r = model_from_json(j, "m.json");
+    auto f = FailsWith(r, {"m.json", std::string("'") + c.field + "'"});
+    EXPECT_TRUE(f) << c.field << " = " << c.value.dump();
+    for (const std::string& e : c.expect) {
+      ASSERT_FALSE(r.ok());
+      EXPECT_NE(r.status().message().find(e), std::string::npos)
+          << c.field << " = " << c.value.dump() << ": message lacks \"" << e
+          << "\": " << r.status().message();
+    }
+  }
+}
+
+TEST(ModelLoader, MissingFieldsAreNamed) {
+  for (const char* field : {"name", "num_layers", "hidden_size", "num_attention_heads",
+                            "ffn_hidden_size", "vocab_size", "seq_len"}) {
+    Json j = tiny_model();
+    j.erase(field);
+    EXPECT_TRUE(FailsWith(model_from_json(j, "m.json"), {"m.json", "missing", field})) << field;
+    j = tiny_model();
+    j[field] = nullptr;  // null reads as absent
+    EXPECT_TRUE(FailsWith(model_from_json(j, "m.json"), {"m.json", "missing", field})) << field;
+  }
+}
+
+TEST(ModelLoader, UnknownKeyIsNamed) {
+  Json j = tiny_model();
+  j["num_layer"] = 4;  // a typo
+  EXPECT_TRUE(FailsWith(model_from_json(j, "m.json"), {"m.json", "unknown field 'num_layer'"}));
+  j = tiny_model();
+  j["source"] = "accepted: documentation";
+  j["notes"] = "accepted";
+  EXPECT_TRUE(model_from_json(j, "m.json").ok());
+}
+
+TEST(ModelLoader, CrossFieldErrors) {
+  Json j = tiny_model();
+  j["num_kv_heads"] = 3;  // 4 heads
+  EXPECT_TRUE(FailsWith(model_from_json(j, "m.json"),
+                        {"m.json", "'num_kv_heads'", "3", "num_attention_heads=4"}));
+  j["num_kv_heads"] = 8;  // more kv heads than heads
+  EXPECT_TRUE(FailsWith(model_from_json(j, "m.json"), {"m.json", "'num_kv_heads'", "8"}));
+
+  j = tiny_model();
+  j["num_attention_heads"] = 3;  // does not divide 64, no head_dim given
+  EXPECT_TRUE(FailsWith(model_from_json(j, "m.json"),
+                        {"m.json", "'num_attention_heads'", "3", "hidden_size=64"}));
+  j["head_dim"] = 16;  // explicit head_dim makes it legal
+  EXPECT_TRUE(model_from_json(j, "m.json").ok());
+
+  j = tiny_model();
+  j["seq_len"] = 128;
+  j["max_position_embeddings"] = 64;  // learned table shorter than the sequence
+  EXPECT_TRUE(FailsWith(model_from_json(j, "m.json"),
+                        {"m.json", "'seq_len'", "128", "max_position_embeddings=64"}));
+  j["position_embedding"] = "rope";  // rotary positions have no table
+  EXPECT_TRUE(model_from_json(j, "m.json").ok());
+
+  j = tiny_model();
+  j["num_experts"] = 4;
+  j["experts_per_token"] = 5;
+  EXPECT_TRUE(FailsWith(model_from_json(j, "m.json"),
+                        {"m.json", "'experts_per_token'", "5", "num_experts=4"}));
+}
+
+TEST(ModelLoader, SeqLenOverride) {
+  auto m = model_from_json(tiny_model(), "m.json");
+  ASSERT_TRUE(m.ok());
+  EXPECT_TRUE(FailsWith(with_seq_len(*m, 65), {"--seq-len", "'seq_len'", "65",
+                                               "max_position_embeddings=64"}));
+  EXPECT_TRUE(FailsWith(with_seq_len(*m, 0), {"'seq_len'", "0"}));
+  EXPECT_TRUE(FailsWith(with_seq_len(*m, ModelLimits::kMaxSeq + 1), {"'seq_len'", "16777217"}));
+  EXPECT_TRUE(with_seq_len(*m, 32).ok());
+  Json j = tiny_model();
+  j["position_embedding"] = "rope";
+  auto rope = model_from_json(j, "m.json");
+  ASSERT_TRUE(rope.ok());
+  auto longer = with_seq_len(*rope, 4096);
+  ASSERT_TRUE(longer.ok()) << longer.status().message();
+  EXPECT_EQ(longer->seq_len, 4096);
+}
+
+// --- Hugging Face configs -------------------------------------------------------------------
+
+TEST(HfLoader, FieldErrorsUseTheConfigKeys) {
+  const std::vector<FieldCase> cases = {
+      {"num_hidden_layers", 0, {"0"}},
+      {"hidden_size", "4096", {"\"4096\""}},
+      {"num_attention_heads", -1, {"-1"}},
+      {"num_key_value_heads", 3, {"3", "num_attention_heads=8"}},  // does not divide 8
+      {"num_key_value_heads", 16, {"16"}},                          // more than heads
+      {"intermediate_size", 1.5, {"1.5"}},
+      {"vocab_size", std::int64_t{1} << 62, {"4611686018427387904"}},
+      {"max_position_embeddings", std::int64_t{1} << 40, {"1099511627776"}},
+      {"tie_word_embeddings", "false", {"\"false\""}},
+      {"hidden_act", "tanhshrink", {"tanhshrink", "unsupported"}},
+      {"hidden_act", 7, {"7"}},
+      {"model_type", 7, {"7"}},
+      {"attention_dropout", 2.0, {"2"}},
+      {"num_local_experts", 0, {"0"}},
+      {"num_experts_per_tok", 9, {"9"}},
+  };
+  for (const FieldCase& c : cases) {
+    Json j = llama_hf();
+    j[c.field] = c.value;
+    if (std::string(c.field) == "num_experts_per_tok") j["num_local_experts"] = 8;
+    auto r = model_from_json(j, "hf.json");
+    EXPECT_TRUE(FailsWith(r, {"hf.json", std::string("'") + c.field + "'"}))
+        << c.field << " = " << c.value.dump();
+    for (const std::string& e : c.expect) {
+      ASSERT_FALSE(r.ok());
+      EXPECT_NE(r.status().message().find(e), std::string::npos)
+          << c.field << ": message lacks \"" << e << "\": " << r.status().message();
+    }
+  }
+}
+
+TEST(HfLoader, MissingFieldsAndGpt2Keys) {
+  for (const char* field : {"hidden_size", "num_attention_heads", "intermediate_size",
+                            "vocab_size", "max_position_embeddings"}) {
+    Json j = llama_hf();
+    j.erase(field);
+    EXPECT_TRUE(FailsWith(model_from_json(j, "hf.json"), {"hf.json", "missing", field}));
+  }
+  for (const char* field : {"n_embd", "n_head", "n_positions", "vocab_size"}) {
+    Json j = gpt2_hf();
+    j.erase(field);
+    EXPECT_TRUE(FailsWith(model_from_json(j, "gpt2.json"), {"gpt2.json", "missing", field}));
+  }
+  Json j = gpt2_hf();
+  j["n_head"] = 5;  // does not divide n_embd=64
+  EXPECT_TRUE(FailsWith(model_from_json(j, "gpt2.json"),
+                        {"gpt2.json", "'n_head'", "5", "n_embd=64"}));
+  j = gpt2_hf();
+  j["n_layer"] = "12";
+  EXPECT_TRUE(FailsWith(model_from_json(j, "gpt2.json"), {"gpt2.json", "'n_layer'", "\"12\""}));
+  j = gpt2_hf();
+  j["resid_pdrop"] = -0.1;
+  EXPECT_TRUE(FailsWith(model_from_json(j, "gpt2.json"), {"'resid_pdrop'", "-0.1"}));
+}
+
+TEST(HfLoader, UnknownKeysAreAcceptedAsIs) {
+  Json j = llama_hf();
+  j["some_future_key"] = {{"nested", true}};
+  j["rope_scaling"] = nullptr;
+  EXPECT_TRUE(model_from_json(j, "hf.json").ok());
+}
+
+// --- cluster --------------------------------------------------------------------------------
+
+TEST(ClusterLoader, FieldErrors) {
+  const std::vector<FieldCase> cases = {
+      {"gpu", "V100", {"V100", "unknown GPU", "H100-80GB"}},
+      {"gpu", 5, {"5"}},
+      {"gpu", Json::array(), {"[]"}},
+      {"num_nodes", 0, {"0"}},
+      {"num_nodes", -1, {"-1"}},
+      {"num_nodes", "8", {"\"8\""}},
+      {"gpus_per_node", 2000, {"2000", "1024"}},
+      {"gpus_per_node", 0.5, {"0.5"}},
+      {"intra_node_GBps", 0, {"0"}},
+      {"intra_node_GBps", "fast", {"\"fast\""}},
+      {"inter_node_GBps", -1, {"-1"}},
+      {"intra_node_latency_us", -1, {"-1"}},
+      {"inter_node_latency_us", 1e300, {"1e+300"}},
+      {"pcie_GBps", false, {"false"}},
+      {"host_memory_GiB_per_node", -2, {"-2"}},
+      {"host_memory_GBps_per_node", 0, {"0"}},
+      {"name", 1, {"1"}},
+  };
+  for (const FieldCase& c : cases) {
+    Json j = basic_cluster();
+    j[c.field] = c.value;
+    auto r = cluster_from_json(j, "c.json");
+    EXPECT_TRUE(FailsWith(r, {"c.json", std::string("'") + c.field + "'"}))
+        << c.field << " = " << c.value.dump();
+    for (const std::string& e : c.expect) {
+      ASSERT_FALSE(r.ok());
+      EXPECT_NE(r.status().message().find(e), std::string::npos)
+          << c.field << ": message lacks \"" << e << "\": " << r.status().message();
+    }
+  }
+}
+
+TEST(ClusterLoader, MissingUnknownAndNotAnObject) {
+  for (const char* field : {"gpu", "num_nodes", "gpus_per_node"}) {
+    Json j = basic_cluster();
+    j.erase(field);
+    EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"), {"c.json", "missing", field}));
+  }
+  Json j = basic_cluster();
+  j["nodes"] = 2;
+  EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"), {"c.json", "unknown field 'nodes'"}));
+  EXPECT_TRUE(FailsWith(load_text(cluster_from_json, "[]", "c.json"), {"c.json", "object"}));
+  EXPECT_TRUE(FailsWith(load_text(cluster_from_json, "\"H100\"", "c.json"), {"c.json"}));
+}
+
+TEST(ClusterLoader, CustomGpuErrors) {
+  EXPECT_TRUE(cluster_from_json(custom_gpu_cluster(), "c.json").ok());
+  for (const char* field : {"name", "bf16_TFLOPs", "fp32_TFLOPs", "hbm_GB", "hbm_GBps",
+                            "sm_count"}) {
+    Json j = custom_gpu_cluster();
+    j["gpu"].erase(field);
+    EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"), {"c.json", "gpu", "missing", field}));
+  }
+  Json j = custom_gpu_cluster();
+  j["gpu"]["hbm_GB"] = 0;
+  EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"), {"c.json", "'hbm_GB'", "0"}));
+  j = custom_gpu_cluster();
+  j["gpu"]["gemm_efficiency"] = 1.5;
+  EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"), {"'gemm_efficiency'", "1.5"}));
+  j = custom_gpu_cluster();
+  j["gpu"]["tflops"] = 1;
+  EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"), {"c.json", "unknown field 'tflops'"}));
+  // A preset base supplies the figures; an unknown base is named.
+  j = Json::parse(R"({"num_nodes": 1, "gpus_per_node": 8,
+                      "gpu": {"name": "H100 derated", "base": "H100-80GB", "hbm_GB": 70}})");
+  auto c = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_DOUBLE_EQ(c->gpu.hbm_bytes, 70e9);
+  EXPECT_EQ(c->gpu.name, "H100 derated");
+  j["gpu"]["base"] = "Z100";
+  EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"), {"c.json", "'base'", "Z100"}));
+  j["gpu"]["base"] = 3;
+  EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"), {"c.json", "'base'", "3"}));
+  // bf16 0 is a GPU without bf16 (Volta): it must give its fp16 rate.
+  j = custom_gpu_cluster();
+  j["gpu"]["bf16_TFLOPs"] = 0;
+  EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"), {"c.json", "'fp16_TFLOPs'", "is 0"}));
+  j["gpu"]["fp16_TFLOPs"] = 125;
+  c = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->gpu.peak_bf16_flops_per_s, 0.0);
+  EXPECT_DOUBLE_EQ(c->gpu.peak_fp16_flops_per_s, 125e12);
+}
+
+// Volta: V100 presets by datasheet name, DGX-2's 16 GPUs per node, fp16 only.
+TEST(GpuPresets, V100HasFp16OnlyAndDgx2Nodes) {
+  auto v = gpu_preset("V100-SXM2-32GB");
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->name, "V100-32GB");
+  EXPECT_EQ(v->peak_bf16_flops_per_s, 0.0);
+  EXPECT_DOUBLE_EQ(v->peak_fp16_flops_per_s, 125e12);
+  EXPECT_EQ(*preset_gpus_per_node("V100-32GB"), 16);
+  EXPECT_EQ(*preset_gpus_per_node("V100-16GB"), 8);
+  EXPECT_EQ(*preset_gpus_per_node("H100-80GB"), 8);
+  EXPECT_FALSE(preset_gpus_per_node("Z100").ok());
+  Plan p;
+  p.precision = Precision::kBf16;
+  auto bf16 = plan_rates(p, *v, std::nullopt);
+  ASSERT_FALSE(bf16.ok());
+  EXPECT_EQ(bf16.status().code(), ExitCode::kInfeasible);
+  EXPECT_NE(bf16.status().message().find("precision bf16: V100-32GB has no bf16 rate"),
+            std::string::npos);
+  p.precision = Precision::kFp16;
+  EXPECT_TRUE(plan_rates(p, *v, std::nullopt).ok());
+}
+
+// Regression: "base": null used to throw nlohmann::type_error from json::value().
+TEST(ClusterLoader, NullBaseIsAbsentNotACrash) {
+  Json j = custom_gpu_cluster();
+  j["gpu"]["base"] = nullptr;
+  auto c = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->gpu.name, "X1");
+}
+
+TEST(ClusterLoader, NodeCountOverflowIsAnError) {
+  Json j = basic_cluster();
+  j["num_nodes"] = ClusterLimits::kMaxGpus;
+  j["gpus_per_node"] = ClusterLimits::kMaxGpusPerNode;
+  EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"),
+                        {"c.json", "num_nodes x gpus_per_node", "17179869184", "16777216"}));
+}
+
+TEST(MakeCluster, Errors) {
+  EXPECT_TRUE(FailsWith(make_cluster("V100", 8, 8), {"V100", "unknown GPU"}));
+  EXPECT_TRUE(FailsWith(make_cluster("H100-80GB", 0, 8), {"--gpus", "0"}));
+  EXPECT_TRUE(FailsWith(make_cluster("H100-80GB", -8, 8), {"--gpus", "-8"}));
+  EXPECT_TRUE(FailsWith(make_cluster("H100-80GB", 12, 8), {"--gpus", "12", "--gpus-per-node=8"}));
+  EXPECT_TRUE(FailsWith(make_cluster("H100-80GB", 8, 0), {"--gpus-per-node", "0"}));
+  EXPECT_TRUE(FailsWith(make_cluster("H100-80GB", 8, 1025), {"--gpus-per-node", "1025"}));
+  auto partial = make_cluster("A100-40GB", 4, 8);  // a partial node
+  ASSERT_TRUE(partial.ok());
+  EXPECT_EQ(partial->total_gpus(), 4);
+  // The seed example: 32 GPUs as 8 nodes x 4; datasheet aliases are accepted.
+  auto seed = make_cluster("h100 sxm", 32, 4);
+  ASSERT_TRUE(seed.ok()) << seed.status().message();
+  EXPECT_EQ(seed->num_nodes, 8);
+  EXPECT_EQ(seed->gpu.name, "H100-80GB");
+}
+
+// --- plan -----------------------------------------------------------------------------------
+
+TEST(PlanLoader, FieldErrors) {
+  const std::vector<FieldCase> cases = {
+      {"tp", 0, {"0"}},
+      {"tp", "2", {"\"2\""}},
+      {"pp", -1, {"-1"}},
+      {"dp", 2.5, {"2.5"}},
+      {"dp", std::int64_t{1} << 40, {"1099511627776"}},
+      {"ep", 0, {"0"}},
+      {"cp", 0, {"0"}},
+      {"cp", -2, {"-2"}},
+      {"cp", "2", {"\"2\""}},
+      {"cp", 1.5, {"1.5"}},
+      {"zero_stage", 4, {"4", "[0, 3]"}},
+      {"zero_stage", -1, {"-1"}},
+      {"micro_batch_size", 0, {"0"}},
+      {"global_batch_size", std::int64_t{1} << 31, {"2147483648"}},
+      {"global_batch_size", Json::parse("99999999999999999999"), {"out of range"}},
+      {"schedule", "zigzag", {"zigzag", "naive, gpipe, 1f1b, interleaved"}},
+      {"recompute", "some", {"some", "none, selective, full"}},
+      {"precision", "fp8", {"fp8", "bf16, fp16, fp32"}},
+      {"optimizer", "adam", {"adam", "adamw, sgd, sgd-momentum"}},
+      {"offload", "all", {"all", "none, optimizer"}},
+      {"attention", "flash", {"flash", "fused, unfused"}},
+      {"grad_precision", "bf16", {"bf16", "compute, fp32"}},
+      {"sequence_parallel", "yes", {"\"yes\""}},
+      {"virtual_stages", 0, {"0"}},
+      {"layers_per_stage", 4, {"4", "expected an array"}},
+      {"layers_per_stage", Json::array({1, 0, 1, 1}), {"entry 1", "value 0"}},
+      {"layers_per_stage", Json::array({1, "2", 1, 1}), {"\"2\""}},
+      {"layers_per_stage", Json::array({1, 70000, 1, 1}), {"70000"}},
+      {"recompute_num_layers", -1, {"-1"}},
+      {"recompute_num_layers", "2", {"\"2\""}},
+      {"recompute_num_layers", 70000, {"70000"}},
+      {"zero_shard_size", -1, {"-1"}},
+      {"zero_shard_size", "8", {"\"8\""}},
+      {"partition_activations", 1, {"expected true or false"}},
+      {"offload_checkpoints", "yes", {"expected true or false"}},
+  };
+  for (const FieldCase& c : cases) {
+    Json j = basic_plan();
+    j[c.field] = c.value;
+    auto r = plan_from_json(j, "p.json");
+    EXPECT_TRUE(FailsWith(r, {"p.json", std::string("'") + c.field + "'"}))
+        << c.field << " = " << c.value.dump();
+    for (const std::string& e : c.expect) {
+      ASSERT_FALSE(r.ok());
+      EXPECT_NE(r.status().message().find(e), std::string::npos)
+          << c.field << ": message lacks \"" << e << "\": " << r.status().message();
+    }
+  }
+}
+
+TEST(PlanLoader, MissingAndUnknown) {
+  for (const char* field : {"tp", "pp", "dp", "micro_batch_size", "global_batch_size"}) {
+    Json j = basic_plan();
+    j.erase(field);
+    EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "missing", field}));
+  }
+  Json j = basic_plan();
+  j["mbs"] = 1;
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "unknown field 'mbs'"}));
+}
+
+TEST(PlanLoader, CrossFieldErrors) {
+  auto with = [](std::initializer_list<std::pair<const char*, Json>> kv) {
+    Json j = basic_plan();
+    for (const auto& [k, v] : kv) j[k] = v;
+    return plan_from_json(j, "p.json");
+  };
+  EXPECT_TRUE(FailsWith(with({{"dp", 4}, {"ep", 3}, {"global_batch_size", 8}}),
+                        {"p.json", "ep=3", "dp=4"}));
+  EXPECT_TRUE(FailsWith(with({{"global_batch_size", 10}, {"micro_batch_size", 3}}),
+                        {"p.json", "global_batch_size=10", "micro_batch_size*dp = 6"}));
+  EXPECT_TRUE(FailsWith(with({{"global_batch_size", 7}}), {"global_batch_size=7"}));
+  EXPECT_TRUE(FailsWith(with({{"schedule", "interleaved"}, {"pp", 1}, {"virtual_stages", 2}}),
+                        {"p.json", "interleaved", "pp >= 2"}));
+  EXPECT_TRUE(FailsWith(with({{"schedule", "interleaved"}}), {"p.json", "virtual_stages >= 2"}));
+  EXPECT_TRUE(FailsWith(with({{"schedule", "interleaved"}, {"virtual_stages", 2},
+                              {"global_batch_size", 6}}),
+                        {"p.json", "micro-batches (3)", "pp=2"}));
+  EXPECT_TRUE(FailsWith(with({{"virtual_stages", 2}}), {"p.json", "virtual_stages=2"}));
+  EXPECT_TRUE(FailsWith(with({{"schedule", "naive"}}), {"p.json", "naive", "= 4"}));
+  EXPECT_TRUE(FailsWith(with({{"sequence_parallel", true}, {"tp", 1}}),
+                        {"p.json", "sequence_parallel", "tp >= 2"}));
+  EXPECT_TRUE(FailsWith(with({{"offload", "optimizer"}, {"optimizer", "sgd"}}),
+                        {"p.json", "offload", "sgd"}));
+  EXPECT_TRUE(FailsWith(with({{"layers_per_stage", Json::array({1, 2, 3})}}),
+                        {"p.json", "layers_per_stage has 3 entries", "= 2"}));
+  EXPECT_TRUE(FailsWith(with({{"recompute_num_layers", 2}}),
+                        {"p.json", "recompute_num_layers=2", "needs recompute full",
+                         "recompute none"}));
+  EXPECT_TRUE(FailsWith(with({{"recompute_num_layers", 2}, {"recompute", "selective"}}),
+                        {"recompute_num_layers=2", "recompute selective"}));
+  EXPECT_TRUE(with({{"recompute_num_layers", 2}, {"recompute", "full"}}).ok());
+  // Hybrid sharding: over a divisor of dp*cp, with ZeRO, without experts.
+  EXPECT_TRUE(FailsWith(with({{"dp", 4}, {"zero_shard_size", 2}}),
+                        {"p.json", "zero_shard_size=2 needs zero_stage >= 1"}));
+  EXPECT_TRUE(FailsWith(with({{"dp", 4}, {"zero_stage", 3}, {"zero_shard_size", 3}}),
+                        {"p.json", "zero_shard_size=3 does not divide dp*cp = 4"}));
+  EXPECT_TRUE(FailsWith(with({{"dp", 4}, {"ep", 2}, {"zero_stage", 1}, {"zero_shard_size", 2}}),
+                        {"p.json", "zero_shard_size=2 with ep=2 is not modelled"}));
+  EXPECT_TRUE(with({{"dp", 4}, {"zero_stage", 3}, {"zero_shard_size", 2}}).ok());
+  EXPECT_TRUE(with({{"dp", 4}, {"ep", 2}, {"zero_stage", 1}, {"zero_shard_size", 4}}).ok());
+  EXPECT_TRUE(FailsWith(with({{"partition_activations", true}, {"tp", 2}}),
+                        {"p.json", "partition_activations needs recompute full"}));
+  EXPECT_TRUE(FailsWith(with({{"partition_activations", true}, {"recompute", "full"}, {"tp", 1}}),
+                        {"partition_activations needs tp >= 2"}));
+  EXPECT_TRUE(FailsWith(with({{"partition_activations", true}, {"recompute", "full"}, {"tp", 2},
+                              {"sequence_parallel", true}}),
+                        {"partition_activations with sequence_parallel"}));
+  EXPECT_TRUE(
+      with({{"partition_activations", true}, {"recompute", "full"}, {"tp", 2}}).ok());
+  EXPECT_TRUE(FailsWith(with({{"offload_checkpoints", true}, {"recompute", "selective"}}),
+                        {"p.json", "offload_checkpoints needs recompute full",
+                         "recompute selective"}));
+  EXPECT_TRUE(with({{"offload_checkpoints", true}, {"recompute", "full"}}).ok());
+  const std::int64_t big = PlanLimits::kMaxDegree;
+  EXPECT_TRUE(FailsWith(with({{"tp", big}, {"pp", big}, {"dp", big}}),
+                        {"p.json", "16777216*16777216*16777216", "exceeds"}));
+  EXPECT_TRUE(with({{"schedule", "interleaved"}, {"virtual_stages", 2}}).ok());
+}
+
+TEST(PlanChecks, AgainstModelAndWorld) {
+  auto model = model_from_json(tiny_model(), "m.json");  // 4 layers, 4 heads, ffn 256
+  ASSERT_TRUE(model.ok());
+  auto plan = [](std::int64_t tp, std::int64_t pp) {
+    Plan p;
+    p.tp = tp;
+    p.pp = pp;
+    return p;
+  };
+  const ExitCode inf = ExitCode::kInfeasible;
+  EXPECT_TRUE(FailsWith(check_plan_fits_model(plan(3, 1), *model),
+                        {"tp=3", "num_attention_heads=4"}, inf));
+  ModelSpec gqa = *model;
+  gqa.num_kv_heads = 2;
+  EXPECT_TRUE(FailsWith(check_plan_fits_model(plan(4, 1), gqa), {"tp=4", "num_kv_heads=2"}, inf));
+  ModelSpec odd_ffn = *model;
+  odd_ffn.ffn_hidden_size = 255;
+  EXPECT_TRUE(FailsWith(check_plan_fits_model(plan(2, 1), odd_ffn),
+                        {"tp=2", "ffn_hidden_size=255"}, inf));
+  ModelSpec odd_seq = *model;
+  odd_seq.seq_len = 63;
+  Plan sp = plan(2, 1);
+  sp.sequence_parallel = true;
+  EXPECT_TRUE(FailsWith(check_plan_fits_model(sp, odd_seq), {"tp=2", "seq_len=63"}, inf));
+  Plan ep = plan(1, 1);
+  ep.dp = 2;
+  ep.ep = 2;
+  EXPECT_TRUE(FailsWith(check_plan_fits_model(ep, *model), {"ep=2", "mixture-of-experts"}, inf));
+  ModelSpec moe = *model;
+  moe.num_experts = 3;
+  EXPECT_TRUE(FailsWith(check_plan_fits_model(ep, moe), {"ep=2", "num_experts=3"}, inf));
+  EXPECT_TRUE(FailsWith(check_plan_fits_model(plan(1, 3), *model),
+                        {"num_layers=4", "pp*virtual_stages = 3"}, inf));
+  Plan lps = plan(1, 2);
+  lps.layers_per_stage = {1, 2};
+  EXPECT_TRUE(FailsWith(check_plan_fits_model(lps, *model), {"sums to 3", "num_layers=4"}, inf));
+  // Full recompute of more layers than a chunk holds (2 per stage here).
+  Plan rc = plan(1, 2);
+  rc.recompute = Recompute::kFull;
+  rc.recompute_num_layers = 3;
+  EXPECT_TRUE(FailsWith(check_plan_fits_model(rc, *model),
+                        {"recompute_num_layers=3", "largest model chunk (2)"}, inf));
+  rc.recompute_num_layers = 2;
+  EXPECT_TRUE(check_plan_fits_model(rc, *model).ok());
+  Plan pa = plan(2, 1);
+  pa.recompute = Recompute::kFull;
+  pa.partition_activations = true;
+  EXPECT_TRUE(FailsWith(check_plan_fits_model(pa, odd_seq),
+                        {"partition_activations: tp=2", "seq_len=63"}, inf));
+  EXPECT_TRUE(check_plan_fits_model(pa, *model).ok());
+  EXPECT_TRUE(check_plan_fits_model(plan(2, 2), *model).ok());
+  EXPECT_TRUE(FailsWith(check_plan_world_size(plan(2, 2), 8), {"2*2*1 = 4", "8 are available"},
+                        inf));
+}
+
+TEST(PlanLoader, ContextParallelRoundTripsAndDefaultsToOne) {
+  // Absent: cp = 1, and the written JSON has no "cp" (plans without CP keep their JSON).
+  auto one = plan_from_json(basic_plan(), "p.json");
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_EQ(one->cp, 1);
+  EXPECT_EQ(one->world_size(), 8);
+  EXPECT_FALSE(plan_to_json(*one).contains("cp"));
+  EXPECT_EQ(describe(*one).find("cp="), std::string::npos) << describe(*one);
+  // Given: read, counted in the world size and the dense-gradient group, written back.
+  Json j = basic_plan();
+  j["cp"] = 4;
+  auto four = plan_from_json(j, "p.json");
+  ASSERT_TRUE(four.ok()) << four.status().message();
+  EXPECT_EQ(four->cp, 4);
+  EXPECT_EQ(four->world_size(), 2 * 4 * 2 * 2);
+  EXPECT_EQ(four->dp_cp(), 8);
+  EXPECT_EQ(four->num_micro_batches(), 8 / (1 * 2));  // M = global / (mbs * dp): cp splits sequences
+  EXPECT_EQ(plan_to_json(*four).at("cp"), 4);
+  auto back = plan_from_json(plan_to_json(*four), "again");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(plan_to_json(*back), plan_to_json(*four));
+  EXPECT_NE(describe(*four).find("tp=2 cp=4 pp=2"), std::string::npos) << describe(*four);
+  // The world-size limit counts cp.
+  const std::int64_t big = PlanLimits::kMaxDegree;
+  j["cp"] = big;
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
+                        {"p.json", "tp*cp*pp*dp = 2*16777216*2*2", "exceeds"}));
+}
+
+TEST(PlanChecks, ContextParallelAgainstModelAndWorld) {
+  ModelSpec m = *model_from_json(tiny_model(), "m.json");  // seq_len 64
+  Plan p;
+  p.tp = 2;
+  p.cp = 4;
+  p.dp = 2;
+  p.global_batch_size = 2;
+  const ExitCode inf = ExitCode::kInfeasible;
+  EXPECT_TRUE(check_plan_fits_model(p, m).ok());
+  // Load-balanced causal chunks: 2*cp of them per sequence.
+  ModelSpec odd = m;
+  odd.seq_len = 60;
+  EXPECT_TRUE(FailsWith(check_plan_fits_model(p, odd),
+                        {"cp=4", "seq_len=60", "2*cp = 8", "load-balanced"}, inf));
+  // Megatron-Core's CP runs on fused attention only: the reason names both.
+  Plan unfused = p;
+  unfused.attention = AttentionImpl::kUnfused;
+  EXPECT_TRUE(FailsWith(check_plan_fits_model(unfused, m),
+                        {"cp=4", "attention=fused", "attention=unfused"}, inf));
+  unfused.cp = 1;
+  EXPECT_TRUE(check_plan_fits_model(unfused, m).ok());
+  // Sequence parallelism splits each CP rank's seq_len/cp tokens over tp.
+  Plan sp = p;
+  sp.tp = 4;
+  sp.cp = 32;  // 64 / 32 = 2 tokens per rank, not divisible by tp = 4
+  sp.sequence_parallel = true;
+  EXPECT_TRUE(FailsWith(check_plan_fits_model(sp, m), {"tp=4", "seq_len/cp = 2"}, inf));
+  // The world size names cp when the plan has it, and reads as before when it does not.
+  EXPECT_TRUE(FailsWith(check_plan_world_size(p, 8), {"tp*cp*pp*dp = 2*4*1*2 = 16",
+                                                       "8 are available"}, inf));
+  EXPECT_TRUE(check_plan_world_size(p, 16).ok());
+  // A plan that skipped validation is an error, not a division by zero.
+  Plan zero = p;
+  zero.cp = 0;
+  EXPECT_FALSE(check_plan_fits_model(zero, m).ok());
+  EXPECT_TRUE(FailsWith(validate_plan(zero), {"cp=0"}));
+}
+
+// --- hardware profile -----------------------------------------------------------------------
+
+TEST(HardwareProfileLoader, FieldErrors) {
+  const std::vector<FieldCase> cases = {
+      {"device", 3, {"3"}},
+      {"date", Json::array(), {"[]"}},
+      {"peak_TFLOPs", 0, {"0"}},
+      {"peak_TFLOPs", "1", {"\"1\""}},
+      {"memory_GBps", -5, {"-5"}},
+      {"gemm_efficiency", 1.01, {"1.01"}},
+      {"memory_efficiency", 0, {"0"}},
+      {"attention_efficiency", 11, {"11"}},
+      {"parallel_units", 0, {"0"}},
+      {"parallel_units", 2.5, {"2.5"}},
+      {"tile_m", 0, {"0"}},
+      {"tile_n", 5000, {"5000"}},
+      {"k_half", -1, {"-1"}},
+      {"kernel_overhead_us", -1, {"-1"}},
+      {"baseline_memory_MiB", -1, {"-1"}},
+      {"links", 5, {"5", "expected an object"}},
+  };
+  for (const FieldCase& c : cases) {
+    Json j = basic_profile();
+    j[c.field] = c.value;
+    auto r = hardware_profile_from_json(j, "hw.json");
+    EXPECT_TRUE(FailsWith(r, {"hw.json", std::string("'") + c.field + "'"}))
+        << c.field << " = " << c.value.dump();
+    for (const std::string& e : c.expect) {
+      ASSERT_FALSE(r.ok());
+      EXPECT_NE(r.status().message().find(e), std::string::npos)
+          << c.field << ": message lacks \"" << e << "\": " << r.status().message();
+    }
+  }
+}
+
+TEST(HardwareProfileLoader, MissingUnknownAndLinks) {
+  for (const char* field : {"device", "date", "peak_TFLOPs", "memory_GBps", "gemm_efficiency",
+                            "memory_efficiency", "parallel_units"}) {
+    Json j = basic_profile();
+    j.erase(field);
+    EXPECT_TRUE(FailsWith(hardware_profile_from_json(j, "hw.json"), {"hw.json", "missing", field}));
+  }
+  Json j = basic_profile();
+  j["peak_tflops"] = 1;
+  EXPECT_TRUE(FailsWith(hardware_profile_from_json(j, "hw.json"),
+                        {"hw.json", "unknown field 'peak_tflops'"}));
+  j = basic_profile();
+  j["links"].erase("intra_node_GBps");
+  EXPECT_TRUE(FailsWith(hardware_profile_from_json(j, "hw.json"),
+                        {"hw.json", "links", "missing", "intra_node_GBps"}));
+  j = basic_profile();
+  j["links"]["bandwidth"] = 1;
+  EXPECT_TRUE(FailsWith(hardware_profile_from_json(j, "hw.json"),
+                        {"hw.json", "links", "unknown field 'bandwidth'"}));
+  j = basic_profile();
+  j["links"]["inter_node_latency_us"] = -1;
+  EXPECT_TRUE(FailsWith(hardware_profile_from_json(j, "hw.json"),
+                        {"hw.json", "'inter_node_latency_us'", "-1"}));
+}
+
+// --- step report ----------------------------------------------------------------------------
+
+// A collective's exposed time is its span less the compute stream's busy time inside it.
+TEST(StepReport, CoveredNsCountsOnlyTheBusyTimeInsideTheSpan) {
+  const std::vector<std::pair<TimeNs, TimeNs>> busy = {{0, 10}, {20, 30}, {40, 50}};
+  EXPECT_EQ(covered_ns(busy, 5, 45), 5 + 10 + 5);
+  EXPECT_EQ(covered_ns(busy, 10, 20), 0);   // wholly in a gap: all exposed
+  EXPECT_EQ(covered_ns(busy, 22, 28), 6);   // inside one interval
+  EXPECT_EQ(covered_ns(busy, 60, 70), 0);   // after every interval
+  EXPECT_EQ(covered_ns(busy, 30, 20), 0);   // empty span
+  EXPECT_EQ(covered_ns({}, 0, 100), 0);
+}
+
+// What both executors write: the median after the warm-up, rates from it, groups by report name.
+TEST(StepReport, MeasuredStepsAndGroupsAsBothExecutorsWriteThem) {
+  ModelSpec m = testing::load_repo_model("tiny.json");
+  Plan p;
+  p.global_batch_size = 4;
+  StepReport r;
+  set_measured_steps(r, m, p, {9.0, 1.0, 3.0, 2.0, 4.0}, {5, 4, 3, 2, 1}, 1, 2, 0.0);
+  EXPECT_EQ(r.kind, "measured");
+  EXPECT_DOUBLE_EQ(r.step_time_s, 2.5);  // median of 1, 3, 2, 4: the warm-up's 9 is out
+  EXPECT_DOUBLE_EQ(r.tokens_per_s, 4.0 * static_cast<double>(m.seq_len) / 2.5);
+  EXPECT_DOUBLE_EQ(r.model_tflops_per_gpu, step_flops(m, p).model / 2.5 / 2 / 1e12);
+  EXPECT_EQ(r.mfu, 0.0);  // no peak given
+  EXPECT_EQ(r.step_times_s.size(), 5u);
+  EXPECT_EQ(r.warmup_steps, 1);
+  EXPECT_EQ(r.plan, plan_to_json(p));
+  RankStep rank;
+  add_group_comm(r, rank, CommGroup::kEmbedding, {.bytes_sent = 8, .time_s = 1, .exposed_s = 0.5});
+  add_group_comm(r, rank, CommGroup::kPp, {.bytes_sent = 2, .time_s = 1, .exposed_s = 1});
+  add_group_comm(r, rank, CommGroup::kDp, {});  // nothing: left out
+  ASSERT_EQ(rank.comm.size(), 1u);
+  EXPECT_DOUBLE_EQ(rank.comm.at("pp").bytes_sent, 10);  // the embedding group is pipeline traffic
+  EXPECT_DOUBLE_EQ(rank.comm.at("pp").exposed_s, 1.5);
+  EXPECT_DOUBLE_EQ(r.bytes_per_group.at("pp"), 10);
+  EXPECT_DOUBLE_EQ(median({}), 0.0);
+  EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2.0);
+}
+
+TEST(StepReportLoader, Errors) {
+  auto with = [](const char* key, Json v) {
+    Json j = basic_report();
+    j[key] = std::move(v);
+    return step_report_from_json(j, "measured.json");
+  };
+  EXPECT_TRUE(FailsWith(with("schema", "trainplan.step_report/2"),
+                        {"measured.json", "'schema'", "trainplan.step_report/2"}));
+  EXPECT_TRUE(FailsWith(with("schema", nullptr), {"measured.json", "missing", "schema"}));
+  EXPECT_TRUE(FailsWith(with("kind", "guessed"), {"measured.json", "'kind'", "guessed"}));
+  EXPECT_TRUE(FailsWith(with("kind", 1), {"measured.json", "'kind'", "1"}));
+  EXPECT_TRUE(FailsWith(with("step_time_s", -1), {"measured.json", "'step_time_s'", "-1"}));
+  EXPECT_TRUE(FailsWith(with("step_time_s", "1"), {"'step_time_s'", "\"1\""}));
+  EXPECT_TRUE(FailsWith(with("bubble_fraction", 1.5), {"'bubble_fraction'", "1.5"}));
+  EXPECT_TRUE(FailsWith(with("warmup_steps", -1), {"'warmup_steps'", "-1"}));
+  EXPECT_TRUE(FailsWith(with("loss", 5), {"measured.json", "'loss'", "array"}));
+  EXPECT_TRUE(FailsWith(with("loss", Json::array({1, "x"})), {"'loss'", "\"x\""}));
+  EXPECT_TRUE(FailsWith(with("step_times_s", Json::array({-0.5})), {"'step_times_s'", "-0.5"}));
+  EXPECT_TRUE(FailsWith(with("bytes_per_group", 5), {"'bytes_per_group'", "object"}));
+  EXPECT_TRUE(FailsWith(with("bytes_per_group", {{"tp", "many"}}),
+                        {"'bytes_per_group.tp'", "\"many\""}));
+  EXPECT_TRUE(FailsWith(with("bytes_per_group", {{"tp", -1}}), {"'bytes_per_group.tp'", "-1"}));
+  EXPECT_TRUE(FailsWith(with("ranks", Json::object()), {"'ranks'", "array"}));
+  EXPECT_TRUE(FailsWith(with("ranks", Json::array({5})), {"ranks[0]", "object", "5"}));
+  EXPECT_TRUE(FailsWith(with("ranks", Json::array({Json::object()})),
+                        {"ranks[0]", "missing", "rank"}));
+  EXPECT_TRUE(FailsWith(with("ranks", Json::parse(R"([{"rank": 0}, {"rank": -1}])")),
+                        {"ranks[1]", "'rank'", "-1"}));
+  EXPECT_TRUE(FailsWith(with("ranks", Json::parse(R"([{"rank": 0, "gpu": 1}])")),
+                        {"ranks[0]", "unknown field 'gpu'"}));
+  EXPECT_TRUE(FailsWith(with("ranks", Json::parse(R"([{"rank": 0, "memory": {"weights_bytes": -1}}])")),
+                        {"ranks[0] memory", "'weights_bytes'", "-1"}));
+  EXPECT_TRUE(FailsWith(with("ranks", Json::parse(R"([{"rank": 0, "comm": {"tp": 5}}])")),
+                        {"ranks[0] comm.tp", "object"}));
+  EXPECT_TRUE(FailsWith(with("ranks", Json::parse(R"([{"rank": 0, "comm": {"tp": {"time_s": -2}}}])")),
+                        {"comm.tp", "'time_s'", "-2"}));
+  EXPECT_TRUE(FailsWith(with("extra", 1), {"measured.json", "unknown field 'extra'"}));
+}
+
+// --- round trips ----------------------------------------------------------------------------
+
+// to_json -> dump -> parse -> from_json -> to_json -> dump is byte-identical.
+template <class T, class To, class From>
+void expect_round_trip(const T& value, To to_json, From from_json, const char* what) {
+  const std::string first = to_json(value).dump();
+  auto parsed = parse_json_text(first, what);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  auto back = from_json(*parsed, what);
+  ASSERT_TRUE(back.ok()) << what << ": " << back.status().message() << "\n" << first;
+  EXPECT_EQ(to_json(*back).dump(), first) << what;
+}
+
+TEST(RoundTrip, EveryModelFileLoadsAndRoundTrips) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(repo_file("models"))) {
+    if (entry.path().extension() != ".json") continue;
+    ++files;
+    const std::string path = entry.path().string();
+    auto json = cli::read_json_file(path);
+    ASSERT_TRUE(json.ok()) << json.status().message();
+    auto m = model_from_json(*json, path);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    expect_round_trip(*m, model_to_json, model_from_json, path.c_str());
+  }
+  EXPECT_GE(files, 13);
+}
+
+Result<ModelSpec> load_zoo(const std::string& name) {
+  const std::string path = repo_file("models/" + name);
+  auto json = cli::read_json_file(path);
+  if (!json.ok()) return json.status();
+  return model_from_json(*json, path);
+}
+
+TEST(RoundTrip, HuggingFaceConfigsGiveTheExpectedShapes) {
+  auto llama = load_zoo("hf-llama3.1-8b-config.json");
+  ASSERT_TRUE(llama.ok()) << llama.status().message();
+  EXPECT_EQ(llama->num_layers, 32);
+  EXPECT_EQ(llama->hidden_size, 4096);
+  EXPECT_EQ(llama->num_attention_heads, 32);
+  EXPECT_EQ(llama->num_kv_heads, 8);
+  EXPECT_EQ(llama->head_dim, 128);
+  EXPECT_EQ(llama->ffn_hidden_size, 14336);
+  EXPECT_EQ(llama->vocab_size, 128256);
+  EXPECT_EQ(llama->activation, Activation::kSwiglu);
+  EXPECT_EQ(llama->norm, NormKind::kRmsNorm);
+  EXPECT_EQ(llama->position, PositionKind::kRope);
+  EXPECT_FALSE(llama->tie_word_embeddings);
+  EXPECT_FALSE(llama->bias);
+  EXPECT_FALSE(llama->is_moe());
+
+  auto gpt2 = load_zoo("hf-gpt2-config.json");
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status().message();
+  EXPECT_EQ(gpt2->num_layers, 12);
+  EXPECT_EQ(gpt2->hidden_size, 768);
+  EXPECT_EQ(gpt2->num_attention_heads, 12);
+  EXPECT_EQ(gpt2->num_kv_heads, 12);
+  EXPECT_EQ(gpt2->ffn_hidden_size, 3072);
+  EXPECT_EQ(gpt2->vocab_size, 50257);
+  EXPECT_EQ(gpt2->seq_len, 1024);
+  EXPECT_TRUE(gpt2->tie_word_embeddings);
+  EXPECT_EQ(gpt2->activation, Activation::kGelu);
+  EXPECT_EQ(gpt2->norm, NormKind::kLayerNorm);
+  EXPECT_EQ(gpt2->position, PositionKind::kLearned);
+  EXPECT_TRUE(gpt2->dropout);
+
+  auto mixtral = load_zoo("hf-mixtral-8x7b-config.json");
+  ASSERT_TRUE(mixtral.ok()) << mixtral.status().message();
+  EXPECT_EQ(mixtral->num_experts, 8);
+  EXPECT_EQ(mixtral->experts_per_token, 2);
+  EXPECT_EQ(mixtral->num_kv_heads, 8);
+  EXPECT_EQ(mixtral->activation, Activation::kSwiglu);
+}
+
+TEST(RoundTrip, ZooShapes) {
+  struct Shape {
+    const char* file;
+    std::int64_t layers, hidden, heads, kv, ffn, vocab, seq, experts;
+    bool tied;
+  };
+  const Shape shapes[] = {
+      {"gpt3.json", 96, 12288, 96, 96, 49152, 50257, 2048, 1, true},
+      {"gpt2-124m.json", 12, 768, 12, 12, 3072, 50257, 1024, 1, true},
+      {"gpt2-350m.json", 24, 1024, 16, 16, 4096, 50257, 1024, 1, true},
+      {"gpt2-774m.json", 36, 1280, 20, 20, 5120, 50257, 1024, 1, true},
+      {"gpt2-1.5b.json", 48, 1600, 25, 25, 6400, 50257, 1024, 1, true},
+      {"llama3-8b.json", 32, 4096, 32, 8, 14336, 128256, 8192, 1, false},
+      {"llama3-70b.json", 80, 8192, 64, 8, 28672, 128256, 8192, 1, false},
+      {"llama3-405b.json", 126, 16384, 128, 8, 53248, 128256, 8192, 1, false},
+      {"mixtral-8x7b.json", 32, 4096, 32, 8, 14336, 32000, 4096, 8, false},
+      {"tiny.json", 4, 64, 4, 4, 256, 256, 64, 1, true},
+  };
+  for (const Shape& s : shapes) {
+    auto m = load_zoo(s.file);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    EXPECT_EQ(m->num_layers, s.layers) << s.file;
+    EXPECT_EQ(m->hidden_size, s.hidden) << s.file;
+    EXPECT_EQ(m->num_attention_heads, s.heads) << s.file;
+    EXPECT_EQ(m->num_kv_heads, s.kv) << s.file;
+    EXPECT_EQ(m->ffn_hidden_size, s.ffn) << s.file;
+    EXPECT_EQ(m->vocab_size, s.vocab) << s.file;
+    EXPECT_EQ(m->seq_len, s.seq) << s.file;
+    EXPECT_EQ(m->num_experts, s.experts) << s.file;
+    EXPECT_EQ(m->tie_word_embeddings, s.tied) << s.file;
+  }
+}
+
+TEST(RoundTrip, ClustersOfEveryPreset) {
+  for (const std::string& gpu : gpu_preset_names()) {
+    auto c = make_cluster(gpu, 32, 4);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    expect_round_trip(*c, cluster_to_json, cluster_from_json, gpu.c_str());
+  }
+  // Regression: a custom GPU without "nvlink_GBps" wrote 0.0, which the loader then refused.
+  auto custom = cluster_from_json(custom_gpu_cluster(), "c.json");
+  ASSERT_TRUE(custom.ok());
+  expect_round_trip(*custom, cluster_to_json, cluster_from_json, "custom");
+}
+
+TEST(RoundTrip, Plans) {
+  Plan p;
+  expect_round_trip(p, plan_to_json, plan_from_json, "default plan");
+  p.tp = 4;
+  p.pp = 2;
+  p.dp = 8;
+  p.ep = 2;
+  p.zero_stage = 3;
+  p.micro_batch_size = 2;
+  p.global_batch_size = 64;
+  p.schedule = Schedule::kInterleaved;
+  p.virtual_stages = 2;
+  p.recompute = Recompute::kSelective;
+  p.sequence_parallel = true;
+  p.precision = Precision::kFp16;
+  p.optimizer = Optimizer::kSgdMomentum;
+  p.offload = Offload::kOptimizer;
+  p.attention = AttentionImpl::kUnfused;
+  p.grad_precision = GradPrecision::kFp32;
+  p.layers_per_stage = {3, 2, 2, 3};
+  expect_round_trip(p, plan_to_json, plan_from_json, "full plan");
+  p.recompute = Recompute::kFull;
+  p.recompute_num_layers = 2;
+  expect_round_trip(p, plan_to_json, plan_from_json, "partial full recompute");
+  p.sequence_parallel = false;
+  p.partition_activations = true;
+  expect_round_trip(p, plan_to_json, plan_from_json, "partitioned checkpoints");
+  EXPECT_NE(describe(p).find("partition-activations"), std::string::npos) << describe(p);
+  p.offload_checkpoints = true;
+  expect_round_trip(p, plan_to_json, plan_from_json, "offloaded checkpoints");
+  EXPECT_NE(describe(p).find("offload-checkpoints"), std::string::npos) << describe(p);
+  EXPECT_NE(describe(p).find("recompute=full:2"), std::string::npos) << describe(p);
+}
+
+TEST(RoundTrip, HardwareProfile) {
+  auto p = hardware_profile_from_json(basic_profile(), "hw.json");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_TRUE(p->has_links);
+  EXPECT_DOUBLE_EQ(p->inter_node_bytes_per_s, 5e9);  // defaults to the intra-node figure
+  expect_round_trip(*p, hardware_profile_to_json, hardware_profile_from_json, "hw");
+  Json j = basic_profile();
+  j.erase("links");
+  auto no_links = hardware_profile_from_json(j, "hw.json");
+  ASSERT_TRUE(no_links.ok());
+  expect_round_trip(*no_links, hardware_profile_to_json, hardware_profile_from_json, "hw");
+}
+
+TEST(RoundTrip, StepReports) {
+  auto r = step_report_from_json(basic_report(), "measured.json");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->ranks.size(), 1u);
+  EXPECT_DOUBLE_EQ(r->ranks[0].comm.at("dp").bytes_sent, 10);
+  expect_round_trip(*r, step_report_to_json, step_report_from_json, "measured");
+  StepReport predicted;
+  predicted.kind = "predicted";
+  predicted.source = "simulate";
+  predicted.model = model_to_json(*model_from_json(tiny_model(), "m.json"));
+  predicted.plan = plan_to_json(Plan{});
+  predicted.step_time_s = 1.25;
+  predicted.bytes_per_group = {{"tp", 1e9}, {"pp", 0}};
+  RankStep rs;
+  rs.rank = 3;
+  rs.stage = 1;
+  rs.memory.activations_bytes = 12345;
+  rs.comm["tp"] = {1, 2, 0.5};
+  predicted.ranks = {rs};
+  expect_round_trip(predicted, step_report_to_json, step_report_from_json, "predicted");
+}
+
+// The fuzzers' seed corpus is only useful while every seed is accepted: each one starts the
+// search at a valid input of its loader.
+TEST(RoundTrip, EveryFuzzSeedLoads) {
+  struct Target {
+    const char* dir;
+    Status (*load)(const Json&, const std::string&);
+  };
+  const Target targets[] = {
+      {"fuzz_model", [](const Json& j, const std::string& s) { return model_from_json(j, s).status(); }},
+      {"fuzz_hf_config", [](const Json& j, const std::string& s) { return model_from_json(j, s).status(); }},
+      {"fuzz_cluster", [](const Json& j, const std::string& s) { return cluster_from_json(j, s).status(); }},
+      {"fuzz_plan", [](const Json& j, const std::string& s) { return plan_from_json(j, s).status(); }},
+      {"fuzz_hardware_profile",
+       [](const Json& j, const std::string& s) { return hardware_profile_from_json(j, s).status(); }},
+      {"fuzz_step_report",
+       [](const Json& j, const std::string& s) { return step_report_from_json(j, s).status(); }},
+  };
+  for (const Target& t : targets) {
+    int seeds = 0;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(repo_file(std::string("tests/fuzz/corpus/") + t.dir))) {
+      ++seeds;
+      const std::string path = entry.path().string();
+      auto json = cli::read_json_file(path);
+      ASSERT_TRUE(json.ok()) << json.status().message();
+      const Status st = t.load(*json, path);
+      EXPECT_TRUE(st.ok()) << st.message();
+    }
+    EXPECT_GE(seeds, 2) << t.dir;
+  }
+}
+
+// --- files (the edge) -----------------------------------------------------------------------
+
+TEST(Files, MissingDirectoryAndMalformedFilesNameThePath) {
+  EXPECT_TRUE(FailsWith(cli::read_json_file(repo_file("models/no-such-model.json")),
+                        {"no-such-model.json", "cannot read"}, ExitCode::kIo));
+  EXPECT_TRUE(FailsWith(cli::read_json_file(repo_file("models")),
+                        {"models", "directory"}, ExitCode::kIo));
+  const std::string dir = std::string(TRAINPLAN_BINARY_DIR) + "/loaders_test_tmp";
+  std::filesystem::create_directories(dir);
+  const std::string bad = dir + "/bad.json";
+  ASSERT_TRUE(cli::write_file_atomic(bad, "{\n  \"num_layers\": 4,\n}\n").ok());
+  EXPECT_TRUE(FailsWith(cli::read_json_file(bad), {bad, "malformed JSON at byte"}));
+}
+
+TEST(PlanLoader, Fp8RoundTripsAndNeedsSixteenBitPrecision) {
+  auto plain = plan_from_json(basic_plan(), "p.json");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_FALSE(plain->fp8);
+  EXPECT_FALSE(plan_to_json(*plain).contains("fp8"));  // plans without FP8 keep their JSON
+  Json j = basic_plan();
+  j["fp8"] = true;
+  auto fp8 = plan_from_json(j, "p.json");
+  ASSERT_TRUE(fp8.ok()) << fp8.status().message();
+  EXPECT_TRUE(fp8->fp8);
+  EXPECT_EQ(plan_to_json(*fp8).at("fp8"), true);
+  EXPECT_NE(describe(*fp8).find(" fp8"), std::string::npos) << describe(*fp8);
+  j["precision"] = "fp32";
+  auto bad = plan_from_json(j, "p.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("fp8 needs precision bf16 or fp16"), std::string::npos)
+      << bad.status().message();
+  j["precision"] = "bf16";
+  j["fp8"] = "yes";
+  auto typed = plan_from_json(j, "p.json");
+  ASSERT_FALSE(typed.ok());
+  EXPECT_NE(typed.status().message().find("field 'fp8'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trainplan

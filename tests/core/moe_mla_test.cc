@@ -1,0 +1,395 @@
+// Mixture-of-experts stacks that are not uniform (dense layers, shared experts) and multi-head
+// latent attention: the Hugging Face configs of DeepSeek-V2/V3, Qwen-MoE, OLMoE, Llama 4 and
+// Mixtral read as their modeling files build them (tests/data/hf/SOURCES.md), their parameter
+// counts against the published totals, the loader's errors, and the cost model's consistency
+// (GEMM FLOPs are twice tokens times weights, stage sums match the blocks).
+#include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/cost/cost_model.h"
+#include "core/json_util.h"
+#include "core/model_spec.h"
+#include "tests/core/test_util.h"
+#include "core/plan.h"
+
+namespace trainplan {
+namespace {
+
+double d(std::int64_t v) { return static_cast<double>(v); }
+
+Result<ModelSpec> load_json(const Json& j) { return model_from_json(j, "m.json"); }
+
+using testing::load_hf;
+using testing::read_hf_json;
+
+// A small DeepSeek-like model: MLA with a query latent, 8 experts top-2 with a shared expert,
+// layer 0 dense with a wider MLP.
+ModelSpec small_deepseek() {
+  ModelSpec m;
+  m.name = "small deepseek";
+  m.num_layers = 5;
+  m.hidden_size = 256;
+  m.num_attention_heads = 4;
+  m.num_kv_heads = 4;
+  m.head_dim = 48;
+  m.qk_rope_head_dim = 16;
+  m.v_head_dim = 32;
+  m.q_lora_rank = 64;
+  m.kv_lora_rank = 32;
+  m.ffn_hidden_size = 64;
+  m.num_experts = 8;
+  m.experts_per_token = 2;
+  m.shared_expert_ffn_size = 64;
+  m.dense_layers = {0};
+  m.dense_ffn_hidden_size = 512;
+  m.vocab_size = 1000;
+  m.seq_len = 128;
+  m.max_position_embeddings = 128;
+  m.activation = Activation::kSwiglu;
+  m.norm = NormKind::kRmsNorm;
+  m.position = PositionKind::kRope;
+  m.bias = false;
+  m.dropout = false;
+  m.tie_word_embeddings = false;
+  EXPECT_TRUE(validate_model(m, "small").ok()) << validate_model(m, "small").message();
+  return m;
+}
+
+Plan plan_of(std::int64_t tp, std::int64_t pp, std::int64_t dp) {
+  Plan p;
+  p.tp = tp;
+  p.pp = pp;
+  p.dp = dp;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 4 * dp;
+  return p;
+}
+
+// --- Hugging Face configs ------------------------------------------------------------------
+
+TEST(HfMoe, TotalsMatchThePublishedCounts) {
+  // Published totals (model cards and papers, tests/data/hf/SOURCES.md), in billions. The
+  // published "active" figures differ in whether they count the embedding, so those are checked
+  // loosely; totals to 1%.
+  struct Case {
+    const char* file;
+    double total_b, active_b;
+  };
+  for (const Case& c : {Case{"deepseek-v3-config.json", 671, 37},
+                        Case{"deepseek-v2-lite-config.json", 15.7, 2.4},
+                        Case{"qwen2-moe-57b-a14b-config.json", 57, 14},
+                        Case{"qwen3-30b-a3b-config.json", 30.5, 3.3},
+                        Case{"olmoe-1b-7b-config.json", 6.9, 1.3},
+                        Case{"mixtral-8x22b-config.json", 141, 39}}) {
+    auto m = load_hf(c.file);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    const ParameterCounts n = count_parameters(*m);
+    EXPECT_LT(std::fabs(n.total() / 1e9 - c.total_b) / c.total_b, 0.01)
+        << c.file << ": " << n.total() / 1e9 << "B";
+    EXPECT_LT(std::fabs(n.active() / 1e9 - c.active_b) / c.active_b, 0.12)
+        << c.file << ": " << n.active() / 1e9 << "B active";
+  }
+}
+
+TEST(HfMoe, DeepSeekV3LayoutAndLatentAttention) {
+  auto m = load_hf("deepseek-v3-config.json");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->num_experts, 256);
+  EXPECT_EQ(m->experts_per_token, 8);
+  EXPECT_EQ(m->ffn_hidden_size, 2048);         // moe_intermediate_size
+  EXPECT_EQ(m->dense_ffn_hidden_size, 18432);  // intermediate_size, first_k_dense_replace = 3
+  EXPECT_EQ(m->shared_expert_ffn_size, 2048);  // one shared expert
+  EXPECT_EQ(m->dense_layers, (std::vector<std::int64_t>{0, 1, 2}));
+  EXPECT_TRUE(m->is_mla());
+  EXPECT_EQ(m->head_dim, 192);  // 128 + 64
+  EXPECT_EQ(m->v_dim(), 128);
+  EXPECT_EQ(m->q_lora_rank, 1536);
+  EXPECT_EQ(m->kv_lora_rank, 512);
+  EXPECT_EQ(m->qk_rope_head_dim, 64);
+  EXPECT_EQ(m->activation, Activation::kSwiglu);
+  // V2-Lite projects queries directly (q_lora_rank null).
+  auto lite = load_hf("deepseek-v2-lite-config.json");
+  ASSERT_TRUE(lite.ok()) << lite.status().message();
+  EXPECT_EQ(lite->q_lora_rank, 0);
+  EXPECT_EQ(lite->dense_layers, (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(lite->shared_expert_ffn_size, 2 * 1408);
+}
+
+TEST(HfMoe, QwenAndLlama4Layouts) {
+  auto qwen = load_hf("qwen2-moe-57b-a14b-config.json");
+  ASSERT_TRUE(qwen.ok()) << qwen.status().message();
+  EXPECT_EQ(qwen->num_experts, 64);
+  EXPECT_EQ(qwen->ffn_hidden_size, 2560);
+  EXPECT_EQ(qwen->shared_expert_ffn_size, 20480);
+  EXPECT_TRUE(qwen->dense_layers.empty());
+  auto scout = load_hf("llama4-scout-config.json");
+  ASSERT_TRUE(scout.ok()) << scout.status().message();
+  EXPECT_NE(scout->name.find("text_config"), std::string::npos);
+  EXPECT_EQ(scout->num_experts, 16);
+  EXPECT_EQ(scout->experts_per_token, 1);
+  EXPECT_EQ(scout->shared_expert_ffn_size, 8192);
+  EXPECT_TRUE(scout->dense_layers.empty());
+
+  // decoder_sparse_step 2 and mlp_only_layers: layers 1, 3 are MoE unless listed (Qwen2-MoE's
+  // rule); interleave_moe_layer_step 2: layers 1, 3, ... are MoE, dense layers take
+  // intermediate_size_mlp (Llama 4's).
+  auto j = read_hf_json("qwen2-moe-57b-a14b-config.json");
+  ASSERT_TRUE(j.ok());
+  (*j)["num_hidden_layers"] = 6;
+  (*j)["decoder_sparse_step"] = 2;
+  (*j)["mlp_only_layers"] = Json::array({3});
+  auto sparse = load_json(*j);
+  ASSERT_TRUE(sparse.ok()) << sparse.status().message();
+  EXPECT_EQ(sparse->dense_layers, (std::vector<std::int64_t>{0, 2, 3, 4}));
+  EXPECT_EQ(sparse->dense_ffn_hidden_size, 18944);
+  auto l4 = read_hf_json("llama4-scout-config.json");
+  ASSERT_TRUE(l4.ok());
+  Json text = (*l4)["text_config"];
+  text["num_hidden_layers"] = 4;
+  text["interleave_moe_layer_step"] = 2;
+  text.erase("moe_layers");
+  auto maverick_like = load_json(text);
+  ASSERT_TRUE(maverick_like.ok()) << maverick_like.status().message();
+  EXPECT_EQ(maverick_like->dense_layers, (std::vector<std::int64_t>{0, 2}));
+  EXPECT_EQ(maverick_like->dense_ffn_hidden_size, 16384);
+}
+
+TEST(HfLoader, RefusesEncodersAndLayoutsItDoesNotRead) {
+  for (const char* file : {"bert-base-uncased-config.json", "t5-small-config.json"}) {
+    auto m = load_hf(file);
+    ASSERT_FALSE(m.ok()) << file;
+    EXPECT_NE(m.status().message().find(file), std::string::npos) << m.status().message();
+    EXPECT_NE(m.status().message().find("decoder-only"), std::string::npos);
+  }
+  auto dbrx = load_json(Json{{"model_type", "dbrx"}, {"d_model", 6144}, {"n_layers", 40}});
+  ASSERT_FALSE(dbrx.ok());
+  EXPECT_NE(dbrx.status().message().find("\"dbrx\""), std::string::npos)
+      << dbrx.status().message();
+  EXPECT_NE(dbrx.status().message().find("num_hidden_layers"), std::string::npos);
+}
+
+TEST(HfLoader, MoeAndMlaKeyErrorsNameTheKey) {
+  struct Case {
+    const char* file;
+    const char* key;
+    Json value;
+  };
+  for (const Case& c : {Case{"deepseek-v3-config.json", "first_k_dense_replace", -1},
+                        Case{"deepseek-v3-config.json", "n_routed_experts", "256"},
+                        Case{"deepseek-v3-config.json", "kv_lora_rank", 0},
+                        Case{"deepseek-v3-config.json", "qk_nope_head_dim", nullptr},
+                        Case{"qwen2-moe-57b-a14b-config.json", "mlp_only_layers", 3},
+                        Case{"qwen2-moe-57b-a14b-config.json", "mlp_only_layers",
+                             Json::array({1, "x"})},
+                        Case{"qwen2-moe-57b-a14b-config.json", "decoder_sparse_step", 0}}) {
+    auto j = read_hf_json(c.file);
+    ASSERT_TRUE(j.ok());
+    (*j)[c.key] = c.value;
+    auto m = load_json(*j);
+    ASSERT_FALSE(m.ok()) << c.key << " = " << c.value.dump();
+    EXPECT_NE(m.status().message().find(std::string("'") + c.key + "'"), std::string::npos)
+        << m.status().message();
+  }
+}
+
+// --- our format: the new fields' checks and round trip -------------------------------------
+
+TEST(ModelSpecMoe, RoundTripsAndChecksTheNewFields) {
+  const ModelSpec m = small_deepseek();
+  auto back = load_json(model_to_json(m));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(model_to_json(*back), model_to_json(m));
+
+  struct Case {
+    const char* field;
+    Json value;
+    const char* expect;
+  };
+  for (const Case& c : {
+           Case{"dense_layers", Json::array({0, 0}), "ascending"},
+           Case{"dense_layers", Json::array({2, 1}), "ascending"},
+           Case{"dense_layers", Json::array({5}), "[0, num_layers=5)"},
+           Case{"dense_layers", Json::array({0, 1, 2, 3, 4}), "every layer is dense"},
+           Case{"dense_layers", Json::array({"0"}), "entry 0"},
+           Case{"shared_expert_ffn_size", -1, "-1"},
+           Case{"q_lora_rank", 1.5, "1.5"},
+           Case{"qk_rope_head_dim", 48, "head_dim=48"},
+           Case{"num_kv_heads", 2, "must equal num_attention_heads=4"},
+       }) {
+    Json j = model_to_json(m);
+    j[c.field] = c.value;
+    auto r = load_json(j);
+    ASSERT_FALSE(r.ok()) << c.field << " = " << c.value.dump();
+    EXPECT_NE(r.status().message().find(std::string("'") + c.field + "'"), std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().message();
+  }
+  // MoE-only and MLA-only fields on a dense model with standard attention.
+  Json dense = model_to_json(m);
+  dense["num_experts"] = 1;
+  dense["experts_per_token"] = 1;
+  auto r = load_json(dense);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("mixture-of-experts"), std::string::npos);
+  Json no_mla = model_to_json(m);
+  no_mla.erase("kv_lora_rank");
+  r = load_json(no_mla);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("kv_lora_rank > 0"), std::string::npos);
+}
+
+// --- cost model -----------------------------------------------------------------------------
+
+// Every linear layer's forward GEMM does 2 FLOPs per weight per token, so on one rank (tp = 1)
+// a layer's GEMM FLOPs are 2*T*(its weights a token passes through): attention (MLA's latent
+// norms aside), router, the top-k experts and the shared experts; or the dense MLP.
+TEST(CostModelMoe, GemmFlopsAreTwiceTokensTimesTheWeightsATokenUses) {
+  const ModelSpec m = small_deepseek();
+  const Plan p = plan_of(1, 1, 1);
+  const double T = d(m.seq_len);
+  for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+    const ModelSpec lm = layer_model(m, kind);
+    const ParameterCounts c = count_parameters(lm);
+    const double latent_norms = d(m.q_lora_rank + m.kv_lora_rank);  // RMSNorm weights
+    const double weights =
+        (c.attention - d(lm.num_layers) * latent_norms + c.active_mlp) / d(lm.num_layers);
+    double gemm = 0;
+    for (const Task& t : layer_forward_tasks(lm, p))
+      if (t.kind == TaskKind::kGemm) gemm += t.flops;
+    EXPECT_NEAR(gemm, 2.0 * T * weights, 1e-9 * gemm) << (kind == LayerKind::kMoe ? "moe" : "dense");
+  }
+}
+
+TEST(CostModelMoe, StageSumsMatchTheBlocksWithDenseLayersAndAnUnevenSplit) {
+  const ModelSpec m = small_deepseek();
+  const ParameterCounts c = count_parameters(m);
+  for (std::int64_t tp : {1, 2}) {
+    for (std::int64_t pp : {1, 2, 3}) {
+      Plan p = plan_of(tp, pp, 2);
+      p.ep = 2;
+      if (m.num_layers % pp != 0) p.layers_per_stage = balanced_chunk_layers(m.num_layers, pp);
+      ASSERT_TRUE(check_plan_fits_model(p, m).ok()) << check_plan_fits_model(p, m).message();
+      double dense = 0, expert = 0, dense_layers = 0;
+      for (std::int64_t s = 0; s < pp; ++s) {
+        double stage_dense = 0, stage_expert = 0;
+        for (const ParamBlock& b : param_blocks_on_stage(m, p, s)) {
+          stage_dense += d(b.dense_params);
+          stage_expert += d(b.expert_params);
+        }
+        const StageParameters sp = parameters_on_stage(m, p, s);
+        EXPECT_EQ(sp.dense, stage_dense) << "tp=" << tp << " pp=" << pp << " stage " << s;
+        EXPECT_EQ(sp.expert, stage_expert);
+        dense += stage_dense;
+        expert += stage_expert;
+        dense_layers += d(layer_kinds_on_stage(p, m, s).dense);
+      }
+      EXPECT_EQ(dense_layers, 1.0);  // layer 0, on stage 0
+      EXPECT_EQ(layer_kinds_on_stage(p, m, 0).dense, 1);
+      if (tp == 1 && pp == 1) {
+        // Unsharded, the stage holds the model (vocabulary padded to 128), experts split by ep.
+        const double pad = d(padded_vocab(m, 1) - m.vocab_size) * d(m.hidden_size) * 2.0;
+        EXPECT_DOUBLE_EQ(dense + expert * d(p.ep), c.total() + pad);
+      }
+    }
+  }
+}
+
+TEST(CostModelMoe, MlaDownProjectionsAreDuplicatedOverTpAndSequenceParallelSplitsTheirTokens) {
+  const ModelSpec m = layer_model(small_deepseek(), LayerKind::kMoe);
+  auto flops_of = [](const std::vector<Task>& tasks, std::string_view name) {
+    for (const Task& t : tasks)
+      if (t.name == name) return t.flops;
+    return -1.0;
+  };
+  const auto one = layer_forward_tasks(m, plan_of(1, 1, 1));
+  Plan tp2 = plan_of(2, 1, 1);
+  const auto two = layer_forward_tasks(m, tp2);
+  tp2.sequence_parallel = true;
+  const auto two_sp = layer_forward_tasks(m, tp2);
+  for (std::string_view down : {"q_down", "kv_down"}) {
+    EXPECT_EQ(flops_of(two, down), flops_of(one, down)) << down;       // duplicated
+    EXPECT_EQ(flops_of(two_sp, down), flops_of(one, down) / 2) << down;  // own tokens only
+  }
+  for (std::string_view up : {"q_up", "kv_up", "out_proj"})
+    EXPECT_EQ(flops_of(two, up), flops_of(one, up) / 2) << up;
+  // With SP the attention's TP all-gather carries the latents and the rotary key, not h.
+  int gathers = 0;
+  for (const Task& t : two_sp) {
+    if (t.name != "tp_all_gather_attn") continue;
+    ++gathers;
+    EXPECT_EQ(t.message_bytes,
+              m.seq_len * (m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim) * 2);
+  }
+  EXPECT_EQ(gathers, 1);
+}
+
+TEST(CostModelMoe, ActivationsAndFlopsFollowEachLayersKind) {
+  const ModelSpec m = small_deepseek();
+  Plan p = plan_of(1, 1, 1);
+  // Step FLOPs are the sum over layers of each kind's.
+  Plan one = p;
+  one.global_batch_size = 1;
+  double layers = 0;
+  for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+    double f = 0;
+    for (const Task& t : layer_forward_tasks(layer_model(m, kind), one)) f += t.flops;
+    layers += f * (kind == LayerKind::kDense ? 1.0 : 4.0);
+  }
+  double head = 0;
+  for (const Task& t : head_forward_tasks(m, one)) head += t.flops;
+  EXPECT_NEAR(step_flops(m, one).model, 3.0 * (layers + head), 1e-9 * layers);
+  // Activations: one dense and four MoE layers' worth on the one stage.
+  const double expected = layer_activation_bytes(layer_model(m, LayerKind::kDense), p) +
+                          4.0 * layer_activation_bytes(layer_model(m, LayerKind::kMoe), p);
+  const MemoryBreakdown mem = memory_on_stage(m, p, 0);
+  const double head_and_embedding =
+      4.0 * d(m.seq_len) * d(padded_vocab(m, 1)) + d(m.seq_len) * d(m.hidden_size) * 2.0;
+  EXPECT_NEAR(mem.activations_bytes, expected + head_and_embedding, 1e-9 * expected);
+}
+
+// --- Plan::ep_overlap ------------------------------------------------------------------------
+
+TEST(PlanEpOverlap, ConstraintsAreMegatronCoresAndNamed) {
+  Plan p = plan_of(1, 1, 8);
+  p.ep = 4;
+  p.ep_overlap = true;
+  EXPECT_TRUE(validate_plan(p).ok()) << validate_plan(p).message();
+  auto fails_with = [](const Plan& q, const std::string& part) {
+    const Status st = validate_plan(q);
+    return !st.ok() && st.message().find(part) != std::string::npos &&
+           st.message().find("ep_overlap") != std::string::npos;
+  };
+  Plan no_ep = p;
+  no_ep.ep = 1;
+  EXPECT_TRUE(fails_with(no_ep, "ep >= 2"));
+  Plan gpipe = p;
+  gpipe.schedule = Schedule::kGpipe;
+  EXPECT_TRUE(fails_with(gpipe, "schedule gpipe"));
+  Plan pp2 = plan_of(1, 2, 8);
+  pp2.ep = 4;
+  pp2.ep_overlap = true;
+  EXPECT_TRUE(fails_with(pp2, "needs schedule interleaved"));
+  pp2.schedule = Schedule::kInterleaved;
+  pp2.virtual_stages = 2;
+  pp2.global_batch_size = 16;
+  EXPECT_TRUE(validate_plan(pp2).ok()) << validate_plan(pp2).message();
+  Plan full = p;
+  full.recompute = Recompute::kFull;
+  EXPECT_TRUE(fails_with(full, "recompute full"));
+  Plan z3 = p;
+  z3.zero_stage = 3;
+  EXPECT_TRUE(fails_with(z3, "zero_stage 3"));
+  // Written only when set, and read back.
+  Plan off = p;
+  off.ep_overlap = false;
+  EXPECT_FALSE(plan_to_json(off).contains("ep_overlap"));
+  auto back = plan_from_json(plan_to_json(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->ep_overlap);
+  EXPECT_NE(describe(p).find("ep-overlap"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trainplan

@@ -1,0 +1,441 @@
+// simulator/published_run: how a published run's entry becomes a model, plan and cluster (what
+// is read, what is inferred and said so, what is refused with the field named), and how its
+// measured figures meet the prediction.
+#include "validation/published_run.h"
+
+#include <algorithm>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace trainplan {
+namespace {
+
+// A Megatron-LM 2021 style entry (the dev set's schema), edited per test.
+Json gpt_entry() {
+  return Json::parse(R"({
+    "id": "t", "source": "arXiv:2104.04473 Table 1",
+    "model": {"name": "GPT 1.7B", "params_b": 1.7, "layers": 24, "hidden": 2304, "heads": 24,
+              "ffn_hidden": 9216, "seq_len": 2048, "vocab": 51200},
+    "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 32, "gpus_per_node": 8,
+                 "interconnect": "DGX A100"},
+    "parallel": {"tp": 1, "pp": 1, "dp": 32, "cp": 1, "vp": 1, "zero_stage": 0,
+                 "sequence_parallel": false, "recompute": "full", "micro_batch": 16,
+                 "global_batch": 512},
+    "measured": {"tflops_per_gpu": 137, "mfu": null, "iteration_time_s": null,
+                 "tokens_per_s": null, "memory_gb": null, "pct_of_peak": 0.44,
+                 "aggregate_pflops": 4.4},
+    "precision": "fp16", "confidence": "high", "notes": ["DDP impl torch per script."]})");
+}
+
+// Llama 3 8B's shape (Dubey et al. 2024, Table 3), with no activation given.
+Json llama_entry() {
+  Json e = gpt_entry();
+  e["source"] = "arXiv:2407.21783";
+  e["model"] = Json::parse(R"({"name": "Llama 3 8B", "params_b": 8.0, "layers": 32,
+      "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn_hidden": 14336, "seq_len": 8192,
+      "vocab": 128256})");
+  e["hardware"] = Json::parse(R"({"gpu": "H100-SXM5-80GB", "num_gpus": 8})");
+  e["parallel"] = Json::parse(R"({"tp": 1, "pp": 1, "dp": 8, "micro_batch": 1,
+      "global_batch": 16})");
+  e["precision"] = "bf16";
+  return e;
+}
+
+PublishedRun map_ok(const Json& e) {
+  auto r = published_run_from_json(e, "entry 0");
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : PublishedRun{};
+}
+
+std::string map_error(const Json& e) {
+  auto r = published_run_from_json(e, "entry 0");
+  EXPECT_FALSE(r.ok());
+  return r.ok() ? std::string() : r.status().message();
+}
+
+bool has_assumption(const PublishedRun& r, const std::string& part) {
+  return std::any_of(r.assumptions.begin(), r.assumptions.end(),
+                     [&](const std::string& a) { return a.find(part) != std::string::npos; });
+}
+
+TEST(PublishedRun, MapsTheDevSchemaAsMegatronRanIt) {
+  const PublishedRun r = map_ok(gpt_entry());
+  EXPECT_EQ(r.id, "t");
+  EXPECT_EQ(r.model.num_layers, 24);
+  EXPECT_EQ(r.model.ffn_hidden_size, 9216);
+  EXPECT_EQ(r.model.seq_len, 2048);
+  EXPECT_EQ(r.model.vocab_size, 51200);
+  EXPECT_EQ(r.model.activation, Activation::kGelu);
+  EXPECT_TRUE(r.model.tie_word_embeddings);
+  EXPECT_EQ(r.cluster.gpu.name, "A100-80GB");
+  EXPECT_EQ(r.cluster.total_gpus(), 32);
+  EXPECT_EQ(describe(r.plan), describe([] {
+              Plan p;
+              p.dp = 32;
+              p.micro_batch_size = 16;
+              p.global_batch_size = 512;
+              p.recompute = Recompute::kFull;
+              return p;
+            }()));
+  EXPECT_EQ(r.plan.precision, Precision::kFp16);
+  EXPECT_EQ(r.plan.grad_precision, GradPrecision::kCompute);  // fp16 era: reduced in fp16
+  EXPECT_EQ(r.plan.attention, AttentionImpl::kUnfused);       // arXiv 2104: before FlashAttention
+  EXPECT_TRUE(r.options.overlap_grad_reduce);
+  ASSERT_TRUE(r.measured.tflops_per_gpu.has_value());
+  EXPECT_EQ(*r.measured.tflops_per_gpu, 137);
+  EXPECT_FALSE(r.measured.mfu.has_value());  // null: not published
+  EXPECT_TRUE(r.ignored_fields.empty());
+  EXPECT_TRUE(has_assumption(r, "model family: GPT"));
+  // Megatron-LM's --recompute-num-layers (block method) maps to the plan's field.
+  Json e = gpt_entry();
+  e["parallel"]["recompute_num_layers"] = 5;
+  EXPECT_EQ(map_ok(e).plan.recompute_num_layers, 5);
+  // DeepSpeed's partition_activations, checked with the plan (it needs tp >= 2).
+  e["parallel"]["partition_activations"] = true;
+  EXPECT_NE(map_error(e).find("partition_activations needs tp >= 2"), std::string::npos);
+  e["parallel"]["tp"] = 2;
+  e["parallel"]["dp"] = 16;
+  EXPECT_TRUE(map_ok(e).plan.partition_activations);
+}
+
+TEST(PublishedRun, FamilyFromParamsWhenNoActivationIsGiven) {
+  const PublishedRun r = map_ok(llama_entry());
+  EXPECT_EQ(r.model.activation, Activation::kSwiglu);
+  EXPECT_EQ(r.model.norm, NormKind::kRmsNorm);
+  EXPECT_EQ(r.model.position, PositionKind::kRope);
+  EXPECT_FALSE(r.model.bias);
+  EXPECT_FALSE(r.model.tie_word_embeddings);
+  EXPECT_EQ(r.model.num_kv_heads, 8);
+  EXPECT_TRUE(has_assumption(r, "model family: Llama"));
+  EXPECT_EQ(r.plan.attention, AttentionImpl::kFused);  // arXiv 2407
+  EXPECT_EQ(r.plan.grad_precision, GradPrecision::kFp32);  // bf16: fp32 gradients
+  EXPECT_FALSE(has_assumption(r, "parameters by our count"));  // 8.0B matches
+
+  Json e = llama_entry();
+  e["model"]["activation"] = "gelu";  // the entry's word wins over the parameter count
+  const PublishedRun g = map_ok(e);
+  EXPECT_EQ(g.model.activation, Activation::kGelu);
+  EXPECT_TRUE(has_assumption(g, "parameters by our count"));  // and the mismatch is said
+}
+
+TEST(PublishedRun, AttentionFromTheFieldTheNotesOrTheDate) {
+  Json e = gpt_entry();
+  e["notes"].push_back("trained with FlashAttention-2");
+  EXPECT_EQ(map_ok(e).plan.attention, AttentionImpl::kFused);
+  e = gpt_entry();
+  e["attention"] = "fused";
+  const PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.plan.attention, AttentionImpl::kFused);
+  EXPECT_FALSE(has_assumption(r, "attention"));
+  e = gpt_entry();
+  e["source"] = "a blog post";
+  EXPECT_EQ(map_ok(e).plan.attention, AttentionImpl::kFused);
+}
+
+// TP runs that do not say whether they used sequence parallelism: those published from 2023
+// on are taken to (Megatron-Core/NeMo recipes, torchtitan, MegaScale), earlier ones not; the
+// field, when given, is used as it is.
+TEST(PublishedRun, SequenceParallelFromTheFieldOrTheDate) {
+  Json e = llama_entry();
+  e["parallel"] = Json::parse(R"({"tp": 2, "pp": 1, "dp": 4, "micro_batch": 1,
+      "global_batch": 16})");
+  PublishedRun r = map_ok(e);
+  EXPECT_TRUE(r.plan.sequence_parallel);
+  EXPECT_TRUE(has_assumption(r, "parallel.sequence_parallel: true (not given"));
+  e["parallel"]["sequence_parallel"] = nullptr;
+  EXPECT_TRUE(map_ok(e).plan.sequence_parallel);
+  e["parallel"]["sequence_parallel"] = false;
+  r = map_ok(e);
+  EXPECT_FALSE(r.plan.sequence_parallel);
+  EXPECT_FALSE(has_assumption(r, "parallel.sequence_parallel"));
+  e["parallel"].erase("sequence_parallel");
+  e["source"] = "arXiv:2104.04473";
+  r = map_ok(e);
+  EXPECT_FALSE(r.plan.sequence_parallel);
+  EXPECT_TRUE(has_assumption(r, "parallel.sequence_parallel: false (not given; source dated "
+                                "before 2023)"));
+  // Partitioned checkpoints store the input split over TP instead of SP.
+  e["source"] = "arXiv:2407.21783";
+  e["parallel"]["recompute"] = "full";
+  e["parallel"]["partition_activations"] = true;
+  r = map_ok(e);
+  EXPECT_FALSE(r.plan.sequence_parallel);
+  EXPECT_TRUE(has_assumption(r, "false (not given; partition_activations splits"));
+  // Without TP there is nothing to say.
+  r = map_ok(llama_entry());
+  EXPECT_FALSE(r.plan.sequence_parallel);
+  EXPECT_FALSE(has_assumption(r, "parallel.sequence_parallel"));
+}
+
+TEST(PublishedRun, DerivedAndDefaultedFieldsAreSaid) {
+  Json e = gpt_entry();
+  e["parallel"].erase("dp");
+  e["parallel"].erase("micro_batch");
+  e["parallel"].erase("recompute");
+  e["model"].erase("ffn_hidden");
+  e["measured"]["mfu"] = 44;
+  e["notes"] = {"DDP impl local per script"};
+  const PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.plan.dp, 32);
+  EXPECT_EQ(r.plan.micro_batch_size, 1);
+  EXPECT_EQ(r.plan.recompute, Recompute::kNone);
+  EXPECT_EQ(r.model.ffn_hidden_size, 4 * 2304);
+  ASSERT_TRUE(r.measured.mfu.has_value());
+  EXPECT_DOUBLE_EQ(*r.measured.mfu, 0.44);
+  EXPECT_FALSE(r.options.overlap_grad_reduce);
+  for (const char* what : {"parallel.dp", "parallel.micro_batch", "parallel.recompute",
+                           "model.ffn_hidden", "percentage", "after the pipeline flush"})
+    EXPECT_TRUE(has_assumption(r, what)) << what;
+}
+
+TEST(PublishedRun, UnevenLayersGiveTheEndStagesFewer) {
+  // Llama 3 405B: 126 layers on 16 stages, one fewer on the first and the last.
+  Json e = llama_entry();
+  e["model"]["layers"] = 126;
+  e["hardware"]["num_gpus"] = 16;
+  e["parallel"] = Json::parse(R"({"tp": 1, "pp": 16, "dp": 1, "micro_batch": 1,
+      "global_batch": 32})");
+  PublishedRun r = map_ok(e);
+  std::vector<std::int64_t> want(16, 8);
+  want.front() = want.back() = 7;
+  EXPECT_EQ(r.plan.layers_per_stage, want);
+  EXPECT_TRUE(has_assumption(r, "7,8,8,8,8,8,8,8,8,8,8,8,8,8,8,7"));
+  // Short by three: first, last, then second.
+  e["model"]["layers"] = 13;
+  e["parallel"]["pp"] = 4;
+  e["hardware"]["num_gpus"] = 4;
+  r = map_ok(e);
+  EXPECT_EQ(r.plan.layers_per_stage, (std::vector<std::int64_t>{3, 3, 4, 3}));
+  // Even splits keep the plan's default.
+  e["model"]["layers"] = 12;
+  EXPECT_TRUE(map_ok(e).plan.layers_per_stage.empty());
+}
+
+TEST(PublishedRun, MissingShapeFieldsAndGpuDescriptions) {
+  Json e = gpt_entry();
+  e["model"].erase("vocab");
+  e["model"]["heads"] = nullptr;
+  e["model"]["activation"] = "relu";
+  e["hardware"]["gpu"] = "H100 96GB HBM2e @500W (Meta Grand Teton variant)";
+  e["model"]["hidden"] = 2304;
+  PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.model.vocab_size, 51200);
+  EXPECT_EQ(r.model.num_attention_heads, 18);  // 2304 / 128
+  EXPECT_EQ(r.model.activation, Activation::kGelu);
+  EXPECT_EQ(r.cluster.gpu.name, "H100-96GB");
+  for (const char* what : {"model.vocab", "model.heads: hidden / 128", "relu", "read as preset"})
+    EXPECT_TRUE(has_assumption(r, what)) << what;
+  e["model"]["hidden"] = 2300;  // not a multiple of 128: the heads cannot be guessed
+  EXPECT_NE(map_error(e).find("missing required field 'heads'"), std::string::npos);
+}
+
+// A node whose GPUs share fewer NICs than DGX A100's eight (GPT-NeoX-20B's four ConnectX-6
+// HDR per eight A100s, Black et al. 2022 sec. 2.3): per GPU, the node's achievable NIC
+// bandwidth over its GPUs. The two fields go together and are checked.
+TEST(PublishedRun, SharedNicsSetTheInterNodeBandwidth) {
+  Json e = gpt_entry();
+  const double dgx = map_ok(e).cluster.inter_node_bytes_per_s;
+  EXPECT_NEAR(dgx, 23e9, 1e6);  // one 200 Gb/s NIC per GPU at 92%: the preset's figure
+  e["hardware"]["nics_per_node"] = 8;
+  e["hardware"]["nic_Gbps"] = 200;
+  EXPECT_NEAR(map_ok(e).cluster.inter_node_bytes_per_s, dgx, 1e6);
+  e["hardware"]["nics_per_node"] = 4;
+  const PublishedRun r = map_ok(e);
+  EXPECT_NEAR(r.cluster.inter_node_bytes_per_s, dgx / 2, 1e6);
+  EXPECT_TRUE(has_assumption(r, "4 x 200 Gb/s NICs shared by 8 GPUs, 11.5 GB/s per GPU"));
+  e["hardware"].erase("nic_Gbps");
+  EXPECT_NE(map_error(e).find("nics_per_node=4 needs nic_Gbps"), std::string::npos);
+  e["hardware"].erase("nics_per_node");
+  e["hardware"]["nic_Gbps"] = 100;
+  EXPECT_NE(map_error(e).find("nic_Gbps=100 needs nics_per_node"), std::string::npos);
+  e["hardware"]["nics_per_node"] = 0;
+  EXPECT_NE(map_error(e).find("nics_per_node"), std::string::npos);
+  e["hardware"]["nics_per_node"] = 4;
+  e["hardware"]["nic_Gbps"] = -1;
+  EXPECT_NE(map_error(e).find("nic_Gbps"), std::string::npos);
+}
+
+// torchtitan's HSDP (data_parallel_shard_degree 8 x replicate degree 4): the shard group is
+// read and checked with the plan.
+TEST(PublishedRun, HybridShardingIsReadAndChecked) {
+  Json e = gpt_entry();
+  e["parallel"]["zero_stage"] = 3;
+  e["parallel"]["zero_shard_size"] = 8;
+  EXPECT_EQ(map_ok(e).plan.zero_shard_size, 8);
+  e["parallel"]["zero_shard_size"] = 5;
+  EXPECT_NE(map_error(e).find("zero_shard_size=5 does not divide dp*cp = 32"), std::string::npos);
+  e["parallel"]["zero_stage"] = 0;
+  e["parallel"]["zero_shard_size"] = 8;
+  EXPECT_NE(map_error(e).find("zero_shard_size=8 needs zero_stage >= 1"), std::string::npos);
+}
+
+TEST(PublishedRun, ContextParallelRunsMap) {
+  // Llama 3 405B's long-context row (Dubey et al. 2024, Table 4): CP 16 at 131072 tokens.
+  Json e = llama_entry();
+  e["model"]["seq_len"] = 131072;
+  e["hardware"]["num_gpus"] = 128;
+  e["parallel"] = Json::parse(R"({"tp": 8, "cp": 16, "pp": 1, "micro_batch": 1,
+      "global_batch": 1})");
+  const PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.plan.cp, 16);
+  EXPECT_EQ(r.plan.dp, 1);  // derived: 128 / (8 * 16)
+  EXPECT_TRUE(has_assumption(r, "num_gpus / (tp*cp*pp)"));
+}
+
+TEST(PublishedRun, Fp8RunsTrainLinearGemmsInFp8) {
+  Json e = llama_entry();  // H100
+  e["precision"] = "fp8";
+  const PublishedRun r = map_ok(e);
+  EXPECT_TRUE(r.plan.fp8);
+  EXPECT_EQ(r.plan.precision, Precision::kBf16);
+  EXPECT_TRUE(has_assumption(r, "precision fp8"));
+}
+
+// DeepSeek-V3's shape in the schema's spelling: the experts' width makes ffn_hidden the dense
+// layers', shared experts by count, the first k layers dense, latent attention; H800 preset.
+TEST(PublishedRun, NonUniformMoeAndLatentAttentionMap) {
+  Json e = llama_entry();
+  e["model"] = Json::parse(R"({"name": "DeepSeek-V3", "params_b": 671, "layers": 61,
+      "hidden": 7168, "heads": 128, "ffn_hidden": 18432, "moe_ffn_hidden": 2048,
+      "num_experts": 256, "top_k": 8, "shared_experts": 1, "first_dense_layers": 3,
+      "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+      "qk_rope_head_dim": 64, "v_head_dim": 128, "seq_len": 4096, "vocab": 129280,
+      "activation": "swiglu", "norm": "rmsnorm", "position": "rope",
+      "tied_embeddings": false, "bias": false})");
+  e["hardware"] = Json::parse(R"({"gpu": "H800", "num_gpus": 2048, "gpus_per_node": 8})");
+  e["parallel"] = Json::parse(R"({"tp": 1, "pp": 16, "dp": 128, "ep": 64, "zero_stage": 1,
+      "micro_batch": 1, "global_batch": 15360})");
+  const PublishedRun r = map_ok(e);
+  const ModelSpec& m = r.model;
+  EXPECT_EQ(m.ffn_hidden_size, 2048);
+  EXPECT_EQ(m.dense_ffn_hidden_size, 18432);
+  EXPECT_EQ(m.shared_expert_ffn_size, 2048);
+  EXPECT_EQ(m.dense_layers, (std::vector<std::int64_t>{0, 1, 2}));
+  EXPECT_EQ(m.head_dim, 192);
+  EXPECT_TRUE(m.is_mla());
+  EXPECT_NEAR(count_parameters(m).total() / 1e9, 671.0, 1.0);
+  EXPECT_EQ(r.cluster.gpu.name, "H800-80GB");
+  EXPECT_EQ(r.plan.ep, 64);
+  EXPECT_EQ(r.plan.layers_per_stage.size(), 16u);  // 61 layers: the end stages take fewer
+  EXPECT_FALSE(has_assumption(r, "check the shape"));
+  EXPECT_FALSE(r.plan.ep_overlap);
+  // The expert all-to-all overlap is read where an entry gives it, and checked with the plan:
+  // with pp > 1 it needs the interleaved schedule.
+  e["parallel"]["ep_overlap"] = true;
+  EXPECT_NE(map_error(e).find("ep_overlap"), std::string::npos);
+  e["parallel"]["pp"] = 1;
+  e["parallel"]["dp"] = 2048;
+  e["parallel"]["global_batch"] = 2048;
+  EXPECT_TRUE(map_ok(e).plan.ep_overlap);
+}
+
+TEST(PublishedRun, FieldsItDoesNotUseAreListed) {
+  Json e = gpt_entry();
+  e["framework"] = "Megatron-LM";
+  e["model"]["rope_theta"] = 500000;
+  e["measured"]["loss"] = 2.1;
+  const PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.ignored_fields,
+            (std::vector<std::string>{"framework", "model.rope_theta", "measured.loss"}));
+}
+
+TEST(PublishedRun, ErrorsNameTheFieldAndValue) {
+  struct Case {
+    const char* what;
+    Json entry;
+    const char* expect;
+  };
+  std::vector<Case> cases;
+  Json e = gpt_entry();
+  e["parallel"].erase("global_batch");
+  cases.push_back({"missing", e, "missing required field 'global_batch'"});
+  e = gpt_entry();
+  e["parallel"]["dp"] = 16;
+  cases.push_back({"degrees", e, "tp*cp*pp*dp = 1*1*1*16 = 16 but hardware.num_gpus is 32"});
+  e = gpt_entry();
+  e["parallel"]["cp"] = 2;  // 2 x 32 ranks on 32 GPUs
+  cases.push_back({"cp degrees", e, "tp*cp*pp*dp = 1*2*1*32 = 64"});
+  e = gpt_entry();
+  e["parallel"]["cp"] = 2;
+  e["parallel"]["dp"] = 16;  // unfused attention (a 2021 source): CP needs a fused kernel
+  cases.push_back({"cp unfused", e, "cp=2"});
+  e = gpt_entry();
+  e["precision"] = "fp8";
+  cases.push_back({"fp8 on A100", e, "fp8: A100-80GB has no FP8 tensor-core rate"});
+  e = gpt_entry();
+  e["precision"] = "int4";
+  cases.push_back({"precision", e, "unknown value \"int4\""});
+  e = gpt_entry();
+  e["hardware"]["gpu"] = "P100-16GB";
+  cases.push_back({"gpu", e, "unknown GPU \"P100-16GB\""});
+  e = gpt_entry();
+  e["hardware"]["gpu"] = "V100-SXM2-32GB";
+  e["precision"] = "bf16";
+  cases.push_back({"bf16 on V100", e, "precision bf16: V100-32GB has no bf16 rate"});
+  e = gpt_entry();
+  e["parallel"]["recompute"] = "some";
+  cases.push_back({"recompute", e, "field 'recompute': unknown value \"some\""});
+  e = gpt_entry();
+  e["parallel"]["recompute"] = "selective";
+  e["parallel"]["recompute_num_layers"] = 2;
+  cases.push_back({"recompute_num_layers", e, "recompute_num_layers=2 needs recompute full"});
+  e = gpt_entry();
+  e["parallel"]["recompute_num_layers"] = -1;
+  cases.push_back({"recompute_num_layers range", e, "field 'recompute_num_layers'"});
+  e = gpt_entry();
+  e["parallel"]["tp"] = 5;
+  e["parallel"]["dp"] = 32;
+  e["hardware"]["num_gpus"] = 160;
+  cases.push_back({"fits", e, "tp=5"});
+  e = gpt_entry();
+  e["parallel"]["global_batch"] = 513;
+  cases.push_back({"batch", e, "global_batch_size=513"});
+  e = gpt_entry();
+  e["model"]["layers"] = "24";
+  cases.push_back({"type", e, "field 'layers': expected an integer"});
+  e = gpt_entry();
+  e["measured"]["tflops_per_gpu"] = -1;
+  cases.push_back({"range", e, "field 'tflops_per_gpu'"});
+  cases.push_back({"not an object", Json::array(), "expected a JSON object"});
+  for (const Case& c : cases) {
+    const std::string msg = map_error(c.entry);
+    EXPECT_NE(msg.find(c.expect), std::string::npos) << c.what << ": " << msg;
+    EXPECT_NE(msg.find("entry 0"), std::string::npos) << c.what << ": " << msg;
+  }
+}
+
+TEST(PublishedRun, MetricsMeetTheirPredictionsIterationTimeFirst) {
+  Json e = gpt_entry();
+  e["measured"]["iteration_time_s"] = 4.0;
+  e["measured"]["mfu"] = 0.33;
+  e["measured"]["tokens_per_s"] = 250000;
+  e["measured"]["memory_gb"] = 40;
+  const PublishedRun r = map_ok(e);
+  StepReport p;
+  p.step_time_s = 3.0;
+  p.hardware_tflops_per_gpu = 150;
+  p.mfu = 0.36;
+  p.tokens_per_s = 300000;
+  p.ranks.resize(2);
+  p.ranks[0].peak_memory_bytes = 30e9;
+  p.ranks[1].peak_memory_bytes = 42e9;
+  const std::vector<PublishedMetric> m = compare_published_run(r, p);
+  ASSERT_EQ(m.size(), 5u);
+  EXPECT_EQ(m[0].name, "iteration_time_s");
+  EXPECT_DOUBLE_EQ(m[0].error(), -0.25);
+  EXPECT_DOUBLE_EQ(m[0].throughput_error(), 4.0 / 3.0 - 1.0);  // predicted faster: positive
+  EXPECT_DOUBLE_EQ(m[1].throughput_error(), m[1].error());
+  EXPECT_EQ(m[1].name, "tflops_per_gpu");
+  EXPECT_DOUBLE_EQ(m[1].predicted, 150);
+  EXPECT_EQ(m[2].name, "mfu");
+  EXPECT_EQ(m[3].name, "tokens_per_s");
+  EXPECT_EQ(m[4].name, "memory_gb");
+  EXPECT_DOUBLE_EQ(m[4].predicted, 42);  // the fullest rank
+  ASSERT_TRUE(headline_metric(m).has_value());
+  EXPECT_EQ(headline_metric(m)->name, "iteration_time_s");
+  EXPECT_FALSE(headline_metric({m[4]}).has_value());
+}
+
+}  // namespace
+}  // namespace trainplan

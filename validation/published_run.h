@@ -1,0 +1,77 @@
+// Published, measured training runs as the simulator's check: one entry of the schema of
+// ../shared/reference/published_runs_dev.json (id, source, model, hardware, parallel, measured,
+// precision, notes) mapped onto our model, plan, cluster and simulator options with nothing
+// fitted per run, and the prediction set against every figure the source measured.
+//
+// Used by `simulate --published FILE` and tests/validation/validation_test.cc; tested by
+// tests/validation/published_run_test.cc. No file I/O: callers pass parsed JSON.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/json_util.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
+#include "core/status.h"
+#include "simulator/simulator.h"
+
+namespace trainplan {
+
+// What the source measured; absent figures were not published. Each is compared with the
+// prediction of the same quantity (see compare_published_run).
+struct PublishedMeasurement {
+  // Achieved TFLOP/s per GPU as such papers count them: the FLOPs executed, recomputed forward
+  // included (Narayanan et al. 2021 eq. 3; Korthikanti et al. 2022's HFU; equal to model FLOPs
+  // without recompute). Compared with hardware_tflops_per_gpu.
+  std::optional<double> tflops_per_gpu;
+  std::optional<double> mfu;               // model FLOPs (no recompute) / peak, a fraction
+  std::optional<double> iteration_time_s;  // one optimizer step
+  std::optional<double> tokens_per_s;      // the whole job's
+  std::optional<double> memory_gb;         // peak device memory per GPU, 1e9 bytes
+};
+
+struct PublishedRun {
+  std::string id;
+  std::string source;
+  ModelSpec model;
+  Plan plan;
+  ClusterSpec cluster;
+  SimOptions options;
+  PublishedMeasurement measured;
+  // What the entry did not say and how it was decided ("attention: unfused (source dated
+  // before FlashAttention)"), and fields present but not used: printed with the result, so
+  // nothing a user gave is dropped unseen.
+  std::vector<std::string> assumptions;
+  std::vector<std::string> ignored_fields;
+};
+
+// Maps one entry. Errors name the entry and the field: a malformed entry (a missing or
+// mistyped field) or one this simulator cannot express (fp8, an unknown GPU); the message says
+// which.
+Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view where);
+
+// One measured figure against its prediction.
+struct PublishedMetric {
+  std::string name;  // "tflops_per_gpu", "mfu", "iteration_time_s", "tokens_per_s", "memory_gb"
+  double measured = 0;
+  double predicted = 0;
+  double error() const { return (predicted - measured) / measured; }  // signed fraction
+  // The error as throughput: positive when the prediction is faster than the measurement (for
+  // iteration time, measured / predicted - 1; for the rates, error()). Not for memory_gb.
+  double throughput_error() const {
+    return name == "iteration_time_s" ? measured / predicted - 1.0 : error();
+  }
+};
+// The throughput figures first, the most direct first: iteration time (no FLOP convention in
+// it), TFLOP/s, MFU, tokens/s; then memory. Empty when nothing was measured.
+std::vector<PublishedMetric> compare_published_run(const PublishedRun& run,
+                                                   const StepReport& predicted);
+// The first throughput figure of compare_published_run, if any: the run's headline, whose
+// throughput_error() summaries compare across runs that published different figures.
+std::optional<PublishedMetric> headline_metric(const std::vector<PublishedMetric>& metrics);
+
+}  // namespace trainplan
