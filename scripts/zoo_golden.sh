@@ -11,7 +11,7 @@
 set -uo pipefail
 if [ $# -ne 2 ]; then echo "usage: $0 BUILD_DIR OUT_DIR" >&2; exit 2; fi
 build="$(cd "$1" && pwd)"
-out="$2"
+out="$(mkdir -p "$2" && cd "$2" && pwd)"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 mkdir -p "$out"
@@ -26,6 +26,8 @@ run_case() {  # name, command...
   local name="$1"; shift
   "$@" >"$out/$name.out" 2>"$out/$name.err"
   echo $? >"$out/$name.rc"
+  # The output folder differs between the two runs; where a message names it, say OUT.
+  sed -i "s#$out#OUT#g" "$out/$name.out" "$out/$name.err"
 }
 cases=0
 for m in models/*.json; do
@@ -50,8 +52,13 @@ if [ -d validation/corpus ]; then
 else
   corpus=(tests/data/published_runs*.json bench/simulator/published_runs*.json)
 fi
+# Each corpus file is read from a copy at the same relative path in both runs (corpus/NAME.json
+# under OUT_DIR), since messages name the file and the corpus moved once (to validation/corpus).
+mkdir -p "$out/corpus"
 for c in "${corpus[@]}"; do
-  run_case "published.$(basename "$c" .json)" "$simulate" --published "$c" --json
+  cp "$c" "$out/corpus/"
+  name="published.$(basename "$c" .json)"
+  (cd "$out" && run_case "$name" "$simulate" --published "corpus/$(basename "$c")" --json)
   cases=$((cases + 1))
 done
 echo "zoo_golden: $cases cases written to $out"

@@ -22,7 +22,7 @@
 namespace {
 
 using namespace trainplan;
-using namespace trainplan::calibration;
+using namespace trainplan::validation;
 
 constexpr const char* kProgram = "compare";
 

@@ -9,7 +9,7 @@
 
 #include "core/units.h"
 
-namespace trainplan::calibration {
+namespace trainplan::validation {
 
 namespace {
 
@@ -177,4 +177,4 @@ Json comparison_to_json(const Comparison& c) {
   return j;
 }
 
-}  // namespace trainplan::calibration
+}  // namespace trainplan::validation

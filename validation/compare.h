@@ -14,7 +14,7 @@
 #include "core/status.h"
 #include "core/step_report.h"
 
-namespace trainplan::calibration {
+namespace trainplan::validation {
 
 struct CompareRow {
   std::string quantity;   // "step_time", "compute", "optimizer", "idle", "comm_time",
@@ -48,4 +48,4 @@ std::string format_comparison_table(const Comparison& c);
 // Schema "trainplan.compare/1".
 Json comparison_to_json(const Comparison& c);
 
-}  // namespace trainplan::calibration
+}  // namespace trainplan::validation

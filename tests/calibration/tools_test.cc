@@ -20,6 +20,8 @@
 #include "tests/support/run_command.h"
 
 namespace trainplan::calibration {
+using validation::compare_reports;
+using validation::format_comparison_table;
 
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kAddressSanitizer = true;

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-namespace trainplan::calibration {
+namespace trainplan::validation {
 namespace {
 
 StepReport report(const char* kind, double step, double compute, double mem, double dp_bytes) {
@@ -96,4 +96,4 @@ TEST(Compare, ErrorsNameTheReportAndField) {
 }
 
 }  // namespace
-}  // namespace trainplan::calibration
+}  // namespace trainplan::validation
