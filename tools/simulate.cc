@@ -4,23 +4,30 @@
 //   simulate --model M --plan P (--gpus N [--gpu NAME] [--gpus-per-node G] | --cluster F)
 //            [--hardware H] [--seq-len S] [--json] [--out FILE] [--trace FILE] [--all-ranks]
 //            [--rank-order tp,cp,dp,pp] [--dp-algorithm ring|gather-broadcast]
-//   simulate --published FILE [--json]
+//   simulate --published FILE [--family TEXT] [--cross-validate] [--json]
 //
 // --json prints the StepReport (schema trainplan.step_report/1, kind "predicted"); --out writes
 // it to FILE; --trace writes a Chrome trace (open in https://ui.perfetto.dev).
 // --published FILE: published, measured runs (the schema of
 // ../shared/reference/published_runs_dev.json) simulated one by one, each measured figure set
 // against its prediction, with what each entry did not say and how it was decided
-// (validation/published_run.h); --json prints schema trainplan.published_comparison/1.
+// (validation/published_run.h), then per family and overall the median and p90 |error| and
+// the signed mean; --json prints schema trainplan.published_comparison/2. --cross-validate
+// gives the accuracy headline: each family predicted with the efficiency constants chosen on
+// the others (validation/accuracy.h; schema trainplan.cross_validation/1). --family TEXT keeps
+// the runs whose family contains TEXT.
 // Exit codes: 0 ok; 2 usage; 3 invalid input; 4 the plan does not fit the model or cluster;
 // 6 a file could not be read or written. Tested by tests/simulator/simulate_tool_test.cc.
+#include <algorithm>
 #include <cmath>
+#include <thread>
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "core/units.h"
+#include "validation/accuracy.h"
 #include "validation/published_run.h"
 #include "simulator/simulator.h"
 #include "tools/cli.h"
@@ -88,13 +95,6 @@ void print_summary(const Plan& plan, const SimResult& res) {
   std::cout << "\n";
 }
 
-double median_abs(std::vector<double> v) {
-  for (double& x : v) x = std::fabs(x);
-  return median(std::move(v));
-}
-
-// simulate --published FILE: every entry mapped, simulated and compared; entries that cannot be
-// mapped are listed with the reason and make the exit status non-zero after the rest ran.
 // One run's rows of the published-runs table: its figures, then what was assumed and unused.
 void print_published_run(const std::string& id, const PublishedRun& run,
                          const std::vector<PublishedMetric>& metrics) {
@@ -112,9 +112,121 @@ void print_published_run(const std::string& id, const PublishedRun& run,
   for (const std::string& f : run.ignored_fields) std::printf("%28s   not used: %s\n", "", f.c_str());
 }
 
+Json stats_json(const ErrorStats& s) {
+  return {{"runs", s.count}, {"median_abs", s.median_abs}, {"p90_abs", s.p90_abs},
+          {"mean_signed", s.mean_signed}};
+}
+
+std::string stats_text(const ErrorStats& s) {
+  if (s.count == 0) return "-";
+  return fmt("%5.1f%%", 100 * s.median_abs) + fmt(" %5.1f%%", 100 * s.p90_abs) +
+         fmt(" %+6.1f%%", 100 * s.mean_signed) + " (" + std::to_string(s.count) + ")";
+}
+
+// The per-family table: throughput and memory, median |error|, p90 |error|, signed mean.
+void print_family_table(const std::vector<FamilyStats>& families, const char* title) {
+  std::printf("\n%s\n%-58s %-28s %s\n", title, "family (source / framework / GPU)",
+              "throughput med p90 mean (n)", "memory med p90 mean (n)");
+  for (const FamilyStats& f : families)
+    std::printf("%-58s %-28s %s\n", f.family.c_str(), stats_text(f.throughput).c_str(),
+                stats_text(f.memory).c_str());
+}
+
+// The entries of the published-runs file, mapped; a failure to map is kept as its status.
+struct PublishedEntry {
+  std::string id;
+  Result<PublishedRun> run = Status::Error("not read");
+};
+
+Result<std::vector<PublishedEntry>> read_published(const std::string& path,
+                                                   const std::string& family_filter) {
+  auto json = cli::read_json_file(path);
+  if (!json.ok()) return json.status();
+  if (!json->is_array() || json->empty())
+    return Status::Error("published runs '" + path + "': expected a non-empty JSON list of runs");
+  std::vector<PublishedEntry> entries;
+  for (std::size_t i = 0; i < json->size(); ++i) {
+    const Json& entry = (*json)[i];
+    const auto raw_id = entry.is_object() ? entry.find("id") : entry.end();
+    PublishedEntry e;
+    e.id = raw_id != entry.end() && raw_id->is_string() ? raw_id->get<std::string>()
+                                                        : "entry " + std::to_string(i);
+    e.run = published_run_from_json(entry, "published runs '" + path + "' entry " +
+                                               std::to_string(i));
+    if (!family_filter.empty() &&
+        (!e.run.ok() || e.run->family.key().find(family_filter) == std::string::npos))
+      continue;
+    entries.push_back(std::move(e));
+  }
+  if (entries.empty())
+    return Status::Error("published runs '" + path + "': no run of a family matching --family \"" +
+                         family_filter + "\"", ExitCode::kUsage);
+  return entries;
+}
+
+// --cross-validate: each family predicted with the constants chosen on the others.
+int run_cross_validation(const std::vector<PublishedEntry>& entries, bool as_json) {
+  std::vector<const PublishedRun*> runs;
+  std::vector<std::string> families;
+  for (const PublishedEntry& e : entries)
+    if (e.run.ok()) {
+      runs.push_back(&*e.run);
+      families.push_back(e.run->family.key());
+    }
+  auto evaluate = [&](std::size_t i, const EfficiencyPoint& point) {
+    PublishedRun run = *runs[i];
+    run.cluster.gpu.gemm_efficiency = point.gemm_efficiency;
+    run.cluster.gpu.memory_efficiency = point.memory_efficiency;
+    auto sim = simulate_step(run.model, run.cluster, run.plan, run.options);
+    return sim.ok() ? run_errors(compare_published_run(run, sim->report)) : RunErrors{};
+  };
+  const GpuSpec preset_gpu;
+  const EfficiencyPoint presets{preset_gpu.gemm_efficiency, preset_gpu.memory_efficiency};
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  const CrossValidation cv =
+      cross_validate(families, default_efficiency_grid(), presets, evaluate, threads);
+  if (as_json) {
+    Json folds = Json::array(), by_family = Json::array();
+    for (const auto& f : cv.folds)
+      folds.push_back({{"family", f.family}, {"runs", f.runs},
+                       {"gemm_efficiency", f.chosen.gemm_efficiency},
+                       {"memory_efficiency", f.chosen.memory_efficiency}});
+    for (const FamilyStats& f : cv.by_family)
+      by_family.push_back({{"family", f.family}, {"throughput", stats_json(f.throughput)},
+                           {"memory", stats_json(f.memory)}});
+    std::cout << Json{{"schema", "trainplan.cross_validation/1"},
+                      {"folds", folds},
+                      {"by_family", by_family},
+                      {"throughput", stats_json(cv.throughput)},
+                      {"memory", stats_json(cv.memory)},
+                      {"fit_all", {{"gemm_efficiency", cv.fit_all.gemm_efficiency},
+                                   {"memory_efficiency", cv.fit_all.memory_efficiency},
+                                   {"throughput", stats_json(cv.throughput_fit_all)}}},
+                      {"presets", {{"throughput", stats_json(cv.throughput_presets)},
+                                   {"memory", stats_json(cv.memory_presets)}}}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::printf("leave-one-family-out: gemm_efficiency and memory_efficiency chosen on the other "
+              "families\n%-58s %5s %6s %6s\n", "held-out family", "runs", "gemm", "memory");
+  for (const auto& f : cv.folds)
+    std::printf("%-58s %5zu %6.2f %6.2f\n", f.family.c_str(), f.runs, f.chosen.gemm_efficiency,
+                f.chosen.memory_efficiency);
+  print_family_table(cv.by_family, "held-out errors per family:");
+  std::printf("\ncross-validated throughput: %s   memory: %s  (median |error|, p90, signed mean, "
+              "runs)\n", stats_text(cv.throughput).c_str(), stats_text(cv.memory).c_str());
+  std::printf("for comparison, not the headline: the presets' constants %s; one fit over all "
+              "runs (gemm %.2f, memory %.2f) %s\n", stats_text(cv.throughput_presets).c_str(),
+              cv.fit_all.gemm_efficiency, cv.fit_all.memory_efficiency,
+              stats_text(cv.throughput_fit_all).c_str());
+  return 0;
+}
+
 // simulate --published FILE: every entry mapped, simulated and compared; entries that cannot be
 // mapped or simulated are listed with the reason and make the exit status non-zero after the
-// rest ran.
+// rest ran. The summary gives, per family and overall, median and p90 |error| and the signed
+// mean, of throughput and (where published) memory, at the presets' constants.
 int run_published(const cli::Args& args) {
   for (const char* o : {"plan", "model", "cluster", "gpus", "gpu", "gpus-per-node", "hardware",
                         "seq-len", "out", "trace", "all-ranks", "rank-order", "dp-algorithm"})
@@ -123,28 +235,21 @@ int run_published(const cli::Args& args) {
                                                    ": each entry gives its model, plan and cluster",
                                                ExitCode::kUsage));
   const std::string path = args.get("published");
-  auto json = cli::read_json_file(path);
-  if (!json.ok()) return cli::fail(kProgram, json.status());
-  if (!json->is_array() || json->empty())
-    return cli::fail(kProgram, Status::Error("published runs '" + path +
-                                             "': expected a non-empty JSON list of runs"));
+  auto entries = read_published(path, args.get("family"));
+  if (!entries.ok()) return cli::fail(kProgram, entries.status());
+  const bool as_json = args.has("json");
+  if (args.has("cross-validate")) return run_cross_validation(*entries, as_json);
   Json out_runs = Json::array();
-  std::vector<double> headline_errors, memory_errors;
+  std::vector<std::string> families;
+  std::vector<RunErrors> errors;
   Status first_failure = Status::Ok();
   std::size_t failed = 0;
-  const bool as_json = args.has("json");
   if (!as_json)
     std::printf("%-28s %-52s %-16s %11s %11s %8s\n", "run", "plan", "metric", "measured",
                 "predicted", "error");
-  for (std::size_t i = 0; i < json->size(); ++i) {
-    const Json& entry = (*json)[i];
-    const auto raw_id = entry.is_object() ? entry.find("id") : entry.end();
-    const std::string id = raw_id != entry.end() && raw_id->is_string()
-                               ? raw_id->get<std::string>()
-                               : "entry " + std::to_string(i);
-    Json out = {{"id", id}};
-    auto run = published_run_from_json(entry, "published runs '" + path + "' entry " +
-                                                   std::to_string(i));
+  for (const PublishedEntry& e : *entries) {
+    Json out = {{"id", e.id}};
+    const Result<PublishedRun>& run = e.run;
     Result<SimResult> sim = run.ok() ? simulate_step(run->model, run->cluster, run->plan,
                                                      run->options)
                                      : Result<SimResult>(run.status());
@@ -153,47 +258,65 @@ int run_published(const cli::Args& args) {
       if (first_failure.ok()) first_failure = sim.status();
       out["error"] = sim.status().message();
       out_runs.push_back(out);
-      if (!as_json) std::printf("%-28s not simulated: %s\n", id.c_str(), sim.status().message().c_str());
+      if (!as_json) std::printf("%-28s not simulated: %s\n", e.id.c_str(), sim.status().message().c_str());
       continue;
     }
     const std::vector<PublishedMetric> metrics = compare_published_run(*run, sim->report);
-    if (auto h = headline_metric(metrics)) {
-      headline_errors.push_back(h->throughput_error());
-      out["headline_throughput_error"] = h->throughput_error();
-    }
+    families.push_back(run->family.key());
+    errors.push_back(run_errors(metrics));
+    out["family"] = {{"source", run->family.source}, {"framework", run->family.framework},
+                     {"gpu_generation", run->family.gpu_generation}};
+    if (errors.back().throughput) out["headline_throughput_error"] = *errors.back().throughput;
     out["plan"] = describe(run->plan);
     out["cluster"] = run->cluster.name;
     out["metrics"] = Json::array();
-    for (const PublishedMetric& m : metrics) {
-      if (m.name == "memory_gb") memory_errors.push_back(m.error());
+    for (const PublishedMetric& m : metrics)
       out["metrics"].push_back({{"name", m.name}, {"measured", m.measured},
                                 {"predicted", m.predicted}, {"error", m.error()}});
-    }
     out["assumptions"] = run->assumptions;
     out["ignored_fields"] = run->ignored_fields;
     out_runs.push_back(out);
-    if (!as_json) print_published_run(id, *run, metrics);
+    if (!as_json) print_published_run(e.id, *run, metrics);
   }
+  const std::vector<FamilyStats> by_family = stats_by_family(families, errors);
+  std::vector<double> throughput, memory;
+  for (const RunErrors& r : errors) {
+    if (r.throughput) throughput.push_back(*r.throughput);
+    if (r.memory) memory.push_back(*r.memory);
+  }
+  const ErrorStats all_throughput = error_stats(throughput), all_memory = error_stats(memory);
   if (as_json) {
-    const Json summary = {{"runs", json->size()},
-                          {"simulated", json->size() - failed},
-                          {"headline_median_abs_error", median_abs(headline_errors)},
-                          {"memory_median_abs_error", median_abs(memory_errors)}};
-    std::cout << Json{{"schema", "trainplan.published_comparison/1"}, {"runs", out_runs},
+    Json fam = Json::array();
+    for (const FamilyStats& f : by_family)
+      fam.push_back({{"family", f.family}, {"throughput", stats_json(f.throughput)},
+                     {"memory", stats_json(f.memory)}});
+    const Json summary = {{"runs", entries->size()},
+                          {"simulated", entries->size() - failed},
+                          {"headline_median_abs_error", all_throughput.median_abs},
+                          {"memory_median_abs_error", all_memory.median_abs},
+                          {"throughput", stats_json(all_throughput)},
+                          {"memory", stats_json(all_memory)},
+                          {"by_family", fam}};
+    std::cout << Json{{"schema", "trainplan.published_comparison/2"}, {"runs", out_runs},
                       {"summary", summary}}
                      .dump(2)
               << "\n";
   } else {
-    std::printf("\nthroughput: median |error| %.1f%% over %zu runs (each run's first figure: "
-                "iteration time, else TFLOP/s, MFU, tokens/s; as throughput)\n",
-                100.0 * median_abs(headline_errors), headline_errors.size());
-    if (!memory_errors.empty())
-      std::printf("memory:     median |error| %.1f%% over %zu runs\n",
-                  100.0 * median_abs(memory_errors), memory_errors.size());
+    print_family_table(by_family, "per family, at the presets' constants (not cross-validated; "
+                                  "--cross-validate gives the headline):");
+    std::printf("\nthroughput: median |error| %.1f%%, p90 %.1f%%, mean %+.1f%% over %zu runs "
+                "(each run's first figure: iteration time, else TFLOP/s, MFU, tokens/s; as "
+                "throughput, + = predicted faster)\n",
+                100.0 * all_throughput.median_abs, 100.0 * all_throughput.p90_abs,
+                100.0 * all_throughput.mean_signed, all_throughput.count);
+    if (all_memory.count > 0)
+      std::printf("memory:     median |error| %.1f%%, p90 %.1f%%, mean %+.1f%% over %zu runs\n",
+                  100.0 * all_memory.median_abs, 100.0 * all_memory.p90_abs,
+                  100.0 * all_memory.mean_signed, all_memory.count);
   }
   if (!first_failure.ok()) {
     std::fprintf(stderr, "%s: %zu of %zu runs not simulated; first: %s\n", kProgram, failed,
-                 json->size(), first_failure.message().c_str());
+                 entries->size(), first_failure.message().c_str());
     return static_cast<int>(first_failure.code());
   }
   return 0;
@@ -211,6 +334,11 @@ int run(int argc, char** argv) {
                            "left out and then follows tp)"},
       {"dp-algorithm", true, "data-parallel gradient sum: ring (default) or gather-broadcast"},
       {"published", true, "published measured runs (JSON list) to simulate and compare"},
+      {"family", true, "with --published: only the runs whose family (source / framework / GPU) "
+                       "contains TEXT"},
+      {"cross-validate", false, "with --published: leave one family out, choose the "
+                                "efficiency constants on the rest, predict it; per family and "
+                                "overall"},
   });
   cli::Args args(kProgram, "Simulate one training step of a plan, event by event.", options);
   if (Status st = args.parse(argc, argv); !st.ok()) return cli::fail(kProgram, st);
@@ -219,6 +347,10 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (args.has("published")) return run_published(args);
+  for (const char* o : {"family", "cross-validate"})
+    if (args.has(o))
+      return cli::fail(kProgram, Status::Error(std::string("--") + o + " needs --published FILE",
+                                               ExitCode::kUsage));
   if (!args.has("plan")) return cli::fail(kProgram, Status::Error("missing --plan FILE", ExitCode::kUsage));
   if (!args.has("model")) return cli::fail(kProgram, Status::Error("missing --model FILE", ExitCode::kUsage));
   auto model = cli::load_model(args);

@@ -183,6 +183,21 @@ Status read_model(const Json& j, const std::string& where, PublishedRun& run) {
   return Status::Ok();
 }
 
+// The family, all three fields when given; without one the run is its own "unknown" family.
+Status read_family(const Json* j, const std::string& where, PublishedRun& run) {
+  PublishedFamily& f = run.family;
+  if (j == nullptr) {
+    f = {"unknown", "unknown", "unknown"};
+    run.assumptions.push_back("family: unknown (not given)");
+    return Status::Ok();
+  }
+  JsonReader r(*j, where + " family");
+  r.get_string("source", f.source, true);
+  r.get_string("framework", f.framework, true);
+  r.get_string("gpu_generation", f.gpu_generation, true);
+  return r.finish(false);
+}
+
 Status read_hardware(const Json& j, const std::string& where, PublishedRun& run) {
   JsonReader r(j, where + " hardware");
   std::string gpu;
@@ -279,7 +294,7 @@ Status read_parallel(const Json& j, const std::string& where, std::int64_t num_g
   r.get_int("ep", p.ep, 1, PL::kMaxDegree, false);
   r.get_int("vp", p.virtual_stages, 1, PL::kMaxVirtualStages, false);
   std::int64_t zero = 0;
-  r.get_int("zero_stage", zero, 0, 3, false);
+  run.zero_stage_given = r.get_int("zero_stage", zero, 0, 3, false);
   p.zero_stage = static_cast<int>(zero);
   // Hybrid sharding's shard group (Plan::zero_shard_size; torchtitan's
   // data_parallel_shard_degree with a replicate degree, DeepSpeed's mics_shard_size).
@@ -352,6 +367,40 @@ Status read_measured(const Json& j, const std::string& where, PublishedRun& run)
   return Status::Ok();
 }
 
+// The largest device memory of any stage, by the cost model.
+double peak_stage_bytes(const ModelSpec& m, const Plan& p) {
+  double peak = 0;
+  for (std::int64_t stage = 0; stage < p.pp; ++stage)
+    peak = std::max(peak, memory_on_stage(m, p, stage).device_total());
+  return peak;
+}
+
+// A run that really ran fit its GPUs. Where the source does not give the ZeRO stage, take the
+// smallest with which it fits the device's memory (a team does not shard what fits unsharded),
+// and say so; if none fits, ZeRO-3, said likewise.
+void choose_zero_stage(PublishedRun& run) {
+  Plan& p = run.plan;
+  const double capacity = run.cluster.gpu.hbm_bytes;
+  std::string tried;
+  for (int z = 0; z <= 3; ++z) {
+    p.zero_stage = z;
+    if (!validate_plan(p).ok() || !check_plan_fits_model(p, run.model).ok()) continue;
+    const double need = peak_stage_bytes(run.model, p);
+    if (need <= capacity) {
+      run.assumptions.push_back("parallel.zero_stage: " + std::to_string(z) +
+                                " (not given; the smallest stage with which the run fits " +
+                                format_number(capacity / kGB) + " GB" +
+                                (tried.empty() ? "" : ": " + tried) + ")");
+      return;
+    }
+    tried += (tried.empty() ? "" : ", ") + std::string("stage ") + std::to_string(z) +
+             " needs " + format_number(need / kGB) + " GB";
+  }
+  p.zero_stage = 3;
+  run.assumptions.push_back("parallel.zero_stage: 3 (not given; no stage fits " +
+                            format_number(capacity / kGB) + " GB by our count: " + tried + ")");
+}
+
 }  // namespace
 
 Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view where_in) {
@@ -361,6 +410,7 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   r.get_string("id", run.id, true);
   if (!run.id.empty()) where += " ('" + run.id + "')";
   r.get_string("source", run.source, false);
+  const Json* family = r.get_object("family", false);
   const Json* model = r.get_object("model", true);
   const Json* hardware = r.get_object("hardware", true);
   const Json* parallel = r.get_object("parallel", true);
@@ -385,6 +435,7 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   TRAINPLAN_RETURN_IF_ERROR(r.finish(true));
   collect_ignored(entry, r, "", run.ignored_fields);
 
+  TRAINPLAN_RETURN_IF_ERROR(read_family(family, where, run));
   TRAINPLAN_RETURN_IF_ERROR(read_model(*model, where, run));
   TRAINPLAN_RETURN_IF_ERROR(read_hardware(*hardware, where, run));
   TRAINPLAN_RETURN_IF_ERROR(read_parallel(*parallel, where, run.cluster.total_gpus(), run));
@@ -450,6 +501,7 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
                               std::to_string(run.model.num_layers) +
                               " layers do not divide evenly; the end stages take fewer)");
   }
+  if (!run.zero_stage_given) choose_zero_stage(run);
   if (Status st = validate_plan(p); !st.ok())
     return Status::Error(where + " parallel: " + st.message(), st.code());
   if (Status st = check_plan_fits_model(p, run.model); !st.ok())
@@ -481,6 +533,14 @@ std::optional<PublishedMetric> headline_metric(const std::vector<PublishedMetric
   for (const PublishedMetric& m : metrics)
     if (m.name != "memory_gb") return m;
   return std::nullopt;
+}
+
+RunErrors run_errors(const std::vector<PublishedMetric>& metrics) {
+  RunErrors e;
+  if (auto h = headline_metric(metrics)) e.throughput = h->throughput_error();
+  for (const PublishedMetric& m : metrics)
+    if (m.name == "memory_gb") e.memory = m.error();
+  return e;
 }
 
 }  // namespace trainplan

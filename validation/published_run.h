@@ -18,6 +18,7 @@
 #include "core/plan.h"
 #include "core/status.h"
 #include "simulator/simulator.h"
+#include "validation/accuracy.h"
 
 namespace trainplan {
 
@@ -34,15 +35,26 @@ struct PublishedMeasurement {
   std::optional<double> memory_gb;         // peak device memory per GPU, 1e9 bytes
 };
 
+// Where a run comes from: one source document x framework x GPU generation. Runs of a family
+// share what made them fast or slow, so accuracy is reported, and constants are chosen, per
+// family (validation/accuracy.h).
+struct PublishedFamily {
+  std::string source;          // short document id, e.g. "megatron2021-sc21-table1"
+  std::string framework;       // "megatron", "nemo", "deepspeed", "torchtitan", ...
+  std::string gpu_generation;  // "A100", "H100", ...
+  std::string key() const { return source + " / " + framework + " / " + gpu_generation; }
+};
+
 struct PublishedRun {
   std::string id;
   std::string source;
+  PublishedFamily family;  // "unknown" fields where the entry gives none
   ModelSpec model;
   Plan plan;
   ClusterSpec cluster;
   SimOptions options;
   PublishedMeasurement measured;
-  // What the entry did not say and how it was decided ("attention: unfused (source dated
+  bool zero_stage_given = false;  // parallel.zero_stage was in the entry  // What the entry did not say and how it was decided ("attention: unfused (source dated
   // before FlashAttention)"), and fields present but not used: printed with the result, so
   // nothing a user gave is dropped unseen.
   std::vector<std::string> assumptions;
@@ -73,5 +85,7 @@ std::vector<PublishedMetric> compare_published_run(const PublishedRun& run,
 // The first throughput figure of compare_published_run, if any: the run's headline, whose
 // throughput_error() summaries compare across runs that published different figures.
 std::optional<PublishedMetric> headline_metric(const std::vector<PublishedMetric>& metrics);
+// The headline's throughput error and the memory error, for accuracy statistics.
+RunErrors run_errors(const std::vector<PublishedMetric>& metrics);
 
 }  // namespace trainplan

@@ -104,11 +104,12 @@ TEST_F(SimulateTool, Errors) {
 }
 
 TEST_F(SimulateTool, PublishedRunsAgainstTheirMeasurements) {
-  const std::string dev = std::string(TRAINPLAN_SOURCE_DIR) + "/validation/corpus/published_runs_dev.json";
+  const std::string dev = std::string(TRAINPLAN_SOURCE_DIR) +
+                          "/validation/corpus/published_runs.json --family megatron2021-sc21-table1";
   ToolRun r = run("--published " + dev + " --json");
   ASSERT_EQ(r.code, 0) << r.out;
   const trainplan::Json j = trainplan::Json::parse(r.out);
-  EXPECT_EQ(j.at("schema"), "trainplan.published_comparison/1");
+  EXPECT_EQ(j.at("schema"), "trainplan.published_comparison/2");
   ASSERT_EQ(j.at("runs").size(), 10u);
   const trainplan::Json& first = j.at("runs").at(0);
   EXPECT_EQ(first.at("id"), "megatron2021_t1_1.7B");
@@ -128,7 +129,7 @@ TEST_F(SimulateTool, PublishedRunsErrors) {
   // One good entry and one that cannot run (FP8 on an A100): the good one is still reported,
   // the other is named with its reason, and the exit status is the failure's (4, infeasible).
   trainplan::Json dev = trainplan::Json::parse(std::ifstream(
-      std::string(TRAINPLAN_SOURCE_DIR) + "/validation/corpus/published_runs_dev.json"));
+      std::string(TRAINPLAN_SOURCE_DIR) + "/validation/corpus/published_runs.json"));
   trainplan::Json two = trainplan::Json::array({dev.at(0), dev.at(1)});
   two[1]["precision"] = "fp8";
   std::ofstream(dir_ / "two.json") << two.dump();

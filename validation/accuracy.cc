@@ -1,0 +1,167 @@
+// Error statistics and leave-one-family-out cross-validation (validation/accuracy.h).
+#include "validation/accuracy.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <thread>
+
+#include "core/step_report.h"
+
+namespace trainplan {
+namespace {
+
+// The 90th percentile by nearest rank: the smallest value with at least 90% of values at or
+// below it.
+double p90(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(0.9 * static_cast<double>(v.size())));
+  return v[std::max<std::size_t>(rank, 1) - 1];
+}
+
+// The objective on a set of runs: lower is better, compared lexicographically.
+struct Score {
+  double median_abs = 0, p90_abs = 0, distance = 0;
+  bool operator<(const Score& o) const {
+    if (median_abs != o.median_abs) return median_abs < o.median_abs;
+    if (p90_abs != o.p90_abs) return p90_abs < o.p90_abs;
+    return distance < o.distance;
+  }
+};
+
+double distance(const EfficiencyPoint& a, const EfficiencyPoint& b) {
+  return std::hypot(a.gemm_efficiency - b.gemm_efficiency,
+                    a.memory_efficiency - b.memory_efficiency);
+}
+
+// errors[run][point], filled over `threads` threads (each run's points in one thread).
+std::vector<std::vector<RunErrors>> evaluate_grid(
+    std::size_t runs, const std::vector<EfficiencyPoint>& grid,
+    const std::function<RunErrors(std::size_t, const EfficiencyPoint&)>& evaluate,
+    unsigned threads) {
+  std::vector<std::vector<RunErrors>> out(runs, std::vector<RunErrors>(grid.size()));
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < runs; i = next++)
+      for (std::size_t g = 0; g < grid.size(); ++g) out[i][g] = evaluate(i, grid[g]);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < std::max(threads, 1u); ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  return out;
+}
+
+std::vector<double> throughput_of(const std::vector<RunErrors>& errors) {
+  std::vector<double> v;
+  for (const RunErrors& e : errors)
+    if (e.throughput) v.push_back(*e.throughput);
+  return v;
+}
+std::vector<double> memory_of(const std::vector<RunErrors>& errors) {
+  std::vector<double> v;
+  for (const RunErrors& e : errors)
+    if (e.memory) v.push_back(*e.memory);
+  return v;
+}
+
+// The best grid point over the runs that `take` accepts.
+std::size_t best_point(const std::vector<std::vector<RunErrors>>& errors,
+                       const std::vector<EfficiencyPoint>& grid, const EfficiencyPoint& presets,
+                       const std::function<bool(std::size_t)>& take) {
+  std::size_t best = 0;
+  Score best_score{};
+  for (std::size_t g = 0; g < grid.size(); ++g) {
+    std::vector<RunErrors> column;
+    for (std::size_t i = 0; i < errors.size(); ++i)
+      if (take(i)) column.push_back(errors[i][g]);
+    const ErrorStats s = error_stats(throughput_of(column));
+    const Score score{s.median_abs, s.p90_abs, distance(grid[g], presets)};
+    if (g == 0 || score < best_score) {
+      best = g;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+ErrorStats error_stats(const std::vector<double>& signed_errors) {
+  ErrorStats s;
+  s.count = signed_errors.size();
+  if (signed_errors.empty()) return s;
+  std::vector<double> abs_errors;
+  double sum = 0;
+  for (double e : signed_errors) {
+    abs_errors.push_back(std::fabs(e));
+    sum += e;
+  }
+  s.median_abs = median(abs_errors);
+  s.p90_abs = p90(abs_errors);
+  s.mean_signed = sum / static_cast<double>(signed_errors.size());
+  return s;
+}
+
+std::vector<EfficiencyPoint> default_efficiency_grid() {
+  std::vector<EfficiencyPoint> grid;
+  for (int g = 0; g <= 6; ++g)
+    for (int m = 0; m <= 2; ++m) grid.push_back({0.60 + 0.05 * g, 0.45 + 0.15 * m});
+  return grid;
+}
+
+std::vector<FamilyStats> stats_by_family(const std::vector<std::string>& families,
+                                         const std::vector<RunErrors>& errors) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<RunErrors>> by;
+  for (std::size_t i = 0; i < families.size() && i < errors.size(); ++i) {
+    if (!by.count(families[i])) order.push_back(families[i]);
+    by[families[i]].push_back(errors[i]);
+  }
+  std::vector<FamilyStats> out;
+  for (const std::string& f : order)
+    out.push_back({f, error_stats(throughput_of(by[f])), error_stats(memory_of(by[f]))});
+  return out;
+}
+
+CrossValidation cross_validate(
+    const std::vector<std::string>& families, const std::vector<EfficiencyPoint>& grid,
+    const EfficiencyPoint& presets,
+    const std::function<RunErrors(std::size_t, const EfficiencyPoint&)>& evaluate,
+    unsigned threads) {
+  CrossValidation cv;
+  if (grid.empty()) return cv;
+  std::vector<EfficiencyPoint> points = grid;
+  points.push_back(presets);  // the last column: the presets' own constants
+  const auto errors = evaluate_grid(families.size(), points, evaluate, threads);
+  std::vector<RunErrors> held_out(families.size()), at_presets;
+  for (const auto& row : errors) at_presets.push_back(row.back());
+  auto on_grid = errors;
+  for (auto& row : on_grid) row.pop_back();
+  for (const FamilyStats& f : stats_by_family(families, at_presets)) {
+    const std::size_t g = best_point(on_grid, grid, presets,
+                                     [&](std::size_t i) { return families[i] != f.family; });
+    CrossValidation::Fold fold{f.family, grid[g], 0};
+    for (std::size_t i = 0; i < families.size(); ++i)
+      if (families[i] == f.family) {
+        held_out[i] = on_grid[i][g];
+        ++fold.runs;
+      }
+    cv.folds.push_back(fold);
+  }
+  cv.by_family = stats_by_family(families, held_out);
+  cv.throughput = error_stats(throughput_of(held_out));
+  cv.memory = error_stats(memory_of(held_out));
+  const std::size_t all = best_point(on_grid, grid, presets, [](std::size_t) { return true; });
+  cv.fit_all = grid[all];
+  std::vector<RunErrors> at_all;
+  for (const auto& row : on_grid) at_all.push_back(row[all]);
+  cv.throughput_fit_all = error_stats(throughput_of(at_all));
+  cv.throughput_presets = error_stats(throughput_of(at_presets));
+  cv.memory_presets = error_stats(memory_of(at_presets));
+  return cv;
+}
+
+}  // namespace trainplan

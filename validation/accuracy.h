@@ -1,0 +1,89 @@
+// How well predictions hold on published runs: error statistics per family and overall, and the
+// leave-one-family-out cross-validation that is the accuracy headline.
+//
+// A family is one source document x framework x GPU generation (PublishedRun::family). Runs of
+// one family share whatever made them fast or slow (the framework's overheads, the cluster, the
+// authors' FLOP convention), so a constant chosen by looking at a family's runs would flatter
+// its prediction. Cross-validation therefore chooses the model's measured-efficiency constants
+// (GpuSpec::gemm_efficiency and memory_efficiency, the two the presets set by looking at
+// measurements; see core/cluster_spec.h) on every family but one, then predicts that one; the
+// held-out predictions of every family together give the headline.
+//
+// Used by `simulate --published FILE --cross-validate`; tested by
+// tests/validation/accuracy_test.cc and, as a ratchet on the corpus, validation_test.cc.
+// No file I/O.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainplan {
+
+// Statistics of signed relative errors ((predicted - measured) / measured, or for throughput
+// positive = predicted faster).
+struct ErrorStats {
+  std::size_t count = 0;
+  double median_abs = 0;  // median of |error|
+  double p90_abs = 0;     // 90th percentile of |error| (nearest rank)
+  double mean_signed = 0; // mean of the signed errors: the bias
+};
+ErrorStats error_stats(const std::vector<double>& signed_errors);
+
+// One run's errors at one setting of the constants; absent where the source measured nothing
+// of that kind or the run could not be simulated.
+struct RunErrors {
+  std::optional<double> throughput;  // PublishedMetric::throughput_error() of the headline
+  std::optional<double> memory;      // memory_gb's error
+};
+
+struct FamilyStats {
+  std::string family;  // PublishedFamily::key()
+  ErrorStats throughput, memory;
+};
+
+// The constants cross-validation chooses: a point of a small grid.
+struct EfficiencyPoint {
+  double gemm_efficiency = 0.8;
+  double memory_efficiency = 0.6;
+};
+// The grid searched: gemm 0.60..0.90 by 0.05 (cuBLAS large-GEMM fractions measured from 0.6 on
+// A100 to 0.9 on well-shaped H100 GEMMs; see hardware.json) x memory 0.45..0.75 by 0.15 (the
+// LayerNorm measurement of core/cluster_spec.h at 0.35-0.4 up to near-copy 0.75).
+std::vector<EfficiencyPoint> default_efficiency_grid();
+
+struct CrossValidation {
+  struct Fold {
+    std::string family;
+    EfficiencyPoint chosen;        // best on every other family
+    std::size_t runs = 0;          // the held-out family's runs
+  };
+  std::vector<Fold> folds;
+  // Held-out errors: each run predicted with its own family left out of the choice.
+  std::vector<FamilyStats> by_family;
+  ErrorStats throughput, memory;
+  // For comparison only (not the headline): the best single point over all runs at once, and
+  // the errors at the presets' own constants.
+  EfficiencyPoint fit_all;
+  ErrorStats throughput_fit_all, throughput_presets, memory_presets;
+};
+
+// `families[i]` is run i's family; `evaluate(i, point)` predicts run i with the constants at
+// `point` (nullopt errors where it cannot). The objective on the training runs is the median
+// |throughput error|, ties broken by the 90th percentile, then by distance from the presets.
+// `evaluate` is called once per run and grid point (plus once at `presets`), in any order, and
+// may be called from several threads at once when `threads` > 1.
+CrossValidation cross_validate(const std::vector<std::string>& families,
+                               const std::vector<EfficiencyPoint>& grid,
+                               const EfficiencyPoint& presets,
+                               const std::function<RunErrors(std::size_t, const EfficiencyPoint&)>&
+                                   evaluate,
+                               unsigned threads = 1);
+
+// Per family (in order of first appearance) and overall.
+std::vector<FamilyStats> stats_by_family(const std::vector<std::string>& families,
+                                         const std::vector<RunErrors>& errors);
+
+}  // namespace trainplan
