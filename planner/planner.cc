@@ -1,12 +1,17 @@
-// Enumeration, pruning and ranking; see planner.h. Tested by tests/planner/planner_test.cc.
+// The search (the generator's candidates through the pruning rules, estimated and ranked),
+// its refinement by the simulator, and the nothing-fits path; see planner.h. Tested by tests/planner/planner_test.cc.
 #include "planner/planner.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <string>
-#include <string_view>
+#include <utility>
+
+#include "planner/search.h"
 
 namespace trainplan {
 
@@ -14,55 +19,11 @@ namespace {
 
 double d(std::int64_t v) { return static_cast<double>(v); }
 
-std::vector<std::int64_t> divisors(std::int64_t n, std::int64_t max_value) {
-  std::vector<std::int64_t> out;
-  for (std::int64_t i = 1; i * i <= n; ++i) {
-    if (n % i != 0) continue;
-    if (i <= max_value) out.push_back(i);
-    if (i != n / i && n / i <= max_value) out.push_back(n / i);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-// Why cp (> 1) is not searched: a rejection category, or nullptr. cp_rejection_message says it
-// in full (built only for a category's first example: searches repeat these per tp).
-const char* cp_rejection(const ModelSpec& m, const PlannerOptions& opt, std::int64_t cp) {
-  if (opt.max_cp > 0 && cp > opt.max_cp) return "cp above --max-cp";
-  if (m.seq_len < opt.min_cp_seq_len) return "cp for short sequences";
-  if (opt.attention != AttentionImpl::kFused) return "cp needs fused attention";
-  if (m.seq_len % (2 * cp) != 0) return "cp vs seq_len";
-  return nullptr;
-}
-std::string cp_rejection_message(const ModelSpec& m, const PlannerOptions& opt, std::int64_t cp,
-                                 std::string_view category) {
-  const std::string cps = "cp=" + std::to_string(cp);
-  const std::string seq = std::to_string(m.seq_len);
-  if (category == "cp above --max-cp") return cps + " exceeds --max-cp " + std::to_string(opt.max_cp);
-  if (category == "cp for short sequences")
-    return cps + ": seq_len=" + seq + " is below " + std::to_string(opt.min_cp_seq_len) +
-           " tokens, where context parallelism is searched";
-  if (category == "cp needs fused attention")
-    return cps + " needs attention=fused (Megatron-Core's context parallelism runs on fused "
-                 "attention kernels)";
-  return cps + ": seq_len=" + seq + " is not divisible by 2*cp = " + std::to_string(2 * cp) +
-         " (load-balanced causal chunks)";
-}
-
-// The schedule axis for one layout: (schedule, virtual stages) pairs.
-struct ScheduleChoice {
-  Schedule schedule;
-  std::int64_t virtual_stages;
-};
-
-// A full-recompute plan `p` that fits in `usable` bytes: sets recompute_num_layers to the fewest
-// layers per chunk that still fit (0, every layer, when only all of them do). Peak memory falls
-// as more layers are recomputed, so bisection finds it. False when the plan fits without
-// recompute, which the search has as its own candidate, faster.
-bool fewest_recomputed_layers(const Estimator& est, const ModelSpec& m, Plan& p, double usable) {
-  Plan none = p;
-  none.recompute = Recompute::kNone;
-  if (est.peak_memory_bytes(none) <= usable) return false;
+// A full-recompute plan `p` that fits in `usable` bytes, and does not without recompute
+// (recompute_rules() rejects it otherwise): sets recompute_num_layers to the fewest layers per
+// chunk that still fit (0, every layer, when only all of them do). Peak memory falls as more
+// layers are recomputed, so bisection finds it.
+void fewest_recomputed_layers(const Estimator& est, const ModelSpec& m, Plan& p, double usable) {
   const std::vector<std::int64_t> chunks = chunk_layers(p, m);
   const std::int64_t largest = *std::max_element(chunks.begin(), chunks.end());
   std::int64_t lo = 1, hi = largest;  // hi fits (every layer)
@@ -73,283 +34,134 @@ bool fewest_recomputed_layers(const Estimator& est, const ModelSpec& m, Plan& p,
     else lo = mid + 1;
   }
   p.recompute_num_layers = hi < largest ? hi : 0;
-  return true;
 }
 
-}  // namespace
+// The search's sink: counts what the generator enumerates, applies the candidate rules (the
+// ones that need the estimate among them) and keeps the best by estimated step time.
+class Evaluation final : public CandidateSink {
+ public:
+  Evaluation(Estimator& est, const PlannerOptions& opt, bool offload, PlanSearch& out)
+      : est_(est), m_(est.model()), c_(est.cluster()), opt_(opt), offload_(offload), out_(out),
+        usable_(c_.gpu.hbm_bytes * (1.0 - opt.memory_headroom)),
+        host_usable_(c_.host_memory_bytes_per_node * (1.0 - opt.memory_headroom)),
+        // top_k for the report, or more when the simulator refines, so that the best of every
+        // ZeRO stage is among them (plan_training then cuts the list to top_k).
+        kept_(std::max(opt.top_k, 8 * opt.simulate_top)),
+        last_progress_(std::chrono::steady_clock::now()) {}
 
-void Rejections::add(const std::string& category, std::int64_t n, const std::string& message) {
-  count[category] += n;
-  if (example.count(category) == 0) example[category] = message;
-}
+  // Layouts rejected whole count too: the bound holds to within one layout even when nothing
+  // fits (CP multiplies the layouts).
+  bool begin_layout() override {
+    if (out_.evaluated < opt_.max_evaluations) return true;
+    out_.truncated = true;
+    return false;
+  }
 
-std::int64_t Rejections::total() const {
-  std::int64_t t = 0;
-  for (const auto& [k, v] : count) t += v;
-  return t;
-}
+  void pruned(RejectReason reason, std::int64_t configurations,
+              const std::function<std::string()>& message) override {
+    out_.rejections.add(reason, configurations, message);
+    out_.evaluated += configurations;
+  }
 
-std::int64_t default_global_batch(const ModelSpec& model) {
-  const double target = std::pow(2.0, 21) / d(model.seq_len);
-  if (target <= 1.0) return 1;
-  return std::int64_t{1} << static_cast<int>(std::lround(std::log2(target)));
-}
+  bool candidate(Plan& p) override {
+    ++out_.evaluated;
+    std::optional<Candidate> cand = evaluate(p);
+    if (!cand) return true;
+    ++out_.feasible;
+    keep(std::move(*cand));
+    if (opt_.stop_at_first_feasible) return false;
+    if (out_.evaluated >= opt_.max_evaluations) {
+      out_.truncated = true;
+      return false;
+    }
+    report_progress();
+    return true;
+  }
 
-PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t gpus,
-                        bool offload) {
-  const ModelSpec& m = est.model();
-  const ClusterSpec& c = est.cluster();
-  PlanSearch out;
-  out.gpus = gpus;
-  out.global_batch_size = opt.global_batch_size > 0 ? opt.global_batch_size
-                                                    : default_global_batch(m);
-  const std::int64_t gbs = out.global_batch_size;
-  const double usable = c.gpu.hbm_bytes * (1.0 - opt.memory_headroom);
-  const double host_usable = c.host_memory_bytes_per_node * (1.0 - opt.memory_headroom);
-  const auto start = std::chrono::steady_clock::now();
-  auto last_progress = start;
+ private:
+  // Counts a rejection when `rule` is one; true when it was.
+  template <typename Facts>
+  bool reject(const PruneRule<Facts>* rule, const Facts& facts) {
+    if (rule == nullptr) return false;
+    out_.rejections.add(rule->reason, 1, [&] { return rule->message(facts); });
+    return true;
+  }
 
-  const std::vector<Recompute> recomputes =
-      opt.attention == AttentionImpl::kUnfused
-          ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}
-          // With a fused attention kernel selective recompute stores and does what none does.
-          : std::vector<Recompute>{Recompute::kNone, Recompute::kFull};
-  const std::vector<int> zero_stages =
-      offload ? std::vector<int>{1, 2, 3} : std::vector<int>{0, 1, 2, 3};
+  // The candidate with its estimate, or nothing when a rule rejects it.
+  std::optional<Candidate> evaluate(Plan& p) {
+    const CandidateFacts shape{&m_, &p};
+    if (reject(first_rejecting(candidate_rules(), shape), shape)) return std::nullopt;
+    MemoryFacts memory{0, 0, usable_, c_.gpu.hbm_bytes, opt_.memory_headroom};
+    memory.peak_bytes = est_.peak_memory_bytes(p, &memory.peak_stage);
+    if (reject(first_rejecting(memory_rules(), memory), memory)) return std::nullopt;
+    const RecomputeFacts recompute{&est_, &p, usable_};
+    if (reject(first_rejecting(recompute_rules(), recompute), recompute)) return std::nullopt;
+    // Full recompute that fits: recompute only as many layers of each chunk as memory needs
+    // (the fewest: fewer recomputed layers keep more), as a Megatron-LM user sets
+    // --recompute-num-layers.
+    if (p.recompute == Recompute::kFull) fewest_recomputed_layers(est_, m_, p, usable_);
+    Candidate cand;
+    cand.estimate = est_.estimate(p);
+    cand.plan = std::move(p);
+    const HostMemoryFacts host{offload_, cand.estimate.host_memory_per_node_bytes, host_usable_,
+                               c_.host_memory_bytes_per_node};
+    if (reject(first_rejecting(host_memory_rules(), host), host)) return std::nullopt;
+    return cand;
+  }
 
-  // Keep the best by step time (a small sorted vector): top_k for the report, or more when the
-  // simulator refines, so that the best of every ZeRO stage is among them (plan_training then
-  // cuts the list to top_k).
-  const std::int64_t kept = std::max(opt.top_k, 8 * opt.simulate_top);
-  auto keep = [&](Candidate cand) {
-    auto& v = out.ranked;
-    if (static_cast<std::int64_t>(v.size()) >= kept &&
+  // Keeps the best kept_ by step time in a small sorted vector.
+  void keep(Candidate cand) {
+    auto& v = out_.ranked;
+    if (static_cast<std::int64_t>(v.size()) >= kept_ &&
         cand.estimate.step_time_s >= v.back().estimate.step_time_s)
       return;
     auto pos = std::upper_bound(v.begin(), v.end(), cand, [](const Candidate& a, const Candidate& b) {
       return a.estimate.step_time_s < b.estimate.step_time_s;
     });
     v.insert(pos, std::move(cand));
-    if (static_cast<std::int64_t>(v.size()) > kept) v.pop_back();
-  };
-
-  // One (tp, cp, pp) layout: its structural checks, then every ep, micro-batch, schedule, ZeRO
-  // stage, recompute and sequence-parallel choice. Returns false when the search must stop.
-  auto search_layout = [&](std::int64_t tp, std::int64_t cp, std::int64_t pp,
-                           std::int64_t per_layout) -> bool {
-    const std::int64_t dp = gpus / (tp * cp * pp);
-    Plan base;
-    base.tp = tp;
-    base.cp = cp;
-    base.pp = pp;
-    base.dp = dp;
-    base.global_batch_size = gbs;
-    base.precision = opt.precision;
-    base.optimizer = opt.optimizer;
-    base.attention = opt.attention;
-    base.grad_precision = opt.grad_precision;
-    base.fp8 = opt.fp8;
-    base.offload = offload ? Offload::kOptimizer : Offload::kNone;
-    if (tp > c.gpus_per_node && !opt.allow_cross_node_tp) {
-      out.rejections.add("tp larger than a node", per_layout,
-                         "tp=" + std::to_string(tp) + " exceeds gpus_per_node=" +
-                             std::to_string(c.gpus_per_node) +
-                             " (TP all-reduces every layer; allow with --allow-cross-node-tp)");
-      out.evaluated += per_layout;
-      return true;
-    }
-    if (gbs % dp != 0) {
-      out.rejections.add("batch not divisible", per_layout,
-                         "global_batch_size=" + std::to_string(gbs) +
-                             " is not divisible by dp=" + std::to_string(dp));
-      out.evaluated += per_layout;
-      return true;
-    }
-    // Layers that do not divide over the stages: the end stages, which hold the embedding and
-    // the head, take one fewer (as Llama 3 and DeepSeek-V3 split theirs).
-    if (pp > 1 && m.num_layers % pp != 0 && m.num_layers >= pp)
-      base.layers_per_stage = balanced_chunk_layers(m.num_layers, pp);
-    // The structural checks of the model against this layout (heads, kv heads, FFN, layers).
-    if (Status st = check_plan_fits_model(base, m); !st.ok()) {
-      std::string category = st.message().rfind("num_layers", 0) == 0 ? "layers across stages"
-                             : st.message().find("num_kv_heads") != std::string::npos
-                                 ? "tp vs kv heads"
-                             : st.message().find("num_attention_heads") != std::string::npos
-                                 ? "tp vs heads"
-                                 : "tp vs ffn width";
-      out.rejections.add(category, per_layout, st.message());
-      out.evaluated += per_layout;
-      return true;
-    }
-    const std::vector<std::int64_t> eps =
-        m.is_moe() ? [&] {
-          std::vector<std::int64_t> v;
-          for (std::int64_t e : divisors(dp, dp))
-            if (m.num_experts % e == 0) v.push_back(e);
-          return v;
-        }()
-                   : std::vector<std::int64_t>{1};
-    for (std::int64_t ep : eps) {
-      for (std::int64_t mbs : divisors(gbs / dp, opt.max_micro_batch_size)) {
-        const std::int64_t M = gbs / dp / mbs;
-        std::vector<ScheduleChoice> schedules;
-        if (pp == 1) {
-          schedules.push_back({Schedule::k1F1B, 1});
-        } else if (M == 1) {
-          schedules.push_back({Schedule::kNaive, 1});
-        } else {
-          schedules.push_back({Schedule::kGpipe, 1});
-          schedules.push_back({Schedule::k1F1B, 1});
-          for (std::int64_t v = 2; v <= opt.max_virtual_stages; ++v) {
-            if (m.num_layers < pp * v) continue;  // a model chunk needs a layer
-            if (M % pp != 0) {
-              out.rejections.add("interleaved needs micro-batches in groups of pp",
-                                 per_layout / (tp > 1 ? 2 : 1),
-                                 "interleaved: " + std::to_string(M) +
-                                     " micro-batches is not a multiple of pp=" + std::to_string(pp));
-              out.evaluated += per_layout / (tp > 1 ? 2 : 1);
-              continue;
-            }
-            schedules.push_back({Schedule::kInterleaved, v});
-          }
-        }
-        // ZeRO stages, each over all dp*cp ranks and, with hybrid sharding, over the runs of
-        // them that one node holds (their indices run with stride tp under the default
-        // placement) and 2 and 4 nodes hold.
-        std::vector<std::pair<int, std::int64_t>> zero_choices;  // (stage, zero_shard_size)
-        for (int zero : zero_stages) {
-          zero_choices.emplace_back(zero, 0);
-          if (zero == 0 || !opt.hybrid_shard || ep > 1 || c.gpus_per_node % tp != 0) continue;
-          for (std::int64_t s = c.gpus_per_node / tp, k = 0; k < 3; s *= 2, ++k)
-            if (s >= 2 && s < dp * cp && (dp * cp) % s == 0) zero_choices.emplace_back(zero, s);
-        }
-        for (const ScheduleChoice& sc : schedules) {
-          for (const auto& [zero, shard] : zero_choices) {
-            // ZeRO shards over data-parallel replicas (and CP ranks): with one replica every
-            // stage is the same plan, so only the lowest is enumerated.
-            if (dp * cp == 1 && zero != zero_stages.front()) continue;
-            for (Recompute rc : recomputes) {
-              for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
-                Plan p = base;
-                p.ep = ep;
-                p.micro_batch_size = mbs;
-                p.schedule = sc.schedule;
-                p.virtual_stages = sc.virtual_stages;
-                // Uneven layer counts: the end chunks take the shortfall (as for base above).
-                p.layers_per_stage.clear();
-                if (m.num_layers % p.num_chunks() != 0)
-                  p.layers_per_stage = balanced_chunk_layers(m.num_layers, p.num_chunks());
-                p.zero_stage = zero;
-                p.zero_shard_size = shard;
-                p.recompute = rc;
-                p.sequence_parallel = sp == 1;
-                p.ep_overlap = opt.ep_overlap && ep > 1 && rc != Recompute::kFull && zero != 3 &&
-                               (pp == 1 ? sc.schedule == Schedule::k1F1B
-                                        : sc.schedule == Schedule::kInterleaved);
-                p.tp_comm_overlap = opt.tp_comm_overlap && sp == 1;
-                ++out.evaluated;
-                if (sp == 1 && (m.seq_len / cp) % tp != 0) {
-                  out.rejections.add("sequence parallel vs seq_len", 1,
-                                     "sequence_parallel: tp=" + std::to_string(tp) +
-                                         " does not divide seq_len" +
-                                         (cp > 1 ? "/cp = " : "=") +
-                                         std::to_string(m.seq_len / cp));
-                  continue;
-                }
-                std::int64_t stage = 0;
-                const double mem = est.peak_memory_bytes(p, &stage);
-                if (mem > usable) {
-                  if (out.rejections.example.count("memory") == 0) {
-                    char buf[200];
-                    std::snprintf(buf, sizeof buf,
-                                  "stage %lld needs %.1f GB, usable %.1f GB of %.1f GB "
-                                  "(%.0f%% headroom)",
-                                  static_cast<long long>(stage), mem / 1e9,
-                                  usable / 1e9, c.gpu.hbm_bytes / 1e9,
-                                  opt.memory_headroom * 100);
-                    out.rejections.add("memory", 1, buf);
-                  } else {
-                    ++out.rejections.count["memory"];
-                  }
-                  continue;
-                }
-                // Full recompute that fits: recompute only as many layers of each chunk as
-                // memory needs (the fewest, found by bisection: fewer recomputed layers keep
-                // more), as a Megatron-LM user sets --recompute-num-layers.
-                if (rc == Recompute::kFull && !fewest_recomputed_layers(est, m, p, usable)) {
-                  out.rejections.add("full recompute not needed", 1,
-                                     describe(p) +
-                                         ": fits in memory with recompute none, which is faster");
-                  continue;
-                }
-                Candidate cand;
-                cand.plan = p;
-                cand.estimate = est.estimate(p);
-                if (offload && cand.estimate.host_memory_per_node_bytes > host_usable) {
-                  out.rejections.add("host memory", 1,
-                                     "offloaded optimizer states need " +
-                                         std::to_string(static_cast<long long>(
-                                             cand.estimate.host_memory_per_node_bytes / 1e9)) +
-                                         " GB per node, host has " +
-                                         std::to_string(static_cast<long long>(
-                                             c.host_memory_bytes_per_node / 1e9)) +
-                                         " GB");
-                  continue;
-                }
-                ++out.feasible;
-                keep(std::move(cand));
-                if (opt.stop_at_first_feasible) return false;
-                if (out.evaluated >= opt.max_evaluations) {
-                  out.truncated = true;
-                  return false;
-                }
-                if (opt.progress && (out.evaluated & 0xFFF) == 0) {
-                  const auto now = std::chrono::steady_clock::now();
-                  if (now - last_progress > std::chrono::seconds(1)) {
-                    last_progress = now;
-                    opt.progress(out.evaluated, 0);
-                  }
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-    return true;
-  };
-
-  for (std::int64_t tp : divisors(gpus, gpus)) {
-    // How many configurations one rejected layout stands for (for counting by reason).
-    const std::int64_t per_layout =
-        static_cast<std::int64_t>(zero_stages.size() * recomputes.size()) * (tp > 1 ? 2 : 1);
-    // Context parallelism: powers of two that divide the GPUs left by tp, pruned before the
-    // pipeline axis (a rejected cp stands for every pp and its configurations).
-    for (std::int64_t cp = 1; (gpus / tp) % cp == 0; cp *= 2) {
-      if (cp > 1) {
-        if (const char* why = cp_rejection(m, opt, cp)) {
-          const std::int64_t layouts =
-              per_layout * static_cast<std::int64_t>(divisors(gpus / (tp * cp), gpus).size());
-          if (out.rejections.example.count(why) == 0)
-            out.rejections.add(why, layouts, cp_rejection_message(m, opt, cp, why));
-          else
-            out.rejections.count[why] += layouts;
-          out.evaluated += layouts;
-          continue;
-        }
-      }
-      for (std::int64_t pp : divisors(gpus / (tp * cp), gpus / (tp * cp))) {
-        // Layouts rejected whole count too: the bound holds to within one layout even when
-        // nothing fits (CP multiplies the layouts).
-        if (out.evaluated >= opt.max_evaluations) {
-          out.truncated = true;
-          return out;
-        }
-        if (!search_layout(tp, cp, pp, per_layout)) return out;
-      }
-    }
+    if (static_cast<std::int64_t>(v.size()) > kept_) v.pop_back();
   }
+
+  // About once a second during long searches.
+  void report_progress() {
+    if (!opt_.progress || (out_.evaluated & 0xFFF) != 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_progress_ <= std::chrono::seconds(1)) return;
+    last_progress_ = now;
+    opt_.progress(out_.evaluated, 0);
+  }
+
+  Estimator& est_;
+  const ModelSpec& m_;
+  const ClusterSpec& c_;
+  const PlannerOptions& opt_;
+  const bool offload_;
+  PlanSearch& out_;
+  const double usable_;
+  const double host_usable_;
+  const std::int64_t kept_;
+  std::chrono::steady_clock::time_point last_progress_;
+};
+
+}  // namespace
+
+PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t gpus,
+                        bool offload) {
+  PlanSearch out;
+  out.gpus = gpus;
+  out.global_batch_size = opt.global_batch_size > 0 ? opt.global_batch_size
+                                                    : default_global_batch(est.model());
+  const SearchSpace space{&est.model(), &est.cluster(), &opt, gpus, out.global_batch_size,
+                          offload};
+  Evaluation evaluation(est, opt, offload, out);
+  generate_candidates(space, evaluation);
   return out;
+}
+
+std::int64_t default_global_batch(const ModelSpec& model) {
+  const double target = std::pow(2.0, 21) / d(model.seq_len);
+  if (target <= 1.0) return 1;
+  return std::int64_t{1} << static_cast<int>(std::lround(std::log2(target)));
 }
 
 Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& cluster,
@@ -386,9 +198,9 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
           char buf[120];
           std::snprintf(buf, sizeof buf, ": the simulated peak %.1f GB exceeds the usable %.1f GB",
                         sim->peak_memory_bytes / 1e9, usable / 1e9);
-          std::string why = describe(search.ranked[i].plan);
-          why += buf;
-          search.rejections.add("memory (simulated)", 1, why);
+          search.rejections.add(RejectReason::kMemorySimulated, 1, [&] {
+            return describe(search.ranked[i].plan) + buf;
+          });
           --search.feasible;
           search.ranked.erase(search.ranked.begin() + static_cast<std::ptrdiff_t>(i));
           return Status::Ok();

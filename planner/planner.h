@@ -1,12 +1,12 @@
 // The planner: enumerate every DP x TP x CP x PP x EP x ZeRO x micro-batch x schedule (x virtual
-// stages) x recompute x sequence-parallel configuration for a GPU count and global batch, prune
-// the impossible ones with a stated reason (counted by reason), rank the rest by estimated step
-// time, and refine the best with the event simulator.
+// stages) x recompute x sequence-parallel configuration for a GPU count and global batch
+// (planner/search.h), prune the impossible ones with a stated reason (planner/prune.h, counted
+// by reason code), rank the rest by estimated step time, and refine the best with the event
+// simulator. Tested by tests/planner/planner_test.cc.
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +17,7 @@
 #include "core/model_spec.h"
 #include "core/plan.h"
 #include "planner/estimate.h"
+#include "planner/prune.h"
 
 namespace trainplan {
 
@@ -69,13 +70,6 @@ struct Candidate {
   CommVolume comm;          // bytes per step sent by one rank of the peak-memory stage
 };
 
-struct Rejections {
-  std::map<std::string, std::int64_t> count;    // reason category -> configurations
-  std::map<std::string, std::string> example;   // reason category -> one full message
-  void add(const std::string& category, std::int64_t n, const std::string& message);
-  std::int64_t total() const;
-};
-
 struct PlanSearch {
   std::int64_t gpus = 0;
   std::int64_t global_batch_size = 0;
@@ -83,7 +77,7 @@ struct PlanSearch {
   std::int64_t feasible = 0;
   bool truncated = false;         // stopped at max_evaluations
   std::vector<Candidate> ranked;  // best first (plan_training: at most top_k)
-  Rejections rejections;
+  Rejections rejections;         // by reason code (planner/prune.h)
 };
 
 struct PlanResult {

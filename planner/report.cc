@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "core/units.h"
@@ -100,12 +102,14 @@ void rejections(std::ostringstream& os, const PlanSearch& s) {
      << s.rejections.total() << " rejected";
   if (s.truncated) os << " (search stopped at the evaluation bound)";
   os << ".\n";
-  std::vector<std::pair<std::int64_t, std::string>> by_count;
-  for (const auto& [k, n] : s.rejections.count) by_count.push_back({n, k});
+  // Most configurations first; equal counts by category, last first.
+  std::vector<std::tuple<std::int64_t, std::string_view, RejectReason>> by_count;
+  for (RejectReason r : s.rejections.reasons())
+    by_count.emplace_back(s.rejections.count(r), reject_category(r), r);
   std::sort(by_count.rbegin(), by_count.rend());
-  for (const auto& [n, k] : by_count)
-    os << "  " << pad(std::to_string(n), 9) << "  " << pad(k, 46, false) << " e.g. "
-       << s.rejections.example.at(k) << "\n";
+  for (const auto& [n, category, r] : by_count)
+    os << "  " << pad(std::to_string(n), 9) << "  " << pad(std::string(category), 46, false)
+       << " e.g. " << s.rejections.example(r) << "\n";
 }
 
 void run_estimate(std::ostringstream& os, const Candidate& c, const ReportContext& ctx) {
@@ -231,7 +235,7 @@ std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
 
   // Say "nothing fits in memory" only when memory is what rejected configurations; otherwise
   // every one failed a structural check, listed below.
-  if (s.rejections.count.count("memory") == 0)
+  if (!s.rejections.has(RejectReason::kMemory))
     os << "No configuration is feasible on " << c.total_gpus()
        << " GPUs, and none was rejected for memory: each failed a check listed below.\n";
   else
@@ -324,8 +328,9 @@ Json search_json(const PlanSearch& s) {
   for (const Candidate& c : s.ranked) cands.push_back(estimate_json(c));
   j["candidates"] = cands;
   Json rej = Json::object();
-  for (const auto& [k, n] : s.rejections.count)
-    rej[k] = {{"count", n}, {"example", s.rejections.example.at(k)}};
+  for (RejectReason r : s.rejections.reasons())
+    rej[std::string(reject_category(r))] = {{"count", s.rejections.count(r)},
+                                            {"example", s.rejections.example(r)}};
   j["rejections"] = rej;
   return j;
 }

@@ -57,7 +57,7 @@ TEST(Planner, Gpt3On32H100sNeedsOffloadAndSaysHowManyGpusWouldFit) {
   EXPECT_EQ(best->plan.offload, Offload::kOptimizer);
   EXPECT_GT(best->estimate.offload_s, 0.0);
   EXPECT_LE(best->estimate.peak_memory_bytes, c.gpu.hbm_bytes * 0.9);
-  EXPECT_GT(r->search.rejections.count.at("memory"), 0);
+  EXPECT_GT(r->search.rejections.count(RejectReason::kMemory), 0);
 }
 
 // Full recompute that fits is cut to the fewest layers per chunk that still fit: one layer
@@ -133,12 +133,14 @@ TEST(Planner, RejectsWithStatedReasons) {
   auto r = plan_training(m, c, opt);
   ASSERT_TRUE(r.ok());
   const Rejections& rej = r->search.rejections;
-  ASSERT_TRUE(rej.count.count("tp vs heads"));
-  EXPECT_NE(rej.example.at("tp vs heads").find("num_attention_heads=4"), std::string::npos);
-  ASSERT_TRUE(rej.count.count("batch not divisible"));
-  EXPECT_NE(rej.example.at("batch not divisible").find("global_batch_size=6"), std::string::npos);
-  ASSERT_TRUE(rej.count.count("tp larger than a node"));
-  ASSERT_TRUE(rej.count.count("layers across stages"));
+  ASSERT_TRUE(rej.has(RejectReason::kTpDoesNotDivideHeads));
+  EXPECT_NE(rej.example(RejectReason::kTpDoesNotDivideHeads).find("num_attention_heads=4"),
+            std::string::npos);
+  ASSERT_TRUE(rej.has(RejectReason::kBatchNotDivisibleByDp));
+  EXPECT_NE(rej.example(RejectReason::kBatchNotDivisibleByDp).find("global_batch_size=6"),
+            std::string::npos);
+  ASSERT_TRUE(rej.has(RejectReason::kTpLargerThanNode));
+  ASSERT_TRUE(rej.has(RejectReason::kLayersAcrossStages));
 }
 
 // Layers that do not divide over the stages: the end stages take one fewer (as Llama 3 405B
@@ -236,7 +238,7 @@ TEST(Planner, NothingFeasibleWithoutAMemoryRejectionSaysSo) {
   auto r = plan_training(m, c, opt);
   ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_FALSE(r->fits());
-  EXPECT_EQ(r->search.rejections.count.count("memory"), 0u);
+  EXPECT_FALSE(r->search.rejections.has(RejectReason::kMemory));
   ReportContext ctx;
   ctx.model = &m;
   ctx.cluster = &c;
@@ -346,11 +348,11 @@ TEST(Planner, RefinementDropsACandidateTheSimulatorFindsOverMemory) {
   auto r = plan_training(m, c, opt, over);
   ASSERT_TRUE(r.ok());
   const PlanSearch& s = r->search;
-  ASSERT_GT(s.rejections.count.count("memory (simulated)"), 0u);
-  EXPECT_EQ(s.rejections.count.at("memory (simulated)"), 2);
+  ASSERT_TRUE(s.rejections.has(RejectReason::kMemorySimulated));
+  EXPECT_EQ(s.rejections.count(RejectReason::kMemorySimulated), 2);
   EXPECT_EQ(s.feasible, plain->search.feasible - 2);
   EXPECT_EQ(s.feasible + s.rejections.total(), s.evaluated);
-  EXPECT_NE(s.rejections.example.at("memory (simulated)").find("exceeds the usable 72.0 GB"),
+  EXPECT_NE(s.rejections.example(RejectReason::kMemorySimulated).find("exceeds the usable 72.0 GB"),
             std::string::npos);
   ASSERT_FALSE(s.ranked.empty());
   EXPECT_TRUE(s.ranked.front().simulated);
@@ -468,8 +470,8 @@ TEST(Planner, LongSequencesFitWithoutRecomputeOnlyWithContextParallelism) {
   EXPECT_EQ(flat.plan.cp, 1);
   EXPECT_EQ(flat.plan.recompute, Recompute::kFull);
   EXPECT_LT(best.estimate.step_time_s, flat.estimate.step_time_s);
-  ASSERT_TRUE(r1->search.rejections.count.count("cp above --max-cp"));
-  EXPECT_NE(r1->search.rejections.example.at("cp above --max-cp").find("exceeds --max-cp 1"),
+  ASSERT_TRUE(r1->search.rejections.has(RejectReason::kCpAboveMax));
+  EXPECT_NE(r1->search.rejections.example(RejectReason::kCpAboveMax).find("exceeds --max-cp 1"),
             std::string::npos);
   // The report shows the CP degree and bytes.
   ReportContext ctx{&m, &c, &opt, {}};
@@ -490,19 +492,21 @@ TEST(Planner, ContextParallelAxisIsPrunedWithStatedReasons) {
   PlannerOptions opt;
   // Short sequences (tiny has 64 tokens): CP is not searched.
   const Rejections short_seq = reasons(load_repo_model("tiny.json"), opt);
-  ASSERT_TRUE(short_seq.count.count("cp for short sequences"));
-  EXPECT_NE(short_seq.example.at("cp for short sequences").find("below 8192"), std::string::npos);
+  ASSERT_TRUE(short_seq.has(RejectReason::kCpForShortSequences));
+  EXPECT_NE(short_seq.example(RejectReason::kCpForShortSequences).find("below 8192"),
+            std::string::npos);
   // Unfused attention: Megatron-Core's CP needs the fused kernel.
   PlannerOptions unfused = opt;
   unfused.attention = AttentionImpl::kUnfused;
   const Rejections u = reasons(llama_128k(), unfused);
-  ASSERT_TRUE(u.count.count("cp needs fused attention"));
+  ASSERT_TRUE(u.has(RejectReason::kCpNeedsFusedAttention));
   // 2*cp chunks per sequence: 8200 tokens split into 4 and 8 chunks, not 16.
   auto odd = with_seq_len(load_repo_model("llama3-8b.json"), 8200);
   ASSERT_TRUE(odd.ok());
   const Rejections o = reasons(*odd, opt);
-  ASSERT_TRUE(o.count.count("cp vs seq_len"));
-  EXPECT_NE(o.example.at("cp vs seq_len").find("cp=8: seq_len=8200"), std::string::npos);
+  ASSERT_TRUE(o.has(RejectReason::kCpDoesNotDivideSeqLen));
+  EXPECT_NE(o.example(RejectReason::kCpDoesNotDivideSeqLen).find("cp=8: seq_len=8200"),
+            std::string::npos);
   // Every count is of configurations: feasible plus rejected is what was enumerated.
   Estimator est(*odd, c, std::nullopt);
   const PlanSearch s = search_plans(est, opt, 16, false);

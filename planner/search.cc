@@ -1,0 +1,207 @@
+// The candidate generator; see search.h. Tested by tests/planner/search_test.cc.
+#include "planner/search.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace trainplan {
+
+namespace {
+
+std::vector<std::int64_t> divisors(std::int64_t n, std::int64_t max_value) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t i = 1; i * i <= n; ++i) {
+    if (n % i != 0) continue;
+    if (i <= max_value) out.push_back(i);
+    if (i != n / i && n / i <= max_value) out.push_back(n / i);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The schedule axis for one layout: (schedule, virtual stages) pairs.
+struct ScheduleChoice {
+  Schedule schedule;
+  std::int64_t virtual_stages;
+};
+
+// The ZeRO axis: a stage and the ranks it shards over (0: all dp*cp ranks).
+struct ZeroChoice {
+  int stage;
+  std::int64_t shard_size;
+};
+
+class Generator {
+ public:
+  Generator(const SearchSpace& space, CandidateSink& sink)
+      : s_(space), m_(*space.model), c_(*space.cluster), opt_(*space.options), sink_(sink) {
+    recomputes_ =
+        opt_.attention == AttentionImpl::kUnfused
+            ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}
+            // With a fused attention kernel selective recompute stores and does what none does.
+            : std::vector<Recompute>{Recompute::kNone, Recompute::kFull};
+    zero_stages_ = s_.offload ? std::vector<int>{1, 2, 3} : std::vector<int>{0, 1, 2, 3};
+  }
+
+  void run() {
+    for (std::int64_t tp : divisors(s_.gpus, s_.gpus)) {
+      // How many configurations one rejected layout stands for (for counting by reason).
+      const std::int64_t per_layout =
+          static_cast<std::int64_t>(zero_stages_.size() * recomputes_.size()) * (tp > 1 ? 2 : 1);
+      // Context parallelism: powers of two that divide the GPUs left by tp, pruned before the
+      // pipeline axis (a rejected cp stands for every pp and its configurations).
+      for (std::int64_t cp = 1; (s_.gpus / tp) % cp == 0; cp *= 2) {
+        if (cp > 1 && pruned_cp(tp, cp, per_layout)) continue;
+        const std::int64_t rest = s_.gpus / (tp * cp);
+        for (std::int64_t pp : divisors(rest, rest))
+          if (!sink_.begin_layout() || !layout(tp, cp, pp, per_layout)) return;
+      }
+    }
+  }
+
+ private:
+  // Reports a rejection when `rule` is one; true when it was.
+  template <typename Facts>
+  bool prune(const PruneRule<Facts>* rule, const Facts& facts, std::int64_t configurations) {
+    if (rule == nullptr) return false;
+    sink_.pruned(rule->reason, configurations, [&] { return rule->message(facts); });
+    return true;
+  }
+
+  bool pruned_cp(std::int64_t tp, std::int64_t cp, std::int64_t per_layout) {
+    const CpFacts facts{&m_, cp, opt_.max_cp, opt_.min_cp_seq_len, opt_.attention};
+    const PruneRule<CpFacts>* rule = first_rejecting(cp_rules(), facts);
+    if (rule == nullptr) return false;
+    const std::int64_t layouts =
+        per_layout * static_cast<std::int64_t>(divisors(s_.gpus / (tp * cp), s_.gpus).size());
+    return prune(rule, facts, layouts);
+  }
+
+  // One tp x cp x pp layout: its rules, then every ep, micro-batch, schedule, ZeRO stage,
+  // recompute and sequence-parallel choice. False when the sink stops the enumeration.
+  bool layout(std::int64_t tp, std::int64_t cp, std::int64_t pp, std::int64_t per_layout) {
+    const std::int64_t dp = s_.gpus / (tp * cp * pp);
+    const LayoutFacts facts{&m_, c_.gpus_per_node, opt_.allow_cross_node_tp, tp, cp, pp, dp,
+                            s_.global_batch_size};
+    if (prune(first_rejecting(layout_rules(), facts), facts, per_layout)) return true;
+    const Plan base = base_plan(tp, cp, pp, dp);
+    for (std::int64_t ep : expert_degrees(dp)) {
+      for (std::int64_t mbs : divisors(s_.global_batch_size / dp, opt_.max_micro_batch_size)) {
+        const std::int64_t micro_batches = s_.global_batch_size / dp / mbs;
+        const std::vector<ScheduleChoice> schedules = schedule_choices(tp, pp, micro_batches,
+                                                                       per_layout);
+        const std::vector<ZeroChoice> zeros = zero_choices(tp, cp, dp, ep);
+        for (const ScheduleChoice& sc : schedules)
+          for (const ZeroChoice& zc : zeros)
+            if (!expand(base, ep, mbs, sc, zc)) return false;
+      }
+    }
+    return true;
+  }
+
+  Plan base_plan(std::int64_t tp, std::int64_t cp, std::int64_t pp, std::int64_t dp) const {
+    Plan base;
+    base.tp = tp;
+    base.cp = cp;
+    base.pp = pp;
+    base.dp = dp;
+    base.global_batch_size = s_.global_batch_size;
+    base.precision = opt_.precision;
+    base.optimizer = opt_.optimizer;
+    base.attention = opt_.attention;
+    base.grad_precision = opt_.grad_precision;
+    base.fp8 = opt_.fp8;
+    base.offload = s_.offload ? Offload::kOptimizer : Offload::kNone;
+    return base;
+  }
+
+  // Expert-parallel degrees: divisors of dp that divide the experts (1 for dense models).
+  std::vector<std::int64_t> expert_degrees(std::int64_t dp) const {
+    if (!m_.is_moe()) return {1};
+    std::vector<std::int64_t> out;
+    for (std::int64_t e : divisors(dp, dp))
+      if (m_.num_experts % e == 0) out.push_back(e);
+    return out;
+  }
+
+  // One pipeline stage: 1F1B; one micro-batch: naive; else GPipe, 1F1B and interleaved with
+  // 2..max_virtual_stages chunks per device (each chunk needs a layer).
+  std::vector<ScheduleChoice> schedule_choices(std::int64_t tp, std::int64_t pp,
+                                               std::int64_t micro_batches,
+                                               std::int64_t per_layout) {
+    if (pp == 1) return {{Schedule::k1F1B, 1}};
+    if (micro_batches == 1) return {{Schedule::kNaive, 1}};
+    std::vector<ScheduleChoice> out = {{Schedule::kGpipe, 1}, {Schedule::k1F1B, 1}};
+    for (std::int64_t v = 2; v <= opt_.max_virtual_stages; ++v) {
+      if (m_.num_layers < pp * v) continue;
+      const InterleavedFacts facts{pp, micro_batches};
+      if (prune(first_rejecting(interleaved_rules(), facts), facts,
+                per_layout / (tp > 1 ? 2 : 1)))
+        continue;
+      out.push_back({Schedule::kInterleaved, v});
+    }
+    return out;
+  }
+
+  // ZeRO stages, each over all dp*cp ranks and, with hybrid sharding, over the runs of them
+  // that one node holds (their indices run with stride tp under the default placement) and 2
+  // and 4 nodes hold. ZeRO shards over data-parallel replicas (and CP ranks): with one replica
+  // every stage is the same plan, so only the lowest is enumerated.
+  std::vector<ZeroChoice> zero_choices(std::int64_t tp, std::int64_t cp, std::int64_t dp,
+                                       std::int64_t ep) const {
+    std::vector<ZeroChoice> out;
+    for (int zero : zero_stages_) {
+      if (dp * cp == 1 && zero != zero_stages_.front()) continue;
+      out.push_back({zero, 0});
+      if (zero == 0 || !opt_.hybrid_shard || ep > 1 || c_.gpus_per_node % tp != 0) continue;
+      for (std::int64_t s = c_.gpus_per_node / tp, k = 0; k < 3; s *= 2, ++k)
+        if (s >= 2 && s < dp * cp && (dp * cp) % s == 0) out.push_back({zero, s});
+    }
+    return out;
+  }
+
+  // The innermost axes, recompute and sequence parallelism. False when the sink stops.
+  bool expand(const Plan& base, std::int64_t ep, std::int64_t mbs, const ScheduleChoice& sc,
+              const ZeroChoice& zc) {
+    for (Recompute rc : recomputes_) {
+      for (int sp = 0; sp <= (base.tp > 1 ? 1 : 0); ++sp) {
+        Plan p = base;
+        p.ep = ep;
+        p.micro_batch_size = mbs;
+        p.schedule = sc.schedule;
+        p.virtual_stages = sc.virtual_stages;
+        // Layers that do not divide over the chunks: the end chunks, which hold the embedding
+        // and the head, take one fewer (as Llama 3 and DeepSeek-V3 split theirs).
+        if (m_.num_layers % p.num_chunks() != 0)
+          p.layers_per_stage = balanced_chunk_layers(m_.num_layers, p.num_chunks());
+        p.zero_stage = zc.stage;
+        p.zero_shard_size = zc.shard_size;
+        p.recompute = rc;
+        p.sequence_parallel = sp == 1;
+        p.ep_overlap = opt_.ep_overlap && ep > 1 && rc != Recompute::kFull && zc.stage != 3 &&
+                       (base.pp == 1 ? sc.schedule == Schedule::k1F1B
+                                     : sc.schedule == Schedule::kInterleaved);
+        p.tp_comm_overlap = opt_.tp_comm_overlap && sp == 1;
+        if (!sink_.candidate(p)) return false;
+      }
+    }
+    return true;
+  }
+
+  const SearchSpace& s_;
+  const ModelSpec& m_;
+  const ClusterSpec& c_;
+  const PlannerOptions& opt_;
+  CandidateSink& sink_;
+  std::vector<Recompute> recomputes_;
+  std::vector<int> zero_stages_;
+};
+
+}  // namespace
+
+void generate_candidates(const SearchSpace& space, CandidateSink& sink) {
+  Generator(space, sink).run();
+}
+
+}  // namespace trainplan
