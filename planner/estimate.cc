@@ -1,4 +1,5 @@
-// Analytical step estimate; see estimate.h. Tested by tests/planner/estimate_test.cc.
+// Analytical step estimate; see estimate.h. Tested by tests/planner/planner_test.cc and
+// tests/planner/estimate_vs_simulator_test.cc.
 #include "planner/estimate.h"
 
 #include <algorithm>
@@ -88,13 +89,14 @@ const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan)
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   const DeviceRates& r = rates(plan.precision);
+  const MicroBatchTasks tasks = micro_batch_tasks(model_, plan);
   MicroBatchTimes t;
   for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
-    const ModelSpec lm = layer_model(model_, kind);
+    const LayerTasks& lt = tasks.of(kind);
     MicroBatchTimes::Layer& l = t.layer[static_cast<std::size_t>(kind)];
-    l.fwd = cost(layer_forward_tasks(lm, plan), plan, r);
-    l.bwd = cost(layer_backward_tasks(lm, plan), plan, r);
-    l.re = cost(layer_recompute_tasks(lm, plan), plan, r);
+    l.fwd = cost(lt.forward, plan, r);
+    l.bwd = cost(lt.backward, plan, r);
+    l.re = cost(lt.recompute, plan, r);
   }
   auto add = [](PassTimes a, const PassTimes& b) {
     a.compute_s += b.compute_s;
@@ -103,10 +105,9 @@ const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan)
     a.cp_s += b.cp_s;
     return a;
   };
-  t.embedding = add(cost(embedding_forward_tasks(model_, plan), plan, r),
-                    cost(embedding_backward_tasks(model_, plan), plan, r));
-  t.head = add(cost(head_forward_tasks(model_, plan), plan, r),
-               cost(head_backward_tasks(model_, plan), plan, r));
+  t.embedding = add(cost(tasks.embedding_forward, plan, r), cost(tasks.embedding_backward, plan, r));
+  t.head = add(cost(tasks.head_forward, plan, r), cost(tasks.head_backward, plan, r));
+  t.pipeline_message_bytes = tasks.pipeline_message_bytes;
   return cache_.emplace(key, t).first->second;
 }
 
@@ -164,7 +165,7 @@ Estimate Estimator::estimate(const Plan& plan) {
   // Pipeline-boundary transfer: one per chunk boundary per micro-batch and direction.
   const std::int64_t stage_stride = plan.tp * plan.cp * plan.dp;
   const double p2p_s =
-      pp > 1 ? group_time_s(Collective::kSendRecv, pipeline_message_bytes(model_, plan), 2,
+      pp > 1 ? group_time_s(Collective::kSendRecv, mb.pipeline_message_bytes, 2,
                             stage_stride) / 1.0
              : 0.0;
 

@@ -4,6 +4,7 @@
 // candidates (bench/planner): task lists are costed once per distinct (tp, cp, ep, micro-batch,
 // sequence parallel, recompute, attention, precision, fp8, partitioned checkpoints, TP overlap)
 // and cached. The event simulator refines the best candidates.
+// Tested by tests/planner/planner_test.cc and tests/planner/estimate_vs_simulator_test.cc.
 #pragma once
 
 #include <array>
@@ -15,6 +16,7 @@
 #include "core/cluster_spec.h"
 #include "core/cost/compute_model.h"
 #include "core/cost/cost_model.h"
+#include "core/cost/step_tasks.h"
 #include "core/model_spec.h"
 #include "core/plan.h"
 
@@ -69,6 +71,7 @@ class Estimator {
     };
     std::array<Layer, kLayerKindCount> layer;  // by LayerKind
     PassTimes embedding, head;                  // fwd + bwd
+    std::int64_t pipeline_message_bytes = 0;    // a stage boundary's send
   };
   const MicroBatchTimes& micro_batch_times(const Plan& plan);
   // The peak over stages (the profile's baseline included), its stage and, when asked, that
