@@ -156,23 +156,40 @@ class Builder {
     prog_.context_parallel = plan_.cp > 1;
     eng_.set_compute_spread(opt_.hardware ? opt_.hardware->rank_compute_spread : 0.0);
     slot_of_.assign(static_cast<std::size_t>(layout_.world_size()), -1);
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      SlotInfo si;
-      si.rank = ranks[i];
-      si.coord = layout_.coord(ranks[i]);
-      si.first_stream = static_cast<std::int32_t>(i) * kStreamsPerRank;
-      for (std::int32_t k = 0; k < kStreamsPerRank; ++k)
-        eng_.add_stream(static_cast<std::int32_t>(i),
-                        k == static_cast<std::int32_t>(StreamKind::kCompute));
-      const MemoryBreakdown mem = memory_on_stage(model_, plan_, si.coord.pp);
-      si.static_memory.weights_bytes = mem.weights_bytes;
-      si.static_memory.gradients_bytes = mem.gradients_bytes;
-      si.static_memory.optimizer_bytes = mem.optimizer_bytes;
-      si.static_memory.host_optimizer_bytes = mem.host_optimizer_bytes;
-      si.static_memory.host_activation_bytes = mem.host_activation_bytes;
-      prog_.slots.push_back(std::move(si));
-      slot_of_[static_cast<std::size_t>(ranks[i])] = static_cast<std::int32_t>(i);
-    }
+    for (std::size_t i = 0; i < ranks.size(); ++i) add_slot(ranks, i);
+    reserve_ops();
+    const std::size_t n = prog_.slots.size();
+    const std::size_t cm = static_cast<std::size_t>(plan_.num_chunks() * M_);
+    send_fwd_.assign(n, std::vector<std::int32_t>(cm, -1));
+    send_bwd_.assign(n, std::vector<std::int32_t>(cm, -1));
+    first_fwd_.assign(n, std::vector<std::int32_t>(cm, -1));
+    first_bwd_.assign(n, std::vector<std::int32_t>(cm, -1));
+    for (std::size_t i = 0; i < n; ++i) build_rank(static_cast<std::int32_t>(i));
+    link_pipeline();
+  }
+
+ private:
+  // Simulated rank i (world rank ranks[i]): its streams and the memory its stage holds throughout.
+  void add_slot(const std::vector<std::int64_t>& ranks, std::size_t i) {
+    SlotInfo si;
+    si.rank = ranks[i];
+    si.coord = layout_.coord(ranks[i]);
+    si.first_stream = static_cast<std::int32_t>(i) * kStreamsPerRank;
+    for (std::int32_t k = 0; k < kStreamsPerRank; ++k)
+      eng_.add_stream(static_cast<std::int32_t>(i),
+                      k == static_cast<std::int32_t>(StreamKind::kCompute));
+    const MemoryBreakdown mem = memory_on_stage(model_, plan_, si.coord.pp);
+    si.static_memory.weights_bytes = mem.weights_bytes;
+    si.static_memory.gradients_bytes = mem.gradients_bytes;
+    si.static_memory.optimizer_bytes = mem.optimizer_bytes;
+    si.static_memory.host_optimizer_bytes = mem.host_optimizer_bytes;
+    si.static_memory.host_activation_bytes = mem.host_activation_bytes;
+    prog_.slots.push_back(std::move(si));
+    slot_of_[static_cast<std::size_t>(ranks[i])] = static_cast<std::int32_t>(i);
+  }
+
+  // Room for the ops of the step, estimated from the layers' task counts.
+  void reserve_ops() {
     const std::size_t n = prog_.slots.size();
     std::size_t per_layer = 4;
     for (const LayerWork& w : work_)
@@ -184,16 +201,8 @@ class Builder {
         (per_layer * static_cast<std::size_t>(model_.num_layers / plan_.pp + 1) + 40);
     eng_.reserve(estimate);
     prog_.meta.reserve(estimate);
-    const std::size_t cm = static_cast<std::size_t>(plan_.num_chunks() * M_);
-    send_fwd_.assign(n, std::vector<std::int32_t>(cm, -1));
-    send_bwd_.assign(n, std::vector<std::int32_t>(cm, -1));
-    first_fwd_.assign(n, std::vector<std::int32_t>(cm, -1));
-    first_bwd_.assign(n, std::vector<std::int32_t>(cm, -1));
-    for (std::size_t i = 0; i < n; ++i) build_rank(static_cast<std::int32_t>(i));
-    link_pipeline();
   }
 
- private:
   // A group as one slot sees it, computed once per slot and kind.
   struct GroupInfo {
     bool ready = false;
@@ -619,35 +628,7 @@ class Builder {
     }
     fetched_.assign(static_cast<std::size_t>(layers_[c]), -1);
     fetch_checkpoint(rs, c, layers_[c] - 1, rs.last_compute, meta);
-    for (std::int64_t i = layers_[c] - 1; i >= 0; --i) {
-      const std::int64_t layer = first_layer_[c] + i;
-      meta.layer = static_cast<std::int32_t>(layer);
-      const std::size_t bi = rs.block_of_layer.at(layer);
-      const ParamBlock& b = rs.step->blocks[bi];
-      const LayerWork& w = work(layer);
-      const bool full = recomputes_layer(plan_, i);
-      // The next layer's checkpoint comes back while this one is back-propagated; this one's,
-      // fetched earlier, must be in before its recompute.
-      fetch_checkpoint(rs, c, i - 1, rs.last_compute, meta);
-      const std::int32_t fetched = fetched_[static_cast<std::size_t>(i)];
-      if (fetched >= 0) rs.wait.push_back(fetched);
-      // Full recompute runs the forward again in the layers it names; selective (unfused
-      // attention) in every layer.
-      if (!w.rec.tasks.empty() && (full || plan_.recompute != Recompute::kFull)) {
-        OpMeta rm = meta;
-        rm.pass = 'R';
-        const std::int32_t r = block_pass(rs, bi, DpPoint::kBeforeRecompute, w.rec, rm);
-        if (full) mem(rs, r, false, MemKind::kActivations, w.act_bytes);
-      }
-      const std::int32_t pass = block_pass(rs, bi, DpPoint::kBeforeBackward, w.bwd, meta);
-      grad_buffer(rs, b, pass);
-      const std::int32_t from = pass >= 0 ? pass : rs.last_compute;
-      mem(rs, from, false, MemKind::kBuffers, w.workspace_bytes);
-      mem(rs, rs.last_compute, true, MemKind::kBuffers, -w.workspace_bytes);
-      const double stored = full ? layer_input_bytes_ + w.act_bytes : w.kept_bytes;
-      mem(rs, rs.last_compute, true, MemKind::kActivations, -stored);
-      after_backward(rs, bi, meta);
-    }
+    for (std::int64_t i = layers_[c] - 1; i >= 0; --i) backward_layer(rs, c, i, meta);
     meta.layer = -1;
     if (c == 0) {
       grad_buffer(rs, rs.step->blocks.front(),
@@ -661,6 +642,38 @@ class Builder {
       sm.pass = ' ';
       send(rs, StreamKind::kPpPrev, sm, "send_backward", c, mb, send_bwd_);
     }
+  }
+
+  // Layer i of chunk c: its recompute (when it has one) and backward, the memory they hold and
+  // free, then the block's gradient collectives.
+  void backward_layer(RankState& rs, std::size_t c, std::int64_t i, OpMeta meta) {
+    const std::int64_t layer = first_layer_[c] + i;
+    meta.layer = static_cast<std::int32_t>(layer);
+    const std::size_t bi = rs.block_of_layer.at(layer);
+    const ParamBlock& b = rs.step->blocks[bi];
+    const LayerWork& w = work(layer);
+    const bool full = recomputes_layer(plan_, i);
+    // The next layer's checkpoint comes back while this one is back-propagated; this one's,
+    // fetched earlier, must be in before its recompute.
+    fetch_checkpoint(rs, c, i - 1, rs.last_compute, meta);
+    const std::int32_t fetched = fetched_[static_cast<std::size_t>(i)];
+    if (fetched >= 0) rs.wait.push_back(fetched);
+    // Full recompute runs the forward again in the layers it names; selective (unfused
+    // attention) in every layer.
+    if (!w.rec.tasks.empty() && (full || plan_.recompute != Recompute::kFull)) {
+      OpMeta rm = meta;
+      rm.pass = 'R';
+      const std::int32_t r = block_pass(rs, bi, DpPoint::kBeforeRecompute, w.rec, rm);
+      if (full) mem(rs, r, false, MemKind::kActivations, w.act_bytes);
+    }
+    const std::int32_t pass = block_pass(rs, bi, DpPoint::kBeforeBackward, w.bwd, meta);
+    grad_buffer(rs, b, pass);
+    const std::int32_t from = pass >= 0 ? pass : rs.last_compute;
+    mem(rs, from, false, MemKind::kBuffers, w.workspace_bytes);
+    mem(rs, rs.last_compute, true, MemKind::kBuffers, -w.workspace_bytes);
+    const double stored = full ? layer_input_bytes_ + w.act_bytes : w.kept_bytes;
+    mem(rs, rs.last_compute, true, MemKind::kActivations, -stored);
+    after_backward(rs, bi, meta);
   }
 
   void after_backward(RankState& rs, std::size_t bi, OpMeta meta) {
@@ -710,38 +723,10 @@ class Builder {
     meta.pass = 'O';
     meta.name = "optimizer";
     meta.optimizer = true;
-    std::stable_partition(rs.deferred.begin(), rs.deferred.end(),
-                          [](const Task& t) { return t.group != CommGroup::kEmbedding; });
-    for (const Task& t : rs.deferred) {
-      OpMeta dm;
-      const std::int32_t id = collective(rs, t, dm);
-      eng_.add_dep(rs.last_compute, id);
-      note_sync(rs, t, id);
-    }
+    issue_deferred(rs);
     std::int32_t done = -1;
     if (plan_.offload == Offload::kOptimizer) {
-      // ZeRO-Offload: gradients to the host, the CPU step (host DRAM bound, the node's
-      // bandwidth shared by its GPUs' optimizers), updated weights back.
-      const OffloadTraffic off = offload_traffic_on_stage(model_, plan_, rs.stage);
-      OpMeta tm = meta;
-      tm.optimizer = false;
-      auto transfer = [&](double bytes, bool to_host, std::string_view name, std::int32_t after) {
-        return host_transfer(rs, bytes, to_host, name, after, tm);
-      };
-      const std::int32_t d2h = transfer(off.device_to_host_bytes, true, "offload_grads_d2h",
-                                        rs.last_dp >= 0 ? rs.last_dp : rs.last_compute);
-      eng_.add_dep(rs.last_compute, d2h);
-      eng_.add_dep(rs.last_other_sync, d2h);
-      const double host_bw = cluster_.host_memory_bytes_per_s_per_node /
-                             d(std::max<std::int64_t>(1, cluster_.gpus_per_node));
-      const TimeNs step_ns = opt_.uniform_compute || host_bw <= 0
-                                 ? 0
-                                 : to_ns(off.host_memory_bytes / host_bw);
-      OpMeta hm = meta;
-      hm.name = "host_optimizer";
-      const std::int32_t host = new_op(rs, StreamKind::kHost, step_ns, hm);
-      eng_.add_dep(d2h, host);
-      done = transfer(off.host_to_device_bytes, false, "offload_weights_h2d", host);
+      done = offload_step(rs, meta);
     } else {
       const Task& step = rs.step->optimizer;
       const TimeNs ns = opt_.uniform_compute ? 0 : to_ns(task_time_s(step, rates_));
@@ -753,6 +738,43 @@ class Builder {
     am.name = "after_optimizer";
     for (std::size_t bi = 0; bi < rs.step->blocks.size(); ++bi)
       dp_tasks(rs, bi, DpPoint::kAfterOptimizer, done, -1, am);
+  }
+
+  // The collectives held back to the step's end (dp_tasks), the tied embedding's sum last.
+  void issue_deferred(RankState& rs) {
+    std::stable_partition(rs.deferred.begin(), rs.deferred.end(),
+                          [](const Task& t) { return t.group != CommGroup::kEmbedding; });
+    for (const Task& t : rs.deferred) {
+      OpMeta dm;
+      const std::int32_t id = collective(rs, t, dm);
+      eng_.add_dep(rs.last_compute, id);
+      note_sync(rs, t, id);
+    }
+  }
+
+  // ZeRO-Offload: gradients to the host, the CPU step (host DRAM bound, the node's bandwidth
+  // shared by its GPUs' optimizers), updated weights back. Returns the last transfer.
+  std::int32_t offload_step(RankState& rs, const OpMeta& meta) {
+    const OffloadTraffic off = offload_traffic_on_stage(model_, plan_, rs.stage);
+    OpMeta tm = meta;
+    tm.optimizer = false;
+    auto transfer = [&](double bytes, bool to_host, std::string_view name, std::int32_t after) {
+      return host_transfer(rs, bytes, to_host, name, after, tm);
+    };
+    const std::int32_t d2h = transfer(off.device_to_host_bytes, true, "offload_grads_d2h",
+                                      rs.last_dp >= 0 ? rs.last_dp : rs.last_compute);
+    eng_.add_dep(rs.last_compute, d2h);
+    eng_.add_dep(rs.last_other_sync, d2h);
+    const double host_bw = cluster_.host_memory_bytes_per_s_per_node /
+                           d(std::max<std::int64_t>(1, cluster_.gpus_per_node));
+    const TimeNs step_ns = opt_.uniform_compute || host_bw <= 0
+                               ? 0
+                               : to_ns(off.host_memory_bytes / host_bw);
+    OpMeta hm = meta;
+    hm.name = "host_optimizer";
+    const std::int32_t host = new_op(rs, StreamKind::kHost, step_ns, hm);
+    eng_.add_dep(d2h, host);
+    return transfer(off.host_to_device_bytes, false, "offload_weights_h2d", host);
   }
 
   void build_rank(std::int32_t slot) {
