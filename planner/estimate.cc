@@ -1,4 +1,5 @@
-// Analytical step estimate; see estimate.h. Tested by tests/planner/estimate_test.cc.
+// Analytical step estimate; see estimate.h. Tested by tests/planner/planner_test.cc and
+// tests/planner/estimate_vs_simulator_test.cc.
 #include "planner/estimate.h"
 
 #include <algorithm>
@@ -88,13 +89,14 @@ const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan)
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   const DeviceRates& r = rates(plan.precision);
+  const MicroBatchTasks tasks = micro_batch_tasks(model_, plan);
   MicroBatchTimes t;
   for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
-    const ModelSpec lm = layer_model(model_, kind);
+    const LayerTasks& lt = tasks.of(kind);
     MicroBatchTimes::Layer& l = t.layer[static_cast<std::size_t>(kind)];
-    l.fwd = cost(layer_forward_tasks(lm, plan), plan, r);
-    l.bwd = cost(layer_backward_tasks(lm, plan), plan, r);
-    l.re = cost(layer_recompute_tasks(lm, plan), plan, r);
+    l.fwd = cost(lt.forward, plan, r);
+    l.bwd = cost(lt.backward, plan, r);
+    l.re = cost(lt.recompute, plan, r);
   }
   auto add = [](PassTimes a, const PassTimes& b) {
     a.compute_s += b.compute_s;
@@ -103,10 +105,9 @@ const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan)
     a.cp_s += b.cp_s;
     return a;
   };
-  t.embedding = add(cost(embedding_forward_tasks(model_, plan), plan, r),
-                    cost(embedding_backward_tasks(model_, plan), plan, r));
-  t.head = add(cost(head_forward_tasks(model_, plan), plan, r),
-               cost(head_backward_tasks(model_, plan), plan, r));
+  t.embedding = add(cost(tasks.embedding_forward, plan, r), cost(tasks.embedding_backward, plan, r));
+  t.head = add(cost(tasks.head_forward, plan, r), cost(tasks.head_backward, plan, r));
+  t.pipeline_message_bytes = tasks.pipeline_message_bytes;
   return cache_.emplace(key, t).first->second;
 }
 
@@ -155,112 +156,157 @@ double Estimator::peak_memory(const Plan& plan, std::int64_t* peak_stage,
   return peak;
 }
 
-Estimate Estimator::estimate(const Plan& plan) {
-  Estimate e;
-  const MicroBatchTimes& mb = micro_batch_times(plan);
-  const std::int64_t pp = plan.pp, M = plan.num_micro_batches(), v = plan.virtual_stages;
-  const DeviceRates& r = rates(plan.precision);
+// ---------------------------------------------------------------------------------------------
+// One stage's times per micro-batch
 
+// TP, EP and CP collectives sit between a layer's kernels and block them (Megatron-Core overlaps
+// the ring variant of CP with attention; the all-gather variant here is exposed, as Transformer
+// Engine's AttnFuncWithCPAndKVAllGather says of itself). Returns the layers' forward EP time.
+double Estimator::add_layer_times(const Plan& plan, const MicroBatchTimes& mb, std::int64_t s,
+                                  StageTimes& st) const {
+  const LayerKindCounts kinds = layer_kinds_on_stage(plan, model_, s);
+  const LayerKindCounts recomputed = recomputed_layer_kinds_on_stage(plan, model_, s);
+  st.recomputed = recomputed.dense + recomputed.moe;
+  double ep_fwd = 0;
+  for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+    // L layers; under full recompute R of them also run their forward again (selective's
+    // work, when there is any, is in every layer: R = L).
+    const double L = d(kinds.of(kind));
+    const double R = plan.recompute == Recompute::kFull ? d(recomputed.of(kind)) : L;
+    const MicroBatchTimes::Layer& l = mb.layer[static_cast<std::size_t>(kind)];
+    st.fwd += L * (l.fwd.compute_s + l.fwd.blocking_comm_s());
+    st.bwd += L * (l.bwd.compute_s + l.bwd.blocking_comm_s()) +
+              R * (l.re.compute_s + l.re.blocking_comm_s());
+    st.compute += L * (l.fwd.compute_s + l.bwd.compute_s) + R * l.re.compute_s;
+    st.tp += L * (l.fwd.tp_s + l.bwd.tp_s) + R * l.re.tp_s;
+    st.ep += L * (l.fwd.ep_s + l.bwd.ep_s) + R * l.re.ep_s;
+    st.cp += L * (l.fwd.cp_s + l.bwd.cp_s) + R * l.re.cp_s;
+    ep_fwd += L * l.fwd.ep_s;
+    // Offloaded checkpoints: a recomputed layer's input goes to the host while the next
+    // layer's forward runs and comes back while the layer above it is back-propagated; only
+    // what outlasts that layer's compute shows.
+    if (plan.offload_checkpoints && cluster_.pcie_bytes_per_s > 0) {
+      const double copy_s = checkpoint_input_bytes(model_, plan) / cluster_.pcie_bytes_per_s;
+      st.fwd += R * std::max(0.0, copy_s - l.fwd.compute_s);
+      st.bwd += R * std::max(0.0, copy_s - l.bwd.compute_s - l.re.compute_s);
+    }
+  }
+  return ep_fwd;
+}
+
+// A merged backward/forward pair (Plan::ep_overlap): the pair's all-to-alls travel while its
+// compute runs, so the pair takes max(compute, all-to-all) where it took their sum; each pass
+// gives up its share of what is hidden. Warm-up and cool-down passes, which are not paired, are
+// taken as paired too (the simulator plays them as they are).
+void Estimator::hide_expert_all_to_all(double ep_fwd, StageTimes& st) {
+  const double hidden = std::min(st.ep, st.compute);  // the layers' compute so far
+  st.fwd -= hidden * ep_fwd / st.ep;
+  st.bwd -= hidden * (st.ep - ep_fwd) / st.ep;
+}
+
+// The embedding/head's forward share is about a third of its forward + backward.
+void Estimator::add_edge_times(const PassTimes& pt, StageTimes& st) {
+  const double all = pt.compute_s + pt.tp_s + pt.ep_s;
+  st.fwd += all / 3.0;
+  st.bwd += all * 2.0 / 3.0;
+  st.edge += all;
+  st.compute += pt.compute_s;
+  st.tp += pt.tp_s;
+}
+
+// Each model chunk sends its output forward unless it is the last chunk, and its input gradient
+// backward unless it is the first; half the sends are the forward's, half the backward's.
+void Estimator::add_pipeline_sends(const Plan& plan, std::int64_t s, double p2p_s,
+                                   StageTimes& st) {
+  double sends = 0;
+  for (std::int64_t c = 0; c < plan.virtual_stages; ++c) {
+    const std::int64_t chunk = c * plan.pp + s;
+    if (chunk < plan.num_chunks() - 1) sends += 1;
+    if (chunk > 0) sends += 1;
+  }
+  st.pp = sends * p2p_s;
+  st.fwd += st.pp / 2.0;
+  st.bwd += st.pp / 2.0;
+}
+
+Estimator::StageTimes Estimator::stage_times(const Plan& plan, const MicroBatchTimes& mb,
+                                             std::int64_t s, double p2p_s) const {
+  StageTimes st;
+  st.layers = layers_on_stage(plan, model_, s);
+  const double ep_fwd = add_layer_times(plan, mb, s, st);
+  if (plan.ep_overlap && st.ep > 0) hide_expert_all_to_all(ep_fwd, st);
+  if (s == 0) add_edge_times(mb.embedding, st);
+  if (s == plan.pp - 1) add_edge_times(mb.head, st);
+  if (plan.pp > 1) add_pipeline_sends(plan, s, p2p_s, st);
+  return st;
+}
+
+// The stages costed: every one when they differ (an explicit split, or layers of different
+// kinds), else the first, one middle stage standing for all pp - 2 of them, and the last.
+Estimator::CostedStages Estimator::costed_stages(const Plan& plan, const MicroBatchTimes& mb) const {
+  const std::int64_t pp = plan.pp;
   // Pipeline-boundary transfer: one per chunk boundary per micro-batch and direction.
   const std::int64_t stage_stride = plan.tp * plan.cp * plan.dp;
   const double p2p_s =
-      pp > 1 ? group_time_s(Collective::kSendRecv, pipeline_message_bytes(model_, plan), 2,
-                            stage_stride) / 1.0
+      pp > 1 ? group_time_s(Collective::kSendRecv, mb.pipeline_message_bytes, 2, stage_stride) /
+                   1.0
              : 0.0;
-
-  struct StageTimes {
-    double fwd = 0, bwd = 0, compute = 0, tp = 0, ep = 0, cp = 0, pp = 0;
-    double edge = 0;  // the embedding's or head's forward + backward, on the end stages
-    std::int64_t layers = 0;
-    std::int64_t recomputed = 0;  // layers fully recomputed
-  };
-  auto stage_times = [&](std::int64_t s) {
-    StageTimes st;
-    st.layers = layers_on_stage(plan, model_, s);
-    const LayerKindCounts kinds = layer_kinds_on_stage(plan, model_, s);
-    const LayerKindCounts recomputed = recomputed_layer_kinds_on_stage(plan, model_, s);
-    st.recomputed = recomputed.dense + recomputed.moe;
-    // TP, EP and CP collectives sit between a layer's kernels and block them (Megatron-Core
-    // overlaps the ring variant of CP with attention; the all-gather variant here is exposed,
-    // as Transformer Engine's AttnFuncWithCPAndKVAllGather says of itself).
-    double ep_fwd = 0;
-    for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
-      // L layers; under full recompute R of them also run their forward again (selective's
-      // work, when there is any, is in every layer: R = L).
-      const double L = d(kinds.of(kind));
-      const double R = plan.recompute == Recompute::kFull ? d(recomputed.of(kind)) : L;
-      const MicroBatchTimes::Layer& l = mb.layer[static_cast<std::size_t>(kind)];
-      st.fwd += L * (l.fwd.compute_s + l.fwd.blocking_comm_s());
-      st.bwd += L * (l.bwd.compute_s + l.bwd.blocking_comm_s()) +
-                R * (l.re.compute_s + l.re.blocking_comm_s());
-      st.compute += L * (l.fwd.compute_s + l.bwd.compute_s) + R * l.re.compute_s;
-      st.tp += L * (l.fwd.tp_s + l.bwd.tp_s) + R * l.re.tp_s;
-      st.ep += L * (l.fwd.ep_s + l.bwd.ep_s) + R * l.re.ep_s;
-      st.cp += L * (l.fwd.cp_s + l.bwd.cp_s) + R * l.re.cp_s;
-      ep_fwd += L * l.fwd.ep_s;
-      // Offloaded checkpoints: a recomputed layer's input goes to the host while the next
-      // layer's forward runs and comes back while the layer above it is back-propagated; only
-      // what outlasts that layer's compute shows.
-      if (plan.offload_checkpoints && cluster_.pcie_bytes_per_s > 0) {
-        const double copy_s = checkpoint_input_bytes(model_, plan) / cluster_.pcie_bytes_per_s;
-        st.fwd += R * std::max(0.0, copy_s - l.fwd.compute_s);
-        st.bwd += R * std::max(0.0, copy_s - l.bwd.compute_s - l.re.compute_s);
-      }
-    }
-    if (plan.ep_overlap && st.ep > 0) {
-      // A merged backward/forward pair (Plan::ep_overlap): the pair's all-to-alls travel while
-      // its compute runs, so the pair takes max(compute, all-to-all) where it took their sum;
-      // each pass gives up its share of what is hidden. Warm-up and cool-down passes, which
-      // are not paired, are taken as paired too (the simulator plays them as they are).
-      const double hidden = std::min(st.ep, st.compute);  // the layers' compute so far
-      st.fwd -= hidden * ep_fwd / st.ep;
-      st.bwd -= hidden * (st.ep - ep_fwd) / st.ep;
-    }
-    auto add_edge = [&](const PassTimes& pt) {
-      // The embedding/head's forward share is about a third of its forward + backward.
-      const double all = pt.compute_s + pt.tp_s + pt.ep_s;
-      st.fwd += all / 3.0;
-      st.bwd += all * 2.0 / 3.0;
-      st.edge += all;
-      st.compute += pt.compute_s;
-      st.tp += pt.tp_s;
-    };
-    if (s == 0) add_edge(mb.embedding);
-    if (s == pp - 1) add_edge(mb.head);
-    if (pp > 1) {
-      double sends = 0;
-      for (std::int64_t c = 0; c < v; ++c) {
-        const std::int64_t chunk = c * pp + s;
-        if (chunk < plan.num_chunks() - 1) sends += 1;
-        if (chunk > 0) sends += 1;
-      }
-      st.pp = sends * p2p_s;
-      st.fwd += st.pp / 2.0;
-      st.bwd += st.pp / 2.0;
-    }
-    return st;
-  };
-
-  std::vector<std::int64_t> stages;
-  const bool stages_differ = !plan.layers_per_stage.empty() || !model_.dense_layers.empty();
-  if (stages_differ) {
-    for (std::int64_t s = 0; s < pp; ++s) stages.push_back(s);
+  CostedStages c;
+  c.differ = !plan.layers_per_stage.empty() || !model_.dense_layers.empty();
+  if (c.differ) {
+    for (std::int64_t s = 0; s < pp; ++s) c.stages.push_back(s);
   } else {
-    stages.push_back(0);
-    if (pp > 2) stages.push_back(1);
-    if (pp > 1) stages.push_back(pp - 1);
+    c.stages.push_back(0);
+    if (pp > 2) c.stages.push_back(1);
+    if (pp > 1) c.stages.push_back(pp - 1);
   }
-  std::vector<StageTimes> times;
-  times.reserve(stages.size());
-  for (std::int64_t s : stages) times.push_back(stage_times(s));
+  c.times.reserve(c.stages.size());
+  for (std::int64_t s : c.stages) c.times.push_back(stage_times(plan, mb, s, p2p_s));
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pipeline
+
+// Interleaving's steady state per micro-batch. Each micro-batch passes the stages once per chunk
+// position j, and a stage cannot run its j-th chunk before the stage above has run its own: with
+// chunks of unequal size (layers that do not divide over pp * v), position j takes as long as
+// its largest chunk, and a micro-batch the sum of those, not its busiest stage's total. Only an
+// explicit split makes chunks unequal (an even split of layers of different kinds gives every
+// chunk of a stage the stage's average); then every stage was costed.
+double Estimator::interleaved_steady_s(const Plan& plan, const std::vector<StageTimes>& times,
+                                       double t_max) {
+  if (plan.layers_per_stage.empty()) return t_max;
+  const std::int64_t pp = plan.pp, v = plan.virtual_stages;
+  const std::vector<std::int64_t>& layers = plan.layers_per_stage;
+  double steady = 0;
+  for (std::int64_t j = 0; j < v; ++j) {
+    double slowest = 0;
+    for (std::int64_t stage = 0; stage < pp; ++stage) {
+      const StageTimes& x = times[static_cast<std::size_t>(stage)];
+      const double per_layer = x.layers > 0 ? (x.fwd + x.bwd - x.edge - x.pp) / d(x.layers) : 0.0;
+      double c = d(layers[static_cast<std::size_t>(j * pp + stage)]) * per_layer + x.pp / d(v);
+      if ((j == 0 && stage == 0) || (j == v - 1 && stage == pp - 1)) c += x.edge;
+      slowest = std::max(slowest, c);
+    }
+    steady += slowest;
+  }
+  return std::max(steady, t_max);
+}
+
+// Closed-form schedules (Narayanan et al. 2021, sec. 2.2): GPipe and 1F1B take
+// (M - 1) * slowest stage + the sum of all stages; interleaving divides the fill and drain by v.
+// Fills the pipeline figures of `e`, and the busiest stage's parts per step.
+void Estimator::pipeline(const Plan& plan, const CostedStages& c, Estimate& e) {
+  const std::int64_t pp = plan.pp, M = plan.num_micro_batches(), v = plan.virtual_stages;
   double t_max = 0, t_sum = 0, t0 = 0;
   StageTimes busiest;
-  for (std::size_t i = 0; i < stages.size(); ++i) {
-    const std::int64_t s = stages[i];
-    const StageTimes& st = times[i];
+  for (std::size_t i = 0; i < c.stages.size(); ++i) {
+    const std::int64_t s = c.stages[i];
+    const StageTimes& st = c.times[i];
     const double t = st.fwd + st.bwd;
     // Middle stages stand for all pp - 2 of them when the split is even.
-    const double copies = (!stages_differ && pp > 2 && s == 1) ? d(pp - 2) : 1.0;
+    const double copies = (!c.differ && pp > 2 && s == 1) ? d(pp - 2) : 1.0;
     t_sum += t * copies;
     if (s == 0) t0 = t;
     if (t >= t_max) {
@@ -268,37 +314,10 @@ Estimate Estimator::estimate(const Plan& plan) {
       busiest = st;
     }
   }
-  // Closed-form schedules (Narayanan et al. 2021, sec. 2.2): GPipe and 1F1B take
-  // (M - 1) * slowest stage + the sum of all stages; interleaving divides the fill and drain by v.
   if (pp == 1) {
     e.pipeline_s = d(M) * t0;
   } else if (plan.schedule == Schedule::kInterleaved) {
-    // Each micro-batch passes the stages once per chunk position j, and a stage cannot run its
-    // j-th chunk before the stage above has run its own: with chunks of unequal size (layers
-    // that do not divide over pp * v), position j takes as long as its largest chunk, and a
-    // micro-batch the sum of those, not its busiest stage's total.
-    // Only an explicit split makes chunks unequal (an even split of layers of different kinds
-    // gives every chunk of a stage the stage's average); then every stage was costed above.
-    double steady = t_max;
-    if (!plan.layers_per_stage.empty()) {
-      const std::vector<std::int64_t>& layers = plan.layers_per_stage;
-      steady = 0;
-      for (std::int64_t j = 0; j < v; ++j) {
-        double slowest = 0;
-        for (std::int64_t stage = 0; stage < pp; ++stage) {
-          const StageTimes& x = times[static_cast<std::size_t>(stage)];
-          const double per_layer =
-              x.layers > 0 ? (x.fwd + x.bwd - x.edge - x.pp) / d(x.layers) : 0.0;
-          double c =
-              d(layers[static_cast<std::size_t>(j * pp + stage)]) * per_layer + x.pp / d(v);
-          if ((j == 0 && stage == 0) || (j == v - 1 && stage == pp - 1)) c += x.edge;
-          slowest = std::max(slowest, c);
-        }
-        steady += slowest;
-      }
-      steady = std::max(steady, t_max);
-    }
-    e.pipeline_s = d(M) * steady + (t_sum - t_max) / d(v);
+    e.pipeline_s = d(M) * interleaved_steady_s(plan, c.times, t_max) + (t_sum - t_max) / d(v);
   } else {
     e.pipeline_s = d(M - 1) * t_max + t_sum;
   }
@@ -308,117 +327,134 @@ Estimate Estimator::estimate(const Plan& plan) {
   e.ep_comm_s = d(M) * busiest.ep;
   e.cp_comm_s = d(M) * busiest.cp;
   e.pp_comm_s = d(M) * busiest.pp;
+}
 
-  // Data parallel, optimizer and offload after (or overlapped with) the pipeline.
-  // Weights are gathered in their precision, gradients reduced in theirs (grad_precision).
-  // Gradients are summed (and ZeRO shards) over the dp replicas and the cp ranks, which hold the
-  // same weights: dense over dp*cp ranks (stride tp), experts over their cp ranks (stride tp) of
-  // the dp/ep replicas that hold them (stride tp*cp*ep).
-  // With hybrid sharding (Plan::zero_shard_size) the ZeRO collectives run in groups of
-  // zero_shard_size consecutive ones of those ranks, and an all-reduce of the reduced shard
-  // across the groups (stride tp * zero_shard_size) follows the last backward.
-  const double el = bytes_per_element(plan.precision), gl = grad_bytes_per_element(plan);
-  const std::int64_t edp = plan.dp / plan.ep, dense_n = plan.zero_shard_ranks(),
-                     expert_n = expert_dp_cp(plan), replicas = plan.zero_replicas();
-  double worst_tail = 0;
-  for (std::size_t i = 0; i < stages.size(); ++i) {
-    const std::int64_t s = stages[i];
-    const StageTimes& st = times[i];
-    const StageParameters sp = parameters_on_stage(model_, plan, s);
-    const double dense_elems = std::ceil(sp.dense / d(dense_n)) * d(dense_n);
-    const double expert_elems =
-        sp.expert > 0 ? std::ceil(sp.expert / d(expert_n)) * d(expert_n) : 0.0;
-    const double blocks = d(st.layers + (s == 0 ? 1 : 0) + (s == pp - 1 ? 1 : 0));
-    // One collective per block, as the simulator and the frameworks issue them (a bucket per
-    // block): each pays the ring's per-step latency, which at hundreds of ranks outweighs a
-    // small layer's bytes. Blocks are taken as equal shares of the stage.
-    auto per_block = [&](Collective c, double elems, double bytes_per_elem, std::int64_t n_inner,
-                         std::int64_t stride_inner, std::int64_t n_outer,
-                         std::int64_t stride_outer) {
-      if (elems <= 0) return 0.0;
-      return blocks * group_time_s(c, std::llround(elems * bytes_per_elem / blocks), n_inner,
-                                   stride_inner, n_outer, stride_outer);
-    };
-    auto coll = [&](Collective c) {
-      const double b = c == Collective::kAllGather ? el : gl;
-      return per_block(c, dense_elems, b, dense_n, plan.tp, 1, 0) +
-             per_block(c, expert_elems, b, plan.cp, plan.tp, edp, plan.tp * plan.cp * plan.ep);
-    };
-    // Gradient buckets go out as the backward pass finishes each block: all but the last
-    // block's collective can hide behind the rest of the micro-batch's backward.
-    const double bwd_window = st.bwd * (blocks - 1.0) / blocks;
-    const double fwd_window = st.fwd * (blocks - 1.0) / blocks;
-    auto hidden_behind = [&](double comm_s, double window) {
-      return std::max(comm_s - window, comm_s / blocks);
-    };
-    // Hybrid sharding's all-reduce across shard groups, of each block's reduced shard, joins
-    // the last micro-batch's gradient reduction.
-    const double cross = replicas > 1 ? per_block(Collective::kAllReduce, dense_elems / d(dense_n),
-                                                  gl, replicas, plan.tp * dense_n, 1, 0)
-                                      : 0.0;
-    double comm = 0, exposed = 0;
-    switch (plan.zero_stage) {
-      case 0: {
-        const double ar = coll(Collective::kAllReduce);
-        comm = ar;
-        exposed = hidden_behind(ar, bwd_window);
-        break;
-      }
-      case 1: {
-        const double rs = coll(Collective::kReduceScatter), ag = coll(Collective::kAllGather);
-        comm = rs + cross + ag;
-        exposed = hidden_behind(rs + cross, bwd_window) + ag;
-        break;
-      }
-      case 2: {
-        const double rs = coll(Collective::kReduceScatter), ag = coll(Collective::kAllGather);
-        comm = d(M) * rs + cross + ag;
-        exposed = d(M - 1) * hidden_behind(rs, bwd_window) + hidden_behind(rs + cross, bwd_window) +
-                  ag;
-        break;
-      }
-      default: {
-        const double rs = coll(Collective::kReduceScatter), ag = coll(Collective::kAllGather);
-        // Again before each recomputed layer's forward: the stage's share of its gathers.
-        const double recomputed_share =
-            st.layers > 0 ? d(st.recomputed) / d(st.layers) : 0.0;
-        const double gathers_bwd = (1.0 + recomputed_share) * ag;
-        comm = d(M) * (ag + gathers_bwd + rs) + cross;
-        // In the backward pass a block's gather queues on the data-parallel stream behind the
-        // previous block's reduce-scatter, which waits for that block's backward: each block
-        // waits for both, as the simulator plays it (one stream for gathers and reductions).
-        exposed = d(M) * (hidden_behind(ag, fwd_window) + gathers_bwd + rs) + cross;
-        break;
-      }
-    }
-    if (pp > 1 && model_.tie_word_embeddings && (s == 0 || s == pp - 1)) {
-      const double tied = group_time_s(
-          Collective::kAllReduce,
-          std::llround(d(padded_vocab(model_, plan.tp)) / d(plan.tp) * d(model_.hidden_size) * gl),
-          2, plan.tp * plan.cp * plan.dp * (pp - 1));
-      comm += tied;
-      exposed += tied;
-    }
-    double optimizer = 0, offload = 0;
-    if (plan.offload == Offload::kOptimizer) {
-      const OffloadTraffic off = offload_traffic_on_stage(model_, plan, s);
-      const double gpus_per_node = d(std::min(cluster_.gpus_per_node, plan.world_size()));
-      offload = (off.device_to_host_bytes + off.host_to_device_bytes) / cluster_.pcie_bytes_per_s +
-                off.host_memory_bytes / (cluster_.host_memory_bytes_per_s_per_node / gpus_per_node);
-    } else {
-      optimizer = task_time_s(optimizer_task(model_, plan, s), r);
-    }
-    const double tail = exposed + optimizer + offload;
-    if (tail >= worst_tail) {
-      worst_tail = tail;
-      e.dp_comm_s = comm;
-      e.dp_exposed_s = exposed;
-      e.optimizer_s = optimizer;
-      e.offload_s = offload;
-    }
+// ---------------------------------------------------------------------------------------------
+// Data parallel, optimizer and offload after (or overlapped with) the pipeline
+
+// Weights are gathered in their precision, gradients reduced in theirs (grad_precision).
+// Gradients are summed (and ZeRO shards) over the dp replicas and the cp ranks, which hold the
+// same weights: dense over dp*cp ranks (stride tp), experts over their cp ranks (stride tp) of
+// the dp/ep replicas that hold them (stride tp*cp*ep). With hybrid sharding
+// (Plan::zero_shard_size) the ZeRO collectives run in groups of zero_shard_size consecutive
+// ones of those ranks, and an all-reduce of the reduced shard across the groups (stride
+// tp * zero_shard_size) follows the last backward.
+Estimator::DpShape Estimator::dp_shape(const Plan& plan, std::int64_t s,
+                                       const StageTimes& st) const {
+  DpShape x;
+  const std::int64_t dense_n = plan.zero_shard_ranks(), expert_n = expert_dp_cp(plan);
+  const StageParameters sp = parameters_on_stage(model_, plan, s);
+  x.dense_elems = std::ceil(sp.dense / d(dense_n)) * d(dense_n);
+  x.expert_elems = sp.expert > 0 ? std::ceil(sp.expert / d(expert_n)) * d(expert_n) : 0.0;
+  x.blocks = d(st.layers + (s == 0 ? 1 : 0) + (s == plan.pp - 1 ? 1 : 0));
+  return x;
+}
+
+// One collective per block, as the simulator and the frameworks issue them (a bucket per
+// block): each pays the ring's per-step latency, which at hundreds of ranks outweighs a small
+// layer's bytes. Blocks are taken as equal shares of the stage.
+double Estimator::per_block_s(Collective c, double elems, double bytes_per_elem, double blocks,
+                              std::int64_t n_inner, std::int64_t stride_inner,
+                              std::int64_t n_outer, std::int64_t stride_outer) const {
+  if (elems <= 0) return 0.0;
+  return blocks * group_time_s(c, std::llround(elems * bytes_per_elem / blocks), n_inner,
+                               stride_inner, n_outer, stride_outer);
+}
+
+// A collective over the stage's dense and expert gradient (or weight) shards.
+double Estimator::dp_collective_s(const Plan& plan, const DpShape& x, Collective c) const {
+  const double b =
+      c == Collective::kAllGather ? bytes_per_element(plan.precision) : grad_bytes_per_element(plan);
+  const std::int64_t edp = plan.dp / plan.ep;
+  return per_block_s(c, x.dense_elems, b, x.blocks, plan.zero_shard_ranks(), plan.tp, 1, 0) +
+         per_block_s(c, x.expert_elems, b, x.blocks, plan.cp, plan.tp, edp,
+                     plan.tp * plan.cp * plan.ep);
+}
+
+// The data-parallel collectives of a stage per step (comm) and the part not hidden behind the
+// backward (or, ZeRO-3, forward) pass (exposed).
+void Estimator::dp_times(const Plan& plan, std::int64_t s, const StageTimes& st,
+                         StageTail& tail) const {
+  const DpShape x = dp_shape(plan, s, st);
+  const double M = d(plan.num_micro_batches()), blocks = x.blocks;
+  // Gradient buckets go out as the backward pass finishes each block: all but the last block's
+  // collective can hide behind the rest of the micro-batch's backward.
+  const double bwd_window = st.bwd * (blocks - 1.0) / blocks;
+  const double fwd_window = st.fwd * (blocks - 1.0) / blocks;
+  auto hidden_behind = [&](double comm_s, double window) {
+    return std::max(comm_s - window, comm_s / blocks);
+  };
+  // Hybrid sharding's all-reduce across shard groups, of each block's reduced shard, joins the
+  // last micro-batch's gradient reduction.
+  const std::int64_t dense_n = plan.zero_shard_ranks();
+  const double cross =
+      plan.zero_replicas() > 1
+          ? per_block_s(Collective::kAllReduce, x.dense_elems / d(dense_n),
+                        grad_bytes_per_element(plan), blocks, plan.zero_replicas(),
+                        plan.tp * dense_n, 1, 0)
+          : 0.0;
+  double& comm = tail.dp_comm_s;
+  double& exposed = tail.dp_exposed_s;
+  if (plan.zero_stage == 0) {
+    const double ar = dp_collective_s(plan, x, Collective::kAllReduce);
+    comm = ar;
+    exposed = hidden_behind(ar, bwd_window);
+    return;
   }
-  e.step_time_s = e.pipeline_s + worst_tail;
+  const double rs = dp_collective_s(plan, x, Collective::kReduceScatter),
+               ag = dp_collective_s(plan, x, Collective::kAllGather);
+  if (plan.zero_stage == 1) {
+    comm = rs + cross + ag;
+    exposed = hidden_behind(rs + cross, bwd_window) + ag;
+  } else if (plan.zero_stage == 2) {
+    comm = M * rs + cross + ag;
+    exposed = (M - 1.0) * hidden_behind(rs, bwd_window) + hidden_behind(rs + cross, bwd_window) +
+              ag;
+  } else {
+    // Again before each recomputed layer's forward: the stage's share of its gathers.
+    const double recomputed_share = st.layers > 0 ? d(st.recomputed) / d(st.layers) : 0.0;
+    const double gathers_bwd = (1.0 + recomputed_share) * ag;
+    comm = M * (ag + gathers_bwd + rs) + cross;
+    // In the backward pass a block's gather queues on the data-parallel stream behind the
+    // previous block's reduce-scatter, which waits for that block's backward: each block waits
+    // for both, as the simulator plays it (one stream for gathers and reductions).
+    exposed = M * (hidden_behind(ag, fwd_window) + gathers_bwd + rs) + cross;
+  }
+}
 
+// Tied embeddings on two stages: the first and last stage sum their copies' gradients.
+double Estimator::tied_embedding_s(const Plan& plan, std::int64_t s) const {
+  if (plan.pp <= 1 || !model_.tie_word_embeddings || (s != 0 && s != plan.pp - 1)) return 0.0;
+  return group_time_s(Collective::kAllReduce,
+                      std::llround(d(padded_vocab(model_, plan.tp)) / d(plan.tp) *
+                                   d(model_.hidden_size) * grad_bytes_per_element(plan)),
+                      2, plan.tp * plan.cp * plan.dp * (plan.pp - 1));
+}
+
+Estimator::StageTail Estimator::stage_tail(const Plan& plan, std::int64_t s, const StageTimes& st,
+                                           const DeviceRates& r) const {
+  StageTail tail;
+  dp_times(plan, s, st, tail);
+  const double tied = tied_embedding_s(plan, s);
+  tail.dp_comm_s += tied;
+  tail.dp_exposed_s += tied;
+  if (plan.offload == Offload::kOptimizer) {
+    const OffloadTraffic off = offload_traffic_on_stage(model_, plan, s);
+    const double gpus_per_node = d(std::min(cluster_.gpus_per_node, plan.world_size()));
+    tail.offload_s =
+        (off.device_to_host_bytes + off.host_to_device_bytes) / cluster_.pcie_bytes_per_s +
+        off.host_memory_bytes / (cluster_.host_memory_bytes_per_s_per_node / gpus_per_node);
+  } else {
+    tail.optimizer_s = task_time_s(optimizer_task(model_, plan, s), r);
+  }
+  return tail;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The estimate
+
+// Throughput and FLOPs rates from the step time.
+void Estimator::fill_rates(const Plan& plan, Estimate& e) {
   const StepFlops flops = step_flops_cached(plan);
   const double gpus = d(plan.world_size());
   e.tokens_per_s = d(plan.global_batch_size) * d(model_.seq_len) / e.step_time_s;
@@ -426,12 +462,38 @@ Estimate Estimator::estimate(const Plan& plan) {
   e.hardware_tflops_per_gpu = flops.hardware / e.step_time_s / gpus / 1e12;
   const double peak = cluster_.gpu.peak_flops_per_s(plan.precision);
   e.mfu = peak > 0 ? e.model_tflops_per_gpu * 1e12 / peak : 0.0;
+}
 
+void Estimator::fill_memory(const Plan& plan, Estimate& e) const {
   e.peak_memory_bytes = peak_memory(plan, &e.peak_stage, &e.peak_memory);
   if (hardware_) e.peak_memory.runtime_bytes = hardware_->baseline_memory_bytes;
   e.host_memory_per_node_bytes =
       (e.peak_memory.host_optimizer_bytes + e.peak_memory.host_activation_bytes) *
       d(std::min(cluster_.gpus_per_node, plan.world_size()));
+}
+
+Estimate Estimator::estimate(const Plan& plan) {
+  Estimate e;
+  const MicroBatchTimes& mb = micro_batch_times(plan);
+  const DeviceRates& r = rates(plan.precision);
+  const CostedStages stages = costed_stages(plan, mb);
+  pipeline(plan, stages, e);
+  // The stage whose data-parallel, optimizer and offload work takes longest ends the step.
+  double worst_tail = 0;
+  for (std::size_t i = 0; i < stages.stages.size(); ++i) {
+    const StageTail tail = stage_tail(plan, stages.stages[i], stages.times[i], r);
+    const double t = tail.total_s();
+    if (t >= worst_tail) {
+      worst_tail = t;
+      e.dp_comm_s = tail.dp_comm_s;
+      e.dp_exposed_s = tail.dp_exposed_s;
+      e.optimizer_s = tail.optimizer_s;
+      e.offload_s = tail.offload_s;
+    }
+  }
+  e.step_time_s = e.pipeline_s + worst_tail;
+  fill_rates(plan, e);
+  fill_memory(plan, e);
   return e;
 }
 

@@ -4,6 +4,7 @@
 // candidates (bench/planner): task lists are costed once per distinct (tp, cp, ep, micro-batch,
 // sequence parallel, recompute, attention, precision, fp8, partitioned checkpoints, TP overlap)
 // and cached. The event simulator refines the best candidates.
+// Tested by tests/planner/planner_test.cc and tests/planner/estimate_vs_simulator_test.cc.
 #pragma once
 
 #include <array>
@@ -11,10 +12,12 @@
 #include <optional>
 #include <map>
 #include <unordered_map>
+#include <vector>
 
 #include "core/cluster_spec.h"
 #include "core/cost/compute_model.h"
 #include "core/cost/cost_model.h"
+#include "core/cost/step_tasks.h"
 #include "core/model_spec.h"
 #include "core/plan.h"
 
@@ -69,6 +72,7 @@ class Estimator {
     };
     std::array<Layer, kLayerKindCount> layer;  // by LayerKind
     PassTimes embedding, head;                  // fwd + bwd
+    std::int64_t pipeline_message_bytes = 0;    // a stage boundary's send
   };
   const MicroBatchTimes& micro_batch_times(const Plan& plan);
   // The peak over stages (the profile's baseline included), its stage and, when asked, that
@@ -82,6 +86,51 @@ class Estimator {
   PassTimes cost(const std::vector<Task>& tasks, const Plan& plan, const DeviceRates& r) const;
   // FLOPs per step; the per-sequence figures depend only on recompute and attention.
   StepFlops step_flops_cached(const Plan& plan);
+
+  // The estimate's steps (estimate.cc), in order.
+  // One stage's times per micro-batch: passes with their blocking collectives, and their parts.
+  struct StageTimes {
+    double fwd = 0, bwd = 0, compute = 0, tp = 0, ep = 0, cp = 0, pp = 0;
+    double edge = 0;  // the embedding's or head's forward + backward, on the end stages
+    std::int64_t layers = 0;
+    std::int64_t recomputed = 0;  // layers fully recomputed
+  };
+  struct CostedStages {
+    std::vector<std::int64_t> stages;  // which stages were costed
+    std::vector<StageTimes> times;     // by costed stage
+    bool differ = false;               // every stage costed (else the middle one stands for all)
+  };
+  CostedStages costed_stages(const Plan& plan, const MicroBatchTimes& mb) const;
+  StageTimes stage_times(const Plan& plan, const MicroBatchTimes& mb, std::int64_t s,
+                         double p2p_s) const;
+  double add_layer_times(const Plan& plan, const MicroBatchTimes& mb, std::int64_t s,
+                         StageTimes& st) const;
+  static void hide_expert_all_to_all(double ep_fwd, StageTimes& st);
+  static void add_edge_times(const PassTimes& pt, StageTimes& st);
+  static void add_pipeline_sends(const Plan& plan, std::int64_t s, double p2p_s, StageTimes& st);
+  static void pipeline(const Plan& plan, const CostedStages& c, Estimate& e);
+  static double interleaved_steady_s(const Plan& plan, const std::vector<StageTimes>& times,
+                                     double t_max);
+  // After the pipeline: a stage's data-parallel collectives, optimizer step and offload.
+  struct StageTail {
+    double dp_comm_s = 0, dp_exposed_s = 0, optimizer_s = 0, offload_s = 0;
+    double total_s() const { return dp_exposed_s + optimizer_s + offload_s; }
+  };
+  struct DpShape {
+    double dense_elems = 0, expert_elems = 0;  // padded to the shard groups
+    double blocks = 0;                          // parameter blocks on the stage
+  };
+  StageTail stage_tail(const Plan& plan, std::int64_t s, const StageTimes& st,
+                       const DeviceRates& r) const;
+  DpShape dp_shape(const Plan& plan, std::int64_t s, const StageTimes& st) const;
+  double per_block_s(Collective c, double elems, double bytes_per_elem, double blocks,
+                     std::int64_t n_inner, std::int64_t stride_inner, std::int64_t n_outer,
+                     std::int64_t stride_outer) const;
+  double dp_collective_s(const Plan& plan, const DpShape& x, Collective c) const;
+  void dp_times(const Plan& plan, std::int64_t s, const StageTimes& st, StageTail& tail) const;
+  double tied_embedding_s(const Plan& plan, std::int64_t s) const;
+  void fill_rates(const Plan& plan, Estimate& e);
+  void fill_memory(const Plan& plan, Estimate& e) const;
 
   ModelSpec model_;
   ClusterSpec cluster_;

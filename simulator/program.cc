@@ -18,9 +18,11 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "core/cost/compute_model.h"
+#include "core/cost/step_tasks.h"
 #include "core/units.h"
 
 namespace trainplan::sim {
@@ -97,17 +99,18 @@ class Builder {
   Builder(const ModelSpec& m, const ClusterSpec& c, const Plan& p, const SimOptions& o,
           const DeviceRates& r, const RankLayout& l, const Topology& t, Program& prog)
       : model_(m), cluster_(c), plan_(p), opt_(o), rates_(r), layout_(l), topo_(t), prog_(prog),
-        eng_(prog.engine), M_(p.num_micro_batches()), layers_(chunk_layers(p, m)) {
+        eng_(prog.engine), M_(p.num_micro_batches()), layers_(chunk_layers(p, m)),
+        step_tasks_(static_cast<std::size_t>(p.pp)) {
     first_layer_.assign(layers_.size(), 0);
     for (std::size_t c2 = 1; c2 < layers_.size(); ++c2)
       first_layer_[c2] = first_layer_[c2 - 1] + layers_[c2 - 1];
-    // Each kind of layer (an MoE model's dense and expert layers) has its own task lists.
+    const MicroBatchTasks& mbt = step_tasks_of(0).micro_batch;
     for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
       const ModelSpec lm = layer_model(m, kind);
       LayerWork& w = work_[static_cast<std::size_t>(kind)];
-      w.fwd = timed(layer_forward_tasks(lm, p));
-      w.bwd = timed(layer_backward_tasks(lm, p));
-      w.rec = timed(layer_recompute_tasks(lm, p));
+      w.fwd = timed(mbt.of(kind).forward);
+      w.bwd = timed(mbt.of(kind).backward);
+      w.rec = timed(mbt.of(kind).recompute);
       w.act_bytes = layer_activation_bytes(lm, p);
       w.kept_bytes = layer_kept_activation_bytes(lm, p);
       w.workspace_bytes = layer_backward_workspace_bytes(lm, p);
@@ -118,10 +121,10 @@ class Builder {
         if (!w.rec.tasks.empty()) w.rec = uniform(w.rec, 1);
       }
     }
-    emb_f_ = timed(embedding_forward_tasks(m, p));
-    emb_b_ = timed(embedding_backward_tasks(m, p));
-    head_f_ = timed(head_forward_tasks(m, p));
-    head_b_ = timed(head_backward_tasks(m, p));
+    emb_f_ = timed(mbt.embedding_forward);
+    emb_b_ = timed(mbt.embedding_backward);
+    head_f_ = timed(mbt.head_forward);
+    head_b_ = timed(mbt.head_backward);
     if (o.uniform_compute) {
       // No embedding or head.
       emb_f_ = uniform(emb_f_, 0);
@@ -136,7 +139,7 @@ class Builder {
     layer_input_bytes_ = checkpoint_input_bytes(m, p);
     embedding_out_bytes_ = norm_tokens * d(m.hidden_size) * (e + (m.dropout ? 1.0 : 0.0));
     logits_bytes_ = 4.0 * tokens * d(padded_vocab(m, p.tp)) / d(p.tp);
-    pp_message_bytes_ = pipeline_message_bytes(m, p);
+    pp_message_bytes_ = mbt.pipeline_message_bytes;
   }
 
   void build() {
@@ -153,23 +156,40 @@ class Builder {
     prog_.context_parallel = plan_.cp > 1;
     eng_.set_compute_spread(opt_.hardware ? opt_.hardware->rank_compute_spread : 0.0);
     slot_of_.assign(static_cast<std::size_t>(layout_.world_size()), -1);
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      SlotInfo si;
-      si.rank = ranks[i];
-      si.coord = layout_.coord(ranks[i]);
-      si.first_stream = static_cast<std::int32_t>(i) * kStreamsPerRank;
-      for (std::int32_t k = 0; k < kStreamsPerRank; ++k)
-        eng_.add_stream(static_cast<std::int32_t>(i),
-                        k == static_cast<std::int32_t>(StreamKind::kCompute));
-      const MemoryBreakdown mem = memory_on_stage(model_, plan_, si.coord.pp);
-      si.static_memory.weights_bytes = mem.weights_bytes;
-      si.static_memory.gradients_bytes = mem.gradients_bytes;
-      si.static_memory.optimizer_bytes = mem.optimizer_bytes;
-      si.static_memory.host_optimizer_bytes = mem.host_optimizer_bytes;
-      si.static_memory.host_activation_bytes = mem.host_activation_bytes;
-      prog_.slots.push_back(std::move(si));
-      slot_of_[static_cast<std::size_t>(ranks[i])] = static_cast<std::int32_t>(i);
-    }
+    for (std::size_t i = 0; i < ranks.size(); ++i) add_slot(ranks, i);
+    reserve_ops();
+    const std::size_t n = prog_.slots.size();
+    const std::size_t cm = static_cast<std::size_t>(plan_.num_chunks() * M_);
+    send_fwd_.assign(n, std::vector<std::int32_t>(cm, -1));
+    send_bwd_.assign(n, std::vector<std::int32_t>(cm, -1));
+    first_fwd_.assign(n, std::vector<std::int32_t>(cm, -1));
+    first_bwd_.assign(n, std::vector<std::int32_t>(cm, -1));
+    for (std::size_t i = 0; i < n; ++i) build_rank(static_cast<std::int32_t>(i));
+    link_pipeline();
+  }
+
+ private:
+  // Simulated rank i (world rank ranks[i]): its streams and the memory its stage holds throughout.
+  void add_slot(const std::vector<std::int64_t>& ranks, std::size_t i) {
+    SlotInfo si;
+    si.rank = ranks[i];
+    si.coord = layout_.coord(ranks[i]);
+    si.first_stream = static_cast<std::int32_t>(i) * kStreamsPerRank;
+    for (std::int32_t k = 0; k < kStreamsPerRank; ++k)
+      eng_.add_stream(static_cast<std::int32_t>(i),
+                      k == static_cast<std::int32_t>(StreamKind::kCompute));
+    const MemoryBreakdown mem = memory_on_stage(model_, plan_, si.coord.pp);
+    si.static_memory.weights_bytes = mem.weights_bytes;
+    si.static_memory.gradients_bytes = mem.gradients_bytes;
+    si.static_memory.optimizer_bytes = mem.optimizer_bytes;
+    si.static_memory.host_optimizer_bytes = mem.host_optimizer_bytes;
+    si.static_memory.host_activation_bytes = mem.host_activation_bytes;
+    prog_.slots.push_back(std::move(si));
+    slot_of_[static_cast<std::size_t>(ranks[i])] = static_cast<std::int32_t>(i);
+  }
+
+  // Room for the ops of the step, estimated from the layers' task counts.
+  void reserve_ops() {
     const std::size_t n = prog_.slots.size();
     std::size_t per_layer = 4;
     for (const LayerWork& w : work_)
@@ -181,16 +201,8 @@ class Builder {
         (per_layer * static_cast<std::size_t>(model_.num_layers / plan_.pp + 1) + 40);
     eng_.reserve(estimate);
     prog_.meta.reserve(estimate);
-    const std::size_t cm = static_cast<std::size_t>(plan_.num_chunks() * M_);
-    send_fwd_.assign(n, std::vector<std::int32_t>(cm, -1));
-    send_bwd_.assign(n, std::vector<std::int32_t>(cm, -1));
-    first_fwd_.assign(n, std::vector<std::int32_t>(cm, -1));
-    first_bwd_.assign(n, std::vector<std::int32_t>(cm, -1));
-    for (std::size_t i = 0; i < n; ++i) build_rank(static_cast<std::int32_t>(i));
-    link_pipeline();
   }
 
- private:
   // A group as one slot sees it, computed once per slot and kind.
   struct GroupInfo {
     bool ready = false;
@@ -209,14 +221,21 @@ class Builder {
     std::array<std::int64_t, kCommGroupCount> coll_count{};  // collectives issued per CommGroup
     std::array<GroupInfo, kCommGroupCount> groups;          // by CommGroup
     std::vector<std::tuple<int, int, std::int64_t, std::int32_t>> nets;  // this slot's demands
-    std::vector<ParamBlock> blocks;
+    const StepTasks* step = nullptr;  // the stage's tasks and parameter blocks
     std::map<std::int64_t, std::size_t> block_of_layer;
     std::vector<std::int64_t> backwards_done;  // per block
     std::int32_t prefetch_gate = -1;  // ZeRO-3: first compute op of the previous block
     std::vector<Task> deferred;       // collectives issued after the last backward
   };
 
-  TimedTasks timed(std::vector<Task> tasks) const {
+  // The step's tasks of a stage, assembled on first use.
+  const StepTasks& step_tasks_of(std::int64_t stage) {
+    std::optional<StepTasks>& t = step_tasks_[static_cast<std::size_t>(stage)];
+    if (!t) t = step_tasks(model_, plan_, stage);
+    return *t;
+  }
+
+  TimedTasks timed(const std::vector<Task>& tasks) const {
     TimedTasks t;
     for (const Task& task : tasks) t.ns.push_back(to_ns(task_time_s(task, rates_)));
     t.partner = tp_overlap_partners(tasks, plan_);
@@ -224,7 +243,7 @@ class Builder {
     for (std::size_t i = 0; i < t.partner.size(); ++i)
       if (t.partner[i] > static_cast<std::int32_t>(i))
         t.fed[static_cast<std::size_t>(t.partner[i])] = true;
-    t.tasks = std::move(tasks);
+    t.tasks = tasks;
     return t;
   }
   static TimedTasks uniform(const TimedTasks& in, TimeNs units) {
@@ -429,11 +448,11 @@ class Builder {
 
   // Data-parallel collectives of one block at one point, on the DP stream after `after`.
   // Returns the last op issued (or -1).
-  std::int32_t dp_tasks(RankState& rs, const ParamBlock& b, DpPoint point, std::int32_t after,
+  std::int32_t dp_tasks(RankState& rs, std::size_t bi, DpPoint point, std::int32_t after,
                         std::int32_t gate, OpMeta meta) {
-    if (dp_point_count(plan_, b, point) == 0) return -1;
+    if (dp_point_count(plan_, rs.step->blocks[bi], point) == 0) return -1;
     std::int32_t last = -1;
-    for (const Task& t : dp_block_tasks(plan_, b, point)) {
+    for (const Task& t : rs.step->dp(bi, point)) {
       if (t.group == CommGroup::kEmbedding ||
           (point == DpPoint::kAfterLastBackward && !opt_.overlap_grad_reduce)) {
         // Megatron-LM sums the tied embedding's two copies once the whole pipeline has
@@ -460,9 +479,10 @@ class Builder {
 
   // ZeRO-3: gather a block's parameters before it computes (prefetched: the gather may start
   // once the previous block has started), and hold them until the block's compute ends.
-  std::int32_t zero3_gather(RankState& rs, const ParamBlock& b, DpPoint point, OpMeta meta) {
+  std::int32_t zero3_gather(RankState& rs, std::size_t bi, DpPoint point, OpMeta meta) {
     if (plan_.zero_stage != 3) return -1;
-    const std::int32_t g = dp_tasks(rs, b, point, -1, rs.prefetch_gate, meta);
+    const ParamBlock& b = rs.step->blocks[bi];
+    const std::int32_t g = dp_tasks(rs, bi, point, -1, rs.prefetch_gate, meta);
     if (g < 0) return -1;
     rs.wait.push_back(g);
     const double bytes =
@@ -523,12 +543,12 @@ class Builder {
   }
 
   // Runs `body` as one block pass; returns the first op of the pass.
-  std::int32_t block_pass(RankState& rs, const ParamBlock& b, DpPoint point, const TimedTasks& tt,
+  std::int32_t block_pass(RankState& rs, std::size_t bi, DpPoint point, const TimedTasks& tt,
                           OpMeta meta) {
-    const std::int32_t g = zero3_gather(rs, b, point, meta);
+    const std::int32_t g = zero3_gather(rs, bi, point, meta);
     const std::int32_t first = tasks(rs, tt, meta);
     block_begin(rs, first >= 0 ? first : rs.last_compute);
-    zero3_release(rs, b, g);
+    zero3_release(rs, rs.step->blocks[bi], g);
     return g >= 0 ? g : first;
   }
 
@@ -553,16 +573,16 @@ class Builder {
     meta.micro_batch = static_cast<std::int32_t>(mb);
     meta.pass = 'F';
     if (c == 0) {
-      const std::int32_t op = block_pass(rs, rs.blocks.front(), DpPoint::kBeforeForward, emb_f_, meta);
+      const std::int32_t op = block_pass(rs, 0, DpPoint::kBeforeForward, emb_f_, meta);
       if (edges) mem(rs, op, false, MemKind::kActivations, embedding_out_bytes_);
       if (anchor < 0) anchor = op;
     }
     for (std::int64_t i = 0; i < layers_[c]; ++i) {
       const std::int64_t layer = first_layer_[c] + i;
       meta.layer = static_cast<std::int32_t>(layer);
-      const ParamBlock& b = rs.blocks[rs.block_of_layer.at(layer)];
+      const std::size_t bi = rs.block_of_layer.at(layer);
       const LayerWork& w = work(layer);
-      const std::int32_t op = block_pass(rs, b, DpPoint::kBeforeForward, w.fwd, meta);
+      const std::int32_t op = block_pass(rs, bi, DpPoint::kBeforeForward, w.fwd, meta);
       if (anchor < 0) anchor = op;
       // Stored activations: the layer input when it is fully recomputed, else everything.
       mem(rs, op, false, MemKind::kActivations,
@@ -579,7 +599,7 @@ class Builder {
     }
     meta.layer = -1;
     if (c + 1 == layers_.size()) {
-      const std::int32_t h = block_pass(rs, rs.blocks.back(), DpPoint::kBeforeForward, head_f_, meta);
+      const std::int32_t h = block_pass(rs, rs.step->blocks.size() - 1, DpPoint::kBeforeForward, head_f_, meta);
       if (edges) mem(rs, h, false, MemKind::kActivations, logits_bytes_);
       if (anchor < 0) anchor = h;
     }
@@ -600,46 +620,19 @@ class Builder {
     meta.micro_batch = static_cast<std::int32_t>(mb);
     meta.pass = 'B';
     if (c + 1 == layers_.size()) {
-      grad_buffer(rs, rs.blocks.back(),
-                  block_pass(rs, rs.blocks.back(), DpPoint::kBeforeBackward, head_b_, meta));
+      const std::size_t head = rs.step->blocks.size() - 1;
+      grad_buffer(rs, rs.step->blocks[head],
+                  block_pass(rs, head, DpPoint::kBeforeBackward, head_b_, meta));
       if (edges) mem(rs, rs.last_compute, true, MemKind::kActivations, -logits_bytes_);
-      after_backward(rs, rs.blocks.size() - 1, meta);
+      after_backward(rs, head, meta);
     }
     fetched_.assign(static_cast<std::size_t>(layers_[c]), -1);
     fetch_checkpoint(rs, c, layers_[c] - 1, rs.last_compute, meta);
-    for (std::int64_t i = layers_[c] - 1; i >= 0; --i) {
-      const std::int64_t layer = first_layer_[c] + i;
-      meta.layer = static_cast<std::int32_t>(layer);
-      const std::size_t bi = rs.block_of_layer.at(layer);
-      const ParamBlock& b = rs.blocks[bi];
-      const LayerWork& w = work(layer);
-      const bool full = recomputes_layer(plan_, i);
-      // The next layer's checkpoint comes back while this one is back-propagated; this one's,
-      // fetched earlier, must be in before its recompute.
-      fetch_checkpoint(rs, c, i - 1, rs.last_compute, meta);
-      const std::int32_t fetched = fetched_[static_cast<std::size_t>(i)];
-      if (fetched >= 0) rs.wait.push_back(fetched);
-      // Full recompute runs the forward again in the layers it names; selective (unfused
-      // attention) in every layer.
-      if (!w.rec.tasks.empty() && (full || plan_.recompute != Recompute::kFull)) {
-        OpMeta rm = meta;
-        rm.pass = 'R';
-        const std::int32_t r = block_pass(rs, b, DpPoint::kBeforeRecompute, w.rec, rm);
-        if (full) mem(rs, r, false, MemKind::kActivations, w.act_bytes);
-      }
-      const std::int32_t pass = block_pass(rs, b, DpPoint::kBeforeBackward, w.bwd, meta);
-      grad_buffer(rs, b, pass);
-      const std::int32_t from = pass >= 0 ? pass : rs.last_compute;
-      mem(rs, from, false, MemKind::kBuffers, w.workspace_bytes);
-      mem(rs, rs.last_compute, true, MemKind::kBuffers, -w.workspace_bytes);
-      const double stored = full ? layer_input_bytes_ + w.act_bytes : w.kept_bytes;
-      mem(rs, rs.last_compute, true, MemKind::kActivations, -stored);
-      after_backward(rs, bi, meta);
-    }
+    for (std::int64_t i = layers_[c] - 1; i >= 0; --i) backward_layer(rs, c, i, meta);
     meta.layer = -1;
     if (c == 0) {
-      grad_buffer(rs, rs.blocks.front(),
-                  block_pass(rs, rs.blocks.front(), DpPoint::kBeforeBackward, emb_b_, meta));
+      grad_buffer(rs, rs.step->blocks.front(),
+                  block_pass(rs, 0, DpPoint::kBeforeBackward, emb_b_, meta));
       if (edges) mem(rs, rs.last_compute, true, MemKind::kActivations, -embedding_out_bytes_);
       after_backward(rs, 0, meta);
     }
@@ -651,17 +644,48 @@ class Builder {
     }
   }
 
+  // Layer i of chunk c: its recompute (when it has one) and backward, the memory they hold and
+  // free, then the block's gradient collectives.
+  void backward_layer(RankState& rs, std::size_t c, std::int64_t i, OpMeta meta) {
+    const std::int64_t layer = first_layer_[c] + i;
+    meta.layer = static_cast<std::int32_t>(layer);
+    const std::size_t bi = rs.block_of_layer.at(layer);
+    const ParamBlock& b = rs.step->blocks[bi];
+    const LayerWork& w = work(layer);
+    const bool full = recomputes_layer(plan_, i);
+    // The next layer's checkpoint comes back while this one is back-propagated; this one's,
+    // fetched earlier, must be in before its recompute.
+    fetch_checkpoint(rs, c, i - 1, rs.last_compute, meta);
+    const std::int32_t fetched = fetched_[static_cast<std::size_t>(i)];
+    if (fetched >= 0) rs.wait.push_back(fetched);
+    // Full recompute runs the forward again in the layers it names; selective (unfused
+    // attention) in every layer.
+    if (!w.rec.tasks.empty() && (full || plan_.recompute != Recompute::kFull)) {
+      OpMeta rm = meta;
+      rm.pass = 'R';
+      const std::int32_t r = block_pass(rs, bi, DpPoint::kBeforeRecompute, w.rec, rm);
+      if (full) mem(rs, r, false, MemKind::kActivations, w.act_bytes);
+    }
+    const std::int32_t pass = block_pass(rs, bi, DpPoint::kBeforeBackward, w.bwd, meta);
+    grad_buffer(rs, b, pass);
+    const std::int32_t from = pass >= 0 ? pass : rs.last_compute;
+    mem(rs, from, false, MemKind::kBuffers, w.workspace_bytes);
+    mem(rs, rs.last_compute, true, MemKind::kBuffers, -w.workspace_bytes);
+    const double stored = full ? layer_input_bytes_ + w.act_bytes : w.kept_bytes;
+    mem(rs, rs.last_compute, true, MemKind::kActivations, -stored);
+    after_backward(rs, bi, meta);
+  }
+
   void after_backward(RankState& rs, std::size_t bi, OpMeta meta) {
     meta.pass = ' ';
-    meta.layer = rs.blocks[bi].kind == BlockKind::kLayer
-                     ? static_cast<std::int32_t>(rs.blocks[bi].layer)
-                     : -1;
+    const ParamBlock& b = rs.step->blocks[bi];
+    meta.layer = b.kind == BlockKind::kLayer ? static_cast<std::int32_t>(b.layer) : -1;
     const std::int32_t reduced =
-        dp_tasks(rs, rs.blocks[bi], DpPoint::kAfterBackward, rs.last_compute, -1, meta);
-    grad_buffer(rs, rs.blocks[bi], reduced, /*release=*/true);
+        dp_tasks(rs, bi, DpPoint::kAfterBackward, rs.last_compute, -1, meta);
+    grad_buffer(rs, b, reduced, /*release=*/true);
     if (++rs.backwards_done[bi] == M_) {
       meta.micro_batch = -1;
-      dp_tasks(rs, rs.blocks[bi], DpPoint::kAfterLastBackward, rs.last_compute, -1, meta);
+      dp_tasks(rs, bi, DpPoint::kAfterLastBackward, rs.last_compute, -1, meta);
     }
   }
 
@@ -699,6 +723,25 @@ class Builder {
     meta.pass = 'O';
     meta.name = "optimizer";
     meta.optimizer = true;
+    issue_deferred(rs);
+    std::int32_t done = -1;
+    if (plan_.offload == Offload::kOptimizer) {
+      done = offload_step(rs, meta);
+    } else {
+      const Task& step = rs.step->optimizer;
+      const TimeNs ns = opt_.uniform_compute ? 0 : to_ns(task_time_s(step, rates_));
+      if (rs.last_dp >= 0) rs.wait.push_back(rs.last_dp);
+      if (rs.last_other_sync >= 0) rs.wait.push_back(rs.last_other_sync);
+      done = compute(rs, ns, meta);
+    }
+    OpMeta am;
+    am.name = "after_optimizer";
+    for (std::size_t bi = 0; bi < rs.step->blocks.size(); ++bi)
+      dp_tasks(rs, bi, DpPoint::kAfterOptimizer, done, -1, am);
+  }
+
+  // The collectives held back to the step's end (dp_tasks), the tied embedding's sum last.
+  void issue_deferred(RankState& rs) {
     std::stable_partition(rs.deferred.begin(), rs.deferred.end(),
                           [](const Task& t) { return t.group != CommGroup::kEmbedding; });
     for (const Task& t : rs.deferred) {
@@ -707,51 +750,42 @@ class Builder {
       eng_.add_dep(rs.last_compute, id);
       note_sync(rs, t, id);
     }
-    std::int32_t done = -1;
-    if (plan_.offload == Offload::kOptimizer) {
-      // ZeRO-Offload: gradients to the host, the CPU step (host DRAM bound, the node's
-      // bandwidth shared by its GPUs' optimizers), updated weights back.
-      const OffloadTraffic off = offload_traffic_on_stage(model_, plan_, rs.stage);
-      OpMeta tm = meta;
-      tm.optimizer = false;
-      auto transfer = [&](double bytes, bool to_host, std::string_view name, std::int32_t after) {
-        return host_transfer(rs, bytes, to_host, name, after, tm);
-      };
-      const std::int32_t d2h = transfer(off.device_to_host_bytes, true, "offload_grads_d2h",
-                                        rs.last_dp >= 0 ? rs.last_dp : rs.last_compute);
-      eng_.add_dep(rs.last_compute, d2h);
-      eng_.add_dep(rs.last_other_sync, d2h);
-      const double host_bw = cluster_.host_memory_bytes_per_s_per_node /
-                             d(std::max<std::int64_t>(1, cluster_.gpus_per_node));
-      const TimeNs step_ns = opt_.uniform_compute || host_bw <= 0
-                                 ? 0
-                                 : to_ns(off.host_memory_bytes / host_bw);
-      OpMeta hm = meta;
-      hm.name = "host_optimizer";
-      const std::int32_t host = new_op(rs, StreamKind::kHost, step_ns, hm);
-      eng_.add_dep(d2h, host);
-      done = transfer(off.host_to_device_bytes, false, "offload_weights_h2d", host);
-    } else {
-      const Task step = optimizer_task(model_, plan_, rs.stage);
-      const TimeNs ns = opt_.uniform_compute ? 0 : to_ns(task_time_s(step, rates_));
-      if (rs.last_dp >= 0) rs.wait.push_back(rs.last_dp);
-      if (rs.last_other_sync >= 0) rs.wait.push_back(rs.last_other_sync);
-      done = compute(rs, ns, meta);
-    }
-    OpMeta am;
-    am.name = "after_optimizer";
-    for (const ParamBlock& b : rs.blocks)
-      dp_tasks(rs, b, DpPoint::kAfterOptimizer, done, -1, am);
+  }
+
+  // ZeRO-Offload: gradients to the host, the CPU step (host DRAM bound, the node's bandwidth
+  // shared by its GPUs' optimizers), updated weights back. Returns the last transfer.
+  std::int32_t offload_step(RankState& rs, const OpMeta& meta) {
+    const OffloadTraffic off = offload_traffic_on_stage(model_, plan_, rs.stage);
+    OpMeta tm = meta;
+    tm.optimizer = false;
+    auto transfer = [&](double bytes, bool to_host, std::string_view name, std::int32_t after) {
+      return host_transfer(rs, bytes, to_host, name, after, tm);
+    };
+    const std::int32_t d2h = transfer(off.device_to_host_bytes, true, "offload_grads_d2h",
+                                      rs.last_dp >= 0 ? rs.last_dp : rs.last_compute);
+    eng_.add_dep(rs.last_compute, d2h);
+    eng_.add_dep(rs.last_other_sync, d2h);
+    const double host_bw = cluster_.host_memory_bytes_per_s_per_node /
+                           d(std::max<std::int64_t>(1, cluster_.gpus_per_node));
+    const TimeNs step_ns = opt_.uniform_compute || host_bw <= 0
+                               ? 0
+                               : to_ns(off.host_memory_bytes / host_bw);
+    OpMeta hm = meta;
+    hm.name = "host_optimizer";
+    const std::int32_t host = new_op(rs, StreamKind::kHost, step_ns, hm);
+    eng_.add_dep(d2h, host);
+    return transfer(off.host_to_device_bytes, false, "offload_weights_h2d", host);
   }
 
   void build_rank(std::int32_t slot) {
     RankState rs;
     rs.slot = slot;
     rs.stage = prog_.slots[static_cast<std::size_t>(slot)].coord.pp;
-    rs.blocks = param_blocks_on_stage(model_, plan_, rs.stage);
-    for (std::size_t i = 0; i < rs.blocks.size(); ++i)
-      if (rs.blocks[i].kind == BlockKind::kLayer) rs.block_of_layer[rs.blocks[i].layer] = i;
-    rs.backwards_done.assign(rs.blocks.size(), 0);
+    rs.step = &step_tasks_of(rs.stage);
+    const std::vector<ParamBlock>& blocks = rs.step->blocks;
+    for (std::size_t i = 0; i < blocks.size(); ++i)
+      if (blocks[i].kind == BlockKind::kLayer) rs.block_of_layer[blocks[i].layer] = i;
+    rs.backwards_done.assign(blocks.size(), 0);
     const std::vector<PipeStep> steps = stage_schedule(plan_, rs.stage);
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const PipeStep& step = steps[i];
@@ -871,6 +905,7 @@ class Builder {
   TimedTasks emb_f_, emb_b_, head_f_, head_b_;
   double layer_input_bytes_ = 0, embedding_out_bytes_ = 0, logits_bytes_ = 0;
   std::int64_t pp_message_bytes_ = 0;
+  std::vector<std::optional<StepTasks>> step_tasks_;  // by stage (step_tasks_of)
   std::vector<std::int32_t> slot_of_;
   std::vector<std::vector<std::int32_t>> send_fwd_, send_bwd_, first_fwd_, first_bwd_;
   std::map<std::tuple<int, std::int64_t, int, std::int64_t>, std::int32_t> nets_;

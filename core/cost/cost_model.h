@@ -5,6 +5,12 @@
 // the LM head. The planner sums them analytically, the simulator plays them as events, and the
 // executor issues exactly these collectives, so all three agree on bytes by construction.
 //
+// One header, one .cc per question: parameters.cc (counts, blocks, stage parameters), tasks.cc
+// (layer, embedding and head task lists, TP overlap partners), data_parallel.cc (DP/ZeRO block
+// tasks, points, buffers), memory.cc (state bytes, activations, memory_on_stage, offload),
+// totals.cc (FLOPs, Megatron eq. 3, communication volume, the optimizer task); helpers they
+// share are in internal.h. Tested by tests/core/cost_model_test.cc.
+//
 // Sources, cited where used:
 //  - Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using
 //    Megatron-LM" (arXiv:2104.04473): FLOPs (eq. 3), parameter count, schedules.

@@ -1,0 +1,110 @@
+// The cost model's data-parallel questions: which collectives a parameter block issues at each
+// point of the step (DDP all-reduce, ZeRO-1/2/3 reduce-scatters and gathers, hybrid sharding's
+// cross-group sum, tied-embedding and sequence-parallel norm sums), how often each point occurs,
+// and the ZeRO-2/3 gradient buffer a block holds. Sources in cost_model.h.
+// Tested by tests/core/cost_model_test.cc (DP block tasks, ZeRO points and buffers).
+#include "core/cost/cost_model.h"
+
+#include <cmath>
+
+#include "core/cost/internal.h"
+
+namespace trainplan {
+
+using namespace cost_internal;
+
+// ---------------------------------------------------------------------------------------------
+// Data parallel
+
+namespace {
+// A flat buffer of `params` elements padded to a multiple of the group size, so that every rank
+// owns an equal shard (Megatron-LM's distributed optimizer pads the same way).
+std::int64_t padded(std::int64_t params, std::int64_t n) { return (params + n - 1) / n * n; }
+}  // namespace
+
+std::int64_t expert_dp_cp(const Plan& p) { return p.dp / p.ep * p.cp; }
+
+std::int64_t dp_point_count(const Plan& p, const ParamBlock& b, DpPoint point) {
+  switch (point) {
+    case DpPoint::kBeforeForward:
+    case DpPoint::kBeforeBackward:
+    case DpPoint::kAfterBackward: return p.num_micro_batches();
+    case DpPoint::kBeforeRecompute: return b.recomputed ? p.num_micro_batches() : 0;
+    case DpPoint::kAfterLastBackward:
+    case DpPoint::kAfterOptimizer: return 1;
+  }
+  return 0;
+}
+
+double zero_grad_buffer_bytes(const Plan& p, const ParamBlock& b) {
+  if (p.zero_stage < 2) return 0;
+  const double e = grad_bytes_per_element(p);
+  const std::int64_t dense = p.zero_shard_ranks(), expert = expert_dp_cp(p);
+  double bytes = 0;
+  if (dense > 1) bytes += d(padded(b.dense_params, dense)) * e;
+  if (expert > 1) bytes += d(padded(b.expert_params, expert)) * e;
+  return bytes;
+}
+
+std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint point) {
+  std::vector<Task> out;
+  // Weights travel in their precision, gradients in theirs (grad_precision).
+  const double e = bytes_per_element(p.precision), g = grad_bytes_per_element(p);
+  // Each part (dense over dp*cp, experts over dp/ep*cp) gets the same treatment: context-parallel
+  // ranks hold the same weights and see different tokens, so they sum gradients like replicas
+  // (Megatron-Core's data-parallel group with context parallel). With hybrid sharding the dense
+  // part's group is one shard group (Plan::zero_shard_size).
+  const std::int64_t dense = p.zero_shard_ranks(), expert = expert_dp_cp(p);
+  auto add = [&](std::string_view dense_name, std::string_view expert_name, Collective c) {
+    const double el = c == Collective::kAllGather ? e : g;
+    if (b.dense_params > 0)
+      out.push_back(comm(dense_name, c, CommGroup::kDp, dense, d(padded(b.dense_params, dense)) * el));
+    if (b.expert_params > 0)
+      out.push_back(comm(expert_name, c, CommGroup::kExpertDp, expert,
+                         d(padded(b.expert_params, expert)) * el));
+  };
+  switch (point) {
+    case DpPoint::kBeforeForward:
+    case DpPoint::kBeforeBackward:
+      if (p.zero_stage == 3) add("zero3_param_all_gather", "zero3_expert_param_all_gather",
+                                 Collective::kAllGather);
+      break;
+    case DpPoint::kBeforeRecompute:
+      // Only transformer layers are recomputed; the embedding and head are not gathered again.
+      if (p.zero_stage == 3 && b.kind == BlockKind::kLayer)
+        add("zero3_param_all_gather", "zero3_expert_param_all_gather", Collective::kAllGather);
+      break;
+    case DpPoint::kAfterBackward:
+      if (p.zero_stage >= 2) add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
+                                 Collective::kReduceScatter);
+      break;
+    case DpPoint::kAfterLastBackward:
+      // These sums must see every micro-batch's gradient before the data-parallel reduction.
+      // Tied embeddings on two stages: sum the two copies' gradients (Megatron-LM's embedding
+      // group), with the embedding rows this rank holds.
+      if (b.tied_copy)
+        out.push_back(comm("embedding_grad_all_reduce", Collective::kAllReduce,
+                           CommGroup::kEmbedding, 2, d(b.tied_params) * g));
+      if (p.sequence_parallel && p.tp > 1 && b.tp_replicated_params > 0)
+        out.push_back(comm("tp_sp_norm_grad_all_reduce", Collective::kAllReduce, CommGroup::kTp,
+                           p.tp, d(b.tp_replicated_params) * g));
+      if (p.zero_stage == 0) add("dp_grad_all_reduce", "expert_dp_grad_all_reduce",
+                                 Collective::kAllReduce);
+      if (p.zero_stage == 1) add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
+                                 Collective::kReduceScatter);
+      // Hybrid sharding: the shard groups sum the step's reduced shards across each other once,
+      // after the last micro-batch (FSDP2's HSDP with the all-reduce skipped on the others,
+      // set_requires_all_reduce; MiCS's hierarchical reduction, Zhang et al. 2022 sec. 3.3).
+      if (p.zero_stage >= 1 && p.zero_replicas() > 1 && b.dense_params > 0)
+        out.push_back(comm("hsdp_grad_all_reduce", Collective::kAllReduce, CommGroup::kDpReplica,
+                           p.zero_replicas(), d(padded(b.dense_params, dense) / dense) * g));
+      break;
+    case DpPoint::kAfterOptimizer:
+      if (p.zero_stage == 1 || p.zero_stage == 2)
+        add("zero_param_all_gather", "zero_expert_param_all_gather", Collective::kAllGather);
+      break;
+  }
+  return without_trivial_comm(out);
+}
+
+}  // namespace trainplan

@@ -1,0 +1,89 @@
+// Helpers shared by the cost model's files (core/cost/*.cc), not part of its interface: the
+// parameter blocks' shapes, a layer's shape on one rank and the task builders. Each is defined
+// in the file that answers its question (named below). Tested through
+// tests/core/cost_model_test.cc.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "core/cost/cost_model.h"
+
+namespace trainplan::cost_internal {
+
+inline double d(std::int64_t v) { return static_cast<double>(v); }
+
+// ---- parameters.cc
+ParamBlock embedding_block(const ModelSpec& m, const Plan& p);
+ParamBlock head_block(const ModelSpec& m, const Plan& p);
+// A layer's block; `lm` is the layer's view (layer_model).
+ParamBlock layer_block(const ModelSpec& lm, const Plan& p);
+
+// Calls fn once for each distinct block on the stage (embedding, one layer of each kind, head),
+// without allocating: what a maximum over param_blocks_on_stage needs.
+template <typename Fn>
+void for_each_block_shape_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage, Fn fn) {
+  if (stage == 0) fn(embedding_block(m, p));
+  const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
+  for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe})
+    if (kinds.of(kind) > 0)
+      fn(with_layer_model(m, kind, [&](const ModelSpec& lm) { return layer_block(lm, p); }));
+  if (stage == p.pp - 1) fn(head_block(m, p));
+}
+
+// Calls fn(first layer, layers) for each model chunk on the stage, as chunk_layers() splits them
+// (evenly, the first L mod chunks holding one more), without allocating: the planner calls
+// this per candidate.
+template <typename Fn>
+void for_each_chunk_on_stage(const Plan& p, const ModelSpec& m, std::int64_t stage, Fn fn) {
+  const std::int64_t chunks = p.num_chunks(), base = m.num_layers / chunks,
+                     extra = m.num_layers % chunks;
+  for (std::int64_t v = 0; v < p.virtual_stages; ++v) {
+    const std::int64_t c = v * p.pp + stage;
+    if (p.layers_per_stage.empty()) {
+      fn(c * base + std::min(c, extra), base + (c < extra ? 1 : 0));
+      continue;
+    }
+    std::int64_t first = 0;
+    for (std::int64_t i = 0; i < c; ++i) first += p.layers_per_stage[static_cast<std::size_t>(i)];
+    fn(first, p.layers_per_stage[static_cast<std::size_t>(c)]);
+  }
+}
+
+// ---- tasks.cc
+// One layer's dimensions on one rank for one micro-batch.
+struct Shape {
+  double e;           // bytes per element of activations and weights
+  // s: the tokens of one sequence on this rank, seq_len/cp; s_full: the whole sequence, whose
+  // keys and values a context-parallel rank's queries attend to.
+  std::int64_t s, s_full, cp, b, t, h, q, kv, hd, f, heads_per_rank;
+  std::int64_t vd, vw, ow;     // value head width, V's width, the attention output's width
+  std::int64_t shared_f;       // MoE layers: the shared experts' inner width (0: none)
+  // Multi-head latent attention: latent widths and the rotary key width (0 without MLA).
+  std::int64_t ql, kvl, rope;
+  // Width of the attention block's input as its TP collectives carry it: h, or with MLA the
+  // latents (and the input itself where queries are projected from it directly).
+  std::int64_t entry;
+  std::int64_t tokens;         // T = s*b, this rank's tokens of the micro-batch
+  std::int64_t norm_tokens;    // T/t with sequence parallel, else T
+  bool sp, dropout, fused, swiglu, moe, mla;
+};
+Shape shape_of(const ModelSpec& m, const Plan& p);
+
+Task gemm(std::string_view name, std::int64_t m, std::int64_t n, std::int64_t k,
+          std::int64_t batch, double e);
+Task memory(std::string_view name, double bytes, MemoryKernel kernel);
+Task comm(std::string_view name, Collective c, CommGroup g, std::int64_t group_size,
+          double message_bytes);
+// Drops collectives over a group of one rank: they move nothing and cost nothing.
+std::vector<Task> without_trivial_comm(std::vector<Task> tasks);
+// Context parallelism: the keys and values of the whole sequence on this TP rank,
+// b*s*(k + v)/t elements in the activations' precision: the all-gather's message (collectives.h: S
+// is the gathered size) and the reduce-scatter's of their gradients (S is the unscattered
+// size). All-gather based CP as Llama 3 (arXiv:2407.21783 sec. 3.3.2) and Transformer Engine's
+// AttnFuncWithCPAndKVAllGather run it.
+double cp_kv_bytes(const Shape& x);
+
+}  // namespace trainplan::cost_internal

@@ -1,0 +1,248 @@
+// The cost model's memory questions: bytes per parameter of the model states, stored
+// activations per layer (Korthikanti et al. 2022), a layer's backward workspace, the
+// micro-batches in flight per schedule, the memory of one rank of a stage (memory_on_stage) and
+// the ZeRO-Offload traffic of the optimizer on the host. Sources in cost_model.h.
+// Tested by tests/core/cost_model_test.cc (state bytes, activations, memory per stage,
+// offload).
+#include "core/cost/cost_model.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "core/cost/internal.h"
+
+namespace trainplan {
+
+using namespace cost_internal;
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+
+double grad_bytes_per_element(Precision precision, GradPrecision grads) {
+  return grads == GradPrecision::kFp32 ? 4.0 : bytes_per_element(precision);
+}
+double grad_bytes_per_element(const Plan& p) {
+  return grad_bytes_per_element(p.precision, p.grad_precision);
+}
+
+StateBytesPerParam state_bytes_per_param(const Plan& p) {
+  return state_bytes_per_param(p.precision, p.optimizer, p.grad_precision);
+}
+
+StateBytesPerParam state_bytes_per_param(Precision precision, Optimizer optimizer,
+                                         GradPrecision grads) {
+  StateBytesPerParam s;
+  const bool mixed = precision != Precision::kFp32;
+  s.weights = bytes_per_element(precision);
+  s.gradients = grad_bytes_per_element(precision, grads);
+  // Mixed precision keeps an fp32 master copy (4 bytes) besides the optimizer's own states
+  // (Micikevicius et al. 2018; Rajbhandari et al. 2019 sec. 3.1: K = 12 for Adam).
+  const double master = mixed ? 4.0 : 0.0;
+  switch (optimizer) {
+    case Optimizer::kAdamW: s.optimizer = master + 8.0; break;       // m and v in fp32
+    case Optimizer::kSgdMomentum: s.optimizer = master + 4.0; break; // momentum in fp32
+    case Optimizer::kSgd: s.optimizer = master; break;
+  }
+  return s;
+}
+
+double checkpoint_input_bytes(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  const double input = d(x.norm_tokens) * d(x.h) * x.e;
+  return p.partition_activations ? input / d(p.tp) : input;
+}
+
+namespace {
+// Stored activation bytes of one layer under recompute `rc` (the plan's, or none for a layer
+// that full recompute leaves out).
+double activation_bytes(const ModelSpec& m, const Plan& p, Recompute rc) {
+  const Shape x = shape_of(m, p);
+  const double T = d(x.tokens), h = d(x.h), t = d(x.t), e = x.e;
+  const double mask = x.dropout ? 1.0 : 0.0;
+  // Korthikanti et al. 2022, sec. 4.1, per layer: 34*s*b*h + 5*a*s^2*b bytes for GPT with
+  // fp16 and dropout. Terms, in elements of e bytes unless noted:
+  //  kept whole without SP, split over t with SP: the two norm inputs, the QKV and MLP inputs
+  //  (4*T*h), and the two 1-byte dropout masks (2*T*h bytes);
+  //  split over t: Q and K (T*(q+kv)), V (T*kv), the out-projection input (T*q), the MLP
+  //  activation input (T*f, doubled for SwiGLU's gate) and the fc2 input (T*f);
+  //  attention core, split over t: softmax output (2 bytes), dropout mask (1), dropout output (2)
+  //  per score; a fused kernel stores only the fp32 log-sum-exp per row.
+  //  MLA: the latents, before and after their norms, and the rotary key, on this rank's tokens;
+  //  Q, K, V and the attention output at their own widths (K = V = a*head widths);
+  //  MoE: the routed MLP inputs and activations for each of the k experts a token visits, and
+  //  the shared experts' like a dense MLP's.
+  double replicated = 4.0 * T * h * e + 2.0 * T * h * mask;
+  if (x.mla) replicated += T * d(2 * (x.ql + x.kvl) + x.rope) * e;
+  if (x.sp) replicated /= t;
+  const double f_factor = (x.swiglu ? 2.0 : 1.0) + 1.0;
+  double expert_tokens = x.moe ? d(m.experts_per_token) : 1.0;
+  double split = T * d(x.q + x.kv + x.vw + x.ow) * e +
+                 f_factor * T * (expert_tokens * d(x.f) + d(x.shared_f)) * e;
+  split /= t;
+  // MoE: the dispatched tokens (the experts' first GEMM's input, k copies of each token) and
+  // the experts' outputs, which the probability-weighted combine keeps for the gradient of the
+  // routing probabilities (Megatron-Core's unpermute with probs; MindSpeed's
+  // UnpermuteWithoutActivation exists to drop them). Each TP rank holds them whole.
+  const double routed = x.moe ? 2.0 * d(m.experts_per_token) * T * h * e : 0.0;
+  double core = 0.0;
+  const double scores = d(x.b) * d(x.heads_per_rank) * d(x.s) * d(x.s_full);
+  const bool core_stored = !x.fused && rc == Recompute::kNone;
+  if (core_stored) core = scores * (e + (x.dropout ? 1.0 + e : 0.0));
+  if (x.fused) core = d(x.b) * d(x.heads_per_rank) * d(x.s) * 4.0;
+  return replicated + split + routed + core;
+}
+}  // namespace
+
+double layer_activation_bytes(const ModelSpec& m, const Plan& p) {
+  return activation_bytes(m, p, p.recompute);
+}
+
+double layer_kept_activation_bytes(const ModelSpec& m, const Plan& p) {
+  return activation_bytes(m, p, p.recompute == Recompute::kFull ? Recompute::kNone : p.recompute);
+}
+
+double layer_backward_workspace_bytes(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  const double T = d(x.tokens), t = d(x.t), e = x.e;
+  const double output_grad = T * d(x.h);
+  const double expert_tokens = x.moe ? d(m.experts_per_token) : 1.0;
+  const double mlp =
+      (expert_tokens * d(x.f) + d(x.shared_f)) * T / t * (1.0 + (x.swiglu ? 2.0 : 1.0));
+  const double scores = x.fused ? 0.0 : d(x.b) * d(x.heads_per_rank) * d(x.s) * d(x.s_full);
+  // Context parallelism: the whole sequence's K and V, gathered again, and their gradients
+  // before the reduce-scatter, alive around the attention kernel's backward. The forward's
+  // gathered K and V alone are half of this, so the backward bounds both.
+  const double cp_buffers = x.cp > 1 ? 2.0 * cp_kv_bytes(x) / e : 0.0;
+  const double attention = T * d(x.q) / t + scores + cp_buffers;
+  return e * (output_grad + std::max(mlp, attention));
+}
+
+double in_flight_micro_batches(const Plan& p, std::int64_t stage) {
+  const double M = d(p.num_micro_batches());
+  switch (p.schedule) {
+    case Schedule::kNaive: return 1.0;
+    case Schedule::kGpipe: return M;
+    case Schedule::k1F1B: return std::min(d(p.pp - stage), M);
+    case Schedule::kInterleaved: {
+      // Megatron-LM: warm-up micro-batches = (pp - stage - 1) * 2 + (v - 1) * pp, plus the one
+      // in steady state, counted in model chunks of 1/v of the stage's layers.
+      const double v = d(p.virtual_stages);
+      const double chunks = std::min(d((p.pp - stage - 1) * 2 + (p.virtual_stages - 1) * p.pp + 1),
+                                     M * v);
+      return chunks / v;
+    }
+  }
+  return 1.0;
+}
+
+MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage) {
+  MemoryBreakdown mem;
+  const Shape x = shape_of(m, p);
+  const StateBytesPerParam sb = state_bytes_per_param(p);
+  const StageParameters sp = parameters_on_stage(m, p, stage);
+  const double dense = sp.dense, expert = sp.expert;
+  const double dp = d(p.zero_shard_ranks()), edp = d(expert_dp_cp(p));
+  // ZeRO (Rajbhandari et al. 2019, fig. 1): stage 1 shards optimizer states over dp, stage 2
+  // also gradients, stage 3 also weights; dp here counts the context-parallel ranks too, which
+  // hold the same weights (Megatron-Core shards its distributed optimizer over dp*cp), or with
+  // hybrid sharding only a shard group's ranks.
+  auto shard = [&](double v_dense, double v_expert, bool sharded) {
+    return sharded ? v_dense / dp + v_expert / edp : v_dense + v_expert;
+  };
+  mem.weights_bytes = sb.weights * shard(dense, expert, p.zero_stage >= 3);
+  mem.gradients_bytes = sb.gradients * shard(dense, expert, p.zero_stage >= 2);
+  const double opt = sb.optimizer * shard(dense, expert, p.zero_stage >= 1);
+  if (p.offload == Offload::kOptimizer) {
+    mem.host_optimizer_bytes = opt;
+  } else {
+    mem.optimizer_bytes = opt;
+  }
+  // Activations: stored bytes per layer and micro-batch, times the layers of this stage, times
+  // the micro-batches in flight at the peak.
+  const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
+  const LayerKindCounts recomputed = recomputed_layer_kinds_on_stage(p, m, stage);
+  const double in_flight = in_flight_micro_batches(p, stage);
+  // Per micro-batch: a recomputed layer keeps only its input, and while it is back-propagated
+  // its activations are rebuilt (the largest recomputed layer's worth on top); every other
+  // layer keeps all it stores without full recompute.
+  const double input = checkpoint_input_bytes(m, p);
+  std::array<double, kLayerKindCount> rebuilt_bytes{}, kept_bytes{};
+  double stored = 0, checkpoints = 0, workspace = 0;
+  for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+    if (kinds.of(kind) == 0) continue;
+    const auto k = static_cast<std::size_t>(kind);
+    with_layer_model(m, kind, [&](const ModelSpec& lm) {
+      rebuilt_bytes[k] = layer_activation_bytes(lm, p);
+      kept_bytes[k] = layer_kept_activation_bytes(lm, p);
+      workspace = std::max(workspace, layer_backward_workspace_bytes(lm, p));
+    });
+    const std::int64_t r = recomputed.of(kind);
+    stored += d(kinds.of(kind) - r) * kept_bytes[k];
+    checkpoints += d(r) * input;
+  }
+  // A chunk's backward runs its layers last to first, so the layers full recompute leaves out
+  // (the last ones of the chunk) have freed this micro-batch's activations by the time the
+  // first recomputed layer is rebuilt: the rebuild adds what it exceeds them by.
+  double rebuilt = 0;
+  if (p.recompute == Recompute::kFull) {
+    for_each_chunk_on_stage(p, m, stage, [&](std::int64_t first, std::int64_t count) {
+      const std::int64_t r = recomputed_layers_in_chunk(p, count);
+      if (r == 0) return;
+      const LayerKindCounts rec = layer_kind_counts(m, first, r);
+      const LayerKindCounts kept = layer_kind_counts(m, first + r, count - r);
+      double largest = 0, freed = 0;
+      for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+        const auto k = static_cast<std::size_t>(kind);
+        if (rec.of(kind) > 0) largest = std::max(largest, rebuilt_bytes[k]);
+        freed += d(kept.of(kind)) * kept_bytes[k];
+      }
+      rebuilt = std::max(rebuilt, largest - freed);
+    });
+  }
+  if (p.offload_checkpoints) {
+    // In host memory; on the device, the checkpoint of the layer being back-propagated and the
+    // one being fetched for the layer below it.
+    mem.host_activation_bytes = checkpoints * in_flight;
+    checkpoints = 0;
+    if (recomputed.dense + recomputed.moe > 0) rebuilt += 2.0 * input;
+  }
+  mem.activations_bytes = (stored + checkpoints) * in_flight + rebuilt;
+  if (stage == p.pp - 1) {
+    // fp32 logits for the cross-entropy: 4*s*b*V/t (Korthikanti et al. 2022, sec. 4.3).
+    mem.activations_bytes += 4.0 * d(x.tokens) * d(padded_vocab(m, p.tp)) / d(p.tp);
+  }
+  if (stage == 0) {
+    // Embedding output (and its dropout mask), per micro-batch in flight.
+    mem.activations_bytes +=
+        d(x.norm_tokens) * d(x.h) * (x.e + (x.dropout ? 1.0 : 0.0)) * in_flight;
+  }
+  if (p.zero_stage == 3) {
+    // Gathered full parameters of the block in use and the one prefetched.
+    mem.buffers_bytes = 2.0 * largest_block_params(m, p, stage) * sb.weights;
+  }
+  // ZeRO-2/3: the full gradient of the block being back-propagated, until its reduce-scatter.
+  double largest_grad = 0;
+  if (p.zero_stage >= 2) {
+    for_each_block_shape_on_stage(m, p, stage, [&](const ParamBlock& b) {
+      largest_grad = std::max(largest_grad, zero_grad_buffer_bytes(p, b));
+    });
+  }
+  mem.buffers_bytes += largest_grad;
+  mem.buffers_bytes += workspace;
+  return mem;
+}
+
+OffloadTraffic offload_traffic_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage) {
+  OffloadTraffic t;
+  if (p.offload != Offload::kOptimizer) return t;
+  const double params = optimizer_params_on_rank(m, p, stage);
+  // ZeRO-Offload (Ren et al. 2021, sec. 4.1): the reduced gradient shard goes to the host, the
+  // CPU runs the optimizer over it, and the updated low-precision weights come back.
+  t.device_to_host_bytes = params * grad_bytes_per_element(p);
+  t.host_to_device_bytes = params * bytes_per_element(p.precision);
+  t.host_memory_bytes = params * optimizer_step_bytes_per_param(p);
+  return t;
+}
+
+}  // namespace trainplan

@@ -1,0 +1,649 @@
+// The cost model's task questions: what one rank executes, in order, for a layer's forward,
+// backward and recompute, the embedding and the LM head (GEMMs, memory-bound kernels and the
+// collectives between them, FP8 casts included); which GEMM a TP collective overlaps with
+// (Plan::tp_comm_overlap); the tokens of a micro-batch and the pipeline message. Also the names
+// of the task enums. Sources in cost_model.h.
+// Tested by tests/core/cost_model_test.cc (task lists, FLOPs and bytes per task, TP overlap
+// partners) and tests/core/moe_mla_test.cc (MoE and MLA task lists).
+#include "core/cost/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/cost/internal.h"
+
+namespace trainplan {
+
+using namespace cost_internal;
+
+std::string_view to_string(Pass p) {
+  switch (p) {
+    case Pass::kForward: return "forward";
+    case Pass::kBackward: return "backward";
+    case Pass::kRecompute: return "recompute";
+  }
+  return "?";
+}
+
+std::string_view to_string(MemoryKernel k) {
+  switch (k) {
+    case MemoryKernel::kElementwise: return "elementwise";
+    case MemoryKernel::kNorm: return "norm";
+    case MemoryKernel::kActivation: return "activation";
+    case MemoryKernel::kSoftmax: return "softmax";
+    case MemoryKernel::kEmbedding: return "embedding";
+    case MemoryKernel::kOptimizer: return "optimizer";
+    case MemoryKernel::kCount: break;
+  }
+  return "?";
+}
+
+std::string_view to_string(CommGroup g) {
+  switch (g) {
+    case CommGroup::kTp: return "tp";
+    case CommGroup::kPp: return "pp";
+    case CommGroup::kDp: return "dp";
+    case CommGroup::kEp: return "ep";
+    case CommGroup::kExpertDp: return "expert_dp";
+    case CommGroup::kEmbedding: return "embedding";
+    case CommGroup::kCp: return "cp";
+    case CommGroup::kDpReplica: return "dp_replica";
+  }
+  return "?";
+}
+
+std::string_view report_group(CommGroup g) {
+  switch (g) {
+    case CommGroup::kTp: return "tp";
+    case CommGroup::kCp: return "cp";
+    case CommGroup::kPp:
+    case CommGroup::kEmbedding: return "pp";
+    case CommGroup::kDp:
+    case CommGroup::kDpReplica:
+    case CommGroup::kExpertDp: return "dp";
+    case CommGroup::kEp: return "ep";
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------------------------------------
+// The task builders other files share (internal.h).
+
+namespace cost_internal {
+
+Shape shape_of(const ModelSpec& m, const Plan& p) {
+  Shape x{};
+  x.e = bytes_per_element(p.precision);
+  x.cp = p.cp;
+  x.s_full = m.seq_len;
+  x.s = m.seq_len / p.cp;
+  x.b = p.micro_batch_size;
+  x.t = p.tp;
+  x.h = m.hidden_size;
+  x.q = m.q_width();
+  x.kv = m.kv_width();
+  x.hd = m.head_dim;
+  x.f = m.ffn_hidden_size;
+  x.vd = m.v_dim();
+  x.vw = m.v_width();
+  x.ow = m.o_width();
+  x.shared_f = m.is_moe() ? m.shared_expert_ffn_size : 0;
+  x.mla = m.is_mla();
+  x.ql = m.q_lora_rank;
+  x.kvl = m.kv_lora_rank;
+  x.rope = m.qk_rope_head_dim;
+  x.entry = x.mla ? (x.ql > 0 ? x.ql : x.h) + x.kvl + x.rope : x.h;
+  x.heads_per_rank = m.num_attention_heads / p.tp;
+  x.tokens = x.s * x.b;
+  x.sp = p.sequence_parallel && p.tp > 1;
+  x.norm_tokens = x.sp ? x.tokens / x.t : x.tokens;
+  x.dropout = m.dropout;
+  x.fused = p.attention == AttentionImpl::kFused;
+  x.swiglu = m.activation == Activation::kSwiglu;
+  x.moe = m.is_moe();
+  return x;
+}
+
+Task gemm(std::string_view name, std::int64_t m, std::int64_t n, std::int64_t k,
+          std::int64_t batch, double e) {
+  Task t;
+  t.name = name;
+  t.kind = TaskKind::kGemm;
+  t.m = m;
+  t.n = n;
+  t.k = k;
+  t.batch = batch;
+  t.flops = 2.0 * d(batch) * d(m) * d(n) * d(k);
+  t.executed_flops = t.flops;
+  t.bytes = e * d(batch) * (d(m) * d(k) + d(k) * d(n) + d(m) * d(n));
+  return t;
+}
+
+Task memory(std::string_view name, double bytes, MemoryKernel kernel) {
+  Task t;
+  t.name = name;
+  t.kind = TaskKind::kMemory;
+  t.bytes = bytes;
+  t.memory_kernel = kernel;
+  return t;
+}
+
+Task comm(std::string_view name, Collective c, CommGroup g, std::int64_t group_size,
+          double message_bytes) {
+  Task t;
+  t.name = name;
+  t.kind = TaskKind::kComm;
+  t.collective = c;
+  t.group = g;
+  t.group_size = group_size;
+  t.message_bytes = std::llround(message_bytes);
+  return t;
+}
+
+// Drops collectives over a group of one rank: they move nothing and cost nothing.
+std::vector<Task> without_trivial_comm(std::vector<Task> tasks) {
+  tasks.erase(std::remove_if(tasks.begin(), tasks.end(),
+                             [](const Task& t) {
+                               return t.kind == TaskKind::kComm && t.group_size <= 1;
+                             }),
+              tasks.end());
+  return tasks;
+}
+
+double cp_kv_bytes(const Shape& x) {
+  return d(x.b) * d(x.s_full) * d(x.kv + x.vw) / d(x.t) * x.e;
+}
+
+}  // namespace cost_internal
+
+// ---------------------------------------------------------------------------------------------
+// Tasks
+
+namespace {
+
+// Megatron's g operator after a row-parallel linear: all-reduce, or reduce-scatter to the
+// sequence-parallel region (Korthikanti et al. 2022, sec. 4.2.2).
+Task tp_exit(std::string_view ar_name, std::string_view rs_name, const Shape& x) {
+  const double bytes = d(x.tokens) * d(x.h) * x.e;
+  return x.sp ? comm(rs_name, Collective::kReduceScatter, CommGroup::kTp, x.t, bytes)
+              : comm(ar_name, Collective::kAllReduce, CommGroup::kTp, x.t, bytes);
+}
+// The all-gather that enters a column-parallel linear from the sequence-parallel region.
+Task tp_gather(std::string_view name, const Shape& x) {
+  return comm(name, Collective::kAllGather, CommGroup::kTp, x.t, d(x.tokens) * d(x.h) * x.e);
+}
+
+// The activation's backward reads its input and the incoming gradient and writes the
+// gradient: twice the forward's traffic, and the same tanh / exp again (recomputed).
+Task activation_backward(const Task& fwd) {
+  const std::string_view name = fwd.name == "swiglu"       ? "swiglu_bwd"
+                                : fwd.name == "shared_act" ? "shared_act_bwd"
+                                                           : "gelu_bwd";
+  Task t = memory(name, 2.0 * fwd.bytes, MemoryKernel::kActivation);
+  t.transcendentals = fwd.transcendentals;
+  return t;
+}
+
+Task cp_gather_kv(std::string_view name, const Shape& x) {
+  return comm(name, Collective::kAllGather, CommGroup::kCp, x.cp, cp_kv_bytes(x));
+}
+
+// The attention core of this rank's s queries against the keys of the whole sequence (s_full;
+// s = s_full without context parallelism). With the load-balanced chunks each CP rank does
+// 1/cp of the causal work, so its FLOPs are the full-sequence core's / cp.
+void add_attention_core(std::vector<Task>& out, const Shape& x) {
+  const std::int64_t batch = x.b * x.heads_per_rank;
+  if (x.fused) {
+    // FlashAttention-style kernel: 2*b*a*s^2*(hd + vd) model FLOPs (QK^T and PV; 4*b*a*s^2*hd
+    // when vd = hd); a causal kernel executes about half of them. Reads Q, K, V and writes O.
+    // With a value head narrower than the query/key head (MLA), PV has vd where QK^T has hd.
+    Task t = gemm("attention", x.s, x.s_full, x.hd, batch, x.e);
+    t.kind = TaskKind::kAttention;
+    t.flops = 2.0 * d(batch) * d(x.s) * d(x.s_full) * d(x.hd + x.vd);
+    t.executed_flops = t.flops / 2.0;
+    t.bytes = x.e * (d(x.tokens) * d(x.q + x.ow) + d(x.b) * d(x.s_full) * d(x.kv + x.vw)) / d(x.t);
+    out.push_back(t);
+    return;
+  }
+  out.push_back(gemm("attn_scores", x.s, x.s_full, x.hd, batch, x.e));
+  // Scale, causal mask and softmax (one fused kernel), then dropout: read scores, write
+  // probabilities; dropout writes a 1-byte mask and the dropped probabilities.
+  const double elems = d(batch) * d(x.s) * d(x.s_full);
+  Task softmax = memory("softmax", elems * (2.0 * x.e + (x.dropout ? 1.0 + 2.0 * x.e : 0.0)),
+                        MemoryKernel::kSoftmax);
+  // Causal: an exp for each unmasked score, s(s+1)/2 per row block (Megatron's
+  // scaled_upper_triang_masked_softmax skips the masked ones).
+  softmax.transcendentals = d(batch) * d(x.s) * d(x.s_full + 1) / 2.0;
+  out.push_back(softmax);
+  out.push_back(gemm("attn_values", x.s, x.vd, x.s_full, batch, x.e));
+}
+
+// One tanh (GELU's approximation) or exp (SiLU's sigmoid) per activation element, over `times`
+// token copies of an MLP of inner width f_rank on this rank.
+Task activation_task(std::string_view name, const Shape& x, std::int64_t f_rank, double times) {
+  Task t = memory(name, d(x.tokens) * d(f_rank) * x.e * (x.swiglu ? 3.0 : 2.0) * times,
+                  MemoryKernel::kActivation);
+  t.transcendentals = d(x.tokens) * d(f_rank) * times;
+  return t;
+}
+std::string_view activation_name(const Shape& x) { return x.swiglu ? "swiglu" : "gelu"; }
+
+// A tensor-parallel MLP of inner width f on all this rank's tokens: the dense layer's, or an
+// MoE layer's shared experts (Megatron-Core's SharedExpertMLP is a dense MLP split over TP).
+void add_dense_mlp(std::vector<Task>& out, const Shape& x, std::int64_t f, bool shared) {
+  const std::int64_t f_rank = f / x.t;
+  out.push_back(gemm(shared ? "shared_fc1" : "fc1", x.tokens, (x.swiglu ? 2 : 1) * f_rank, x.h, 1,
+                     x.e));
+  out.push_back(activation_task(shared ? "shared_act" : activation_name(x), x, f_rank, 1.0));
+  out.push_back(gemm(shared ? "shared_fc2" : "fc2", x.tokens, x.h, f_rank, 1, x.e));
+}
+
+void add_mlp_forward(std::vector<Task>& out, const Shape& x, const ModelSpec& m,
+                     const Plan& p) {
+  if (!x.moe) {
+    add_dense_mlp(out, x, x.f, /*shared=*/false);
+    return;
+  }
+  // Mixture of experts: route, send each token to its top-k experts (all-to-all over ep),
+  // run the local experts, and send the results back (Lepikhin et al. 2020, GShard).
+  const std::int64_t f_rank = x.f / x.t;
+  const std::int64_t k = m.experts_per_token;
+  const std::int64_t local_experts = m.num_experts / p.ep;
+  const double routed = d(x.tokens) * d(k);  // token-expert pairs of this rank's micro-batch
+  out.push_back(gemm("router", x.tokens, m.num_experts, x.h, 1, x.e));
+  out.push_back(comm("ep_dispatch", Collective::kAllToAll, CommGroup::kEp, p.ep,
+                     routed * d(x.h) * x.e));
+  // Balanced routing: each local expert sees routed / local_experts tokens (after all-to-all,
+  // this rank holds the routed tokens of the whole ep group for its experts).
+  const std::int64_t per_expert =
+      std::max<std::int64_t>(1, std::llround(routed / d(local_experts)));
+  const std::int64_t fc1_n = (x.swiglu ? 2 : 1) * f_rank;
+  Task fc1 = gemm("expert_fc1", per_expert, fc1_n, x.h, local_experts, x.e);
+  fc1.flops = fc1.executed_flops = 2.0 * routed * d(fc1_n) * d(x.h);
+  out.push_back(fc1);
+  out.push_back(activation_task(activation_name(x), x, f_rank, d(k)));
+  Task fc2 = gemm("expert_fc2", per_expert, x.h, f_rank, local_experts, x.e);
+  fc2.flops = fc2.executed_flops = 2.0 * routed * d(x.h) * d(f_rank);
+  out.push_back(fc2);
+  out.push_back(comm("ep_combine", Collective::kAllToAll, CommGroup::kEp, p.ep,
+                     routed * d(x.h) * x.e));
+  // Shared experts (DeepSeekMoE, Qwen-MoE, Llama 4): after the routed experts, as Megatron-Core
+  // runs them unless moe_shared_expert_overlap is set.
+  if (x.shared_f > 0) add_dense_mlp(out, x, x.shared_f, /*shared=*/true);
+}
+
+// The attention block's input projections. Standard attention: one column-parallel QKV GEMM
+// on the (gathered) input. Multi-head latent attention (DeepSeek-V2 sec. 2.1; Megatron-Core's
+// MLASelfAttention): the down-projections to the latents and their norms are duplicated on
+// every TP rank and run on this rank's tokens (T/t with sequence parallel, so their FLOPs are
+// not repeated); the latents (and, without a query latent, the input) are then gathered and
+// up-projected by column-parallel GEMMs.
+void add_attention_input(std::vector<Task>& out, const Shape& x) {
+  if (!x.mla) {
+    if (x.sp) out.push_back(tp_gather("tp_all_gather_attn", x));
+    out.push_back(gemm("qkv", x.tokens, (x.q + x.kv + x.vw) / x.t, x.h, 1, x.e));
+    return;
+  }
+  const std::int64_t local = x.norm_tokens;
+  if (x.ql > 0) {
+    out.push_back(gemm("q_down", local, x.ql, x.h, 1, x.e));
+    out.push_back(memory("q_norm", 2.0 * d(local) * d(x.ql) * x.e, MemoryKernel::kNorm));
+  }
+  out.push_back(gemm("kv_down", local, x.kvl + x.rope, x.h, 1, x.e));
+  out.push_back(memory("kv_norm", 2.0 * d(local) * d(x.kvl) * x.e, MemoryKernel::kNorm));
+  if (x.sp)
+    out.push_back(comm("tp_all_gather_attn", Collective::kAllGather, CommGroup::kTp, x.t,
+                       d(x.tokens) * d(x.entry) * x.e));
+  out.push_back(x.ql > 0 ? gemm("q_up", x.tokens, x.q / x.t, x.ql, 1, x.e)
+                         : gemm("q_proj", x.tokens, x.q / x.t, x.h, 1, x.e));
+  // Keys' non-rotary part and values, per head; the rotary key is shared by all heads.
+  out.push_back(gemm("kv_up", x.tokens, x.heads_per_rank * (x.hd - x.rope + x.vd), x.kvl, 1,
+                     x.e));
+}
+
+// Norm: read x, write y. Bias + dropout + residual add: read two, write one, a 1-byte mask.
+double norm_bytes(const Shape& x) { return 2.0 * d(x.norm_tokens) * d(x.h) * x.e; }
+double residual_bytes(const Shape& x) {
+  return d(x.norm_tokens) * d(x.h) * (3.0 * x.e + (x.dropout ? 1.0 : 0.0));
+}
+
+// Backward of a GEMM: data gradient dX = dY W^T and weight gradient dW = X^T dY, each with
+// the forward's FLOPs (Narayanan et al. 2021: backward = 2x forward).
+void add_gemm_backward(std::vector<Task>& out, const Task& fwd, std::string_view dgrad,
+                       std::string_view wgrad, double e) {
+  Task dg = gemm(dgrad, fwd.m, fwd.k, fwd.n, fwd.batch, e);
+  Task wg = gemm(wgrad, fwd.k, fwd.n, fwd.m, fwd.batch, e);
+  dg.flops = wg.flops = fwd.flops;
+  dg.executed_flops = wg.executed_flops = fwd.executed_flops;
+  out.push_back(dg);
+  out.push_back(wg);
+}
+
+const Task& find_task(const std::vector<Task>& tasks, std::string_view name) {
+  for (const Task& t : tasks)
+    if (t.name == name) return t;
+  TRAINPLAN_CHECK(false) << "no task named " << name;
+  return tasks.front();
+}
+
+}  // namespace
+
+// FP8 training (Plan::fp8): the linear layers' GEMMs (QKV, output projection, the MLP's and
+// the experts', forward and backward) take one-byte operands at the FP8 rate; the attention
+// core, the router and the LM head keep the compute precision (Transformer Engine's and
+// torchao float8's defaults). Each FP8 operand is made by a memory-bound cast that reads the
+// 16-bit tensor twice (its amax, then the scaled cast) and writes it once and once transposed
+// for the other GEMM that uses it (Transformer Engine's cast_transpose): (2e + 2) bytes per
+// element. Forward GEMMs cast their input and weight; a backward pass casts the incoming
+// gradient once, before its data-gradient GEMM (the weight-gradient GEMM reuses it).
+namespace {
+
+bool is_linear_gemm(std::string_view name) {
+  for (std::string_view prefix : {"qkv", "q_down", "q_up", "q_proj", "kv_down", "kv_up",
+                                  "out_proj", "fc1", "fc2", "expert_fc1", "expert_fc2",
+                                  "shared_fc1", "shared_fc2"})
+    if (name.substr(0, prefix.size()) == prefix) return true;
+  return false;
+}
+
+void apply_fp8(std::vector<Task>& tasks, double e) {
+  std::vector<Task> out;
+  out.reserve(tasks.size() * 2);
+  const double cast_bytes_per_element = 2.0 * e + 2.0;
+  auto ends_with = [](std::string_view s, std::string_view suffix) {
+    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+  };
+  for (Task t : tasks) {
+    if (t.kind == TaskKind::kGemm && is_linear_gemm(t.name)) {
+      const double b = d(t.batch), mk = b * d(t.m) * d(t.k), kn = b * d(t.k) * d(t.n);
+      if (ends_with(t.name, "_dgrad")) {
+        out.push_back(memory("fp8_cast_grad", cast_bytes_per_element * mk,
+                             MemoryKernel::kElementwise));
+      } else if (!ends_with(t.name, "_wgrad")) {
+        out.push_back(memory("fp8_cast", cast_bytes_per_element * (mk + kn),
+                             MemoryKernel::kElementwise));
+      }
+      t.fp8 = true;
+      t.bytes = mk + kn + e * b * d(t.m) * d(t.n);  // one-byte operands, 16-bit output
+    }
+    out.push_back(t);
+  }
+  tasks = std::move(out);
+}
+
+}  // namespace
+
+std::vector<Task> layer_forward_tasks(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  std::vector<Task> out;
+  out.push_back(memory("norm1", norm_bytes(x), MemoryKernel::kNorm));
+  add_attention_input(out, x);
+  out.push_back(cp_gather_kv("cp_all_gather_kv", x));
+  add_attention_core(out, x);
+  out.push_back(gemm("out_proj", x.tokens, x.h, x.ow / x.t, 1, x.e));
+  out.push_back(tp_exit("tp_all_reduce_attn", "tp_reduce_scatter_attn", x));
+  out.push_back(memory("residual1", residual_bytes(x), MemoryKernel::kElementwise));
+  out.push_back(memory("norm2", norm_bytes(x), MemoryKernel::kNorm));
+  if (x.sp) out.push_back(tp_gather("tp_all_gather_mlp", x));
+  add_mlp_forward(out, x, m, p);
+  out.push_back(tp_exit("tp_all_reduce_mlp", "tp_reduce_scatter_mlp", x));
+  out.push_back(memory("residual2", residual_bytes(x), MemoryKernel::kElementwise));
+  if (p.fp8) apply_fp8(out, x.e);
+  return without_trivial_comm(out);
+}
+
+std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  const std::vector<Task> fwd = layer_forward_tasks(m, p);
+  std::vector<Task> out;
+  const double th = d(x.tokens) * d(x.h) * x.e;
+  // Backward of Megatron's f (identity forward) is an all-reduce; with sequence parallel the
+  // backward of the all-gather is a reduce-scatter and of the reduce-scatter an all-gather.
+  auto f_backward = [&](std::string_view ar, std::string_view rs) {
+    out.push_back(x.sp ? comm(rs, Collective::kReduceScatter, CommGroup::kTp, x.t, th)
+                       : comm(ar, Collective::kAllReduce, CommGroup::kTp, x.t, th));
+  };
+  auto g_backward = [&](std::string_view name) {
+    if (x.sp) out.push_back(comm(name, Collective::kAllGather, CommGroup::kTp, x.t, th));
+  };
+  // The weight gradient of a column-parallel linear needs its full input; with sequence
+  // parallel only the local shard was stored, so it is gathered again (Megatron-LM does this).
+  auto regather = [&](std::string_view name) {
+    if (x.sp) out.push_back(comm(name, Collective::kAllGather, CommGroup::kTp, x.t, th));
+  };
+
+  out.push_back(memory("residual2_bwd", residual_bytes(x), MemoryKernel::kElementwise));
+  g_backward("tp_all_gather_mlp_grad");
+  if (x.moe) {
+    if (x.shared_f > 0) {
+      add_gemm_backward(out, find_task(fwd, "shared_fc2"), "shared_fc2_dgrad", "shared_fc2_wgrad",
+                        x.e);
+      out.push_back(activation_backward(find_task(fwd, "shared_act")));
+      add_gemm_backward(out, find_task(fwd, "shared_fc1"), "shared_fc1_dgrad", "shared_fc1_wgrad",
+                        x.e);
+    }
+    out.push_back(comm("ep_combine_bwd", Collective::kAllToAll, CommGroup::kEp, p.ep,
+                       d(x.tokens) * d(m.experts_per_token) * d(x.h) * x.e));
+    add_gemm_backward(out, find_task(fwd, "expert_fc2"), "expert_fc2_dgrad", "expert_fc2_wgrad",
+                      x.e);
+    out.push_back(activation_backward(find_task(fwd, activation_name(x))));
+    add_gemm_backward(out, find_task(fwd, "expert_fc1"), "expert_fc1_dgrad", "expert_fc1_wgrad",
+                      x.e);
+    out.push_back(comm("ep_dispatch_bwd", Collective::kAllToAll, CommGroup::kEp, p.ep,
+                       d(x.tokens) * d(m.experts_per_token) * d(x.h) * x.e));
+    add_gemm_backward(out, find_task(fwd, "router"), "router_dgrad", "router_wgrad", x.e);
+    regather("tp_all_gather_mlp_input");
+  } else {
+    add_gemm_backward(out, find_task(fwd, "fc2"), "fc2_dgrad", "fc2_wgrad", x.e);
+    out.push_back(activation_backward(find_task(fwd, activation_name(x))));
+    const Task& fc1 = find_task(fwd, "fc1");
+    Task dg = gemm("fc1_dgrad", fc1.m, fc1.k, fc1.n, 1, x.e);
+    dg.flops = dg.executed_flops = fc1.flops;
+    out.push_back(dg);
+    regather("tp_all_gather_mlp_input");
+    Task wg = gemm("fc1_wgrad", fc1.k, fc1.n, fc1.m, 1, x.e);
+    wg.flops = wg.executed_flops = fc1.flops;
+    out.push_back(wg);
+  }
+  f_backward("tp_all_reduce_mlp_grad", "tp_reduce_scatter_mlp_grad");
+  out.push_back(memory("norm2_bwd", 2.0 * norm_bytes(x), MemoryKernel::kNorm));
+  out.push_back(memory("residual1_bwd", residual_bytes(x), MemoryKernel::kElementwise));
+  g_backward("tp_all_gather_attn_grad");
+  add_gemm_backward(out, find_task(fwd, "out_proj"), "out_proj_dgrad", "out_proj_wgrad", x.e);
+  if (x.fused) {
+    // Context parallelism: the forward kept only this rank's K and V, so the backward gathers
+    // them again, and the gradients of the whole sequence's K and V are reduce-scattered back
+    // to their owners (Transformer Engine's AttnFuncWithCPAndKVAllGather.backward).
+    out.push_back(cp_gather_kv("cp_all_gather_kv_bwd", x));
+    // FlashAttention's backward recomputes the scores: 5 matmuls against the forward's 2,
+    // i.e. 2.5x the forward's executed FLOPs (Dao 2023, sec. 3.1).
+    Task a = find_task(fwd, "attention");
+    a.name = "attention_bwd";
+    a.flops = 2.0 * a.flops;
+    a.executed_flops = 2.5 * a.executed_flops;
+    a.bytes = 2.0 * a.bytes;
+    out.push_back(a);
+    out.push_back(comm("cp_reduce_scatter_dkv", Collective::kReduceScatter, CommGroup::kCp, x.cp,
+                       cp_kv_bytes(x)));
+  } else {
+    add_gemm_backward(out, find_task(fwd, "attn_values"), "attn_values_dgrad_p",
+                      "attn_values_dgrad_v", x.e);
+    Task sm = find_task(fwd, "softmax");
+    out.push_back(memory("softmax_bwd", sm.bytes * 1.5, MemoryKernel::kSoftmax));
+    add_gemm_backward(out, find_task(fwd, "attn_scores"), "attn_scores_dgrad_q",
+                      "attn_scores_dgrad_k", x.e);
+  }
+  // The column-parallel input projections: data gradients, then (with sequence parallel) the
+  // input gathered again for their weight gradients, then the input gradient's TP reduction.
+  struct Backward { std::string_view fwd, dgrad, wgrad; };
+  std::vector<Backward> column_parallel;
+  if (!x.mla) {
+    column_parallel.push_back({"qkv", "qkv_dgrad", "qkv_wgrad"});
+  } else {
+    column_parallel.push_back({"kv_up", "kv_up_dgrad", "kv_up_wgrad"});
+    column_parallel.push_back(x.ql > 0 ? Backward{"q_up", "q_up_dgrad", "q_up_wgrad"}
+                                       : Backward{"q_proj", "q_proj_dgrad", "q_proj_wgrad"});
+  }
+  auto grad_gemm = [&](const Task& f, std::string_view name, bool weight) {
+    Task g = weight ? gemm(name, f.k, f.n, f.m, f.batch, x.e)
+                    : gemm(name, f.m, f.k, f.n, f.batch, x.e);
+    g.flops = g.executed_flops = f.flops;
+    out.push_back(g);
+  };
+  for (const Backward& b : column_parallel) grad_gemm(find_task(fwd, b.fwd), b.dgrad, false);
+  const double entry = d(x.tokens) * d(x.entry) * x.e;  // T*h without MLA
+  if (x.sp)
+    out.push_back(comm("tp_all_gather_attn_input", Collective::kAllGather, CommGroup::kTp, x.t,
+                       entry));
+  for (const Backward& b : column_parallel) grad_gemm(find_task(fwd, b.fwd), b.wgrad, true);
+  out.push_back(x.sp ? comm("tp_reduce_scatter_attn_grad", Collective::kReduceScatter,
+                            CommGroup::kTp, x.t, entry)
+                     : comm("tp_all_reduce_attn_grad", Collective::kAllReduce, CommGroup::kTp,
+                            x.t, entry));
+  if (x.mla) {
+    // The duplicated down-projections and latent norms, on this rank's tokens.
+    const std::int64_t local = x.norm_tokens;
+    out.push_back(memory("kv_norm_bwd", 4.0 * d(local) * d(x.kvl) * x.e, MemoryKernel::kNorm));
+    add_gemm_backward(out, find_task(fwd, "kv_down"), "kv_down_dgrad", "kv_down_wgrad", x.e);
+    if (x.ql > 0) {
+      out.push_back(memory("q_norm_bwd", 4.0 * d(local) * d(x.ql) * x.e, MemoryKernel::kNorm));
+      add_gemm_backward(out, find_task(fwd, "q_down"), "q_down_dgrad", "q_down_wgrad", x.e);
+    }
+  }
+  out.push_back(memory("norm1_bwd", 2.0 * norm_bytes(x), MemoryKernel::kNorm));
+  if (p.fp8) apply_fp8(out, x.e);
+  return without_trivial_comm(out);
+}
+
+std::vector<Task> layer_recompute_tasks(const ModelSpec& m, const Plan& p) {
+  switch (p.recompute) {
+    case Recompute::kNone: return {};
+    case Recompute::kFull: {
+      // ZeRO-R's partitioned checkpoint: the input is gathered from the TP ranks first.
+      std::vector<Task> out;
+      if (p.partition_activations) {
+        out.push_back(tp_gather("tp_all_gather_checkpoint", shape_of(m, p)));
+      }
+      for (Task& t : layer_forward_tasks(m, p)) out.push_back(std::move(t));
+      return without_trivial_comm(out);
+    }
+    case Recompute::kSelective: {
+      // Only the attention core (Korthikanti et al. 2022, sec. 5); a fused kernel already
+      // recomputes it inside its backward, so there is nothing extra to do.
+      if (p.attention == AttentionImpl::kFused) return {};
+      std::vector<Task> out;
+      add_attention_core(out, shape_of(m, p));
+      return out;
+    }
+  }
+  return {};
+}
+
+std::vector<Task> embedding_forward_tasks(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  std::vector<Task> out;
+  // Gather rows of this rank's vocabulary slice (and add positions): write T*h.
+  out.push_back(memory("embedding", 2.0 * d(x.tokens) * d(x.h) * x.e, MemoryKernel::kEmbedding));
+  // Vocabulary-parallel embedding: ranks without a token's row contribute zeros; the sum is an
+  // all-reduce, or a reduce-scatter into the sequence-parallel region.
+  out.push_back(tp_exit("tp_all_reduce_embedding", "tp_reduce_scatter_embedding", x));
+  return without_trivial_comm(out);
+}
+
+std::vector<Task> embedding_backward_tasks(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  std::vector<Task> out;
+  if (x.sp)
+    out.push_back(tp_gather("tp_all_gather_embedding_grad", x));
+  out.push_back(memory("embedding_bwd", 2.0 * d(x.tokens) * d(x.h) * x.e,
+                       MemoryKernel::kEmbedding));
+  return without_trivial_comm(out);
+}
+
+std::vector<Task> head_forward_tasks(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  const std::int64_t v_rank = padded_vocab(m, p.tp) / p.tp;
+  std::vector<Task> out;
+  out.push_back(memory("final_norm", norm_bytes(x), MemoryKernel::kNorm));
+  if (x.sp) out.push_back(tp_gather("tp_all_gather_head", x));
+  Task head = gemm("lm_head", x.tokens, v_rank, x.h, 1, x.e);
+  head.flops = 2.0 * d(x.tokens) * d(m.vocab_size) / d(p.tp) * d(x.h);  // unpadded, as eq. 3
+  out.push_back(head);
+  // Cross-entropy over vocabulary-parallel logits in fp32: read logits, write softmax.
+  // A softmax over the vocabulary slice (exp per logit) and the loss: the softmax kind.
+  Task ce = memory("cross_entropy", d(x.tokens) * d(v_rank) * (x.e + 2.0 * 4.0),
+                   MemoryKernel::kSoftmax);
+  ce.transcendentals = d(x.tokens) * d(v_rank);  // an exp per logit
+  out.push_back(ce);
+  // Megatron's vocab-parallel cross-entropy all-reduces the max, the sum of exponentials and
+  // the target logit: three fp32 values per token.
+  for (std::string_view name : {"tp_all_reduce_logit_max", "tp_all_reduce_sum_exp",
+                                "tp_all_reduce_target_logit"})
+    out.push_back(comm(name, Collective::kAllReduce, CommGroup::kTp, p.tp, d(x.tokens) * 4.0));
+  return without_trivial_comm(out);
+}
+
+std::vector<Task> head_backward_tasks(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  const std::int64_t v_rank = padded_vocab(m, p.tp) / p.tp;
+  std::vector<Task> out;
+  // Probabilities minus the one-hot target, scaled: elementwise.
+  out.push_back(memory("cross_entropy_bwd", d(x.tokens) * d(v_rank) * (4.0 + x.e),
+                       MemoryKernel::kElementwise));
+  Task head = gemm("lm_head", x.tokens, v_rank, x.h, 1, x.e);
+  head.flops = 2.0 * d(x.tokens) * d(m.vocab_size) / d(p.tp) * d(x.h);
+  add_gemm_backward(out, head, "lm_head_dgrad", "lm_head_wgrad", x.e);
+  out.push_back(tp_exit("tp_all_reduce_head_grad", "tp_reduce_scatter_head_grad", x));
+  out.push_back(memory("final_norm_bwd", 2.0 * norm_bytes(x), MemoryKernel::kNorm));
+  return without_trivial_comm(out);
+}
+
+std::int64_t tokens_per_micro_batch(const ModelSpec& m, const Plan& p) {
+  return shape_of(m, p).tokens;
+}
+
+std::vector<std::int32_t> tp_overlap_partners(const std::vector<Task>& tasks, const Plan& p) {
+  if (!p.tp_comm_overlap) return {};
+  std::vector<std::int32_t> partner(tasks.size(), -1);
+  std::vector<bool> taken(tasks.size(), false);
+  auto tp_comm = [&](std::size_t i, Collective c) {
+    return tasks[i].kind == TaskKind::kComm && tasks[i].group == CommGroup::kTp &&
+           tasks[i].collective == c;
+  };
+  auto claim = [&](std::size_t comm, std::size_t gemm) {
+    if (tasks[gemm].kind != TaskKind::kGemm || taken[gemm]) return false;
+    partner[comm] = static_cast<std::int32_t>(gemm);
+    taken[gemm] = true;
+    return true;
+  };
+  // Reduce-scatters first: each drains the GEMM just before it.
+  for (std::size_t i = 1; i < tasks.size(); ++i)
+    if (tp_comm(i, Collective::kReduceScatter)) claim(i, i - 1);
+  // All-gathers feed the first GEMM after them; one whose GEMM a reduce-scatter has (the
+  // backward's re-gather for a weight gradient) runs beside the GEMM before it instead.
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    if (!tp_comm(i, Collective::kAllGather)) continue;
+    bool fed = false;
+    for (std::size_t j = i + 1; j < tasks.size(); ++j) {
+      if (tasks[j].kind == TaskKind::kGemm) {
+        fed = claim(i, j);
+        break;
+      }
+      if (tasks[j].kind != TaskKind::kMemory) break;
+    }
+    if (!fed && i > 0) claim(i, i - 1);
+  }
+  return partner;
+}
+
+double tp_overlapped_pair_s(double comm_s, double gemm_s, std::int64_t tp) {
+  const double chunk = gemm_s / d(std::max<std::int64_t>(1, tp));
+  return std::max(comm_s, gemm_s - chunk) + chunk;
+}
+
+std::int64_t pipeline_message_bytes(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  return std::llround(d(x.norm_tokens) * d(x.h) * x.e);
+}
+
+}  // namespace trainplan
