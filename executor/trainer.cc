@@ -8,6 +8,8 @@
 #include <cmath>
 #include <string>
 
+#include "core/schedule.h"
+
 namespace trainplan::executor {
 
 Trainer::Trainer(const ModelSpec& model, const Plan& plan, const TrainOptions& options,
@@ -189,39 +191,13 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch, double& loss_
       comm_.send(CommGroup::kPp, grad_in.data(), msg, prev, kBackwardTag, "send_backward");
   };
 
-  if (plan_.schedule == Schedule::kInterleaved) {
-    // Megatron-LM's interleaved 1F1B (Narayanan et al. 2021, sec. 2.2; schedules.py): virtual
-    // micro-batch k runs chunk (k mod pp*v) / pp (reversed for backward) on micro-batch
-    // (k / (pp*v)) * pp + k mod pp; warm-up (pp - stage - 1) * 2 + (v - 1) * pp forwards
-    // (all of them when M = pp).
-    const std::int64_t v = plan_.virtual_stages, total = M * v;
-    auto chunk_of = [&](std::int64_t k, bool forward) {
-      const std::int64_t c = (k % (pp * v)) / pp;
-      return forward ? c : v - 1 - c;
-    };
-    auto mb_of = [&](std::int64_t k) { return (k / (pp * v)) * pp + k % pp; };
-    const std::int64_t warmup =
-        M == pp ? total : std::min((pp - stage_ - 1) * 2 + (v - 1) * pp, total);
-    for (std::int64_t k = 0; k < warmup; ++k) fwd(chunk_of(k, true), mb_of(k));
-    for (std::int64_t k = 0; k < total - warmup; ++k) {
-      fwd(chunk_of(warmup + k, true), mb_of(warmup + k));
-      bwd(chunk_of(k, false), mb_of(k));
+  // The order the simulator plays (core/schedule.h: GPipe, 1F1B, interleaved 1F1B).
+  for (const sim::PipeStep& p : sim::stage_schedule(plan_, stage_)) {
+    if (p.forward) {
+      fwd(p.virtual_chunk, p.micro_batch);
+    } else {
+      bwd(p.virtual_chunk, p.micro_batch);
     }
-    for (std::int64_t k = total - warmup; k < total; ++k) bwd(chunk_of(k, false), mb_of(k));
-  } else if (plan_.schedule == Schedule::k1F1B) {
-    // PipeDream-flush (Narayanan et al. 2021, fig. 4): pp - stage - 1 warm-up forwards, then
-    // one forward one backward, then the remaining backwards.
-    const std::int64_t warmup = std::min(pp - stage_ - 1, M);
-    for (std::int64_t mb = 0; mb < warmup; ++mb) fwd(0, mb);
-    for (std::int64_t i = 0; i < M - warmup; ++i) {
-      fwd(0, warmup + i);
-      bwd(0, i);
-    }
-    for (std::int64_t mb = M - warmup; mb < M; ++mb) bwd(0, mb);
-  } else {
-    // GPipe (and naive): every forward, then every backward.
-    for (std::int64_t mb = 0; mb < M; ++mb) fwd(0, mb);
-    for (std::int64_t mb = 0; mb < M; ++mb) bwd(0, mb);
   }
   comm_.wait_sends();
 }

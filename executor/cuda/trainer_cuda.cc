@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/schedule.h"
+
 namespace trainplan::executor::cuda {
 
 namespace {
@@ -197,18 +199,13 @@ void CudaTrainer::run_schedule(const std::vector<std::int32_t>& batch) {
                   kBackwardTag, "send_backward");
     }
   };
-  if (plan_.schedule == Schedule::k1F1B) {
-    // PipeDream-flush (Narayanan et al. 2021, fig. 4), as trainer.cc.
-    const std::int64_t warmup = std::min(pp - stage_ - 1, M);
-    for (std::int64_t mb = 0; mb < warmup; ++mb) fwd(mb);
-    for (std::int64_t i = 0; i < M - warmup; ++i) {
-      fwd(warmup + i);
-      bwd(i);
+  // The order the simulator plays (core/schedule.h); one model chunk per stage here.
+  for (const sim::PipeStep& p : sim::stage_schedule(plan_, stage_)) {
+    if (p.forward) {
+      fwd(p.micro_batch);
+    } else {
+      bwd(p.micro_batch);
     }
-    for (std::int64_t mb = M - warmup; mb < M; ++mb) bwd(mb);
-  } else {
-    for (std::int64_t mb = 0; mb < M; ++mb) fwd(mb);
-    for (std::int64_t mb = 0; mb < M; ++mb) bwd(mb);
   }
   TP_CUDA(cudaStreamSynchronize(stream_));  // in_d/out_d are freed next
   if (comm_ != nullptr) comm_->wait_sends();
