@@ -11,18 +11,20 @@
 // Each backend parses its own options (execute --backend B --help lists them). A backend this
 // build lacks is a usage error (exit 2). Tests: tests/executor/ (ctest -L executor).
 #include "tools/backend.h"
-#include "tools/cli.h"
 
-int main(int argc, char** argv) {
-  using trainplan::tools::Backend;
-  const auto backend = trainplan::tools::backend_from_args(argc, argv, "execute");
-  if (!backend.ok()) return trainplan::cli::fail("execute", backend.status());
-#ifdef TRAINPLAN_TOOL_CUDA_BACKEND
-  if (*backend == Backend::kCuda) return trainplan::tools::execute_cuda_main(argc, argv);
-#endif
+namespace {
+
+namespace tools = trainplan::tools;
+
+constexpr tools::BackendMains kMains = {
 #ifdef TRAINPLAN_TOOL_CPU_BACKEND
-  if (*backend == Backend::kCpu) return trainplan::tools::execute_cpu_main(argc, argv);
+    .cpu = tools::execute_cpu_main,
 #endif
-  // backend_from_args accepts only the backends built.
-  return static_cast<int>(trainplan::ExitCode::kInternal);
-}
+#ifdef TRAINPLAN_TOOL_CUDA_BACKEND
+    .cuda = tools::execute_cuda_main,
+#endif
+};
+
+}  // namespace
+
+int main(int argc, char** argv) { return tools::run_backend("execute", kMains, argc, argv); }
