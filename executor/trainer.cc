@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/schedule.h"
+#include "executor/data.h"
 
 namespace trainplan::executor {
 
@@ -140,19 +141,7 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch, double& loss_
   const StageShape& x = stage_model_->shape();
   const std::int64_t msg = x.local_tokens * model_.hidden_size;  // pipeline_message_bytes / 4
 
-  auto micro_batch_tokens = [&](std::int64_t mb, std::vector<std::int32_t>& in,
-                                std::vector<std::int32_t>& out) {
-    // Replica d's micro-batch mb holds sequences d*M*mbs + mb*mbs ... of the global batch.
-    in.resize(static_cast<std::size_t>(T));
-    out.resize(static_cast<std::size_t>(T));
-    for (std::int64_t i = 0; i < mbs; ++i) {
-      const std::int64_t seq = (dp_rank_ * M + mb) * mbs + i;
-      const std::int32_t* src = batch.data() + seq * (s + 1);
-      std::copy_n(src, s, in.data() + i * s);
-      std::copy_n(src + 1, s, out.data() + i * s);
-    }
-  };
-  std::vector<std::int32_t> in, out;
+  std::vector<std::int32_t> in(static_cast<std::size_t>(T)), out(in.size());
   StageModel& net = *stage_model_;
   // Neighbours in the pipeline ring: with interleaving, the last stage's chunk c feeds the
   // first stage's chunk c + 1. Forward and backward messages have their own tags, so with
@@ -162,7 +151,7 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch, double& loss_
   // Trace: receives and sends belong to a micro-batch but no pass, as the simulator's.
   auto fwd = [&](std::int64_t chunk, std::int64_t mb) {
     TraceScope micro_batch(trace_, {.pass = ' ', .micro_batch = static_cast<std::int32_t>(mb)});
-    micro_batch_tokens(mb, in, out);
+    micro_batch_tokens(batch, s, mbs, M, dp_rank_, mb, in.data(), out.data());
     Mat input, output;
     if (!net.has_embedding(chunk)) {
       input.resize(x.local_tokens, model_.hidden_size);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/schedule.h"
+#include "executor/data.h"
 
 namespace trainplan::executor::cuda {
 
@@ -143,12 +144,7 @@ void CudaTrainer::run_schedule(const std::vector<std::int32_t>& batch) {
   // This replica's micro-batches, on the device: inputs and targets (M, T).
   std::vector<std::int32_t> in(static_cast<std::size_t>(M * T)), out(in.size());
   for (std::int64_t mb = 0; mb < M; ++mb)
-    for (std::int64_t i = 0; i < mbs; ++i) {
-      const std::int64_t seq = (dp_rank_ * M + mb) * mbs + i;
-      const std::int32_t* src = batch.data() + seq * (s + 1);
-      std::copy_n(src, s, in.data() + mb * T + i * s);
-      std::copy_n(src + 1, s, out.data() + mb * T + i * s);
-    }
+    micro_batch_tokens(batch, s, mbs, M, dp_rank_, mb, in.data() + mb * T, out.data() + mb * T);
   DeviceBuffer<std::int32_t> in_d = upload(in), out_d = upload(out);
   const std::int64_t next = (stage_ + 1) % pp, prev = (stage_ + pp - 1) % pp;
   constexpr int kForwardTag = 1, kBackwardTag = 2;
