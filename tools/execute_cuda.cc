@@ -1,7 +1,7 @@
 // execute --backend cuda (main() is execute.cc): runs a plan on GPUs with the CUDA executor and
 // writes what it measured (JSON), for bench/gpu/run_all.sh. One process per rank: start it
-// under mpirun / srun or with torchrun-style variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT); with
-// TRAINPLAN_CUDA_DEVICE=0 every rank shares GPU 0 (tests).
+// under mpirun / srun or with torchrun-style variables (RANK, WORLD_SIZE, LOCAL_RANK,
+// MASTER_ADDR, MASTER_PORT); with TRAINPLAN_CUDA_DEVICE=0 every rank shares GPU 0 (tests).
 //
 //   execute --backend cuda --model models/gpt2-124m.json --plan plan.json --steps 10
 //       --warmup 3 --out result.json [--report measured.json] [--trace trace.json]
@@ -202,6 +202,66 @@ tp::StepReport measured_report(const tp::ModelSpec& model, const tp::Plan& plan,
   return rep;
 }
 
+// The communicator of a multi-rank run (null for one rank, which only selects its device).
+// Returns 0, or the exit code after printing why.
+int connect(const tp::Plan& plan, const cx::LaunchInfo& info,
+            std::unique_ptr<cx::NcclComm>& comm) {
+  if (info.size > 1) {
+    cx::NcclOptions opt;
+    opt.hard_exit_after_s = 30;  // a tool may end the process; the library never does
+    if (const char* t = std::getenv("TRAINPLAN_NCCL_TIMEOUT_S")) opt.timeout_s = std::atof(t);
+    auto c = cx::NcclComm::make(plan, info, opt);
+    if (!c.ok()) {
+      std::cerr << "rank " << info.rank << ": " << c.status().message() << "\n";
+      return static_cast<int>(c.status().code());
+    }
+    comm = std::move(*c);
+    return 0;
+  }
+  auto dev = cx::select_device(info);
+  if (!dev.ok()) {
+    std::cerr << dev.status().message() << "\n";
+    return static_cast<int>(dev.status().code());
+  }
+  TP_CUDA(cudaSetDevice(*dev));
+  return 0;
+}
+
+// --params-out: this rank's master weights as "name row col value" lines.
+void write_params(const cx::CudaTrainer& trainer, const std::string& prefix, int rank) {
+  std::ofstream f(prefix + ".rank" + std::to_string(rank) + ".txt");
+  f << std::setprecision(9);
+  trainer.for_each_param([&](const tp::executor::TensorSlice& t, std::int64_t r, std::int64_t c,
+                             float v) {
+    if (r < t.valid_rows) f << t.name << ' ' << r << ' ' << c << ' ' << v << '\n';
+  });
+}
+
+// --trace: each rank's part as a file beside the trace; rank 0 joins them once all are
+// written. Collective. Returns 0, or (rank 0) the exit code after printing why.
+int write_trace(const std::string& path, const cx::LaunchInfo& info, cx::NcclComm* comm,
+                std::int64_t stage, const std::vector<tp::executor::TraceEvent>& events) {
+  const std::string part = path + ".rank" + std::to_string(info.rank) + ".part";
+  {
+    std::ofstream f(part);
+    f << tp::executor::chrome_trace_rank_events(info.rank, stage, events);
+  }
+  gather_all(comm, 0.0);  // a barrier: every part is written
+  if (info.rank != 0) return 0;
+  std::vector<std::string> parts;
+  for (int r = 0; r < info.size; ++r) {
+    const std::string name = path + ".rank" + std::to_string(r) + ".part";
+    auto text = tp::cli::read_text_file(name);
+    if (!text.ok()) return ct::fail(text.status());
+    parts.push_back(std::move(*text));
+    std::remove(name.c_str());
+  }
+  if (tp::Status w = tp::cli::write_file_atomic(path, tp::executor::chrome_trace_json(parts));
+      !w.ok())
+    return ct::fail(w);
+  return 0;
+}
+
 int run(int argc, char** argv) {
   auto args = parse(argc, argv);
   if (!args.ok()) {
@@ -219,24 +279,7 @@ int run(int argc, char** argv) {
     return static_cast<int>(info.status().code());
   }
   std::unique_ptr<cx::NcclComm> comm;
-  if (info->size > 1) {
-    cx::NcclOptions opt;
-    opt.hard_exit_after_s = 30;  // a tool may end the process; the library never does
-    if (const char* t = std::getenv("TRAINPLAN_NCCL_TIMEOUT_S")) opt.timeout_s = std::atof(t);
-    auto c = cx::NcclComm::make(*plan, *info, opt);
-    if (!c.ok()) {
-      std::cerr << "rank " << info->rank << ": " << c.status().message() << "\n";
-      return static_cast<int>(c.status().code());
-    }
-    comm = std::move(*c);
-  } else {
-    auto dev = cx::select_device(*info);
-    if (!dev.ok()) {
-      std::cerr << dev.status().message() << "\n";
-      return static_cast<int>(dev.status().code());
-    }
-    TP_CUDA(cudaSetDevice(*dev));
-  }
+  if (const int rc = connect(*plan, *info, comm); rc != 0) return rc;
   cx::CudaTrainOptions options;
   options.seed = args->seed;
   auto trainer = cx::CudaTrainer::make(*model, *plan, options, comm.get());
@@ -306,14 +349,7 @@ int run(int argc, char** argv) {
       {"pp", gather_all(comm.get(), volume.pp_bytes)},
       {"dp", gather_all(comm.get(), volume.dp_bytes)}};
 
-  if (!args->params_out.empty()) {
-    std::ofstream f(args->params_out + ".rank" + std::to_string(info->rank) + ".txt");
-    f << std::setprecision(9);
-    (*trainer)->for_each_param([&](const tp::executor::TensorSlice& t, std::int64_t r,
-                                   std::int64_t c, float v) {
-      if (r < t.valid_rows) f << t.name << ' ' << r << ' ' << c << ' ' << v << '\n';
-    });
-  }
+  if (!args->params_out.empty()) write_params(**trainer, args->params_out, info->rank);
   int report_rc = 0;
   if (!args->report.empty()) {
     const tp::StepReport rep = measured_report(*model, *plan, *info, comm.get(), stage, events,
@@ -329,29 +365,9 @@ int run(int argc, char** argv) {
   }
   // The trace last among the collective steps: its join may fail on rank 0 alone, and no rank
   // must then be left waiting in a collective.
-  if (!args->trace.empty()) {
-    // Each rank's part as a file beside the trace; rank 0 joins them once all are written.
-    const std::string part = args->trace + ".rank" + std::to_string(info->rank) + ".part";
-    {
-      std::ofstream f(part);
-      f << tp::executor::chrome_trace_rank_events(info->rank, stage, events);
-    }
-    gather_all(comm.get(), 0.0);  // a barrier: every part is written
-    if (root) {
-      std::vector<std::string> parts;
-      for (int r = 0; r < info->size; ++r) {
-        const std::string name = args->trace + ".rank" + std::to_string(r) + ".part";
-        auto text = tp::cli::read_text_file(name);
-        if (!text.ok()) return ct::fail(text.status());
-        parts.push_back(std::move(*text));
-        std::remove(name.c_str());
-      }
-      if (tp::Status w = tp::cli::write_file_atomic(args->trace,
-                                                   tp::executor::chrome_trace_json(parts));
-          !w.ok())
-        return ct::fail(w);
-    }
-  }
+  if (!args->trace.empty())
+    if (const int rc = write_trace(args->trace, *info, comm.get(), stage, events); rc != 0)
+      return rc;
   if (!root || report_rc != 0) return report_rc;
   const ct::DeviceInfo device = ct::current_device_info();
   const double peak_flops = peak_flops_of(device.name, args->peak_tflops);
