@@ -1,7 +1,7 @@
 // Collective bandwidth and latency against message size and group size, reported in
 // nccl-tests' columns (doc/PERFORMANCE.md): size, count, type, time, algbw = size / time,
 // busbw = algbw * bus_bandwidth_factor (core/cost/collectives.h). The samples and their table;
-// the MPI loop is collective_bench_mpi.h, the NCCL one executor/cuda/calibrate_main.cc.
+// the MPI loop is collective_bench_mpi.h, the NCCL one tools/calibrate_cuda.cc.
 // No file I/O. Tested through calibrate (tests/calibration/tools_test.cc, mpirun -np 2).
 #pragma once
 

@@ -202,7 +202,7 @@ Json cpu_cluster_json(const Calibration& c, std::int64_t ranks_per_node,
               {"source", "calibrate on " + c.profile.device + ", " + c.profile.date}};
   Json j = {{"name", "this machine: " + std::to_string(ranks_per_node) +
                          (gpus ? " x " + gpu_name : std::string(" CPU ranks"))},
-            {"notes", gpus ? "written by trainplan_cuda_calibrate --cluster-out; one rank per GPU"
+            {"notes", gpus ? "written by calibrate --backend cuda --cluster-out; one rank per GPU"
                            : "written by calibrate --cluster-out; one 'GPU' = one MPI rank, one "
                              "thread"},
             {"gpu", gpu},

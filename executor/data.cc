@@ -1,6 +1,8 @@
 // Training batches; see data.h.
 #include "executor/data.h"
 
+#include <algorithm>
+
 namespace trainplan::executor {
 
 namespace {
@@ -39,6 +41,18 @@ std::vector<std::int32_t> random_batch(std::uint64_t seed, std::int64_t step,
     out[i] = static_cast<std::int32_t>(draw(seed, step, static_cast<std::int64_t>(i)) %
                                        static_cast<std::uint64_t>(vocab));
   return out;
+}
+
+void micro_batch_tokens(const std::vector<std::int32_t>& batch, std::int64_t seq_len,
+                        std::int64_t micro_batch_size, std::int64_t micro_batches,
+                        std::int64_t replica, std::int64_t mb, std::int32_t* in,
+                        std::int32_t* out) {
+  for (std::int64_t i = 0; i < micro_batch_size; ++i) {
+    const std::int64_t seq = (replica * micro_batches + mb) * micro_batch_size + i;
+    const std::int32_t* src = batch.data() + seq * (seq_len + 1);
+    std::copy_n(src, seq_len, in + i * seq_len);
+    std::copy_n(src + 1, seq_len, out + i * seq_len);
+  }
 }
 
 }  // namespace trainplan::executor

@@ -1,6 +1,7 @@
 // Training batches: byte-level tokens from a corpus held in memory (the caller reads the file),
 // or random tokens for timing. Deterministic in (seed, step), and the same whatever the layout:
-// every rank builds the whole global batch and the trainer takes its share.
+// every rank builds the whole global batch and the trainer takes its share (micro_batch_tokens).
+// Tested by tests/executor/parallel_check.cc (every layout trains on its share of one batch).
 #pragma once
 
 #include <cstdint>
@@ -18,5 +19,14 @@ std::vector<std::int32_t> corpus_batch(const std::string& corpus, std::uint64_t 
 std::vector<std::int32_t> random_batch(std::uint64_t seed, std::int64_t step,
                                        std::int64_t sequences, std::int64_t seq_len,
                                        std::int64_t vocab);
+
+// A data-parallel replica's share of a global batch (sequences of seq_len + 1 tokens): replica
+// d's micro-batch mb holds sequences (d * micro_batches + mb) * micro_batch_size + i, i <
+// micro_batch_size. Writes their inputs to `in` and next-token targets to `out`
+// (micro_batch_size * seq_len tokens each).
+void micro_batch_tokens(const std::vector<std::int32_t>& batch, std::int64_t seq_len,
+                        std::int64_t micro_batch_size, std::int64_t micro_batches,
+                        std::int64_t replica, std::int64_t mb, std::int32_t* in,
+                        std::int32_t* out);
 
 }  // namespace trainplan::executor

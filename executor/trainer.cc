@@ -8,6 +8,9 @@
 #include <cmath>
 #include <string>
 
+#include "core/schedule.h"
+#include "executor/data.h"
+
 namespace trainplan::executor {
 
 Trainer::Trainer(const ModelSpec& model, const Plan& plan, const TrainOptions& options,
@@ -138,19 +141,7 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch, double& loss_
   const StageShape& x = stage_model_->shape();
   const std::int64_t msg = x.local_tokens * model_.hidden_size;  // pipeline_message_bytes / 4
 
-  auto micro_batch_tokens = [&](std::int64_t mb, std::vector<std::int32_t>& in,
-                                std::vector<std::int32_t>& out) {
-    // Replica d's micro-batch mb holds sequences d*M*mbs + mb*mbs ... of the global batch.
-    in.resize(static_cast<std::size_t>(T));
-    out.resize(static_cast<std::size_t>(T));
-    for (std::int64_t i = 0; i < mbs; ++i) {
-      const std::int64_t seq = (dp_rank_ * M + mb) * mbs + i;
-      const std::int32_t* src = batch.data() + seq * (s + 1);
-      std::copy_n(src, s, in.data() + i * s);
-      std::copy_n(src + 1, s, out.data() + i * s);
-    }
-  };
-  std::vector<std::int32_t> in, out;
+  std::vector<std::int32_t> in(static_cast<std::size_t>(T)), out(in.size());
   StageModel& net = *stage_model_;
   // Neighbours in the pipeline ring: with interleaving, the last stage's chunk c feeds the
   // first stage's chunk c + 1. Forward and backward messages have their own tags, so with
@@ -160,7 +151,7 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch, double& loss_
   // Trace: receives and sends belong to a micro-batch but no pass, as the simulator's.
   auto fwd = [&](std::int64_t chunk, std::int64_t mb) {
     TraceScope micro_batch(trace_, {.pass = ' ', .micro_batch = static_cast<std::int32_t>(mb)});
-    micro_batch_tokens(mb, in, out);
+    micro_batch_tokens(batch, s, mbs, M, dp_rank_, mb, in.data(), out.data());
     Mat input, output;
     if (!net.has_embedding(chunk)) {
       input.resize(x.local_tokens, model_.hidden_size);
@@ -189,39 +180,13 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch, double& loss_
       comm_.send(CommGroup::kPp, grad_in.data(), msg, prev, kBackwardTag, "send_backward");
   };
 
-  if (plan_.schedule == Schedule::kInterleaved) {
-    // Megatron-LM's interleaved 1F1B (Narayanan et al. 2021, sec. 2.2; schedules.py): virtual
-    // micro-batch k runs chunk (k mod pp*v) / pp (reversed for backward) on micro-batch
-    // (k / (pp*v)) * pp + k mod pp; warm-up (pp - stage - 1) * 2 + (v - 1) * pp forwards
-    // (all of them when M = pp).
-    const std::int64_t v = plan_.virtual_stages, total = M * v;
-    auto chunk_of = [&](std::int64_t k, bool forward) {
-      const std::int64_t c = (k % (pp * v)) / pp;
-      return forward ? c : v - 1 - c;
-    };
-    auto mb_of = [&](std::int64_t k) { return (k / (pp * v)) * pp + k % pp; };
-    const std::int64_t warmup =
-        M == pp ? total : std::min((pp - stage_ - 1) * 2 + (v - 1) * pp, total);
-    for (std::int64_t k = 0; k < warmup; ++k) fwd(chunk_of(k, true), mb_of(k));
-    for (std::int64_t k = 0; k < total - warmup; ++k) {
-      fwd(chunk_of(warmup + k, true), mb_of(warmup + k));
-      bwd(chunk_of(k, false), mb_of(k));
+  // The order the simulator plays (core/schedule.h: GPipe, 1F1B, interleaved 1F1B).
+  for (const sim::PipeStep& p : sim::stage_schedule(plan_, stage_)) {
+    if (p.forward) {
+      fwd(p.virtual_chunk, p.micro_batch);
+    } else {
+      bwd(p.virtual_chunk, p.micro_batch);
     }
-    for (std::int64_t k = total - warmup; k < total; ++k) bwd(chunk_of(k, false), mb_of(k));
-  } else if (plan_.schedule == Schedule::k1F1B) {
-    // PipeDream-flush (Narayanan et al. 2021, fig. 4): pp - stage - 1 warm-up forwards, then
-    // one forward one backward, then the remaining backwards.
-    const std::int64_t warmup = std::min(pp - stage_ - 1, M);
-    for (std::int64_t mb = 0; mb < warmup; ++mb) fwd(0, mb);
-    for (std::int64_t i = 0; i < M - warmup; ++i) {
-      fwd(0, warmup + i);
-      bwd(0, i);
-    }
-    for (std::int64_t mb = M - warmup; mb < M; ++mb) bwd(0, mb);
-  } else {
-    // GPipe (and naive): every forward, then every backward.
-    for (std::int64_t mb = 0; mb < M; ++mb) fwd(0, mb);
-    for (std::int64_t mb = 0; mb < M; ++mb) bwd(0, mb);
   }
   comm_.wait_sends();
 }

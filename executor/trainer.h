@@ -1,5 +1,6 @@
 // The training step of one rank, exactly as the plan says: the pipeline schedule (GPipe,
-// 1F1B, interleaved 1F1B) over the stage's micro-batches, data parallelism (DDP all-reduce, ZeRO-1/2/3 with flat
+// 1F1B, interleaved 1F1B; replayed from core/schedule.h, the order the simulator plays) over
+// the stage's micro-batches, data parallelism (DDP all-reduce, ZeRO-1/2/3 with flat
 // per-block buffers padded to a multiple of dp), and AdamW. Together with StageModel it issues
 // the collectives of comm_volume_on_stage (core/cost/cost_model.h) exactly.
 //

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Several ranks against one: loss of every step and final float32 master weights of a
-parallel layout (trainplan_cuda_bench --params-out) against the single-rank run.
+parallel layout (execute --backend cuda --params-out) against the single-rank run.
 
   python3 bench/gpu/compare_layouts.py REF.json REF_PARAMS_PREFIX RUN.json RUN_PARAMS_PREFIX NAME
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Predicted against measured on a GPU machine (issue 6, its GPU half): bench/predicted_vs_measured.sh
-# with the CUDA executor. Calibrates the GPU (trainplan_cuda_calibrate: the executor's own
+# with the CUDA executor. Calibrates the GPU (calibrate --backend cuda: the executor's own
 # kernels per cost-model task from traced steps, device copies, NCCL with 2+ GPUs), then for a
-# matrix of plans predicts (simulate --hardware), runs (trainplan_cuda_bench --report --trace)
+# matrix of plans predicts (simulate --hardware), runs (execute --backend cuda --report --trace)
 # and compares (compare), and writes the report with bench/scripts/report.py against the GPU
 # target (every plan within 10%). One rank per GPU: on a one-GPU machine the matrix is the
 # one-GPU plans (micro-batch sizes, recompute, two models); with N GPUs, GPUS=N adds DP, TP and
@@ -11,7 +11,7 @@
 # From a session with the device tool, after building here (no GPU needed):
 #   cmake -S . -B build-cuda -DTRAINPLAN_WITH_MPI=OFF -DTRAINPLAN_BUILD_BENCH=OFF \
 #         -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build-cuda -j2 --target \
-#         trainplan_cuda_bench trainplan_cuda_calibrate simulate compare
+#         execute calibrate simulate compare
 #   run(command="OUT2=$OUT OUT=/tmp/pvm bash bench/gpu/predicted_vs_measured.sh; cp /tmp/pvm/report.* \
 #       /tmp/pvm/step_time.svg /tmp/pvm/all.tar.gz $OUT2/", carry=["build-cuda"], timeout_s=600)
 #   (the device tool brings back at most 8 files: the report and the packed folder)
@@ -27,8 +27,8 @@ GPUS=${GPUS:-1}
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-12}
 WARMUP=${WARMUP:-4}
-BENCH="$BUILD/executor/cuda/trainplan_cuda_bench"
-CALIBRATE="$BUILD/executor/cuda/trainplan_cuda_calibrate"
+BENCH="$BUILD/tools/execute"
+CALIBRATE="$BUILD/tools/calibrate"
 SIMULATE="$BUILD/tools/simulate"
 COMPARE="$BUILD/tools/compare"
 for tool in "$BENCH" "$CALIBRATE" "$SIMULATE" "$COMPARE"; do
@@ -84,7 +84,7 @@ if [ "$GPUS" -ge 2 ]; then
 fi
 
 echo "== calibrate ($GPUS GPU(s))"
-CAL=(--models "$OUT/tiny.json,$OUT/gpt2-124m.json" --micro-batches 1,2,4,8
+CAL=(--backend cuda --models "$OUT/tiny.json,$OUT/gpt2-124m.json" --micro-batches 1,2,4,8
      --out "$OUT/profile.json" --cluster-out "$OUT/cluster.json")
 [ "${QUICK:-0}" = 1 ] && CAL+=(--quick)
 launch "$GPUS" "$CALIBRATE" "${CAL[@]}" > "$OUT/calibrate.txt" || {
@@ -106,7 +106,7 @@ for round in $(seq 1 "$ROUNDS"); do
       --hardware "$OUT/profile.json" --json --out "$run.predicted.json" \
       --trace "$run.predicted_trace.json" > "$run.simulate.txt" 2>&1 \
       || { echo "== $name: simulate failed: $(tail -2 "$run.simulate.txt")"; continue; }
-    if ! launch "$ranks" "$BENCH" --model "$OUT/$model.json" --plan "$run.plan.json" \
+    if ! launch "$ranks" "$BENCH" --backend cuda --model "$OUT/$model.json" --plan "$run.plan.json" \
          --steps "$STEPS" --warmup "$WARMUP" --out "$run.bench.json" \
          --report "$run.measured.json" --trace "$run.measured_trace.json" > "$run.execute.txt"; then
       echo "== $name: the run failed: $(tail -2 "$run.execute.txt")"

@@ -11,7 +11,7 @@
 # From a session with the device tool, after building here with nvcc (no GPU needed):
 #   cmake -S . -B build-cuda -DTRAINPLAN_WITH_MPI=OFF -DTRAINPLAN_BUILD_BENCH=OFF \
 #         -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build-cuda -j2 --target \
-#         trainplan_cuda_bench executor_cuda_kernels_test executor_cuda_gpt_test executor_cuda_comm_test
+#         execute executor_cuda_kernels_test executor_cuda_gpt_test executor_cuda_comm_test
 #   run(command="bash bench/gpu/run_all.sh", carry=["build-cuda"], timeout_s=600)
 # Options (environment): PARTS="tests layouts throughput" (the default: all), SKIP_TORCH=1,
 # SKIP_1_5B=1, TRAINPLAN_BUILD=<build dir>. If one call runs past the device tool's 10-minute
@@ -57,16 +57,16 @@ cat "$OUTDIR/env.txt"
 
 # ---- 1. build ----
 BUILD=${TRAINPLAN_BUILD:-build-cuda}
-BENCH="$BUILD/executor/cuda/trainplan_cuda_bench"
+BENCH="$BUILD/tools/execute"
 if [ ! -x "$BENCH" ]; then
   say "no prebuilt $BENCH: building with cmake"
   BUILD=build-gpu
-  BENCH="$BUILD/executor/cuda/trainplan_cuda_bench"
+  BENCH="$BUILD/tools/execute"
   NCCL_ROOT=$($PY -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINPLAN_WITH_MPI=OFF \
     -DTRAINPLAN_BUILD_BENCH=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
     ${NCCL_ROOT:+-DTRAINPLAN_NCCL_ROOT=$NCCL_ROOT} > "$OUTDIR/cmake.log" 2>&1 \
-  && cmake --build "$BUILD" -j16 --target trainplan_cuda_bench executor_cuda_kernels_test \
+  && cmake --build "$BUILD" -j16 --target execute executor_cuda_kernels_test \
        executor_cuda_gpt_test executor_cuda_comm_test >> "$OUTDIR/cmake.log" 2>&1
   if [ ! -x "$BENCH" ]; then
     tail -20 "$OUTDIR/cmake.log"
@@ -106,7 +106,7 @@ launch() {
   for ((r = 0; r < n; r++)); do
     RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT \
      TRAINPLAN_CUDA_DEVICE=0 TRAINPLAN_NCCL_TIMEOUT_S=${TRAINPLAN_NCCL_TIMEOUT_S:-60} \
-    timeout "${RANK_TIMEOUT:-120}" "$BENCH" --model "$model" --plan "$plan" \
+    timeout "${RANK_TIMEOUT:-120}" "$BENCH" --backend cuda --model "$model" --plan "$plan" \
       --steps "$steps" --warmup "$warm" --out "$OUTDIR/$name.json" "$@" \
       > "$OUTDIR/$name.rank$r.log" 2>&1 &
     pids+=($!)

@@ -1,5 +1,5 @@
 // Per-task device time of the CUDA executor, as executor/trace.h's TraceEvents: the GPU side of
-// the same trace, so that `trainplan_cuda_bench --report ... --trace` lays a measured GPU step
+// the same trace, so that `execute --backend cuda --report ... --trace` lays a measured GPU step
 // out as `simulate --trace` does and the calibration (calibration/cuda) times the executor's
 // own kernels per cost-model task, as calibration/executor_probe.h does on CPU.
 //

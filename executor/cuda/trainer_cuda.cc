@@ -6,6 +6,9 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/schedule.h"
+#include "executor/data.h"
+
 namespace trainplan::executor::cuda {
 
 namespace {
@@ -141,12 +144,7 @@ void CudaTrainer::run_schedule(const std::vector<std::int32_t>& batch) {
   // This replica's micro-batches, on the device: inputs and targets (M, T).
   std::vector<std::int32_t> in(static_cast<std::size_t>(M * T)), out(in.size());
   for (std::int64_t mb = 0; mb < M; ++mb)
-    for (std::int64_t i = 0; i < mbs; ++i) {
-      const std::int64_t seq = (dp_rank_ * M + mb) * mbs + i;
-      const std::int32_t* src = batch.data() + seq * (s + 1);
-      std::copy_n(src, s, in.data() + mb * T + i * s);
-      std::copy_n(src + 1, s, out.data() + mb * T + i * s);
-    }
+    micro_batch_tokens(batch, s, mbs, M, dp_rank_, mb, in.data() + mb * T, out.data() + mb * T);
   DeviceBuffer<std::int32_t> in_d = upload(in), out_d = upload(out);
   const std::int64_t next = (stage_ + 1) % pp, prev = (stage_ + pp - 1) % pp;
   constexpr int kForwardTag = 1, kBackwardTag = 2;
@@ -197,18 +195,13 @@ void CudaTrainer::run_schedule(const std::vector<std::int32_t>& batch) {
                   kBackwardTag, "send_backward");
     }
   };
-  if (plan_.schedule == Schedule::k1F1B) {
-    // PipeDream-flush (Narayanan et al. 2021, fig. 4), as trainer.cc.
-    const std::int64_t warmup = std::min(pp - stage_ - 1, M);
-    for (std::int64_t mb = 0; mb < warmup; ++mb) fwd(mb);
-    for (std::int64_t i = 0; i < M - warmup; ++i) {
-      fwd(warmup + i);
-      bwd(i);
+  // The order the simulator plays (core/schedule.h); one model chunk per stage here.
+  for (const sim::PipeStep& p : sim::stage_schedule(plan_, stage_)) {
+    if (p.forward) {
+      fwd(p.micro_batch);
+    } else {
+      bwd(p.micro_batch);
     }
-    for (std::int64_t mb = M - warmup; mb < M; ++mb) bwd(mb);
-  } else {
-    for (std::int64_t mb = 0; mb < M; ++mb) fwd(mb);
-    for (std::int64_t mb = 0; mb < M; ++mb) bwd(mb);
   }
   TP_CUDA(cudaStreamSynchronize(stream_));  // in_d/out_d are freed next
   if (comm_ != nullptr) comm_->wait_sends();

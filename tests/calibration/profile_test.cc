@@ -120,7 +120,7 @@ TEST(Profile, AGpuMachineIsNamedAsOneAndItsClusterCarriesTheGpusName) {
   EXPECT_EQ(cal->profile.device, "gpu: NVIDIA H100 80GB HBM3 (1 rank)");
   const Json cluster = cpu_cluster_json(*cal, 1, 80 * kGiB, "NVIDIA H100 80GB HBM3");
   EXPECT_EQ(cluster["gpu"]["name"], "NVIDIA H100 80GB HBM3");
-  EXPECT_NE(cluster["notes"].get<std::string>().find("trainplan_cuda_calibrate"),
+  EXPECT_NE(cluster["notes"].get<std::string>().find("calibrate --backend cuda"),
             std::string::npos);
   auto back = cluster_from_json(cluster, "gpu_cluster.json");
   ASSERT_TRUE(back.ok()) << back.status().message();

@@ -55,3 +55,15 @@ _execute_test(rank_exception 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
 _execute_test(rank_killed 120 ${PROJECT_SOURCE_DIR}/tests/executor/kill_rank_test.sh
               ${_mpirun} -np 2 $<TARGET_FILE:execute> --model ${PROJECT_SOURCE_DIR}/models/tiny.json
               --plan ${_plans}/pp2.json --steps 100000 --random-tokens --out ${_out}/never.json)
+
+# --backend: an unknown name, and (in a build without CUDA) the cuda backend, are usage errors
+# (exit 2, docs/errors.md) that name the backend, before MPI or a device is touched.
+_execute_test(backend_unknown 30 ${CMAKE_COMMAND} "-DCMD=$<TARGET_FILE:execute>\;--backend\;tpu"
+              -DEXIT=nonzero "-DREGEX=execute: error: --backend 'tpu' is not a backend" -DMAX_SECONDS=20
+              -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+if(NOT TARGET trainplan_executor_cuda)
+  _execute_test(backend_cuda_not_built 30 ${CMAKE_COMMAND}
+                "-DCMD=$<TARGET_FILE:execute>\;--backend\;cuda\;--out\;${_out}/never.json"
+                -DEXIT=nonzero "-DREGEX=built without the cuda backend" -DMAX_SECONDS=20
+                -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+endif()

@@ -252,7 +252,7 @@ TEST(CudaTrainerTest, LossCurveMatchesCpuTrainer) {
 }
 
 // The traced step (device_trace.h) names every compute span after cost-model tasks of the plan,
-// in the simulator's layout: what the GPU calibration (calibrate_main.cc) and the measured
+// in the simulator's layout: what the GPU calibration (tools/calibrate_cuda.cc) and the measured
 // trace rely on. task_samples_from_events rejects any compute span that is not such a task.
 TEST(CudaTrainerTest, TracedStepNamesEveryComputeSpanAfterTheCostModel) {
   TRAINPLAN_REQUIRE_GPU();

@@ -1,9 +1,9 @@
-// trainplan_cuda_bench: runs a plan on GPUs with the CUDA executor and writes what it measured
-// (JSON), for bench/gpu/run_all.sh. One process per rank: start it under mpirun / srun or with
-// torchrun-style variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT); with
-// TRAINPLAN_CUDA_DEVICE=0 every rank shares GPU 0 (tests).
+// execute --backend cuda (main() is execute.cc): runs a plan on GPUs with the CUDA executor and
+// writes what it measured (JSON), for bench/gpu/run_all.sh. One process per rank: start it
+// under mpirun / srun or with torchrun-style variables (RANK, WORLD_SIZE, LOCAL_RANK,
+// MASTER_ADDR, MASTER_PORT); with TRAINPLAN_CUDA_DEVICE=0 every rank shares GPU 0 (tests).
 //
-//   trainplan_cuda_bench --model models/gpt2-124m.json --plan plan.json --steps 10
+//   execute --backend cuda --model models/gpt2-124m.json --plan plan.json --steps 10
 //       --warmup 3 --out result.json [--report measured.json] [--trace trace.json]
 //       [--params-out prefix] [--seed 1234] [--peak-tflops 989]
 //
@@ -33,8 +33,9 @@
 
 #include "executor/cuda/bootstrap.h"
 #include "executor/cuda/comm_nccl.h"
-#include "executor/cuda/tool_util.h"
+#include "tools/backend.h"
 #include "tools/cli.h"
+#include "tools/cuda_tool.h"
 #include "executor/cuda/trainer_cuda.h"
 #include "core/cost/cost_model.h"
 #include "core/json_util.h"
@@ -44,6 +45,7 @@
 
 namespace tp = trainplan;
 namespace cx = trainplan::executor::cuda;
+namespace ct = trainplan::cuda_tool;
 
 namespace {
 
@@ -56,8 +58,9 @@ struct Args {  // the defaults are parse()'s
 };
 
 tp::Result<Args> parse(int argc, char** argv) {
-  tp::cli::Args cli("trainplan_cuda_bench", "Run a plan with the CUDA executor and time it.",
-                    {{"model", true, "model JSON"},
+  tp::cli::Args cli("execute", "Run a plan with the CUDA executor and time it.",
+                    {{"backend", true, "cuda (this one) or cpu (see --backend cpu --help)"},
+                     {"model", true, "model JSON"},
                      {"plan", true, "plan JSON"},
                      {"out", true, "the run's summary (JSON)"},
                      {"report", true, "the measured step report, for compare (JSON)"},
@@ -165,10 +168,10 @@ tp::StepReport measured_report(const tp::ModelSpec& model, const tp::Plan& plan,
   const auto computes = gather_all(comm, compute_s);
   const auto optimizers = gather_all(comm, optimizer_s);
 
-  const cx::DeviceInfo device = cx::current_device_info();
+  const ct::DeviceInfo device = ct::current_device_info();
   const double peak_flops = peak_flops_of(device.name, peak_tflops_option);
   tp::set_measured_steps(rep, model, plan, step_seconds, losses, warmup, info.size, peak_flops);
-  rep.source = "trainplan_cuda_bench (CUDA executor: cuBLASLt bf16, NCCL " +
+  rep.source = "execute --backend cuda (CUDA executor: cuBLASLt bf16, NCCL " +
                std::to_string(device.nccl_version) + ")";
   rep.cluster = tp::Json{{"device", device.name},
                          {"gpus", info.size},
@@ -199,6 +202,66 @@ tp::StepReport measured_report(const tp::ModelSpec& model, const tp::Plan& plan,
   return rep;
 }
 
+// The communicator of a multi-rank run (null for one rank, which only selects its device).
+// Returns 0, or the exit code after printing why.
+int connect(const tp::Plan& plan, const cx::LaunchInfo& info,
+            std::unique_ptr<cx::NcclComm>& comm) {
+  if (info.size > 1) {
+    cx::NcclOptions opt;
+    opt.hard_exit_after_s = 30;  // a tool may end the process; the library never does
+    if (const char* t = std::getenv("TRAINPLAN_NCCL_TIMEOUT_S")) opt.timeout_s = std::atof(t);
+    auto c = cx::NcclComm::make(plan, info, opt);
+    if (!c.ok()) {
+      std::cerr << "rank " << info.rank << ": " << c.status().message() << "\n";
+      return static_cast<int>(c.status().code());
+    }
+    comm = std::move(*c);
+    return 0;
+  }
+  auto dev = cx::select_device(info);
+  if (!dev.ok()) {
+    std::cerr << dev.status().message() << "\n";
+    return static_cast<int>(dev.status().code());
+  }
+  TP_CUDA(cudaSetDevice(*dev));
+  return 0;
+}
+
+// --params-out: this rank's master weights as "name row col value" lines.
+void write_params(const cx::CudaTrainer& trainer, const std::string& prefix, int rank) {
+  std::ofstream f(prefix + ".rank" + std::to_string(rank) + ".txt");
+  f << std::setprecision(9);
+  trainer.for_each_param([&](const tp::executor::TensorSlice& t, std::int64_t r, std::int64_t c,
+                             float v) {
+    if (r < t.valid_rows) f << t.name << ' ' << r << ' ' << c << ' ' << v << '\n';
+  });
+}
+
+// --trace: each rank's part as a file beside the trace; rank 0 joins them once all are
+// written. Collective. Returns 0, or (rank 0) the exit code after printing why.
+int write_trace(const std::string& path, const cx::LaunchInfo& info, cx::NcclComm* comm,
+                std::int64_t stage, const std::vector<tp::executor::TraceEvent>& events) {
+  const std::string part = path + ".rank" + std::to_string(info.rank) + ".part";
+  {
+    std::ofstream f(part);
+    f << tp::executor::chrome_trace_rank_events(info.rank, stage, events);
+  }
+  gather_all(comm, 0.0);  // a barrier: every part is written
+  if (info.rank != 0) return 0;
+  std::vector<std::string> parts;
+  for (int r = 0; r < info.size; ++r) {
+    const std::string name = path + ".rank" + std::to_string(r) + ".part";
+    auto text = tp::cli::read_text_file(name);
+    if (!text.ok()) return ct::fail(text.status());
+    parts.push_back(std::move(*text));
+    std::remove(name.c_str());
+  }
+  if (tp::Status w = tp::cli::write_file_atomic(path, tp::executor::chrome_trace_json(parts));
+      !w.ok())
+    return ct::fail(w);
+  return 0;
+}
+
 int run(int argc, char** argv) {
   auto args = parse(argc, argv);
   if (!args.ok()) {
@@ -207,33 +270,16 @@ int run(int argc, char** argv) {
   }
   if (args->help) return 0;
   auto model = tp::cli::load_model_file(args->model);
-  if (!model.ok()) return cx::fail(model.status());
+  if (!model.ok()) return ct::fail(model.status());
   auto plan = tp::cli::load_plan(args->plan);
-  if (!plan.ok()) return cx::fail(plan.status());
+  if (!plan.ok()) return ct::fail(plan.status());
   auto info = cx::launch_info_from_env();
   if (!info.ok()) {
     std::cerr << info.status().message() << "\n";
     return static_cast<int>(info.status().code());
   }
   std::unique_ptr<cx::NcclComm> comm;
-  if (info->size > 1) {
-    cx::NcclOptions opt;
-    opt.hard_exit_after_s = 30;  // a tool may end the process; the library never does
-    if (const char* t = std::getenv("TRAINPLAN_NCCL_TIMEOUT_S")) opt.timeout_s = std::atof(t);
-    auto c = cx::NcclComm::make(*plan, *info, opt);
-    if (!c.ok()) {
-      std::cerr << "rank " << info->rank << ": " << c.status().message() << "\n";
-      return static_cast<int>(c.status().code());
-    }
-    comm = std::move(*c);
-  } else {
-    auto dev = cx::select_device(*info);
-    if (!dev.ok()) {
-      std::cerr << dev.status().message() << "\n";
-      return static_cast<int>(dev.status().code());
-    }
-    TP_CUDA(cudaSetDevice(*dev));
-  }
+  if (const int rc = connect(*plan, *info, comm); rc != 0) return rc;
   cx::CudaTrainOptions options;
   options.seed = args->seed;
   auto trainer = cx::CudaTrainer::make(*model, *plan, options, comm.get());
@@ -303,14 +349,7 @@ int run(int argc, char** argv) {
       {"pp", gather_all(comm.get(), volume.pp_bytes)},
       {"dp", gather_all(comm.get(), volume.dp_bytes)}};
 
-  if (!args->params_out.empty()) {
-    std::ofstream f(args->params_out + ".rank" + std::to_string(info->rank) + ".txt");
-    f << std::setprecision(9);
-    (*trainer)->for_each_param([&](const tp::executor::TensorSlice& t, std::int64_t r,
-                                   std::int64_t c, float v) {
-      if (r < t.valid_rows) f << t.name << ' ' << r << ' ' << c << ' ' << v << '\n';
-    });
-  }
+  if (!args->params_out.empty()) write_params(**trainer, args->params_out, info->rank);
   int report_rc = 0;
   if (!args->report.empty()) {
     const tp::StepReport rep = measured_report(*model, *plan, *info, comm.get(), stage, events,
@@ -322,35 +361,15 @@ int run(int argc, char** argv) {
       if (tp::Status w = tp::cli::write_file_atomic(args->report,
                                                    tp::step_report_to_json(rep).dump(2) + "\n");
           !w.ok())
-        report_rc = cx::fail(w);
+        report_rc = ct::fail(w);
   }
   // The trace last among the collective steps: its join may fail on rank 0 alone, and no rank
   // must then be left waiting in a collective.
-  if (!args->trace.empty()) {
-    // Each rank's part as a file beside the trace; rank 0 joins them once all are written.
-    const std::string part = args->trace + ".rank" + std::to_string(info->rank) + ".part";
-    {
-      std::ofstream f(part);
-      f << tp::executor::chrome_trace_rank_events(info->rank, stage, events);
-    }
-    gather_all(comm.get(), 0.0);  // a barrier: every part is written
-    if (root) {
-      std::vector<std::string> parts;
-      for (int r = 0; r < info->size; ++r) {
-        const std::string name = args->trace + ".rank" + std::to_string(r) + ".part";
-        auto text = tp::cli::read_text_file(name);
-        if (!text.ok()) return cx::fail(text.status());
-        parts.push_back(std::move(*text));
-        std::remove(name.c_str());
-      }
-      if (tp::Status w = tp::cli::write_file_atomic(args->trace,
-                                                   tp::executor::chrome_trace_json(parts));
-          !w.ok())
-        return cx::fail(w);
-    }
-  }
+  if (!args->trace.empty())
+    if (const int rc = write_trace(args->trace, *info, comm.get(), stage, events); rc != 0)
+      return rc;
   if (!root || report_rc != 0) return report_rc;
-  const cx::DeviceInfo device = cx::current_device_info();
+  const ct::DeviceInfo device = ct::current_device_info();
   const double peak_flops = peak_flops_of(device.name, args->peak_tflops);
   const double flops = tp::step_flops(*model, *plan).model;
   const double tokens = static_cast<double>(plan->global_batch_size * model->seq_len);
@@ -378,7 +397,7 @@ int run(int argc, char** argv) {
   j["bytes_sent_per_group_per_rank_last_step"] = bytes_by_group;
   j["predicted_bytes_per_group_per_rank"] = predicted_bytes;
   if (tp::Status w = tp::cli::write_file_atomic(args->out, j.dump(2) + "\n"); !w.ok())
-    return cx::fail(w);
+    return ct::fail(w);
   std::cout << device.name << "  " << tp::describe(*plan) << "  " << std::fixed
             << std::setprecision(0) << tokens / median << " tokens/s  MFU "
             << std::setprecision(3) << j["mfu"].get<double>() << "  peak "
@@ -389,6 +408,6 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return cx::tool_main(argc, argv, "trainplan_cuda_bench", run);
+int trainplan::tools::execute_cuda_main(int argc, char** argv) {
+  return ct::tool_main(argc, argv, "execute", run);
 }

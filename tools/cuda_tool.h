@@ -1,6 +1,8 @@
-// What the CUDA executor's programs (bench_main.cc, calibrate_main.cc) share beyond tools/cli.h
-// (options, files): the seeded random batch, the device's description, and main() (MPI started
-// when launched by mpirun, exceptions become exit 5).
+// What the CUDA backends of the tools (`execute --backend cuda`: execute_cuda.cc, `calibrate
+// --backend cuda`: calibrate_cuda.cc) share beyond tools/cli.h (options, files): the seeded
+// random batch, the device's description, and the run's frame (MPI started when launched by
+// mpirun, exceptions become exit 5). Built only with the CUDA backend; runs only on a GPU
+// (bench/gpu/run_all.sh).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +12,7 @@
 #include "core/model_spec.h"
 #include "core/status.h"
 
-namespace trainplan::executor::cuda {
+namespace trainplan::cuda_tool {
 
 // n tokens uniform in [0, vocab), seeded: the same on every rank.
 std::vector<std::int32_t> random_tokens(std::uint64_t seed, std::int64_t n, std::int64_t vocab);
@@ -29,4 +31,4 @@ int fail(const Status& status, int rank = -1);
 // escaping exception into a message and exit code 5 (kRuntime), ends MPI.
 int tool_main(int argc, char** argv, const char* program, int (*run)(int, char**));
 
-}  // namespace trainplan::executor::cuda
+}  // namespace trainplan::cuda_tool

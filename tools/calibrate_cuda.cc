@@ -1,6 +1,6 @@
-// trainplan_cuda_calibrate: `calibrate` for the CUDA executor. Measures this GPU machine and
-// writes a hardware profile (and a cluster file) for `simulate --hardware`, as calibrate does
-// on CPU and with the same fits (calibration/fit.h):
+// calibrate --backend cuda (main() is calibrate.cc): `calibrate` for the CUDA executor.
+// Measures this GPU machine and writes a hardware profile (and a cluster file) for
+// `simulate --hardware`, as calibrate does on CPU and with the same fits (calibration/fit.h):
 //  - the CUDA executor's own kernels per cost-model task: traced training steps (device_trace.h:
 //    CUDA events per task) of each --models at each --micro-batches, data parallel over every
 //    rank so that all ranks compute at once, as the plans calibrated for; the fit then gives
@@ -11,10 +11,10 @@
 //    (combined over ranks as calibrate's, calibration/executor_probe.h), and NCCL all-reduce,
 //    reduce-scatter and all-gather over all ranks against message size in nccl-tests' columns;
 //    latency and bandwidth are fitted to the in-step collectives, as calibrate's are.
-// One process per rank, started as trainplan_cuda_bench is (mpirun, srun or torchrun-style
+// One process per rank, started as execute --backend cuda is (mpirun, srun or torchrun-style
 // variables; TRAINPLAN_CUDA_DEVICE=0 puts every rank on GPU 0 for tests).
 //
-//   trainplan_cuda_calibrate --models models/tiny.json,models/gpt2-124m.json --out profile.json
+//   calibrate --backend cuda --models models/tiny.json,models/gpt2-124m.json --out profile.json
 //       [--cluster-out cluster.json] [--micro-batches 1,2,4] [--steps 5] [--warmup 3]
 //       [--max-message BYTES] [--quick]
 // Exit codes as core/status.h: 0 ok, 2 usage, 3 bad input, 5 runtime, 6 a file not read or
@@ -33,9 +33,10 @@
 #include "calibration/profile.h"
 #include "executor/cuda/bootstrap.h"
 #include "executor/cuda/comm_nccl.h"
-#include "executor/cuda/tool_util.h"
 #include "executor/cuda/trainer_cuda.h"
+#include "tools/backend.h"
 #include "tools/cli.h"
+#include "tools/cuda_tool.h"
 #include "core/units.h"
 
 #ifdef TRAINPLAN_HAVE_MPI
@@ -44,6 +45,7 @@
 
 namespace tp = trainplan;
 namespace cx = trainplan::executor::cuda;
+namespace ct = trainplan::cuda_tool;
 namespace cal = trainplan::calibration;
 
 namespace {
@@ -59,9 +61,10 @@ struct Args {  // the defaults are parse()'s
 
 tp::Result<Args> parse(int argc, char** argv) {
   tp::cli::Args cli(
-      "trainplan_cuda_calibrate",
+      "calibrate",
       "Measure this GPU machine with the CUDA executor; write a profile for simulate --hardware.",
-      {{"models", true, "comma-separated model JSONs whose steps to time"},
+      {{"backend", true, "cuda (this one) or cpu (see --backend cpu --help)"},
+       {"models", true, "comma-separated model JSONs whose steps to time"},
        {"out", true, "the hardware profile (JSON)"},
        {"cluster-out", true, "a cluster file of this machine (JSON)"},
        {"micro-batches", true, "micro-batch sizes to time (default 1,2,4)"},
@@ -119,7 +122,7 @@ tp::Result<cal::ProbeSamples> time_tasks(const tp::ModelSpec& model, const tp::P
   auto trainer = cx::CudaTrainer::make(model, plan, {}, comm);
   if (!trainer.ok()) return trainer.status();
   const std::vector<std::int32_t> batch =
-      cx::random_tokens(1234, plan.global_batch_size * (model.seq_len + 1), model.vocab_size);
+      ct::random_tokens(1234, plan.global_batch_size * (model.seq_len + 1), model.vocab_size);
   for (std::int64_t s = 0; s < a.warmup; ++s)
     if (auto r = (*trainer)->step(batch); !r.ok()) return r.status();
   cx::DeviceTrace trace;
@@ -229,39 +232,39 @@ std::vector<cal::CollectiveSample> bench_nccl(cx::NcclComm& comm, std::int64_t m
 
 int run(int argc, char** argv) {
   auto args = parse(argc, argv);
-  if (!args.ok()) return cx::fail(args.status());
+  if (!args.ok()) return ct::fail(args.status());
   if (args->help) return 0;
   std::vector<tp::ModelSpec> models;
   for (const std::string& path : args->models) {
     auto m = tp::cli::load_model_file(path);
-    if (!m.ok()) return cx::fail(m.status());
+    if (!m.ok()) return ct::fail(m.status());
     models.push_back(*m);
   }
   auto info = cx::launch_info_from_env();
-  if (!info.ok()) return cx::fail(info.status());
+  if (!info.ok()) return ct::fail(info.status());
   const std::int64_t world = info->size;
   std::unique_ptr<cx::NcclComm> comm;
   if (world > 1) {
     cx::NcclOptions opt;
     opt.hard_exit_after_s = 30;
     auto c = cx::NcclComm::make(probe_plan(world, 1), *info, opt);
-    if (!c.ok()) return cx::fail(c.status(), info->rank);
+    if (!c.ok()) return ct::fail(c.status(), info->rank);
     comm = std::move(*c);
   } else {
     auto dev = cx::select_device(*info);
-    if (!dev.ok()) return cx::fail(dev.status());
+    if (!dev.ok()) return ct::fail(dev.status());
     TP_CUDA(cudaSetDevice(*dev));
   }
   const bool root = info->rank == 0;
   auto log = [&](const std::string& what) {
-    if (root) std::cerr << "trainplan_cuda_calibrate: " << what << std::endl;
+    if (root) std::cerr << "calibrate: " << what << std::endl;
   };
   cal::Measurements m;
   for (const tp::ModelSpec& model : models)
     for (std::int64_t b : args->micro_batches) {
       log("timing the executor's tasks: " + model.name + ", micro-batch " + std::to_string(b));
       auto samples = time_tasks(model, probe_plan(world, b), comm.get(), *args);
-      if (!samples.ok()) return cx::fail(samples.status(), info->rank);
+      if (!samples.ok()) return ct::fail(samples.status(), info->rank);
       m.tasks.insert(m.tasks.end(), samples->tasks.begin(), samples->tasks.end());
       m.step_collectives.insert(m.step_collectives.end(), samples->collectives.begin(),
                                 samples->collectives.end());
@@ -276,7 +279,7 @@ int run(int argc, char** argv) {
   }
   if (!root) return 0;
 
-  const cx::DeviceInfo device = cx::current_device_info();
+  const ct::DeviceInfo device = ct::current_device_info();
   cal::MachineIdentity id;
   id.kind = "gpu";
   id.cpu_model = device.name;
@@ -286,7 +289,7 @@ int run(int argc, char** argv) {
   fit.parallel_units = device.sm_count;  // wave quantization over the SMs
   fit.tiles = {16, 32, 64, 128, 256};
   auto calib = cal::calibrate_from(m, id, fit);
-  if (!calib.ok()) return cx::fail(calib.status());
+  if (!calib.ok()) return ct::fail(calib.status());
   // The executor's own device memory is what the pool allocates (its report's peak): no
   // baseline beside the model's memory.
   calib->profile.baseline_memory_bytes = 0;
@@ -298,11 +301,11 @@ int run(int argc, char** argv) {
   auto write_checked = [](const std::string& path, const tp::Json& json, const char* what,
                           const tp::Status& loads_back) {
     if (!loads_back.ok())
-      return cx::fail(tp::Status::Error(std::string("internal: the ") + what +
+      return ct::fail(tp::Status::Error(std::string("internal: the ") + what +
                                             " does not load back: " + loads_back.message(),
                                         tp::ExitCode::kInternal));
     if (tp::Status w = tp::cli::write_file_atomic(path, json.dump(2) + "\n"); !w.ok())
-      return cx::fail(w);
+      return ct::fail(w);
     std::cout << "wrote " << path << "\n";
     return 0;
   };
@@ -320,6 +323,6 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return cx::tool_main(argc, argv, "trainplan_cuda_calibrate", run);
+int trainplan::tools::calibrate_cuda_main(int argc, char** argv) {
+  return ct::tool_main(argc, argv, "calibrate", run);
 }

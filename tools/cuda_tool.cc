@@ -1,5 +1,5 @@
-// See tool_util.h.
-#include "executor/cuda/tool_util.h"
+// See cuda_tool.h.
+#include "tools/cuda_tool.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -13,7 +13,7 @@
 #include <mpi.h>
 #endif
 
-namespace trainplan::executor::cuda {
+namespace trainplan::cuda_tool {
 
 std::vector<std::int32_t> random_tokens(std::uint64_t seed, std::int64_t n, std::int64_t vocab) {
   std::mt19937_64 rng(seed);
@@ -64,4 +64,4 @@ int tool_main(int argc, char** argv, const char* program, int (*run)(int, char**
   return rc;
 }
 
-}  // namespace trainplan::executor::cuda
+}  // namespace trainplan::cuda_tool

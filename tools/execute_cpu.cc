@@ -1,0 +1,382 @@
+// execute --backend cpu (the default; main() is execute.cc): train a plan for real on CPUs
+// (Eigen math, MPI between ranks) and write what was measured as a step report
+// (core/step_report.h), comparable with `simulate`'s prediction.
+//
+//   mpirun -np 2 build/tools/execute --model models/tiny.json --plan PLAN.json --steps 20
+//       --data data/kjv-genesis.txt --out measured.json [--trace trace.json]
+//
+// --trace FILE also writes a Chrome trace (https://ui.perfetto.dev, chrome://tracing) of the last
+// measured step of every rank, laid out as `simulate --trace` (executor/trace.h): a process per
+// rank, a track per stream (compute, tp, pp send next/prev, dp, ...), spans named after the cost
+// model's tasks ("F mb0 L1 qkv", "B mb0 L1 tp_all_reduce_attn_grad"), with bytes sent. Times are
+// microseconds from the step's start, which the ranks begin together. Rank 0 gathers the events
+// of every rank and writes the file atomically; the other steps record nothing.
+//
+// Also starts under srun (SLURM_PROCID / SLURM_NTASKS) or with torchrun-style variables (RANK,
+// WORLD_SIZE, LOCAL_RANK); MPI stays the transport, so those variables must agree with MPI's
+// view, and a disagreement is reported as such. Every check that can fail on bad input runs
+// before anything is allocated, and all ranks agree on the outcome, so a bad input never
+// leaves ranks waiting for each other. A failure during the run (an exception, an MPI error)
+// aborts the whole job naming the rank; a rank killed from outside is reported by mpirun.
+// Tests: tests/executor/ (ctest -L executor).
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <iterator>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "executor/allocator.h"
+#include "executor/comm_mpi.h"
+#include "executor/data.h"
+#include "executor/params.h"
+#include "executor/trace.h"
+#include "executor/trainer.h"
+#include "core/cost/cost_model.h"
+#include "core/step_report.h"
+#include "core/units.h"
+#include "tools/backend.h"
+#include "tools/cli.h"
+
+using namespace trainplan;
+using namespace trainplan::executor;
+
+namespace {
+
+constexpr const char* kProgram = "execute";
+
+// All ranks learn whether any rank failed, and which (the lowest failing rank), so that they
+// stop together. Returns the failing rank or -1.
+int agree(const Status& local) {
+  int mine[2] = {local.ok() ? 0 : static_cast<int>(local.code()), 0};
+  MPI_Comm_rank(MPI_COMM_WORLD, &mine[1]);
+  int codes[2] = {0, 0};
+  MPI_Allreduce(&mine, &codes, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD);
+  return codes[0] == 0 ? -1 : codes[1];
+}
+
+// The launcher's view of this process (srun or torchrun variables) against MPI's.
+Status check_launcher(int mpi_rank, int mpi_size) {
+  auto env = [](const char* name) -> std::optional<long> {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') return std::nullopt;
+    char* end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    if (*end != '\0') return -1;
+    return x;
+  };
+  struct Pair { const char* rank; const char* size; const char* launcher; };
+  for (const Pair& p : {Pair{"SLURM_PROCID", "SLURM_NTASKS", "srun"},
+                        Pair{"RANK", "WORLD_SIZE", "torchrun-style"}}) {
+    const auto r = env(p.rank), n = env(p.size);
+    if (!r && !n) continue;
+    if (n && *n != mpi_size) {
+      std::string hint = mpi_size == 1
+          ? " (MPI started this process alone: the executor's transport is MPI, so start it "
+            "with mpirun, or with srun through MPI's PMI, e.g. srun --mpi=pmix; starting "
+            "without MPI is not supported by the CPU backend)"
+          : "";
+      return Status::Error(std::string(p.launcher) + " says " + p.size + "=" +
+                               std::to_string(*n) + " but MPI's world has " +
+                               std::to_string(mpi_size) + " ranks" + hint,
+                           ExitCode::kUsage);
+    }
+    if (r && *r != mpi_rank)
+      return Status::Error(std::string(p.launcher) + " says " + p.rank + "=" +
+                               std::to_string(*r) + " but this process is MPI rank " +
+                               std::to_string(mpi_rank) +
+                               " (the launcher's and MPI's rank orders disagree)",
+                           ExitCode::kUsage);
+  }
+  return Status::Ok();
+}
+
+// Process high-water mark of resident memory (VmHWM), bytes: the CPU analogue of a device's
+// peak allocation (it also counts the MPI library's buffers and the binary).
+double peak_memory_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) * 1024.0;
+  return 0;
+}
+
+struct Setup {
+  ModelSpec model;
+  Plan plan;
+  std::int64_t steps = 0, warmup = 0;
+  std::uint64_t seed = 0;
+  double lr = 0;
+  std::string corpus;  // empty: random tokens
+  std::string out;
+  std::string trace;   // empty: no trace
+  std::string inject;  // "RANK:STEP": throw on that rank at that step (fault tests)
+};
+
+Result<Setup> parse(cli::Args& args, int argc, char** argv, int mpi_rank, int mpi_size) {
+  TRAINPLAN_RETURN_IF_ERROR(args.parse(argc, argv));
+  if (args.help_requested()) return Status::Ok();
+  TRAINPLAN_RETURN_IF_ERROR(check_launcher(mpi_rank, mpi_size));
+  Setup s;
+  auto model = cli::load_model(args);
+  if (!model.ok()) return model.status();
+  s.model = *model;
+  if (!args.has("plan")) return Status::Error("missing --plan FILE", ExitCode::kUsage);
+  auto plan = cli::load_plan(args.get("plan"));
+  if (!plan.ok()) return plan.status();
+  s.plan = *plan;
+  if (!args.has("out")) return Status::Error("missing --out FILE", ExitCode::kUsage);
+  s.out = args.get("out");
+  s.trace = args.get("trace");
+  auto steps = args.get_int("steps", 10, 1, 1 << 24);
+  if (!steps.ok()) return steps.status();
+  auto warmup = args.get_int("warmup", std::min<std::int64_t>(2, *steps - 1), 0, 1 << 24);
+  if (!warmup.ok()) return warmup.status();
+  if (*warmup >= *steps)
+    return Status::Error("--warmup " + std::to_string(*warmup) + " leaves no measured step of --steps " +
+                             std::to_string(*steps),
+                         ExitCode::kUsage);
+  s.steps = *steps;
+  s.warmup = *warmup;
+  auto seed = args.get_int("seed", 1234, 0, std::int64_t{1} << 62);
+  if (!seed.ok()) return seed.status();
+  s.seed = static_cast<std::uint64_t>(*seed);
+  auto lr = args.get_double("lr", 1e-3, 0, 1);
+  if (!lr.ok()) return lr.status();
+  s.lr = *lr;
+  s.inject = args.get("inject-fault");
+  // The plan against the world and the model, before anything is allocated.
+  // What the executor cannot run (context parallelism, MoE, ...) first: a cp plan's world size
+  // counts its cp ranks, and its reason says more than a rank-count mismatch.
+  TRAINPLAN_RETURN_IF_ERROR(validate_plan(s.plan));
+  TRAINPLAN_RETURN_IF_ERROR(check_executor_supports(s.model, s.plan));
+  TRAINPLAN_RETURN_IF_ERROR(check_plan_world_size(s.plan, mpi_size));
+  TRAINPLAN_RETURN_IF_ERROR(check_plan_fits_model(s.plan, s.model));
+  if (args.has("data") == args.has("random-tokens"))
+    return Status::Error("give exactly one of --data FILE and --random-tokens", ExitCode::kUsage);
+  if (args.has("data")) {
+    auto text = cli::read_text_file(args.get("data"));
+    if (!text.ok()) return text.status();
+    s.corpus = std::move(*text);
+    if (static_cast<std::int64_t>(s.corpus.size()) <= s.model.seq_len + 1)
+      return Status::Error("data file '" + args.get("data") + "' has " +
+                               std::to_string(s.corpus.size()) + " bytes, fewer than one sequence of " +
+                               std::to_string(s.model.seq_len + 1) + " tokens",
+                           ExitCode::kInvalidInput);
+    if (s.model.vocab_size < 256)
+      return Status::Error("--data uses byte-level tokens (vocabulary 256); the model's vocabulary "
+                           "is " + std::to_string(s.model.vocab_size),
+                           ExitCode::kInvalidInput);
+  }
+  return s;
+}
+
+// Every rank's `mine` to rank 0, in rank order (empty on the other ranks). MPI errors here
+// abort the job through main()'s handler, naming the call and file:line.
+std::vector<std::string> gather_text(const std::string& mine, int rank, int size) {
+  int n = static_cast<int>(mine.size());
+  std::vector<int> sizes(static_cast<std::size_t>(size)), offsets(sizes.size());
+  TRAINPLAN_MPI_CALL(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
+  std::string all;
+  if (rank == 0) {
+    for (std::size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
+    all.resize(static_cast<std::size_t>(offsets.back() + sizes.back()));
+  }
+  TRAINPLAN_MPI_CALL(MPI_Gatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(),
+                                 offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD));
+  std::vector<std::string> parts;
+  if (rank == 0)
+    for (std::size_t r = 0; r < sizes.size(); ++r)
+      parts.push_back(all.substr(static_cast<std::size_t>(offsets[r]),
+                                 static_cast<std::size_t>(sizes[r])));
+  return parts;
+}
+
+// Per-rank figures gathered to rank 0, in this order.
+enum Field { kStage, kPeakMemory, kCompute, kOptimizer, kFirstGroup };
+constexpr CommGroup kGroups[] = {CommGroup::kTp, CommGroup::kPp, CommGroup::kDp,
+                                 CommGroup::kEmbedding, CommGroup::kDpReplica};
+constexpr int kNumGroups = static_cast<int>(std::size(kGroups));
+constexpr int kFields = kFirstGroup + 2 * kNumGroups;
+
+int run(int argc, char** argv, bool freed_memory_kept_mapped) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  cli::Args args(kProgram,
+                 "Train a plan on CPUs (Eigen + MPI) and write the measured step report.\n"
+                 "Start with mpirun -np N (N = tp*pp*dp of the plan).",
+                 {{"backend", true, "cpu (this one, the default) or cuda"},
+                  {"model", true, "model JSON (ours or a Hugging Face config.json)"},
+                  {"seq-len", true, "training sequence length (default: the model's)"},
+                  {"plan", true, "plan JSON (precision must be fp32)"},
+                  {"steps", true, "optimizer steps (default 10)"},
+                  {"warmup", true, "steps left out of the step time (default min(2, steps-1))"},
+                  {"data", true, "text file, byte-level tokens (e.g. data/kjv-genesis.txt)"},
+                  {"random-tokens", false, "uniform random tokens instead of --data (timing)"},
+                  {"seed", true, "initialisation and sampling seed (default 1234)"},
+                  {"lr", true, "AdamW learning rate (default 1e-3)"},
+                  {"out", true, "measured step report (written atomically by rank 0)"},
+                  {"trace", true, "Chrome trace (Perfetto) of the last measured step of every "
+                                  "rank, as simulate --trace lays it out (written by rank 0)"},
+                  {"inject-fault", true, "RANK:STEP, tests only: that rank throws at that step"}});
+  Result<Setup> setup = parse(args, argc, argv, rank, size);
+  if (const int bad = agree(setup.status()); bad >= 0) {
+    if (rank == bad) return cli::fail(kProgram, setup.status());
+    return setup.ok() ? static_cast<int>(ExitCode::kUsage) : static_cast<int>(setup.status().code());
+  }
+  if (args.help_requested()) {
+    if (rank == 0) std::cout << args.usage();
+    return 0;
+  }
+  Setup& s = *setup;
+
+  auto comm = make_mpi_comm(s.plan, MPI_COMM_WORLD);
+  if (!comm.ok()) return cli::fail(kProgram, comm.status());
+  TrainOptions options;
+  options.seed = s.seed;
+  options.adamw.lr = static_cast<float>(s.lr);
+  auto trainer = Trainer::make(s.model, s.plan, options, **comm);
+  if (const int bad = agree(trainer.status()); bad >= 0)
+    return rank == bad ? cli::fail(kProgram, trainer.status()) : static_cast<int>(ExitCode::kRuntime);
+  Trainer& t = **trainer;
+  Comm& c = **comm;
+
+  long fault_rank = -1, fault_step = -1;
+  if (!s.inject.empty()) std::sscanf(s.inject.c_str(), "%ld:%ld", &fault_rank, &fault_step);
+
+  const double tokens_per_step =
+      static_cast<double>(s.plan.global_batch_size * s.model.seq_len);
+  if (rank == 0)
+    std::cout << kProgram << ": " << describe(s.plan) << ", " << s.model.name << ", " << size
+              << " ranks (" << c.backend_name() << "), " << s.steps << " steps, "
+              << (s.corpus.empty() ? "random tokens" : "corpus of " + std::to_string(s.corpus.size()) + " bytes")
+              << std::endl;
+  std::vector<double> losses, times;
+  double optimizer_s = 0;
+  TraceRecorder recorder;  // the last step's, with --trace
+  for (std::int64_t k = 0; k < s.steps; ++k) {
+    if (k == s.warmup) c.reset_counters();
+    if (rank == fault_rank && k == fault_step)
+      throw std::runtime_error("injected fault at step " + std::to_string(k + 1));
+    const auto batch = s.corpus.empty()
+        ? random_batch(s.seed, k, s.plan.global_batch_size, s.model.seq_len, s.model.vocab_size)
+        : corpus_batch(s.corpus, s.seed, k, s.plan.global_batch_size, s.model.seq_len);
+    const bool traced = !s.trace.empty() && k == s.steps - 1;
+    auto r = t.step(batch, traced ? &recorder : nullptr);
+    if (!r.ok()) {
+      // Every rank got the same status (the trainer agrees on non-finite losses).
+      if (rank == 0) return cli::fail(kProgram, r.status());
+      return static_cast<int>(r.status().code());
+    }
+    losses.push_back(r->loss);
+    times.push_back(r->seconds);
+    if (k >= s.warmup) optimizer_s += r->optimizer_seconds;
+    if (rank == 0)
+      std::cout << "step " << std::setw(4) << k + 1 << "/" << s.steps << "  loss "
+                << std::fixed << std::setprecision(4) << r->loss << "  time "
+                << std::setprecision(4) << r->seconds << " s  "
+                << std::setprecision(0) << tokens_per_step / r->seconds << " tokens/s"
+                << std::defaultfloat << std::setprecision(6) << std::endl;
+  }
+
+  // Per-rank figures, per measured step.
+  const double measured = static_cast<double>(s.steps - s.warmup);
+  double step_sum = 0;
+  for (std::size_t k = static_cast<std::size_t>(s.warmup); k < times.size(); ++k) step_sum += times[k];
+  double mine[kFields] = {};
+  mine[kStage] = static_cast<double>(t.stage());
+  mine[kPeakMemory] = peak_memory_bytes();
+  double comm_s = 0;
+  for (int g = 0; g < kNumGroups; ++g) {
+    const GroupCounters& k = c.counters(kGroups[g]);
+    mine[kFirstGroup + 2 * g] = static_cast<double>(k.bytes_sent) / measured;
+    mine[kFirstGroup + 2 * g + 1] = k.time_s / measured;
+    comm_s += k.time_s;
+  }
+  mine[kCompute] = (step_sum - comm_s) / measured;  // one thread: busy unless in a call
+  mine[kOptimizer] = optimizer_s / measured;
+  std::vector<double> all(static_cast<std::size_t>(kFields * size));
+  MPI_Gather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  std::vector<std::string> trace_parts;
+  if (!s.trace.empty())
+    trace_parts = gather_text(chrome_trace_rank_events(rank, t.stage(), recorder.events()), rank,
+                              size);
+
+  if (rank == 0) {
+    StepReport rep;
+    set_measured_steps(rep, s.model, s.plan, times, losses, s.warmup, size, 0.0);
+    rep.source = "execute cpu (" + c.backend_name() + ", Eigen float32, 1 thread per rank)";
+    rep.cluster = Json{{"device", "cpu"},
+                       {"ranks", size},
+                       {"threads_per_rank", 1},
+                       {"backend", c.backend_name()},
+                       {"peak_memory", "process VmHWM (resident high-water mark)"},
+                       {"freed_memory_kept_mapped", freed_memory_kept_mapped},
+                       {"control_bytes_per_step",
+                        static_cast<double>(c.control_counters().bytes_sent) / measured}};
+    for (int r = 0; r < size; ++r) {
+      const double* f = all.data() + static_cast<std::ptrdiff_t>(r) * kFields;
+      RankStep rs;
+      rs.rank = r;
+      rs.stage = static_cast<std::int64_t>(f[kStage]);
+      rs.peak_memory_bytes = f[kPeakMemory];
+      rs.compute_s = f[kCompute];
+      rs.optimizer_s = f[kOptimizer];
+      for (int g = 0; g < kNumGroups; ++g) {
+        const double bytes = f[kFirstGroup + 2 * g], time = f[kFirstGroup + 2 * g + 1];
+        // CPU: communication is not overlapped, all of it is exposed.
+        add_group_comm(rep, rs, kGroups[g], {.bytes_sent = bytes, .time_s = time, .exposed_s = time});
+      }
+      rep.ranks.push_back(rs);
+    }
+    const Status w = cli::write_file_atomic(s.out, step_report_to_json(rep).dump(2) + "\n");
+    if (!w.ok()) return cli::fail(kProgram, w);
+    std::cout << kProgram << ": step time " << rep.step_time_s << " s (median of "
+              << times.size() - static_cast<std::size_t>(s.warmup) << "), " << std::setprecision(0) << std::fixed
+              << rep.tokens_per_s << " tokens/s; loss " << std::setprecision(4) << losses.front()
+              << " -> " << losses.back() << "; wrote " << s.out << std::endl;
+    if (!s.trace.empty()) {
+      const Status wt = cli::write_file_atomic(s.trace, chrome_trace_json(trace_parts));
+      if (!wt.ok()) return cli::fail(kProgram, wt);
+      std::cout << kProgram << ": wrote the trace of step " << s.steps << " to " << s.trace
+                << std::endl;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int trainplan::tools::execute_cpu_main(int argc, char** argv) {
+  // Before anything is allocated.
+  const bool kept_mapped = trainplan::executor::keep_freed_memory_mapped();
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (!kept_mapped && rank == 0)
+    std::cerr << kProgram << ": note: the C library did not take the keep-freed-memory policy "
+              << "(not glibc, or a sanitizer): every micro-batch faults its activations in again, "
+              << "and the step times include that" << std::endl;
+  int code = 0;
+  try {
+    code = run(argc, argv, kept_mapped);
+  } catch (const std::exception& e) {
+    // One rank cannot finish the step: stop every rank now rather than let them wait on it.
+    // In one write, so that mpirun's abort notice cannot land inside the line.
+    cli::print_error_line(std::string(kProgram) + ": rank " + std::to_string(rank) + " failed: " +
+                          e.what() + "; aborting all ranks\n");
+    MPI_Abort(MPI_COMM_WORLD, static_cast<int>(ExitCode::kRuntime));
+  }
+  MPI_Finalize();
+  return code;
+}
