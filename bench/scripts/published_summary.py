@@ -3,7 +3,7 @@
 error of each run's headline figure (its first throughput figure, as a throughput error:
 positive when the prediction is faster than the measurement), and memory.
 
-    ./build/tools/simulate --published validation/corpus/published_runs_more.json --json > r.json
+    ./build/tools/simulate --published validation/corpus/published_runs.json --cross-validate > r.json
     python3 bench/scripts/published_summary.py r.json      # markdown table on stdout
 
 Groups are listed in file order; entries not simulated are counted per group.
