@@ -1,4 +1,4 @@
-// libFuzzer target: a published run's entry through published_run_from_json (simulator/
+// libFuzzer target: a published run's entry through published_run_from_json (validation/
 // published_run.h). An accepted entry must give a valid model and plan whose world size is the
 // cluster's; a refused one must say why and name its source. Corpus:
 // tests/fuzz/corpus/fuzz_published_run (entries of the dev set and variations).
