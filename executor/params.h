@@ -61,6 +61,12 @@ void for_each_decay_run(const Ranges& decayed, std::int64_t begin, std::int64_t 
   if (at < end) fn(at, end - at, false);
 }
 
+// AdamW's settings (Loshchilov & Hutter 2019), shared by both backends' updates; the betas and
+// decay are GPT-3's (Brown et al. 2020, appendix B).
+struct AdamW {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+};
+
 // Indices into BlockLayout::tensors of a layer block.
 enum LayerTensor : std::size_t {
   kLn1G, kLn1B, kWq, kBq, kWk, kBk, kWv, kBv, kWo, kBo,

@@ -85,7 +85,7 @@ want() { [[ " $PARTS " == *" $1 "* ]]; }
 
 # ---- 2. GPU tests ----
 want tests && for t in kernels gpt comm; do
-  bin="$BUILD/tests/executor_cuda/executor_cuda_${t}_test"
+  bin="$BUILD/tests/executor/cuda/executor_cuda_${t}_test"
   say "test $t"
   if timeout 240 "$bin" --gtest_output="json:$OUTDIR/test_$t.json" > "$OUTDIR/test_$t.log" 2>&1; then
     add "| test $t | PASS | $(grep -c '^\[       OK .*ms)$' "$OUTDIR/test_$t.log") passed, $(grep -c '^\[  SKIPPED .*ms)$' "$OUTDIR/test_$t.log") skipped |"
