@@ -29,7 +29,13 @@ StageGeometry stage_geometry(const ModelSpec& model, const Plan& plan, std::int6
   g.attention_task = tasks_between(layer_forward_tasks(model, plan), "qkv", "out_proj");
   g.attention_bwd_task =
       tasks_between(layer_backward_tasks(model, plan), "out_proj_wgrad", "qkv_dgrad");
+  g.head_reads_table = model.tie_word_embeddings && plan.pp == 1;
   return g;
+}
+
+std::pair<std::size_t, std::int64_t> StageModelBase::head_matrix() const {
+  if (geo_.head_reads_table) return {0, geo_.layouts[0].tensors[kWte].offset};
+  return {geo_.layouts.size() - 1, geo_.layouts.back().tensors[kHeadW].offset};
 }
 
 }  // namespace trainplan::executor

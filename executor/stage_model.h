@@ -36,6 +36,9 @@ struct StageGeometry {
   // The cost-model tasks one attention kernel call covers, joined by '+' ("attention", or
   // "attn_scores+softmax+attn_values" when unfused), forward and backward.
   std::string attention_task, attention_bwd_task;
+  // The head reads the embedding table (tied, and one stage holds both) instead of a matrix of
+  // its own.
+  bool head_reads_table = false;
 
   // Model chunks on this stage (virtual_stages; chunk c is global chunk c * pp + stage).
   std::int64_t num_chunks() const { return static_cast<std::int64_t>(chunk_blocks.size()); }
@@ -47,6 +50,35 @@ struct StageGeometry {
 // Stage `stage` for TP rank `tp_rank`.
 StageGeometry stage_geometry(const ModelSpec& model, const Plan& plan, std::int64_t stage,
                              std::int64_t tp_rank);
+
+// The part of a stage model that both backends share: its geometry, with the short names the
+// kernels' code reads, and where the head's matrix is.
+class StageModelBase {
+ public:
+  const std::vector<BlockLayout>& layouts() const { return geo_.layouts; }
+  const StageShape& shape() const { return geo_.shape; }
+  std::int64_t num_chunks() const { return geo_.num_chunks(); }
+  bool has_embedding(std::int64_t c) const { return geo_.has_embedding(c); }
+  bool has_head(std::int64_t c) const { return geo_.has_head(c); }
+
+ protected:
+  StageModelBase(const ModelSpec& model, const Plan& plan, std::int64_t stage,
+                 std::int64_t tp_rank)
+      : geo_(stage_geometry(model, plan, stage, tp_rank)) {}
+  ~StageModelBase() = default;
+  StageModelBase(const StageModelBase&) = delete;
+  StageModelBase& operator=(const StageModelBase&) = delete;
+  // The block holding the head's matrix and the matrix's offset in it: the embedding table
+  // (block 0) when the head reads it, else the head block's own.
+  std::pair<std::size_t, std::int64_t> head_matrix() const;
+
+  const StageGeometry geo_;
+  const StageShape& x_ = geo_.shape;
+  const std::vector<BlockLayout>& layouts_ = geo_.layouts;
+  const std::vector<std::vector<std::size_t>>& chunk_blocks_ = geo_.chunk_blocks;
+  const std::string& attention_task_ = geo_.attention_task;
+  const std::string& attention_bwd_task_ = geo_.attention_bwd_task;
+};
 
 // What a chunk's pass reports to and records in.
 struct PassContext {

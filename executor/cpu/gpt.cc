@@ -45,9 +45,11 @@ struct StageModel::LayerParams {
 
 StageModel::StageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
                        BlockAccess& access)
-    : model_(model), plan_(plan), comm_(comm), access_(access) {
-  geo_ = stage_geometry(model, plan, stage, comm.group_rank(CommGroup::kTp));
-}
+    : StageModelBase(model, plan, stage, comm.group_rank(CommGroup::kTp)),
+      model_(model),
+      plan_(plan),
+      comm_(comm),
+      access_(access) {}
 
 StageModel::~StageModel() = default;
 
@@ -310,15 +312,13 @@ void StageModel::embedding_backward(const std::int32_t* tokens, const Mat& dout)
 }
 
 const float* StageModel::head_weights() {
-  if (model_.tie_word_embeddings && plan_.pp == 1)
-    return access_.params(0) + layouts_[0].tensors[kWte].offset;
-  return access_.params(layouts_.size() - 1) + layouts_.back().tensors[kHeadW].offset;
+  const auto [block, offset] = head_matrix();
+  return access_.params(block) + offset;
 }
 
 float* StageModel::head_grads() {
-  if (model_.tie_word_embeddings && plan_.pp == 1)
-    return access_.grads(0) + layouts_[0].tensors[kWte].offset;
-  return access_.grads(layouts_.size() - 1) + layouts_.back().tensors[kHeadW].offset;
+  const auto [block, offset] = head_matrix();
+  return access_.grads(block) + offset;
 }
 
 double StageModel::head_forward(MicroBatch& s, const Mat& x, const std::int32_t* targets,

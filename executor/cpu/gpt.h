@@ -36,22 +36,13 @@ class BlockAccess : public DpEvents {
   virtual float* grads(std::size_t b) = 0;
 };
 
-class StageModel {
+class StageModel final : public StageModelBase {
  public:
   StageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
              BlockAccess& access);
   ~StageModel();
   StageModel(const StageModel&) = delete;
   StageModel& operator=(const StageModel&) = delete;
-
-  const std::vector<BlockLayout>& layouts() const { return layouts_; }
-  const StageShape& shape() const { return x_; }
-
-  // Model chunks on this stage (virtual_stages; chunk c is global chunk c * pp + stage).
-  std::int64_t num_chunks() const { return static_cast<std::int64_t>(chunk_blocks_.size()); }
-  // Whether chunk c begins with the embedding / ends with the head and loss.
-  bool has_embedding(std::int64_t c) const { return x_.first && c == 0; }
-  bool has_head(std::int64_t c) const { return x_.last && c == num_chunks() - 1; }
 
   // Forward of micro-batch `mb` through chunk `chunk`. The embedding chunk reads `tokens` (T),
   // others `input` (local_tokens, h). The head chunk reads `targets` (T) and returns the sum
@@ -92,13 +83,6 @@ class StageModel {
   Plan plan_;
   Comm& comm_;
   BlockAccess& access_;
-  StageGeometry geo_;  // executor/stage_model.h; the names below are its parts
-  const StageShape& x_ = geo_.shape;
-  const std::vector<BlockLayout>& layouts_ = geo_.layouts;
-  const std::vector<std::vector<std::size_t>>& chunk_blocks_ = geo_.chunk_blocks;
-  // Trace names of the one attention kernel call (StageGeometry::attention_task).
-  const std::string& attention_task_ = geo_.attention_task;
-  const std::string& attention_bwd_task_ = geo_.attention_bwd_task;
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<MicroBatch>>
       in_flight_;  // by (chunk, micro-batch)
   TraceRecorder* trace_ = nullptr;

@@ -77,11 +77,15 @@ struct CudaStageModel::MicroBatch {
 CudaStageModel::CudaStageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage,
                                NcclComm* comm, DeviceBlockAccess& access, Gemm& gemm,
                                cudaStream_t stream)
-    : model_(model), plan_(plan), comm_(comm), access_(access), gemm_(gemm), stream_(stream) {
+    : StageModelBase(model, plan, stage, comm != nullptr ? comm->group_rank(CommGroup::kTp) : 0),
+      model_(model),
+      plan_(plan),
+      comm_(comm),
+      access_(access),
+      gemm_(gemm),
+      stream_(stream) {
   TRAINPLAN_CHECK(comm != nullptr || plan.world_size() == 1)
       << "a multi-rank plan needs a communicator";
-  geo_ = stage_geometry(model, plan, stage,
-                        comm != nullptr ? comm->group_rank(CommGroup::kTp) : 0);
   heads_ = model.num_attention_heads / plan.tp;
   hd_ = model.q_width() / model.num_attention_heads;
 }
@@ -346,15 +350,13 @@ void CudaStageModel::embedding_backward(const std::int32_t* tokens, const Buf& d
 }
 
 const bf16* CudaStageModel::head_weights() {
-  if (model_.tie_word_embeddings && plan_.pp == 1)
-    return access_.params(0) + layouts_[0].tensors[kWte].offset;
-  return access_.params(layouts_.size() - 1) + layouts_.back().tensors[kHeadW].offset;
+  const auto [block, offset] = head_matrix();
+  return access_.params(block) + offset;
 }
 
 float* CudaStageModel::head_grads() {
-  if (model_.tie_word_embeddings && plan_.pp == 1)
-    return access_.grads(0) + layouts_[0].tensors[kWte].offset;
-  return access_.grads(layouts_.size() - 1) + layouts_.back().tensors[kHeadW].offset;
+  const auto [block, offset] = head_matrix();
+  return access_.grads(block) + offset;
 }
 
 void CudaStageModel::head_forward(MicroBatch& s, Buf&& x, const std::int32_t* targets,

@@ -46,7 +46,7 @@ class DeviceBlockAccess : public DpEvents {
   virtual float* grads(std::size_t b) = 0;
 };
 
-class CudaStageModel {
+class CudaStageModel final : public StageModelBase {
  public:
   // comm may be null for a single rank (tp = pp = dp = 1).
   CudaStageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, NcclComm* comm,
@@ -54,12 +54,6 @@ class CudaStageModel {
   ~CudaStageModel();
   CudaStageModel(const CudaStageModel&) = delete;
   CudaStageModel& operator=(const CudaStageModel&) = delete;
-
-  const std::vector<BlockLayout>& layouts() const { return layouts_; }
-  const StageShape& shape() const { return x_; }
-  std::int64_t num_chunks() const { return static_cast<std::int64_t>(chunk_blocks_.size()); }
-  bool has_embedding(std::int64_t c) const { return x_.first && c == 0; }
-  bool has_head(std::int64_t c) const { return x_.last && c == num_chunks() - 1; }
 
   // As StageModel::forward. tokens and targets are device arrays (T); `input` (local_tokens, h)
   // is consumed; `output` is written. The head chunk adds the sum of its token losses to
@@ -114,13 +108,6 @@ class CudaStageModel {
   DeviceBlockAccess& access_;
   Gemm& gemm_;
   cudaStream_t stream_;
-  StageGeometry geo_;  // executor/stage_model.h; the names below are its parts
-  const StageShape& x_ = geo_.shape;
-  const std::vector<BlockLayout>& layouts_ = geo_.layouts;
-  const std::vector<std::vector<std::size_t>>& chunk_blocks_ = geo_.chunk_blocks;
-  // The cost-model task(s) the attention kernels carry out (StageGeometry::attention_task).
-  const std::string& attention_task_ = geo_.attention_task;
-  const std::string& attention_bwd_task_ = geo_.attention_bwd_task;
   std::int64_t heads_ = 0, hd_ = 0;  // heads on this rank, head dim
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<MicroBatch>> in_flight_;
   DeviceTrace* trace_ = nullptr;
