@@ -239,19 +239,15 @@ void CpuStage::for_each_param(const std::function<void(const TensorSlice&, std::
   const std::vector<BlockLayout>& layouts = net_->layouts();
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
+    // ZeRO-3 holds its shard only; below that, the whole block.
     const bool sharded = plan_.zero_stage == 3;
     const std::int64_t begin = sharded ? shard_rank_ * b.shape.shard : 0;
-    const std::int64_t end =
-        std::min(sharded ? begin + b.shape.shard : b.shape.padded, layouts[i].size);
-    for (const TensorSlice& t : layouts[i].tensors) {
-      for (std::int64_t j = std::max(begin, t.offset); j < std::min(end, t.offset + t.size());
-           ++j) {
-        const std::int64_t local = j - t.offset;
-        const float v = sharded ? b.param_shard[static_cast<std::size_t>(j - begin)]
-                                : b.param[static_cast<std::size_t>(j)];
-        fn(t, t.row0 + local / t.cols, t.col0 + local % t.cols, v);
-      }
-    }
+    const std::vector<float>& values = sharded ? b.param_shard : b.param;
+    for_each_element(layouts[i], begin, begin + static_cast<std::int64_t>(values.size()),
+                     [&](const TensorSlice& t, std::int64_t row, std::int64_t col,
+                         std::int64_t at) {
+                       fn(t, row, col, values[static_cast<std::size_t>(at - begin)]);
+                     });
   }
 }
 

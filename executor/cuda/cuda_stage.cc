@@ -363,14 +363,11 @@ void CudaStage::for_each_param(const std::function<void(const TensorSlice&, std:
     const Block& b = blocks_[i];
     const std::vector<float> master = to_host(b.master.data(), b.master.size());
     const std::int64_t begin = b.master_offset;
-    const std::int64_t end = std::min(begin + b.master.size(), layouts[i].size);
-    for (const TensorSlice& t : layouts[i].tensors)
-      for (std::int64_t j = std::max(begin, t.offset); j < std::min(end, t.offset + t.size());
-           ++j) {
-        const std::int64_t local = j - t.offset;
-        fn(t, t.row0 + local / t.cols, t.col0 + local % t.cols,
-           master[static_cast<std::size_t>(j - begin)]);
-      }
+    for_each_element(layouts[i], begin, begin + b.master.size(),
+                     [&](const TensorSlice& t, std::int64_t row, std::int64_t col,
+                         std::int64_t at) {
+                       fn(t, row, col, master[static_cast<std::size_t>(at - begin)]);
+                     });
   }
 }
 
