@@ -2,6 +2,7 @@
 #include "core/chrome_trace.h"
 
 #include <cstdio>
+#include <utility>
 
 namespace trainplan {
 
@@ -30,8 +31,33 @@ std::string chrome_trace_event_name(char pass, std::int32_t micro_batch, std::in
   return name;
 }
 
+namespace {
+constexpr const char* kDocumentOpening = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+constexpr const char* kDocumentClosing = "\n]}\n";
+constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
+}  // namespace
+
+ChromeTraceWriter::ChromeTraceWriter(Sink sink) : sink_(std::move(sink)) {
+  sink_(kDocumentOpening);
+}
+
+void ChromeTraceWriter::finish() {
+  if (!sink_) return;
+  sink_(out_);
+  out_.clear();
+  sink_(kDocumentClosing);
+}
+
+void ChromeTraceWriter::flush_if_large() {
+  if (!sink_ || out_.size() < kChunkBytes) return;
+  sink_(out_);
+  out_.clear();
+}
+
 void ChromeTraceWriter::separate() {
-  if (!out_.empty()) out_ += ",\n";
+  flush_if_large();
+  if (any_) out_ += ",\n";
+  any_ = true;
 }
 
 void ChromeTraceWriter::rank(std::int64_t rank, std::int64_t stage,
@@ -72,7 +98,7 @@ void ChromeTraceWriter::object(std::string_view json) {
 }
 
 std::string chrome_trace_document(const std::vector<std::string>& bodies) {
-  std::string out = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+  std::string out = kDocumentOpening;
   bool first = true;
   for (const std::string& body : bodies) {
     if (body.empty()) continue;
@@ -80,7 +106,7 @@ std::string chrome_trace_document(const std::vector<std::string>& bodies) {
     first = false;
     out += body;
   }
-  return out + "\n]}\n";
+  return out + kDocumentClosing;
 }
 
 }  // namespace trainplan

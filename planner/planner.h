@@ -22,7 +22,7 @@
 namespace trainplan {
 
 struct PlannerOptions {
-  std::int64_t global_batch_size = 0;   // sequences per step; 0: about 2^21 tokens (see README)
+  std::int64_t global_batch_size = 0;   // sequences per step; 0: default_global_batch()
   Precision precision = Precision::kBf16;
   Optimizer optimizer = Optimizer::kAdamW;
   AttentionImpl attention = AttentionImpl::kFused;
@@ -61,6 +61,10 @@ struct PlannerOptions {
   bool stop_at_first_feasible = false;
   // Called about once a second during long searches (evaluated so far, total estimate).
   std::function<void(std::int64_t, std::int64_t)> progress;
+  // Refinement by the simulator: threads that simulate candidates at once (0: every core; the
+  // ranking does not depend on it), and a callback after each simulation (done, total).
+  unsigned refine_threads = 0;
+  std::function<void(std::int64_t, std::int64_t)> refine_progress;
 };
 
 struct Candidate {
@@ -99,8 +103,20 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
 PlanSearch search_plans(Estimator& estimator, const PlannerOptions& options, std::int64_t gpus,
                         bool offload);
 
-// Default global batch: the power of two nearest 2^21 tokens / seq_len sequences, at least 1
-// (GPT-3 used 0.5M-3.2M tokens per batch, Brown et al. 2020 Table 2.1).
-std::int64_t default_global_batch(const ModelSpec& model);
+// Default global batch in sequences, from the model's size and the GPU count, as published runs
+// chose it (docs/planner.md "Default batch"):
+//  - by model size: GPT-3's batch in tokens (Brown et al. 2020, arXiv:2005.14165, Table 2.1:
+//    0.5M tokens for 125M-760M parameters, 1M for 1.3B-2.7B, 2M for 6.7B-13B, 3.2M for 175B),
+//    interpolated in log(parameters) between its sizes, held at 3.2M above 175B, and below
+//    125M scaled down in proportion to the parameters (our extrapolation: a model 1000x
+//    smaller than GPT-3 Small takes 1000x fewer tokens per step);
+//  - by scale: at least one sequence per 8 GPUs (Llama 3 405B: 16M tokens = 2,048 sequences of
+//    8,192 tokens on 16,384 GPUs, Grattafiori et al. 2024, arXiv:2407.21783, Table 4), so that a
+//    large cluster's data-parallel replicas each get whole sequences.
+// The larger of the two, as sequences rounded to a power of two (the scale term up, the size
+// term to the nearest), at least 1.
+std::int64_t default_global_batch(const ModelSpec& model, std::int64_t gpus);
+// The model-size term alone, in tokens per step (see default_global_batch).
+double size_rule_tokens_per_step(double parameters);
 
 }  // namespace trainplan

@@ -76,7 +76,7 @@ struct Case {
 
 Recorder generate(const ModelSpec& m, const ClusterSpec& c, const PlannerOptions& opt,
                   std::int64_t gpus, bool offload, std::int64_t stop_after = 0) {
-  const SearchSpace space{&m, &c, &opt, gpus, default_global_batch(m), offload};
+  const SearchSpace space{&m, &c, &opt, gpus, default_global_batch(m, gpus), offload};
   Recorder r;
   r.stop_after = stop_after;
   generate_candidates(space, r);
@@ -147,7 +147,7 @@ TEST(Search, RejectedContextParallelDegreesArePrunedBeforeThePipelineAxis) {
     std::int64_t cp_pruned = 0;
   } r;
   PlannerOptions opt;
-  const SearchSpace space{&m, &*c, &opt, 16, default_global_batch(m), false};
+  const SearchSpace space{&m, &*c, &opt, 16, default_global_batch(m, 16), false};
   generate_candidates(space, r);
   EXPECT_EQ(r.max_cp, 1);
   EXPECT_GT(r.cp_pruned, 0);
