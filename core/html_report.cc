@@ -108,7 +108,7 @@ std::string breakdown_svg(const StepPicture& p) {
   double total = 0;
   for (const Part& part : p.breakdown) total += part.seconds;
   if (total <= 0) return "";
-  static const char* kShades[] = {"#0072B2", "#D55E00", "#009E73", "#E69F00",
+  static const char* kShades[] = {"#0072B2", "#CC79A7", "#BBBBBB", "#E69F00",
                                   "#CC79A7", "#56B4E9", "#882255", "#999999"};
   std::ostringstream os;
   os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth
@@ -184,6 +184,7 @@ std::string memory_svg(const StepPicture& p) {
 std::string step_body(const StepPicture& p) {
   std::string out = "<h2>The step, broken down (seconds of the slowest rank)</h2>\n" +
                     breakdown_svg(p);
+  if (!p.breakdown_note.empty()) out += "<p class=\"l\">" + escape(p.breakdown_note) + "</p>\n";
   out += "<h2>Timeline per rank: compute and communication</h2>\n";
   out += legend({{"F", "forward"}, {"B", "backward"}, {"R", "recompute"}, {"O", "optimizer"},
                  {"other", "other compute"}, {"tp", "TP"}, {"cp", "CP"}, {"pp", "pipeline send"},

@@ -45,6 +45,7 @@ struct StepPicture {
   double step_s = 0;
   std::vector<Lane> lanes;
   std::vector<Part> breakdown;
+  std::string breakdown_note;  // said under the breakdown
   std::vector<MemoryTrack> memory;
   double capacity_bytes = 0, usable_bytes = 0;
 };

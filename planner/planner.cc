@@ -219,9 +219,12 @@ std::int64_t default_global_batch(const ModelSpec& model, std::int64_t gpus) {
                          d(model.seq_len);
   const std::int64_t size_seqs =
       by_size <= 1.0 ? 1 : std::int64_t{1} << static_cast<int>(std::lround(std::log2(by_size)));
-  // One sequence per 8 GPUs, rounded up to a power of two.
+  // One sequence per data-parallel replica when tensor parallelism fills a node: the largest
+  // power of two up to 8 that divides the heads (Llama 3 405B: 16,384 / 8 = 2,048 sequences).
+  std::int64_t tp = 1;
+  while (tp < 8 && model.num_attention_heads % (2 * tp) == 0) tp *= 2;
   std::int64_t scale_seqs = 1;
-  while (scale_seqs * 8 < gpus) scale_seqs *= 2;
+  while (scale_seqs * tp < gpus) scale_seqs *= 2;
   return std::max(size_seqs, scale_seqs);
 }
 

@@ -110,9 +110,11 @@ PlanSearch search_plans(Estimator& estimator, const PlannerOptions& options, std
 //    interpolated in log(parameters) between its sizes, held at 3.2M above 175B, and below
 //    125M scaled down in proportion to the parameters (our extrapolation: a model 1000x
 //    smaller than GPT-3 Small takes 1000x fewer tokens per step);
-//  - by scale: at least one sequence per 8 GPUs (Llama 3 405B: 16M tokens = 2,048 sequences of
-//    8,192 tokens on 16,384 GPUs, Grattafiori et al. 2024, arXiv:2407.21783, Table 4), so that a
-//    large cluster's data-parallel replicas each get whole sequences.
+//  - by scale: at least one sequence per data-parallel replica when tensor parallelism fills a
+//    node, i.e. per 8 GPUs, or per tp GPUs for a model whose heads allow only tp < 8 (Llama 3
+//    405B: 16M tokens = 2,048 sequences of 8,192 tokens on 16,384 GPUs with TP 8, Grattafiori
+//    et al. 2024, arXiv:2407.21783, Table 4), so that a large cluster's replicas each get whole
+//    sequences.
 // The larger of the two, as sequences rounded to a power of two (the scale term up, the size
 // term to the nearest), at least 1.
 std::int64_t default_global_batch(const ModelSpec& model, std::int64_t gpus);

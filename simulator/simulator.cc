@@ -166,6 +166,7 @@ Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& clust
     }
   }
   SimResult result;
+  if (options.progress) program.engine.set_progress(options.progress);
   result.events = program.engine.run();
   result.ops = program.engine.num_ops();
   result.simulated_ranks = static_cast<std::int64_t>(program.slots.size());

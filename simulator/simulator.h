@@ -49,6 +49,8 @@ struct SimOptions {
   // Threads for the per-rank passes over the played program (0: every core). The result does
   // not depend on it.
   unsigned threads = 0;
+  // Progress of the play: (ops finished, ops in the program), about every 65,536 ops.
+  std::function<void(std::int64_t, std::int64_t)> progress;
   DpAlgorithm dp_algorithm = DpAlgorithm::kRing;
   // Gradient buckets reduced while the backward pass runs (PyTorch DDP, Megatron-LM's
   // --overlap-grad-reduce). false: after the pipeline has drained (Megatron-LM's 2021 "local"

@@ -296,20 +296,26 @@ std::string compute_title(const OpMeta& m) {
   }
 }
 
+// The critical rank's step: compute, optimizer, and the rest, idle (pipeline bubble, or waiting
+// for communication that nothing hides); the exposed time per group is said beside it, not
+// stacked, since the groups' exposed spans may overlap each other.
 std::vector<html::Part> breakdown(const SlotTimeline& t, TimeNs step_end) {
-  std::vector<html::Part> parts;
   const RankStep& k = t.step;
-  parts.push_back({"compute", k.compute_s - k.optimizer_s});
-  parts.push_back({"optimizer", k.optimizer_s});
-  double exposed = 0;
-  for (const auto& [g, c] : k.comm) {
-    if (c.exposed_s <= 0) continue;
-    parts.push_back({"exposed " + g, c.exposed_s});
-    exposed += c.exposed_s;
+  return {{"compute", k.compute_s - k.optimizer_s},
+          {"optimizer", k.optimizer_s},
+          {"idle: bubble and exposed communication",
+           std::max(0.0, static_cast<double>(step_end) / kNsPerS - k.compute_s)}};
+}
+
+std::string exposed_line(const SlotTimeline& t) {
+  std::string out = "Exposed communication on that rank, per group (spans may overlap):";
+  char buf[64];
+  for (const auto& [g, c] : t.step.comm) {
+    std::snprintf(buf, sizeof buf, " %s %.4g s,", g.c_str(), c.exposed_s);
+    out += buf;
   }
-  const double idle = static_cast<double>(step_end) / kNsPerS - k.compute_s - exposed;
-  parts.push_back({"bubble and waiting", std::max(0.0, idle)});
-  return parts;
+  out.back() = '.';
+  return out;
 }
 
 }  // namespace
@@ -366,7 +372,10 @@ html::StepPicture step_picture(const Program& p, const std::vector<SlotTimeline>
   std::size_t critical = 0;
   for (std::size_t s = 1; s < timelines.size(); ++s)
     if (timelines[s].step.idle_s < timelines[critical].step.idle_s) critical = s;
-  if (!timelines.empty()) pic.breakdown = breakdown(timelines[critical], step_end);
+  if (!timelines.empty()) {
+    pic.breakdown = breakdown(timelines[critical], step_end);
+    pic.breakdown_note = exposed_line(timelines[critical]);
+  }
   return pic;
 }
 

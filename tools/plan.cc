@@ -56,11 +56,12 @@ Result<Batch> batch_from_args(const cli::Args& args, const ModelSpec& model,
   const std::int64_t gbs = default_global_batch(model, cluster.total_gpus());
   char buf[400];
   std::snprintf(buf, sizeof buf,
-                "default: the larger of GPT-3's batch for %.3gB parameters, %.2gM tokens (Brown "
-                "et al. 2020, Table 2.1), and one sequence per 8 GPUs (Llama 3 405B); "
+                "default: the larger of GPT-3's batch for %.3gB parameters, %.3g tokens (Brown "
+                "et al. 2020, Table 2.1), and one sequence per 8 GPUs, or per TP group where the heads "
+                "allow less TP (Llama 3 405B); "
                 "--global-batch or --tokens-per-step to change",
                 count_parameters(model).total() / 1e9,
-                size_rule_tokens_per_step(count_parameters(model).total()) / 1e6);
+                size_rule_tokens_per_step(count_parameters(model).total()));
   return Batch{gbs, buf};
 }
 

@@ -443,11 +443,10 @@ int run(int argc, char** argv) {
     if (Status st = trace_file->open(); !st.ok()) return cli::fail(kProgram, st);
     opt.trace_sink = [&](std::string_view chunk) { trace_file->write(chunk); };
   }
-  const bool progress = cli::progress_enabled(args);
-  if (progress && opt.all_ranks)
-    std::fprintf(stderr, "%s: simulating all %lld ranks...\n", kProgram,
-                 static_cast<long long>(plan->world_size()));
+  cli::Progress playing(kProgram, "operations played", cli::progress_enabled(args));
+  opt.progress = [&](std::int64_t done, std::int64_t total) { playing.update(done, total); };
   auto res = simulate_step(*model, *cluster, *plan, opt);
+  playing.finish();
   if (!res.ok()) return cli::fail(kProgram, res.status());
   if (trace_file)
     if (Status st = trace_file->commit(); !st.ok()) return cli::fail(kProgram, st);

@@ -46,10 +46,15 @@ TEST(DefaultBatch, GrowsWithTheGpuCountAndStaysSmallForTheTinyModel) {
   // batch Llama 3 trained with at that scale (arXiv:2407.21783, Table 4).
   EXPECT_EQ(default_global_batch(l405, 16384), 2048);
   EXPECT_EQ(default_global_batch(l405, 65536), 8192);
-  // The tiny CPU model: a few hundred tokens by size, one sequence per 8 GPUs by scale.
+  // The tiny CPU model: a few hundred tokens by size; its 4 heads allow TP 4, so one sequence
+  // per 4 GPUs by scale.
   EXPECT_EQ(default_global_batch(tiny, 8), 16);
   EXPECT_EQ(default_global_batch(tiny, 1), 16);
-  EXPECT_EQ(default_global_batch(tiny, 1024), 128);
+  EXPECT_EQ(default_global_batch(tiny, 1024), 256);
+  // A one-head model cannot use TP: one sequence per GPU, so data parallelism can split it.
+  ModelSpec one_head = tiny;
+  one_head.num_attention_heads = one_head.num_kv_heads = 1;
+  EXPECT_EQ(default_global_batch(one_head, 512), 512);
 }
 
 TEST(UsualLayout, IsTensorParallelInANodeThenPipelineWithZero1) {

@@ -32,8 +32,8 @@ tiny="$src/models/tiny.json"; l70="$src/models/llama3-70b.json"
 
 # 1. The batch: a default that follows the scale, said with its source; tokens per step.
 expect 0 "Batch:   16 sequences (1024 tokens)" -- "$plan" --model "$tiny" --gpus 8 --quiet
-expect 0 "one sequence per 8 GPUs (Llama 3 405B)" -- "$plan" --model "$tiny" --gpus 8 --quiet
-expect 0 "Batch:   2048 sequences (131072 tokens)" -- "$plan" --model "$tiny" --gpus 16384 --top 1 --simulate-top 0 --quiet
+expect 0 "one sequence per 8 GPUs, or per TP group" -- "$plan" --model "$tiny" --gpus 8 --quiet
+expect 0 "Batch:   4096 sequences (262144 tokens)" -- "$plan" --model "$tiny" --gpus 16384 --top 1 --simulate-top 0 --quiet
 expect 0 "Batch:   64 sequences (4096 tokens)" -- "$plan" --model "$tiny" --gpus 8 --tokens-per-step 4096 --quiet
 expect 2 "--global-batch and --tokens-per-step cannot be combined" -- "$plan" --model "$tiny" --gpus 8 --global-batch 8 --tokens-per-step 4096
 expect 2 "--tokens-per-step: 10 tokens is less than one sequence of 64 tokens" -- "$plan" --model "$tiny" --gpus 8 --tokens-per-step 10
@@ -87,7 +87,7 @@ check "simulate --all-ranks: 1 thread and all cores byte-identical" -- cmp -s "$
 "$plan" --model "$l70" --gpus 64 --json --threads 1 >"$tmp/p1.json" 2>/dev/null
 "$plan" --model "$l70" --gpus 64 --json --threads 0 >"$tmp/p0.json" 2>/dev/null
 check "plan: 1 thread and all cores byte-identical" -- cmp -s "$tmp/p1.json" "$tmp/p0.json"
-expect 0 "simulating all 64 ranks" -- "$simulate" --model "$l70" --gpus 64 --plan "$tmp/base.json" --all-ranks --progress
+expect 0 "simulate: operations played" -- "$simulate" --model "$l70" --gpus 64 --plan "$tmp/base.json" --all-ranks --progress
 "$plan" --model "$tiny" --gpus 8 --quiet >/dev/null 2>"$tmp/quiet.err"
 check "--quiet: nothing on stderr" -- test ! -s "$tmp/quiet.err"
 
