@@ -308,14 +308,17 @@ double now_s() {
 }
 }  // namespace
 
-Progress::Progress(std::string program, std::string phase, bool enabled)
-    : program_(std::move(program)), phase_(std::move(phase)), enabled_(enabled),
-      tty_(::isatty(2) != 0), start_s_(now_s()) {}
+Progress::Progress(std::string program, std::string phase, ProgressMode mode)
+    : program_(std::move(program)), phase_(std::move(phase)), mode_(mode),
+      tty_(::isatty(2) != 0), start_s_(now_s()) {
+  if (mode_ == ProgressMode::kAuto && !tty_) mode_ = ProgressMode::kOff;
+}
 
 void Progress::update(std::int64_t done, std::int64_t total) {
-  if (!enabled_ || total <= 0) return;
+  if (mode_ == ProgressMode::kOff || total <= 0) return;
   const double t = now_s(), elapsed = t - start_s_;
-  if (elapsed < 1.0 || (t - last_s_ < 0.5 && done < total)) return;
+  if (mode_ == ProgressMode::kAuto && elapsed < 1.0) return;
+  if (printed_ && t - last_s_ < 0.5 && done < total) return;
   last_s_ = t;
   char buf[200];
   const double left = done > 0 ? elapsed * static_cast<double>(total - done) / static_cast<double>(done) : 0;
@@ -332,9 +335,9 @@ void Progress::finish() {
   printed_ = false;
 }
 
-bool progress_enabled(const Args& args) {
-  if (args.has("quiet")) return false;
-  return args.has("progress") || ::isatty(2) != 0;
+ProgressMode progress_mode(const Args& args) {
+  if (args.has("quiet")) return ProgressMode::kOff;
+  return args.has("progress") ? ProgressMode::kAlways : ProgressMode::kAuto;
 }
 
 std::vector<Args::Option> progress_options() {

@@ -91,24 +91,28 @@ Result<std::optional<HardwareProfile>> load_hardware(const Args& args);
 // The options every model/cluster tool shares, for Args' option list.
 std::vector<Args::Option> model_cluster_options();
 
-// Progress of a long phase on standard error: "PROGRAM: PHASE 12/40, 3 s left", rewritten in
-// place on a terminal and a line at a time elsewhere, twice a second at most, and only once the
-// phase has run a second. Calls must be serialized (parallel_for_index does).
+// Progress of a long phase on standard error: "PROGRAM: PHASE 12/40, 3 s elapsed, about 3 s
+// left", rewritten in place on a terminal and a line at a time elsewhere, twice a second at
+// most. By default (kAuto) only on a terminal and once the phase has run a second; --progress
+// (kAlways) from the first update; --quiet (kOff) never. Calls must be serialized
+// (parallel_for_index does).
+enum class ProgressMode { kOff, kAuto, kAlways };
 class Progress {
  public:
-  Progress(std::string program, std::string phase, bool enabled);
+  Progress(std::string program, std::string phase, ProgressMode mode);
   void update(std::int64_t done, std::int64_t total);
   // Ends the line (when one was printed).
   void finish();
 
  private:
   std::string program_, phase_;
-  bool enabled_, tty_, printed_ = false;
+  ProgressMode mode_;
+  bool tty_, printed_ = false;
   double start_s_, last_s_ = 0;
 };
-// Whether to show progress: --quiet never, --progress always, else when stderr is a terminal.
-// The tool must list both options (progress_options()).
-bool progress_enabled(const Args& args);
+// --quiet: kOff; --progress: kAlways; else kAuto. The tool must list both options
+// (progress_options()); given together, --quiet wins.
+ProgressMode progress_mode(const Args& args);
 std::vector<Args::Option> progress_options();
 
 // Prints "PROGRAM: error: MESSAGE" to stderr and returns the exit code for the status.

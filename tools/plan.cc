@@ -246,8 +246,7 @@ int run(int argc, char** argv) {
   opt.attention = static_cast<AttentionImpl>(attention);
   opt.grad_precision = static_cast<GradPrecision>(grad_precision);
   const bool json = args.has("json");
-  const bool show_progress = cli::progress_enabled(args);
-  cli::Progress refining("plan", "simulating the best candidates", show_progress);
+  cli::Progress refining("plan", "simulating the best candidates", cli::progress_mode(args));
   opt.refine_progress = [&](std::int64_t done, std::int64_t total) { refining.update(done, total); };
   if (!json && !args.has("quiet")) {
     opt.progress = [](std::int64_t evaluated, std::int64_t) {

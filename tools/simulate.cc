@@ -443,7 +443,7 @@ int run(int argc, char** argv) {
     if (Status st = trace_file->open(); !st.ok()) return cli::fail(kProgram, st);
     opt.trace_sink = [&](std::string_view chunk) { trace_file->write(chunk); };
   }
-  cli::Progress playing(kProgram, "operations played", cli::progress_enabled(args));
+  cli::Progress playing(kProgram, "operations played", cli::progress_mode(args));
   opt.progress = [&](std::int64_t done, std::int64_t total) { playing.update(done, total); };
   auto res = simulate_step(*model, *cluster, *plan, opt);
   playing.finish();

@@ -24,7 +24,7 @@ timed() {  # CASE TOOLS THREADS OUTFILE -- command...
   local name="$1" tools="$2" threads="$3" file="$4"; shift 5
   /usr/bin/time -f "%e %M" -o "$out/time.txt" "$@" >"$file" 2>"$file.err"
   local rc=$?
-  read -r wall rss <"$out/time.txt"
+  read -r wall rss < <(tail -1 "$out/time.txt")
   echo "| $name | $tools | $threads | $wall | $((rss / 1024)) | $rc |" >>"$summary"
 }
 # The GPT-3 plan on 512 H100s that `plan` recommends at its default batch (2,048 sequences).

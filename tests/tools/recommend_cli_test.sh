@@ -88,6 +88,7 @@ check "simulate --all-ranks: 1 thread and all cores byte-identical" -- cmp -s "$
 "$plan" --model "$l70" --gpus 64 --json --threads 0 >"$tmp/p0.json" 2>/dev/null
 check "plan: 1 thread and all cores byte-identical" -- cmp -s "$tmp/p1.json" "$tmp/p0.json"
 expect 0 "simulate: operations played" -- "$simulate" --model "$l70" --gpus 64 --plan "$tmp/base.json" --all-ranks --progress
+expect 0 "plan: simulating the best candidates 1/" -- "$plan" --model "$tiny" --gpus 8 --progress
 "$plan" --model "$tiny" --gpus 8 --quiet >/dev/null 2>"$tmp/quiet.err"
 check "--quiet: nothing on stderr" -- test ! -s "$tmp/quiet.err"
 
