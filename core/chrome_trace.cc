@@ -92,6 +92,23 @@ void ChromeTraceWriter::complete(std::string_view name, std::int64_t pid, std::i
   out_ += buf;
 }
 
+void ChromeTraceWriter::flow(std::string_view name, std::int64_t id, std::int64_t pid_from,
+                             std::int32_t tid_from, TimeNs from_ns, std::int64_t pid_to,
+                             std::int32_t tid_to, TimeNs to_ns) {
+  for (int end = 0; end < 2; ++end) {
+    separate();
+    out_ += "{\"name\":\"";
+    append_escaped(out_, name);
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "\",\"cat\":\"flow\",\"ph\":\"%s\",\"id\":%lld,\"pid\":%lld,\"tid\":%d,\"ts\":%.3f}",
+                  end == 0 ? "s" : "f", static_cast<long long>(id),
+                  static_cast<long long>(end == 0 ? pid_from : pid_to), end == 0 ? tid_from : tid_to,
+                  static_cast<double>(end == 0 ? from_ns : to_ns) / 1e3);
+    out_ += buf;
+  }
+}
+
 void ChromeTraceWriter::object(std::string_view json) {
   separate();
   out_ += json;

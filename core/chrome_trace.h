@@ -40,6 +40,11 @@ class ChromeTraceWriter {
   void complete(std::string_view name, std::int64_t pid, std::int32_t tid, TimeNs begin_ns,
                 TimeNs duration_ns, std::int32_t micro_batch, std::int32_t layer,
                 std::int64_t bytes_sent);
+  // A flow arrow (flow events "s" and "f", Chrome's Trace Event Format) from (pid_from,
+  // tid_from) at from_ns to the slice that begins next on (pid_to, tid_to) after to_ns: a
+  // pipeline send to the compute it feeds. `id` pairs the two ends and must be unique.
+  void flow(std::string_view name, std::int64_t id, std::int64_t pid_from, std::int32_t tid_from,
+            TimeNs from_ns, std::int64_t pid_to, std::int32_t tid_to, TimeNs to_ns);
   // Any other event, already a JSON object (the simulator's memory counters).
   void object(std::string_view json);
   std::string take() {

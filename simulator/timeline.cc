@@ -216,6 +216,23 @@ void write_chrome_trace(const Program& p, const std::vector<SlotTimeline>& timel
                op.stream - si.first_stream, op.start, op.end - op.start, m.micro_batch, m.layer,
                m.bytes_sent);
   }
+  // An arrow from each pipeline send to the receive it completes on the neighbour (the send's
+  // successor named recv_*; a zero-time op, so the arrow lands on the compute after it).
+  std::int64_t flow_id = 0;
+  for (std::size_t i = 0; i < p.meta.size(); ++i) {
+    const OpMeta& m = p.meta[i];
+    if (m.group != ReportGroup::kPp || m.name.rfind("send_", 0) != 0) continue;
+    const Op& send = p.engine.op(static_cast<std::int32_t>(i));
+    const SlotInfo& from = p.slots[static_cast<std::size_t>(m.slot)];
+    for (std::int32_t r : p.engine.successors(static_cast<std::int32_t>(i))) {
+      const OpMeta& rm = p.meta[static_cast<std::size_t>(r)];
+      if (rm.name.rfind("recv_", 0) != 0 || rm.slot == m.slot) continue;
+      const SlotInfo& to = p.slots[static_cast<std::size_t>(rm.slot)];
+      const Op& recv = p.engine.op(r);
+      w.flow(m.name, flow_id++, from.rank, send.stream - from.first_stream,
+             send.start, to.rank, recv.stream - to.first_stream, recv.start);
+    }
+  }
   char buf[512];
   for (std::size_t s = 0; s < timelines.size(); ++s) {
     const SlotInfo& si = p.slots[s];

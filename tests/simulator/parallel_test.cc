@@ -5,6 +5,7 @@
 #include "simulator/parallel.h"
 
 #include <atomic>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,26 @@ TEST(Trace, StreamedIsTheInMemoryDocumentByteForByte) {
   const double estimate = estimate_trace_bytes(whole.ops, 0);
   EXPECT_GT(estimate, 0.5 * static_cast<double>(whole.trace_json.size()));
   EXPECT_LT(estimate, 2.0 * static_cast<double>(whole.trace_json.size()));
+}
+
+TEST(Trace, FlowArrowsGoFromEachPipelineSendToTheNeighboursReceive) {
+  const Case c;
+  const Json j = Json::parse(simulate(c, 0, false).trace_json);
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> ends;  // id -> (from, to) pid
+  std::map<std::int64_t, int> count;
+  for (const Json& e : j.at("traceEvents")) {
+    const std::string ph = e.at("ph").get<std::string>();
+    if (ph != "s" && ph != "f") continue;
+    const std::int64_t id = e.at("id").get<std::int64_t>();
+    ++count[id];
+    (ph == "s" ? ends[id].first : ends[id].second) = e.at("pid").get<std::int64_t>();
+  }
+  // 2 stages x 2 virtual stages, 8 micro-batches per replica: forward and backward sends.
+  EXPECT_GE(count.size(), 16u);
+  for (const auto& [id, n] : count) {
+    EXPECT_EQ(n, 2) << "flow " << id;
+    EXPECT_NE(ends[id].first, ends[id].second) << "flow " << id << " stays on one rank";
+  }
 }
 
 TEST(Trace, OverTheLimitIsRefusedWithItsSize) {
