@@ -121,7 +121,8 @@ std::string breakdown_svg(const StepPicture& p) {
     os << "<rect x=\"" << num(x) << "\" y=\"4\" width=\"" << num(w) << "\" height=\"20\" fill=\""
        << shade << "\"><title>" << escape(part.label) << ": " << fmt("%.4g", part.seconds)
        << " s</title></rect>";
-    if (w > 60)
+    // A label only where it fits (about 6.5 px per character at 11 px).
+    if (w > 6.5 * static_cast<double>(part.label.size() + 5))
       os << "<text x=\"" << num(x + 3) << "\" y=\"40\">" << escape(part.label) << " "
          << fmt("%.0f%%", part.seconds / total * 100) << "</text>";
     x += w;
