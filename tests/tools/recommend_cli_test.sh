@@ -42,6 +42,7 @@ expect 2 "--tokens-per-step: 'many'" -- "$plan" --model "$tiny" --gpus 8 --token
 # 2. The usual layout beside the pick; the user's baseline in the same table.
 expect 0 "The usual layout (tp=8 pp=1 dp=8 zero=1" -- "$plan" --model "$l70" --gpus 64 --quiet
 expect 0 " usual " -- "$plan" --model "$l70" --gpus 64 --quiet
+expect 0 "the expected error (" -- "$plan" --model "$l70" --gpus 64 --quiet
 printf '{"tp": 8, "pp": 2, "dp": 4, "zero_stage": 1, "micro_batch_size": 1, "global_batch_size": 256, "schedule": "1f1b", "sequence_parallel": true}' > "$tmp/base.json"
 expect 0 "Your baseline (tp=8 pp=2 dp=4 zero=1" -- "$plan" --model "$l70" --gpus 64 --baseline "$tmp/base.json" --quiet
 expect 0 '"label": "baseline"' -- "$plan" --model "$l70" --gpus 64 --baseline "$tmp/base.json" --json
