@@ -2,6 +2,7 @@
 #include "core/chrome_trace.h"
 
 #include <cstdio>
+#include <utility>
 
 namespace trainplan {
 
@@ -30,8 +31,33 @@ std::string chrome_trace_event_name(char pass, std::int32_t micro_batch, std::in
   return name;
 }
 
+namespace {
+constexpr const char* kDocumentOpening = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+constexpr const char* kDocumentClosing = "\n]}\n";
+constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
+}  // namespace
+
+ChromeTraceWriter::ChromeTraceWriter(Sink sink) : sink_(std::move(sink)) {
+  sink_(kDocumentOpening);
+}
+
+void ChromeTraceWriter::finish() {
+  if (!sink_) return;
+  sink_(out_);
+  out_.clear();
+  sink_(kDocumentClosing);
+}
+
+void ChromeTraceWriter::flush_if_large() {
+  if (!sink_ || out_.size() < kChunkBytes) return;
+  sink_(out_);
+  out_.clear();
+}
+
 void ChromeTraceWriter::separate() {
-  if (!out_.empty()) out_ += ",\n";
+  flush_if_large();
+  if (any_) out_ += ",\n";
+  any_ = true;
 }
 
 void ChromeTraceWriter::rank(std::int64_t rank, std::int64_t stage,
@@ -66,13 +92,30 @@ void ChromeTraceWriter::complete(std::string_view name, std::int64_t pid, std::i
   out_ += buf;
 }
 
+void ChromeTraceWriter::flow(std::string_view name, std::int64_t id, std::int64_t pid_from,
+                             std::int32_t tid_from, TimeNs from_ns, std::int64_t pid_to,
+                             std::int32_t tid_to, TimeNs to_ns) {
+  for (int end = 0; end < 2; ++end) {
+    separate();
+    out_ += "{\"name\":\"";
+    append_escaped(out_, name);
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "\",\"cat\":\"flow\",\"ph\":\"%s\",\"id\":%lld,\"pid\":%lld,\"tid\":%d,\"ts\":%.3f}",
+                  end == 0 ? "s" : "f", static_cast<long long>(id),
+                  static_cast<long long>(end == 0 ? pid_from : pid_to), end == 0 ? tid_from : tid_to,
+                  static_cast<double>(end == 0 ? from_ns : to_ns) / 1e3);
+    out_ += buf;
+  }
+}
+
 void ChromeTraceWriter::object(std::string_view json) {
   separate();
   out_ += json;
 }
 
 std::string chrome_trace_document(const std::vector<std::string>& bodies) {
-  std::string out = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+  std::string out = kDocumentOpening;
   bool first = true;
   for (const std::string& body : bodies) {
     if (body.empty()) continue;
@@ -80,7 +123,7 @@ std::string chrome_trace_document(const std::vector<std::string>& bodies) {
     first = false;
     out += body;
   }
-  return out + "\n]}\n";
+  return out + kDocumentClosing;
 }
 
 }  // namespace trainplan

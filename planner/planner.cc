@@ -8,11 +8,15 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <iterator>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "planner/search.h"
+#include "simulator/parallel.h"
 
 namespace trainplan {
 
@@ -144,6 +148,42 @@ class Evaluation final : public CandidateSink {
   std::chrono::steady_clock::time_point last_progress_;
 };
 
+// The refinements the re-ranking in plan_training asks for first (the top `simulate_top`, and
+// the best simulate_top / 4 of each ZeRO stage), simulated at once on every core. The
+// re-ranking then reads them in its own order, so its result is the serial one whatever the
+// thread count; what it asks for beyond them (a dropped candidate's replacement, a new head)
+// is simulated when asked.
+RefineFn prefetched_refine(const PlanSearch& search, const PlannerOptions& opt,
+                           const RefineFn& refine) {
+  const auto top = static_cast<std::size_t>(opt.simulate_top);
+  const std::size_t per_stage = std::max<std::size_t>(1, top / 4);
+  std::vector<const Plan*> plans;
+  for (std::size_t i = 0; i < std::min(search.ranked.size(), top); ++i)
+    plans.push_back(&search.ranked[i].plan);
+  for (int z = 0; z <= 3; ++z) {
+    std::size_t taken = 0;
+    for (std::size_t i = 0; i < search.ranked.size() && taken < per_stage; ++i) {
+      if (search.ranked[i].plan.zero_stage != z) continue;
+      if (i >= top) plans.push_back(&search.ranked[i].plan);
+      ++taken;
+    }
+  }
+  std::vector<std::optional<Result<Estimate>>> results(plans.size());
+  const auto total = static_cast<std::int64_t>(plans.size());
+  parallel_for_index(
+      plans.size(), opt.refine_threads, [&](std::size_t i) { results[i] = refine(*plans[i]); },
+      [&](std::size_t done) {
+        if (opt.refine_progress) opt.refine_progress(static_cast<std::int64_t>(done), total);
+      });
+  auto by_plan = std::make_shared<std::map<std::string, Result<Estimate>>>();
+  for (std::size_t i = 0; i < plans.size(); ++i)
+    by_plan->emplace(plan_to_json(*plans[i]).dump(), std::move(*results[i]));
+  return [by_plan, refine](const Plan& p) -> Result<Estimate> {
+    const auto it = by_plan->find(plan_to_json(p).dump());
+    return it != by_plan->end() ? it->second : refine(p);
+  };
+}
+
 }  // namespace
 
 PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t gpus,
@@ -151,12 +191,42 @@ PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t 
   PlanSearch out;
   out.gpus = gpus;
   out.global_batch_size = opt.global_batch_size > 0 ? opt.global_batch_size
-                                                    : default_global_batch(est.model());
+                                                    : default_global_batch(est.model(), gpus);
   const SearchSpace space{&est.model(), &est.cluster(), &opt, gpus, out.global_batch_size,
                           offload};
   Evaluation evaluation(est, opt, offload, out);
   generate_candidates(space, evaluation);
   return out;
+}
+
+double size_rule_tokens_per_step(double parameters) {
+  // GPT-3's sizes and batches in tokens (Brown et al. 2020, Table 2.1).
+  static constexpr std::pair<double, double> kGpt3[] = {
+      {125e6, 0.5e6}, {350e6, 0.5e6}, {760e6, 0.5e6}, {1.3e9, 1e6},
+      {2.7e9, 1e6},   {6.7e9, 2e6},   {13e9, 2e6},    {175e9, 3.2e6}};
+  if (parameters <= kGpt3[0].first) return kGpt3[0].second * parameters / kGpt3[0].first;
+  for (std::size_t i = 1; i < std::size(kGpt3); ++i) {
+    const auto [p1, t1] = kGpt3[i];
+    if (parameters > p1) continue;
+    const auto [p0, t0] = kGpt3[i - 1];
+    const double f = std::log(parameters / p0) / std::log(p1 / p0);
+    return std::exp(std::log(t0) + f * (std::log(t1) - std::log(t0)));
+  }
+  return kGpt3[std::size(kGpt3) - 1].second;
+}
+
+std::int64_t default_global_batch(const ModelSpec& model, std::int64_t gpus) {
+  const double by_size = size_rule_tokens_per_step(count_parameters(model).total()) /
+                         d(model.seq_len);
+  const std::int64_t size_seqs =
+      by_size <= 1.0 ? 1 : std::int64_t{1} << static_cast<int>(std::lround(std::log2(by_size)));
+  // One sequence per data-parallel replica when tensor parallelism fills a node: the largest
+  // power of two up to 8 that divides the heads (Llama 3 405B: 16,384 / 8 = 2,048 sequences).
+  std::int64_t tp = 1;
+  while (tp < 8 && model.num_attention_heads % (2 * tp) == 0) tp *= 2;
+  std::int64_t scale_seqs = 1;
+  while (scale_seqs * tp < gpus) scale_seqs *= 2;
+  return std::max(size_seqs, scale_seqs);
 }
 
 namespace {
@@ -205,12 +275,6 @@ void break_ties(PlanSearch& search, double tolerance, double capacity_bytes,
   if (describe(search.ranked.front().plan) != fastest_plan) search.ties.fastest = fastest_plan;
 }
 
-std::int64_t default_global_batch(const ModelSpec& model) {
-  const double target = std::pow(2.0, 21) / d(model.seq_len);
-  if (target <= 1.0) return 1;
-  return std::int64_t{1} << static_cast<int>(std::lround(std::log2(target)));
-}
-
 Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& cluster,
                                  const PlannerOptions& options, const RefineFn& refine) {
   if (options.memory_headroom < 0 || options.memory_headroom >= 1)
@@ -227,11 +291,17 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
   }
   Estimator est(model, cluster, options.hardware);
   PlanResult result;
-  result.search = search_plans(est, options, cluster.total_gpus(), /*offload=*/false);
+  // One batch for every search below (the larger GPU counts of the nothing-fits scan too): the
+  // user's, or the default for this cluster.
+  PlannerOptions resolved = options;
+  if (resolved.global_batch_size <= 0)
+    resolved.global_batch_size = default_global_batch(model, cluster.total_gpus());
+  result.search = search_plans(est, resolved, cluster.total_gpus(), /*offload=*/false);
 
   auto finish = [&](PlanSearch& search) -> Status {
     // Refine the best candidates with the simulator and re-rank them by its step time.
     if (refine && options.simulate_top > 0) {
+      const RefineFn cached = prefetched_refine(search, options, refine);
       const auto top = static_cast<std::size_t>(options.simulate_top);
       const double usable = cluster.gpu.hbm_bytes * (1.0 - options.memory_headroom);
       // Simulates candidate i. One whose simulated peak exceeds the usable memory (the
@@ -239,7 +309,7 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
       // memory's edge, such as a partial recompute, has no slack) is dropped as a memory
       // rejection: the next candidate takes index i.
       auto refine_at = [&](std::size_t i) -> Status {
-        auto sim = refine(search.ranked[i].plan);
+        auto sim = cached(search.ranked[i].plan);
         if (!sim.ok()) return sim.status();
         if (sim->peak_memory_bytes > usable) {
           char buf[120];
@@ -324,7 +394,7 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
   const StateBytesPerParam sb = state_bytes_per_param(options.precision, options.optimizer, options.grad_precision);
   result.min_state_bytes_per_gpu =
       sb.total() * count_parameters(model).total() / d(cluster.total_gpus());
-  PlannerOptions quick = options;
+  PlannerOptions quick = resolved;
   quick.top_k = 1;
   quick.stop_at_first_feasible = true;
   const std::int64_t step = cluster.gpus_per_node;
@@ -343,7 +413,7 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
       break;
     }
   }
-  PlanSearch off = search_plans(est, options, cluster.total_gpus(), /*offload=*/true);
+  PlanSearch off = search_plans(est, resolved, cluster.total_gpus(), /*offload=*/true);
   TRAINPLAN_RETURN_IF_ERROR(finish(off));
   result.offload_search = std::move(off);
   return result;

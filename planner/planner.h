@@ -23,7 +23,7 @@
 namespace trainplan {
 
 struct PlannerOptions {
-  std::int64_t global_batch_size = 0;   // sequences per step; 0: about 2^21 tokens (see README)
+  std::int64_t global_batch_size = 0;   // sequences per step; 0: default_global_batch()
   Precision precision = Precision::kBf16;
   Optimizer optimizer = Optimizer::kAdamW;
   AttentionImpl attention = AttentionImpl::kFused;
@@ -69,6 +69,10 @@ struct PlannerOptions {
   double tie_tolerance = -1;
   // Called about once a second during long searches (evaluated so far, total estimate).
   std::function<void(std::int64_t, std::int64_t)> progress;
+  // Refinement by the simulator: threads that simulate candidates at once (0: every core; the
+  // ranking does not depend on it), and a callback after each simulation (done, total).
+  unsigned refine_threads = 0;
+  std::function<void(std::int64_t, std::int64_t)> refine_progress;
 };
 
 struct Candidate {
@@ -124,8 +128,22 @@ void break_ties(PlanSearch& search, double tolerance, double capacity_bytes, boo
 PlanSearch search_plans(Estimator& estimator, const PlannerOptions& options, std::int64_t gpus,
                         bool offload);
 
-// Default global batch: the power of two nearest 2^21 tokens / seq_len sequences, at least 1
-// (GPT-3 used 0.5M-3.2M tokens per batch, Brown et al. 2020 Table 2.1).
-std::int64_t default_global_batch(const ModelSpec& model);
+// Default global batch in sequences, from the model's size and the GPU count, as published runs
+// chose it (docs/planner.md "Default batch"):
+//  - by model size: GPT-3's batch in tokens (Brown et al. 2020, arXiv:2005.14165, Table 2.1:
+//    0.5M tokens for 125M-760M parameters, 1M for 1.3B-2.7B, 2M for 6.7B-13B, 3.2M for 175B),
+//    interpolated in log(parameters) between its sizes, held at 3.2M above 175B, and below
+//    125M scaled down in proportion to the parameters (our extrapolation: a model 1000x
+//    smaller than GPT-3 Small takes 1000x fewer tokens per step);
+//  - by scale: at least one sequence per data-parallel replica when tensor parallelism fills a
+//    node, i.e. per 8 GPUs, or per tp GPUs for a model whose heads allow only tp < 8 (Llama 3
+//    405B: 16M tokens = 2,048 sequences of 8,192 tokens on 16,384 GPUs with TP 8, Grattafiori
+//    et al. 2024, arXiv:2407.21783, Table 4), so that a large cluster's replicas each get whole
+//    sequences.
+// The larger of the two, as sequences rounded to a power of two (the scale term up, the size
+// term to the nearest), at least 1.
+std::int64_t default_global_batch(const ModelSpec& model, std::int64_t gpus);
+// The model-size term alone, in tokens per step (see default_global_batch).
+double size_rule_tokens_per_step(double parameters);
 
 }  // namespace trainplan

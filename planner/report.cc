@@ -33,28 +33,43 @@ std::string pad(const std::string& s, std::size_t w, bool right = true) {
   return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
 }
 
-void table(std::ostringstream& os, const PlanSearch& search, const ClusterSpec& c) {
+// A table row: its label in the "#" column (the rank, or a reference layout's name).
+struct Row {
+  std::string label;
+  const Candidate* cand;
+};
+
+std::vector<Row> ranked_rows(const PlanSearch& search) {
+  std::vector<Row> rows;
+  int i = 0;
+  for (const Candidate& cand : search.ranked) rows.push_back({std::to_string(++i), &cand});
+  return rows;
+}
+
+void table(std::ostringstream& os, const std::vector<Row>& rows, const ClusterSpec& c) {
+  std::size_t label_width = 3;
+  for (const Row& r : rows) label_width = std::max(label_width, r.label.size() + 1);
   std::vector<std::pair<std::string, std::size_t>> cols = {
-      {"#", 3},        {"tp", 3},       {"pp", 3},        {"dp", 4},       {"ep", 3},
+      {"#", label_width},        {"tp", 3},       {"pp", 3},        {"dp", 4},       {"ep", 3},
       {"zero", 5},     {"mbs", 4},      {"schedule", 13}, {"recomp", 9},   {"sp", 3},
       {"step s", 9},   {"tokens/s", 10}, {"TFLOP/s", 8},   {"MFU", 6},      {"mem GB", 14},
       {"bubble", 7},   {"TP GB", 8},     {"PP GB", 7},     {"DP GB", 7}};
   // Context parallelism's columns (its degree after tp, its bytes last) only when a candidate
   // shown uses it, so that tables without it read as before.
   bool with_cp = false;
-  for (const Candidate& cand : search.ranked) with_cp |= cand.plan.cp > 1;
+  for (const Row& r : rows) with_cp |= r.cand->plan.cp > 1;
   if (with_cp) {
     cols.insert(cols.begin() + 2, {"cp", 3});
     cols.push_back({"CP GB", 7});
   }
   for (const auto& [name, w] : cols) os << pad(name, w) << " ";
   os << "\n";
-  int i = 0;
-  for (const Candidate& cand : search.ranked) {
+  for (const Row& row : rows) {
+    const Candidate& cand = *row.cand;
     const Plan& p = cand.plan;
     const Estimate& e = cand.estimate;
     std::vector<std::string> v = {
-        std::to_string(++i) + (cand.simulated ? "" : "*"),
+        row.label + (cand.simulated ? "" : "*"),
         std::to_string(p.tp),
         std::to_string(p.pp),
         std::to_string(p.dp),
@@ -81,15 +96,15 @@ void table(std::ostringstream& os, const PlanSearch& search, const ClusterSpec& 
     os << "\n";
   }
   bool any_analytic = false;
-  for (const Candidate& cand : search.ranked) any_analytic |= !cand.simulated;
+  for (const Row& r : rows) any_analytic |= !r.cand->simulated;
   if (any_analytic) os << "  * analytical estimate (not refined by the event simulator)\n";
   bool any_partial = false;
-  for (const Candidate& cand : search.ranked) any_partial |= cand.plan.recompute_num_layers > 0;
+  for (const Row& r : rows) any_partial |= r.cand->plan.recompute_num_layers > 0;
   if (any_partial)
     os << "  full:N recomputes the first N layers of each model chunk, the fewest that fit\n"
           "  (Megatron-LM's --recompute-method block --recompute-num-layers N).\n";
   bool any_hybrid = false;
-  for (const Candidate& cand : search.ranked) any_hybrid |= cand.plan.zero_shard_size > 0;
+  for (const Row& r : rows) any_hybrid |= r.cand->plan.zero_shard_size > 0;
   if (any_hybrid)
     os << "  zero Z/N: ZeRO stage Z sharded over groups of N data-parallel ranks, the groups\n"
           "  replicas of each other (hybrid sharding: FSDP's HYBRID_SHARD, MiCS).\n";
@@ -125,7 +140,70 @@ void run_estimate(std::ostringstream& os, const Candidate& c, const ReportContex
      << " GPU-hours (at the estimated throughput, no restarts or evaluation).\n";
 }
 
+// How the pick compares with a reference layout, in one sentence; with a tie tolerance (the
+// expected error band, planner.h TieBreak), whether the two are within it, as break_ties judges
+// the ranked candidates.
+std::string compare_reference(const Candidate& pick, const ReferenceLayout& ref,
+                              double tolerance) {
+  const std::string name = ref.label == "usual" ? "The usual layout" : "Your baseline";
+  if (!ref.candidate) return name + " does not fit: " + ref.why_not + ".";
+  const Candidate& r = *ref.candidate;
+  std::ostringstream os;
+  os << name << " (" << describe(r.plan) << "): " << fmt("%.3f", r.estimate.step_time_s)
+     << " s per step, " << fmt("%.1f", r.estimate.peak_memory_bytes / kGB) << " GB peak";
+  if (describe(r.plan) == describe(pick.plan)) {
+    os << "; it is the recommendation.";
+    return os.str();
+  }
+  const double a = pick.estimate.step_time_s, b = r.estimate.step_time_s;
+  if (a <= b)
+    os << "; the recommendation is " << fmt("%.1f", (b - a) / b * 100) << "% faster";
+  else
+    os << "; it is " << fmt("%.1f", (a - b) / a * 100) << "% faster than the recommendation";
+  if (tolerance > 0)
+    os << (std::max(a, b) <= std::min(a, b) * (1 + tolerance) ? ", within" : ", beyond")
+       << " the expected error (" << fmt("%.0f", tolerance * 100) << "%)";
+  const double dm = (pick.estimate.peak_memory_bytes - r.estimate.peak_memory_bytes) / kGB;
+  if (std::fabs(dm) >= 0.05)
+    os << "; the recommendation needs " << fmt("%.1f", std::fabs(dm)) << " GB "
+       << (dm > 0 ? "more" : "less") << " per GPU";
+  os << ".";
+  return os.str();
+}
+
+// "Nothing fits" names what fills memory in the least-memory configuration.
+void memory_cause(std::ostringstream& os, const ReportContext& ctx) {
+  if (!ctx.memory_cause) return;
+  const MemoryCause& m = *ctx.memory_cause;
+  const MemoryBreakdown& b = m.breakdown;
+  os << "The cause is " << m.what << ": the configuration that needs the least memory ("
+     << m.plan << ") still needs " << fmt("%.1f", m.peak_bytes / kGB) << " GB per GPU: model states "
+     << fmt("%.1f", (b.weights_bytes + b.gradients_bytes + b.optimizer_bytes) / kGB)
+     << " GB (weights " << fmt("%.1f", b.weights_bytes / kGB) << ", gradients "
+     << fmt("%.1f", b.gradients_bytes / kGB) << ", optimizer " << fmt("%.1f", b.optimizer_bytes / kGB)
+     << "), activations " << fmt("%.1f", b.activations_bytes / kGB) << " GB, buffers "
+     << fmt("%.1f", b.buffers_bytes / kGB) << " GB.\n";
+}
+
 }  // namespace
+
+std::vector<std::string> plan_warnings(const PlanResult& r) {
+  std::vector<std::string> out;
+  const Candidate* w = recommended(r);
+  if (w == nullptr) return out;
+  const Plan& p = w->plan;
+  // Context parallelism forced by the batch: fewer sequences than the dp x cp ranks that share
+  // them, so data parallelism alone could not use those GPUs.
+  if (p.cp > 1 && p.global_batch_size < p.dp * p.cp) {
+    out.push_back("context parallelism " + std::to_string(p.cp) + " splits each sequence over " +
+                  std::to_string(p.cp) + " GPUs because the batch (" +
+                  std::to_string(p.global_batch_size) + " sequences) is smaller than the " +
+                  std::to_string(p.dp * p.cp) +
+                  " ranks that share it; a batch of at least that many sequences (--global-batch "
+                  "or --tokens-per-step) lets data parallelism take them");
+  }
+  return out;
+}
 
 const Candidate* recommended(const PlanResult& r) {
   if (!r.search.ranked.empty()) return &r.search.ranked.front();
@@ -230,11 +308,16 @@ std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
      << to_string(ctx.options->optimizer) << ", " << to_string(ctx.options->attention)
      << " attention, "
      << (ctx.options->grad_precision == GradPrecision::kFp32 ? "fp32 gradients, " : "") << fmt("%.0f", ctx.options->memory_headroom * 100)
-     << "% memory headroom\n\n";
+     << "% memory headroom\n";
+  if (!ctx.batch_source.empty()) os << "         (" << ctx.batch_source << ")\n";
+  os << "\n";
 
   if (r.fits()) {
     os << "Top " << s.ranked.size() << " of " << s.feasible << " feasible configurations:\n";
-    table(os, s, c);
+    std::vector<Row> rows = ranked_rows(s);
+    for (const ReferenceLayout& ref : ctx.references)
+      if (ref.candidate) rows.push_back({ref.label, &*ref.candidate});
+    table(os, rows, c);
     os << "\n";
     const Candidate& w = s.ranked.front();
     os << "Recommendation: " << describe(w.plan) << "\n  " << fmt("%.3f", w.estimate.step_time_s)
@@ -248,6 +331,9 @@ std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
             "confirmed this candidate; check it with `simulate`.)\n";
     if (s.ranked.size() > 1) os << "  " << explain_choice(w, s.ranked[1]) << "\n";
     ties_and_band(os, s, ctx);
+    for (const ReferenceLayout& ref : ctx.references)
+      os << "  " << compare_reference(w, ref, s.ties.tolerance) << "\n";
+    for (const std::string& warning : plan_warnings(r)) os << "Warning: " << warning << ".\n";
     run_estimate(os, w, ctx);
     os << "\n";
     rejections(os, s);
@@ -271,6 +357,7 @@ std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
      << fmt("%.1f", c.gpu.hbm_bytes * (1 - ctx.options->memory_headroom) / kGB)
      << " GB usable (" << fmt("%.0f", c.gpu.hbm_bytes / kGB) << " GB less "
      << fmt("%.0f", ctx.options->memory_headroom * 100) << "% headroom).\n";
+  memory_cause(os, ctx);
   if (r.min_gpus_without_offload)
     os << "Smallest GPU count that fits without offload: " << *r.min_gpus_without_offload << " ("
        << *r.min_gpus_without_offload / c.gpus_per_node << " nodes of " << c.gpus_per_node << ").\n";
@@ -281,7 +368,7 @@ std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
   if (r.offload_search && !r.offload_search->ranked.empty()) {
     const PlanSearch& o = *r.offload_search;
     os << "\nWith optimizer states offloaded to host memory (ZeRO-Offload, Ren et al. 2021):\n";
-    table(os, o, c);
+    table(os, ranked_rows(o), c);
     const Candidate& w = o.ranked.front();
     os << "\nRecommendation: " << describe(w.plan) << "\n  "
        << fmt("%.3f", w.estimate.step_time_s) << " s per step, "
@@ -402,9 +489,25 @@ Json plan_report_to_json(const PlanResult& r, const ReportContext& ctx) {
                     {"gpu_hours", seconds * static_cast<double>(w->plan.world_size()) / 3600}};
     }
     j["recommendation"] = rec;
+    Json refs = Json::array();
+    for (const ReferenceLayout& ref : ctx.references) {
+      Json one = {{"label", ref.label},
+                  {"comparison", compare_reference(*w, ref, r.search.ties.tolerance)}};
+      if (ref.candidate) one["candidate"] = estimate_json(*ref.candidate);
+      else one["why_not"] = ref.why_not;
+      refs.push_back(one);
+    }
+    if (!ctx.references.empty()) j["references"] = refs;
   } else {
     j["recommendation"] = nullptr;
   }
+  const std::vector<std::string> warnings = plan_warnings(r);
+  if (!warnings.empty()) j["warnings"] = warnings;
+  if (!ctx.batch_source.empty()) j["batch_source"] = ctx.batch_source;
+  if (ctx.memory_cause)
+    j["memory_cause"] = {{"what", ctx.memory_cause->what},
+                         {"least_memory_plan", ctx.memory_cause->plan},
+                         {"peak_memory_bytes", ctx.memory_cause->peak_bytes}};
   return j;
 }
 

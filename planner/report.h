@@ -6,7 +6,10 @@
 #include <string>
 
 #include "core/json_util.h"
+#include <vector>
+
 #include "planner/planner.h"
+#include "planner/reference.h"
 
 namespace trainplan {
 
@@ -15,7 +18,18 @@ struct ReportContext {
   const ClusterSpec* cluster = nullptr;
   const PlannerOptions* options = nullptr;
   std::optional<double> run_tokens;  // --tokens: whole-run estimate
+  // Layouts shown beside the pick in the same table (the usual layout, --baseline), costed by
+  // planner/reference.h.
+  std::vector<ReferenceLayout> references;
+  // When nothing fits: what fills memory in the least-memory configuration.
+  std::optional<MemoryCause> memory_cause;
+  // How the batch was chosen ("default: ..."), said beside it.
+  std::string batch_source;
 };
+
+// Warnings about the pick a user should read (a sequence split over GPUs only because the batch
+// is small), one sentence each.
+std::vector<std::string> plan_warnings(const PlanResult& result);
 
 std::string format_plan_report(const PlanResult& result, const ReportContext& ctx);
 Json plan_report_to_json(const PlanResult& result, const ReportContext& ctx);

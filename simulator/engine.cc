@@ -201,6 +201,8 @@ void Engine::arrive(std::int32_t ci) {
 void Engine::finish_op(std::int32_t id) {
   Op& op = ops_[static_cast<std::size_t>(id)];
   op.end = now_;
+  if (progress_ && (++finished_ & 0xFFFF) == 0)
+    progress_(finished_, static_cast<std::int64_t>(ops_.size()));
   Stream& st = streams_[static_cast<std::size_t>(op.stream)];
   bool syncs_lane = false;  // a collective the lane's compute waits for
   if (st.lane >= 0) {

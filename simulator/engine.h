@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -86,6 +87,11 @@ class Engine {
   // Plays the program to the end. Returns the number of events processed. Every op has run
   // unless the program deadlocks (a broken invariant of the program builder).
   std::int64_t run();
+  // Called during run() about every 65,536 finished ops with (finished, total): progress of a
+  // long play (simulate --all-ranks). May be empty.
+  void set_progress(std::function<void(std::int64_t, std::int64_t)> progress) {
+    progress_ = std::move(progress);
+  }
 
   const std::vector<Op>& ops() const { return ops_; }
   // The ops that could not start before `op` ended (after run()).
@@ -166,6 +172,8 @@ class Engine {
   std::uint64_t seq_ = 0;
   TimeNs now_ = 0;
   std::int64_t events_ = 0;
+  std::int64_t finished_ = 0;
+  std::function<void(std::int64_t, std::int64_t)> progress_;
 };
 
 }  // namespace trainplan::sim

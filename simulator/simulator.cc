@@ -3,6 +3,7 @@
 #include "simulator/simulator.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 
 #include "core/rank_layout.h"
@@ -122,6 +123,12 @@ Result<SimResult> simulate_extrapolated(const ModelSpec& model, const ClusterSpe
 
 }  // namespace
 
+double estimate_trace_bytes(std::int64_t ops, std::int64_t memory_changes) {
+  // Averages over the zoo's traces: a complete event with its name and args is about 190
+  // bytes, a memory counter sample about 150 (bench/results/trace_size).
+  return 190.0 * static_cast<double>(ops) + 150.0 * static_cast<double>(memory_changes);
+}
+
 Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& cluster_in,
                                 const Plan& plan, const SimOptions& options) {
   if (options.extrapolate_above_micro_batches > 0 && validate_plan(plan).ok() &&
@@ -143,7 +150,23 @@ Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& clust
   const sim::Topology topology(cluster);
   sim::Program program(topology.num_links());
   sim::build_program(model, cluster, plan, options, rates, *layout, topology, program);
+  if (options.collect_trace && options.trace_limit_bytes > 0) {
+    std::int64_t changes = 0;
+    for (const sim::SlotInfo& si : program.slots) changes += static_cast<std::int64_t>(si.mem.size());
+    const double bytes = estimate_trace_bytes(program.engine.num_ops(), changes);
+    if (bytes > options.trace_limit_bytes) {
+      char buf[320];
+      std::snprintf(buf, sizeof buf,
+                    "the Chrome trace would be about %.1f GB (%lld operations on %zu ranks), over "
+                    "the limit of %.1f GB: raise it (--trace-limit-gb) or trace one rank per "
+                    "stage (without --all-ranks)",
+                    bytes / 1e9, static_cast<long long>(program.engine.num_ops()),
+                    program.slots.size(), options.trace_limit_bytes / 1e9);
+      return Status::Error(buf, ExitCode::kUsage);
+    }
+  }
   SimResult result;
+  if (options.progress) program.engine.set_progress(options.progress);
   result.events = program.engine.run();
   result.ops = program.engine.num_ops();
   result.simulated_ranks = static_cast<std::int64_t>(program.slots.size());
@@ -151,7 +174,8 @@ Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& clust
   TimeNs end = 0;
   for (const sim::Op& op : program.engine.ops()) end = std::max(end, op.end);
   const TimeNs pipe_end = sim::pipeline_end(program);
-  const std::vector<sim::SlotTimeline> timelines = sim::slot_timelines(program, end);
+  const std::vector<sim::SlotTimeline> timelines =
+      sim::slot_timelines(program, end, options.threads);
 
   StepReport& r = result.report;
   r.kind = "predicted";
@@ -202,7 +226,15 @@ Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& clust
     for (const auto& [name, g] : t.step.comm)
       r.bytes_per_group[name] += g.bytes_sent * static_cast<double>(program.replicas_per_slot);
   }
-  if (options.collect_trace) result.trace_json = sim::chrome_trace(program, timelines);
+  if (options.collect_trace && options.trace_sink)
+    sim::stream_chrome_trace(program, timelines, options.trace_sink);
+  else if (options.collect_trace)
+    result.trace_json = sim::chrome_trace(program, timelines);
+  if (options.collect_picture) {
+    const double base = options.hardware ? options.hardware->baseline_memory_bytes : 0.0;
+    result.picture = sim::step_picture(program, timelines, end, cluster.gpu.hbm_bytes - base,
+                                       cluster.gpu.hbm_bytes * 0.9 - base);
+  }
   return result;
 }
 

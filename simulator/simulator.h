@@ -12,11 +12,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/chrome_trace.h"
 #include "core/cluster_spec.h"
+#include "core/html_report.h"
 #include "core/cost/compute_model.h"
 #include "core/model_spec.h"
 #include "core/plan.h"
@@ -37,6 +40,17 @@ struct SimOptions {
   // 1; embedding, head and optimizer take none. Collectives keep their bytes.
   bool uniform_compute = false;
   bool collect_trace = false;   // fill SimResult::trace_json
+  // With collect_trace: the trace goes to trace_sink as it is written (SimResult::trace_json
+  // stays empty), and a trace estimated above trace_limit_bytes (0: no limit) is refused, with
+  // its size, before the step is played (estimate_trace_bytes).
+  ChromeTraceWriter::Sink trace_sink;
+  double trace_limit_bytes = 0;
+  bool collect_picture = false;  // fill SimResult::picture (simulate --html, plan --html)
+  // Threads for the per-rank passes over the played program (0: every core). The result does
+  // not depend on it.
+  unsigned threads = 0;
+  // Progress of the play: (ops finished, ops in the program), about every 65,536 ops.
+  std::function<void(std::int64_t, std::int64_t)> progress;
   DpAlgorithm dp_algorithm = DpAlgorithm::kRing;
   // Gradient buckets reduced while the backward pass runs (PyTorch DDP, Megatron-LM's
   // --overlap-grad-reduce). false: after the pipeline has drained (Megatron-LM's 2021 "local"
@@ -60,13 +74,18 @@ struct SimResult {
   std::int64_t events = 0;      // events processed (for the events/s benchmark)
   std::int64_t ops = 0;         // operations in the simulated program
   std::int64_t simulated_ranks = 0;  // ranks played (one per stage unless all_ranks)
-  std::string trace_json;       // Chrome trace (when collect_trace)
+  std::string trace_json;       // Chrome trace (when collect_trace without a trace_sink)
+  std::optional<html::StepPicture> picture;  // when collect_picture
   double pipeline_span_s = 0;   // start of the step to the last forward/backward op
   // Per report.ranks entry: the most (micro-batch, model chunk) pairs whose activations were
   // stored at once (1F1B: min(pp - stage, M); GPipe: M).
   std::vector<std::int64_t> peak_in_flight;
   bool extrapolated = false;    // figures extrapolated from two shorter steps (see SimOptions)
 };
+
+// The Chrome trace's size in bytes for a program of `ops` operations and `memory_changes`
+// memory counter samples (measured averages per event; bench/results/trace_size).
+double estimate_trace_bytes(std::int64_t ops, std::int64_t memory_changes);
 
 // Simulates one optimizer step. Errors: the plan does not fit the model or the cluster size.
 Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& cluster,

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/chrome_trace.h"
+#include "simulator/parallel.h"
 
 namespace trainplan::sim {
 
@@ -57,7 +58,7 @@ TimeNs pipeline_end(const Program& p) {
   return end;
 }
 
-std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end) {
+std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end, unsigned threads) {
   const std::size_t n = p.slots.size();
   const std::vector<std::int32_t> cause = last_predecessors(p.engine);
   const TimeNs pipe_end = pipeline_end(p);
@@ -85,7 +86,8 @@ std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end) {
     if (m.pipeline) pipeline_ns[s] += dur;
     if (dur > 0) busy[s].emplace_back(op.start, op.end);
   }
-  for (std::size_t s = 0; s < n; ++s) {
+  // Each slot's figures from its own ops only: the slots in parallel.
+  parallel_for_index(n, threads, [&](std::size_t s) {
     // covered_ns wants the busy intervals by start time; op ids follow issue order, which a
     // merged pass pair (Plan::ep_overlap) reorders on the stream.
     std::sort(busy[s].begin(), busy[s].end());
@@ -192,16 +194,18 @@ std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end) {
     t.step.memory.activations_bytes = peak_act;
     t.step.memory.buffers_bytes = peak_buf;
     t.step.peak_memory_bytes = t.step.memory.device_total();
-  }
+  });
   return out;
 }
 
-std::string chrome_trace(const Program& p, const std::vector<SlotTimeline>& timelines) {
+namespace {
+
+void write_chrome_trace(const Program& p, const std::vector<SlotTimeline>& timelines,
+                        ChromeTraceWriter& w) {
   std::vector<std::string_view> streams;
   for (std::int32_t k = 0; k < kStreamsPerRank; ++k)
     if (static_cast<StreamKind>(k) != StreamKind::kCp || p.context_parallel)
       streams.push_back(to_string(static_cast<StreamKind>(k)));
-  ChromeTraceWriter w;
   for (const SlotInfo& si : p.slots) w.rank(si.rank, si.coord.pp, streams);
   for (std::size_t i = 0; i < p.meta.size(); ++i) {
     const OpMeta& m = p.meta[i];
@@ -211,6 +215,23 @@ std::string chrome_trace(const Program& p, const std::vector<SlotTimeline>& time
     w.complete(chrome_trace_event_name(m.pass, m.micro_batch, m.layer, m.name), si.rank,
                op.stream - si.first_stream, op.start, op.end - op.start, m.micro_batch, m.layer,
                m.bytes_sent);
+  }
+  // An arrow from each pipeline send to the receive it completes on the neighbour (the send's
+  // successor named recv_*; a zero-time op, so the arrow lands on the compute after it).
+  std::int64_t flow_id = 0;
+  for (std::size_t i = 0; i < p.meta.size(); ++i) {
+    const OpMeta& m = p.meta[i];
+    if (m.group != ReportGroup::kPp || m.name.rfind("send_", 0) != 0) continue;
+    const Op& send = p.engine.op(static_cast<std::int32_t>(i));
+    const SlotInfo& from = p.slots[static_cast<std::size_t>(m.slot)];
+    for (std::int32_t r : p.engine.successors(static_cast<std::int32_t>(i))) {
+      const OpMeta& rm = p.meta[static_cast<std::size_t>(r)];
+      if (rm.name.rfind("recv_", 0) != 0 || rm.slot == m.slot) continue;
+      const SlotInfo& to = p.slots[static_cast<std::size_t>(rm.slot)];
+      const Op& recv = p.engine.op(r);
+      w.flow(m.name, flow_id++, from.rank, send.stream - from.first_stream,
+             send.start, to.rank, recv.stream - to.first_stream, recv.start);
+    }
   }
   char buf[512];
   for (std::size_t s = 0; s < timelines.size(); ++s) {
@@ -226,7 +247,153 @@ std::string chrome_trace(const Program& p, const std::vector<SlotTimeline>& time
       w.object(buf);
     }
   }
+}
+
+}  // namespace
+
+std::string chrome_trace(const Program& p, const std::vector<SlotTimeline>& timelines) {
+  ChromeTraceWriter w;
+  write_chrome_trace(p, timelines, w);
   return chrome_trace_document({w.take()});
+}
+
+void stream_chrome_trace(const Program& p, const std::vector<SlotTimeline>& timelines,
+                         const ChromeTraceWriter::Sink& sink) {
+  ChromeTraceWriter w(sink);
+  write_chrome_trace(p, timelines, w);
+  w.finish();
+}
+
+}  // namespace trainplan::sim
+
+namespace trainplan::sim {
+
+namespace {
+
+// The slots drawn: the first of each stage, then others, up to 16 lanes pairs.
+std::vector<std::size_t> drawn_slots(const Program& p) {
+  constexpr std::size_t kMaxDrawn = 16;
+  std::vector<std::size_t> first, rest;
+  std::vector<bool> seen;
+  for (std::size_t s = 0; s < p.slots.size(); ++s) {
+    const auto stage = static_cast<std::size_t>(p.slots[s].coord.pp);
+    if (stage >= seen.size()) seen.resize(stage + 1, false);
+    (seen[stage] ? rest : first).push_back(s);
+    seen[stage] = true;
+  }
+  first.insert(first.end(), rest.begin(), rest.end());
+  if (first.size() > kMaxDrawn) first.resize(kMaxDrawn);
+  return first;
+}
+
+// Adds a bar, merged into the lane's last one when it continues it (the same kind and
+// title, starting within `join_ns` of its end): per-layer ops become one bar per micro-batch
+// pass, which keeps the picture's size bounded by the schedule, not the layer count.
+void add_bar(html::Lane& lane, TimeNs start, TimeNs end, const std::string& kind,
+             const std::string& title, TimeNs join_ns) {
+  const double b = static_cast<double>(start) / kNsPerS, e = static_cast<double>(end) / kNsPerS;
+  if (!lane.bars.empty()) {
+    html::Bar& last = lane.bars.back();
+    if (last.kind == kind && last.title == title &&
+        b - last.end_s <= static_cast<double>(join_ns) / kNsPerS) {
+      last.end_s = std::max(last.end_s, e);
+      return;
+    }
+  }
+  lane.bars.push_back({b, e, kind, title});
+}
+
+std::string compute_title(const OpMeta& m) {
+  switch (m.pass) {
+    case 'F': return "forward mb" + std::to_string(m.micro_batch);
+    case 'B': return "backward mb" + std::to_string(m.micro_batch);
+    case 'R': return "recompute mb" + std::to_string(m.micro_batch);
+    case 'O': return "optimizer step";
+    default: return std::string(m.name);
+  }
+}
+
+// The critical rank's step: compute, optimizer, and the rest, idle (pipeline bubble, or waiting
+// for communication that nothing hides); the exposed time per group is said beside it, not
+// stacked, since the groups' exposed spans may overlap each other.
+std::vector<html::Part> breakdown(const SlotTimeline& t, TimeNs step_end) {
+  const RankStep& k = t.step;
+  return {{"compute", k.compute_s - k.optimizer_s},
+          {"optimizer", k.optimizer_s},
+          {"idle: bubble and exposed communication",
+           std::max(0.0, static_cast<double>(step_end) / kNsPerS - k.compute_s)}};
+}
+
+std::string exposed_line(const SlotTimeline& t) {
+  std::string out = "Exposed communication on that rank, per group (spans may overlap):";
+  char buf[64];
+  for (const auto& [g, c] : t.step.comm) {
+    std::snprintf(buf, sizeof buf, " %s %.4g s,", g.c_str(), c.exposed_s);
+    out += buf;
+  }
+  out.back() = '.';
+  return out;
+}
+
+}  // namespace
+
+html::StepPicture step_picture(const Program& p, const std::vector<SlotTimeline>& timelines,
+                               TimeNs step_end, double capacity_bytes, double usable_bytes) {
+  html::StepPicture pic;
+  pic.step_s = static_cast<double>(step_end) / kNsPerS;
+  pic.capacity_bytes = capacity_bytes;
+  pic.usable_bytes = usable_bytes;
+  const TimeNs join_ns = std::max<TimeNs>(1, step_end / 4000);
+  const std::vector<std::size_t> drawn = drawn_slots(p);
+  std::vector<std::ptrdiff_t> lane_of(p.slots.size(), -1);
+  for (std::size_t s : drawn) {
+    const SlotInfo& si = p.slots[s];
+    const std::string who = "rank " + std::to_string(si.rank) + " (stage " +
+                            std::to_string(si.coord.pp) + ")";
+    lane_of[s] = static_cast<std::ptrdiff_t>(pic.lanes.size());
+    pic.lanes.push_back({who + " compute", {}});
+    pic.lanes.push_back({who + " comm", {}});
+    html::MemoryTrack track{who, {}};
+    const double fixed = si.static_memory.weights_bytes + si.static_memory.gradients_bytes +
+                         si.static_memory.optimizer_bytes + si.static_memory.runtime_bytes;
+    for (const MemorySample& m : timelines[s].memory)
+      track.points.emplace_back(static_cast<double>(m.time) / kNsPerS,
+                                fixed + m.activations_bytes + m.buffers_bytes);
+    if (track.points.empty()) track.points.emplace_back(0.0, fixed);
+    pic.memory.push_back(std::move(track));
+  }
+  // Ops in start order per lane (op ids follow issue order, which may differ).
+  std::vector<std::int32_t> order(p.meta.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+    return p.engine.op(a).start < p.engine.op(b).start;
+  });
+  for (std::int32_t id : order) {
+    const OpMeta& m = p.meta[static_cast<std::size_t>(id)];
+    const Op& op = p.engine.op(id);
+    const std::ptrdiff_t lane = lane_of[static_cast<std::size_t>(m.slot)];
+    if (lane < 0 || op.end <= op.start) continue;
+    const SlotInfo& si = p.slots[static_cast<std::size_t>(m.slot)];
+    if (op.collective >= 0) {
+      if (m.group == ReportGroup::kNone) continue;
+      const std::string g(to_string(m.group));
+      add_bar(pic.lanes[static_cast<std::size_t>(lane + 1)], std::max(op.began, op.start), op.end,
+              g, g + " " + std::string(m.name), join_ns);
+    } else if (op.stream == si.first_stream + static_cast<std::int32_t>(StreamKind::kCompute)) {
+      const bool known = m.pass == 'F' || m.pass == 'B' || m.pass == 'R' || m.pass == 'O';
+      add_bar(pic.lanes[static_cast<std::size_t>(lane)], op.start, op.end,
+              known ? std::string(1, m.pass) : "other", compute_title(m), join_ns);
+    }
+  }
+  // The slowest rank's breakdown: the one with the least idle time is the critical one.
+  std::size_t critical = 0;
+  for (std::size_t s = 1; s < timelines.size(); ++s)
+    if (timelines[s].step.idle_s < timelines[critical].step.idle_s) critical = s;
+  if (!timelines.empty()) {
+    pic.breakdown = breakdown(timelines[critical], step_end);
+    pic.breakdown_note = exposed_line(timelines[critical]);
+  }
+  return pic;
 }
 
 }  // namespace trainplan::sim

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "core/chrome_trace.h"
+#include "core/html_report.h"
 #include "core/step_report.h"
 #include "simulator/program.h"
 
@@ -28,13 +31,23 @@ struct SlotTimeline {
   std::vector<MemorySample> memory;  // after each change
 };
 
-// Fills one SlotTimeline per simulated slot.
-std::vector<SlotTimeline> slot_timelines(const Program& program, TimeNs step_end);
+// Fills one SlotTimeline per simulated slot, the slots on up to `threads` threads (0: every
+// core; the result does not depend on it).
+std::vector<SlotTimeline> slot_timelines(const Program& program, TimeNs step_end,
+                                         unsigned threads = 1);
 // The latest end of a forward/backward/recompute compute op on any rank.
 TimeNs pipeline_end(const Program& program);
 // Chrome trace JSON (chrome://tracing, Perfetto): a process per rank, a thread per stream,
 // complete events per op, memory counters; written with core/chrome_trace.h, as the
 // executor's measured trace is.
 std::string chrome_trace(const Program& program, const std::vector<SlotTimeline>& timelines);
+// The same document, streamed to `sink` as it is written.
+void stream_chrome_trace(const Program& program, const std::vector<SlotTimeline>& timelines,
+                         const ChromeTraceWriter::Sink& sink);
+// The step as a picture (html_report.h): compute and communication lanes of up to 16 ranks (the
+// first of each stage first), the step's time broken down on the slowest rank, and memory over
+// time against `capacity_bytes` and `usable_bytes`.
+html::StepPicture step_picture(const Program& program, const std::vector<SlotTimeline>& timelines,
+                               TimeNs step_end, double capacity_bytes, double usable_bytes);
 
 }  // namespace trainplan::sim

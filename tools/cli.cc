@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -180,6 +181,37 @@ Status write_file_atomic(const std::string& path, const std::string& content) {
   return Status::Ok();
 }
 
+AtomicFileWriter::AtomicFileWriter(std::string path)
+    : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (committed_) return;
+  out_.close();
+  std::remove(tmp_.c_str());
+}
+
+Status AtomicFileWriter::open() {
+  out_.open(tmp_, std::ios::binary | std::ios::trunc);
+  if (!out_)
+    return Status::Error("cannot write '" + path_ + "': " + std::strerror(errno), ExitCode::kIo);
+  return Status::Ok();
+}
+
+void AtomicFileWriter::write(std::string_view chunk) {
+  out_.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+}
+
+Status AtomicFileWriter::commit() {
+  out_.flush();
+  const bool good = static_cast<bool>(out_);
+  out_.close();
+  if (!good) return Status::Error("error writing '" + path_ + "'", ExitCode::kIo);
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
+    return Status::Error("cannot write '" + path_ + "': " + std::strerror(errno), ExitCode::kIo);
+  committed_ = true;
+  return Status::Ok();
+}
+
 Result<Json> read_json_file(const std::string& path) {
   auto text = read_text_limited(path, kMaxJsonFileBytes);
   if (!text.ok()) return text.status();
@@ -268,6 +300,49 @@ std::vector<Args::Option> model_cluster_options() {
        "GPUs per node (default: the preset's node, 16 for V100-32GB, else 8)"},
       {"hardware", true, "measured hardware profile from `calibrate`"},
   };
+}
+
+namespace {
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+Progress::Progress(std::string program, std::string phase, ProgressMode mode)
+    : program_(std::move(program)), phase_(std::move(phase)), mode_(mode),
+      tty_(::isatty(2) != 0), start_s_(now_s()) {
+  if (mode_ == ProgressMode::kAuto && !tty_) mode_ = ProgressMode::kOff;
+}
+
+void Progress::update(std::int64_t done, std::int64_t total) {
+  if (mode_ == ProgressMode::kOff || total <= 0) return;
+  const double t = now_s(), elapsed = t - start_s_;
+  if (mode_ == ProgressMode::kAuto && elapsed < 1.0) return;
+  if (printed_ && t - last_s_ < 0.5 && done < total) return;
+  last_s_ = t;
+  char buf[200];
+  const double left = done > 0 ? elapsed * static_cast<double>(total - done) / static_cast<double>(done) : 0;
+  std::snprintf(buf, sizeof buf, "%s: %s %lld/%lld, %.0f s elapsed, about %.0f s left", program_.c_str(),
+                phase_.c_str(), static_cast<long long>(done), static_cast<long long>(total), elapsed,
+                left);
+  std::fprintf(stderr, tty_ ? "\r%s\033[K" : "%s\n", buf);
+  std::fflush(stderr);
+  printed_ = true;
+}
+
+void Progress::finish() {
+  if (printed_ && tty_) std::fputc('\n', stderr);
+  printed_ = false;
+}
+
+ProgressMode progress_mode(const Args& args) {
+  if (args.has("quiet")) return ProgressMode::kOff;
+  return args.has("progress") ? ProgressMode::kAlways : ProgressMode::kAuto;
+}
+
+std::vector<Args::Option> progress_options() {
+  return {{"progress", false, "show progress of long phases on stderr (default: when a terminal)"},
+          {"quiet", false, "no progress on stderr"}};
 }
 
 void print_error_line(const std::string& line) {

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/cluster_spec.h"
@@ -53,6 +55,24 @@ Result<std::string> read_text_file(const std::string& path);
 // Writes to PATH.tmp.PID, then renames over PATH: a reader never sees a half-written file.
 Status write_file_atomic(const std::string& path, const std::string& content);
 Result<Json> read_json_file(const std::string& path);
+// The streaming form of write_file_atomic: chunks go to PATH.tmp.PID as they come, commit()
+// renames it over PATH; a writer destroyed uncommitted removes its temporary file, so PATH is
+// either untouched or whole.
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(std::string path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+  Status open();
+  void write(std::string_view chunk);
+  Status commit();
+
+ private:
+  std::string path_, tmp_;
+  std::ofstream out_;
+  bool committed_ = false;
+};
 
 // "a,b,c" -> {"a", "b", "c"} (empty items dropped).
 std::vector<std::string> split_list(const std::string& text);
@@ -70,6 +90,30 @@ Result<std::optional<HardwareProfile>> load_hardware(const Args& args);
 
 // The options every model/cluster tool shares, for Args' option list.
 std::vector<Args::Option> model_cluster_options();
+
+// Progress of a long phase on standard error: "PROGRAM: PHASE 12/40, 3 s elapsed, about 3 s
+// left", rewritten in place on a terminal and a line at a time elsewhere, twice a second at
+// most. By default (kAuto) only on a terminal and once the phase has run a second; --progress
+// (kAlways) from the first update; --quiet (kOff) never. Calls must be serialized
+// (parallel_for_index does).
+enum class ProgressMode { kOff, kAuto, kAlways };
+class Progress {
+ public:
+  Progress(std::string program, std::string phase, ProgressMode mode);
+  void update(std::int64_t done, std::int64_t total);
+  // Ends the line (when one was printed).
+  void finish();
+
+ private:
+  std::string program_, phase_;
+  ProgressMode mode_;
+  bool tty_, printed_ = false;
+  double start_s_, last_s_ = 0;
+};
+// --quiet: kOff; --progress: kAlways; else kAuto. The tool must list both options
+// (progress_options()); given together, --quiet wins.
+ProgressMode progress_mode(const Args& args);
+std::vector<Args::Option> progress_options();
 
 // Prints "PROGRAM: error: MESSAGE" to stderr and returns the exit code for the status.
 int fail(const std::string& program, const Status& status);

@@ -3,11 +3,17 @@
 //        [--max-cp N] [--tie-tolerance X]
 // Ranks every feasible configuration by an analytical estimate, refines the best with the event
 // simulator, and prints a recommendation with the reason it wins. See README.md.
+#include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <string>
+#include <string_view>
+#include <utility>
 
+#include "core/html_report.h"
 #include "core/units.h"
 #include "planner/planner.h"
+#include "planner/reference.h"
 #include "planner/refine.h"
 #include "planner/report.h"
 #include "simulator/simulator.h"
@@ -17,6 +23,120 @@
 using namespace trainplan;
 
 namespace {
+
+// The batch the search runs at, and how it was chosen (said in the report).
+struct Batch {
+  std::int64_t sequences = 0;  // 0: the planner's default
+  std::string source;
+};
+
+Result<Batch> batch_from_args(const cli::Args& args, const ModelSpec& model,
+                              const ClusterSpec& cluster) {
+  if (args.has("global-batch") && args.has("tokens-per-step"))
+    return Status::Error("--global-batch and --tokens-per-step cannot be combined: give the batch "
+                         "in sequences or in tokens", ExitCode::kUsage);
+  if (args.has("global-batch")) {
+    auto gbs = args.get_int("global-batch", 0, 1, PlanLimits::kMaxBatch);
+    if (!gbs.ok()) return gbs.status();
+    return Batch{*gbs, "--global-batch " + std::to_string(*gbs)};
+  }
+  const auto seq = static_cast<double>(model.seq_len);
+  if (args.has("tokens-per-step")) {
+    auto tokens = args.get_double("tokens-per-step", 0, 1, static_cast<double>(PlanLimits::kMaxBatch) * seq);
+    if (!tokens.ok()) return tokens.status();
+    const auto sequences = static_cast<std::int64_t>(std::llround(*tokens / seq));
+    if (sequences < 1)
+      return Status::Error("--tokens-per-step: " + args.get("tokens-per-step") +
+                               " tokens is less than one sequence of " +
+                               std::to_string(model.seq_len) + " tokens",
+                           ExitCode::kUsage);
+    return Batch{sequences, "--tokens-per-step " + args.get("tokens-per-step") + ": " +
+                                std::to_string(sequences) + " sequences of " +
+                                std::to_string(model.seq_len) + " tokens"};
+  }
+  const std::int64_t gbs = default_global_batch(model, cluster.total_gpus());
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "default: the larger of GPT-3's batch for %.3gB parameters, %.3g tokens (Brown "
+                "et al. 2020, Table 2.1), and one sequence per 8 GPUs, or per TP group where the heads "
+                "allow less TP (Llama 3 405B); "
+                "--global-batch or --tokens-per-step to change",
+                count_parameters(model).total() / 1e9,
+                size_rule_tokens_per_step(count_parameters(model).total()));
+  return Batch{gbs, buf};
+}
+
+// The usual layout, and --baseline FILE, beside the pick.
+Status add_references(const cli::Args& args, const ModelSpec& model, const ClusterSpec& cluster,
+                      const PlannerOptions& opt, const PlanResult& result, const RefineFn& refine,
+                      ReportContext& ctx) {
+  const std::int64_t gbs = result.search.global_batch_size;
+  if (!result.fits()) {
+    ctx.memory_cause = least_memory_cause(model, cluster, opt, gbs);
+    if (args.has("baseline"))
+      return Status::Error("--baseline: nothing fits in GPU memory, so there is no pick to compare "
+                           "it with", ExitCode::kInfeasible);
+    return Status::Ok();
+  }
+  ctx.references.push_back(usual_layout(model, cluster, opt, gbs, refine));
+  if (!args.has("baseline")) return Status::Ok();
+  const std::string path = args.get("baseline");
+  auto plan = cli::load_plan(path);
+  if (!plan.ok()) return Status::Error("--baseline: " + plan.status().message(), plan.status().code());
+  if (plan->global_batch_size != gbs)
+    return Status::Error("--baseline '" + path + "': global_batch_size " +
+                             std::to_string(plan->global_batch_size) +
+                             " differs from the batch searched (" + std::to_string(gbs) +
+                             " sequences); pass --global-batch " +
+                             std::to_string(plan->global_batch_size) + " or edit the file",
+                         ExitCode::kUsage);
+  auto ref = evaluate_layout(model, cluster, opt, *plan, "baseline", refine);
+  if (!ref.ok())
+    return Status::Error("--baseline '" + path + "': " + ref.status().message(), ExitCode::kInfeasible);
+  ctx.references.push_back(std::move(*ref));
+  return Status::Ok();
+}
+
+// plan --html FILE: the candidates as step time against peak memory, the usual layout and the
+// baseline marked, and the recommendation's simulated step.
+Status write_html(const std::string& path, const ModelSpec& model, const ClusterSpec& cluster,
+                  const PlannerOptions& opt, const PlanResult& result, const ReportContext& ctx,
+                  const SimOptions& sim_opt) {
+  html::PlanPicture pic;
+  pic.title = "trainplan plan: " + model.name + " on " + std::to_string(cluster.total_gpus()) +
+              " x " + cluster.gpu.name;
+  pic.capacity_bytes = cluster.gpu.hbm_bytes;
+  pic.usable_bytes = cluster.gpu.hbm_bytes * (1.0 - opt.memory_headroom);
+  const Candidate* best = recommended(result);
+  const PlanSearch& search = result.fits() || !result.offload_search ? result.search
+                                                                     : *result.offload_search;
+  auto point = [](const Candidate& c, std::string mark) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, ": %.4f s, %.1f GB", c.estimate.step_time_s,
+                  c.estimate.peak_memory_bytes / kGB);
+    return html::Point{c.estimate.step_time_s, c.estimate.peak_memory_bytes, std::move(mark),
+                       describe(c.plan) + buf + (c.simulated ? "" : " (analytical)")};
+  };
+  for (const Candidate& c : search.ranked) pic.points.push_back(point(c, &c == best ? "pick" : ""));
+  for (const ReferenceLayout& ref : ctx.references)
+    if (ref.candidate) pic.points.push_back(point(*ref.candidate, ref.label));
+  if (best == nullptr) {
+    pic.lines.push_back("Nothing fits, even with optimizer states offloaded.");
+    return cli::write_file_atomic(path, html::plan_page(pic));
+  }
+  pic.lines.push_back("Recommendation: " + describe(best->plan));
+  for (const ReferenceLayout& ref : ctx.references)
+    if (ref.candidate) pic.lines.push_back(ref.label + ": " + describe(ref.candidate->plan));
+  pic.lines.push_back("The candidates shown are the table's (--top N shows more).");
+  SimOptions picture_opt = sim_opt;
+  picture_opt.collect_picture = true;
+  picture_opt.extrapolate_above_micro_batches = 0;
+  auto sim = simulate_step(model, cluster, best->plan, picture_opt);
+  if (!sim.ok()) return sim.status();
+  pic.pick = std::move(*sim->picture);
+  pic.pick->usable_bytes = pic.usable_bytes;
+  return cli::write_file_atomic(path, html::plan_page(pic));
+}
 
 // The expected error of the predictions (validation/error_band.h): from the published runs of
 // the GPU's generation. A measured hardware profile has its own check, the predicted-vs-measured
@@ -33,7 +153,12 @@ ErrorBand expected_band(const ClusterSpec& cluster,
 int run(int argc, char** argv) {
   auto options = cli::model_cluster_options();
   options.insert(options.end(), {
-      {"global-batch", true, "sequences per optimizer step (default: about 2M tokens)"},
+      {"global-batch", true,
+       "sequences per optimizer step (default: grows with the model and the GPU count, see "
+       "docs/planner.md)"},
+      {"tokens-per-step", true, "tokens per optimizer step, rounded to whole sequences (instead "
+                                "of --global-batch)"},
+      {"baseline", true, "your own plan JSON, costed and shown beside the recommendation"},
       {"precision", true, "bf16 (default; fp16 on a GPU without bf16, V100), fp16 or fp32"},
       {"optimizer", true, "adamw (default), sgd or sgd-momentum"},
       {"attention", true, "fused (default, FlashAttention-style) or unfused"},
@@ -59,11 +184,16 @@ int run(int argc, char** argv) {
        "published runs on this GPU generation; 0: no ties)"},
       {"top", true, "candidates to show (default 10)"},
       {"simulate-top", true, "candidates refined by the event simulator (default 8, 0: none)"},
+      {"threads", true, "threads simulating candidates at once (default 0: every core; the "
+                        "result is the same for any count)"},
       {"tokens", true, "training tokens, for a whole-run estimate (days, GPU-hours)"},
       {"json", false, "print the report as JSON (schema trainplan.plan_report/1)"},
       {"emit-plan", true, "write the recommended plan to FILE (for simulate and execute)"},
       {"trace", true, "write the recommended plan's simulated timeline (Chrome trace) to FILE"},
+      {"html", true, "write a self-contained HTML report (candidates: step time against peak "
+                     "memory; the pick's timeline) to FILE"},
   });
+  for (const auto& o : cli::progress_options()) options.push_back(o);
   cli::Args args("plan", "Rank the ways to split a training run across GPUs and recommend one.",
                  options);
   if (Status st = args.parse(argc, argv); !st.ok()) return cli::fail("plan", st);
@@ -80,20 +210,24 @@ int run(int argc, char** argv) {
 
   PlannerOptions opt;
   opt.hardware = *hardware;
-  auto gbs = args.get_int("global-batch", 0, 1, PlanLimits::kMaxBatch);
+  auto batch = batch_from_args(args, *model, *cluster);
+  if (!batch.ok()) return cli::fail("plan", batch.status());
   auto headroom = args.get_double("memory-headroom", 0.10, 0.0, 0.99);
   auto top = args.get_int("top", 10, 1, 1000);
   auto sim_top = args.get_int("simulate-top", 8, 0, 1000);
   auto tokens = args.get_double("tokens", 0, 1, 1e18);
   auto max_cp = args.get_int("max-cp", 0, 1, PlanLimits::kMaxDegree);
+  auto threads = args.get_int("threads", 0, 0, 4096);
+  if (!threads.ok()) return cli::fail("plan", threads.status());
+  opt.refine_threads = static_cast<unsigned>(*threads);
   auto tie_tolerance = args.get_double("tie-tolerance", -1, 0.0, 1.0);
-  for (const Status& st : {gbs.status(), headroom.status(), top.status(), sim_top.status(),
+  for (const Status& st : {headroom.status(), top.status(), sim_top.status(),
                            tokens.status(), max_cp.status(), tie_tolerance.status()})
     if (!st.ok()) return cli::fail("plan", st);
   opt.tie_tolerance = *tie_tolerance;
   opt.error_band = expected_band(*cluster, *hardware);
   opt.max_cp = *max_cp;
-  opt.global_batch_size = *gbs;
+  opt.global_batch_size = batch->sequences;
   opt.memory_headroom = *headroom;
   opt.top_k = *top;
   opt.simulate_top = *sim_top;
@@ -132,7 +266,9 @@ int run(int argc, char** argv) {
   opt.attention = static_cast<AttentionImpl>(attention);
   opt.grad_precision = static_cast<GradPrecision>(grad_precision);
   const bool json = args.has("json");
-  if (!json) {
+  cli::Progress refining("plan", "simulating the best candidates", cli::progress_mode(args));
+  opt.refine_progress = [&](std::int64_t done, std::int64_t total) { refining.update(done, total); };
+  if (!json && !args.has("quiet")) {
     opt.progress = [](std::int64_t evaluated, std::int64_t) {
       std::fprintf(stderr, "plan: searching... %lld configurations evaluated\n",
                    static_cast<long long>(evaluated));
@@ -144,10 +280,14 @@ int run(int argc, char** argv) {
   // Long pipelines are played as two short steps and extrapolated (exact for a filled,
   // periodic pipeline; see SimOptions): keeps `plan` well under a second.
   sim_opt.extrapolate_above_micro_batches = 32;
-  auto result = plan_training(*model, *cluster, opt, simulator_refine(*model, *cluster, sim_opt));
+  const RefineFn refine = simulator_refine(*model, *cluster, sim_opt);
+  auto result = plan_training(*model, *cluster, opt, refine);
+  refining.finish();
   if (!result.ok()) return cli::fail("plan", result.status());
 
-  ReportContext ctx{&*model, &*cluster, &opt, {}};
+  ReportContext ctx{&*model, &*cluster, &opt, {}, {}, {}, batch->source};
+  if (Status st = add_references(args, *model, *cluster, opt, *result, refine, ctx); !st.ok())
+    return cli::fail("plan", st);
   if (args.has("tokens")) ctx.run_tokens = *tokens;
   if (json) {
     std::cout << plan_report_to_json(*result, ctx).dump(2) << "\n";
@@ -167,11 +307,18 @@ int run(int argc, char** argv) {
     SimOptions trace_opt = sim_opt;
     trace_opt.collect_trace = true;
     trace_opt.extrapolate_above_micro_batches = 0;
+    trace_opt.trace_limit_bytes = 2e9;  // as simulate's default --trace-limit-gb
+    cli::AtomicFileWriter trace_file(args.get("trace"));
+    if (Status st = trace_file.open(); !st.ok()) return cli::fail("plan", st);
+    trace_opt.trace_sink = [&](std::string_view chunk) { trace_file.write(chunk); };
     auto sim = simulate_step(*model, *cluster, best->plan, trace_opt);
     if (!sim.ok()) return cli::fail("plan", sim.status());
-    if (Status st = cli::write_file_atomic(args.get("trace"), sim->trace_json); !st.ok())
-      return cli::fail("plan", st);
+    if (Status st = trace_file.commit(); !st.ok()) return cli::fail("plan", st);
   }
+  if (args.has("html"))
+    if (Status st = write_html(args.get("html"), *model, *cluster, opt, *result, ctx, sim_opt);
+        !st.ok())
+      return cli::fail("plan", st);
   if (best == nullptr) return static_cast<int>(ExitCode::kInfeasible);
   return 0;
 }

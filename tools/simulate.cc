@@ -25,9 +25,12 @@
 #include <thread>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/html_report.h"
 #include "core/units.h"
 #include "validation/accuracy.h"
 #include "validation/error_band.h"
@@ -45,6 +48,44 @@ std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
+}
+
+// Ranks whose peak exceeds usable memory (capacity less headroom), said on stderr and listed in
+// the JSON ("memory_warnings"). The exit status is 4 when a peak exceeds the capacity itself
+// (the plan cannot run); over the usable memory but within capacity it only warns.
+struct MemoryCheck {
+  Json warnings = Json::array();
+  bool over_capacity = false;
+};
+
+MemoryCheck check_memory(const SimResult& res, const ClusterSpec& cluster, double headroom) {
+  MemoryCheck out;
+  const double capacity = cluster.gpu.hbm_bytes, usable = capacity * (1.0 - headroom);
+  for (const RankStep& k : res.report.ranks) {
+    if (k.peak_memory_bytes <= usable) continue;
+    const bool over = k.peak_memory_bytes > capacity;
+    out.over_capacity |= over;
+    const MemoryBreakdown& m = k.memory;
+    const double states = m.weights_bytes + m.gradients_bytes + m.optimizer_bytes;
+    const std::string largest = states >= m.activations_bytes && states >= m.buffers_bytes
+                                    ? "model states"
+                                    : (m.activations_bytes >= m.buffers_bytes ? "activations"
+                                                                              : "buffers");
+    const std::string text =
+        "rank " + std::to_string(k.rank) + " (stage " + std::to_string(k.stage) + ") peaks at " +
+        fmt("%.1f", k.peak_memory_bytes / kGB) + " GB, over the GPU's " +
+        (over ? fmt("%.1f GB capacity", capacity / kGB)
+              : fmt("%.1f GB usable", usable / kGB) + fmt(" (%.0f GB less ", capacity / kGB) +
+                    fmt("%.0f%% headroom)", headroom * 100)) +
+        "; the largest part is " + largest + fmt(" (model states %.1f GB, ", states / kGB) +
+        fmt("activations %.1f GB, ", m.activations_bytes / kGB) +
+        fmt("buffers %.1f GB)", m.buffers_bytes / kGB);
+    out.warnings.push_back({{"rank", k.rank}, {"stage", k.stage},
+                            {"peak_memory_bytes", k.peak_memory_bytes},
+                            {"usable_bytes", usable}, {"capacity_bytes", capacity},
+                            {"over_capacity", over}, {"largest", largest}, {"message", text}});
+  }
+  return out;
 }
 
 // The expected error of the prediction (validation/error_band.h): from the published runs of
@@ -75,14 +116,14 @@ void print_summary(const Plan& plan, const SimResult& res, const std::string& er
   // The cp column only for plans with context parallelism, so other summaries read as before.
   std::vector<const char*> groups = {"tp", "pp", "dp", "ep"};
   if (plan.cp > 1) groups.insert(groups.begin() + 1, "cp");
-  std::printf("%6s %5s %10s %9s %9s %9s", "rank", "stage", "peak GiB", "compute s", "optim s",
+  std::printf("%6s %5s %10s %9s %9s %9s", "rank", "stage", "peak GB", "compute s", "optim s",
               "idle s");
   for (std::size_t i = 0; i < groups.size(); ++i)
     std::printf(i == 0 ? "  %-11s" : " %-11s", (std::string(groups[i]) + " s/exp").c_str());
   std::printf("\n");
   for (const RankStep& k : r.ranks) {
     std::printf("%6lld %5lld %10.2f %9.4f %9.4f %9.4f", static_cast<long long>(k.rank),
-                static_cast<long long>(k.stage), k.peak_memory_bytes / kGiB, k.compute_s,
+                static_cast<long long>(k.stage), k.peak_memory_bytes / kGB, k.compute_s,
                 k.optimizer_s, k.idle_s);
     for (const char* g : groups) {
       auto it = k.comm.find(g);
@@ -98,15 +139,15 @@ void print_summary(const Plan& plan, const SimResult& res, const std::string& er
               << " and DP replicas are identical: --all-ranks plays every rank)\n";
   const MemoryBreakdown m0 = r.ranks.empty() ? MemoryBreakdown{} : r.ranks.front().memory;
   std::cout << "memory at peak (rank " << (r.ranks.empty() ? 0 : r.ranks.front().rank)
-            << "): weights " << fmt("%.2f", m0.weights_bytes / kGiB)
-            << " GiB, gradients " << fmt("%.2f", m0.gradients_bytes / kGiB)
-            << " GiB, optimizer " << fmt("%.2f", m0.optimizer_bytes / kGiB)
-            << " GiB, activations " << fmt("%.2f", m0.activations_bytes / kGiB)
-            << " GiB, buffers " << fmt("%.2f", m0.buffers_bytes / kGiB) << " GiB";
+            << "): weights " << fmt("%.2f", m0.weights_bytes / kGB)
+            << " GB, gradients " << fmt("%.2f", m0.gradients_bytes / kGB)
+            << " GB, optimizer " << fmt("%.2f", m0.optimizer_bytes / kGB)
+            << " GB, activations " << fmt("%.2f", m0.activations_bytes / kGB)
+            << " GB, buffers " << fmt("%.2f", m0.buffers_bytes / kGB) << " GB";
   const double host = m0.host_optimizer_bytes + m0.host_activation_bytes;
   if (host > 0)
-    std::cout << "; in host memory: optimizer " << fmt("%.2f", m0.host_optimizer_bytes / kGiB)
-              << " GiB, checkpoints " << fmt("%.2f", m0.host_activation_bytes / kGiB) << " GiB";
+    std::cout << "; in host memory: optimizer " << fmt("%.2f", m0.host_optimizer_bytes / kGB)
+              << " GB, checkpoints " << fmt("%.2f", m0.host_activation_bytes / kGB) << " GB";
   std::cout << "\n";
 }
 
@@ -239,7 +280,8 @@ int run_cross_validation(const std::vector<PublishedEntry>& entries, bool as_jso
 // mean, of throughput and (where published) memory, at the presets' constants.
 int run_published(const cli::Args& args) {
   for (const char* o : {"plan", "model", "cluster", "gpus", "gpu", "gpus-per-node", "hardware",
-                        "seq-len", "out", "trace", "all-ranks", "rank-order", "dp-algorithm"})
+                        "seq-len", "out", "trace", "all-ranks", "rank-order", "dp-algorithm",
+                        "html", "trace-limit-gb", "memory-headroom", "threads"})
     if (args.has(o))
       return cli::fail(kProgram, Status::Error(std::string("--published takes no --") + o +
                                                    ": each entry gives its model, plan and cluster",
@@ -342,7 +384,14 @@ int run(int argc, char** argv) {
       {"plan", true, "plan JSON (as written by plan --emit-plan)"},
       {"json", false, "print the StepReport JSON instead of the summary"},
       {"out", true, "also write the StepReport JSON to FILE"},
-      {"trace", true, "write a Chrome trace (Perfetto) of the step to FILE"},
+      {"trace", true, "write a Chrome trace of the step to FILE (streamed; opens offline in "
+                      "Perfetto's or Chrome's trace viewer, see docs/simulator.md)"},
+      {"trace-limit-gb", true, "refuse a trace estimated above this size (default 2 GB)"},
+      {"html", true, "write a self-contained HTML picture of the step (timeline, memory over "
+                     "time, breakdown) to FILE; no network needed to open it"},
+      {"memory-headroom", true, "fraction of GPU memory kept free; a peak above the rest is "
+                                "warned about (default 0.10)"},
+      {"threads", true, "threads for the per-rank passes (default 0: every core)"},
       {"all-ranks", false, "simulate every rank, not one per symmetric set"},
       {"rank-order", true, "rank placement, innermost axis first (default tp,cp,dp,pp; cp may be "
                            "left out and then follows tp)"},
@@ -356,6 +405,7 @@ int run(int argc, char** argv) {
       {"write-residuals", true, "with --cross-validate: write the held-out errors per family "
                                 "to FILE (schema trainplan.error_residuals/1)"},
   });
+  for (const auto& o : cli::progress_options()) options.push_back(o);
   cli::Args args(kProgram, "Simulate one training step of a plan, event by event.", options);
   if (Status st = args.parse(argc, argv); !st.ok()) return cli::fail(kProgram, st);
   if (args.help_requested()) {
@@ -394,17 +444,52 @@ int run(int argc, char** argv) {
     return cli::fail(kProgram, st);
   if (Status st = check_plan_fits_model(*plan, *model); !st.ok()) return cli::fail(kProgram, st);
 
+  auto headroom = args.get_double("memory-headroom", 0.10, 0.0, 0.99);
+  auto limit_gb = args.get_double("trace-limit-gb", 2.0, 0.001, 1e6);
+  auto threads = args.get_int("threads", 0, 0, 4096);
+  for (const Status& st : {headroom.status(), limit_gb.status(), threads.status()})
+    if (!st.ok()) return cli::fail(kProgram, st);
+  opt.trace_limit_bytes = *limit_gb * 1e9;
+  opt.threads = static_cast<unsigned>(*threads);
+  opt.collect_picture = args.has("html");
+  // The trace streams into its file as the simulator writes it.
+  std::optional<cli::AtomicFileWriter> trace_file;
+  if (args.has("trace")) {
+    trace_file.emplace(args.get("trace"));
+    if (Status st = trace_file->open(); !st.ok()) return cli::fail(kProgram, st);
+    opt.trace_sink = [&](std::string_view chunk) { trace_file->write(chunk); };
+  }
+  cli::Progress playing(kProgram, "operations played", cli::progress_mode(args));
+  opt.progress = [&](std::int64_t done, std::int64_t total) { playing.update(done, total); };
   auto res = simulate_step(*model, *cluster, *plan, opt);
+  playing.finish();
   if (!res.ok()) return cli::fail(kProgram, res.status());
-  const std::string json = step_report_to_json(res->report).dump(2) + "\n";
+  if (trace_file)
+    if (Status st = trace_file->commit(); !st.ok()) return cli::fail(kProgram, st);
+  const MemoryCheck memory = check_memory(*res, *cluster, *headroom);
+  Json report = step_report_to_json(res->report);
+  if (!memory.warnings.empty()) report["memory_warnings"] = memory.warnings;
+  const std::string json = report.dump(2) + "\n";
   if (args.has("out"))
     if (Status st = cli::write_file_atomic(args.get("out"), json); !st.ok())
       return cli::fail(kProgram, st);
-  if (args.has("trace"))
-    if (Status st = cli::write_file_atomic(args.get("trace"), res->trace_json); !st.ok())
+  if (args.has("html")) {
+    html::StepPicture pic = *res->picture;
+    pic.usable_bytes = cluster->gpu.hbm_bytes * (1.0 - *headroom);
+    pic.title = "trainplan simulate: " + model->name + " on " + std::to_string(plan->world_size()) +
+                " x " + cluster->gpu.name;
+    pic.lines = {"plan: " + describe(*plan),
+                 "step " + fmt("%.4f s", res->report.step_time_s) + ", MFU " +
+                     fmt("%.1f%%", 100 * res->report.mfu) + ", pipeline bubble " +
+                     fmt("%.1f%%", 100 * res->report.bubble_fraction)};
+    if (Status st = cli::write_file_atomic(args.get("html"), html::step_page(pic)); !st.ok())
       return cli::fail(kProgram, st);
+  }
   if (args.has("json")) std::cout << json;
   else print_summary(*plan, *res, expected_band_line(*cluster, *hardware));
+  for (const Json& w : memory.warnings)
+    cli::print_error_line(std::string(kProgram) + ": warning: " + w["message"].get<std::string>() + "\n");
+  if (memory.over_capacity) return static_cast<int>(ExitCode::kInfeasible);
   return 0;
 }
 

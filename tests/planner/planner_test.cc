@@ -253,7 +253,7 @@ TEST(Planner, JsonIsByteIdenticalAcrossRuns) {
   const ModelSpec m = load_repo_model("gpt2-350m.json");
   const ClusterSpec c = cluster("A100-40GB", 8);
   PlannerOptions opt;
-  ReportContext ctx{&m, &c, &opt, 1e10};
+  ReportContext ctx{&m, &c, &opt, 1e10, {}, {}, {}};
   auto a = plan_training(m, c, opt);
   auto b = plan_training(m, c, opt);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -474,7 +474,7 @@ TEST(Planner, LongSequencesFitWithoutRecomputeOnlyWithContextParallelism) {
   EXPECT_NE(r1->search.rejections.example(RejectReason::kCpAboveMax).find("exceeds --max-cp 1"),
             std::string::npos);
   // The report shows the CP degree and bytes.
-  ReportContext ctx{&m, &c, &opt, {}};
+  ReportContext ctx{&m, &c, &opt, {}, {}, {}, {}};
   const std::string text = format_plan_report(*r, ctx);
   EXPECT_NE(text.find("Recommendation: " + describe(p)), std::string::npos) << text;
   EXPECT_NE(text.find("CP GB"), std::string::npos);

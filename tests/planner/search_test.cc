@@ -4,6 +4,7 @@
 #include "planner/search.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -74,9 +75,15 @@ struct Case {
   std::uint64_t hash;
 };
 
+// The batch these recorded enumerations were taken at: the planner's default before issue 24,
+// the power of two nearest 2^21 tokens (the generator is what they pin, not the batch).
+std::int64_t recorded_batch(const ModelSpec& m) {
+  return std::int64_t{1} << std::lround(std::log2(std::pow(2.0, 21) / static_cast<double>(m.seq_len)));
+}
+
 Recorder generate(const ModelSpec& m, const ClusterSpec& c, const PlannerOptions& opt,
                   std::int64_t gpus, bool offload, std::int64_t stop_after = 0) {
-  const SearchSpace space{&m, &c, &opt, gpus, default_global_batch(m), offload};
+  const SearchSpace space{&m, &c, &opt, gpus, recorded_batch(m), offload};
   Recorder r;
   r.stop_after = stop_after;
   generate_candidates(space, r);
@@ -147,7 +154,7 @@ TEST(Search, RejectedContextParallelDegreesArePrunedBeforeThePipelineAxis) {
     std::int64_t cp_pruned = 0;
   } r;
   PlannerOptions opt;
-  const SearchSpace space{&m, &*c, &opt, 16, default_global_batch(m), false};
+  const SearchSpace space{&m, &*c, &opt, 16, default_global_batch(m, 16), false};
   generate_candidates(space, r);
   EXPECT_EQ(r.max_cp, 1);
   EXPECT_GT(r.cp_pruned, 0);
