@@ -48,7 +48,7 @@ for m in models/*.json; do
 done
 corpus=()
 if [ -d validation/corpus ]; then
-  corpus=(validation/corpus/*.json)
+  corpus=(validation/corpus/published_runs*.json)  # not error_residuals.json: no run list
 else
   corpus=(tests/data/published_runs*.json bench/simulator/published_runs*.json)
 fi
