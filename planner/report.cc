@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/build_info.h"
 #include "core/units.h"
 
 namespace trainplan {
@@ -339,6 +340,7 @@ Json search_json(const PlanSearch& s) {
 Json plan_report_to_json(const PlanResult& r, const ReportContext& ctx) {
   Json j;
   j["schema"] = "trainplan.plan_report/1";
+  j["build"] = build_info_json();
   j["model"] = model_to_json(*ctx.model);
   j["cluster"] = cluster_to_json(*ctx.cluster);
   j["options"] = {{"precision", std::string(to_string(ctx.options->precision))},

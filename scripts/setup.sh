@@ -3,7 +3,8 @@
 # Uses sudo when not root. CUDA/cuBLAS/NCCL are taken from /usr/local/cuda when present.
 set -euo pipefail
 packages=(cmake g++ make libeigen3-dev nlohmann-json3-dev libboost-graph-dev libopenmpi-dev
-          openmpi-bin libgtest-dev libbenchmark-dev python3)
+          openmpi-bin libgtest-dev libbenchmark-dev python3 python3-dev pybind11-dev
+          libcli11-dev)
 if [ "${TRAINPLAN_SANITIZE_DEPS:-0}" = 1 ]; then packages+=(clang libclang-rt-14-dev); fi
 missing=()
 for p in "${packages[@]}"; do

@@ -1,10 +1,16 @@
 // Command-line edge; see cli.h. Tested by tests/tools/cli_test.cc and the tools' end-to-end tests.
 #include "tools/cli.h"
 
+#include "core/build_info.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +27,10 @@ Status Args::parse(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") {
       help_ = true;
+      continue;
+    }
+    if (a == "--version") {
+      help_ = version_ = true;
       continue;
     }
     if (a.rfind("--", 0) != 0)
@@ -118,6 +128,7 @@ std::vector<std::string> split_list(const std::string& text) {
 }
 
 std::string Args::usage() const {
+  if (version_) return version_line(program_);
   std::ostringstream os;
   os << "usage: " << program_ << " [options]\n" << summary_ << "\n\noptions:\n";
   for (const Option& o : options_) {
@@ -126,6 +137,7 @@ std::string Args::usage() const {
        << "\n";
   }
   os << "  -h, --help                 this text\n";
+  os << "  --version                  print the version, git commit and compiler, and exit\n";
   return os.str();
 }
 
@@ -159,26 +171,159 @@ Result<std::string> read_text_file(const std::string& path) {
   return read_text_limited(path, static_cast<std::size_t>(-1));
 }
 
-Status write_file_atomic(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return Status::Error("cannot write '" + path + "': " + std::strerror(errno), ExitCode::kIo);
-    out << content;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return Status::Error("error writing '" + path + "'", ExitCode::kIo);
-    }
+namespace {
+
+Status io_error(const std::string& what, const std::string& path, int err) {
+  return Status::Error(what + " '" + path + "': " + std::strerror(err), ExitCode::kIo);
+}
+
+// What a path is, in words, for the refusal of anything but a regular file.
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Writes all of `content` to `fd`, retrying short writes and EINTR; 0 or the errno.
+int write_all(int fd, std::string_view content) {
+  while (!content.empty()) {
+    const ssize_t n = ::write(fd, content.data(), content.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    content.remove_prefix(static_cast<std::size_t>(n));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return Status::Error("cannot write '" + path + "': " + why, ExitCode::kIo);
+  return 0;
+}
+
+// The file a write to `path` lands in: a symlink is followed (the link stays, its target is
+// replaced), so that a link into a results folder keeps working. Then only a regular file or
+// nothing may be there: a device, FIFO, socket or directory is refused, never replaced.
+Result<std::string> write_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path target = path;
+  // Follow the chain by hand: a dangling link's target does not exist yet, which
+  // fs::canonical refuses. 40 hops is Linux's own limit (path_resolution(7)).
+  for (int hops = 0; fs::is_symlink(target, ec); ++hops) {
+    if (hops == 40) return io_error("cannot resolve the symlink", path, ELOOP);
+    const fs::path next = fs::read_symlink(target, ec);
+    if (ec) return io_error("cannot resolve the symlink", path, ec.value());
+    target = next.is_absolute() ? next : target.parent_path() / next;
   }
+  struct stat st {};
+  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return Status::Error("refusing to write '" + path + "': " +
+                             (target == path ? std::string()
+                                             : "it links to '" + target.string() + "', ") +
+                             "it is " + file_kind(st.st_mode) +
+                             ", not a regular file (it would be replaced); give a file path, "
+                             "or - for standard output",
+                         ExitCode::kIo);
+  return target.string();
+}
+
+// Creates the temporary file next to `target` (same file system, so the rename is atomic),
+// with the mode the file has or a new file would get (0666 less the umask).
+Result<int> open_temp_beside(const std::string& target, std::string& tmp) {
+  const std::filesystem::path p(target);
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+  tmp = dir + "/." + p.filename().string() + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0)
+    return Status::Error(std::string(std::strerror(errno)) + " (creating the temporary file " +
+                             tmp + ")",
+                         ExitCode::kIo);
+  struct stat st {};
+  mode_t mode = 0;
+  if (::stat(target.c_str(), &st) == 0) {
+    mode = st.st_mode & 07777;
+  } else {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    mode = 0666 & ~mask;
+  }
+  if (::fchmod(fd, mode) != 0) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return Status::Error(std::string(std::strerror(err)) + " (setting the mode of " + tmp + ")",
+                         ExitCode::kIo);
+  }
+  return fd;
+}
+
+// fsync of the directory holding `target`, so that the rename itself survives a crash
+// (fsync(2): syncing a file does not sync the directory entry naming it).
+int sync_directory_of(const std::string& target) {
+  const std::filesystem::path p(target);
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return errno;
+  const int err = ::fsync(fd) == 0 ? 0 : errno;
+  ::close(fd);
+  return err;
+}
+
+}  // namespace
+
+Status write_stdout(std::string_view content) {
+  std::cout.flush();
+  if (std::fwrite(content.data(), 1, content.size(), stdout) != content.size() ||
+      std::fflush(stdout) != 0)
+    return Status::Error(std::string("cannot write standard output: ") + std::strerror(errno),
+                         ExitCode::kIo);
   return Status::Ok();
 }
+
+Status write_file_atomic(const std::string& path, const std::string& content) {
+  if (path == "-") return write_stdout(content);
+  auto target = write_target(path);
+  if (!target.ok()) return target.status();
+  std::string tmp;
+  auto fd = open_temp_beside(*target, tmp);
+  if (!fd.ok())
+    return Status::Error("cannot write '" + path + "': " + fd.status().message(), ExitCode::kIo);
+  int err = write_all(*fd, content);
+  if (err == 0 && ::fsync(*fd) != 0) err = errno;
+  if (::close(*fd) != 0 && err == 0) err = errno;
+  if (err == 0 && ::rename(tmp.c_str(), target->c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    return io_error("cannot write", path, err);
+  }
+  if (int dir_err = sync_directory_of(*target); dir_err != 0)
+    return io_error("wrote, but cannot sync the directory of", path, dir_err);
+  return Status::Ok();
+}
+
+namespace {
+// At exit, standard output and error must have taken everything written to them: a tool whose
+// output went nowhere (a full disk, /dev/full) must not exit 0. Registered once by any program
+// linking this file, so no tool has to remember it.
+void check_standard_streams_at_exit() {
+  std::cout.flush();
+  errno = 0;
+  const bool out_failed = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout) != 0;
+  int out_errno = errno;
+  // The failed write may have been an earlier flush, its errno since overwritten: a write of
+  // zero bytes asks the descriptor again without writing anything (/dev/full answers ENOSPC).
+  if (out_failed && out_errno == 0 && ::write(STDOUT_FILENO, "", 0) < 0) out_errno = errno;
+  std::cerr.flush();
+  const bool err_failed = !std::cerr || std::fflush(stderr) != 0 || std::ferror(stderr) != 0;
+  if (out_failed) {
+    const std::string line = std::string(program_invocation_short_name) +
+                             ": error: cannot write standard output: " +
+                             (out_errno != 0 ? std::strerror(out_errno) : "write error") + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+  }
+  if (out_failed || err_failed) ::_exit(static_cast<int>(ExitCode::kIo));
+}
+const bool g_streams_checked_at_exit = std::atexit(check_standard_streams_at_exit) == 0;
+}  // namespace
 
 Result<Json> read_json_file(const std::string& path) {
   auto text = read_text_limited(path, kMaxJsonFileBytes);
@@ -195,8 +340,22 @@ Result<ModelSpec> load_model_file(const std::string& path) {
 Result<ModelSpec> load_model(const Args& args) {
   if (!args.has("model"))
     return Status::Error("missing --model FILE (e.g. models/gpt3.json)", ExitCode::kUsage);
-  auto model = load_model_file(args.get("model"));
+  auto json = read_json_file(args.get("model"));
+  if (!json.ok()) return json.status();
+  // --allow-unknown-model-type: a Hugging Face model_type outside the allow-list is read with
+  // the Llama layout, and each assumption is printed, so that the user can check them.
+  std::vector<std::string> assumptions;
+  HfReadOptions hf;
+  hf.allow_unknown_model_type = args.has("allow-unknown-model-type");
+  hf.assumptions = &assumptions;
+  auto model = model_from_json_with(*json, args.get("model"), hf);
   if (!model.ok()) return model;
+  const bool unknown = std::any_of(assumptions.begin(), assumptions.end(), [](const auto& a) {
+    return a.find("not on the allow-list") != std::string::npos;
+  });
+  if (unknown)
+    for (const std::string& a : assumptions)
+      std::cerr << "note: " << args.get("model") << ": assumed: " << a << "\n";
   if (args.has("seq-len")) {
     auto s = args.get_int("seq-len", 0, 1, ModelLimits::kMaxSeq);
     if (!s.ok()) return s.status();
@@ -267,6 +426,9 @@ std::vector<Args::Option> model_cluster_options() {
       {"gpus-per-node", true,
        "GPUs per node (default: the preset's node, 16 for V100-32GB, else 8)"},
       {"hardware", true, "measured hardware profile from `calibrate`"},
+      {"allow-unknown-model-type", false,
+       "read a Hugging Face model_type outside the allow-list (docs/inputs.md) with the Llama "
+       "layout, printing every assumption"},
   };
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/cluster_spec.h"
@@ -40,6 +41,8 @@ class Args {
                                                  const std::string& fallback, std::int64_t min,
                                                  std::int64_t max) const;
   std::string usage() const;
+  // --help or --version was given: the tool prints usage() and exits 0. After --version,
+  // usage() is the version line (core/build_info.h), so every tool answers it unchanged.
   bool help_requested() const { return help_; }
 
  private:
@@ -47,11 +50,18 @@ class Args {
   std::vector<Option> options_;
   std::map<std::string, std::string> values_;
   bool help_ = false;
+  bool version_ = false;
 };
 
 Result<std::string> read_text_file(const std::string& path);
-// Writes to PATH.tmp.PID, then renames over PATH: a reader never sees a half-written file.
+// Writes `content` to PATH so that a reader never sees a half-written file, and a crash leaves
+// the old file or the new one: a temporary file in PATH's directory, fsync, rename over PATH,
+// fsync of the directory. "-" is standard output. A symlink is written through (the link
+// stays, its target is replaced); a device, FIFO, socket or directory is refused, never
+// replaced. Errors name the path and carry strerror.
 Status write_file_atomic(const std::string& path, const std::string& content);
+// Writes to standard output and flushes; an error (a full disk, /dev/full) carries strerror.
+Status write_stdout(std::string_view content);
 Result<Json> read_json_file(const std::string& path);
 
 // "a,b,c" -> {"a", "b", "c"} (empty items dropped).
