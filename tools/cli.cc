@@ -1,5 +1,8 @@
-// Command-line edge; see cli.h. Tested by tests/tools/cli_test.cc and the tools' end-to-end tests.
+// Command-line edge; see cli.h. Tested by tests/tools/cli_test.cc, tests/tools/ecosystem_cli_test.sh
+// and the tools' end-to-end tests.
 #include "tools/cli.h"
+
+#include <CLI/CLI.hpp>
 
 #include "core/build_info.h"
 
@@ -15,14 +18,69 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <set>
 #include <sstream>
 
 namespace trainplan::cli {
 
-Args::Args(std::string program, std::string summary, std::vector<Option> options)
-    : program_(std::move(program)), summary_(std::move(summary)), options_(std::move(options)) {}
+namespace {
 
+// The metavariable --help shows for an option that does not name its own: what the option's
+// value is, by its name (every tool's options, tools/*.cc).
+std::string metavar_for(const std::string& name) {
+  static const std::map<std::string, std::string> kByName = {
+      {"model", "FILE"},        {"plan", "FILE"},          {"cluster", "FILE"},
+      {"hardware", "FILE"},     {"out", "FILE"},           {"trace", "FILE"},
+      {"emit-plan", "FILE"},    {"published", "FILE"},     {"predicted", "FILE"},
+      {"measured", "FILE"},     {"report", "FILE"},        {"cluster-out", "FILE"},
+      {"data", "FILE"},         {"baseline-from", "FILE"}, {"params-out", "FILE"},
+      {"models", "FILE,..."},   {"workdir", "DIR"},        {"gpu", "NAME"},
+      {"backend", "NAME"},      {"family", "TEXT"},        {"rank-order", "AXES"},
+      {"precision", "NAME"},    {"optimizer", "NAME"},     {"attention", "NAME"},
+      {"grad-precision", "NAME"}, {"dp-algorithm", "NAME"}, {"inject-fault", "SPEC"},
+      {"micro-batches", "N,..."}, {"tp", "N,..."},         {"memory-headroom", "X"},
+      {"tokens", "X"},          {"lr", "X"},               {"peak-tflops", "X"},
+  };
+  const auto it = kByName.find(name);
+  return it == kByName.end() ? "N" : it->second;
+}
+
+}  // namespace
+
+Args::Args(std::string program, std::string summary, std::vector<Option> options)
+    : program_(std::move(program)),
+      summary_(std::move(summary)),
+      options_(std::move(options)),
+      app_(std::make_unique<CLI::App>(summary_, program_)) {
+  // -h/--help and --version are answered before CLI11 parses, so that a tool's required
+  // options are not needed to ask for help; they are listed here for the help text.
+  app_->set_help_flag();
+  for (const Option& o : options_) {
+    const std::string flag = "--" + o.name;
+    CLI::Option* opt = nullptr;
+    if (o.takes_value) {
+      opt = app_->add_option_function<std::string>(
+          flag, [this, name = o.name](const std::string& v) { values_[name] = v; }, o.help);
+      opt->type_name(o.metavar.empty() ? metavar_for(o.name) : o.metavar);
+    } else {
+      opt = app_->add_flag_callback(flag, [this, name = o.name] { values_[name] = "1"; }, o.help);
+    }
+    if (o.required) opt->description(o.help + " REQUIRED");
+  }
+  app_->add_flag_callback("-h,--help", [] {}, "this text");
+  app_->add_flag_callback("--version", [] {},
+                          "print the version, git commit and compiler, and exit");
+}
+
+Args::~Args() = default;
+
+// The arguments are checked here first, with the messages the tools have always given
+// (docs/errors.md); then CLI11 parses them, each as --name=value so that a value that looks
+// like an option ("-", "-1") is never taken for one.
 Status Args::parse(int argc, char** argv) {
+  std::vector<std::string> normalized{program_};
+  std::set<std::string> seen;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -48,7 +106,7 @@ Status Args::parse(int argc, char** argv) {
       if (o.name == name) opt = &o;
     if (opt == nullptr)
       return Status::Error("unknown option '--" + name + "' (see --help)", ExitCode::kUsage);
-    if (values_.count(name))
+    if (!seen.insert(name).second)
       return Status::Error("option '--" + name + "' given twice", ExitCode::kUsage);
     if (opt->takes_value && !inline_value) {
       if (i + 1 >= argc)
@@ -57,7 +115,15 @@ Status Args::parse(int argc, char** argv) {
     } else if (!opt->takes_value && inline_value) {
       return Status::Error("option '--" + name + "' takes no value", ExitCode::kUsage);
     }
-    values_[name] = opt->takes_value ? value : "1";
+    normalized.push_back(opt->takes_value ? "--" + name + "=" + value : "--" + name);
+  }
+  if (help_) return Status::Ok();
+  std::vector<char*> args;
+  for (std::string& s : normalized) args.push_back(s.data());
+  try {
+    app_->parse(static_cast<int>(args.size()), args.data());
+  } catch (const CLI::ParseError& e) {
+    return Status::Error(std::string(e.what()) + " (see --help)", ExitCode::kUsage);
   }
   return Status::Ok();
 }
@@ -129,16 +195,7 @@ std::vector<std::string> split_list(const std::string& text) {
 
 std::string Args::usage() const {
   if (version_) return version_line(program_);
-  std::ostringstream os;
-  os << "usage: " << program_ << " [options]\n" << summary_ << "\n\noptions:\n";
-  for (const Option& o : options_) {
-    std::string flag = "--" + o.name + (o.takes_value ? " VALUE" : "");
-    os << "  " << flag << std::string(flag.size() < 26 ? 26 - flag.size() : 1, ' ') << o.help
-       << "\n";
-  }
-  os << "  -h, --help                 this text\n";
-  os << "  --version                  print the version, git commit and compiler, and exit\n";
-  return os.str();
+  return app_->help();
 }
 
 namespace {
@@ -416,7 +473,7 @@ Result<std::optional<HardwareProfile>> load_hardware(const Args& args) {
 
 std::vector<Args::Option> model_cluster_options() {
   return {
-      {"model", true, "model JSON (ours or a Hugging Face config.json)"},
+      {"model", true, "model JSON (ours or a Hugging Face config.json)", "FILE", true},
       {"seq-len", true, "training sequence length (default: the model's)"},
       {"cluster", true, "cluster JSON (instead of --gpus/--gpu/--gpus-per-node)"},
       {"gpus", true, "number of GPUs (default cluster: H100-80GB, 8 per node)"},

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,18 +18,29 @@
 #include "core/plan.h"
 #include "core/status.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace trainplan::cli {
 
-// A strict command-line parser: --name value, --name=value, and boolean --flag. Unknown
-// options, missing values and repeated options are errors that name the option.
+// A strict command-line parser over CLI11 (Debian libcli11-dev): --name value, --name=value,
+// and boolean --flag. Unknown options, missing values and repeated options are errors that
+// name the option, worded as before the port (docs/errors.md); CLI11 holds the options and
+// formats --help, with each option's metavariable (FILE, N, X, ...) and REQUIRED marks.
 class Args {
  public:
   struct Option {
     std::string name;   // without the leading dashes
     bool takes_value;
     std::string help;
+    std::string metavar = "";  // shown in --help; "" = from the option's name (FILE, N, ...)
+    bool required = false;     // marked in --help; the tool checks it, with its own message
   };
   Args(std::string program, std::string summary, std::vector<Option> options);
+  ~Args();
+  Args(const Args&) = delete;  // CLI11's callbacks point at this object
+  Args& operator=(const Args&) = delete;
   Status parse(int argc, char** argv);
   bool has(const std::string& name) const { return values_.count(name) > 0; }
   std::string get(const std::string& name, const std::string& fallback = "") const;
@@ -48,6 +60,7 @@ class Args {
  private:
   std::string program_, summary_;
   std::vector<Option> options_;
+  std::unique_ptr<CLI::App> app_;
   std::map<std::string, std::string> values_;
   bool help_ = false;
   bool version_ = false;

@@ -37,6 +37,20 @@ for t in plan simulate execute calibrate compare; do
   expect 0 "--version" -- "$tools/$t" --help
 done
 
+# Help comes from CLI11: typed metavariables and required options marked; the parser's
+# messages are the ones docs/errors.md lists.
+expect 0 "--model FILE" -- "$plan" --help
+expect 0 "--gpus N" -- "$plan" --help
+expect 0 "--memory-headroom X" -- "$plan" --help
+check "plan --help marks --model REQUIRED" bash -c "'$plan' --help | grep -- '--model FILE' | grep -q REQUIRED"
+expect 2 "option '--gpus' given twice" -- "$plan" --model "$tiny" --gpus 8 --gpus 8
+expect 2 "option '--json' takes no value" -- "$plan" --model "$tiny" --gpus 8 --json=1
+expect 2 "option '--model' needs a value" -- "$plan" --model
+expect 2 "unexpected argument 'x' (options start with --)" -- "$plan" x
+expect 2 "unknown option '--frobnicate' (see --help)" -- "$plan" --frobnicate=3
+# A value that looks like an option is still the option's value.
+expect 6 "refusing to write '-x'" -- bash -c "cd '$tmp' && mkdir -p -- -x && '$plan' --model '$tiny' --gpus 8 --emit-plan -x"
+
 # The build that wrote a JSON report is in it.
 "$plan" --model "$tiny" --gpus 8 --json > "$tmp/plan.json" 2>/dev/null
 check "plan --json records the build" python3 -c "
