@@ -1,5 +1,6 @@
 // The Hugging Face config.json reader by model_type; see hf_config.h.
-// Tested by tests/core/hf_config_test.cc, tests/core/hf_families_test.cc, tests/core/moe_mla_test.cc.
+// Tested by tests/core/hf_config_test.cc, tests/core/hf_families_test.cc and
+// tests/core/moe_mla_test.cc.
 #include "core/hf_config.h"
 
 #include <algorithm>
@@ -52,6 +53,7 @@ constexpr PositionKind kTable = PositionKind::kLearned;
 // LayerNorm has no bias (counted as a LayerNorm: h parameters more per norm). Families with one
 // norm per layer (phi, cohere, gptj) or four (gemma2, gemma3_text) and q/k norms (qwen3,
 // olmo2, gemma3_text) are counted with two per layer: under 0.01% of the total.
+// clang-format off: one family per row reads as a table.
 constexpr HfFamily kFamilies[] = {
     // type           layout            tie    act                  maxpos  hd   kv  mlp              norm bias_key          bias   pos
     {"llama",         HfLayout::kLlama, false, "silu",              2048,   0,   0,  HfMlp::kGated,   kRms, "attention_bias", false, kRope},
@@ -85,6 +87,7 @@ constexpr HfFamily kFamilies[] = {
     {"opt",           HfLayout::kOpt,   true,  "relu",              0,      0,   0,  HfMlp::kByActivation, kLn, "enable_bias", true, kTable},
     {"bloom",         HfLayout::kBloom, true,  "gelu",              2048,   0,   0,  HfMlp::kByActivation, kLn, nullptr,   true,  kRope},
 };
+// clang-format on
 
 // An unknown type read on request: the Llama layout, every choice below noted as an assumption.
 constexpr HfFamily kUnknownFamily = {"", HfLayout::kLlama, false, "silu", 0, 0, 0,

@@ -1,5 +1,5 @@
-// Command-line edge; see cli.h. Tested by tests/tools/cli_test.cc, tests/tools/ecosystem_cli_test.sh
-// and the tools' end-to-end tests.
+// Command-line edge; see cli.h. Tested by tests/tools/cli_test.cc,
+// tests/tools/ecosystem_cli_test.sh and the tools' end-to-end tests.
 #include "tools/cli.h"
 
 #include <CLI/CLI.hpp>

@@ -121,7 +121,8 @@ Result<std::pair<std::string, std::string>> run_both(const cli::Args& args, cons
   std::string dir = args.get("workdir");
   if (dir.empty()) {
     std::error_code ec;
-    std::string templ = (std::filesystem::temp_directory_path(ec) / "trainplan-compare-XXXXXX").string();
+    std::string templ =
+        (std::filesystem::temp_directory_path(ec) / "trainplan-compare-XXXXXX").string();
     if (ec || ::mkdtemp(templ.data()) == nullptr)
       return Status::Error(std::string("cannot create a temporary directory: ") +
                                (ec ? ec.message() : std::strerror(errno)),

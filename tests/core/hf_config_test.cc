@@ -193,10 +193,11 @@ TEST(HfConfig, TransformersFiveKeys) {
 
 // Real published state-space and hybrid configs are refused by model_type, saying why.
 TEST(HfConfig, StateSpaceAndHybridConfigsRefused) {
-  for (auto [file, type] : {std::pair<const char*, const char*>{"jamba-1.5-mini-config.json", "jamba"},
-                            {"falcon-h1-0.5b-config.json", "falcon_h1"},
-                            {"nemotron-h-nano-hybrid-config.json", "nemotron_h"},
-                            {"rwkv5-3b-config.json", "rwkv5"}}) {
+  using FileType = std::pair<const char*, const char*>;
+  for (auto [file, type] : {FileType{"jamba-1.5-mini-config.json", "jamba"},
+                            FileType{"falcon-h1-0.5b-config.json", "falcon_h1"},
+                            FileType{"nemotron-h-nano-hybrid-config.json", "nemotron_h"},
+                            FileType{"rwkv5-3b-config.json", "rwkv5"}}) {
     auto m = load_hf(file);
     ASSERT_FALSE(m.ok()) << file;
     const std::string msg = m.status().message();
