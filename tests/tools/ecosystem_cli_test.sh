@@ -6,7 +6,7 @@
 # with every assumption printed; the README's example cluster file.
 # Usage: ecosystem_cli_test.sh TOOLS_DIR SOURCE_DIR   (registered with CTest by CMakeLists.txt)
 set -u
-tools="$1"; src="$2"
+tools="$(cd "$1" && pwd)"; src="$(cd "$2" && pwd)"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 failures=0; passed=0
 
