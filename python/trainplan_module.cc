@@ -22,6 +22,7 @@
 #include "planner/refine.h"
 #include "planner/report.h"
 #include "simulator/simulator.h"
+#include "validation/error_band.h"
 
 namespace py = pybind11;
 
@@ -97,6 +98,9 @@ PlannerOptions planner_options(const Json& j, const ClusterSpec& cluster,
     opt.attention = static_cast<AttentionImpl>(attention);
   r.get_bool("fp8", opt.fp8, false);
   r.get_bool("allow_cross_node_tp", opt.allow_cross_node_tp, false);
+  r.get_double("tie_tolerance", opt.tie_tolerance, 0.0, 1.0, false);
+  // As `plan` without --hardware: the expected error from the published runs of this GPU.
+  opt.error_band = expected_error_band(cluster.gpu.name, corpus_residuals());
   if (Status st = r.finish(); !st.ok()) throw py::value_error(st.message());
   return opt;
 }
