@@ -1,9 +1,11 @@
 // Strict JSON reading; see json_util.h. Tested by tests/core/json_util_test.cc.
 #include "core/json_util.h"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <vector>
 
 namespace trainplan {
 
@@ -32,6 +34,57 @@ std::size_t too_deep_at(std::string_view text) {
   }
   return std::string_view::npos;
 }
+
+// One open object or array while scanning for repeated keys.
+struct ScanFrame {
+  bool object = false;
+  std::set<std::string> keys;  // keys seen so far (objects)
+  std::string key;             // the key whose value is being read (objects)
+  std::int64_t index = 0;      // the element being read (arrays)
+};
+
+// JSON Pointer of `key` in the innermost frame (RFC 6901, without ~ escaping: for messages).
+std::string pointer_to(const std::vector<ScanFrame>& stack, const std::string& key) {
+  std::string path;
+  for (std::size_t i = 0; i + 1 < stack.size(); ++i)
+    path += "/" + (stack[i].object ? stack[i].key : std::to_string(stack[i].index));
+  return path + "/" + key;
+}
+
+// The first key an object repeats in already-validated JSON text. nlohmann::json keeps the
+// last of repeated keys silently (RFC 8259 sec. 4 leaves it open); a strict loader refuses,
+// since the two values may differ and only one would be used. Keys are compared decoded, so
+// "a" and "\u0061" are the same key.
+Status check_repeated_keys(std::string_view text, std::string_view source) {
+  std::vector<ScanFrame> stack;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '"') {
+      std::size_t end = i + 1;
+      while (end < text.size() && text[end] != '"') end += text[end] == '\\' ? 2 : 1;
+      std::size_t next = end + 1;
+      while (next < text.size() && std::isspace(static_cast<unsigned char>(text[next]))) ++next;
+      if (!stack.empty() && stack.back().object && next < text.size() && text[next] == ':') {
+        const std::string key = Json::parse(text.substr(i, end + 1 - i)).get<std::string>();
+        if (!stack.back().keys.insert(key).second) {
+          std::ostringstream os;
+          os << source << ": duplicate key \"" << key << "\" at byte " << i << " (path "
+             << pointer_to(stack, key) << "): each key may appear once in an object";
+          return Status::Error(os.str());
+        }
+        stack.back().key = key;
+      }
+      i = end;
+    } else if (c == '{' || c == '[') {
+      stack.push_back(ScanFrame{c == '{', {}, {}, 0});
+    } else if ((c == '}' || c == ']') && !stack.empty()) {
+      stack.pop_back();
+    } else if (c == ',' && !stack.empty() && !stack.back().object) {
+      ++stack.back().index;
+    }
+  }
+  return Status::Ok();
+}
 }  // namespace
 
 Result<Json> parse_json_text(std::string_view text, std::string_view source) {
@@ -42,7 +95,10 @@ Result<Json> parse_json_text(std::string_view text, std::string_view source) {
     return Status::Error(os.str());
   }
   try {
-    return Json::parse(text.begin(), text.end());
+    Json json = Json::parse(text.begin(), text.end());
+    Status repeated = check_repeated_keys(text, source);
+    if (!repeated.ok()) return repeated;
+    return json;
   } catch (const Json::parse_error& e) {
     std::ostringstream os;
     os << source << ": malformed JSON at byte " << e.byte << ": " << e.what();

@@ -20,7 +20,8 @@ namespace trainplan {
 
 using Json = nlohmann::json;
 
-// Parses text; a syntax error names the source and the byte offset.
+// Parses text; a syntax error names the source and the byte offset, and so does a key repeated
+// within one object (with its JSON Pointer path): nlohmann::json would keep the last silently.
 Result<Json> parse_json_text(std::string_view text, std::string_view source);
 
 // Renders a JSON value for an error message, shortened to at most 60 characters.

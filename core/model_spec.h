@@ -97,9 +97,20 @@ struct ModelLimits {
   static constexpr std::int64_t kMaxExperts = 4096;
 };
 
-// Reads our format, or a Hugging Face config.json (recognised by num_hidden_layers / n_layer).
-// `source` names the input in messages (usually the file path).
+// How a Hugging Face config is read (core/hf_config.h has the allow-list of model types).
+struct HfReadOptions {
+  // A model_type outside the allow-list is refused unless this is set; then it is read with
+  // the Llama layout and every assumption is listed in `assumptions`.
+  bool allow_unknown_model_type = false;
+  std::vector<std::string>* assumptions = nullptr;  // receives each default the reader applied
+};
+
+// Reads our format, or a Hugging Face config.json (recognised by model_type, num_hidden_layers,
+// n_layer or text_config). `source` names the input in messages (usually the file path).
 Result<ModelSpec> model_from_json(const Json& json, std::string_view source);
+// The same with a choice about Hugging Face configs (the tools' --allow-unknown-model-type).
+Result<ModelSpec> model_from_json_with(const Json& json, std::string_view source,
+                                       const HfReadOptions& hf);
 Json model_to_json(const ModelSpec& model);
 // Cross-field checks (heads divide hidden, kv heads divide heads, positions cover seq_len...).
 Status validate_model(const ModelSpec& model, std::string_view source);

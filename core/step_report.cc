@@ -1,6 +1,8 @@
 // StepReport JSON; see step_report.h. Tested by tests/core/step_report_test.cc.
 #include "core/step_report.h"
 
+#include "core/build_info.h"
+
 #include <algorithm>
 #include <limits>
 
@@ -33,6 +35,7 @@ Status memory_from_json(const Json& j, const std::string& where, MemoryBreakdown
 Json step_report_to_json(const StepReport& s) {
   Json j;
   j["schema"] = "trainplan.step_report/1";
+  j["build"] = build_info_json();
   j["kind"] = s.kind;
   j["source"] = s.source;
   j["model"] = s.model;
@@ -74,6 +77,7 @@ Result<StepReport> step_report_from_json(const Json& j, std::string_view source)
   JsonReader r(j, where);
   std::string schema;
   r.get_string("schema", schema, true);
+  r.accept("build");  // which build wrote it; not compared
   if (!r.failed() && schema != "trainplan.step_report/1")
     r.fail_field("schema", "unsupported schema \"" + schema + "\" (expected trainplan.step_report/1)");
   r.get_string("kind", s.kind, true);

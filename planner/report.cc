@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/build_info.h"
 #include "core/units.h"
 
 namespace trainplan {
@@ -276,6 +277,27 @@ void ties_and_band(std::ostream& os, const PlanSearch& s, const ReportContext& c
 }
 }  // namespace
 
+std::string default_batch_source(const ModelSpec& model) {
+  const double params = count_parameters(model).total();
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "default: the larger of GPT-3's batch for %.3gB parameters, %.3g tokens (Brown "
+                "et al. 2020, Table 2.1), and one sequence per 8 GPUs, or per TP group where the "
+                "heads allow less TP (Llama 3 405B); --global-batch or --tokens-per-step to "
+                "change",
+                params / 1e9, size_rule_tokens_per_step(params));
+  return buf;
+}
+
+void add_usual_references(ReportContext& ctx, const PlanResult& result, const RefineFn& refine) {
+  const std::int64_t gbs = result.search.global_batch_size;
+  if (!result.fits()) {
+    ctx.memory_cause = least_memory_cause(*ctx.model, *ctx.cluster, *ctx.options, gbs);
+    return;
+  }
+  ctx.references.push_back(usual_layout(*ctx.model, *ctx.cluster, *ctx.options, gbs, refine));
+}
+
 std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
   const ModelSpec& m = *ctx.model;
   const ClusterSpec& c = *ctx.cluster;
@@ -455,6 +477,7 @@ Json search_json(const PlanSearch& s) {
 Json plan_report_to_json(const PlanResult& r, const ReportContext& ctx) {
   Json j;
   j["schema"] = "trainplan.plan_report/1";
+  j["build"] = build_info_json();
   j["model"] = model_to_json(*ctx.model);
   j["cluster"] = cluster_to_json(*ctx.cluster);
   j["options"] = {{"precision", std::string(to_string(ctx.options->precision))},

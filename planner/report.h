@@ -31,6 +31,13 @@ struct ReportContext {
 // is small), one sentence each.
 std::vector<std::string> plan_warnings(const PlanResult& result);
 
+// The default batch's rule, said beside it in the report (`plan` without --global-batch or
+// --tokens-per-step; planner.h default_global_batch).
+std::string default_batch_source(const ModelSpec& model);
+// What the report shows beside the pick without a --baseline: the usual layout when something
+// fits, else what fills memory in the least-memory configuration.
+void add_usual_references(ReportContext& ctx, const PlanResult& result, const RefineFn& refine);
+
 std::string format_plan_report(const PlanResult& result, const ReportContext& ctx);
 Json plan_report_to_json(const PlanResult& result, const ReportContext& ctx);
 // Why the winner beats the runner-up, in one or two sentences.

@@ -2,8 +2,9 @@
 # Installs the Debian packages trainplan builds with, if any is missing. Idempotent.
 # Uses sudo when not root. CUDA/cuBLAS/NCCL are taken from /usr/local/cuda when present.
 set -euo pipefail
-packages=(cmake g++ make libeigen3-dev nlohmann-json3-dev libboost-graph-dev libtbb-dev libopenmpi-dev chromium
-          openmpi-bin libgtest-dev libbenchmark-dev python3)
+packages=(cmake g++ make libeigen3-dev nlohmann-json3-dev libboost-graph-dev libtbb-dev libopenmpi-dev
+          openmpi-bin libgtest-dev libbenchmark-dev python3 python3-dev pybind11-dev
+          libcli11-dev chromium)
 if [ "${TRAINPLAN_SANITIZE_DEPS:-0}" = 1 ]; then packages+=(clang libclang-rt-14-dev); fi
 missing=()
 for p in "${packages[@]}"; do

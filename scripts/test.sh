@@ -11,7 +11,8 @@ jobs="$(nproc 2>/dev/null || echo 2)"
 TRAINPLAN_SANITIZE_DEPS=1 scripts/setup.sh
 scripts/check_layers_test.sh
 scripts/check_layers.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTRAINPLAN_BUILD_BENCH=ON -DTRAINPLAN_WERROR=ON >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTRAINPLAN_BUILD_BENCH=ON -DTRAINPLAN_WERROR=ON \
+  -DTRAINPLAN_REQUIRE_TEST_DEPS=ON >/dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs"
 if [ "${TRAINPLAN_QUICK:-0}" = 1 ]; then exit 0; fi

@@ -219,7 +219,7 @@ int run(int argc, char** argv, int rank, int world) {
                  "Measure this machine (GEMM, memory, kernels, MPI collectives) and write a "
                  "hardware profile fitted by least squares.",
                  {{"backend", true, "cpu (this one, the default) or cuda"},
-                  {"out", true, "hardware profile JSON to write (required)"},
+                  {"out", true, "hardware profile JSON to write", "FILE", true},
                   {"cluster-out", true, "also write a cluster JSON describing this machine"},
                   {"quick", false, "fewer and shorter measurements (about 20 s; for CI)"},
                   {"active-ranks", true, "ranks computing at once while the compute is timed: "

@@ -1,27 +1,95 @@
-// Command-line edge; see cli.h. Tested by tests/tools/cli_test.cc and the tools' end-to-end tests.
+// Command-line edge; see cli.h. Tested by tests/tools/cli_test.cc,
+// tests/tools/ecosystem_cli_test.sh and the tools' end-to-end tests.
 #include "tools/cli.h"
 
+#include <CLI/CLI.hpp>
+
+#include "core/build_info.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <set>
 #include <sstream>
 
 namespace trainplan::cli {
 
-Args::Args(std::string program, std::string summary, std::vector<Option> options)
-    : program_(std::move(program)), summary_(std::move(summary)), options_(std::move(options)) {}
+namespace {
 
+// The metavariable --help shows for an option that does not name its own: what the option's
+// value is, by its name (every tool's options, tools/*.cc).
+std::string metavar_for(const std::string& name) {
+  static const std::map<std::string, std::string> kByName = {
+      {"model", "FILE"},        {"plan", "FILE"},          {"cluster", "FILE"},
+      {"hardware", "FILE"},     {"out", "FILE"},           {"trace", "FILE"},
+      {"emit-plan", "FILE"},    {"published", "FILE"},     {"predicted", "FILE"},
+      {"measured", "FILE"},     {"report", "FILE"},        {"cluster-out", "FILE"},
+      {"data", "FILE"},         {"baseline-from", "FILE"}, {"params-out", "FILE"},
+      {"models", "FILE,..."},   {"workdir", "DIR"},        {"gpu", "NAME"},
+      {"backend", "NAME"},      {"family", "TEXT"},        {"rank-order", "AXES"},
+      {"precision", "NAME"},    {"optimizer", "NAME"},     {"attention", "NAME"},
+      {"grad-precision", "NAME"}, {"dp-algorithm", "NAME"}, {"inject-fault", "SPEC"},
+      {"micro-batches", "N,..."}, {"tp", "N,..."},         {"memory-headroom", "X"},
+      {"tokens", "X"},          {"lr", "X"},               {"peak-tflops", "X"},
+  };
+  const auto it = kByName.find(name);
+  return it == kByName.end() ? "N" : it->second;
+}
+
+}  // namespace
+
+Args::Args(std::string program, std::string summary, std::vector<Option> options)
+    : program_(std::move(program)),
+      summary_(std::move(summary)),
+      options_(std::move(options)),
+      app_(std::make_unique<CLI::App>(summary_, program_)) {
+  // -h/--help and --version are answered before CLI11 parses, so that a tool's required
+  // options are not needed to ask for help; they are listed here for the help text.
+  app_->set_help_flag();
+  for (const Option& o : options_) {
+    const std::string flag = "--" + o.name;
+    CLI::Option* opt = nullptr;
+    if (o.takes_value) {
+      opt = app_->add_option_function<std::string>(
+          flag, [this, name = o.name](const std::string& v) { values_[name] = v; }, o.help);
+      opt->type_name(o.metavar.empty() ? metavar_for(o.name) : o.metavar);
+    } else {
+      opt = app_->add_flag_callback(flag, [this, name = o.name] { values_[name] = "1"; }, o.help);
+    }
+    if (o.required) opt->description(o.help + " REQUIRED");
+  }
+  app_->add_flag_callback("-h,--help", [] {}, "this text");
+  app_->add_flag_callback("--version", [] {},
+                          "print the version, git commit and compiler, and exit");
+}
+
+Args::~Args() = default;
+
+// The arguments are checked here first, with the messages the tools have always given
+// (docs/errors.md); then CLI11 parses them, each as --name=value so that a value that looks
+// like an option ("-", "-1") is never taken for one.
 Status Args::parse(int argc, char** argv) {
+  std::vector<std::string> normalized{program_};
+  std::set<std::string> seen;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") {
       help_ = true;
+      continue;
+    }
+    if (a == "--version") {
+      help_ = version_ = true;
       continue;
     }
     if (a.rfind("--", 0) != 0)
@@ -39,7 +107,7 @@ Status Args::parse(int argc, char** argv) {
       if (o.name == name) opt = &o;
     if (opt == nullptr)
       return Status::Error("unknown option '--" + name + "' (see --help)", ExitCode::kUsage);
-    if (values_.count(name))
+    if (!seen.insert(name).second)
       return Status::Error("option '--" + name + "' given twice", ExitCode::kUsage);
     if (opt->takes_value && !inline_value) {
       if (i + 1 >= argc)
@@ -48,7 +116,15 @@ Status Args::parse(int argc, char** argv) {
     } else if (!opt->takes_value && inline_value) {
       return Status::Error("option '--" + name + "' takes no value", ExitCode::kUsage);
     }
-    values_[name] = opt->takes_value ? value : "1";
+    normalized.push_back(opt->takes_value ? "--" + name + "=" + value : "--" + name);
+  }
+  if (help_) return Status::Ok();
+  std::vector<char*> args;
+  for (std::string& s : normalized) args.push_back(s.data());
+  try {
+    app_->parse(static_cast<int>(args.size()), args.data());
+  } catch (const CLI::ParseError& e) {
+    return Status::Error(std::string(e.what()) + " (see --help)", ExitCode::kUsage);
   }
   return Status::Ok();
 }
@@ -119,15 +195,8 @@ std::vector<std::string> split_list(const std::string& text) {
 }
 
 std::string Args::usage() const {
-  std::ostringstream os;
-  os << "usage: " << program_ << " [options]\n" << summary_ << "\n\noptions:\n";
-  for (const Option& o : options_) {
-    std::string flag = "--" + o.name + (o.takes_value ? " VALUE" : "");
-    os << "  " << flag << std::string(flag.size() < 26 ? 26 - flag.size() : 1, ' ') << o.help
-       << "\n";
-  }
-  os << "  -h, --help                 this text\n";
-  return os.str();
+  if (version_) return version_line(program_);
+  return app_->help();
 }
 
 namespace {
@@ -160,55 +229,202 @@ Result<std::string> read_text_file(const std::string& path) {
   return read_text_limited(path, static_cast<std::size_t>(-1));
 }
 
-Status write_file_atomic(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return Status::Error("cannot write '" + path + "': " + std::strerror(errno), ExitCode::kIo);
-    out << content;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return Status::Error("error writing '" + path + "'", ExitCode::kIo);
-    }
+namespace {
+
+Status io_error(const std::string& what, const std::string& path, int err) {
+  return Status::Error(what + " '" + path + "': " + std::strerror(err), ExitCode::kIo);
+}
+
+// What a path is, in words, for the refusal of anything but a regular file.
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Writes all of `content` to `fd`, retrying short writes and EINTR; 0 or the errno.
+int write_all(int fd, std::string_view content) {
+  while (!content.empty()) {
+    const ssize_t n = ::write(fd, content.data(), content.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    content.remove_prefix(static_cast<std::size_t>(n));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return Status::Error("cannot write '" + path + "': " + why, ExitCode::kIo);
+  return 0;
+}
+
+// The file a write to `path` lands in: a symlink is followed (the link stays, its target is
+// replaced), so that a link into a results folder keeps working. Then only a regular file or
+// nothing may be there: a device, FIFO, socket or directory is refused, never replaced.
+Result<std::string> write_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path target = path;
+  // Follow the chain by hand: a dangling link's target does not exist yet, which
+  // fs::canonical refuses. 40 hops is Linux's own limit (path_resolution(7)).
+  for (int hops = 0; fs::is_symlink(target, ec); ++hops) {
+    if (hops == 40) return io_error("cannot resolve the symlink", path, ELOOP);
+    const fs::path next = fs::read_symlink(target, ec);
+    if (ec) return io_error("cannot resolve the symlink", path, ec.value());
+    target = next.is_absolute() ? next : target.parent_path() / next;
   }
+  struct stat st {};
+  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return Status::Error("refusing to write '" + path + "': " +
+                             (target == path ? std::string()
+                                             : "it links to '" + target.string() + "', ") +
+                             "it is " + file_kind(st.st_mode) +
+                             ", not a regular file (it would be replaced); give a file path, "
+                             "or - for standard output",
+                         ExitCode::kIo);
+  return target.string();
+}
+
+// Creates the temporary file next to `target` (same file system, so the rename is atomic),
+// with the mode the file has or a new file would get (0666 less the umask).
+Result<int> open_temp_beside(const std::string& target, std::string& tmp) {
+  const std::filesystem::path p(target);
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+  tmp = dir + "/." + p.filename().string() + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0)
+    return Status::Error(std::string(std::strerror(errno)) + " (creating the temporary file " +
+                             tmp + ")",
+                         ExitCode::kIo);
+  struct stat st {};
+  mode_t mode = 0;
+  if (::stat(target.c_str(), &st) == 0) {
+    mode = st.st_mode & 07777;
+  } else {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    mode = 0666 & ~mask;
+  }
+  if (::fchmod(fd, mode) != 0) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return Status::Error(std::string(std::strerror(err)) + " (setting the mode of " + tmp + ")",
+                         ExitCode::kIo);
+  }
+  return fd;
+}
+
+// fsync of the directory holding `target`, so that the rename itself survives a crash
+// (fsync(2): syncing a file does not sync the directory entry naming it).
+int sync_directory_of(const std::string& target) {
+  const std::filesystem::path p(target);
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return errno;
+  const int err = ::fsync(fd) == 0 ? 0 : errno;
+  ::close(fd);
+  return err;
+}
+
+}  // namespace
+
+Status write_stdout(std::string_view content) {
+  std::cout.flush();
+  if (std::fwrite(content.data(), 1, content.size(), stdout) != content.size() ||
+      std::fflush(stdout) != 0)
+    return Status::Error(std::string("cannot write standard output: ") + std::strerror(errno),
+                         ExitCode::kIo);
   return Status::Ok();
 }
 
-AtomicFileWriter::AtomicFileWriter(std::string path)
-    : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {}
+Status write_file_atomic(const std::string& path, const std::string& content) {
+  if (path == "-") return write_stdout(content);
+  auto target = write_target(path);
+  if (!target.ok()) return target.status();
+  std::string tmp;
+  auto fd = open_temp_beside(*target, tmp);
+  if (!fd.ok())
+    return Status::Error("cannot write '" + path + "': " + fd.status().message(), ExitCode::kIo);
+  int err = write_all(*fd, content);
+  if (err == 0 && ::fsync(*fd) != 0) err = errno;
+  if (::close(*fd) != 0 && err == 0) err = errno;
+  if (err == 0 && ::rename(tmp.c_str(), target->c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    return io_error("cannot write", path, err);
+  }
+  if (int dir_err = sync_directory_of(*target); dir_err != 0)
+    return io_error("wrote, but cannot sync the directory of", path, dir_err);
+  return Status::Ok();
+}
+
+namespace {
+// At exit, standard output and error must have taken everything written to them: a tool whose
+// output went nowhere (a full disk, /dev/full) must not exit 0. Registered once by any program
+// linking this file, so no tool has to remember it.
+void check_standard_streams_at_exit() {
+  std::cout.flush();
+  errno = 0;
+  const bool out_failed = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout) != 0;
+  int out_errno = errno;
+  // The failed write may have been an earlier flush, its errno since overwritten: a write of
+  // zero bytes asks the descriptor again without writing anything (/dev/full answers ENOSPC).
+  if (out_failed && out_errno == 0 && ::write(STDOUT_FILENO, "", 0) < 0) out_errno = errno;
+  std::cerr.flush();
+  const bool err_failed = !std::cerr || std::fflush(stderr) != 0 || std::ferror(stderr) != 0;
+  if (out_failed) {
+    const std::string line = std::string(program_invocation_short_name) +
+                             ": error: cannot write standard output: " +
+                             (out_errno != 0 ? std::strerror(out_errno) : "write error") + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+  }
+  if (out_failed || err_failed) ::_exit(static_cast<int>(ExitCode::kIo));
+}
+const bool g_streams_checked_at_exit = std::atexit(check_standard_streams_at_exit) == 0;
+}  // namespace
+
+AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {}
 
 AtomicFileWriter::~AtomicFileWriter() {
-  if (committed_) return;
-  out_.close();
-  std::remove(tmp_.c_str());
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
 }
 
 Status AtomicFileWriter::open() {
-  out_.open(tmp_, std::ios::binary | std::ios::trunc);
-  if (!out_)
-    return Status::Error("cannot write '" + path_ + "': " + std::strerror(errno), ExitCode::kIo);
+  if (path_ == "-") return Status::Ok();  // chunks go straight to standard output
+  auto target = write_target(path_);
+  if (!target.ok()) return target.status();
+  target_ = *target;
+  auto fd = open_temp_beside(target_, tmp_);
+  if (!fd.ok())
+    return Status::Error("cannot write '" + path_ + "': " + fd.status().message(), ExitCode::kIo);
+  fd_ = *fd;
   return Status::Ok();
 }
 
 void AtomicFileWriter::write(std::string_view chunk) {
-  out_.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+  if (error_ != 0) return;
+  if (path_ == "-") {
+    if (std::fwrite(chunk.data(), 1, chunk.size(), stdout) != chunk.size()) error_ = errno ? errno : EIO;
+    return;
+  }
+  error_ = write_all(fd_, chunk);
 }
 
 Status AtomicFileWriter::commit() {
-  out_.flush();
-  const bool good = static_cast<bool>(out_);
-  out_.close();
-  if (!good) return Status::Error("error writing '" + path_ + "'", ExitCode::kIo);
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
-    return Status::Error("cannot write '" + path_ + "': " + std::strerror(errno), ExitCode::kIo);
+  if (path_ == "-") {
+    if (error_ == 0 && std::fflush(stdout) != 0) error_ = errno;
+    return error_ == 0 ? Status::Ok() : io_error("cannot write", "standard output", error_);
+  }
+  int err = error_;
+  if (err == 0 && ::fsync(fd_) != 0) err = errno;
+  if (::close(fd_) != 0 && err == 0) err = errno;
+  fd_ = -1;
+  if (err == 0 && ::rename(tmp_.c_str(), target_.c_str()) != 0) err = errno;
+  if (err != 0) return io_error("cannot write", path_, err);  // the destructor removes tmp_
   committed_ = true;
+  if (int dir_err = sync_directory_of(target_); dir_err != 0)
+    return io_error("wrote, but cannot sync the directory of", path_, dir_err);
   return Status::Ok();
 }
 
@@ -227,8 +443,22 @@ Result<ModelSpec> load_model_file(const std::string& path) {
 Result<ModelSpec> load_model(const Args& args) {
   if (!args.has("model"))
     return Status::Error("missing --model FILE (e.g. models/gpt3.json)", ExitCode::kUsage);
-  auto model = load_model_file(args.get("model"));
+  auto json = read_json_file(args.get("model"));
+  if (!json.ok()) return json.status();
+  // --allow-unknown-model-type: a Hugging Face model_type outside the allow-list is read with
+  // the Llama layout, and each assumption is printed, so that the user can check them.
+  std::vector<std::string> assumptions;
+  HfReadOptions hf;
+  hf.allow_unknown_model_type = args.has("allow-unknown-model-type");
+  hf.assumptions = &assumptions;
+  auto model = model_from_json_with(*json, args.get("model"), hf);
   if (!model.ok()) return model;
+  const bool unknown = std::any_of(assumptions.begin(), assumptions.end(), [](const auto& a) {
+    return a.find("not on the allow-list") != std::string::npos;
+  });
+  if (unknown)
+    for (const std::string& a : assumptions)
+      std::cerr << "note: " << args.get("model") << ": assumed: " << a << "\n";
   if (args.has("seq-len")) {
     auto s = args.get_int("seq-len", 0, 1, ModelLimits::kMaxSeq);
     if (!s.ok()) return s.status();
@@ -289,7 +519,7 @@ Result<std::optional<HardwareProfile>> load_hardware(const Args& args) {
 
 std::vector<Args::Option> model_cluster_options() {
   return {
-      {"model", true, "model JSON (ours or a Hugging Face config.json)"},
+      {"model", true, "model JSON (ours or a Hugging Face config.json)", "FILE", true},
       {"seq-len", true, "training sequence length (default: the model's)"},
       {"cluster", true, "cluster JSON (instead of --gpus/--gpu/--gpus-per-node)"},
       {"gpus", true, "number of GPUs (default cluster: H100-80GB, 8 per node)"},
@@ -299,6 +529,9 @@ std::vector<Args::Option> model_cluster_options() {
       {"gpus-per-node", true,
        "GPUs per node (default: the preset's node, 16 for V100-32GB, else 8)"},
       {"hardware", true, "measured hardware profile from `calibrate`"},
+      {"allow-unknown-model-type", false,
+       "read a Hugging Face model_type outside the allow-list (docs/inputs.md) with the Llama "
+       "layout, printing every assumption"},
   };
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,18 +19,29 @@
 #include "core/plan.h"
 #include "core/status.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace trainplan::cli {
 
-// A strict command-line parser: --name value, --name=value, and boolean --flag. Unknown
-// options, missing values and repeated options are errors that name the option.
+// A strict command-line parser over CLI11 (Debian libcli11-dev): --name value, --name=value,
+// and boolean --flag. Unknown options, missing values and repeated options are errors that
+// name the option, worded as before the port (docs/errors.md); CLI11 holds the options and
+// formats --help, with each option's metavariable (FILE, N, X, ...) and REQUIRED marks.
 class Args {
  public:
   struct Option {
     std::string name;   // without the leading dashes
     bool takes_value;
     std::string help;
+    std::string metavar = "";  // shown in --help; "" = from the option's name (FILE, N, ...)
+    bool required = false;     // marked in --help; the tool checks it, with its own message
   };
   Args(std::string program, std::string summary, std::vector<Option> options);
+  ~Args();
+  Args(const Args&) = delete;  // CLI11's callbacks point at this object
+  Args& operator=(const Args&) = delete;
   Status parse(int argc, char** argv);
   bool has(const std::string& name) const { return values_.count(name) > 0; }
   std::string get(const std::string& name, const std::string& fallback = "") const;
@@ -42,22 +54,34 @@ class Args {
                                                  const std::string& fallback, std::int64_t min,
                                                  std::int64_t max) const;
   std::string usage() const;
+  // --help or --version was given: the tool prints usage() and exits 0. After --version,
+  // usage() is the version line (core/build_info.h), so every tool answers it unchanged.
   bool help_requested() const { return help_; }
 
  private:
   std::string program_, summary_;
   std::vector<Option> options_;
+  std::unique_ptr<CLI::App> app_;
   std::map<std::string, std::string> values_;
   bool help_ = false;
+  bool version_ = false;
 };
 
 Result<std::string> read_text_file(const std::string& path);
-// Writes to PATH.tmp.PID, then renames over PATH: a reader never sees a half-written file.
+// Writes `content` to PATH so that a reader never sees a half-written file, and a crash leaves
+// the old file or the new one: a temporary file in PATH's directory, fsync, rename over PATH,
+// fsync of the directory. "-" is standard output. A symlink is written through (the link
+// stays, its target is replaced); a device, FIFO, socket or directory is refused, never
+// replaced. Errors name the path and carry strerror.
 Status write_file_atomic(const std::string& path, const std::string& content);
+// Writes to standard output and flushes; an error (a full disk, /dev/full) carries strerror.
+Status write_stdout(std::string_view content);
 Result<Json> read_json_file(const std::string& path);
-// The streaming form of write_file_atomic: chunks go to PATH.tmp.PID as they come, commit()
-// renames it over PATH; a writer destroyed uncommitted removes its temporary file, so PATH is
-// either untouched or whole.
+// The streaming form of write_file_atomic, with its rules (a symlink written through; a device,
+// FIFO, socket or directory refused; "-" is standard output): chunks go to a temporary file
+// beside the target as they come, commit() fsyncs and renames it over the target and syncs the
+// directory; a writer destroyed uncommitted removes its temporary file, so PATH is either
+// untouched or whole.
 class AtomicFileWriter {
  public:
   explicit AtomicFileWriter(std::string path);
@@ -69,8 +93,9 @@ class AtomicFileWriter {
   Status commit();
 
  private:
-  std::string path_, tmp_;
-  std::ofstream out_;
+  std::string path_, target_, tmp_;
+  int fd_ = -1;
+  int error_ = 0;  // the first write's errno; reported by commit()
   bool committed_ = false;
 };
 

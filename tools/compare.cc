@@ -5,13 +5,19 @@
 //           [--workdir DIR] [--json] [--out FILE]
 //
 // The second form runs `simulate` and `mpirun -np N execute` (found next to this program),
-// keeps their reports (and simulate's Chrome trace) in --workdir, and compares them.
+// keeps their reports (and simulate's Chrome trace) in --workdir, and compares them; without
+// --workdir they go to a temporary directory that is removed on exit. execute runs on this
+// machine's CPU ranks, so the prediction must be for this machine: the one-go form needs
+// --cluster or --hardware (calibrate's --cluster-out / --out), and refuses a prediction for a
+// preset GPU (H100-80GB, ...) against a CPU run. Given two files, such a pair gets a warning.
 // Exit codes: 0 compared; 2 usage; 3 a report is malformed (the message names file and field);
 // 5 simulate or execute failed; 6 a file could not be read or written.
-// Tested by tests/calibration/compare_tool_test.cc.
+// Tested by tests/calibration/tools_test.cc (CompareTool).
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -31,6 +37,35 @@ Result<StepReport> load_report(const std::string& path) {
   if (!json.ok()) return json.status();
   return step_report_from_json(*json, path);
 }
+
+// Why the two reports describe different machines ("" when they may be the same): a
+// prediction for a preset GPU (cluster.gpu.name H100-80GB, ...) against a run of the CPU
+// executor (cluster.device "cpu"). Comparing them measures the gap between machines, not the
+// model's error (an H100 prediction against a CPU run reads about -94%).
+std::string machine_mismatch(const StepReport& predicted, const StepReport& measured) {
+  const Json& pc = predicted.cluster;
+  const Json& mc = measured.cluster;
+  if (!mc.is_object() || !mc.contains("device") || mc["device"] != "cpu") return "";
+  if (!pc.is_object() || !pc.contains("gpu") || !pc["gpu"].is_object() ||
+      !pc["gpu"].contains("name") || !pc["gpu"]["name"].is_string())
+    return "";
+  const std::string gpu = pc["gpu"]["name"].get<std::string>();
+  if (!preset_gpus_per_node(gpu).ok()) return "";
+  return "the prediction is for " + gpu + " GPUs but the measurement ran on CPU ranks "
+         "(execute cpu): the difference would be between machines, not the model's error; "
+         "predict for this machine with simulate --cluster (calibrate --cluster-out) and "
+         "--hardware (calibrate --out)";
+}
+
+// Removes the one-go form's temporary directory however compare ends.
+struct TempDirGuard {
+  std::string path;
+  ~TempDirGuard() {
+    if (path.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
 
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
@@ -56,12 +91,20 @@ Status run_command(const std::string& what, const std::string& command) {
 }
 
 // Runs simulate and execute for --model/--plan; returns the two report paths.
-Result<std::pair<std::string, std::string>> run_both(const cli::Args& args, const char* argv0) {
+// `temp_dir` receives the temporary directory made when --workdir is not given.
+Result<std::pair<std::string, std::string>> run_both(const cli::Args& args, const char* argv0,
+                                                     std::string& temp_dir) {
   for (const char* need : {"model", "plan", "np"})
     if (!args.has(need))
       return Status::Error(std::string("missing --") + need +
                                " (or give --predicted and --measured)",
                            ExitCode::kUsage);
+  if (!args.has("cluster") && !args.has("hardware"))
+    return Status::Error(
+        "in one go, execute runs on this machine's CPU ranks, so the prediction must be for "
+        "this machine: give --cluster FILE and/or --hardware FILE (calibrate --cluster-out / "
+        "--out); without them simulate would predict H100-80GB GPUs",
+        ExitCode::kUsage);
   auto np = args.get_int("np", 1, 1, 4096);
   if (!np.ok()) return np.status();
   auto steps = args.get_int("steps", 5, 1, 1000000);
@@ -77,10 +120,15 @@ Result<std::pair<std::string, std::string>> run_both(const cli::Args& args, cons
                            ExitCode::kIo);
   std::string dir = args.get("workdir");
   if (dir.empty()) {
-    char templ[] = "/tmp/trainplan-compare-XXXXXX";
-    if (::mkdtemp(templ) == nullptr)
-      return Status::Error("cannot create a temporary directory", ExitCode::kIo);
+    std::error_code ec;
+    std::string templ =
+        (std::filesystem::temp_directory_path(ec) / "trainplan-compare-XXXXXX").string();
+    if (ec || ::mkdtemp(templ.data()) == nullptr)
+      return Status::Error(std::string("cannot create a temporary directory: ") +
+                               (ec ? ec.message() : std::strerror(errno)),
+                           ExitCode::kIo);
     dir = templ;
+    temp_dir = dir;
   } else {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
@@ -127,6 +175,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   std::string ppath = args.get("predicted"), mpath = args.get("measured");
+  TempDirGuard temp_dir;
   const bool file_mode = args.has("predicted") || args.has("measured");
   if (file_mode) {
     if (!args.has("predicted") || !args.has("measured"))
@@ -139,7 +188,7 @@ int run(int argc, char** argv) {
                                                      "combined with --predicted/--measured",
                                                  ExitCode::kUsage));
   } else {
-    auto paths = run_both(args, argv[0]);
+    auto paths = run_both(args, argv[0], temp_dir.path);
     if (!paths.ok()) return cli::fail(kProgram, paths.status());
     ppath = paths->first;
     mpath = paths->second;
@@ -148,6 +197,10 @@ int run(int argc, char** argv) {
   if (!predicted.ok()) return cli::fail(kProgram, predicted.status());
   auto measured = load_report(mpath);
   if (!measured.ok()) return cli::fail(kProgram, measured.status());
+  if (const std::string why = machine_mismatch(*predicted, *measured); !why.empty()) {
+    if (!file_mode) return cli::fail(kProgram, Status::Error(why, ExitCode::kInvalidInput));
+    cli::print_error_line(std::string(kProgram) + ": warning: " + why + "\n");
+  }
   auto cmp = compare_reports(*predicted, ppath, *measured, mpath);
   if (!cmp.ok()) return cli::fail(kProgram, cmp.status());
   const Json j = comparison_to_json(*cmp);

@@ -216,16 +216,16 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
                  "Train a plan on CPUs (Eigen + MPI) and write the measured step report.\n"
                  "Start with mpirun -np N (N = tp*pp*dp of the plan).",
                  {{"backend", true, "cpu (this one, the default) or cuda"},
-                  {"model", true, "model JSON (ours or a Hugging Face config.json)"},
+                  {"model", true, "model JSON (ours or a Hugging Face config.json)", "FILE", true},
                   {"seq-len", true, "training sequence length (default: the model's)"},
-                  {"plan", true, "plan JSON (precision must be fp32)"},
+                  {"plan", true, "plan JSON (precision must be fp32)", "FILE", true},
                   {"steps", true, "optimizer steps (default 10)"},
                   {"warmup", true, "steps left out of the step time (default min(2, steps-1))"},
                   {"data", true, "text file, byte-level tokens (e.g. data/kjv-genesis.txt)"},
                   {"random-tokens", false, "uniform random tokens instead of --data (timing)"},
                   {"seed", true, "initialisation and sampling seed (default 1234)"},
                   {"lr", true, "AdamW learning rate (default 1e-3)"},
-                  {"out", true, "measured step report (written atomically by rank 0)"},
+                  {"out", true, "measured step report (written atomically by rank 0)", "FILE", true},
                   {"trace", true, "Chrome trace (Perfetto) of the last measured step of every "
                                   "rank, as simulate --trace lays it out (written by rank 0)"},
                   {"inject-fault", true, "RANK:STEP, tests only: that rank throws at that step"}});

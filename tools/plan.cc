@@ -54,31 +54,19 @@ Result<Batch> batch_from_args(const cli::Args& args, const ModelSpec& model,
                                 std::to_string(sequences) + " sequences of " +
                                 std::to_string(model.seq_len) + " tokens"};
   }
-  const std::int64_t gbs = default_global_batch(model, cluster.total_gpus());
-  char buf[400];
-  std::snprintf(buf, sizeof buf,
-                "default: the larger of GPT-3's batch for %.3gB parameters, %.3g tokens (Brown "
-                "et al. 2020, Table 2.1), and one sequence per 8 GPUs, or per TP group where the heads "
-                "allow less TP (Llama 3 405B); "
-                "--global-batch or --tokens-per-step to change",
-                count_parameters(model).total() / 1e9,
-                size_rule_tokens_per_step(count_parameters(model).total()));
-  return Batch{gbs, buf};
+  return Batch{default_global_batch(model, cluster.total_gpus()), default_batch_source(model)};
 }
 
 // The usual layout, and --baseline FILE, beside the pick.
 Status add_references(const cli::Args& args, const ModelSpec& model, const ClusterSpec& cluster,
                       const PlannerOptions& opt, const PlanResult& result, const RefineFn& refine,
                       ReportContext& ctx) {
+  add_usual_references(ctx, result, refine);
+  if (!result.fits() && args.has("baseline"))
+    return Status::Error("--baseline: nothing fits in GPU memory, so there is no pick to compare "
+                         "it with", ExitCode::kInfeasible);
+  if (!result.fits()) return Status::Ok();
   const std::int64_t gbs = result.search.global_batch_size;
-  if (!result.fits()) {
-    ctx.memory_cause = least_memory_cause(model, cluster, opt, gbs);
-    if (args.has("baseline"))
-      return Status::Error("--baseline: nothing fits in GPU memory, so there is no pick to compare "
-                           "it with", ExitCode::kInfeasible);
-    return Status::Ok();
-  }
-  ctx.references.push_back(usual_layout(model, cluster, opt, gbs, refine));
   if (!args.has("baseline")) return Status::Ok();
   const std::string path = args.get("baseline");
   auto plan = cli::load_plan(path);

@@ -177,6 +177,59 @@ TEST_F(CompareTool, BadInputNamesFileAndField) {
   EXPECT_EQ(r.code, 2) << r.output;
 }
 
+// A prediction for a preset GPU against a CPU run: a loud warning when two files are given.
+TEST_F(CompareTool, MachineMismatchWarnsForTwoFiles) {
+  Json p = read_json(dir_ / "p.json");
+  p["cluster"] = {{"gpu", {{"name", "H100-80GB"}}}, {"num_nodes", 1}, {"gpus_per_node", 8}};
+  Json m = read_json(dir_ / "m.json");
+  m["cluster"] = {{"device", "cpu"}, {"ranks", 1}};
+  write(dir_ / "h100.json", p.dump());
+  write(dir_ / "cpu.json", m.dump());
+  const Outcome r = run(compare() + " --predicted " + (dir_ / "h100.json").string() +
+                        " --measured " + (dir_ / "cpu.json").string());
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("compare: warning: the prediction is for H100-80GB GPUs but the "
+                          "measurement ran on CPU ranks"),
+            std::string::npos)
+      << r.output;
+}
+
+// In one go, compare needs a description of this machine; without one it refuses before
+// running anything.
+TEST_F(CompareTool, OneGoNeedsTheMachineThatRuns) {
+  const Outcome r = run(compare() + " --model " + std::string(TRAINPLAN_SOURCE_DIR) +
+                        "/models/tiny.json --plan " + (dir_ / "plan.json").string() + " --np 1");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("give --cluster FILE and/or --hardware FILE"), std::string::npos)
+      << r.output;
+}
+
+// In one go, an H100 cluster against this machine's CPU run is refused after both have run,
+// and a CPU-described cluster is compared; either way the temporary directory is removed.
+TEST_F(CompareTool, OneGoRefusesAnotherMachineAndCleansUp) {
+  if (!fs::exists(kTools / "simulate") || !fs::exists(kTools / "execute"))
+    GTEST_SKIP() << "simulate and execute are not built yet";
+  write(dir_ / "plan.json", R"({"tp":1,"pp":1,"dp":1,"micro_batch_size":1,"global_batch_size":1,
+                               "precision":"fp32"})");
+  write(dir_ / "h100.json", R"({"gpu": "H100-80GB", "num_nodes": 1, "gpus_per_node": 1})");
+  write(dir_ / "cpu.json", R"({"gpu": {"name": "one CPU rank", "bf16_TFLOPs": 0.05,
+      "fp32_TFLOPs": 0.05, "hbm_GB": 8, "hbm_GBps": 10, "sm_count": 1},
+      "num_nodes": 1, "gpus_per_node": 1})");
+  const fs::path tmp = dir_ / "tmp";
+  fs::create_directory(tmp);
+  const std::string one_go = "TMPDIR=" + tmp.string() + " " + compare() + " --model " +
+                             std::string(TRAINPLAN_SOURCE_DIR) + "/models/tiny.json --plan " +
+                             (dir_ / "plan.json").string() + " --np 1 --steps 1 --warmup 0";
+  Outcome r = run(one_go + " --cluster " + (dir_ / "h100.json").string());
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_NE(r.output.find("the prediction is for H100-80GB GPUs"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::is_empty(tmp)) << "compare left its temporary directory behind";
+  r = run(one_go + " --cluster " + (dir_ / "cpu.json").string());
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("step time"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::is_empty(tmp)) << "compare left its temporary directory behind";
+}
+
 // The reduced matrix: what must hold exactly (bytes) or nearly (memory), for plans that cover
 // every group (dp, tp, pp), ZeRO's two extremes and full recompute of some layers.
 TEST(PredictedVsMeasured, ReducedMatrixBytesExactMemoryWithinBound) {

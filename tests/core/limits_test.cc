@@ -93,7 +93,7 @@ TEST(Limits, AMillionLayers) {
   Json j = tiny_model();
   j["num_layers"] = 1000000;
   EXPECT_TRUE(ErrorNames(model_from_json(j, "m.json"), {"m.json", "'num_layers'", "1000000"}));
-  Json hf = Json::parse(R"({"num_hidden_layers": 1000000, "hidden_size": 64,
+  Json hf = Json::parse(R"({"model_type": "llama", "num_hidden_layers": 1000000, "hidden_size": 64,
     "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100,
     "max_position_embeddings": 64})");
   EXPECT_TRUE(ErrorNames(model_from_json(hf, "hf.json"),
@@ -118,11 +118,11 @@ TEST(Limits, ZeroHeadsIsAnErrorNotADivisionByZero) {
   j = tiny_model();
   j["num_kv_heads"] = 0;
   EXPECT_TRUE(ErrorNames(model_from_json(j, "m.json"), {"'num_kv_heads'", "0"}));
-  Json hf = Json::parse(R"({"n_layer": 2, "n_embd": 64, "n_head": 0, "n_positions": 64,
+  Json hf = Json::parse(R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 0, "n_positions": 64,
                             "vocab_size": 100})");
   EXPECT_TRUE(ErrorNames(model_from_json(hf, "hf.json"), {"hf.json", "'n_head'", "0"}));
-  hf = Json::parse(R"({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
-    "num_key_value_heads": 0, "intermediate_size": 128, "vocab_size": 100,
+  hf = Json::parse(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
+    "num_attention_heads": 4, "num_key_value_heads": 0, "intermediate_size": 128, "vocab_size": 100,
     "max_position_embeddings": 64})");
   EXPECT_TRUE(ErrorNames(model_from_json(hf, "hf.json"), {"'num_key_value_heads'", "0"}));
   ModelSpec m = valid_model();

@@ -303,13 +303,14 @@ TEST(HfLoader, FieldErrorsUseTheConfigKeys) {
 }
 
 TEST(HfLoader, MissingFieldsAndGpt2Keys) {
+  // max_position_embeddings and n_positions have model-type defaults (tests/core/hf_config_test.cc).
   for (const char* field : {"hidden_size", "num_attention_heads", "intermediate_size",
-                            "vocab_size", "max_position_embeddings"}) {
+                            "vocab_size"}) {
     Json j = llama_hf();
     j.erase(field);
     EXPECT_TRUE(FailsWith(model_from_json(j, "hf.json"), {"hf.json", "missing", field}));
   }
-  for (const char* field : {"n_embd", "n_head", "n_positions", "vocab_size"}) {
+  for (const char* field : {"n_embd", "n_head", "vocab_size"}) {
     Json j = gpt2_hf();
     j.erase(field);
     EXPECT_TRUE(FailsWith(model_from_json(j, "gpt2.json"), {"gpt2.json", "missing", field}));
