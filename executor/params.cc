@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "core/schedule.h"
+
 namespace trainplan::executor {
 
 Status check_executor_supports(const ModelSpec& m, const Plan& p) {
@@ -36,7 +38,12 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
               ": it computes and communicates float32, so the plan must say \"precision\": \"fp32\" "
               "for its byte counts to be comparable");
   if (p.optimizer != Optimizer::kAdamW) return no("optimizer " + std::string(to_string(p.optimizer)) + " (AdamW only)");
-  if (p.offload != Offload::kNone) return no("optimizer offload");
+  if (p.offload != Offload::kNone)
+    return no("offload " + std::string(to_string(p.offload)) + " (offload_device " +
+              std::string(to_string(p.offload_device)) + ")");
+  if (sim::splits_backward(p))
+    return no("schedule " + std::string(to_string(p.schedule)) +
+              " (its split backward, B and W, is planned and simulated, not executed)");
   if (p.offload_checkpoints)
     return Status::Error("offload_checkpoints: the executors keep checkpoints in device memory "
                          "(on the CPU executor host and device are one memory); plan and "

@@ -25,6 +25,7 @@ constexpr std::array<std::string_view, kRejectReasonCount> kCategories = {
     "memory",
     "full recompute not needed",
     "host memory",
+    "nvme capacity",
     "memory (simulated)",
 };
 
@@ -157,8 +158,9 @@ constexpr std::array<PruneRule<RecomputeFacts>, 1> kRecomputeRules = {{
      }},
 }};
 
-// ZeRO-Offload keeps optimizer states in host memory (Ren et al. 2021).
-constexpr std::array<PruneRule<HostMemoryFacts>, 1> kHostMemoryRules = {{
+// ZeRO-Offload keeps optimizer states in host memory (Ren et al. 2021); ZeRO-Infinity also
+// parameters and gradients, or puts states on the node's NVMe drives (Rajbhandari et al. 2021).
+constexpr std::array<PruneRule<HostMemoryFacts>, 2> kHostMemoryRules = {{
     {RejectReason::kHostMemory,
      [](const HostMemoryFacts& f) { return f.offload && f.need_bytes > f.usable_bytes; },
      [](const HostMemoryFacts& f) {
@@ -166,6 +168,17 @@ constexpr std::array<PruneRule<HostMemoryFacts>, 1> kHostMemoryRules = {{
               std::to_string(static_cast<long long>(f.need_bytes / 1e9)) +
               " GB per node, host has " +
               std::to_string(static_cast<long long>(f.capacity_bytes / 1e9)) + " GB";
+     }},
+    {RejectReason::kNvmeCapacity,
+     [](const HostMemoryFacts& f) {
+       return f.offload && f.nvme_need_bytes > 0 && f.nvme_need_bytes > f.nvme_capacity_bytes;
+     },
+     [](const HostMemoryFacts& f) {
+       return "states on NVMe need " +
+              std::to_string(static_cast<long long>(f.nvme_need_bytes / 1e9)) +
+              " GB per node, the node has " +
+              std::to_string(static_cast<long long>(f.nvme_capacity_bytes / 1e9)) +
+              " GB of NVMe (nvme_TB_per_node)";
      }},
 }};
 

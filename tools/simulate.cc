@@ -88,10 +88,13 @@ void print_summary(const Plan& plan, const SimResult& res) {
             << " GiB, optimizer " << fmt("%.2f", m0.optimizer_bytes / kGiB)
             << " GiB, activations " << fmt("%.2f", m0.activations_bytes / kGiB)
             << " GiB, buffers " << fmt("%.2f", m0.buffers_bytes / kGiB) << " GiB";
-  const double host = m0.host_optimizer_bytes + m0.host_activation_bytes;
+  const double host = m0.host_optimizer_bytes + m0.host_activation_bytes + m0.host_param_bytes;
   if (host > 0)
     std::cout << "; in host memory: optimizer " << fmt("%.2f", m0.host_optimizer_bytes / kGiB)
               << " GiB, checkpoints " << fmt("%.2f", m0.host_activation_bytes / kGiB) << " GiB";
+  if (m0.host_param_bytes > 0)
+    std::cout << ", parameters and gradients " << fmt("%.2f", m0.host_param_bytes / kGiB) << " GiB";
+  if (m0.nvme_bytes > 0) std::cout << "; on NVMe " << fmt("%.2f", m0.nvme_bytes / kGiB) << " GiB";
   std::cout << "\n";
 }
 
