@@ -204,6 +204,18 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
          p.tp_comm_overlap = true;
        },
        "tp_comm_overlap: the executors run each TP collective whole"},
+      // Issue 26: the split backward and ZeRO-Infinity's tiers are planned and simulated.
+      {[](Plan& p) {
+         p.pp = 2;
+         p.schedule = Schedule::kZbH1;
+       },
+       "the CPU executor does not support schedule zb-h1"},
+      {[](Plan& p) {
+         p.zero_stage = 3;
+         p.offload = Offload::kOptimizerParams;
+         p.offload_device = OffloadDevice::kNvme;
+       },
+       "the CPU executor does not support offload optimizer+params (offload_device nvme)"},
   };
   for (const auto& c : cases) {
     Plan p = single_plan(Recompute::kNone);
