@@ -3,8 +3,6 @@
 
 #include <cmath>
 
-#include "core/schedule.h"
-
 namespace trainplan::executor {
 
 Status check_executor_supports(const ModelSpec& m, const Plan& p) {
@@ -41,9 +39,6 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
   if (p.offload != Offload::kNone)
     return no("offload " + std::string(to_string(p.offload)) + " (offload_device " +
               std::string(to_string(p.offload_device)) + ")");
-  if (sim::splits_backward(p))
-    return no("schedule " + std::string(to_string(p.schedule)) +
-              " (its split backward, B and W, is planned and simulated, not executed)");
   if (p.offload_checkpoints)
     return Status::Error("offload_checkpoints: the executors keep checkpoints in device memory "
                          "(on the CPU executor host and device are one memory); plan and "

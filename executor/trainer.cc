@@ -164,9 +164,10 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch, double& loss_
     if (!net.has_head(chunk))
       comm_.send(CommGroup::kPp, output.data(), msg, next, kForwardTag, "send_forward");
   };
-  auto bwd = [&](std::int64_t chunk, std::int64_t mb) {
+  // A whole backward, or (zero-bubble schedules) its B part, whose W part runs later (wgt).
+  auto bwd = [&](std::int64_t chunk, std::int64_t mb, bool input_only) {
     TraceScope micro_batch(trace_, {.pass = ' ', .micro_batch = static_cast<std::int32_t>(mb)});
-    last_micro_batch_ = mb == M - 1;
+    if (!input_only) last_micro_batch_ = mb == M - 1;
     Mat grad_out, grad_in;
     if (!net.has_head(chunk)) {
       grad_out.resize(x.local_tokens, model_.hidden_size);
@@ -174,18 +175,32 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch, double& loss_
     }
     {
       TraceScope backward(trace_, {.pass = 'B'});
-      net.backward(chunk, mb, &grad_out, &grad_in);
+      if (input_only) {
+        net.backward_input(chunk, mb, &grad_out, &grad_in);
+      } else {
+        net.backward(chunk, mb, &grad_out, &grad_in);
+      }
     }
     if (!net.has_embedding(chunk))
       comm_.send(CommGroup::kPp, grad_in.data(), msg, prev, kBackwardTag, "send_backward");
   };
 
-  // The order the simulator plays (core/schedule.h: GPipe, 1F1B, interleaved 1F1B).
+  // W: the weight gradients the B pass held back; the blocks' ZeRO-2/3 reduce-scatters follow
+  // it, so the last micro-batch is the one whose W this is.
+  auto wgt = [&](std::int64_t chunk, std::int64_t mb) {
+    TraceScope micro_batch(trace_, {.pass = ' ', .micro_batch = static_cast<std::int32_t>(mb)});
+    last_micro_batch_ = mb == M - 1;
+    net.backward_weight(chunk, mb);
+  };
+
+  // The order the simulator plays (core/schedule.h: GPipe, 1F1B, interleaved 1F1B, ZB-H1).
   for (const sim::PipeStep& p : sim::stage_schedule(plan_, stage_)) {
     if (p.forward) {
       fwd(p.virtual_chunk, p.micro_batch);
+    } else if (p.part == sim::BackwardPart::kWeight) {
+      wgt(p.virtual_chunk, p.micro_batch);
     } else {
-      bwd(p.virtual_chunk, p.micro_batch);
+      bwd(p.virtual_chunk, p.micro_batch, p.part == sim::BackwardPart::kInput);
     }
   }
   comm_.wait_sends();
