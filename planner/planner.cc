@@ -105,7 +105,8 @@ class Evaluation final : public CandidateSink {
     cand.plan = std::move(p);
     const HostMemoryFacts host{offload_, cand.estimate.host_memory_per_node_bytes, host_usable_,
                                c_.host_memory_bytes_per_node,
-                               cand.estimate.nvme_per_node_bytes, c_.nvme_bytes_per_node};
+                               cand.estimate.nvme_per_node_bytes, c_.nvme_bytes_per_node,
+                               cand.plan.offload == Offload::kOptimizerParams};
     if (reject(first_rejecting(host_memory_rules(), host), host)) return std::nullopt;
     return cand;
   }

@@ -164,7 +164,9 @@ constexpr std::array<PruneRule<HostMemoryFacts>, 2> kHostMemoryRules = {{
     {RejectReason::kHostMemory,
      [](const HostMemoryFacts& f) { return f.offload && f.need_bytes > f.usable_bytes; },
      [](const HostMemoryFacts& f) {
-       return "offloaded optimizer states need " +
+       return std::string(f.params ? "offloaded parameters, gradients and optimizer states"
+                                   : "offloaded optimizer states") +
+              " need " +
               std::to_string(static_cast<long long>(f.need_bytes / 1e9)) +
               " GB per node, host has " +
               std::to_string(static_cast<long long>(f.capacity_bytes / 1e9)) + " GB";

@@ -154,6 +154,7 @@ struct HostMemoryFacts {
   double capacity_bytes = 0;  // per node
   double nvme_need_bytes = 0;      // states on NVMe per node (offload_device nvme)
   double nvme_capacity_bytes = 0;  // per node (ClusterSpec::nvme_bytes_per_node)
+  bool params = false;             // parameters and gradients offloaded too (optimizer+params)
 };
 std::span<const PruneRule<HostMemoryFacts>> host_memory_rules();
 
