@@ -36,11 +36,11 @@
 #include <vector>
 
 #include "executor/allocator.h"
-#include "executor/comm_mpi.h"
+#include "executor/cpu/comm_mpi.h"
 #include "executor/data.h"
 #include "executor/params.h"
 #include "executor/trace.h"
-#include "executor/trainer.h"
+#include "executor/cpu/cpu_stage.h"
 #include "core/cost/cost_model.h"
 #include "core/step_report.h"
 #include "core/units.h"
@@ -245,7 +245,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   TrainOptions options;
   options.seed = s.seed;
   options.adamw.lr = static_cast<float>(s.lr);
-  auto trainer = Trainer::make(s.model, s.plan, options, **comm);
+  auto trainer = make_cpu_trainer(s.model, s.plan, options, **comm);
   if (const int bad = agree(trainer.status()); bad >= 0)
     return rank == bad ? cli::fail(kProgram, trainer.status()) : static_cast<int>(ExitCode::kRuntime);
   Trainer& t = **trainer;

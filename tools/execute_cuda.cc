@@ -36,7 +36,7 @@
 #include "tools/backend.h"
 #include "tools/cli.h"
 #include "tools/cuda_tool.h"
-#include "executor/cuda/trainer_cuda.h"
+#include "executor/cuda/cuda_stage.h"
 #include "core/cost/cost_model.h"
 #include "core/json_util.h"
 #include "core/model_spec.h"
@@ -228,7 +228,7 @@ int connect(const tp::Plan& plan, const cx::LaunchInfo& info,
 }
 
 // --params-out: this rank's master weights as "name row col value" lines.
-void write_params(const cx::CudaTrainer& trainer, const std::string& prefix, int rank) {
+void write_params(const tp::executor::Trainer& trainer, const std::string& prefix, int rank) {
   std::ofstream f(prefix + ".rank" + std::to_string(rank) + ".txt");
   f << std::setprecision(9);
   trainer.for_each_param([&](const tp::executor::TensorSlice& t, std::int64_t r, std::int64_t c,
@@ -280,9 +280,9 @@ int run(int argc, char** argv) {
   }
   std::unique_ptr<cx::NcclComm> comm;
   if (const int rc = connect(*plan, *info, comm); rc != 0) return rc;
-  cx::CudaTrainOptions options;
+  tp::executor::TrainOptions options;
   options.seed = args->seed;
-  auto trainer = cx::CudaTrainer::make(*model, *plan, options, comm.get());
+  auto trainer = cx::make_cuda_trainer(*model, *plan, options, comm.get());
   if (!trainer.ok()) {
     std::cerr << trainer.status().message() << "\n";
     return static_cast<int>(trainer.status().code());
@@ -294,7 +294,7 @@ int run(int argc, char** argv) {
   std::vector<std::int32_t> batch(static_cast<std::size_t>(per_step));
   std::vector<double> losses, seconds, all_seconds;
   std::map<std::string, double> phases;
-  std::vector<cx::PhaseTimer::SpanTime> spans;
+  std::vector<tp::executor::PhaseSpan> spans;
   std::map<std::string, std::int64_t> bytes_step;
   for (std::int64_t s = 0; s < args->steps; ++s) {
     for (std::int32_t& t : batch) t = tok(rng);

@@ -5,7 +5,7 @@
 
 #include "executor/comm.h"
 #include "executor/data.h"
-#include "executor/trainer.h"
+#include "executor/cpu/cpu_stage.h"
 
 namespace trainplan::executor {
 namespace {
@@ -36,8 +36,8 @@ Plan one_rank() {
 
 TEST(Trainer, SameSeedSameLossesBitForBit) {
   auto c1 = make_local_comm(), c2 = make_local_comm();
-  auto a = Trainer::make(tiny(), one_rank(), {}, *c1);
-  auto b = Trainer::make(tiny(), one_rank(), {}, *c2);
+  auto a = make_cpu_trainer(tiny(), one_rank(), {}, *c1);
+  auto b = make_cpu_trainer(tiny(), one_rank(), {}, *c2);
   ASSERT_TRUE(a.ok() && b.ok());
   for (int s = 0; s < 3; ++s) {
     const auto batch = random_batch(1, s, 4, 16, 256);
@@ -49,7 +49,7 @@ TEST(Trainer, SameSeedSameLossesBitForBit) {
 
 TEST(Trainer, RejectsABatchOfTheWrongShapeOrVocabulary) {
   auto c = make_local_comm();
-  auto t = Trainer::make(tiny(), one_rank(), {}, *c);
+  auto t = make_cpu_trainer(tiny(), one_rank(), {}, *c);
   ASSERT_TRUE(t.ok());
   auto r = (*t)->step(std::vector<std::int32_t>(10, 0));
   ASSERT_FALSE(r.ok());
@@ -65,7 +65,7 @@ TEST(Trainer, RejectsAPlanForAnotherWorldSize) {
   auto c = make_local_comm();
   Plan p = one_rank();
   p.dp = 2;
-  auto t = Trainer::make(tiny(), p, {}, *c);
+  auto t = make_cpu_trainer(tiny(), p, {}, *c);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("2"), std::string::npos) << t.status().message();
 }
@@ -75,7 +75,7 @@ TEST(Trainer, NonFiniteLossStopsNamingStepAndRank) {
   auto c = make_local_comm();
   TrainOptions o;
   o.adamw.lr = 1e30f;
-  auto t = Trainer::make(tiny(), one_rank(), o, *c);
+  auto t = make_cpu_trainer(tiny(), one_rank(), o, *c);
   ASSERT_TRUE(t.ok());
   ASSERT_TRUE((*t)->step(random_batch(1, 0, 4, 16, 256)).ok());
   auto r = (*t)->step(random_batch(1, 1, 4, 16, 256));
