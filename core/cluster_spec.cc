@@ -41,7 +41,26 @@ struct Preset {
   double pcie_GBps;         // x16 per direction, line rate
   double host_GiB;          // host memory per node
   double host_GBps;         // host DRAM bandwidth per node
+  double nvme_TB = 0;       // NVMe capacity per node (decimal TB, as drives are sold)
+  double nvme_GBps = 0;     // NVMe sustained bandwidth per node
 };
+
+// NVMe per reference node (vendor datasheets: DGX-1 4x 1.92 TB SSD; DGX-2 8x 3.84 TB NVMe;
+// DGX A100 320 GB 4x 3.84 TB, 640 GB 8x 3.84 TB; DGX H100/H200/B200 8x 3.84 TB U.2 NVMe).
+// Bandwidth is drives x an assumed sustained write rate per drive (what an offloaded step
+// writes back): 2 GB/s for the PCIe gen3 drives of DGX-1/2, 3.5 GB/s for gen4 U.2 drives
+// (datacenter U.2 sheets give 2-4 GB/s sequential write and 3-7 read). Assumptions, not
+// measurements: give the cluster's fio figure as nvme_GBps_per_node.
+void add_nvme(std::vector<Preset>& presets) {
+  for (Preset& p : presets) {
+    const std::string& n = p.gpu.name;
+    const bool gen3 = n.rfind("V100", 0) == 0;
+    const double drives = n == "V100-16GB" || n == "A100-40GB" ? 4.0 : 8.0;
+    const double drive_TB = n == "V100-16GB" ? 1.92 : 3.84;
+    p.nvme_TB = drives * drive_TB;
+    p.nvme_GBps = drives * (gen3 ? 2.0 : 3.5);
+  }
+}
 
 // Per-step ring latencies: NCCL's own tuning model puts a ring hop at a few microseconds over
 // NVLink and more across InfiniBand; these are defaults for `calibrate` to replace.
@@ -132,6 +151,7 @@ std::vector<Preset> presets() {
                    "NVIDIA V100 datasheet (SXM2/SXM3); DGX-2 node"),
                16, 123, 5.75, 15.75, 1536, 256});
   p.back().gpu.peak_bf16_flops_per_s = 0;
+  add_nvme(p);
   return p;
 }
 
@@ -179,6 +199,8 @@ ClusterSpec cluster_from_preset(const Preset& p, std::int64_t num_nodes,
   c.pcie_bytes_per_s = p.pcie_GBps * kGB;
   c.host_memory_bytes_per_node = p.host_GiB * kGiB;
   c.host_memory_bytes_per_s_per_node = p.host_GBps * kGB;
+  c.nvme_bytes_per_node = p.nvme_TB * kTB;
+  c.nvme_bytes_per_s_per_node = p.nvme_GBps * kGB;
   c.name = std::to_string(num_nodes) + " x " + std::to_string(gpus_per_node) + " " + p.gpu.name;
   return c;
 }
@@ -331,6 +353,9 @@ Result<ClusterSpec> cluster_from_json(const Json& j, std::string_view source) {
     c.host_memory_bytes_per_node = v * kGiB;
   if (r.get_double("host_memory_GBps_per_node", v, 1e-6, 1e6, false))
     c.host_memory_bytes_per_s_per_node = v * kGB;
+  if (r.get_double("nvme_TB_per_node", v, 0, 1e6, false)) c.nvme_bytes_per_node = v * kTB;
+  if (r.get_double("nvme_GBps_per_node", v, 1e-6, 1e6, false))
+    c.nvme_bytes_per_s_per_node = v * kGB;
   TRAINPLAN_RETURN_IF_ERROR(r.finish());
   return c;
 }
@@ -348,6 +373,8 @@ Json cluster_to_json(const ClusterSpec& c) {
   j["pcie_GBps"] = c.pcie_bytes_per_s / kGB;
   j["host_memory_GiB_per_node"] = c.host_memory_bytes_per_node / kGiB;
   j["host_memory_GBps_per_node"] = c.host_memory_bytes_per_s_per_node / kGB;
+  j["nvme_TB_per_node"] = c.nvme_bytes_per_node / kTB;
+  j["nvme_GBps_per_node"] = c.nvme_bytes_per_s_per_node / kGB;
   return j;
 }
 

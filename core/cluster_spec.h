@@ -56,6 +56,11 @@ struct ClusterSpec {
   double pcie_bytes_per_s = 0;           // host <-> one GPU, per direction
   double host_memory_bytes_per_node = 0; // for offloaded optimizer states
   double host_memory_bytes_per_s_per_node = 0;  // host DRAM bandwidth (host optimizer step)
+  // NVMe drives of a node, for ZeRO-Infinity's NVMe tier (Rajbhandari et al. 2021,
+  // arXiv:2104.07857): capacity and the aggregate sustained bandwidth of the node's drives (per
+  // direction; the node's GPUs share it). 0: no NVMe tier.
+  double nvme_bytes_per_node = 0;
+  double nvme_bytes_per_s_per_node = 0;
 
   std::int64_t total_gpus() const { return num_nodes * gpus_per_node; }
 };
@@ -88,7 +93,8 @@ Result<ClusterSpec> make_cluster(std::string_view gpu_name, std::int64_t total_g
 
 // Cluster JSON: {"gpu": "H100-80GB" | {gpu object}, "num_nodes", "gpus_per_node",
 //  "intra_node_GBps", "intra_node_latency_us", "inter_node_GBps", "inter_node_latency_us",
-//  "pcie_GBps", "host_memory_GiB_per_node", "host_memory_GBps_per_node"}; links default to the
+//  "pcie_GBps", "host_memory_GiB_per_node", "host_memory_GBps_per_node", "nvme_TB_per_node",
+//  "nvme_GBps_per_node"}; links default to the
 // GPU preset's node figures.
 Result<ClusterSpec> cluster_from_json(const Json& json, std::string_view source);
 Json cluster_to_json(const ClusterSpec& cluster);

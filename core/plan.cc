@@ -13,6 +13,7 @@ std::string_view to_string(Schedule s) {
     case Schedule::kGpipe: return "gpipe";
     case Schedule::k1F1B: return "1f1b";
     case Schedule::kInterleaved: return "interleaved";
+    case Schedule::kZbH1: return "zb-h1";
   }
   return "?";
 }
@@ -32,7 +33,15 @@ std::string_view to_string(Optimizer o) {
   }
   return "?";
 }
-std::string_view to_string(Offload o) { return o == Offload::kNone ? "none" : "optimizer"; }
+std::string_view to_string(Offload o) {
+  switch (o) {
+    case Offload::kNone: return "none";
+    case Offload::kOptimizer: return "optimizer";
+    case Offload::kOptimizerParams: return "optimizer+params";
+  }
+  return "?";
+}
+std::string_view to_string(OffloadDevice o) { return o == OffloadDevice::kCpu ? "cpu" : "nvme"; }
 std::string_view to_string(AttentionImpl a) {
   return a == AttentionImpl::kFused ? "fused" : "unfused";
 }
@@ -58,7 +67,7 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   r.get_int("micro_batch_size", p.micro_batch_size, 1, PL::kMaxBatch, true);
   r.get_int("global_batch_size", p.global_batch_size, 1, PL::kMaxBatch, true);
   int c = 0;
-  if (r.get_choice("schedule", c, {"naive", "gpipe", "1f1b", "interleaved"}, false))
+  if (r.get_choice("schedule", c, {"naive", "gpipe", "1f1b", "interleaved", "zb-h1"}, false))
     p.schedule = static_cast<Schedule>(c);
   r.get_int("virtual_stages", p.virtual_stages, 1, PL::kMaxVirtualStages, false);
   if (r.get_choice("recompute", c, {"none", "selective", "full"}, false))
@@ -71,8 +80,10 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
     p.precision = static_cast<Precision>(c);
   if (r.get_choice("optimizer", c, {"adamw", "sgd", "sgd-momentum"}, false))
     p.optimizer = static_cast<Optimizer>(c);
-  if (r.get_choice("offload", c, {"none", "optimizer"}, false))
+  if (r.get_choice("offload", c, {"none", "optimizer", "optimizer+params"}, false))
     p.offload = static_cast<Offload>(c);
+  if (r.get_choice("offload_device", c, {"cpu", "nvme"}, false))
+    p.offload_device = static_cast<OffloadDevice>(c);
   if (r.get_choice("attention", c, {"fused", "unfused"}, false))
     p.attention = static_cast<AttentionImpl>(c);
   if (r.get_choice("grad_precision", c, {"compute", "fp32"}, false))
@@ -110,6 +121,8 @@ Json plan_to_json(const Plan& p) {
   j["precision"] = std::string(to_string(p.precision));
   j["optimizer"] = std::string(to_string(p.optimizer));
   j["offload"] = std::string(to_string(p.offload));
+  if (p.offload_device != OffloadDevice::kCpu)
+    j["offload_device"] = std::string(to_string(p.offload_device));
   j["attention"] = std::string(to_string(p.attention));
   j["grad_precision"] = std::string(to_string(p.grad_precision));
   if (p.fp8) j["fp8"] = true;  // written only when used, as cp
@@ -131,7 +144,9 @@ std::string describe(const Plan& p) {
   if (p.partition_activations) os << " partition-activations";
   if (p.offload_checkpoints) os << " offload-checkpoints";
   if (p.sequence_parallel) os << " sp";
-  if (p.offload != Offload::kNone) os << " offload";
+  if (p.offload == Offload::kOptimizer) os << " offload";
+  if (p.offload == Offload::kOptimizerParams) os << " offload=optimizer+params";
+  if (p.offload_device == OffloadDevice::kNvme) os << ":nvme";
   if (p.grad_precision == GradPrecision::kFp32 && p.precision != Precision::kFp32)
     os << " fp32-grads";
   if (p.fp8) os << " fp8";
@@ -205,6 +220,9 @@ Status validate_plan(const Plan& p) {
       return err("schedule interleaved needs the number of micro-batches (" + std::to_string(m) +
                  ") to be a multiple of pp=" + std::to_string(p.pp));
   }
+  if (p.schedule == Schedule::kZbH1 && p.pp < 2)
+    return err("schedule zb-h1 needs pp >= 2 (it reorders a pipeline's passes), the plan has "
+               "pp=" + std::to_string(p.pp));
   if (p.sequence_parallel && p.tp < 2) return err("sequence_parallel needs tp >= 2");
   if (p.recompute_num_layers < 0)
     return err("recompute_num_layers=" + std::to_string(p.recompute_num_layers) +
@@ -255,6 +273,14 @@ Status validate_plan(const Plan& p) {
                (p.sequence_parallel ? "true" : "false"));
   if (p.offload != Offload::kNone && p.optimizer == Optimizer::kSgd)
     return err("offload optimizer: plain sgd has no optimizer states to offload");
+  // ZeRO-Infinity streams each rank's parameter shard in; without ZeRO-3 every rank would hold
+  // (and fetch) the whole model (Rajbhandari et al. 2021, sec. 5.1).
+  if (p.offload == Offload::kOptimizerParams && p.zero_stage != 3)
+    return err("offload optimizer+params needs zero_stage 3 (ZeRO-Infinity offloads each rank's "
+               "parameter shard), the plan has zero_stage " + std::to_string(p.zero_stage));
+  if (p.offload_device == OffloadDevice::kNvme && p.offload == Offload::kNone)
+    return err("offload_device nvme needs offload optimizer or optimizer+params (nothing is "
+               "offloaded with offload none)");
   if (!p.layers_per_stage.empty() &&
       static_cast<std::int64_t>(p.layers_per_stage.size()) != p.num_chunks())
     return err("layers_per_stage has " + std::to_string(p.layers_per_stage.size()) +

@@ -17,15 +17,25 @@ namespace trainplan {
 // naive: layers split across stages, the whole per-replica batch as one micro-batch (one stage
 // busy at a time). gpipe: all forwards, then all backwards (Huang et al. 2019). 1f1b: one
 // forward one backward, PipeDream-flush (Narayanan et al. 2021). interleaved: 1F1B over
-// `virtual_stages` model chunks per device (Narayanan et al. 2021, sec. 2.2).
-enum class Schedule { kNaive, kGpipe, k1F1B, kInterleaved };
+// `virtual_stages` model chunks per device (Narayanan et al. 2021, sec. 2.2). zb-h1: 1F1B with
+// the backward split into input- and weight-gradient passes, the weight passes filling the
+// bubble (Qi et al. 2023, arXiv:2401.10241, sec. 2.1); see core/schedule.h.
+enum class Schedule { kNaive, kGpipe, k1F1B, kInterleaved, kZbH1 };
 // none: store every activation. selective: recompute the attention core (softmax, dropout,
 // scores x V), Korthikanti et al. 2022 sec. 5. full: store only each layer's input, recompute
 // the layer's forward in the backward pass (of every layer, or of the first
 // Plan::recompute_num_layers of each model chunk).
 enum class Recompute { kNone, kSelective, kFull };
 enum class Optimizer { kAdamW, kSgd, kSgdMomentum };
-enum class Offload { kNone, kOptimizer };  // ZeRO-Offload: optimizer states + step on the host
+// optimizer: ZeRO-Offload (Ren et al. 2021, arXiv:2101.06840): optimizer states and the step
+// on the host. optimizer+params: ZeRO-3 offload / ZeRO-Infinity (Rajbhandari et al. 2021,
+// arXiv:2104.07857, sec. 5): also the 16-bit parameters and gradients off the device, each
+// block's parameters fetched before its forward and backward and its gradients sent back
+// after its backward; needs zero_stage 3.
+enum class Offload { kNone, kOptimizer, kOptimizerParams };
+// Where offloaded states live: host DRAM (cpu), or NVMe drives through host memory (nvme,
+// ZeRO-Infinity's infinity offload engine).
+enum class OffloadDevice { kCpu, kNvme };
 // fused: a memory-efficient attention kernel (FlashAttention; no s^2 tensor kept). unfused:
 // scores, softmax and dropout materialised (Megatron-LM 2021).
 enum class AttentionImpl { kFused, kUnfused };
@@ -40,6 +50,7 @@ std::string_view to_string(Schedule s);
 std::string_view to_string(Recompute r);
 std::string_view to_string(Optimizer o);
 std::string_view to_string(Offload o);
+std::string_view to_string(OffloadDevice o);
 std::string_view to_string(AttentionImpl a);
 std::string_view to_string(GradPrecision g);
 
@@ -84,6 +95,7 @@ struct Plan {
   Precision precision = Precision::kBf16;
   Optimizer optimizer = Optimizer::kAdamW;
   Offload offload = Offload::kNone;
+  OffloadDevice offload_device = OffloadDevice::kCpu;  // where offloaded states live
   AttentionImpl attention = AttentionImpl::kFused;
   GradPrecision grad_precision = GradPrecision::kCompute;
   // FP8 training (Micikevicius et al. 2022, arXiv:2209.05433; Transformer Engine, torchao

@@ -7,6 +7,12 @@
 //    forwards, then one forward one backward, then the cool-down backwards.
 //  - interleaved: Megatron-LM's forward_backward_pipelining_with_interleaving (sec. 2.2.2):
 //    (pp - stage - 1) * 2 + (v - 1) * pp warm-up forwards over v model chunks per stage.
+//  - zb-h1: Qi et al. 2023, "Zero Bubble Pipeline Parallelism" (arXiv:2401.10241), sec. 2.1:
+//    the backward split into B (input gradient) and W (weight gradient); 1F1B's order of F and
+//    B, each stage's W passes held back by as many steps as it has fewer warm-up forwards than
+//    the first stage, so every stage has pp micro-batches in flight (F to W) and the held-back
+//    W passes fill the cool-down. Bubble (pp - 1)(T_F + T_B - T_W) against 1F1B's
+//    (pp - 1)(T_F + T_B + T_W) (sec. 2.1), at 1F1B's peak activation memory on the first stage.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +22,14 @@
 
 namespace trainplan::sim {
 
+// Which part of a backward a step runs: all of it, or (zero-bubble schedules) B, the input
+// gradient the previous stage waits for, or W, the weight gradient nobody waits for but the
+// optimizer.
+enum class BackwardPart { kWhole, kInput, kWeight };
+
 struct PipeStep {
   bool forward = true;
+  BackwardPart part = BackwardPart::kWhole;  // backward steps only
   std::int64_t micro_batch = 0;
   std::int64_t virtual_chunk = 0;  // 0..v-1; the model chunk is virtual_chunk * pp + stage
 };
@@ -28,6 +40,10 @@ std::vector<PipeStep> schedule_1f1b(std::int64_t pp, std::int64_t stage,
 std::vector<PipeStep> schedule_interleaved(std::int64_t pp, std::int64_t stage,
                                            std::int64_t micro_batches,
                                            std::int64_t virtual_stages);
+std::vector<PipeStep> schedule_zb_h1(std::int64_t pp, std::int64_t stage,
+                                     std::int64_t micro_batches);
+// Whether the plan's schedule splits the backward into B and W steps.
+bool splits_backward(const Plan& plan);
 // The schedule of `stage` for the plan's schedule kind.
 std::vector<PipeStep> stage_schedule(const Plan& plan, std::int64_t stage);
 

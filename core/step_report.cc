@@ -16,6 +16,8 @@ Json memory_to_json(const MemoryBreakdown& m) {
           {"runtime_bytes", m.runtime_bytes}};
   // Written only when used, so that reports without checkpoint offload keep their JSON.
   if (m.host_activation_bytes > 0) j["host_activation_bytes"] = m.host_activation_bytes;
+  if (m.host_param_bytes > 0) j["host_param_bytes"] = m.host_param_bytes;
+  if (m.nvme_bytes > 0) j["nvme_bytes"] = m.nvme_bytes;
   return j;
 }
 Status memory_from_json(const Json& j, const std::string& where, MemoryBreakdown& m) {
@@ -27,6 +29,8 @@ Status memory_from_json(const Json& j, const std::string& where, MemoryBreakdown
   r.get_double("buffers_bytes", m.buffers_bytes, 0, 1e18, false);
   r.get_double("host_optimizer_bytes", m.host_optimizer_bytes, 0, 1e18, false);
   r.get_double("host_activation_bytes", m.host_activation_bytes, 0, 1e18, false);
+  r.get_double("host_param_bytes", m.host_param_bytes, 0, 1e18, false);
+  r.get_double("nvme_bytes", m.nvme_bytes, 0, 1e18, false);
   r.get_double("runtime_bytes", m.runtime_bytes, 0, 1e18, false);
   return r.finish();
 }

@@ -84,6 +84,18 @@ class Stage {
   // chunk adds its token losses to the loss sum. `loss_scale`: 1 / tokens in the global batch.
   virtual void forward(std::int64_t chunk, std::int64_t mb, float loss_scale) = 0;
   virtual void backward(std::int64_t chunk, std::int64_t mb) = 0;
+  // Zero-bubble schedules (core/schedule.h, Qi et al. 2023): backward's B part, with the
+  // weight-gradient GEMMs and the blocks' backward_done held back, and later its W part. A
+  // backend that does not split its backward refuses those schedules before the step (its
+  // check_*_supports), so reaching these defaults is a broken invariant.
+  virtual void backward_input(std::int64_t chunk, std::int64_t mb) {
+    TRAINPLAN_CHECK(false) << "backend does not split the backward (chunk " << chunk
+                           << ", micro-batch " << mb << ")";
+  }
+  virtual void backward_weight(std::int64_t chunk, std::int64_t mb) {
+    TRAINPLAN_CHECK(false) << "backend does not split the backward (chunk " << chunk
+                           << ", micro-batch " << mb << ")";
+  }
   // What the last forward / backward produced for the neighbour stage, complete.
   virtual const float* send_buffer() = 0;
   // Frees the pass's messages (once sent).

@@ -124,9 +124,9 @@ void Trainer::forward(std::int64_t chunk, std::int64_t mb) {
   net.drop_messages();
 }
 
-void Trainer::backward(std::int64_t chunk, std::int64_t mb) {
+void Trainer::backward(std::int64_t chunk, std::int64_t mb, bool input_only) {
   TraceScope micro_batch(trace_, {.pass = ' ', .micro_batch = static_cast<std::int32_t>(mb)});
-  last_micro_batch_ = mb == plan_.num_micro_batches() - 1;
+  if (!input_only) last_micro_batch_ = mb == plan_.num_micro_batches() - 1;
   Stage& net = *stage_model_;
   const std::int64_t words = net.message_words(), pp = plan_.pp;
   if (!net.has_head(chunk))
@@ -135,13 +135,27 @@ void Trainer::backward(std::int64_t chunk, std::int64_t mb) {
   net.begin_phase("backward");
   {
     TraceScope pass(trace_, {.pass = 'B'});
-    net.backward(chunk, mb);
+    if (input_only) {
+      net.backward_input(chunk, mb);
+    } else {
+      net.backward(chunk, mb);
+    }
   }
   net.end_phase("backward");
   if (!net.has_embedding(chunk))
     comm_.send(CommGroup::kPp, net.send_buffer(), words, (stage_ + pp - 1) % pp, kBackwardTag,
                "send_backward");
   net.drop_messages();
+}
+
+// W of a zero-bubble schedule: the weight gradients the B pass held back, then the blocks'
+// ZeRO-2/3 reduce-scatters, so the last micro-batch is the one whose W this is.
+void Trainer::weight(std::int64_t chunk, std::int64_t mb) {
+  TraceScope micro_batch(trace_, {.pass = ' ', .micro_batch = static_cast<std::int32_t>(mb)});
+  last_micro_batch_ = mb == plan_.num_micro_batches() - 1;
+  stage_model_->begin_phase("backward");
+  stage_model_->backward_weight(chunk, mb);
+  stage_model_->end_phase("backward");
 }
 
 void Trainer::run_schedule(const std::vector<std::int32_t>& batch) {
@@ -152,12 +166,14 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch) {
   for (std::int64_t mb = 0; mb < M; ++mb)
     micro_batch_tokens(batch, s, mbs, M, dp_rank_, mb, in.data() + mb * T, out.data() + mb * T);
   stage_model_->load_tokens(in, out);
-  // The order the simulator plays (core/schedule.h: GPipe, 1F1B, interleaved 1F1B).
+  // The order the simulator plays (core/schedule.h: GPipe, 1F1B, interleaved 1F1B, ZB-H1).
   for (const sim::PipeStep& p : sim::stage_schedule(plan_, stage_)) {
     if (p.forward) {
       forward(p.virtual_chunk, p.micro_batch);
+    } else if (p.part == sim::BackwardPart::kWeight) {
+      weight(p.virtual_chunk, p.micro_batch);
     } else {
-      backward(p.virtual_chunk, p.micro_batch);
+      backward(p.virtual_chunk, p.micro_batch, p.part == sim::BackwardPart::kInput);
     }
   }
   comm_.wait_sends();

@@ -88,7 +88,9 @@ class Trainer final : private DpEvents {
   Status check_batch(const std::vector<std::int32_t>& batch) const;
   void run_schedule(const std::vector<std::int32_t>& batch);
   void forward(std::int64_t chunk, std::int64_t mb);
-  void backward(std::int64_t chunk, std::int64_t mb);
+  // A whole backward, or (zero-bubble schedules) its B part; weight runs the W part.
+  void backward(std::int64_t chunk, std::int64_t mb, bool input_only);
+  void weight(std::int64_t chunk, std::int64_t mb);
   Result<double> reduce_loss();
   void finish_gradients();
   void optimizer_step();

@@ -97,6 +97,7 @@ const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan)
     l.fwd = cost(lt.forward, plan, r);
     l.bwd = cost(lt.backward, plan, r);
     l.re = cost(lt.recompute, plan, r);
+    l.weight_gradient_s = cost(backward_weight_tasks(lt.backward), plan, r).compute_s;
   }
   auto add = [](PassTimes a, const PassTimes& b) {
     a.compute_s += b.compute_s;
@@ -182,6 +183,7 @@ double Estimator::add_layer_times(const Plan& plan, const MicroBatchTimes& mb, s
     st.ep += L * (l.fwd.ep_s + l.bwd.ep_s) + R * l.re.ep_s;
     st.cp += L * (l.fwd.cp_s + l.bwd.cp_s) + R * l.re.cp_s;
     ep_fwd += L * l.fwd.ep_s;
+    st.weight_gradient += L * l.weight_gradient_s;
     // Offloaded checkpoints: a recomputed layer's input goes to the host while the next
     // layer's forward runs and comes back while the layer above it is back-propagated; only
     // what outlasts that layer's compute shows.
@@ -296,10 +298,12 @@ double Estimator::interleaved_steady_s(const Plan& plan, const std::vector<Stage
 
 // Closed-form schedules (Narayanan et al. 2021, sec. 2.2): GPipe and 1F1B take
 // (M - 1) * slowest stage + the sum of all stages; interleaving divides the fill and drain by v.
+// zb-h1 (Qi et al. 2023, sec. 2.1): the fill and drain shrink from (pp - 1)(T_F + T_B + T_W) to
+// (pp - 1)(T_F + T_B - T_W), the W passes of the stages other than the slowest filling them.
 // Fills the pipeline figures of `e`, and the busiest stage's parts per step.
 void Estimator::pipeline(const Plan& plan, const CostedStages& c, Estimate& e) {
   const std::int64_t pp = plan.pp, M = plan.num_micro_batches(), v = plan.virtual_stages;
-  double t_max = 0, t_sum = 0, t0 = 0;
+  double t_max = 0, t_sum = 0, t0 = 0, w_sum = 0, w_of_max = 0;
   StageTimes busiest;
   for (std::size_t i = 0; i < c.stages.size(); ++i) {
     const std::int64_t s = c.stages[i];
@@ -308,9 +312,11 @@ void Estimator::pipeline(const Plan& plan, const CostedStages& c, Estimate& e) {
     // Middle stages stand for all pp - 2 of them when the split is even.
     const double copies = (!c.differ && pp > 2 && s == 1) ? d(pp - 2) : 1.0;
     t_sum += t * copies;
+    w_sum += st.weight_gradient * copies;
     if (s == 0) t0 = t;
     if (t >= t_max) {
       t_max = t;
+      w_of_max = st.weight_gradient;
       busiest = st;
     }
   }
@@ -318,6 +324,8 @@ void Estimator::pipeline(const Plan& plan, const CostedStages& c, Estimate& e) {
     e.pipeline_s = d(M) * t0;
   } else if (plan.schedule == Schedule::kInterleaved) {
     e.pipeline_s = d(M) * interleaved_steady_s(plan, c.times, t_max) + (t_sum - t_max) / d(v);
+  } else if (plan.schedule == Schedule::kZbH1) {
+    e.pipeline_s = std::max(d(M) * t_max, d(M - 1) * t_max + t_sum - 2.0 * (w_sum - w_of_max));
   } else {
     e.pipeline_s = d(M - 1) * t_max + t_sum;
   }
@@ -431,6 +439,34 @@ double Estimator::tied_embedding_s(const Plan& plan, std::int64_t s) const {
                       2, plan.tp * plan.cp * plan.dp * (plan.pp - 1));
 }
 
+// Offload per step on stage s. ZeRO-Offload (Ren et al. 2021): gradients to the host, the CPU
+// step (host DRAM bound, the node's bandwidth shared by its GPUs), weights back, none of it
+// overlapped. optimizer+params (ZeRO-Infinity, Rajbhandari et al. 2021, sec. 6): the parameter
+// shards stream in before each gather and the gradient shards out after each backward,
+// prefetched and overlapped with the stage's compute, so only what outlasts it shows; NVMe
+// reads and PCIe copies are pipelined (the slower sets the pace); the optimizer states' NVMe
+// reads and writes around the CPU step are not overlapped. NVMe bandwidth is the node's,
+// shared by its GPUs.
+double Estimator::offload_s(const Plan& plan, std::int64_t s, const StageTimes& st) const {
+  const OffloadTraffic off = offload_traffic_on_stage(model_, plan, s);
+  const double gpus_per_node = d(std::min(cluster_.gpus_per_node, plan.world_size()));
+  const double pcie = cluster_.pcie_bytes_per_s;
+  const double nvme = cluster_.nvme_bytes_per_s_per_node / gpus_per_node;
+  const double host_step_s =
+      off.host_memory_bytes / (cluster_.host_memory_bytes_per_s_per_node / gpus_per_node);
+  const double state_io_s =
+      nvme > 0 ? (off.nvme_read_bytes - off.nvme_param_read_bytes + off.nvme_write_bytes) / nvme
+               : 0.0;
+  if (plan.offload == Offload::kOptimizer)
+    return (off.device_to_host_bytes + off.host_to_device_bytes) / pcie + host_step_s + state_io_s;
+  const double M = d(plan.num_micro_batches());
+  const double stream_s =
+      std::max(off.param_stream_bytes / pcie, nvme > 0 ? off.nvme_param_read_bytes / nvme : 0.0);
+  const double grads_s = off.device_to_host_bytes / pcie;
+  return std::max(0.0, stream_s - M * (st.fwd + st.bwd)) + std::max(0.0, grads_s - M * st.bwd) +
+         host_step_s + state_io_s;
+}
+
 Estimator::StageTail Estimator::stage_tail(const Plan& plan, std::int64_t s, const StageTimes& st,
                                            const DeviceRates& r) const {
   StageTail tail;
@@ -438,12 +474,8 @@ Estimator::StageTail Estimator::stage_tail(const Plan& plan, std::int64_t s, con
   const double tied = tied_embedding_s(plan, s);
   tail.dp_comm_s += tied;
   tail.dp_exposed_s += tied;
-  if (plan.offload == Offload::kOptimizer) {
-    const OffloadTraffic off = offload_traffic_on_stage(model_, plan, s);
-    const double gpus_per_node = d(std::min(cluster_.gpus_per_node, plan.world_size()));
-    tail.offload_s =
-        (off.device_to_host_bytes + off.host_to_device_bytes) / cluster_.pcie_bytes_per_s +
-        off.host_memory_bytes / (cluster_.host_memory_bytes_per_s_per_node / gpus_per_node);
+  if (plan.offload != Offload::kNone) {
+    tail.offload_s = offload_s(plan, s, st);
   } else {
     tail.optimizer_s = task_time_s(optimizer_task(model_, plan, s), r);
   }
@@ -467,9 +499,17 @@ void Estimator::fill_rates(const Plan& plan, Estimate& e) {
 void Estimator::fill_memory(const Plan& plan, Estimate& e) const {
   e.peak_memory_bytes = peak_memory(plan, &e.peak_stage, &e.peak_memory);
   if (hardware_) e.peak_memory.runtime_bytes = hardware_->baseline_memory_bytes;
-  e.host_memory_per_node_bytes =
-      (e.peak_memory.host_optimizer_bytes + e.peak_memory.host_activation_bytes) *
-      d(std::min(cluster_.gpus_per_node, plan.world_size()));
+  const double gpus_per_node = d(std::min(cluster_.gpus_per_node, plan.world_size()));
+  e.host_memory_per_node_bytes = (e.peak_memory.host_optimizer_bytes +
+                                  e.peak_memory.host_activation_bytes +
+                                  e.peak_memory.host_param_bytes) *
+                                 gpus_per_node;
+  e.nvme_per_node_bytes = e.peak_memory.nvme_bytes * gpus_per_node;
+  if (plan.offload != Offload::kNone) {
+    const OffloadTraffic off = offload_traffic_on_stage(model_, plan, e.peak_stage);
+    e.pcie_bytes_per_step = off.device_to_host_bytes + off.host_to_device_bytes;
+    e.nvme_bytes_per_step = off.nvme_read_bytes + off.nvme_write_bytes;
+  }
 }
 
 Estimate Estimator::estimate(const Plan& plan) {

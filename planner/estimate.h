@@ -43,7 +43,12 @@ struct Estimate {
   double peak_memory_bytes = 0;     // device, on the stage that needs most
   std::int64_t peak_stage = 0;
   MemoryBreakdown peak_memory;      // breakdown on that stage
-  double host_memory_per_node_bytes = 0;  // offloaded optimizer states per node
+  double host_memory_per_node_bytes = 0;  // offloaded states and checkpoints per node
+  double nvme_per_node_bytes = 0;         // states on NVMe per node (offload_device nvme)
+  // Offload traffic per step of one rank of the busiest-tail stage: over PCIe (both ways) and
+  // to and from NVMe (offload_traffic_on_stage).
+  double pcie_bytes_per_step = 0;
+  double nvme_bytes_per_step = 0;
 };
 
 class Estimator {
@@ -69,6 +74,7 @@ class Estimator {
   struct MicroBatchTimes {  // one micro-batch on one rank
     struct Layer {
       PassTimes fwd, bwd, re;
+      double weight_gradient_s = 0;  // bwd's W part (backward_weight_tasks), compute only
     };
     std::array<Layer, kLayerKindCount> layer;  // by LayerKind
     PassTimes embedding, head;                  // fwd + bwd
@@ -91,6 +97,7 @@ class Estimator {
   // One stage's times per micro-batch: passes with their blocking collectives, and their parts.
   struct StageTimes {
     double fwd = 0, bwd = 0, compute = 0, tp = 0, ep = 0, cp = 0, pp = 0;
+    double weight_gradient = 0;  // of bwd, the W passes (zero-bubble schedules move them)
     double edge = 0;  // the embedding's or head's forward + backward, on the end stages
     std::int64_t layers = 0;
     std::int64_t recomputed = 0;  // layers fully recomputed
@@ -120,6 +127,7 @@ class Estimator {
     double dense_elems = 0, expert_elems = 0;  // padded to the shard groups
     double blocks = 0;                          // parameter blocks on the stage
   };
+  double offload_s(const Plan& plan, std::int64_t s, const StageTimes& st) const;
   StageTail stage_tail(const Plan& plan, std::int64_t s, const StageTimes& st,
                        const DeviceRates& r) const;
   DpShape dp_shape(const Plan& plan, std::int64_t s, const StageTimes& st) const;

@@ -109,7 +109,9 @@ class Evaluation final : public CandidateSink {
     cand.estimate = est_.estimate(p);
     cand.plan = std::move(p);
     const HostMemoryFacts host{offload_, cand.estimate.host_memory_per_node_bytes, host_usable_,
-                               c_.host_memory_bytes_per_node};
+                               c_.host_memory_bytes_per_node,
+                               cand.estimate.nvme_per_node_bytes, c_.nvme_bytes_per_node,
+                               cand.plan.offload == Offload::kOptimizerParams};
     if (reject(first_rejecting(host_memory_rules(), host), host)) return std::nullopt;
     return cand;
   }
@@ -186,17 +188,29 @@ RefineFn prefetched_refine(const PlanSearch& search, const PlannerOptions& opt,
 
 }  // namespace
 
-PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t gpus,
-                        bool offload) {
+namespace {
+PlanSearch run_search(Estimator& est, const PlannerOptions& opt, std::int64_t gpus, bool offload,
+                      const OffloadTier& tier) {
   PlanSearch out;
   out.gpus = gpus;
   out.global_batch_size = opt.global_batch_size > 0 ? opt.global_batch_size
                                                     : default_global_batch(est.model(), gpus);
   const SearchSpace space{&est.model(), &est.cluster(), &opt, gpus, out.global_batch_size,
-                          offload};
+                          offload, tier};
   Evaluation evaluation(est, opt, offload, out);
   generate_candidates(space, evaluation);
   return out;
+}
+}  // namespace
+
+PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t gpus,
+                        bool offload) {
+  return run_search(est, opt, gpus, offload, OffloadTier{});
+}
+
+PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t gpus,
+                        const OffloadTier& tier) {
+  return run_search(est, opt, gpus, true, tier);
 }
 
 double size_rule_tokens_per_step(double parameters) {
@@ -415,7 +429,17 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
   }
   PlanSearch off = search_plans(est, resolved, cluster.total_gpus(), /*offload=*/true);
   TRAINPLAN_RETURN_IF_ERROR(finish(off));
+  const bool offload_fits = !off.ranked.empty();
   result.offload_search = std::move(off);
+  if (offload_fits) return result;
+  // ZeRO-Infinity's tiers (Rajbhandari et al. 2021): parameters and gradients off the device
+  // too, in host memory, then with the states on NVMe where host memory is short.
+  for (OffloadDevice device : {OffloadDevice::kCpu, OffloadDevice::kNvme}) {
+    PlanSearch tier = search_plans(est, options, cluster.total_gpus(),
+                                   OffloadTier{Offload::kOptimizerParams, device});
+    TRAINPLAN_RETURN_IF_ERROR(finish(tier));
+    result.infinity_searches.push_back(std::move(tier));
+  }
   return result;
 }
 

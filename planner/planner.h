@@ -53,6 +53,8 @@ struct PlannerOptions {
   std::int64_t max_cp = 0;
   std::int64_t min_cp_seq_len = 8192;
   std::int64_t max_virtual_stages = 8;
+  // Search the zero-bubble schedule zb-h1 beside gpipe, 1f1b and interleaved (Qi et al. 2023).
+  bool zero_bubble = true;
   std::int64_t top_k = 10;              // candidates kept for the report
   std::int64_t simulate_top = 8;        // candidates re-ranked by the event simulator (0: none)
   std::optional<HardwareProfile> hardware;
@@ -80,6 +82,13 @@ struct Candidate {
   Estimate estimate;        // analytical
   bool simulated = false;   // estimate.step_time etc. replaced by the simulator's figures
   CommVolume comm;          // bytes per step sent by one rank of the peak-memory stage
+};
+
+// What an offloading search moves off the device, and where to (Plan::offload,
+// Plan::offload_device).
+struct OffloadTier {
+  Offload offload = Offload::kOptimizer;
+  OffloadDevice device = OffloadDevice::kCpu;
 };
 
 // Candidates the model cannot rank with confidence: predicted step times within the error
@@ -110,6 +119,9 @@ struct PlanResult {
   double min_state_bytes_per_gpu = 0;  // model states fully sharded over all GPUs
   std::optional<std::int64_t> min_gpus_without_offload;
   std::optional<PlanSearch> offload_search;  // best plans with optimizer states on the host
+  // When nothing fits with optimizer states on the host either: ZeRO-Infinity's tiers,
+  // parameters and gradients off the device too, in host memory and on NVMe (in that order).
+  std::vector<PlanSearch> infinity_searches;
   bool fits() const { return !search.ranked.empty(); }
 };
 
@@ -124,9 +136,12 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
 // the simulator confirmed). Capacity: the device's memory in bytes.
 void break_ties(PlanSearch& search, double tolerance, double capacity_bytes, bool simulated_only);
 
-// One search at a fixed GPU count (used by plan_training and the benchmark).
+// One search at a fixed GPU count (used by plan_training and the benchmark): without offload,
+// with optimizer states on the host (offload true), or with the states `tier` names.
 PlanSearch search_plans(Estimator& estimator, const PlannerOptions& options, std::int64_t gpus,
                         bool offload);
+PlanSearch search_plans(Estimator& estimator, const PlannerOptions& options, std::int64_t gpus,
+                        const OffloadTier& tier);
 
 // Default global batch in sequences, from the model's size and the GPU count, as published runs
 // chose it (docs/planner.md "Default batch"):

@@ -25,6 +25,7 @@ constexpr std::array<std::string_view, kRejectReasonCount> kCategories = {
     "memory",
     "full recompute not needed",
     "host memory",
+    "nvme capacity",
     "memory (simulated)",
 };
 
@@ -157,15 +158,29 @@ constexpr std::array<PruneRule<RecomputeFacts>, 1> kRecomputeRules = {{
      }},
 }};
 
-// ZeRO-Offload keeps optimizer states in host memory (Ren et al. 2021).
-constexpr std::array<PruneRule<HostMemoryFacts>, 1> kHostMemoryRules = {{
+// ZeRO-Offload keeps optimizer states in host memory (Ren et al. 2021); ZeRO-Infinity also
+// parameters and gradients, or puts states on the node's NVMe drives (Rajbhandari et al. 2021).
+constexpr std::array<PruneRule<HostMemoryFacts>, 2> kHostMemoryRules = {{
     {RejectReason::kHostMemory,
      [](const HostMemoryFacts& f) { return f.offload && f.need_bytes > f.usable_bytes; },
      [](const HostMemoryFacts& f) {
-       return "offloaded optimizer states need " +
+       return std::string(f.params ? "offloaded parameters, gradients and optimizer states"
+                                   : "offloaded optimizer states") +
+              " need " +
               std::to_string(static_cast<long long>(f.need_bytes / 1e9)) +
               " GB per node, host has " +
               std::to_string(static_cast<long long>(f.capacity_bytes / 1e9)) + " GB";
+     }},
+    {RejectReason::kNvmeCapacity,
+     [](const HostMemoryFacts& f) {
+       return f.offload && f.nvme_need_bytes > 0 && f.nvme_need_bytes > f.nvme_capacity_bytes;
+     },
+     [](const HostMemoryFacts& f) {
+       return "states on NVMe need " +
+              std::to_string(static_cast<long long>(f.nvme_need_bytes / 1e9)) +
+              " GB per node, the node has " +
+              std::to_string(static_cast<long long>(f.nvme_capacity_bytes / 1e9)) +
+              " GB of NVMe (nvme_TB_per_node)";
      }},
 }};
 

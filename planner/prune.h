@@ -39,6 +39,7 @@ enum class RejectReason : std::uint8_t {
   kMemory,
   kFullRecomputeNotNeeded,
   kHostMemory,
+  kNvmeCapacity,
   // A candidate whose simulated peak exceeds the usable memory (plan_training's refinement).
   kMemorySimulated,
 };
@@ -151,6 +152,9 @@ struct HostMemoryFacts {
   double need_bytes = 0;      // per node
   double usable_bytes = 0;    // per node, after headroom
   double capacity_bytes = 0;  // per node
+  double nvme_need_bytes = 0;      // states on NVMe per node (offload_device nvme)
+  double nvme_capacity_bytes = 0;  // per node (ClusterSpec::nvme_bytes_per_node)
+  bool params = false;             // parameters and gradients offloaded too (optimizer+params)
 };
 std::span<const PruneRule<HostMemoryFacts>> host_memory_rules();
 

@@ -186,7 +186,21 @@ void memory_cause(std::ostringstream& os, const ReportContext& ctx) {
      << fmt("%.1f", b.buffers_bytes / kGB) << " GB.\n";
 }
 
+// ZeRO-Infinity's tiers (Rajbhandari et al. 2021): each tier's best plan with what its
+// offload costs per step, then the recommendation (the fastest tier).
+void infinity_tiers(std::ostringstream& os, const PlanResult& r, const ReportContext& ctx);
+
 }  // namespace
+
+// The ZeRO-Infinity tier search whose best plan is fastest, if any found one.
+static const PlanSearch* best_infinity_search(const PlanResult& r) {
+  const PlanSearch* best = nullptr;
+  for (const PlanSearch& s : r.infinity_searches)
+    if (!s.ranked.empty() &&
+        (!best || s.ranked.front().estimate.step_time_s < best->ranked.front().estimate.step_time_s))
+      best = &s;
+  return best;
+}
 
 std::vector<std::string> plan_warnings(const PlanResult& r) {
   std::vector<std::string> out;
@@ -210,6 +224,7 @@ const Candidate* recommended(const PlanResult& r) {
   if (!r.search.ranked.empty()) return &r.search.ranked.front();
   if (r.offload_search && !r.offload_search->ranked.empty())
     return &r.offload_search->ranked.front();
+  if (const PlanSearch* s = best_infinity_search(r)) return &s->ranked.front();
   return nullptr;
 }
 
@@ -408,6 +423,7 @@ std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
   } else {
     os << "\nNo plan fits even with optimizer states offloaded to host memory.\n";
     if (r.offload_search) rejections(os, *r.offload_search);
+    infinity_tiers(os, r, ctx);
   }
   return os.str();
 }
@@ -496,10 +512,18 @@ Json plan_report_to_json(const PlanResult& r, const ReportContext& ctx) {
     j["min_gpus_without_offload"] =
         r.min_gpus_without_offload ? Json(*r.min_gpus_without_offload) : Json(nullptr);
     if (r.offload_search) j["offload_search"] = search_json(*r.offload_search);
+    if (!r.infinity_searches.empty()) {
+      Json tiers = Json::array();
+      for (const PlanSearch& s : r.infinity_searches) tiers.push_back(search_json(s));
+      j["infinity_searches"] = std::move(tiers);
+    }
   }
   if (const Candidate* w = recommended(r)) {
     Json rec = estimate_json(*w);
-    const PlanSearch& s = r.fits() ? r.search : *r.offload_search;
+    const PlanSearch* infinity = best_infinity_search(r);
+    const PlanSearch& s = r.fits()                                        ? r.search
+                          : r.offload_search && !r.offload_search->ranked.empty() ? *r.offload_search
+                                                                                 : *infinity;
     if (s.ranked.size() > 1) rec["why"] = explain_choice(*w, s.ranked[1]);
     if (ctx.run_tokens) {
       const double tokens_per_step = static_cast<double>(w->plan.global_batch_size) *
@@ -534,4 +558,40 @@ Json plan_report_to_json(const PlanResult& r, const ReportContext& ctx) {
   return j;
 }
 
+}  // namespace trainplan
+
+namespace trainplan {
+namespace {
+void infinity_tiers(std::ostringstream& os, const PlanResult& r, const ReportContext& ctx) {
+  const ClusterSpec& c = *ctx.cluster;
+  for (const PlanSearch& s : r.infinity_searches) {
+    if (s.ranked.empty()) continue;
+    const Candidate& w = s.ranked.front();
+    const Estimate& e = w.estimate;
+    const bool nvme = w.plan.offload_device == OffloadDevice::kNvme;
+    os << "\nWith parameters, gradients and optimizer states offloaded ("
+       << (nvme ? "ZeRO-Infinity, NVMe tier" : "ZeRO-3 offload, host memory")
+       << ", Rajbhandari et al. 2021):\n";
+    table(os, ranked_rows(s), c);
+    os << "  Best: " << describe(w.plan) << ": " << fmt("%.3f", e.step_time_s) << " s per step, "
+       << fmt("%.1f", e.peak_memory_bytes / kGB) << " GB peak per GPU, "
+       << fmt("%.0f", e.host_memory_per_node_bytes / kGB) << " GB per node in host memory";
+    if (nvme) os << ", " << fmt("%.0f", e.nvme_per_node_bytes / kGB) << " GB per node on NVMe";
+    os << ".\n  The offload costs " << fmt("%.3f", e.offload_s) << " s per step ("
+       << fmt("%.0f", e.offload_s / e.step_time_s * 100) << "% of the step): "
+       << fmt("%.1f", e.pcie_bytes_per_step / kGB) << " GB over PCIe per GPU";
+    if (nvme) os << ", " << fmt("%.1f", e.nvme_bytes_per_step / kGB) << " GB to and from NVMe";
+    os << " per step.\n";
+  }
+  const PlanSearch* best = best_infinity_search(r);
+  if (!best) {
+    os << "\nNo plan fits with parameters and gradients offloaded either (host memory or "
+          "NVMe).\n";
+    for (const PlanSearch& s : r.infinity_searches) rejections(os, s);
+    return;
+  }
+  os << "\nRecommendation: " << describe(best->ranked.front().plan) << "\n";
+  run_estimate(os, best->ranked.front(), ctx);
+}
+}  // namespace
 }  // namespace trainplan

@@ -41,7 +41,9 @@ class Generator {
             ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}
             // With a fused attention kernel selective recompute stores and does what none does.
             : std::vector<Recompute>{Recompute::kNone, Recompute::kFull};
-    zero_stages_ = s_.offload ? std::vector<int>{1, 2, 3} : std::vector<int>{0, 1, 2, 3};
+    zero_stages_ = !s_.offload                                  ? std::vector<int>{0, 1, 2, 3}
+                   : s_.tier.offload == Offload::kOptimizerParams ? std::vector<int>{3}
+                                                                  : std::vector<int>{1, 2, 3};
   }
 
   void run() {
@@ -112,7 +114,8 @@ class Generator {
     base.attention = opt_.attention;
     base.grad_precision = opt_.grad_precision;
     base.fp8 = opt_.fp8;
-    base.offload = s_.offload ? Offload::kOptimizer : Offload::kNone;
+    base.offload = s_.offload ? s_.tier.offload : Offload::kNone;
+    base.offload_device = s_.offload ? s_.tier.device : OffloadDevice::kCpu;
     return base;
   }
 
@@ -125,14 +128,15 @@ class Generator {
     return out;
   }
 
-  // One pipeline stage: 1F1B; one micro-batch: naive; else GPipe, 1F1B and interleaved with
-  // 2..max_virtual_stages chunks per device (each chunk needs a layer).
+  // One pipeline stage: 1F1B; one micro-batch: naive; else GPipe, 1F1B, zb-h1 and interleaved
+  // with 2..max_virtual_stages chunks per device (each chunk needs a layer).
   std::vector<ScheduleChoice> schedule_choices(std::int64_t tp, std::int64_t pp,
                                                std::int64_t micro_batches,
                                                std::int64_t per_layout) {
     if (pp == 1) return {{Schedule::k1F1B, 1}};
     if (micro_batches == 1) return {{Schedule::kNaive, 1}};
     std::vector<ScheduleChoice> out = {{Schedule::kGpipe, 1}, {Schedule::k1F1B, 1}};
+    if (opt_.zero_bubble) out.push_back({Schedule::kZbH1, 1});
     for (std::int64_t v = 2; v <= opt_.max_virtual_stages; ++v) {
       if (m_.num_layers < pp * v) continue;
       const InterleavedFacts facts{pp, micro_batches};

@@ -25,6 +25,8 @@ struct SearchSpace {
   std::int64_t gpus = 0;
   std::int64_t global_batch_size = 0;  // sequences per step (already defaulted)
   bool offload = false;                // optimizer states on the host (ZeRO stages 1-3 only)
+  // With offload: also the parameters and gradients (ZeRO-3 only), and where the states live.
+  OffloadTier tier{Offload::kOptimizer, OffloadDevice::kCpu};
 };
 
 // Receives what the generator enumerates, in order.

@@ -99,7 +99,8 @@ class Builder {
   Builder(const ModelSpec& m, const ClusterSpec& c, const Plan& p, const SimOptions& o,
           const DeviceRates& r, const RankLayout& l, const Topology& t, Program& prog)
       : model_(m), cluster_(c), plan_(p), opt_(o), rates_(r), layout_(l), topo_(t), prog_(prog),
-        eng_(prog.engine), M_(p.num_micro_batches()), layers_(chunk_layers(p, m)),
+        eng_(prog.engine), M_(p.num_micro_batches()), split_(splits_backward(p)),
+        layers_(chunk_layers(p, m)),
         step_tasks_(static_cast<std::size_t>(p.pp)) {
     first_layer_.assign(layers_.size(), 0);
     for (std::size_t c2 = 1; c2 < layers_.size(); ++c2)
@@ -110,6 +111,9 @@ class Builder {
       LayerWork& w = work_[static_cast<std::size_t>(kind)];
       w.fwd = timed(mbt.of(kind).forward);
       w.bwd = timed(mbt.of(kind).backward);
+      w.bwd_input = timed(backward_input_tasks(mbt.of(kind).backward));
+      w.bwd_weight = timed(backward_weight_tasks(mbt.of(kind).backward));
+      w.weight_operand_bytes = split_ ? layer_weight_gradient_operand_bytes(lm, p) : 0.0;
       w.rec = timed(mbt.of(kind).recompute);
       w.act_bytes = layer_activation_bytes(lm, p);
       w.kept_bytes = layer_kept_activation_bytes(lm, p);
@@ -118,6 +122,9 @@ class Builder {
         // One op per layer pass: forward 1 unit, backward 2, recompute 1.
         w.fwd = uniform(w.fwd, 1);
         w.bwd = uniform(w.bwd, 2);
+        // Split (zero-bubble schedules): B 1 unit, W 1 unit (Qi et al. 2023's T_B = T_W).
+        w.bwd_input = uniform(w.bwd_input, 1);
+        w.bwd_weight = uniform(w.bwd_weight, 1);
         if (!w.rec.tasks.empty()) w.rec = uniform(w.rec, 1);
       }
     }
@@ -125,12 +132,16 @@ class Builder {
     emb_b_ = timed(mbt.embedding_backward);
     head_f_ = timed(mbt.head_forward);
     head_b_ = timed(mbt.head_backward);
+    head_b_input_ = timed(backward_input_tasks(mbt.head_backward));
+    head_b_weight_ = timed(backward_weight_tasks(mbt.head_backward));
     if (o.uniform_compute) {
       // No embedding or head.
       emb_f_ = uniform(emb_f_, 0);
       emb_b_ = uniform(emb_b_, 0);
       head_f_ = uniform(head_f_, 0);
       head_b_ = uniform(head_b_, 0);
+      head_b_input_ = uniform(head_b_input_, 0);
+      head_b_weight_ = uniform(head_b_weight_, 0);
     }
     const double e = bytes_per_element(p.precision);
     // This rank's tokens of a micro-batch (seq_len / cp of each sequence).
@@ -184,6 +195,8 @@ class Builder {
     si.static_memory.optimizer_bytes = mem.optimizer_bytes;
     si.static_memory.host_optimizer_bytes = mem.host_optimizer_bytes;
     si.static_memory.host_activation_bytes = mem.host_activation_bytes;
+    si.static_memory.host_param_bytes = mem.host_param_bytes;
+    si.static_memory.nvme_bytes = mem.nvme_bytes;
     prog_.slots.push_back(std::move(si));
     slot_of_[static_cast<std::size_t>(ranks[i])] = static_cast<std::int32_t>(i);
   }
@@ -225,6 +238,7 @@ class Builder {
     std::map<std::int64_t, std::size_t> block_of_layer;
     std::vector<std::int64_t> backwards_done;  // per block
     std::int32_t prefetch_gate = -1;  // ZeRO-3: first compute op of the previous block
+    std::int32_t last_offload = -1;   // the latest gradient shard sent to the host
     std::vector<Task> deferred;       // collectives issued after the last backward
   };
 
@@ -277,7 +291,7 @@ class Builder {
   }
 
   std::int32_t compute(RankState& rs, TimeNs ns, OpMeta meta) {
-    meta.pipeline = meta.pass == 'F' || meta.pass == 'B' || meta.pass == 'R';
+    meta.pipeline = meta.pass == 'F' || meta.pass == 'B' || meta.pass == 'R' || meta.pass == 'W';
     const std::int32_t id = new_op(rs, StreamKind::kCompute, ns, meta);
     for (std::int32_t w : rs.wait) eng_.add_dep(w, id);
     rs.wait.clear();
@@ -482,7 +496,14 @@ class Builder {
   std::int32_t zero3_gather(RankState& rs, std::size_t bi, DpPoint point, OpMeta meta) {
     if (plan_.zero_stage != 3) return -1;
     const ParamBlock& b = rs.step->blocks[bi];
-    const std::int32_t g = dp_tasks(rs, bi, point, -1, rs.prefetch_gate, meta);
+    // Offloaded parameters come over PCIe before every gather, and before every use when the
+    // shard is the whole block (one rank per shard group: nothing to gather).
+    const bool gathers = dp_point_count(plan_, b, point) > 0;
+    const bool fetches = plan_.offload == Offload::kOptimizerParams &&
+                         (gathers || plan_.zero_shard_ranks() == 1);
+    if (!gathers && !fetches) return -1;
+    const std::int32_t gate = fetches ? fetch_param_shard(rs, b, meta) : rs.prefetch_gate;
+    const std::int32_t g = gathers ? dp_tasks(rs, bi, point, -1, gate, meta) : gate;
     if (g < 0) return -1;
     rs.wait.push_back(g);
     const double bytes =
@@ -491,6 +512,38 @@ class Builder {
     return g;
   }
   void block_begin(RankState& rs, std::int32_t first_compute) { rs.prefetch_gate = first_compute; }
+
+  // Offload optimizer+params (ZeRO-Infinity, Rajbhandari et al. 2021, sec. 6): the block's
+  // parameter shard comes from host memory over PCIe (from NVMe first, with offload_device
+  // nvme, at this GPU's share of the node's drives) before its all-gather, prefetched as the
+  // gather is: once the previous block has started. Returns what the gather waits for.
+  std::int32_t fetch_param_shard(RankState& rs, const ParamBlock& b, OpMeta meta) {
+    meta.pass = ' ';
+    const double bytes = shard_params(b) * bytes_per_element(plan_.precision);
+    std::int32_t after = rs.prefetch_gate;
+    if (plan_.offload_device == OffloadDevice::kNvme) after = nvme_io(rs, bytes, "nvme_read_params", after, meta);
+    const std::int32_t h2d = host_transfer(rs, bytes, false, "offload_params_h2d", after, meta);
+    return h2d;
+  }
+
+  // This rank's ZeRO shard of a block: dense parameters over the shard group, experts over
+  // their data-parallel ranks.
+  double shard_params(const ParamBlock& b) const {
+    return d(b.dense_params) / d(plan_.zero_shard_ranks()) +
+           d(b.expert_params) / d(expert_dp_cp(plan_));
+  }
+
+  // Time on the host stream for `bytes` to or from the node's NVMe drives, this GPU's share.
+  std::int32_t nvme_io(RankState& rs, double bytes, std::string_view name, std::int32_t after,
+                       OpMeta meta) {
+    const double bw = cluster_.nvme_bytes_per_s_per_node /
+                      d(std::max<std::int64_t>(1, cluster_.gpus_per_node));
+    meta.name = name;
+    const TimeNs ns = opt_.uniform_compute || bw <= 0 ? 0 : to_ns(bytes / bw);
+    const std::int32_t id = new_op(rs, StreamKind::kHost, ns, meta);
+    eng_.add_dep(after, id);
+    return id;
+  }
   void zero3_release(RankState& rs, const ParamBlock& b, std::int32_t gather) {
     if (gather < 0) return;
     const double bytes =
@@ -621,10 +674,11 @@ class Builder {
     meta.pass = 'B';
     if (c + 1 == layers_.size()) {
       const std::size_t head = rs.step->blocks.size() - 1;
-      grad_buffer(rs, rs.step->blocks[head],
-                  block_pass(rs, head, DpPoint::kBeforeBackward, head_b_, meta));
+      const std::int32_t pass =
+          block_pass(rs, head, DpPoint::kBeforeBackward, split_ ? head_b_input_ : head_b_, meta);
+      if (!split_) grad_buffer(rs, rs.step->blocks[head], pass);
       if (edges) mem(rs, rs.last_compute, true, MemKind::kActivations, -logits_bytes_);
-      after_backward(rs, head, meta);
+      if (!split_) after_backward(rs, head, meta);
     }
     fetched_.assign(static_cast<std::size_t>(layers_[c]), -1);
     fetch_checkpoint(rs, c, layers_[c] - 1, rs.last_compute, meta);
@@ -636,7 +690,7 @@ class Builder {
       if (edges) mem(rs, rs.last_compute, true, MemKind::kActivations, -embedding_out_bytes_);
       after_backward(rs, 0, meta);
     }
-    mem(rs, rs.last_compute, true, MemKind::kInFlight, -1.0);
+    if (!split_) mem(rs, rs.last_compute, true, MemKind::kInFlight, -1.0);
     if (c > 0) {
       OpMeta sm = meta;
       sm.pass = ' ';
@@ -666,14 +720,43 @@ class Builder {
       const std::int32_t r = block_pass(rs, bi, DpPoint::kBeforeRecompute, w.rec, rm);
       if (full) mem(rs, r, false, MemKind::kActivations, w.act_bytes);
     }
-    const std::int32_t pass = block_pass(rs, bi, DpPoint::kBeforeBackward, w.bwd, meta);
-    grad_buffer(rs, b, pass);
+    const std::int32_t pass =
+        block_pass(rs, bi, DpPoint::kBeforeBackward, split_ ? w.bwd_input : w.bwd, meta);
+    if (!split_) grad_buffer(rs, b, pass);
     const std::int32_t from = pass >= 0 ? pass : rs.last_compute;
     mem(rs, from, false, MemKind::kBuffers, w.workspace_bytes);
     mem(rs, rs.last_compute, true, MemKind::kBuffers, -w.workspace_bytes);
     const double stored = full ? layer_input_bytes_ + w.act_bytes : w.kept_bytes;
-    mem(rs, rs.last_compute, true, MemKind::kActivations, -stored);
-    after_backward(rs, bi, meta);
+    // Split: B frees what W does not read; W's operands stay until W (weight_pass).
+    mem(rs, rs.last_compute, true, MemKind::kActivations, -stored + w.weight_operand_bytes);
+    if (!split_) after_backward(rs, bi, meta);
+  }
+
+  // W of micro-batch mb in chunk v (zero-bubble schedules): the head's weight-gradient GEMM, then
+  // each layer's, last layer first; the gradient is complete there, so the block's gradient
+  // buffer and data-parallel collectives follow W, not B. Needs no parameter gather (dW = X^T
+  // dY reads no weight). The micro-batch leaves flight when its last W ends.
+  void weight_pass(RankState& rs, std::int64_t mb, std::int64_t v) {
+    const std::size_t c = chunk_index(v, rs.stage);
+    OpMeta meta;
+    meta.micro_batch = static_cast<std::int32_t>(mb);
+    meta.pass = 'W';
+    if (c + 1 == layers_.size()) {
+      const std::size_t head = rs.step->blocks.size() - 1;
+      grad_buffer(rs, rs.step->blocks[head], tasks(rs, head_b_weight_, meta));
+      after_backward(rs, head, meta);
+    }
+    for (std::int64_t i = layers_[c] - 1; i >= 0; --i) {
+      const std::int64_t layer = first_layer_[c] + i;
+      meta.layer = static_cast<std::int32_t>(layer);
+      const std::size_t bi = rs.block_of_layer.at(layer);
+      const LayerWork& w = work(layer);
+      grad_buffer(rs, rs.step->blocks[bi], tasks(rs, w.bwd_weight, meta));
+      mem(rs, rs.last_compute, true, MemKind::kActivations, -w.weight_operand_bytes);
+      after_backward(rs, bi, meta);
+    }
+    // The embedding's gradient is a scatter-add with no weight-gradient GEMM: B completes it.
+    mem(rs, rs.last_compute, true, MemKind::kInFlight, -1.0);
   }
 
   void after_backward(RankState& rs, std::size_t bi, OpMeta meta) {
@@ -683,6 +766,12 @@ class Builder {
     const std::int32_t reduced =
         dp_tasks(rs, bi, DpPoint::kAfterBackward, rs.last_compute, -1, meta);
     grad_buffer(rs, b, reduced, /*release=*/true);
+    if (plan_.offload == Offload::kOptimizerParams) {
+      // ZeRO-Infinity: the reduced gradient shard goes to the host, where it accumulates.
+      const double bytes = shard_params(b) * grad_bytes_per_element(plan_);
+      rs.last_offload = host_transfer(rs, bytes, true, "offload_grads_d2h",
+                                      reduced >= 0 ? reduced : rs.last_compute, meta);
+    }
     if (++rs.backwards_done[bi] == M_) {
       meta.micro_batch = -1;
       dp_tasks(rs, bi, DpPoint::kAfterLastBackward, rs.last_compute, -1, meta);
@@ -725,7 +814,7 @@ class Builder {
     meta.optimizer = true;
     issue_deferred(rs);
     std::int32_t done = -1;
-    if (plan_.offload == Offload::kOptimizer) {
+    if (plan_.offload != Offload::kNone) {
       done = offload_step(rs, meta);
     } else {
       const Task& step = rs.step->optimizer;
@@ -753,18 +842,26 @@ class Builder {
   }
 
   // ZeRO-Offload: gradients to the host, the CPU step (host DRAM bound, the node's bandwidth
-  // shared by its GPUs' optimizers), updated weights back. Returns the last transfer.
+  // shared by its GPUs' optimizers), updated weights back. optimizer+params: the gradients are
+  // already on the host (after_backward) and the weights stay there. offload_device nvme: the
+  // optimizer states are read from NVMe before the step and written back after it
+  // (ZeRO-Infinity, sec. 6). Returns the last op.
   std::int32_t offload_step(RankState& rs, const OpMeta& meta) {
     const OffloadTraffic off = offload_traffic_on_stage(model_, plan_, rs.stage);
+    const bool params = plan_.offload == Offload::kOptimizerParams;
+    const bool nvme = plan_.offload_device == OffloadDevice::kNvme;
     OpMeta tm = meta;
     tm.optimizer = false;
-    auto transfer = [&](double bytes, bool to_host, std::string_view name, std::int32_t after) {
-      return host_transfer(rs, bytes, to_host, name, after, tm);
-    };
-    const std::int32_t d2h = transfer(off.device_to_host_bytes, true, "offload_grads_d2h",
-                                      rs.last_dp >= 0 ? rs.last_dp : rs.last_compute);
-    eng_.add_dep(rs.last_compute, d2h);
-    eng_.add_dep(rs.last_other_sync, d2h);
+    std::int32_t ready = rs.last_offload;
+    if (!params) {
+      ready = host_transfer(rs, off.device_to_host_bytes, true, "offload_grads_d2h",
+                            rs.last_dp >= 0 ? rs.last_dp : rs.last_compute, tm);
+    }
+    eng_.add_dep(rs.last_compute, ready);
+    eng_.add_dep(rs.last_other_sync, ready);
+    eng_.add_dep(rs.last_dp, ready);
+    const double state_bytes = (off.nvme_read_bytes - off.nvme_param_read_bytes) / 2.0;
+    if (nvme) ready = nvme_io(rs, state_bytes, "nvme_read_states", ready, tm);
     const double host_bw = cluster_.host_memory_bytes_per_s_per_node /
                            d(std::max<std::int64_t>(1, cluster_.gpus_per_node));
     const TimeNs step_ns = opt_.uniform_compute || host_bw <= 0
@@ -772,9 +869,11 @@ class Builder {
                                : to_ns(off.host_memory_bytes / host_bw);
     OpMeta hm = meta;
     hm.name = "host_optimizer";
-    const std::int32_t host = new_op(rs, StreamKind::kHost, step_ns, hm);
-    eng_.add_dep(d2h, host);
-    return transfer(off.host_to_device_bytes, false, "offload_weights_h2d", host);
+    std::int32_t done = new_op(rs, StreamKind::kHost, step_ns, hm);
+    eng_.add_dep(ready, done);
+    if (nvme) done = nvme_io(rs, off.nvme_write_bytes, "nvme_write_states", done, tm);
+    if (params) return done;
+    return host_transfer(rs, off.host_to_device_bytes, false, "offload_weights_h2d", done, tm);
   }
 
   void build_rank(std::int32_t slot) {
@@ -794,6 +893,8 @@ class Builder {
         ++i;
       } else if (step.forward) {
         forward(rs, step.micro_batch, step.virtual_chunk);
+      } else if (step.part == BackwardPart::kWeight) {
+        weight_pass(rs, step.micro_batch, step.virtual_chunk);
       } else {
         backward(rs, step.micro_batch, step.virtual_chunk);
       }
@@ -879,6 +980,7 @@ class Builder {
   Program& prog_;
   Engine& eng_;
   const std::int64_t M_;
+  const bool split_;  // the schedule runs B and W as separate steps (splits_backward)
   const std::vector<std::int64_t> layers_;
   std::vector<std::int64_t> first_layer_;
   // The ops of a merged backward/forward pair (merged_pair), with their place in it.
@@ -894,6 +996,8 @@ class Builder {
   // What one layer of a kind does and keeps, per micro-batch.
   struct LayerWork {
     TimedTasks fwd, bwd, rec;
+    TimedTasks bwd_input, bwd_weight;  // bwd split into B and W (zero-bubble schedules)
+    double weight_operand_bytes = 0;   // held from B to W (layer_weight_gradient_operand_bytes)
     double act_bytes = 0;        // stored activations (rebuilt ones, under full recompute)
     double kept_bytes = 0;       // stored by a layer that full recompute leaves out
     double workspace_bytes = 0;  // activation gradients during its backward
@@ -902,7 +1006,7 @@ class Builder {
     return work_[static_cast<std::size_t>(layer_kind(model_, layer))];
   }
   std::array<LayerWork, kLayerKindCount> work_;
-  TimedTasks emb_f_, emb_b_, head_f_, head_b_;
+  TimedTasks emb_f_, emb_b_, head_f_, head_b_, head_b_input_, head_b_weight_;
   double layer_input_bytes_ = 0, embedding_out_bytes_ = 0, logits_bytes_ = 0;
   std::int64_t pp_message_bytes_ = 0;
   std::vector<std::optional<StepTasks>> step_tasks_;  // by stage (step_tasks_of)

@@ -30,8 +30,11 @@ Status check_inputs(const ModelSpec& model, const ClusterSpec& cluster, const Pl
     const bool multi_node = cluster.num_nodes > 1;
     if (cluster.intra_node_bytes_per_s <= 0 || (multi_node && cluster.inter_node_bytes_per_s <= 0))
       return Status::Error("cluster '" + cluster.name + "' has no link bandwidth");
-    if (plan.offload == Offload::kOptimizer && cluster.pcie_bytes_per_s <= 0)
+    if (plan.offload != Offload::kNone && cluster.pcie_bytes_per_s <= 0)
       return Status::Error("offload needs the cluster's PCIe bandwidth (pcie_GBps)");
+    if (plan.offload_device == OffloadDevice::kNvme && cluster.nvme_bytes_per_s_per_node <= 0)
+      return Status::Error("offload_device nvme needs the cluster's NVMe bandwidth "
+                           "(nvme_GBps_per_node), cluster '" + cluster.name + "' has none");
   }
   // The topology graph holds six links per GPU; beyond this it would need gigabytes.
   constexpr std::int64_t kMaxSimulatedGpus = std::int64_t{1} << 18;

@@ -144,10 +144,13 @@ void print_summary(const Plan& plan, const SimResult& res, const std::string& er
             << " GB, optimizer " << fmt("%.2f", m0.optimizer_bytes / kGB)
             << " GB, activations " << fmt("%.2f", m0.activations_bytes / kGB)
             << " GB, buffers " << fmt("%.2f", m0.buffers_bytes / kGB) << " GB";
-  const double host = m0.host_optimizer_bytes + m0.host_activation_bytes;
+  const double host = m0.host_optimizer_bytes + m0.host_activation_bytes + m0.host_param_bytes;
   if (host > 0)
     std::cout << "; in host memory: optimizer " << fmt("%.2f", m0.host_optimizer_bytes / kGB)
               << " GB, checkpoints " << fmt("%.2f", m0.host_activation_bytes / kGB) << " GB";
+  if (m0.host_param_bytes > 0)
+    std::cout << ", parameters and gradients " << fmt("%.2f", m0.host_param_bytes / kGB) << " GB";
+  if (m0.nvme_bytes > 0) std::cout << "; on NVMe " << fmt("%.2f", m0.nvme_bytes / kGB) << " GB";
   std::cout << "\n";
 }
 

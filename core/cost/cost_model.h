@@ -141,6 +141,17 @@ struct Task {
 std::vector<Task> layer_forward_tasks(const ModelSpec& model, const Plan& plan);
 // Backward tasks of one layer (reverse order; each GEMM gives a data- and a weight-gradient).
 std::vector<Task> layer_backward_tasks(const ModelSpec& model, const Plan& plan);
+// The zero-bubble split of a backward task list (Qi et al. 2023, arXiv:2401.10241, sec. 2,
+// fig. 1): W is the weight-gradient GEMMs (dW = X^T dY), which nothing in the pipeline waits
+// for; B is everything else, the input gradient the previous stage waits for. Order is kept.
+bool is_weight_gradient_task(const Task& task);
+std::vector<Task> backward_input_tasks(const std::vector<Task>& backward);
+std::vector<Task> backward_weight_tasks(const std::vector<Task>& backward);
+// What a layer's W pass reads, held from its B pass until it runs, for one micro-batch on one
+// TP rank: the operands of its weight-gradient GEMMs, X and dY (Qi et al. 2023, sec. 2: "W ...
+// requires the input and the gradient of the output"), the rest of the layer's stored
+// activations being freed by B.
+double layer_weight_gradient_operand_bytes(const ModelSpec& model, const Plan& plan);
 // Forward work redone before a layer's backward pass under recompute (empty for none); under
 // full recompute, for the layers that recomputes_layer names.
 std::vector<Task> layer_recompute_tasks(const ModelSpec& model, const Plan& plan);
@@ -237,6 +248,12 @@ struct MemoryBreakdown {
                                  // layer's backward workspace
   double host_optimizer_bytes = 0;  // offloaded optimizer states on the host (not device)
   double host_activation_bytes = 0;  // offloaded checkpoints on the host (not device)
+  // Offload optimizer+params: the rank's 16-bit parameter and gradient shards in host memory
+  // (offload_device cpu), and whatever is on NVMe (offload_device nvme: the optimizer states
+  // and, with optimizer+params, the parameter shard; gradients stay in host memory, as
+  // ZeRO-Infinity keeps them, sec. 5.1).
+  double host_param_bytes = 0;
+  double nvme_bytes = 0;
   // Memory the process holds before the model: runtime, libraries, communication buffers.
   // Measured by `calibrate` (HardwareProfile::baseline_memory_bytes); 0 without a profile.
   double runtime_bytes = 0;
@@ -280,6 +297,10 @@ double layer_backward_workspace_bytes(const ModelSpec& model, const Plan& plan);
 // one micro-batch through the stage's layers (GPipe: M; 1F1B: min(pp - stage, M); interleaved:
 // Megatron-LM's warm-up count / virtual_stages).
 double in_flight_micro_batches(const Plan& plan, std::int64_t stage);
+// Micro-batches whose B has run but whose W has not, at stage `stage`'s activation peak, each
+// holding layer_weight_gradient_operand_bytes per layer (zb-h1: `stage` of them, the W passes
+// it holds back; 0 for schedules that do not split the backward).
+double weight_pending_micro_batches(const Plan& plan, std::int64_t stage);
 MemoryBreakdown memory_on_stage(const ModelSpec& model, const Plan& plan, std::int64_t stage);
 
 // ---------------------------------------------------------------------------------------------
@@ -310,11 +331,23 @@ Task optimizer_task(const ModelSpec& model, const Plan& plan, std::int64_t stage
 
 // ZeRO-Offload traffic per step for one rank (Ren et al. 2021, sec. 4): gradients to the host,
 // updated weights back, and the host optimizer's memory traffic.
+// One rank's offload traffic per step (Plan::offload): over PCIe each way, the CPU optimizer
+// step's host DRAM traffic, and NVMe reads and writes (offload_device nvme).
 struct OffloadTraffic {
   double device_to_host_bytes = 0;
   double host_to_device_bytes = 0;
   double host_memory_bytes = 0;  // host DRAM traffic of the CPU optimizer step
+  double nvme_read_bytes = 0;
+  double nvme_write_bytes = 0;
+  // Of host_to_device_bytes, the parameter shards streamed in before each block's gathers
+  // (optimizer+params), which prefetching overlaps with compute; and of nvme_read_bytes, the
+  // part read for them.
+  double param_stream_bytes = 0;
+  double nvme_param_read_bytes = 0;
 };
+// Parameter fetches per micro-batch with ZeRO-3: each block's forward and backward, and its
+// recompute under full recompute (the gathers the simulator issues).
+double zero3_fetches_per_micro_batch(const Plan& plan);
 OffloadTraffic offload_traffic_on_stage(const ModelSpec& model, const Plan& plan,
                                         std::int64_t stage);
 

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "core/cost/internal.h"
+#include "core/schedule.h"
 
 namespace trainplan {
 
@@ -123,7 +124,8 @@ double in_flight_micro_batches(const Plan& p, std::int64_t stage) {
   switch (p.schedule) {
     case Schedule::kNaive: return 1.0;
     case Schedule::kGpipe: return M;
-    case Schedule::k1F1B: return std::min(d(p.pp - stage), M);
+    case Schedule::k1F1B:
+    case Schedule::kZbH1: return std::min(d(p.pp - stage), M);
     case Schedule::kInterleaved: {
       // Megatron-LM: warm-up micro-batches = (pp - stage - 1) * 2 + (v - 1) * pp, plus the one
       // in steady state, counted in model chunks of 1/v of the stage's layers.
@@ -134,6 +136,31 @@ double in_flight_micro_batches(const Plan& p, std::int64_t stage) {
     }
   }
   return 1.0;
+}
+
+// Moves the offloaded states off the device (Plan::offload, Plan::offload_device).
+static void place_offloaded_states(const Plan& p, double optimizer_bytes, MemoryBreakdown& mem) {
+  if (p.offload == Offload::kNone) {
+    mem.optimizer_bytes = optimizer_bytes;
+    return;
+  }
+  const bool nvme = p.offload_device == OffloadDevice::kNvme;
+  (nvme ? mem.nvme_bytes : mem.host_optimizer_bytes) += optimizer_bytes;
+  if (p.offload != Offload::kOptimizerParams) return;
+  // ZeRO-Infinity (sec. 5.1): parameters on NVMe or in host memory, gradients in host memory;
+  // the device keeps only the gathered blocks (buffers_bytes).
+  (nvme ? mem.nvme_bytes : mem.host_param_bytes) += mem.weights_bytes;
+  mem.host_param_bytes += mem.gradients_bytes;
+  mem.weights_bytes = 0;
+  mem.gradients_bytes = 0;
+}
+
+double weight_pending_micro_batches(const Plan& p, std::int64_t stage) {
+  if (p.schedule != Schedule::kZbH1) return 0.0;
+  // core/schedule.cc schedule_zb_h1: stage s runs W of micro-batch j after B of j + s, so at
+  // its peak it holds pp - s micro-batches before B and s after B, before W.
+  const std::int64_t M = p.num_micro_batches();
+  return d(std::min(stage, std::max<std::int64_t>(0, M - std::min(p.pp - stage, M))));
 }
 
 MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage) {
@@ -153,11 +180,7 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   mem.weights_bytes = sb.weights * shard(dense, expert, p.zero_stage >= 3);
   mem.gradients_bytes = sb.gradients * shard(dense, expert, p.zero_stage >= 2);
   const double opt = sb.optimizer * shard(dense, expert, p.zero_stage >= 1);
-  if (p.offload == Offload::kOptimizer) {
-    mem.host_optimizer_bytes = opt;
-  } else {
-    mem.optimizer_bytes = opt;
-  }
+  place_offloaded_states(p, opt, mem);
   // Activations: stored bytes per layer and micro-batch, times the layers of this stage, times
   // the micro-batches in flight at the peak.
   const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
@@ -168,7 +191,7 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   // layer keeps all it stores without full recompute.
   const double input = checkpoint_input_bytes(m, p);
   std::array<double, kLayerKindCount> rebuilt_bytes{}, kept_bytes{};
-  double stored = 0, checkpoints = 0, workspace = 0;
+  double stored = 0, checkpoints = 0, workspace = 0, weight_operands = 0;
   for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
     if (kinds.of(kind) == 0) continue;
     const auto k = static_cast<std::size_t>(kind);
@@ -176,6 +199,8 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
       rebuilt_bytes[k] = layer_activation_bytes(lm, p);
       kept_bytes[k] = layer_kept_activation_bytes(lm, p);
       workspace = std::max(workspace, layer_backward_workspace_bytes(lm, p));
+      if (sim::splits_backward(p))
+        weight_operands += d(kinds.of(kind)) * layer_weight_gradient_operand_bytes(lm, p);
     });
     const std::int64_t r = recomputed.of(kind);
     stored += d(kinds.of(kind) - r) * kept_bytes[k];
@@ -207,7 +232,8 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
     checkpoints = 0;
     if (recomputed.dense + recomputed.moe > 0) rebuilt += 2.0 * input;
   }
-  mem.activations_bytes = (stored + checkpoints) * in_flight + rebuilt;
+  mem.activations_bytes = (stored + checkpoints) * in_flight + rebuilt +
+                          weight_operands * weight_pending_micro_batches(p, stage);
   if (stage == p.pp - 1) {
     // fp32 logits for the cross-entropy: 4*s*b*V/t (Korthikanti et al. 2022, sec. 4.3).
     mem.activations_bytes += 4.0 * d(x.tokens) * d(padded_vocab(m, p.tp)) / d(p.tp);
@@ -233,15 +259,44 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   return mem;
 }
 
+double zero3_fetches_per_micro_batch(const Plan& p) {
+  return p.recompute == Recompute::kFull ? 3.0 : 2.0;
+}
+
 OffloadTraffic offload_traffic_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage) {
   OffloadTraffic t;
-  if (p.offload != Offload::kOptimizer) return t;
+  if (p.offload == Offload::kNone) return t;
   const double params = optimizer_params_on_rank(m, p, stage);
+  const double e = bytes_per_element(p.precision);
   // ZeRO-Offload (Ren et al. 2021, sec. 4.1): the reduced gradient shard goes to the host, the
   // CPU runs the optimizer over it, and the updated low-precision weights come back.
   t.device_to_host_bytes = params * grad_bytes_per_element(p);
-  t.host_to_device_bytes = params * bytes_per_element(p.precision);
+  t.host_to_device_bytes = params * e;
   t.host_memory_bytes = params * optimizer_step_bytes_per_param(p);
+  const bool nvme = p.offload_device == OffloadDevice::kNvme;
+  if (nvme) {
+    // ZeRO-Infinity (sec. 5.1, 6.2): the optimizer states are read from NVMe for the CPU step
+    // and written back after it.
+    const double states = params * state_bytes_per_param(p).optimizer;
+    t.nvme_read_bytes += states;
+    t.nvme_write_bytes += states;
+  }
+  if (p.offload == Offload::kOptimizerParams) {
+    // The weights stay off the device: nothing comes back after the step, but every ZeRO-3
+    // gather of a block starts from the rank's shard, streamed in over PCIe each time (per
+    // micro-batch, forward, backward and recompute), and each micro-batch's reduced gradient
+    // shard goes to the host to be accumulated there (Rajbhandari et al. 2021, sec. 5.1).
+    const double M = d(p.num_micro_batches());
+    t.param_stream_bytes = params * e * zero3_fetches_per_micro_batch(p) * M;
+    t.host_to_device_bytes = t.param_stream_bytes;
+    t.device_to_host_bytes = params * grad_bytes_per_element(p) * M;
+    if (nvme) {
+      // Each fetch reads the shard from NVMe; the step writes the updated shard back.
+      t.nvme_param_read_bytes = t.param_stream_bytes;
+      t.nvme_read_bytes += t.param_stream_bytes;
+      t.nvme_write_bytes += params * e;
+    }
+  }
   return t;
 }
 

@@ -515,6 +515,35 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
   return without_trivial_comm(out);
 }
 
+bool is_weight_gradient_task(const Task& t) {
+  constexpr std::string_view kSuffix = "_wgrad";
+  return t.kind == TaskKind::kGemm && t.name.size() >= kSuffix.size() &&
+         t.name.substr(t.name.size() - kSuffix.size()) == kSuffix;
+}
+
+std::vector<Task> backward_input_tasks(const std::vector<Task>& backward) {
+  std::vector<Task> out;
+  for (const Task& t : backward)
+    if (!is_weight_gradient_task(t)) out.push_back(t);
+  return out;
+}
+
+std::vector<Task> backward_weight_tasks(const std::vector<Task>& backward) {
+  std::vector<Task> out;
+  for (const Task& t : backward)
+    if (is_weight_gradient_task(t)) out.push_back(t);
+  return out;
+}
+
+double layer_weight_gradient_operand_bytes(const ModelSpec& m, const Plan& p) {
+  // A weight-gradient GEMM batch x (m x k) * (k x n): X^T is m x k, dY is k x n.
+  double bytes = 0;
+  const double e = bytes_per_element(p.precision);
+  for (const Task& t : backward_weight_tasks(layer_backward_tasks(m, p)))
+    bytes += d(t.batch) * (d(t.m) * d(t.k) + d(t.k) * d(t.n)) * e;
+  return bytes;
+}
+
 std::vector<Task> layer_recompute_tasks(const ModelSpec& m, const Plan& p) {
   switch (p.recompute) {
     case Recompute::kNone: return {};

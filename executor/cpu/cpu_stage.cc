@@ -43,6 +43,12 @@ class CpuStage final : public Stage, private BlockAccess {
   void backward(std::int64_t chunk, std::int64_t mb) override {
     net_->backward(chunk, mb, &received_, &produced_);
   }
+  void backward_input(std::int64_t chunk, std::int64_t mb) override {
+    net_->backward_input(chunk, mb, &received_, &produced_);
+  }
+  void backward_weight(std::int64_t chunk, std::int64_t mb) override {
+    net_->backward_weight(chunk, mb);
+  }
   const float* send_buffer() override { return produced_.data(); }
   void drop_messages() override {
     received_ = Mat();

@@ -150,9 +150,6 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dou
   const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp,
                      fr = model_.ffn_hidden_size / plan_.tp;
   const std::int64_t heads = model_.num_attention_heads / plan_.tp;
-  auto grad = [&](std::size_t t, std::int64_t rows, std::int64_t cols) {
-    return MatMap(P.g[t], rows, cols);
-  };
   TraceSpan span(trace_);
   // MLP. g's backward: with SP, gather the output gradient of the row-parallel fc2 (it also
   // gives b2's gradient over every token, identical on all TP ranks).
@@ -166,8 +163,7 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dou
   span.begin("fc2_dgrad");
   dg.noalias() = *dm * ConstMatMap(P.p[kW2], fr, h).transpose();
   span.begin("fc2_wgrad");
-  MatMap dw2 = grad(kW2, fr, h);
-  linear_backward(c.g, ConstMatMap(P.p[kW2], fr, h), *dm, nullptr, dw2, P.g[kB2]);
+  weight_grad(block, kW2, fr, h, c.g, *dm, P.g[kB2], "fc2_wgrad");
   span.begin("gelu_bwd");
   gelu_backward(c.a, dg, da);
   // Each activation gradient is freed once used, as autograd does; the cost model's
@@ -183,8 +179,7 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dou
     y2 = &gathered;
   }
   span.begin("fc1_wgrad");
-  MatMap dw1 = grad(kW1, h, fr);
-  linear_backward(*y2, ConstMatMap(P.p[kW1], h, fr), da, nullptr, dw1, P.g[kB1]);
+  weight_grad(block, kW1, h, fr, *y2, da, P.g[kB1], "fc1_wgrad");
   span.end();
   da.resize(0, 0);
   Mat dyl;
@@ -214,8 +209,7 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dou
   span.begin("out_proj_dgrad");
   dattn.noalias() = *dop * ConstMatMap(P.p[kWo], qr, h).transpose();
   span.begin("out_proj_wgrad");
-  MatMap dwo = grad(kWo, qr, h);
-  linear_backward(c.attn, ConstMatMap(P.p[kWo], qr, h), *dop, nullptr, dwo, P.g[kBo]);
+  weight_grad(block, kWo, qr, h, c.attn, *dop, P.g[kBo], "out_proj_wgrad");
   if (c.probs.size() == 0) {
     // Selective recompute: rebuild the softmax (Korthikanti et al. 2022, sec. 5).
     TraceScope recompute(trace_, {.pass = 'R'});
@@ -241,10 +235,9 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dou
     y1 = &gathered;
   }
   span.begin("qkv_wgrad");
-  MatMap dwq = grad(kWq, h, qr), dwk = grad(kWk, h, qr), dwv = grad(kWv, h, qr);
-  linear_backward(*y1, ConstMatMap(P.p[kWq], h, qr), dq, nullptr, dwq, P.g[kBq]);
-  linear_backward(*y1, ConstMatMap(P.p[kWk], h, qr), dk, nullptr, dwk, P.g[kBk]);
-  linear_backward(*y1, ConstMatMap(P.p[kWv], h, qr), dv, nullptr, dwv, P.g[kBv]);
+  weight_grad(block, kWq, h, qr, *y1, dq, P.g[kBq], "qkv_wgrad");
+  weight_grad(block, kWk, h, qr, *y1, dk, P.g[kBk], "qkv_wgrad");
+  weight_grad(block, kWv, h, qr, *y1, dv, P.g[kBv], "qkv_wgrad");
   span.end();
   if (x_.sp) {
     reduce_scatter_tokens(dy, dyl, "tp_reduce_scatter_attn_grad");
@@ -396,7 +389,13 @@ void StageModel::head_backward(MicroBatch& s, Mat& dx) {
   span.begin("lm_head_dgrad");
   dy.noalias() = dlogits * ConstMatMap(head_weights(), vr, h);
   span.begin("lm_head_wgrad");
-  MatMap(head_grads(), vr, h).noalias() += dlogits.transpose() * s.lnf;
+  if (deferring_ == nullptr) {
+    MatMap(head_grads(), vr, h).noalias() += dlogits.transpose() * s.lnf;
+  } else {
+    deferring_->grads.emplace_back("lm_head_wgrad", [this, vr, h, dl = Mat(dlogits), x = s.lnf] {
+      MatMap(head_grads(), vr, h).noalias() += dl.transpose() * x;
+    });
+  }
   span.end();
   Mat dyl;
   if (x_.sp) {
@@ -456,6 +455,22 @@ double StageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int32
   return loss;
 }
 
+namespace {
+// The data-parallel events of a B pass: parameters are acquired and released as they come, the
+// blocks' backward_done (ZeRO-2/3 reduce-scatter) kept for the micro-batch's W pass.
+class DeferredDone final : public DpEvents {
+ public:
+  DeferredDone(DpEvents& inner, std::vector<std::size_t>& done) : inner_(inner), done_(done) {}
+  void acquire(std::size_t b, DpPoint point) override { inner_.acquire(b, point); }
+  void release(std::size_t b) override { inner_.release(b); }
+  void backward_done(std::size_t b) override { done_.push_back(b); }
+
+ private:
+  DpEvents& inner_;
+  std::vector<std::size_t>& done_;
+};
+}  // namespace
+
 void StageModel::backward(std::int64_t chunk, std::int64_t mb, const Mat* grad_output,
                           Mat* grad_input) {
   auto it = in_flight_.find({chunk, mb});
@@ -494,8 +509,57 @@ void StageModel::backward(std::int64_t chunk, std::int64_t mb, const Mat* grad_o
     void embedding_backward(Mat& d) { m.embedding_backward(s.tokens.data(), d); }
     void send(Mat& d) { grad_input->swap(d); }
   } steps{*this, *it->second, grad_output, grad_input};
-  backward_chunk<Mat>(geo_, chunk, pass_context(), steps);
+  if (deferring_ == nullptr) {
+    backward_chunk<Mat>(geo_, chunk, pass_context(), steps);
+  } else {
+    // B pass: the blocks' backward_done calls wait for W (backward_weight).
+    DeferredDone events(access_, deferring_->done);
+    backward_chunk<Mat>(geo_, chunk, {plan_, model_.tie_word_embeddings, events, trace_}, steps);
+  }
   in_flight_.erase(it);
+}
+
+void StageModel::weight_grad(std::size_t block, std::size_t tensor, std::int64_t rows,
+                             std::int64_t cols, const Mat& x, const Mat& dy, float* db,
+                             std::string_view task) {
+  const std::size_t offset = layouts_[block].tensors[tensor].offset;
+  if (deferring_ == nullptr) {
+    MatMap dw(access_.grads(block) + offset, rows, cols);
+    linear_backward(x, ConstMatMap(access_.params(block) + offset, rows, cols), dy, nullptr, dw,
+                    db);
+    return;
+  }
+  if (db != nullptr) RowMap(db, dy.cols()) += dy.colwise().sum();
+  // The gradient buffer is looked up when W runs: under ZeRO-2/3 another micro-batch's W may
+  // have reduce-scattered and freed the one B wrote its bias gradients into.
+  deferring_->grads.emplace_back(task, [this, block, offset, rows, cols, xs = Mat(x), dys = Mat(dy)] {
+    MatMap(access_.grads(block) + offset, rows, cols).noalias() += xs.transpose() * dys;
+  });
+}
+
+void StageModel::backward_input(std::int64_t chunk, std::int64_t mb, const Mat* grad_output,
+                                Mat* grad_input) {
+  WeightPass& w = weight_passes_[{chunk, mb}];
+  deferring_ = &w;
+  backward(chunk, mb, grad_output, grad_input);
+  deferring_ = nullptr;
+}
+
+void StageModel::backward_weight(std::int64_t chunk, std::int64_t mb) {
+  auto it = weight_passes_.find({chunk, mb});
+  TRAINPLAN_CHECK(it != weight_passes_.end())
+      << "weight pass of micro-batch " << mb << " chunk " << chunk << " without its B pass";
+  {
+    TraceScope weight(trace_, {.pass = 'W'});
+    TraceSpan span(trace_);
+    for (auto& [task, run] : it->second.grads) {
+      span.begin(task);
+      run();
+    }
+    span.end();
+  }
+  for (std::size_t b : it->second.done) access_.backward_done(b);
+  weight_passes_.erase(it);
 }
 
 }  // namespace trainplan::executor

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -54,6 +55,13 @@ class StageModel final : public StageModelBase {
   // others from `grad_output`; all but the embedding chunk write `grad_input`. Frees the
   // micro-batch's state.
   void backward(std::int64_t chunk, std::int64_t mb, const Mat* grad_output, Mat* grad_input);
+  // Zero-bubble schedules (Qi et al. 2023, sec. 2; core/schedule.h): the backward split in two.
+  // backward_input is `backward` with every weight-gradient GEMM (dW += X^T dY) and every
+  // block's backward_done held back, keeping copies of X and dY; backward_weight runs them for
+  // the micro-batch, then the held-back backward_done calls, in the order `backward` makes them.
+  void backward_input(std::int64_t chunk, std::int64_t mb, const Mat* grad_output,
+                      Mat* grad_input);
+  void backward_weight(std::int64_t chunk, std::int64_t mb);
 
   // Records a span per cost-model task into `trace` from now on (null: stop; see trace.h). The
   // caller sets the pass and micro-batch in the trace's context; the model sets the layer.
@@ -71,6 +79,10 @@ class StageModel final : public StageModelBase {
   void embedding_backward(const std::int32_t* tokens, const Mat& dout);
   double head_forward(MicroBatch& s, const Mat& x, const std::int32_t* targets, float scale);
   void head_backward(MicroBatch& s, Mat& dx);
+  // dW += x^T dy into tensor `tensor` (rows x cols) of block `block`'s gradients, now or, in a
+  // B pass, in the micro-batch's W pass; the bias gradient (db, when given) now.
+  void weight_grad(std::size_t block, std::size_t tensor, std::int64_t rows, std::int64_t cols,
+                   const Mat& x, const Mat& dy, float* db, std::string_view task);
   // Sequence-parallel helpers (T rows <-> T/tp rows), counted as the listed TP collectives.
   void gather_tokens(const Mat& local, Mat& full, std::string_view task);
   void reduce_scatter_tokens(const Mat& full, Mat& local, std::string_view task);
@@ -86,6 +98,13 @@ class StageModel final : public StageModelBase {
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<MicroBatch>>
       in_flight_;  // by (chunk, micro-batch)
   TraceRecorder* trace_ = nullptr;
+  // A micro-batch's W pass, collected by its B pass (backward_input).
+  struct WeightPass {
+    std::vector<std::pair<std::string_view, std::function<void()>>> grads;  // (task, dW +=)
+    std::vector<std::size_t> done;  // blocks whose backward_done waits for W
+  };
+  WeightPass* deferring_ = nullptr;  // set during backward_input
+  std::map<std::pair<std::int64_t, std::int64_t>, WeightPass> weight_passes_;
 };
 
 }  // namespace trainplan::executor

@@ -259,6 +259,67 @@ TEST(Memory, OffloadMovesOptimizerStatesToTheHost) {
   EXPECT_EQ(mem.host_optimizer_bytes, on_device);
 }
 
+// ZeRO-Infinity (Rajbhandari et al. 2021, sec. 5.1): with parameters offloaded the device keeps
+// no weight or gradient shard; host memory holds both (cpu) or the gradients only, NVMe the
+// parameters and optimizer states (nvme). Per step the shard crosses PCIe for every fetch (2 per
+// micro-batch, 3 with full recompute) and each micro-batch's gradient shard comes back.
+TEST(Memory, OffloadTiersMoveStatesToHostAndNvmeWithTheirTraffic) {
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(8, 1, 8, 1, 64);
+  p.zero_stage = 3;
+  const MemoryBreakdown dev = memory_on_stage(m, p, 0);
+  const double params = optimizer_params_on_rank(m, p, 0);
+  const std::int64_t M = p.num_micro_batches();
+  p.offload = Offload::kOptimizerParams;
+  const MemoryBreakdown cpu = memory_on_stage(m, p, 0);
+  EXPECT_EQ(cpu.weights_bytes + cpu.gradients_bytes + cpu.optimizer_bytes, 0.0);
+  EXPECT_EQ(cpu.host_optimizer_bytes, dev.optimizer_bytes);
+  EXPECT_EQ(cpu.host_param_bytes, dev.weights_bytes + dev.gradients_bytes);
+  EXPECT_EQ(cpu.nvme_bytes, 0.0);
+  EXPECT_EQ(cpu.buffers_bytes, dev.buffers_bytes);
+  OffloadTraffic t = offload_traffic_on_stage(m, p, 0);
+  EXPECT_DOUBLE_EQ(t.host_to_device_bytes, params * 2.0 * 2.0 * static_cast<double>(M));
+  EXPECT_DOUBLE_EQ(t.device_to_host_bytes, params * 2.0 * static_cast<double>(M));
+  EXPECT_EQ(t.nvme_read_bytes + t.nvme_write_bytes, 0.0);
+  p.recompute = Recompute::kFull;
+  EXPECT_DOUBLE_EQ(offload_traffic_on_stage(m, p, 0).host_to_device_bytes,
+                   params * 2.0 * 3.0 * static_cast<double>(M));
+  p.recompute = Recompute::kNone;
+  p.offload_device = OffloadDevice::kNvme;
+  const MemoryBreakdown nvme = memory_on_stage(m, p, 0);
+  EXPECT_EQ(nvme.host_optimizer_bytes, 0.0);
+  EXPECT_EQ(nvme.host_param_bytes, dev.gradients_bytes);
+  EXPECT_EQ(nvme.nvme_bytes, dev.optimizer_bytes + dev.weights_bytes);
+  t = offload_traffic_on_stage(m, p, 0);
+  // Optimizer states read and written once per step (12 bytes per parameter with AdamW);
+  // the parameter shard read for every fetch and written back once.
+  EXPECT_DOUBLE_EQ(t.nvme_read_bytes, params * 12.0 + params * 2.0 * 2.0 * static_cast<double>(M));
+  EXPECT_DOUBLE_EQ(t.nvme_write_bytes, params * 12.0 + params * 2.0);
+}
+
+// Qi et al. 2023 (sec. 2): W is the weight-gradient GEMMs, B the rest; together they are the
+// backward, with W a third of a layer's backward-plus-forward GEMM FLOPs.
+TEST(Tasks, BackwardSplitsIntoInputAndWeightGradients) {
+  const ModelSpec m = gpt3();
+  const Plan p = plan_of(8, 1, 1, 1, 1);
+  const std::vector<Task> all = layer_backward_tasks(m, p);
+  const std::vector<Task> b = backward_input_tasks(all);
+  const std::vector<Task> w = backward_weight_tasks(all);
+  EXPECT_EQ(b.size() + w.size(), all.size());
+  double gemm_flops = 0, w_flops = 0;
+  for (const Task& t : all)
+    if (t.kind == TaskKind::kGemm && t.name.find("attn_") == std::string_view::npos &&
+        t.name != "attention_bwd")
+      gemm_flops += t.flops;
+  for (const Task& t : w) {
+    EXPECT_TRUE(is_weight_gradient_task(t)) << t.name;
+    w_flops += t.flops;
+  }
+  EXPECT_NEAR(w_flops / gemm_flops, 0.5, 1e-12);
+  // W reads X and dY of each linear layer: at most what the layer stores plus its gradients.
+  EXPECT_GT(layer_weight_gradient_operand_bytes(m, p), 0.0);
+}
+
 TEST(Activations, KorthikantiFormulas) {
   // Korthikanti et al. 2022, table 2, per layer (bytes, fp16, dropout, no flash attention):
   //   no parallelism: s*b*h*(34 + 5*a*s/h); TP: s*b*h*(10 + 24/t + 5*a*s/(h*t));

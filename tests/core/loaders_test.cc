@@ -354,6 +354,9 @@ TEST(ClusterLoader, FieldErrors) {
       {"pcie_GBps", false, {"false"}},
       {"host_memory_GiB_per_node", -2, {"-2"}},
       {"host_memory_GBps_per_node", 0, {"0"}},
+      {"nvme_TB_per_node", -1, {"-1"}},
+      {"nvme_GBps_per_node", 0, {"0"}},
+      {"nvme_GBps_per_node", "fast", {"\"fast\""}},
       {"name", 1, {"1"}},
   };
   for (const FieldCase& c : cases) {
@@ -497,7 +500,7 @@ TEST(PlanLoader, FieldErrors) {
       {"micro_batch_size", 0, {"0"}},
       {"global_batch_size", std::int64_t{1} << 31, {"2147483648"}},
       {"global_batch_size", Json::parse("99999999999999999999"), {"out of range"}},
-      {"schedule", "zigzag", {"zigzag", "naive, gpipe, 1f1b, interleaved"}},
+      {"schedule", "zigzag", {"zigzag", "naive, gpipe, 1f1b, interleaved, zb-h1"}},
       {"recompute", "some", {"some", "none, selective, full"}},
       {"precision", "fp8", {"fp8", "bf16, fp16, fp32"}},
       {"optimizer", "adam", {"adam", "adamw, sgd, sgd-momentum"}},
@@ -562,6 +565,16 @@ TEST(PlanLoader, CrossFieldErrors) {
                         {"p.json", "micro-batches (3)", "pp=2"}));
   EXPECT_TRUE(FailsWith(with({{"virtual_stages", 2}}), {"p.json", "virtual_stages=2"}));
   EXPECT_TRUE(FailsWith(with({{"schedule", "naive"}}), {"p.json", "naive", "= 4"}));
+  EXPECT_TRUE(FailsWith(with({{"schedule", "zb-h1"}, {"pp", 1}}),
+                        {"p.json", "schedule zb-h1", "pp >= 2", "pp=1"}));
+  EXPECT_TRUE(with({{"schedule", "zb-h1"}}).ok());
+  EXPECT_TRUE(FailsWith(with({{"offload", "optimizer+params"}, {"zero_stage", 1}}),
+                        {"p.json", "offload optimizer+params", "zero_stage 3", "zero_stage 1"}));
+  EXPECT_TRUE(FailsWith(with({{"offload_device", "nvme"}}),
+                        {"p.json", "offload_device nvme", "offload none"}));
+  EXPECT_TRUE(FailsWith(with({{"offload_device", "disk"}}), {"p.json", "offload_device", "disk"}));
+  EXPECT_TRUE(with({{"offload", "optimizer+params"}, {"zero_stage", 3},
+                    {"offload_device", "nvme"}}).ok());
   EXPECT_TRUE(FailsWith(with({{"sequence_parallel", true}, {"tp", 1}}),
                         {"p.json", "sequence_parallel", "tp >= 2"}));
   EXPECT_TRUE(FailsWith(with({{"offload", "optimizer"}, {"optimizer", "sgd"}}),

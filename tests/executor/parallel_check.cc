@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
   plan.global_batch_size = std::stoll(kv["gbs"]);
   plan.schedule = kv["schedule"] == "gpipe"         ? Schedule::kGpipe
                   : kv["schedule"] == "interleaved" ? Schedule::kInterleaved
+                  : kv["schedule"] == "zb-h1"       ? Schedule::kZbH1
                                                     : Schedule::k1F1B;
   plan.virtual_stages = std::stoll(kv["vs"]);
   plan.recompute = kv["recompute"] == "full"        ? Recompute::kFull

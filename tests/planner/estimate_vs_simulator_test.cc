@@ -102,5 +102,57 @@ TEST(EstimateVsSimulator, InterleavingWithUnequalChunks) {
   EXPECT_GT(compared, 0);
 }
 
+// zb-h1 (Qi et al. 2023): the estimate's closed form, fill and drain (pp-1)(T_F+T_B-T_W)
+// instead of 1F1B's (pp-1)(T_F+T_B+T_W), against the simulator's played B and W steps, with few
+// micro-batches (M = pp) so that the fill and drain are a large share of the step.
+TEST(EstimateVsSimulator, ZbH1SavesWhatTheSimulatorSaves) {
+  const ModelSpec m = testing::gpt_model(16, 2048, 16, 2048, 50257);
+  const ClusterSpec c = *make_cluster("H100-80GB", 4, 4);
+  Estimator est(m, c, std::nullopt);
+  auto step = [&](Schedule s) {
+    const Plan p = testing::make_plan(1, 4, 1, 1, 4, s);
+    EXPECT_TRUE(validate_plan(p).ok());
+    auto sim = simulate_step(m, c, p, SimOptions{});
+    EXPECT_TRUE(sim.ok()) << sim.status().message();
+    return std::make_pair(est.estimate(p).step_time_s, sim.ok() ? sim->report.step_time_s : 0.0);
+  };
+  const auto [est_1f1b, sim_1f1b] = step(Schedule::k1F1B);
+  const auto [est_zb, sim_zb] = step(Schedule::kZbH1);
+  std::printf("1f1b: estimate %.4f s, simulator %.4f s; zb-h1: estimate %.4f s, simulator %.4f s\n",
+              est_1f1b, sim_1f1b, est_zb, sim_zb);
+  // Measured here: 1f1b estimate 0.0563 s against 0.0524 simulated (+7%, the estimate's error
+  // on this small model whatever the schedule), zb-h1 0.0493 against 0.0431 (+14%): the closed
+  // form gives back only the fill and drain, while the simulator's W steps also fill the waits
+  // for pipeline sends. The bounds hold those figures with a little room.
+  EXPECT_GT(sim_1f1b - sim_zb, 0.05 * sim_1f1b);
+  EXPECT_LT(est_zb, est_1f1b);
+  EXPECT_NEAR(est_zb, sim_zb, 0.2 * sim_zb);
+  EXPECT_NEAR(est_1f1b - est_zb, sim_1f1b - sim_zb, 0.4 * (sim_1f1b - sim_zb));
+}
+
+// ZeRO-Infinity's tiers: the estimate's offload (prefetched shard streams hidden behind
+// compute, the host step and NVMe state I/O exposed) against the simulator's host-stream ops.
+TEST(EstimateVsSimulator, OffloadTiersCostWhatTheSimulatorPlays) {
+  const ModelSpec m = testing::gpt_model(8, 2048, 16, 2048, 50257);
+  const ClusterSpec c = *make_cluster("H100-80GB", 8, 8);
+  Estimator est(m, c, std::nullopt);
+  for (OffloadDevice device : {OffloadDevice::kCpu, OffloadDevice::kNvme}) {
+    Plan p = testing::make_plan(1, 1, 8, 1, 32);
+    p.zero_stage = 3;
+    p.offload = Offload::kOptimizerParams;
+    p.offload_device = device;
+    ASSERT_TRUE(validate_plan(p).ok()) << validate_plan(p).message();
+    auto sim = simulate_step(m, c, p, SimOptions{});
+    ASSERT_TRUE(sim.ok()) << sim.status().message();
+    const double e = est.estimate(p).step_time_s, s = sim->report.step_time_s;
+    std::printf("%s: estimate %.4f s, simulator %.4f s\n",
+                std::string(to_string(device)).c_str(), e, s);
+    // Measured: cpu 0.0974 s estimated against 0.1185 simulated (-18%: the estimate hides the
+    // whole parameter stream behind the step's compute, the simulator prefetches one block
+    // ahead, so some transfers stall a block); nvme 0.8098 against 0.7743 (+5%).
+    EXPECT_NEAR(e, s, 0.25 * s) << to_string(device);
+  }
+}
+
 }  // namespace
 }  // namespace trainplan

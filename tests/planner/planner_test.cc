@@ -60,6 +60,43 @@ TEST(Planner, Gpt3On32H100sNeedsOffloadAndSaysHowManyGpusWouldFit) {
   EXPECT_GT(r->search.rejections.count(RejectReason::kMemory), 0);
 }
 
+// The case: GPT-3 175B on one node of 8 H100s. Nothing fits with optimizer states on
+// the host; ZeRO-Infinity does: parameters and gradients off the device too. Host memory (2 TB)
+// cannot hold 16 bytes per parameter of 175B, so the NVMe tier carries the optimizer states and
+// the parameters, and the report says what it costs per step.
+TEST(Planner, Gpt3On8H100sRecommendsZeroInfinityWithItsCost) {
+  const ModelSpec m = load_repo_model("gpt3.json");
+  const ClusterSpec c = cluster("H100-80GB", 8);
+  PlannerOptions opt;
+  opt.simulate_top = 0;
+  auto r = plan_training(m, c, opt);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->fits());
+  ASSERT_TRUE(r->offload_search.has_value());
+  EXPECT_TRUE(r->offload_search->ranked.empty());
+  ASSERT_EQ(r->infinity_searches.size(), 2u);
+  EXPECT_TRUE(r->infinity_searches[0].ranked.empty());  // host memory too small
+  EXPECT_GT(r->infinity_searches[0].rejections.count(RejectReason::kHostMemory), 0);
+  const Candidate* best = recommended(*r);
+  ASSERT_NE(best, nullptr);
+  EXPECT_EQ(best->plan.offload, Offload::kOptimizerParams);
+  EXPECT_EQ(best->plan.offload_device, OffloadDevice::kNvme);
+  EXPECT_EQ(best->plan.zero_stage, 3);
+  EXPECT_LE(best->estimate.peak_memory_bytes, c.gpu.hbm_bytes * (1 - opt.memory_headroom));
+  EXPECT_LE(best->estimate.nvme_per_node_bytes, c.nvme_bytes_per_node);
+  EXPECT_GT(best->estimate.nvme_bytes_per_step, 0.0);
+  EXPECT_GT(best->estimate.pcie_bytes_per_step, 0.0);
+  EXPECT_GE(best->estimate.offload_s, 0.0);
+  ReportContext ctx;
+  ctx.model = &m;
+  ctx.cluster = &c;
+  ctx.options = &opt;
+  const std::string text = format_plan_report(*r, ctx);
+  EXPECT_NE(text.find("ZeRO-Infinity, NVMe tier"), std::string::npos) << text;
+  EXPECT_NE(text.find("The offload costs"), std::string::npos);
+  EXPECT_NE(text.find("Recommendation: " + describe(best->plan)), std::string::npos) << text;
+}
+
 // Full recompute that fits is cut to the fewest layers per chunk that still fit: one layer
 // fewer would not, and the plan is faster than recomputing every layer.
 TEST(Planner, FullRecomputeTakesTheFewestLayersThatFit) {

@@ -150,6 +150,15 @@ TEST(Prune, MemoryRules) {
   expect_rejects(host_memory_rules(), HostMemoryFacts{true, 3e12, 1e12, 2e12},
                  RejectReason::kHostMemory,
                  "offloaded optimizer states need 3000 GB per node, host has 2000 GB");
+  expect_passes(host_memory_rules(), HostMemoryFacts{true, 0.5e12, 1e12, 2e12, 20e12, 30e12});
+  expect_rejects(host_memory_rules(), HostMemoryFacts{true, 3e12, 1e12, 2e12, 0, 30e12, true},
+                 RejectReason::kHostMemory,
+                 "offloaded parameters, gradients and optimizer states need 3000 GB per node, "
+                 "host has 2000 GB");
+  expect_rejects(host_memory_rules(), HostMemoryFacts{true, 0.5e12, 1e12, 2e12, 40e12, 30e12},
+                 RejectReason::kNvmeCapacity,
+                 "states on NVMe need 40000 GB per node, the node has 30000 GB of NVMe "
+                 "(nvme_TB_per_node)");
 }
 
 TEST(Prune, FullRecomputeIsRejectedWhenRecomputeNoneFits) {
@@ -191,6 +200,7 @@ TEST(Prune, CategoriesAreTheReportsText) {
       {RejectReason::kMemory, "memory"},
       {RejectReason::kFullRecomputeNotNeeded, "full recompute not needed"},
       {RejectReason::kHostMemory, "host memory"},
+      {RejectReason::kNvmeCapacity, "nvme capacity"},
       {RejectReason::kMemorySimulated, "memory (simulated)"},
   };
   ASSERT_EQ(std::size(expected), kRejectReasonCount);

@@ -57,12 +57,15 @@ class Recorder final : public CandidateSink {
   }
   bool candidate(Plan& plan) override {
     ++candidates;
+    if (plan.pp > 1 && plan.schedule == Schedule::k1F1B) ++pipelined_1f1b;
+    if (plan.schedule == Schedule::kZbH1) ++zb_h1;
     hash.add(plan);
     return stop_after <= 0 || candidates < stop_after;
   }
   std::int64_t stop_after = 0;
   std::int64_t layouts = 0;
   std::int64_t candidates = 0;
+  std::int64_t pipelined_1f1b = 0, zb_h1 = 0;
   PlanHash hash;
   Rejections rejections;
 };
@@ -91,7 +94,8 @@ Recorder generate(const ModelSpec& m, const ClusterSpec& c, const PlannerOptions
 }
 
 TEST(Search, YieldsTheCandidatesOfTheFormerLoopNestInOrder) {
-  // H100-80GB, 8 GPUs per node, default options.
+  // H100-80GB, 8 GPUs per node, default options but the zero-bubble schedule, which came after
+  // the recording (the next test covers it).
   for (const Case& k : {Case{"tiny.json", 16, false, 1722, 0xf79f3026e5799c41ull},
                         Case{"tiny.json", 16, true, 1358, 0x5e991ed9d9c8a0c1ull},
                         Case{"llama3-8b.json", 64, false, 56530, 0x9b95ca7c00ce91c5ull},
@@ -101,9 +105,29 @@ TEST(Search, YieldsTheCandidatesOfTheFormerLoopNestInOrder) {
     const ModelSpec m = load_repo_model(k.model);
     auto c = make_cluster("H100-80GB", k.gpus, 8);
     ASSERT_TRUE(c.ok());
-    const Recorder r = generate(m, *c, PlannerOptions{}, k.gpus, k.offload);
+    PlannerOptions opt;
+    opt.zero_bubble = false;
+    const Recorder r = generate(m, *c, opt, k.gpus, k.offload);
     EXPECT_EQ(r.candidates, k.candidates);
     EXPECT_EQ(r.hash.value(), k.hash);
+  }
+}
+
+// zb-h1 adds one candidate beside every pipelined 1f1b one, and nothing else.
+TEST(Search, ZeroBubbleAddsOneCandidatePerPipelined1F1BCandidate) {
+  for (const char* model : {"tiny.json", "llama3-8b.json"}) {
+    SCOPED_TRACE(model);
+    const ModelSpec m = load_repo_model(model);
+    auto c = make_cluster("H100-80GB", 64, 8);
+    ASSERT_TRUE(c.ok());
+    PlannerOptions without;
+    without.zero_bubble = false;
+    const Recorder a = generate(m, *c, without, 64, false);
+    const Recorder b = generate(m, *c, PlannerOptions{}, 64, false);
+    EXPECT_GT(a.pipelined_1f1b, 0);
+    EXPECT_EQ(a.zb_h1, 0);
+    EXPECT_EQ(b.zb_h1, a.pipelined_1f1b);
+    EXPECT_EQ(b.candidates, a.candidates + a.pipelined_1f1b);
   }
 }
 
@@ -114,6 +138,7 @@ TEST(Search, EveryConfigurationIsYieldedOrPruned) {
   ASSERT_TRUE(c.ok());
   PlannerOptions opt;
   opt.simulate_top = 0;
+  opt.zero_bubble = false;  // the recorded counts are from before zb-h1
   const Recorder r = generate(m, *c, opt, 64, false);
   Estimator est(m, *c, std::nullopt);
   const PlanSearch s = search_plans(est, opt, 64, false);

@@ -73,6 +73,59 @@ TEST(Schedule, InterleavingWithVStagesDividesTheBubbleByV) {
   }
 }
 
+// Qi et al. 2023 (arXiv:2401.10241), sec. 2.1 and its table of schedules with T_F = T_B = T_W:
+// ZB-H1's bubble is (K - 1)(T_F + T_B - T_W), a third of 1F1B's (K - 1)(T_F + T_B + T_W), at
+// 1F1B's activation memory: every stage holds at most K micro-batches between F and W. Here
+// a layer's F, B and W take one unit each.
+TEST(Schedule, ZbH1BubbleIsAThirdOf1F1BsAtTheSameInFlightMemory) {
+  for (std::int64_t k : {2, 3, 4, 8}) {
+    for (std::int64_t m : {k, 2 * k, 3 * k + 1, std::int64_t{16}}) {
+      const Plan p = testing::make_plan(1, k, 1, 1, m, Schedule::kZbH1);
+      const SimResult r =
+          testing::simulate_ok(small(2 * k), testing::cluster_for(p), p, uniform_free());
+      // Per stage: 3M units of work (2 layers each, the same ratio), (K - 1) units of bubble.
+      const double expected = static_cast<double>(k - 1) / static_cast<double>(3 * m + k - 1);
+      EXPECT_NEAR(r.report.bubble_fraction, expected, 1e-12) << "K=" << k << " M=" << m;
+      const Plan base = testing::make_plan(1, k, 1, 1, m, Schedule::k1F1B);
+      const SimResult one =
+          testing::simulate_ok(small(2 * k), testing::cluster_for(base), base, uniform_free());
+      const double bubble = r.report.bubble_fraction * r.pipeline_span_s;
+      const double bubble_1f1b = one.report.bubble_fraction * one.pipeline_span_s;
+      EXPECT_NEAR(bubble_1f1b / bubble, 3.0, 1e-9) << "K=" << k << " M=" << m;
+      ASSERT_EQ(r.peak_in_flight.size(), static_cast<std::size_t>(k));
+      for (std::int64_t s = 0; s < k; ++s)
+        EXPECT_EQ(r.peak_in_flight[static_cast<std::size_t>(s)], std::min(k, m))
+            << "K=" << k << " M=" << m << " stage " << s;
+    }
+  }
+}
+
+// Every stage of a zero-bubble schedule runs each micro-batch's F, B and W once, in that order.
+TEST(Schedule, ZbH1RunsFThenBThenWOfEveryMicroBatch) {
+  for (std::int64_t k : {2, 4}) {
+    for (std::int64_t stage = 0; stage < k; ++stage) {
+      const std::int64_t m = 6;
+      const auto steps = sim::schedule_zb_h1(k, stage, m);
+      ASSERT_EQ(steps.size(), static_cast<std::size_t>(3 * m));
+      std::vector<int> seen(static_cast<std::size_t>(m), 0);  // 1: F done, 2: B, 3: W
+      for (const auto& st : steps) {
+        int& done = seen[static_cast<std::size_t>(st.micro_batch)];
+        const int next = st.forward ? 1 : st.part == sim::BackwardPart::kInput ? 2 : 3;
+        EXPECT_EQ(done + 1, next) << "stage " << stage << " micro-batch " << st.micro_batch;
+        done = next;
+      }
+      // Stage s holds W of micro-batch j back until after B of j + s (its lag).
+      std::int64_t bs = 0;
+      for (const auto& st : steps) {
+        if (!st.forward && st.part == sim::BackwardPart::kInput) ++bs;
+        if (!st.forward && st.part == sim::BackwardPart::kWeight && bs < m) {
+          EXPECT_EQ(bs - st.micro_batch, stage + 1) << "stage " << stage;
+        }
+      }
+    }
+  }
+}
+
 TEST(Schedule, NaiveModelParallelismLeavesKMinus1OfKDevicesIdle) {
   for (std::int64_t k : {2, 4, 8}) {
     Plan p = testing::make_plan(1, k, 1, 4, 4, Schedule::kNaive);

@@ -272,6 +272,67 @@ TEST(Simulator, OffloadedCheckpointsLeaveTheDeviceAndComeBack) {
                                      checkpoint_input_bytes(gpt, p));
 }
 
+// ZeRO-Infinity's tiers on the timeline (Rajbhandari et al. 2021): the device keeps no weight
+// or gradient shard; the shards stream in over PCIe before each gather (from NVMe first on the
+// NVMe tier) and the gradient shards go out, prefetched and overlapped with compute, and the step
+// ends with the host optimizer (and, on NVMe, the states' reads and writes). The host stream's
+// ops are in the trace; the tiers cost time in the order none <= cpu <= nvme.
+TEST(Simulator, ZeroInfinityTiersStreamShardsAndCostTime) {
+  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
+  Plan p = testing::make_plan(1, 1, 4, 1, 16);
+  p.zero_stage = 3;
+  const ClusterSpec c = testing::cluster_for(p);
+  SimOptions traced;
+  traced.collect_trace = true;
+  const SimResult none = testing::simulate_ok(gpt, c, p, traced);
+  p.offload = Offload::kOptimizerParams;
+  const SimResult cpu = testing::simulate_ok(gpt, c, p, traced);
+  p.offload_device = OffloadDevice::kNvme;
+  const SimResult nvme = testing::simulate_ok(gpt, c, p, traced);
+  for (const SimResult* r : {&cpu, &nvme}) {
+    EXPECT_EQ(r->report.ranks[0].memory.weights_bytes, 0.0);
+    EXPECT_EQ(r->report.ranks[0].memory.gradients_bytes, 0.0);
+    EXPECT_NE(r->trace_json.find("offload_params_h2d"), std::string::npos);
+    EXPECT_NE(r->trace_json.find("offload_grads_d2h"), std::string::npos);
+    EXPECT_NE(r->trace_json.find("host_optimizer"), std::string::npos);
+    // The collectives are those of plain ZeRO-3.
+    EXPECT_EQ(r->report.bytes_per_group, none.report.bytes_per_group);
+  }
+  EXPECT_NE(nvme.trace_json.find("nvme_read_params"), std::string::npos);
+  EXPECT_NE(nvme.trace_json.find("nvme_write_states"), std::string::npos);
+  EXPECT_EQ(cpu.trace_json.find("nvme_read_params"), std::string::npos);
+  EXPECT_GT(nvme.report.ranks[0].memory.nvme_bytes, 0.0);
+  EXPECT_GT(cpu.report.ranks[0].memory.host_param_bytes, 0.0);
+  EXPECT_GE(cpu.report.step_time_s, none.report.step_time_s);
+  EXPECT_GE(nvme.report.step_time_s, cpu.report.step_time_s);
+  // A cluster without NVMe bandwidth cannot play the NVMe tier; the error names the field.
+  ClusterSpec no_nvme = c;
+  no_nvme.nvme_bytes_per_s_per_node = 0;
+  auto r = simulate_step(gpt, no_nvme, p, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("nvme_GBps_per_node"), std::string::npos);
+}
+
+// ZB-H1 with real costs (Qi et al. 2023): W passes fill the bubble, so the step is shorter than
+// 1F1B's with the same bytes sent; its activations per stage stay within the cost model's bound,
+// which counts the W operands the held-back W passes keep.
+TEST(Simulator, ZbH1IsFasterThan1F1BWithTheSameTrafficAndBoundedMemory) {
+  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
+  Plan p = testing::make_plan(1, 4, 1, 1, 8);
+  const ClusterSpec c = testing::cluster_for(p);
+  const SimResult one = testing::simulate_ok(gpt, c, p);
+  p.schedule = Schedule::kZbH1;
+  const SimResult zb = testing::simulate_ok(gpt, c, p);
+  EXPECT_LT(zb.report.step_time_s, one.report.step_time_s);
+  EXPECT_LT(zb.report.bubble_fraction, one.report.bubble_fraction);
+  EXPECT_EQ(zb.report.bytes_per_group, one.report.bytes_per_group);
+  for (const RankStep& r : zb.report.ranks) {
+    SCOPED_TRACE("stage " + std::to_string(r.stage));
+    EXPECT_LE(r.memory.activations_bytes,
+              memory_on_stage(gpt, p, r.stage).activations_bytes * (1 + 1e-9));
+  }
+}
+
 // Dense and expert layers on different stages, shared experts and latent attention: each
 // stage's weights, activations and bytes are those of its own layers, as the cost model has them.
 TEST(Simulator, EachLayerKindFollowsTheCostModel) {

@@ -204,6 +204,13 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
          p.tp_comm_overlap = true;
        },
        "tp_comm_overlap: the executors run each TP collective whole"},
+      // Issue 26: ZeRO-Infinity's tiers are planned and simulated.
+      {[](Plan& p) {
+         p.zero_stage = 3;
+         p.offload = Offload::kOptimizerParams;
+         p.offload_device = OffloadDevice::kNvme;
+       },
+       "the CPU executor does not support offload optimizer+params (offload_device nvme)"},
   };
   for (const auto& c : cases) {
     Plan p = single_plan(Recompute::kNone);
@@ -213,6 +220,11 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
     EXPECT_EQ(s.code(), ExitCode::kInvalidInput);
     EXPECT_EQ(s.message().rfind(c.message_start, 0), 0u) << s.message();
   }
+  // The split backward (zb-h1) runs: tests/executor/CMakeLists.txt's pp2_zb_h1 checks.
+  Plan zb = single_plan(Recompute::kNone);
+  zb.pp = 2;
+  zb.schedule = Schedule::kZbH1;
+  EXPECT_TRUE(check_executor_supports(m, zb).ok());
 }
 
 }  // namespace
