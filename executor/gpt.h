@@ -77,6 +77,8 @@ class StageModel {
   // Records a span per cost-model task into `trace` from now on (null: stop; see trace.h). The
   // caller sets the pass and micro-batch in the trace's context; the model sets the layer.
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
+  // Appends each micro-batch's logits (T, padded vocab / tp) to `sink` (null: stop).
+  void capture_logits(std::vector<float>* sink) { logits_sink_ = sink; }
 
  private:
   struct LayerCache;
@@ -106,6 +108,7 @@ class StageModel {
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<MicroBatch>>
       in_flight_;  // by (chunk, micro-batch)
   TraceRecorder* trace_ = nullptr;
+  std::vector<float>* logits_sink_ = nullptr;
   // Trace names of the one attention kernel call: the cost-model tasks of the attention core it
   // covers, joined by '+' ("attention", or "attn_scores+softmax+attn_values" when unfused).
   std::string attention_task_, attention_bwd_task_;

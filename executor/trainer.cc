@@ -250,6 +250,9 @@ void Trainer::optimizer_step() {
   TraceScope optimizer(trace_, {.pass = 'O', .micro_batch = -1, .layer = -1});
   TraceSpan span(trace_);
   span.begin("optimizer");
+  AdamW adamw = options_.adamw;
+  if (options_.lr_warmup_steps > 0 && step_ < options_.lr_warmup_steps)
+    adamw.lr *= static_cast<float>(step_) / static_cast<float>(options_.lr_warmup_steps);
   for (Block& b : blocks_) {
     // The updated range [off, off + n) of the block, and its parameters and gradient there.
     const bool sharded = plan_.zero_stage >= 1;
@@ -258,7 +261,7 @@ void Trainer::optimizer_step() {
     const float* g = plan_.zero_stage >= 2 ? b.grad_shard.data() : b.grad.data() + off;
     for_each_decay_run(b.decayed, off, off + n, [&](std::int64_t at, std::int64_t count, bool decay) {
       const std::int64_t i = at - off;
-      adamw_update(options_.adamw, step_, count, p + i, g + i, b.m.data() + i, b.v.data() + i,
+      adamw_update(adamw, step_, count, p + i, g + i, b.m.data() + i, b.v.data() + i,
                    decay);
     });
     if (sharded) {
@@ -330,6 +333,7 @@ Result<StepResult> Trainer::step(const std::vector<std::int32_t>& batch, TraceRe
     TraceScope after_backward(trace_, {.pass = ' ', .micro_batch = -1, .layer = -1});
     finish_gradients();
   }
+  if (options_.before_optimizer) options_.before_optimizer(*this);
   const auto t1 = std::chrono::steady_clock::now();
   optimizer_step();
   StepResult r;
@@ -359,5 +363,22 @@ void Trainer::for_each_param(const std::function<void(const TensorSlice&, std::i
     }
   }
 }
+
+Status Trainer::for_each_grad(const std::function<void(const TensorSlice&, std::int64_t,
+                                                      std::int64_t, float)>& fn) const {
+  if (plan_.zero_stage >= 2)
+    return Status::Error("zero_stage=" + std::to_string(plan_.zero_stage) +
+                             ": ZeRO-2/3 keep only gradient shards; dump gradients with zero_stage 0 or 1",
+                         ExitCode::kInvalidInput);
+  const std::vector<BlockLayout>& layouts = stage_model_->layouts();
+  for (std::size_t i = 0; i < blocks_.size(); ++i)
+    for (const TensorSlice& t : layouts[i].tensors)
+      for (std::int64_t j = 0; j < t.size(); ++j)
+        fn(t, t.row0 + j / t.cols, t.col0 + j % t.cols,
+           blocks_[i].grad[static_cast<std::size_t>(t.offset + j)]);
+  return Status::Ok();
+}
+
+void Trainer::capture_logits(std::vector<float>* sink) { stage_model_->capture_logits(sink); }
 
 }  // namespace trainplan::executor

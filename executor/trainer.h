@@ -24,9 +24,17 @@
 
 namespace trainplan::executor {
 
+class Trainer;
+
 struct TrainOptions {
   std::uint64_t seed = 1234;  // parameter initialisation
   AdamW adamw;
+  // Linear learning-rate warm-up: step k (from 1) uses lr * min(1, k / lr_warmup_steps), as
+  // GPT-2's recipe, nanoGPT and llm.c do; 0: the full rate from step 1.
+  std::int64_t lr_warmup_steps = 0;
+  // Called once per step after the gradients are complete and before AdamW reads them (the
+  // reference check dumps them here with Trainer::for_each_grad). Optional.
+  std::function<void(const Trainer&)> before_optimizer;
 };
 
 struct StepResult {
@@ -58,6 +66,13 @@ class Trainer final : private BlockAccess {
   // coordinates in the full tensor. For comparing layouts.
   void for_each_param(const std::function<void(const TensorSlice&, std::int64_t row,
                                                std::int64_t col, float value)>& fn) const;
+  // Every gradient element of the step's full gradient (DDP and ZeRO-1 only: ZeRO-2/3 keep
+  // only shards), with its coordinates; valid inside TrainOptions::before_optimizer.
+  Status for_each_grad(const std::function<void(const TensorSlice&, std::int64_t row,
+                                                std::int64_t col, float value)>& fn) const;
+  // From now on, appends the last stage's logits of every micro-batch, (T, padded vocab / tp)
+  // row-major, to `sink` (null: stop). For the reference check.
+  void capture_logits(std::vector<float>* sink);
 
  private:
   struct Block {
