@@ -21,6 +21,11 @@ if(NOT TRAINPLAN_ARCH STREQUAL "portable")
   endif()
   add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-march=${TRAINPLAN_ARCH}>)
 endif()
+# No contraction of a*b+c into a fused multiply-add by the compiler (GCC's default for C++ is
+# -ffp-contract=fast, which with FMA in the instruction set changes the last bits of plan's and
+# simulate's figures): their JSON stays byte-identical whatever TRAINPLAN_ARCH is
+# (scripts/zoo_golden.sh). Eigen's GEMM kernels call FMA instructions explicitly and keep them.
+add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-ffp-contract=off>)
 message(STATUS "trainplan: C++ instruction set TRAINPLAN_ARCH=${TRAINPLAN_ARCH}")
 # GCC 12 reports -Wmaybe-uninitialized inside its own avx512fintrin.h when Eigen's AVX-512
 # kernels are inlined (the intrinsics' deliberately undefined __Y; GCC bug 105593, fixed in

@@ -366,9 +366,12 @@ void Trainer::for_each_param(const std::function<void(const TensorSlice&, std::i
 
 Status Trainer::for_each_grad(const std::function<void(const TensorSlice&, std::int64_t,
                                                       std::int64_t, float)>& fn) const {
-  if (plan_.zero_stage >= 2)
+  // ZeRO-2/3 keep only the reduced shard; ZeRO-1 over several ranks reduces only its shard in
+  // place (the rest of its buffer is this rank's own, unreduced, contribution).
+  if (plan_.zero_stage >= 2 || (plan_.zero_stage == 1 && plan_.zero_shard_ranks() > 1))
     return Status::Error("zero_stage=" + std::to_string(plan_.zero_stage) +
-                             ": ZeRO-2/3 keep only gradient shards; dump gradients with zero_stage 0 or 1",
+                             ": this rank holds no full reduced gradient; read gradients with "
+                             "zero_stage 0, or 1 on one rank",
                          ExitCode::kInvalidInput);
   const std::vector<BlockLayout>& layouts = stage_model_->layouts();
   for (std::size_t i = 0; i < blocks_.size(); ++i)

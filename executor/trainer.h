@@ -66,8 +66,9 @@ class Trainer final : private BlockAccess {
   // coordinates in the full tensor. For comparing layouts.
   void for_each_param(const std::function<void(const TensorSlice&, std::int64_t row,
                                                std::int64_t col, float value)>& fn) const;
-  // Every gradient element of the step's full gradient (DDP and ZeRO-1 only: ZeRO-2/3 keep
-  // only shards), with its coordinates; valid inside TrainOptions::before_optimizer.
+  // Every element of the step's reduced gradient, with its coordinates; valid inside
+  // TrainOptions::before_optimizer. An error under ZeRO-2/3, and ZeRO-1 over several ranks,
+  // which hold only a reduced shard.
   Status for_each_grad(const std::function<void(const TensorSlice&, std::int64_t row,
                                                 std::int64_t col, float value)>& fn) const;
   // From now on, appends the last stage's logits of every micro-batch, (T, padded vocab / tp)
