@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "executor/data.h"
-#include "executor/trainer.h"
+#include "executor/cpu/cpu_stage.h"
 #include "core/cost/cost_model.h"
 #include "core/cost/straggler.h"
 
@@ -237,7 +237,7 @@ Result<std::vector<CollectiveSample>> collective_samples_from_events(
 
 Result<ProbeSamples> time_executor_tasks(const ModelSpec& model, const Plan& plan,
                                          executor::Comm& comm, int warmup, int steps) {
-  auto trainer = executor::Trainer::make(model, plan, executor::TrainOptions{}, comm);
+  auto trainer = executor::make_cpu_trainer(model, plan, executor::TrainOptions{}, comm);
   if (!trainer.ok()) return trainer.status();
   const std::string probe = model.name + ", tp " + std::to_string(plan.tp) + ", micro-batch " +
                             std::to_string(plan.micro_batch_size);

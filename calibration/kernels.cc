@@ -7,7 +7,7 @@
 
 #include <Eigen/Dense>
 
-#include "executor/kernels.h"
+#include "executor/cpu/kernels.h"
 
 namespace trainplan::calibration {
 

@@ -1,5 +1,5 @@
 // Compute measurements on the machine at hand, one thread per rank, of the code that will run
-// the plans: the executor's (executor/kernels.h) GEMM over a sweep of m, n, k, and STREAM
+// the plans: the executor's (executor/cpu/kernels.h) GEMM over a sweep of m, n, k, and STREAM
 // bandwidth. The per-task measurements of a whole training step are in executor_probe.h.
 // No file I/O; `calibrate` (tools/calibrate.cc) runs these and fits (fit.h).
 // Tested by tests/calibration/profile_test.cc.

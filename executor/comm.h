@@ -14,7 +14,8 @@
 // Failures (a peer died, an MPI error) are not recoverable inside a step: the hooks throw
 // CommError naming the call and file:line, and main() turns it into an exit code.
 //
-// Tested by tests/executor/comm_test.cc (local) and tests/executor/parallel_check.cc (MPI).
+// Tested by tests/executor/trainer_test.cc and tests/executor/trace_test.cc (local), and
+// tests/executor/parallel_check.cc (MPI).
 #pragma once
 
 #include <array>

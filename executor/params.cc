@@ -1,4 +1,6 @@
-// Parameter layout and initialisation; see params.h. Tested by tests/executor/params_test.cc.
+// Parameter layout and initialisation; see params.h. Tested by tests/executor/cpu/gpt_test.cc
+// (layouts against the cost model's blocks) and tests/executor/parallel_check.cc (the same
+// initial weights in every layout).
 #include "executor/params.h"
 
 #include <cmath>

@@ -44,6 +44,18 @@ struct BlockLayout {
 // Element ranges (offset, count) of a block's flat buffer.
 using Ranges = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
+// Calls fn(tensor, row, col, at) for every element at offset `at` in [begin, end) of a block laid
+// out as `l`, with its coordinates in the full tensor (both backends' for_each_param).
+template <class Fn>
+void for_each_element(const BlockLayout& l, std::int64_t begin, std::int64_t end, Fn&& fn) {
+  end = std::min(end, l.size);
+  for (const TensorSlice& t : l.tensors)
+    for (std::int64_t j = std::max(begin, t.offset); j < std::min(end, t.offset + t.size()); ++j) {
+      const std::int64_t local = j - t.offset;
+      fn(t, t.row0 + local / t.cols, t.col0 + local % t.cols, j);
+    }
+}
+
 // Calls fn(offset, count, decay) over [begin, end) in runs that AdamW decays (inside one of
 // `decayed`, sorted and disjoint) or does not. Both executors keep the decayed tensors as
 // ranges, not as a mask per element: a byte per parameter is 1/16 of the mixed-precision model
@@ -60,6 +72,12 @@ void for_each_decay_run(const Ranges& decayed, std::int64_t begin, std::int64_t 
   }
   if (at < end) fn(at, end - at, false);
 }
+
+// AdamW's settings (Loshchilov & Hutter 2019), shared by both backends' updates; the betas and
+// decay are GPT-3's (Brown et al. 2020, appendix B).
+struct AdamW {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+};
 
 // Indices into BlockLayout::tensors of a layer block.
 enum LayerTensor : std::size_t {

@@ -3,7 +3,7 @@
 // that the two open side by side: one process per rank named "rank R (stage S)", one thread per
 // track numbered and named as the simulator's streams (simulator/program.h StreamKind), and
 // complete events named "<pass> mb<micro-batch> L<layer> <task>" after the cost model's tasks
-// (core/cost/cost_model.cc), with args micro_batch, layer and bytes_sent.
+// (core/cost/tasks.cc, core/cost/data_parallel.cc), with args micro_batch, layer and bytes_sent.
 //
 // Recording: Trainer::step(batch, &recorder) installs the recorder in the stage model and the
 // Comm for that step only. The stage model opens a TraceSpan around the code of each cost-model
@@ -59,15 +59,28 @@ struct TraceEvent {
   std::optional<CommGroup> group;  // collectives: the group whose counter holds bytes_sent
 };
 
-class TraceRecorder {
+using TraceClock = std::chrono::steady_clock;
+
+// What every step trace holds, whichever backend records it (this file's TraceRecorder on the
+// host, executor/cuda/device_trace.h's DeviceTrace on a GPU): the context that the Trainer, the
+// stage model and the communicator set for what they record next.
+class StepTrace {
  public:
-  using Clock = std::chrono::steady_clock;
+  virtual ~StepTrace() = default;
+  const TraceContext& context() const { return context_; }
+  void set_context(const TraceContext& c) { context_ = c; }
+
+ protected:
+  TraceContext context_;
+};
+
+class TraceRecorder final : public StepTrace {
+ public:
+  using Clock = TraceClock;
 
   // Forgets the events and context recorded so far; `origin` becomes time 0 (the step's start on
   // this rank; Trainer::step starts a traced step on all ranks together, so their 0s agree).
   void start_step(Clock::time_point origin);
-  const TraceContext& context() const { return context_; }
-  void set_context(const TraceContext& c) { context_ = c; }
   // One complete event in the current context (a collective: the context it ran in).
   void record(std::string_view task, TraceTrack track, Clock::time_point begin,
               Clock::time_point end, std::int64_t bytes_sent = 0,
@@ -82,7 +95,6 @@ class TraceRecorder {
 
  private:
   Clock::time_point origin_{};
-  TraceContext context_;
   std::vector<TraceEvent> events_;
 };
 

@@ -1,26 +1,31 @@
-// The training step of one rank, exactly as the plan says: the pipeline schedule (GPipe,
-// 1F1B, interleaved 1F1B; replayed from core/schedule.h, the order the simulator plays) over
-// the stage's micro-batches, data parallelism (DDP all-reduce, ZeRO-1/2/3 with flat
-// per-block buffers padded to a multiple of dp), and AdamW. Together with StageModel it issues
-// the collectives of comm_volume_on_stage (core/cost/cost_model.h) exactly.
+// The training step of one rank, exactly as the plan says, over a backend (stage.h): the
+// pipeline schedule (GPipe, 1F1B, interleaved 1F1B; replayed from core/schedule.h, the order
+// the simulator plays) over the stage's micro-batches, data parallelism (DDP all-reduce,
+// ZeRO-1/2/3 with flat per-block buffers padded to a multiple of the shard ranks, ZeRO-2/3
+// reduce-scattering every micro-batch, hybrid sharding), and AdamW. Together with the backend's
+// stage model it issues the collectives of comm_volume_on_stage (core/cost/cost_model.h)
+// exactly. One Trainer serves both backends: make one with executor/cpu/cpu_stage.h's
+// make_cpu_trainer or executor/cuda/cuda_stage.h's make_cuda_trainer.
 //
-// Usage: make a Comm (comm_mpi.h), then Trainer::make(model, plan, options, comm) and
-// step(batch) per optimizer step; step(batch, &recorder) also records that step's trace
-// (trace.h). Tested by tests/executor/parallel_check.cc and trace_test.cc.
+// Usage: make a Comm (executor/cpu/comm_mpi.h, executor/cuda/comm_nccl.h), then a trainer, and
+// step(batch) per optimizer step; step(batch, &trace) also records that step's trace
+// (trace.h's TraceRecorder on CPU, device_trace.h's DeviceTrace on a GPU).
+// Tested by tests/executor/parallel_check.cc, tests/executor/trainer_test.cc and
+// tests/executor/trace_test.cc (CPU), tests/executor/cuda/gpt_cuda_test.cc (GPU).
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
-#include "executor/comm.h"
-#include "executor/gpt.h"
-#include "executor/kernels.h"
-#include "executor/params.h"
-#include "executor/trace.h"
 #include "core/status.h"
+#include "executor/comm.h"
+#include "executor/params.h"
+#include "executor/stage.h"
+#include "executor/trace.h"
 
 namespace trainplan::executor {
 
@@ -41,85 +46,82 @@ struct StepResult {
   double loss = 0;     // mean token loss over the global batch (the same on every rank)
   double seconds = 0;  // wall time of the step on this rank
   double optimizer_seconds = 0;  // of which the AdamW update (and ZeRO-1/2's all-gather)
+  // A backend's own timings (a GPU's events per phase on its compute stream); empty on CPU.
+  std::map<std::string, double> phase_s;
+  std::vector<PhaseSpan> spans;
 };
 
-class Trainer final : private BlockAccess {
+// What a backend brings: its support check (a reason when it cannot run the model or plan) and
+// its stage for a pipeline stage index.
+struct Backend {
+  std::function<Status(const ModelSpec&, const Plan&)> check_supports;
+  std::function<std::unique_ptr<Stage>(std::int64_t stage, Comm& comm, DpEvents& events)>
+      make_stage;
+};
+
+class Trainer final : private DpEvents {
  public:
-  // Checks that the executor supports the model and plan and that `comm` has the plan's
-  // world size; allocates and initialises this rank's parameters.
+  // Checks that the backend supports the model and plan and that `comm` has the plan's world
+  // size; allocates and initialises this rank's parameters. A null `comm` is a single rank
+  // (executor/comm.h's local communicator).
   static Result<std::unique_ptr<Trainer>> make(const ModelSpec& model, const Plan& plan,
-                                               const TrainOptions& options, Comm& comm);
+                                               const TrainOptions& options, Comm* comm,
+                                               const Backend& backend);
   ~Trainer() override;
 
   // One optimizer step. `batch` is the whole global batch: global_batch_size sequences of
   // seq_len + 1 tokens each (inputs and the next-token targets); this rank reads its share.
   // A non-finite loss is an error naming the step and the rank that saw it.
-  // With `trace`, the step's spans and collectives are recorded there (replacing what it held),
-  // timed from the step's start, which every rank then begins together; the recorder is used
-  // for this step only.
-  Result<StepResult> step(const std::vector<std::int32_t>& batch,
-                          TraceRecorder* trace = nullptr);
+  // With `trace` (of the backend's kind), the step's spans and collectives are recorded there
+  // (replacing what it held), timed from the step's start, which every rank then begins
+  // together; the trace is used for this step only.
+  Result<StepResult> step(const std::vector<std::int32_t>& batch, StepTrace* trace = nullptr);
 
   std::int64_t stage() const { return stage_; }
   std::int64_t steps_done() const { return step_; }
-  // Every parameter element this rank holds authoritatively (ZeRO-3: its shard), with its
-  // coordinates in the full tensor. For comparing layouts.
+  // Every parameter element this rank holds authoritatively (ZeRO: its shard of the master
+  // copy), with its coordinates in the full tensor. For comparing layouts.
   void for_each_param(const std::function<void(const TensorSlice&, std::int64_t row,
-                                               std::int64_t col, float value)>& fn) const;
+                                               std::int64_t col, float value)>& fn) const {
+    stage_model_->for_each_param(fn);
+  }
   // Every element of the step's reduced gradient, with its coordinates; valid inside
   // TrainOptions::before_optimizer. An error under ZeRO-2/3, and ZeRO-1 over several ranks,
-  // which hold only a reduced shard.
+  // which hold only a reduced shard, and on a backend that does not read its gradients back
+  // (the CUDA backend's, stage.h).
   Status for_each_grad(const std::function<void(const TensorSlice&, std::int64_t row,
                                                 std::int64_t col, float value)>& fn) const;
   // From now on, appends the last stage's logits of every micro-batch, (T, padded vocab / tp)
-  // row-major, to `sink` (null: stop). For the reference check.
-  void capture_logits(std::vector<float>* sink);
+  // row-major, to `sink` (null: stop). For the reference check; an error on a backend that does
+  // not capture them.
+  Status capture_logits(std::vector<float>* sink) { return stage_model_->capture_logits(sink); }
+  const Stage& backend_stage() const { return *stage_model_; }
 
  private:
-  struct Block {
-    std::int64_t padded = 0;          // size rounded up to a multiple of dp
-    std::int64_t shard = 0;           // padded / dp
-    std::vector<float> param;         // (padded) full; empty while a ZeRO-3 block is released
-    std::vector<float> param_shard;   // (shard) ZeRO-3 only
-    std::vector<float> grad;          // (padded) this rank's accumulated gradient; ZeRO-2/3:
-                                      // only between a block's backward and its reduce-scatter
-    std::vector<float> held;          // ZeRO-2/3: tied / SP-norm gradient kept between them
-    std::vector<float> grad_shard;    // (shard) ZeRO-2/3: reduced gradient of the shard
-    std::vector<float> m, v;          // AdamW moments over the updated range
-    // Ranges (offset, count), in offset order. `decayed`: the tensors AdamW decays
-    // (for_each_decay_run). `tied`, `sp_norm`: positions whose gradient needs another group
-    // before the DP reduction: the tied table (embedding group) and sequence-parallel norms (tp
-    // group).
-    Ranges decayed, tied, sp_norm;
-    // Calls fn(offset, count) for every tied, then every SP-norm range.
-    template <class Fn>
-    void for_each_summed_range(Fn&& fn) const {
-      for (const auto* ranges : {&tied, &sp_norm})
-        for (auto [off, n] : *ranges) fn(off, n);
-    }
-  };
-
   Trainer(const ModelSpec& model, const Plan& plan, const TrainOptions& options, Comm& comm);
+  void init_blocks();
   void acquire(std::size_t b, DpPoint point) override;
   void release(std::size_t b) override;
   void backward_done(std::size_t b) override;
-  const float* params(std::size_t b) override;
-  float* grads(std::size_t b) override;
-  void reduce_scatter_grad(Block& b);  // ZeRO-2/3: into grad_shard, then frees grad
-  void run_schedule(const std::vector<std::int32_t>& batch, double& loss_sum);
+  Status check_batch(const std::vector<std::int32_t>& batch) const;
+  void run_schedule(const std::vector<std::int32_t>& batch);
+  void forward(std::int64_t chunk, std::int64_t mb);
+  void backward(std::int64_t chunk, std::int64_t mb);
+  Result<double> reduce_loss();
   void finish_gradients();
   void optimizer_step();
-  void set_trace(TraceRecorder* trace);
+  void set_trace(StepTrace* trace, TraceClock::time_point origin);
 
   ModelSpec model_;
   Plan plan_;
   TrainOptions options_;
+  std::unique_ptr<Comm> own_comm_;  // the local communicator of a single rank made without one
   Comm& comm_;
-  std::int64_t stage_ = 0, dp_rank_ = 0, shard_rank_ = 0, step_ = 0;
-  std::unique_ptr<StageModel> stage_model_;
-  std::vector<Block> blocks_;
+  std::int64_t stage_ = 0, dp_rank_ = 0, step_ = 0;
+  std::unique_ptr<Stage> stage_model_;
+  std::vector<BlockShape> blocks_;
   bool last_micro_batch_ = false;
-  TraceRecorder* trace_ = nullptr;  // during a traced step only
+  StepTrace* trace_ = nullptr;  // during a traced step only
 };
 
 }  // namespace trainplan::executor

@@ -3,6 +3,7 @@
 #include "planner/planner.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -158,6 +159,52 @@ PlanSearch search_plans(Estimator& est, const PlannerOptions& opt, std::int64_t 
   return out;
 }
 
+namespace {
+// Lower is simpler: parallel dimensions in use (a practitioner adds them one at a time), then
+// interleaving, ZeRO stage, recompute and offload, each a further thing to set up and debug.
+std::array<int, 5> layout_complexity(const Plan& p) {
+  const int dims = (p.tp > 1) + (p.pp > 1) + (p.cp > 1) + (p.ep > 1);
+  return {dims, p.virtual_stages > 1 ? 1 : 0, static_cast<int>(p.zero_stage),
+          p.recompute != Recompute::kNone ? 1 : 0, p.offload != Offload::kNone ? 1 : 0};
+}
+}  // namespace
+
+// Headroom differences below 5% of the device (4 GB of 80) are not worth a more complex layout:
+// the caching allocator's fragmentation alone varies by that much between runs of one plan.
+constexpr double kHeadroomGrain = 0.05;
+
+void break_ties(PlanSearch& search, double tolerance, double capacity_bytes,
+                bool simulated_only) {
+  search.ties = {};
+  if (search.ranked.empty() || tolerance <= 0) return;
+  auto eligible = [&](const Candidate& c) { return c.simulated || !simulated_only; };
+  const auto first = std::find_if(search.ranked.begin(), search.ranked.end(), eligible);
+  if (first == search.ranked.end()) return;
+  const double fastest = first->estimate.step_time_s;
+  const std::string fastest_plan = describe(first->plan);
+  // The tie: eligible candidates within the tolerance, moved ahead of the rest in order.
+  auto in_tie = [&](const Candidate& c) {
+    return eligible(c) && c.estimate.step_time_s <= fastest * (1 + tolerance);
+  };
+  const auto tie_end = std::stable_partition(search.ranked.begin(), search.ranked.end(), in_tie);
+  // The pick: among the tied, those within kHeadroomGrain of capacity of the most headroom;
+  // among those the simplest layout, then the fastest. It goes first; the rest keep their order.
+  double most_room = 0;
+  for (auto it = search.ranked.begin(); it != tie_end; ++it)
+    most_room = std::max(most_room, capacity_bytes - it->estimate.peak_memory_bytes);
+  auto pick = search.ranked.end();
+  for (auto it = search.ranked.begin(); it != tie_end; ++it) {
+    if (capacity_bytes - it->estimate.peak_memory_bytes < most_room - kHeadroomGrain * capacity_bytes)
+      continue;
+    if (pick == search.ranked.end() || layout_complexity(it->plan) < layout_complexity(pick->plan))
+      pick = it;  // equal complexity keeps the earlier, faster one
+  }
+  std::rotate(search.ranked.begin(), pick, pick + 1);
+  search.ties.tolerance = tolerance;
+  search.ties.tied = static_cast<std::size_t>(tie_end - search.ranked.begin());
+  if (describe(search.ranked.front().plan) != fastest_plan) search.ties.fastest = fastest_plan;
+}
+
 std::int64_t default_global_batch(const ModelSpec& model) {
   const double target = std::pow(2.0, 21) / d(model.seq_len);
   if (target <= 1.0) return 1;
@@ -259,6 +306,10 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
         rank();
       }
     }
+    const double tolerance = options.tie_tolerance >= 0 ? options.tie_tolerance
+                             : options.error_band.known() ? options.error_band.typical_abs
+                                                          : 0.0;
+    break_ties(search, tolerance, cluster.gpu.hbm_bytes, refine && options.simulate_top > 0);
     if (static_cast<std::int64_t>(search.ranked.size()) > options.top_k)
       search.ranked.resize(static_cast<std::size_t>(options.top_k));
     for (Candidate& cand : search.ranked)

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/cluster_spec.h"
+#include "core/error_band.h"
 #include "core/cost/compute_model.h"
 #include "core/cost/cost_model.h"
 #include "core/model_spec.h"
@@ -59,6 +60,13 @@ struct PlannerOptions {
   std::int64_t max_evaluations = 50'000'000;
   // Stop at the first feasible configuration (feasibility scans).
   bool stop_at_first_feasible = false;
+  // The expected error of a prediction on this cluster (validation/error_band.h; `plan` fills
+  // it from the cross-validated published runs). Refined candidates whose step times differ
+  // from the fastest by less than its typical error are tied (see TieBreak); unknown: no ties.
+  ErrorBand error_band;
+  // Overrides the tie tolerance (relative step time; 0: no ties). Negative: the band's typical
+  // error.
+  double tie_tolerance = -1;
   // Called about once a second during long searches (evaluated so far, total estimate).
   std::function<void(std::int64_t, std::int64_t)> progress;
 };
@@ -70,6 +78,17 @@ struct Candidate {
   CommVolume comm;          // bytes per step sent by one rank of the peak-memory stage
 };
 
+// Candidates the model cannot rank with confidence: predicted step times within the error
+// band's typical error of the fastest. Among them the planner prefers the most memory headroom
+// (within 5% of the device's capacity of the most), then the simplest layout (fewest parallel
+// dimensions in use, then no interleaving, the lowest ZeRO stage, no recompute, no offload),
+// then the fastest; the pick goes first and the others keep their order.
+struct TieBreak {
+  double tolerance = 0;        // relative step time; 0: no ties were called
+  std::size_t tied = 0;        // candidates in the tie, the pick included (1: no tie)
+  std::string fastest;         // describe() of the fastest, when the pick is another
+};
+
 struct PlanSearch {
   std::int64_t gpus = 0;
   std::int64_t global_batch_size = 0;
@@ -78,6 +97,7 @@ struct PlanSearch {
   bool truncated = false;         // stopped at max_evaluations
   std::vector<Candidate> ranked;  // best first (plan_training: at most top_k)
   Rejections rejections;         // by reason code (planner/prune.h)
+  TieBreak ties;                 // how ranked.front() was chosen among near-equal candidates
 };
 
 struct PlanResult {
@@ -94,6 +114,11 @@ struct PlanResult {
 using RefineFn = std::function<Result<Estimate>(const Plan&)>;
 Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& cluster,
                                  const PlannerOptions& options, const RefineFn& refine = {});
+
+// Orders the tied head of `search.ranked` (TieBreak) so that ranked.front() is the pick. Only
+// simulated candidates take part when `simulated_only` (a refined search: the pick is a figure
+// the simulator confirmed). Capacity: the device's memory in bytes.
+void break_ties(PlanSearch& search, double tolerance, double capacity_bytes, bool simulated_only);
 
 // One search at a fixed GPU count (used by plan_training and the benchmark).
 PlanSearch search_plans(Estimator& estimator, const PlannerOptions& options, std::int64_t gpus,

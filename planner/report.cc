@@ -157,7 +157,11 @@ std::string explain_choice(const Candidate& w, const Candidate& r) {
   });
   std::ostringstream os;
   const double gain = (b.step_time_s - a.step_time_s) / b.step_time_s * 100;
-  if (gain < 0.05) {
+  if (gain <= -0.05) {
+    // A tie broken by memory or simplicity (PlanSearch::ties) can pick the slower of the two.
+    os << "The runner-up (" << describe(r.plan) << ") is predicted " << fmt("%.1f", -gain)
+       << "% faster, inside the tie below";
+  } else if (gain < 0.05) {
     os << "It ties with the runner-up (" << describe(r.plan) << ") within 0.05% in step time";
   } else {
     os << "It beats the runner-up (" << describe(r.plan) << ") by " << fmt("%.1f", gain)
@@ -170,13 +174,29 @@ std::string explain_choice(const Candidate& w, const Candidate& r) {
        << fmt("%.3f", p.runner) << " s";
     if (++said == 2) break;
   }
-  if (said == 0) os << " with the same cost breakdown";
+  if (said == 0 && gain > -0.05) os << " with the same cost breakdown";
   const double mem_a = a.peak_memory_bytes / kGB, mem_b = b.peak_memory_bytes / kGB;
   if (std::fabs(mem_a - mem_b) > 0.05)
     os << "; it needs " << fmt("%.1f", mem_a) << " GB per GPU against " << fmt("%.1f", mem_b);
   os << ".";
   return os.str();
 }
+
+namespace {
+// The expected error of the figures above, and how the pick was made among candidates the
+// model cannot tell apart (PlanSearch::ties).
+void ties_and_band(std::ostream& os, const PlanSearch& s, const ReportContext& ctx) {
+  if (!ctx.options) return;
+  os << "  " << describe(ctx.options->error_band) << ".\n";
+  if (s.ties.tied <= 1) return;
+  os << "  " << s.ties.tied << " candidates predict step times within "
+     << fmt("%.0f", 100 * s.ties.tolerance)
+     << "% of the fastest, the typical error above: they are tied. The pick is the one with the "
+        "most memory headroom, then the simplest layout";
+  if (!s.ties.fastest.empty()) os << " (the fastest prediction was " << s.ties.fastest << ")";
+  os << ".\n";
+}
+}  // namespace
 
 std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
   const ModelSpec& m = *ctx.model;
@@ -227,6 +247,7 @@ std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
       os << "  (An analytical estimate: the event simulator's refinements ran out before it "
             "confirmed this candidate; check it with `simulate`.)\n";
     if (s.ranked.size() > 1) os << "  " << explain_choice(w, s.ranked[1]) << "\n";
+    ties_and_band(os, s, ctx);
     run_estimate(os, w, ctx);
     os << "\n";
     rejections(os, s);
@@ -273,6 +294,7 @@ std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
        << fmt("%.0f", w.estimate.offload_s / w.estimate.step_time_s * 100)
        << "% of the step): gradients and weights over PCIe and the optimizer step on the host.\n";
     if (o.ranked.size() > 1) os << "  " << explain_choice(w, o.ranked[1]) << "\n";
+    ties_and_band(os, o, ctx);
     run_estimate(os, w, ctx);
   } else {
     os << "\nNo plan fits even with optimizer states offloaded to host memory.\n";
@@ -332,6 +354,13 @@ Json search_json(const PlanSearch& s) {
     rej[std::string(reject_category(r))] = {{"count", s.rejections.count(r)},
                                             {"example", s.rejections.example(r)}};
   j["rejections"] = rej;
+  if (s.ties.tolerance > 0) {
+    j["ties"] = {{"tolerance", s.ties.tolerance},
+                 {"tied", s.ties.tied},
+                 {"rule", "most memory headroom (within 5% of capacity of the most), then "
+                          "the simplest layout, then the fastest"}};
+    if (!s.ties.fastest.empty()) j["ties"]["fastest"] = s.ties.fastest;
+  }
   return j;
 }
 }  // namespace
@@ -348,6 +377,8 @@ Json plan_report_to_json(const PlanResult& r, const ReportContext& ctx) {
                   {"memory_headroom", ctx.options->memory_headroom},
                   {"allow_cross_node_tp", ctx.options->allow_cross_node_tp}};
   if (ctx.options->max_cp > 0) j["options"]["max_cp"] = ctx.options->max_cp;
+  if (ctx.options->error_band.known() || !ctx.options->error_band.basis.empty())
+    j["error_band"] = error_band_to_json(ctx.options->error_band);
   j["fits"] = r.fits();
   j["search"] = search_json(r.search);
   if (!r.fits()) {

@@ -7,7 +7,7 @@
 //       build/tools/calibrate --backend cuda --models models/tiny.json --out profile.json
 //
 // Each backend parses its own options (calibrate --backend B --help lists them). A backend
-// this build lacks is a usage error (exit 2). Tested by tests/calibration/calibrate_test.cc.
+// this build lacks is a usage error (exit 2). Tested by tests/calibration/tools_test.cc.
 #include "tools/backend.h"
 
 namespace {

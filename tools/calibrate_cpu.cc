@@ -9,7 +9,7 @@
 // at each --micro-batches and --tp; calibration/executor_probe.h), its GEMM over an m,n,k sweep,
 // STREAM bandwidth, and (with 2+ ranks) MPI collectives in nccl-tests' columns; then
 // least-squares fits (calibration/fit.h). With -np 1 the profile has no links.
-// Tested by tests/calibration/calibrate_test.cc.
+// Tested by tests/calibration/tools_test.cc.
 #include <mpi.h>
 
 #include <time.h>  // nanosleep
@@ -22,7 +22,7 @@
 #include "calibration/kernels.h"
 #include "calibration/profile.h"
 #include "executor/allocator.h"
-#include "executor/comm_mpi.h"
+#include "executor/cpu/comm_mpi.h"
 #include "core/units.h"
 #include "tools/backend.h"
 #include "tools/cli.h"

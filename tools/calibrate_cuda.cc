@@ -33,7 +33,8 @@
 #include "calibration/profile.h"
 #include "executor/cuda/bootstrap.h"
 #include "executor/cuda/comm_nccl.h"
-#include "executor/cuda/trainer_cuda.h"
+#include "executor/cuda/cuda_stage.h"
+#include "executor/cuda/gpt_cuda.h"
 #include "tools/backend.h"
 #include "tools/cli.h"
 #include "tools/cuda_tool.h"
@@ -101,7 +102,7 @@ tp::Result<Args> parse(int argc, char** argv) {
 }
 
 // The probe plan: data parallel over every rank, one micro-batch per replica, bf16 with fp32
-// gradients (what the CUDA trainer accumulates and its optimizer reads).
+// gradients (what the CUDA backend accumulates and its optimizer reads).
 tp::Plan probe_plan(std::int64_t world, std::int64_t micro_batch) {
   tp::Plan p;
   p.dp = world;
@@ -119,7 +120,7 @@ tp::Plan probe_plan(std::int64_t world, std::int64_t micro_batch) {
 tp::Result<cal::ProbeSamples> time_tasks(const tp::ModelSpec& model, const tp::Plan& plan,
                                          cx::NcclComm* comm, const Args& a) {
   TRAINPLAN_RETURN_IF_ERROR(cx::check_cuda_executor_supports(model, plan));
-  auto trainer = cx::CudaTrainer::make(model, plan, {}, comm);
+  auto trainer = cx::make_cuda_trainer(model, plan, {}, comm);
   if (!trainer.ok()) return trainer.status();
   const std::vector<std::int32_t> batch =
       ct::random_tokens(1234, plan.global_batch_size * (model.seq_len + 1), model.vocab_size);

@@ -38,12 +38,12 @@
 #include <vector>
 
 #include "executor/allocator.h"
-#include "executor/comm_mpi.h"
+#include "executor/cpu/comm_mpi.h"
 #include "executor/data.h"
 #include "executor/params.h"
 #include "executor/tensor_file.h"
 #include "executor/trace.h"
-#include "executor/trainer.h"
+#include "executor/cpu/cpu_stage.h"
 #include "core/cost/cost_model.h"
 #include "core/step_report.h"
 #include "core/units.h"
@@ -332,7 +332,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
       TRAINPLAN_CHECK(tr.for_each_grad(std::ref(grads)).ok()) << "zero_stage checked in parse";
       first_grads = std::move(grads.tensors());
     };
-  auto trainer = Trainer::make(s.model, s.plan, options, **comm);
+  auto trainer = make_cpu_trainer(s.model, s.plan, options, **comm);
   if (const int bad = agree(trainer.status()); bad >= 0)
     return rank == bad ? cli::fail(kProgram, trainer.status()) : static_cast<int>(ExitCode::kRuntime);
   Trainer& t = **trainer;
@@ -341,7 +341,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   std::vector<float> first_logits;
   if (!s.dump.empty()) {
     if (const Status w = write_initial_weights(s, t); !w.ok()) return cli::fail(kProgram, w);
-    t.capture_logits(&first_logits);
+    TRAINPLAN_CHECK(t.capture_logits(&first_logits).ok()) << "the CPU backend captures logits";
   }
 
   long fault_rank = -1, fault_step = -1;
@@ -374,7 +374,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
     losses.push_back(r->loss);
     times.push_back(r->seconds);
     if (!s.dump.empty() && k == 0) {
-      t.capture_logits(nullptr);
+      TRAINPLAN_CHECK(t.capture_logits(nullptr).ok()) << "the CPU backend captures logits";
       const Status w = write_first_step(s, batch, std::move(first_logits), std::move(first_grads), r->loss);
       if (!w.ok()) return cli::fail(kProgram, w);
     }

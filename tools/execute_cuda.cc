@@ -36,7 +36,7 @@
 #include "tools/backend.h"
 #include "tools/cli.h"
 #include "tools/cuda_tool.h"
-#include "executor/cuda/trainer_cuda.h"
+#include "executor/cuda/cuda_stage.h"
 #include "core/cost/cost_model.h"
 #include "core/json_util.h"
 #include "core/model_spec.h"
@@ -69,7 +69,8 @@ tp::Result<Args> parse(int argc, char** argv) {
                      {"steps", true, "steps (default 10)"},
                      {"warmup", true, "steps left out of the timing (default 3)"},
                      {"seed", true, "token seed (default 1234)"},
-                     {"peak-tflops", true, "peak bf16 TFLOP/s for MFU (default: by device name)"}});
+                     {"peak-tflops", true, "peak bf16 TFLOP/s for MFU (default: by device name)"},
+                     {"dump-reference", true, "CPU backend only (the PyTorch reference check)"}});
   TRAINPLAN_RETURN_IF_ERROR(cli.parse(argc, argv));
   Args a;
   if (cli.help_requested()) {
@@ -77,6 +78,12 @@ tp::Result<Args> parse(int argc, char** argv) {
     a.help = true;
     return a;
   }
+  // The reference dump reads float32 gradients and logits back (executor/stage.h); this
+  // backend keeps bf16 activations and its gradients on the device.
+  if (!cli.get("dump-reference").empty())
+    return tp::Status::Error("--dump-reference is CPU-only: the CUDA backend does not read its "
+                             "gradients and logits back; run it with --backend cpu",
+                             tp::ExitCode::kUsage);
   a.model = cli.get("model");
   a.plan = cli.get("plan");
   a.out = cli.get("out");
@@ -228,7 +235,7 @@ int connect(const tp::Plan& plan, const cx::LaunchInfo& info,
 }
 
 // --params-out: this rank's master weights as "name row col value" lines.
-void write_params(const cx::CudaTrainer& trainer, const std::string& prefix, int rank) {
+void write_params(const tp::executor::Trainer& trainer, const std::string& prefix, int rank) {
   std::ofstream f(prefix + ".rank" + std::to_string(rank) + ".txt");
   f << std::setprecision(9);
   trainer.for_each_param([&](const tp::executor::TensorSlice& t, std::int64_t r, std::int64_t c,
@@ -280,9 +287,9 @@ int run(int argc, char** argv) {
   }
   std::unique_ptr<cx::NcclComm> comm;
   if (const int rc = connect(*plan, *info, comm); rc != 0) return rc;
-  cx::CudaTrainOptions options;
+  tp::executor::TrainOptions options;
   options.seed = args->seed;
-  auto trainer = cx::CudaTrainer::make(*model, *plan, options, comm.get());
+  auto trainer = cx::make_cuda_trainer(*model, *plan, options, comm.get());
   if (!trainer.ok()) {
     std::cerr << trainer.status().message() << "\n";
     return static_cast<int>(trainer.status().code());
@@ -294,7 +301,7 @@ int run(int argc, char** argv) {
   std::vector<std::int32_t> batch(static_cast<std::size_t>(per_step));
   std::vector<double> losses, seconds, all_seconds;
   std::map<std::string, double> phases;
-  std::vector<cx::PhaseTimer::SpanTime> spans;
+  std::vector<tp::executor::PhaseSpan> spans;
   std::map<std::string, std::int64_t> bytes_step;
   for (std::int64_t s = 0; s < args->steps; ++s) {
     for (std::int32_t& t : batch) t = tok(rng);

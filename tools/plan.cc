@@ -1,6 +1,6 @@
 // plan: how should this model be split across these GPUs?
 //   plan --model models/gpt3.json --gpus 32 [--json] [--emit-plan FILE] [--tokens N] [--trace FILE]
-//        [--max-cp N]
+//        [--max-cp N] [--tie-tolerance X]
 // Ranks every feasible configuration by an analytical estimate, refines the best with the event
 // simulator, and prints a recommendation with the reason it wins. See README.md.
 #include <cstdio>
@@ -11,11 +11,24 @@
 #include "planner/refine.h"
 #include "planner/report.h"
 #include "simulator/simulator.h"
+#include "validation/error_band.h"
 #include "tools/cli.h"
 
 using namespace trainplan;
 
 namespace {
+
+// The expected error of the predictions (validation/error_band.h): from the published runs of
+// the GPU's generation. A measured hardware profile has its own check, the predicted-vs-measured
+// benchmark, so it gets no band from GPUs (and no ties unless --tie-tolerance).
+ErrorBand expected_band(const ClusterSpec& cluster,
+                        const std::optional<HardwareProfile>& hardware) {
+  if (!hardware) return expected_error_band(cluster.gpu.name, corpus_residuals());
+  ErrorBand none;
+  none.basis = "not from published runs (a measured hardware profile: see "
+               "bench/predicted_vs_measured.sh)";
+  return none;
+}
 
 int run(int argc, char** argv) {
   auto options = cli::model_cluster_options();
@@ -40,6 +53,10 @@ int run(int argc, char** argv) {
       {"max-cp", true,
        "largest context-parallel degree searched (default: no bound; 1: no context "
        "parallelism; it is searched for sequences of 8192 tokens or more)"},
+      {"tie-tolerance", true,
+       "relative step-time difference within which candidates are tied and chosen by memory "
+       "headroom, then the simplest layout (default: the typical cross-validated error of "
+       "published runs on this GPU generation; 0: no ties)"},
       {"top", true, "candidates to show (default 10)"},
       {"simulate-top", true, "candidates refined by the event simulator (default 8, 0: none)"},
       {"tokens", true, "training tokens, for a whole-run estimate (days, GPU-hours)"},
@@ -69,9 +86,12 @@ int run(int argc, char** argv) {
   auto sim_top = args.get_int("simulate-top", 8, 0, 1000);
   auto tokens = args.get_double("tokens", 0, 1, 1e18);
   auto max_cp = args.get_int("max-cp", 0, 1, PlanLimits::kMaxDegree);
+  auto tie_tolerance = args.get_double("tie-tolerance", -1, 0.0, 1.0);
   for (const Status& st : {gbs.status(), headroom.status(), top.status(), sim_top.status(),
-                           tokens.status(), max_cp.status()})
+                           tokens.status(), max_cp.status(), tie_tolerance.status()})
     if (!st.ok()) return cli::fail("plan", st);
+  opt.tie_tolerance = *tie_tolerance;
+  opt.error_band = expected_band(*cluster, *hardware);
   opt.max_cp = *max_cp;
   opt.global_batch_size = *gbs;
   opt.memory_headroom = *headroom;

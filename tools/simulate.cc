@@ -4,7 +4,7 @@
 //   simulate --model M --plan P (--gpus N [--gpu NAME] [--gpus-per-node G] | --cluster F)
 //            [--hardware H] [--seq-len S] [--json] [--out FILE] [--trace FILE] [--all-ranks]
 //            [--rank-order tp,cp,dp,pp] [--dp-algorithm ring|gather-broadcast]
-//   simulate --published FILE [--family TEXT] [--cross-validate] [--json]
+//   simulate --published FILE [--family TEXT] [--cross-validate [--write-residuals OUT]] [--json]
 //
 // --json prints the StepReport (schema trainplan.step_report/1, kind "predicted"); --out writes
 // it to FILE; --trace writes a Chrome trace (open in https://ui.perfetto.dev).
@@ -15,7 +15,9 @@
 // the signed mean; --json prints schema trainplan.published_comparison/2. --cross-validate
 // gives the accuracy headline: each family predicted with the efficiency constants chosen on
 // the others (validation/accuracy.h; schema trainplan.cross_validation/1). --family TEXT keeps
-// the runs whose family contains TEXT.
+// the runs whose family contains TEXT; --write-residuals OUT writes the held-out errors per
+// family (validation/error_band.h; the corpus's are validation/corpus/error_residuals.json,
+// compiled in). The summary of a plan ends with the expected error band of its GPU generation.
 // Exit codes: 0 ok; 2 usage; 3 invalid input; 4 the plan does not fit the model or cluster;
 // 6 a file could not be read or written. Tested by tests/simulator/simulate_tool_test.cc.
 #include <algorithm>
@@ -28,6 +30,7 @@
 
 #include "core/units.h"
 #include "validation/accuracy.h"
+#include "validation/error_band.h"
 #include "validation/published_run.h"
 #include "simulator/simulator.h"
 #include "tools/cli.h"
@@ -44,7 +47,18 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-void print_summary(const Plan& plan, const SimResult& res) {
+// The expected error of the prediction (validation/error_band.h): from the published runs of
+// the GPU's generation. A measured hardware profile (a CPU, or a GPU calibrated here) has its
+// own check, the predicted-vs-measured benchmark, not the published runs.
+std::string expected_band_line(const ClusterSpec& cluster,
+                               const std::optional<HardwareProfile>& hardware) {
+  if (hardware)
+    return "expected error: not from published runs (a measured hardware profile: see "
+           "bench/predicted_vs_measured.sh)";
+  return describe(expected_error_band(cluster.gpu.name, corpus_residuals()));
+}
+
+void print_summary(const Plan& plan, const SimResult& res, const std::string& error_band) {
   const StepReport& r = res.report;
   std::cout << "plan: " << describe(plan) << "\n"
             << "step time          " << fmt("%10.4f s", r.step_time_s) << "\n"
@@ -53,7 +67,8 @@ void print_summary(const Plan& plan, const SimResult& res) {
             << "hw TFLOP/s/GPU     " << fmt("%10.1f", r.hardware_tflops_per_gpu)
             << "   (incl. recomputed forward)\n"
             << "MFU                " << fmt("%10.1f %%", 100.0 * r.mfu) << "\n"
-            << "pipeline bubble    " << fmt("%10.1f %%", 100.0 * r.bubble_fraction) << "\n";
+            << "pipeline bubble    " << fmt("%10.1f %%", 100.0 * r.bubble_fraction) << "\n"
+            << error_band << "\n";
   std::cout << "bytes per step (all ranks):";
   for (const auto& [g, b] : r.bytes_per_group) std::cout << "  " << g << fmt(" %.3f GB", b / kGB);
   std::cout << "\n\n";
@@ -165,26 +180,21 @@ Result<std::vector<PublishedEntry>> read_published(const std::string& path,
 }
 
 // --cross-validate: each family predicted with the constants chosen on the others.
-int run_cross_validation(const std::vector<PublishedEntry>& entries, bool as_json) {
+int run_cross_validation(const std::vector<PublishedEntry>& entries, bool as_json,
+                         const std::string& residuals_path) {
   std::vector<const PublishedRun*> runs;
-  std::vector<std::string> families;
   for (const PublishedEntry& e : entries)
-    if (e.run.ok()) {
-      runs.push_back(&*e.run);
-      families.push_back(e.run->family.key());
-    }
-  auto evaluate = [&](std::size_t i, const EfficiencyPoint& point) {
-    PublishedRun run = *runs[i];
-    run.cluster.gpu.gemm_efficiency = point.gemm_efficiency;
-    run.cluster.gpu.memory_efficiency = point.memory_efficiency;
-    auto sim = simulate_step(run.model, run.cluster, run.plan, run.options);
-    return sim.ok() ? run_errors(compare_published_run(run, sim->report)) : RunErrors{};
-  };
-  const GpuSpec preset_gpu;
-  const EfficiencyPoint presets{preset_gpu.gemm_efficiency, preset_gpu.memory_efficiency};
+    if (e.run.ok()) runs.push_back(&*e.run);
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  const CrossValidation cv =
-      cross_validate(families, default_efficiency_grid(), presets, evaluate, threads);
+  const CrossValidation cv = cross_validate_published(runs, threads);
+  if (!residuals_path.empty()) {
+    const Json residuals = residuals_to_json(
+        residuals_by_family(runs, cv),
+        "simulate --published validation/corpus/published_runs.json --cross-validate "
+        "--write-residuals validation/corpus/error_residuals.json");
+    const Status written = cli::write_file_atomic(residuals_path, residuals.dump(1) + "\n");
+    if (!written.ok()) return cli::fail(kProgram, written);
+  }
   if (as_json) {
     Json folds = Json::array(), by_family = Json::array();
     for (const auto& f : cv.folds)
@@ -238,7 +248,11 @@ int run_published(const cli::Args& args) {
   auto entries = read_published(path, args.get("family"));
   if (!entries.ok()) return cli::fail(kProgram, entries.status());
   const bool as_json = args.has("json");
-  if (args.has("cross-validate")) return run_cross_validation(*entries, as_json);
+  if (args.has("write-residuals") && !args.has("cross-validate"))
+    return cli::fail(kProgram, Status::Error("--write-residuals needs --cross-validate",
+                                             ExitCode::kUsage));
+  if (args.has("cross-validate"))
+    return run_cross_validation(*entries, as_json, args.get("write-residuals"));
   Json out_runs = Json::array();
   std::vector<std::string> families;
   std::vector<RunErrors> errors;
@@ -339,6 +353,8 @@ int run(int argc, char** argv) {
       {"cross-validate", false, "with --published: leave one family out, choose the "
                                 "efficiency constants on the rest, predict it; per family and "
                                 "overall"},
+      {"write-residuals", true, "with --cross-validate: write the held-out errors per family "
+                                "to FILE (schema trainplan.error_residuals/1)"},
   });
   cli::Args args(kProgram, "Simulate one training step of a plan, event by event.", options);
   if (Status st = args.parse(argc, argv); !st.ok()) return cli::fail(kProgram, st);
@@ -347,7 +363,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (args.has("published")) return run_published(args);
-  for (const char* o : {"family", "cross-validate"})
+  for (const char* o : {"family", "cross-validate", "write-residuals"})
     if (args.has(o))
       return cli::fail(kProgram, Status::Error(std::string("--") + o + " needs --published FILE",
                                                ExitCode::kUsage));
@@ -388,7 +404,7 @@ int run(int argc, char** argv) {
     if (Status st = cli::write_file_atomic(args.get("trace"), res->trace_json); !st.ok())
       return cli::fail(kProgram, st);
   if (args.has("json")) std::cout << json;
-  else print_summary(*plan, *res);
+  else print_summary(*plan, *res, expected_band_line(*cluster, *hardware));
   return 0;
 }
 

@@ -152,6 +152,7 @@ CrossValidation cross_validate(
     cv.folds.push_back(fold);
   }
   cv.by_family = stats_by_family(families, held_out);
+  cv.held_out = held_out;
   cv.throughput = error_stats(throughput_of(held_out));
   cv.memory = error_stats(memory_of(held_out));
   const std::size_t all = best_point(on_grid, grid, presets, [](std::size_t) { return true; });

@@ -63,6 +63,7 @@ struct CrossValidation {
   std::vector<Fold> folds;
   // Held-out errors: each run predicted with its own family left out of the choice.
   std::vector<FamilyStats> by_family;
+  std::vector<RunErrors> held_out;  // run i's held-out errors, in the order of `families`
   ErrorStats throughput, memory;
   // For comparison only (not the headline): the best single point over all runs at once, and
   // the errors at the presets' own constants.

@@ -401,6 +401,27 @@ void choose_zero_stage(PublishedRun& run) {
                             format_number(capacity / kGB) + " GB by our count: " + tried + ")");
 }
 
+// What a framework does by default that our plan names otherwise; each rule says so under
+// `assumed:`.
+// torchtitan with pipeline parallelism keeps FSDP2's gathered weights from a stage's first
+// forward to its last backward (its reshard_after_forward_policy "default" is `not pp_enabled`,
+// torchtitan/models/llama3/infra/parallelize.py: "to avoid per-microbatch all-gathers"), and
+// torch.distributed.pipelining syncs FSDP gradients only on a stage's last backward
+// (backward_maybe_with_nosync: set_requires_gradient_sync(last_backward), torch/distributed/
+// pipelining/stage.py). One all-gather and one reduce-scatter per step, the weights and
+// gradients of the stage resident, optimizer states and fp32 master weights sharded: the
+// pattern of ZeRO-1 (Megatron's distributed optimizer), which is how the plan takes it.
+void apply_framework_defaults(PublishedRun& run) {
+  Plan& p = run.plan;
+  if (run.family.framework == "torchtitan" && p.pp > 1 && p.zero_stage == 3) {
+    p.zero_stage = 1;
+    run.assumptions.push_back(
+        "parallel.zero_stage: 1 for torchtitan's FSDP with pipeline parallelism "
+        "(reshard_after_forward off by default when pp > 1, gradients reduced on the last "
+        "micro-batch only: weights gathered and gradients reduce-scattered once per step)");
+  }
+}
+
 }  // namespace
 
 Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view where_in) {
@@ -502,6 +523,7 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
                               " layers do not divide evenly; the end stages take fewer)");
   }
   if (!run.zero_stage_given) choose_zero_stage(run);
+  apply_framework_defaults(run);
   if (Status st = validate_plan(p); !st.ok())
     return Status::Error(where + " parallel: " + st.message(), st.code());
   if (Status st = check_plan_fits_model(p, run.model); !st.ok())

@@ -85,7 +85,7 @@ want() { [[ " $PARTS " == *" $1 "* ]]; }
 
 # ---- 2. GPU tests ----
 want tests && for t in kernels gpt comm; do
-  bin="$BUILD/tests/executor_cuda/executor_cuda_${t}_test"
+  bin="$BUILD/tests/executor/cuda/executor_cuda_${t}_test"
   say "test $t"
   if timeout 240 "$bin" --gtest_output="json:$OUTDIR/test_$t.json" > "$OUTDIR/test_$t.log" 2>&1; then
     add "| test $t | PASS | $(grep -c '^\[       OK .*ms)$' "$OUTDIR/test_$t.log") passed, $(grep -c '^\[  SKIPPED .*ms)$' "$OUTDIR/test_$t.log") skipped |"
@@ -118,7 +118,10 @@ if want layouts; then
 say "layouts on one GPU"
 if launch single 1 bench/gpu/plans/single.json 4 1 "$TINY" --params-out "$OUTDIR/p_single"; then
   stuck=0
-  for spec in dp2:2 tp2:2 tp2_sp:2 pp2_1f1b:2 pp2_gpipe:2 zero1:2 zero2:2 zero3:2; do
+  # zero2_m2 (two micro-batches per replica) and pp2_interleaved: what the one Trainer gave the
+  # CUDA backend (issue 22): per-micro-batch ZeRO-2 reduce-scatters, the interleaved schedule.
+  for spec in dp2:2 tp2:2 tp2_sp:2 pp2_1f1b:2 pp2_gpipe:2 zero1:2 zero2:2 zero3:2 zero2_m2:2 \
+              pp2_interleaved:2; do
     name=${spec%%:*}; n=${spec##*:}
     if [ "$stuck" -ge 2 ]; then
       add "| layout $name | SKIPPED | two layouts in a row did not start: see dp2.rank*.log |"

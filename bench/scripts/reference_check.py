@@ -162,7 +162,7 @@ def loss_curve(model, corpus, seed, steps, lr):
     params = model.params
     groups = [{"params": [p for n, p in params.items() if decayed(n)], "weight_decay": 0.1},
               {"params": [p for n, p in params.items() if not decayed(n)], "weight_decay": 0.0}]
-    # executor/kernels.h AdamW defaults: betas (0.9, 0.95), eps 1e-8, decoupled decay 0.1.
+    # executor/params.h AdamW defaults: betas (0.9, 0.95), eps 1e-8, decoupled decay 0.1.
     opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8)
     # execute --lr-warmup W: step k (from 1) uses lr * min(1, k / W).
     warmup = model.meta.get("lr_warmup", 0)

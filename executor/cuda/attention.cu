@@ -11,7 +11,7 @@
 //    for the causal softmax and its backward; the (heads, seq, seq) scratch exists only
 //    inside one call. Computes the masked triangle as well. A FlashAttention-2 kernel (mma /
 //    wgmma tiles) would replace both.
-// Tested by tests/executor_cuda/kernels_test.cc against executor::attention_forward/backward.
+// Tested by tests/executor/cuda/kernels_test.cc against executor::attention_forward/backward.
 #include <cfloat>
 #include <cmath>
 

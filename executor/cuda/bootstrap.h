@@ -13,7 +13,7 @@
 // older NCCL a distinct NCCL_HOSTID per rank and NCCL_SOCKET_IFNAME=lo;
 // prepare_shared_gpu_env() sets those before NCCL starts.
 //
-// Tested by tests/executor_cuda/comm_nccl_test.cc (bootstrap parts run without a GPU).
+// Tested by tests/executor/cuda/comm_nccl_test.cc (bootstrap parts run without a GPU).
 #pragma once
 
 #include <cstdint>

@@ -18,7 +18,7 @@
 // CommError. With hard_exit_after_s > 0 (the tool's choice) the watchdog ends the process
 // with exit code kRuntime when the main thread has not come back that long after the abort.
 //
-// Tested by tests/executor_cuda/comm_nccl_test.cc (skips without a GPU) and by
+// Tested by tests/executor/cuda/comm_nccl_test.cc (skips without a GPU) and by
 // bench/gpu/run_all.sh (several ranks on one GPU).
 #pragma once
 

@@ -4,7 +4,7 @@
 //
 // Errors are thrown as CudaError (a broken device or invariant inside a step is not
 // recoverable); the tool's main() turns it into an exit code. Tested by
-// tests/executor_cuda/kernels_test.cc.
+// tests/executor/cuda/kernels_test.cc.
 #pragma once
 
 #include <cublasLt.h>

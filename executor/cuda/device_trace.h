@@ -24,18 +24,16 @@
 
 namespace trainplan::executor::cuda {
 
-class DeviceTrace {
+class DeviceTrace final : public StepTrace {
  public:
   DeviceTrace() = default;
-  ~DeviceTrace();
+  ~DeviceTrace() override;
   DeviceTrace(const DeviceTrace&) = delete;
   DeviceTrace& operator=(const DeviceTrace&) = delete;
 
   // Forgets the spans of the last step and records time 0 on `stream` (the compute stream,
   // before any work of the step is enqueued). The context is reset.
   void start_step(cudaStream_t stream);
-  const TraceContext& context() const { return context_; }
-  void set_context(const TraceContext& c) { context_ = c; }
 
   // A span of the work enqueued on `stream` from now until close(span, stream), in the current
   // context; collectives give the bytes this rank sends and their group. Returns the span.
@@ -56,7 +54,6 @@ class DeviceTrace {
   std::vector<cudaEvent_t> pool_;
   std::size_t used_ = 0;
   cudaEvent_t origin_ = nullptr;
-  TraceContext context_;
   std::vector<Span> spans_;
 };
 

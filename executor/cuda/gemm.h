@@ -3,7 +3,7 @@
 // column-major C^T = op(B)^T op(A)^T, so no data is transposed. The algorithm of each shape is
 // chosen once by cuBLASLt's heuristic and cached.
 //
-// Tested by tests/executor_cuda/kernels_test.cc (against executor::linear_forward/backward).
+// Tested by tests/executor/cuda/kernels_test.cc (against executor::linear_forward/backward).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // One pipeline stage of a GPT on a GPU; see gpt_cuda.h. Read side by side with
-// executor/gpt.cc: the same steps in the same order, each TP collective tagged with its
-// cost-model task (core/cost/cost_model.cc).
+// executor/cpu/gpt.cc: the same steps in the same order, each TP collective tagged with its
+// cost-model task (core/cost/tasks.cc).
 #include "executor/cuda/gpt_cuda.h"
 
 #include <algorithm>
@@ -77,31 +77,17 @@ struct CudaStageModel::MicroBatch {
 CudaStageModel::CudaStageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage,
                                NcclComm* comm, DeviceBlockAccess& access, Gemm& gemm,
                                cudaStream_t stream)
-    : model_(model), plan_(plan), comm_(comm), access_(access), gemm_(gemm), stream_(stream) {
+    : StageModelBase(model, plan, stage, comm != nullptr ? comm->group_rank(CommGroup::kTp) : 0),
+      model_(model),
+      plan_(plan),
+      comm_(comm),
+      access_(access),
+      gemm_(gemm),
+      stream_(stream) {
   TRAINPLAN_CHECK(comm != nullptr || plan.world_size() == 1)
       << "a multi-rank plan needs a communicator";
-  x_.stage = stage;
-  x_.tp = plan.tp;
-  x_.tp_rank = comm != nullptr ? comm->group_rank(CommGroup::kTp) : 0;
-  x_.tokens = plan.micro_batch_size * model.seq_len;
-  x_.sp = plan.sequence_parallel && plan.tp > 1;
-  x_.local_tokens = x_.sp ? x_.tokens / plan.tp : x_.tokens;
-  x_.first = stage == 0;
-  x_.last = stage == plan.pp - 1;
   heads_ = model.num_attention_heads / plan.tp;
   hd_ = model.q_width() / model.num_attention_heads;
-  layouts_ = stage_layouts(model, plan, stage, x_.tp_rank);
-  const std::vector<std::int64_t> layers = chunk_layers(plan, model);
-  std::size_t next = x_.first ? 1 : 0;
-  for (std::int64_t v = 0; v < plan.virtual_stages; ++v) {
-    std::vector<std::size_t>& blocks = chunk_blocks_.emplace_back();
-    for (std::int64_t i = 0; i < layers[static_cast<std::size_t>(v * plan.pp + stage)]; ++i)
-      blocks.push_back(next++);
-  }
-  TRAINPLAN_CHECK(next + (x_.last ? 1 : 0) == layouts_.size()) << "block count mismatch";
-  attention_task_ = tasks_between(layer_forward_tasks(model, plan), "qkv", "out_proj");
-  attention_bwd_task_ =
-      tasks_between(layer_backward_tasks(model, plan), "out_proj_wgrad", "qkv_dgrad");
 }
 
 CudaStageModel::~CudaStageModel() = default;
@@ -364,15 +350,13 @@ void CudaStageModel::embedding_backward(const std::int32_t* tokens, const Buf& d
 }
 
 const bf16* CudaStageModel::head_weights() {
-  if (model_.tie_word_embeddings && plan_.pp == 1)
-    return access_.params(0) + layouts_[0].tensors[kWte].offset;
-  return access_.params(layouts_.size() - 1) + layouts_.back().tensors[kHeadW].offset;
+  const auto [block, offset] = head_matrix();
+  return access_.params(block) + offset;
 }
 
 float* CudaStageModel::head_grads() {
-  if (model_.tie_word_embeddings && plan_.pp == 1)
-    return access_.grads(0) + layouts_[0].tensors[kWte].offset;
-  return access_.grads(layouts_.size() - 1) + layouts_.back().tensors[kHeadW].offset;
+  const auto [block, offset] = head_matrix();
+  return access_.grads(block) + offset;
 }
 
 void CudaStageModel::head_forward(MicroBatch& s, Buf&& x, const std::int32_t* targets,
@@ -462,49 +446,48 @@ void CudaStageModel::head_backward(MicroBatch& s, Buf& dx) {
                      g + l.tensors[kLnfG].offset, g + l.tensors[kLnfB].offset, Tl, h, stream_);
 }
 
+// The steps of a chunk's pass on device buffers; executor/stage_model.h orders them (as
+// executor/cpu/gpt.cc's).
 void CudaStageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int32_t* tokens,
                              const std::int32_t* targets, Buf* input, Buf* output,
                              float loss_scale, double* loss_sum) {
   auto state = std::make_unique<MicroBatch>();
   MicroBatch& s = *state;
-  const std::vector<std::size_t>& blocks = chunk_blocks_[static_cast<std::size_t>(chunk)];
-  s.layers.resize(blocks.size());
-  const bool embed = has_embedding(chunk), head = has_head(chunk);
-  const bool hold_embedding = embed && head && model_.tie_word_embeddings;
-  Buf hcur;
-  if (embed) {
-    s.token_copy.resize(x_.tokens);
-    TP_CUDA(cudaMemcpyAsync(s.token_copy.data(), tokens, static_cast<std::size_t>(x_.tokens) * 4,
-                            cudaMemcpyDeviceToDevice, stream_));
-    access_.acquire(0, DpPoint::kBeforeForward);
-    embedding_forward(tokens, hcur);
-    if (!hold_embedding) access_.release(0);
-  } else {
-    hcur = std::move(*input);
-  }
-  for (std::size_t i = 0; i < blocks.size(); ++i) {
-    const std::size_t b = blocks[i];
-    TraceScope layer(trace_, {.layer = static_cast<std::int32_t>(layouts_[b].layer)});
-    access_.acquire(b, DpPoint::kBeforeForward);
-    Buf out;
-    layer_forward(b, std::move(hcur), s.layers[i], out);
-    access_.release(b);
-    if (recomputes_layer(plan_, static_cast<std::int64_t>(i))) {
+  s.layers.resize(chunk_blocks_[static_cast<std::size_t>(chunk)].size());
+  struct Steps {
+    CudaStageModel& m;
+    MicroBatch& s;
+    const std::int32_t *tokens, *targets;
+    Buf *input, *output;
+    float loss_scale;
+    double* loss_sum;
+    Buf embed() {
+      s.token_copy.resize(m.x_.tokens);
+      TP_CUDA(cudaMemcpyAsync(s.token_copy.data(), tokens,
+                              static_cast<std::size_t>(m.x_.tokens) * sizeof(std::int32_t),
+                              cudaMemcpyDeviceToDevice, m.stream_));
+      Buf h;
+      m.embedding_forward(tokens, h);
+      return h;
+    }
+    Buf received() { return std::move(*input); }
+    Buf layer(std::size_t i, std::size_t b, Buf& h) {
+      Buf out;
+      m.layer_forward(b, std::move(h), s.layers[i], out);
+      return out;
+    }
+    void keep_input_only(std::size_t i) {
       LayerCache kept;  // only the layer input
       kept.x = std::move(s.layers[i].x);
       s.layers[i] = std::move(kept);
     }
-    hcur = std::move(out);
-  }
-  if (head) {
-    const std::size_t hb = layouts_.size() - 1;
-    access_.acquire(hb, DpPoint::kBeforeForward);
-    head_forward(s, std::move(hcur), targets, loss_scale, loss_sum);
-    access_.release(hb);
-    if (hold_embedding) access_.release(0);
-  } else {
-    *output = std::move(hcur);
-  }
+    double head(Buf& h) {
+      m.head_forward(s, std::move(h), targets, loss_scale, loss_sum);
+      return 0;  // added to *loss_sum on the device
+    }
+    void send(Buf& h) { *output = std::move(h); }
+  } steps{*this, s, tokens, targets, input, output, loss_scale, loss_sum};
+  forward_chunk<Buf>(geo_, chunk, pass_context(), steps);
   in_flight_[{chunk, mb}] = std::move(state);
 }
 
@@ -513,49 +496,32 @@ void CudaStageModel::backward(std::int64_t chunk, std::int64_t mb, Buf* grad_out
   auto it = in_flight_.find({chunk, mb});
   TRAINPLAN_CHECK(it != in_flight_.end()) << "backward of micro-batch " << mb << " chunk "
                                           << chunk << " without its forward";
-  MicroBatch& s = *it->second;
-  const std::vector<std::size_t>& blocks = chunk_blocks_[static_cast<std::size_t>(chunk)];
-  const bool embed = has_embedding(chunk), head = has_head(chunk);
-  const bool hold_embedding = embed && head && model_.tie_word_embeddings;
-  Buf d;
-  if (head) {
-    const std::size_t hb = layouts_.size() - 1;
-    if (hold_embedding) access_.acquire(0, DpPoint::kBeforeBackward);
-    access_.acquire(hb, DpPoint::kBeforeBackward);
-    head_backward(s, d);
-    access_.release(hb);
-    access_.backward_done(hb);
-  } else {
-    d = std::move(*grad_output);
-  }
-  for (std::size_t i = blocks.size(); i-- > 0;) {
-    const std::size_t b = blocks[i];
-    LayerCache& c = s.layers[i];
-    TraceScope layer(trace_, {.layer = static_cast<std::int32_t>(layouts_[b].layer)});
-    if (!c.complete) {
-      // Full recompute (layer_recompute_tasks = layer_forward_tasks, collectives included).
-      TraceScope recompute(trace_, {.pass = 'R'});
-      access_.acquire(b, DpPoint::kBeforeRecompute);
-      Buf unused;
-      layer_forward(b, std::move(c.x), c, unused);
-      access_.release(b);
+  struct Steps {
+    CudaStageModel& m;
+    MicroBatch& s;
+    Buf *grad_output, *grad_input;
+    Buf head_backward() {
+      Buf d;
+      m.head_backward(s, d);
+      return d;
     }
-    access_.acquire(b, DpPoint::kBeforeBackward);
-    Buf dx;
-    layer_backward(b, c, d, dx);
-    access_.release(b);
-    access_.backward_done(b);
-    c = LayerCache{};
-    d = std::move(dx);
-  }
-  if (embed) {
-    if (!hold_embedding) access_.acquire(0, DpPoint::kBeforeBackward);
-    embedding_backward(s.token_copy.data(), d);
-    access_.release(0);
-    access_.backward_done(0);
-  } else {
-    *grad_input = std::move(d);
-  }
+    Buf received() { return std::move(*grad_output); }
+    bool complete(std::size_t i) const { return s.layers[i].complete; }
+    Buf recompute_input(std::size_t i) { return std::move(s.layers[i].x); }
+    void recompute(std::size_t i, std::size_t b, Buf& x) {
+      Buf unused;
+      m.layer_forward(b, std::move(x), s.layers[i], unused);
+    }
+    Buf layer_backward(std::size_t i, std::size_t b, Buf& d) {
+      Buf dx;
+      m.layer_backward(b, s.layers[i], d, dx);
+      return dx;
+    }
+    void drop(std::size_t i) { s.layers[i] = LayerCache{}; }
+    void embedding_backward(Buf& d) { m.embedding_backward(s.token_copy.data(), d); }
+    void send(Buf& d) { *grad_input = std::move(d); }
+  } steps{*this, *it->second, grad_output, grad_input};
+  backward_chunk<Buf>(geo_, chunk, pass_context(), steps);
   in_flight_.erase(it);
 }
 

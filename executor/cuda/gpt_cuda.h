@@ -1,4 +1,4 @@
-// One pipeline stage of a GPT on one GPU: executor/gpt.h's StageModel with device buffers,
+// One pipeline stage of a GPT on one GPU: executor/cpu/gpt.h's StageModel with device buffers,
 // bf16 activations and weights, float32 parameter gradients. The same contract, the same
 // tensor parallelism (column/row-parallel linears, attention by heads, vocabulary-parallel
 // embedding and cross-entropy, sequence parallelism), the same TP collectives in the same
@@ -11,7 +11,7 @@
 // drop; everything runs asynchronously on one compute stream; the loss is accumulated on the
 // device.
 //
-// Tested against the CPU StageModel by tests/executor_cuda/gpt_cuda_test.cc.
+// Tested against the CPU StageModel by tests/executor/cuda/gpt_cuda_test.cc.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +26,8 @@
 #include "executor/cuda/device_trace.h"
 #include "executor/cuda/gemm.h"
 #include "executor/params.h"
+#include "executor/stage.h"
+#include "executor/stage_model.h"
 #include "core/cost/cost_model.h"
 #include "core/model_spec.h"
 #include "core/plan.h"
@@ -36,25 +38,15 @@ namespace trainplan::executor::cuda {
 // with bf16 instead of fp32).
 Status check_cuda_executor_supports(const ModelSpec& model, const Plan& plan);
 
-// executor::BlockAccess on the device: bf16 compute weights, float32 gradients, laid out as
-// BlockLayout (offsets in elements).
-class DeviceBlockAccess {
+// executor/cpu/gpt.h's BlockAccess on the device: bf16 compute weights, float32 gradients,
+// laid out as BlockLayout (offsets in elements); the data-parallel points go to the Trainer.
+class DeviceBlockAccess : public DpEvents {
  public:
-  virtual ~DeviceBlockAccess() = default;
-  virtual void acquire(std::size_t b, DpPoint point) = 0;
-  virtual void release(std::size_t b) = 0;
-  virtual void backward_done(std::size_t b) = 0;
   virtual const bf16* params(std::size_t b) = 0;
   virtual float* grads(std::size_t b) = 0;
 };
 
-struct CudaStageShape {
-  std::int64_t stage = 0, tp_rank = 0, tp = 1;
-  std::int64_t tokens = 0, local_tokens = 0;
-  bool first = false, last = false, sp = false;
-};
-
-class CudaStageModel {
+class CudaStageModel final : public StageModelBase {
  public:
   // comm may be null for a single rank (tp = pp = dp = 1).
   CudaStageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, NcclComm* comm,
@@ -62,12 +54,6 @@ class CudaStageModel {
   ~CudaStageModel();
   CudaStageModel(const CudaStageModel&) = delete;
   CudaStageModel& operator=(const CudaStageModel&) = delete;
-
-  const std::vector<BlockLayout>& layouts() const { return layouts_; }
-  const CudaStageShape& shape() const { return x_; }
-  std::int64_t num_chunks() const { return static_cast<std::int64_t>(chunk_blocks_.size()); }
-  bool has_embedding(std::int64_t c) const { return x_.first && c == 0; }
-  bool has_head(std::int64_t c) const { return x_.last && c == num_chunks() - 1; }
 
   // As StageModel::forward. tokens and targets are device arrays (T); `input` (local_tokens, h)
   // is consumed; `output` is written. The head chunk adds the sum of its token losses to
@@ -114,21 +100,17 @@ class CudaStageModel {
   const bf16* head_weights();
   float* head_grads();
 
+  PassContext pass_context() { return {plan_, model_.tie_word_embeddings, access_, trace_}; }
+
   ModelSpec model_;
   Plan plan_;
   NcclComm* comm_;
   DeviceBlockAccess& access_;
   Gemm& gemm_;
   cudaStream_t stream_;
-  CudaStageShape x_;
   std::int64_t heads_ = 0, hd_ = 0;  // heads on this rank, head dim
-  std::vector<BlockLayout> layouts_;
-  std::vector<std::vector<std::size_t>> chunk_blocks_;
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<MicroBatch>> in_flight_;
   DeviceTrace* trace_ = nullptr;
-  // The cost-model task(s) the attention kernels carry out ("attention", or the unfused
-  // plan's "attn_scores+softmax+attn_values"), forward and backward (as gpt.cc).
-  std::string attention_task_, attention_bwd_task_;
 };
 
 }  // namespace trainplan::executor::cuda

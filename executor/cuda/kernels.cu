@@ -1,6 +1,6 @@
 // Non-GEMM kernels of the CUDA executor; see kernels.h. Each kernel reads bf16, computes in
 // float32 and writes bf16 (activations) or float32 (statistics, parameter gradients).
-// Tested by tests/executor_cuda/kernels_test.cc against executor/kernels.cc.
+// Tested by tests/executor/cuda/kernels_test.cc against executor/cpu/kernels.cc.
 #include <cfloat>
 #include <cmath>
 
@@ -65,6 +65,9 @@ __global__ void cast_bf16_f32_kernel(const bf16* in, float* out, std::int64_t n)
 }
 __global__ void add_kernel(const bf16* a, const bf16* b, bf16* out, std::int64_t n) {
   GRID_STRIDE(i, n) out[i] = __float2bfloat16(ld(a + i) + ld(b + i));
+}
+__global__ void accumulate_kernel(const float* x, float* acc, std::int64_t n) {
+  GRID_STRIDE(i, n) acc[i] += x[i];
 }
 __global__ void residual_bias_add_kernel(const bf16* r, const bf16* y, const bf16* bias,
                                          bf16* out, std::int64_t rows, std::int64_t cols) {
@@ -286,6 +289,11 @@ void add(const bf16* a, const bf16* b, bf16* out, std::int64_t n, cudaStream_t s
   if (n == 0) return;
   add_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, out, n);
   TP_LAUNCH_CHECK(add_kernel);
+}
+void accumulate(const float* x, float* acc, std::int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  accumulate_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, acc, n);
+  TP_LAUNCH_CHECK(accumulate_kernel);
 }
 void residual_bias_add(const bf16* resid, const bf16* y, const bf16* bias, bf16* out,
                        std::int64_t rows, std::int64_t cols, cudaStream_t s) {

@@ -1,15 +1,16 @@
 // The CUDA executor's non-GEMM kernels (kernels.cu, attention.cu): bf16 activations, float32
-// statistics and accumulation, float32 gradients of parameters. They mirror executor/kernels.h
+// statistics and accumulation, float32 gradients of parameters. They mirror executor/cpu/kernels.h
 // one for one and follow its conventions: activations row-major (tokens, features), tokens of
 // one micro-batch sequence after sequence; backward kernels ACCUMULATE parameter gradients and
 // WRITE input gradients. Every launch is checked. All calls are asynchronous on `stream`.
 //
-// Tested against the CPU kernels by tests/executor_cuda/kernels_test.cc.
+// Tested against the CPU kernels by tests/executor/cuda/kernels_test.cc.
 #pragma once
 
 #include <cstdint>
 
 #include "executor/cuda/device.h"
+#include "executor/params.h"
 
 namespace trainplan::executor::cuda {
 
@@ -20,6 +21,8 @@ void cast_bf16_to_f32(const bf16* in, float* out, std::int64_t n, cudaStream_t s
 
 // out = a + b (n elements). out may alias a or b.
 void add(const bf16* a, const bf16* b, bf16* out, std::int64_t n, cudaStream_t stream);
+// acc += x (n float32 elements): ZeRO-2/3's shard gradient over the step's micro-batches.
+void accumulate(const float* x, float* acc, std::int64_t n, cudaStream_t stream);
 // out (rows, cols) = resid + y + bias (bias per column; may be null). out may alias resid or y.
 void residual_bias_add(const bf16* resid, const bf16* y, const bf16* bias, bf16* out,
                        std::int64_t rows, std::int64_t cols, cudaStream_t stream);
@@ -99,9 +102,7 @@ inline constexpr std::int64_t kMaxHeadDim = 128;  // attention.cu: hd/32 values 
 // writes the bf16 compute copy when param_bf16 is not null. Weight decay applies inside the
 // `ranges` intervals [decayed[2k], decayed[2k+1]) of indices into param (device memory, sorted,
 // disjoint): a few per block, not a byte per parameter (executor/params.h, for_each_decay_run).
-struct AdamWConfig {
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
-};
+using AdamWConfig = AdamW;  // executor/params.h
 void adamw_update(const AdamWConfig& opt, std::int64_t step, std::int64_t n, float* param,
                   const float* grad, float* m, float* v, const std::int64_t* decayed,
                   std::int64_t ranges, bf16* param_bf16, cudaStream_t stream);

@@ -80,3 +80,11 @@ string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;$
 _execute_test(dump_reference_ranks 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
               "-DREGEX=--dump-reference needs the single-rank run.*2 ranks" -DMAX_SECONDS=30
               -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+# The reference dump is the CPU backend's: --backend cuda says so (exit 2) before a device is
+# touched, so the test runs on a machine without a GPU.
+if(TARGET trainplan_executor_cuda)
+  string(REPLACE ";" "\\;" _cmd "$<TARGET_FILE:execute>;--backend;cuda;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/single.json;--dump-reference;${_out}/never;--out;${_out}/never.json")
+  _execute_test(dump_reference_cuda 30 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
+                "-DREGEX=--dump-reference is CPU-only.*--backend cpu" -DMAX_SECONDS=20
+                -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+endif()

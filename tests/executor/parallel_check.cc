@@ -29,10 +29,10 @@
 #include <sstream>
 #include <string>
 
-#include "executor/comm_mpi.h"
+#include "executor/cpu/comm_mpi.h"
 #include "executor/data.h"
 #include "executor/trace.h"
-#include "executor/trainer.h"
+#include "executor/cpu/cpu_stage.h"
 #include "core/model_spec.h"
 
 using namespace trainplan;
@@ -132,8 +132,8 @@ int main(int argc, char** argv) {
     std::cerr << comm.status().message() << "\n";
     MPI_Abort(MPI_COMM_WORLD, 3);
   }
-  auto par = Trainer::make(*model, plan, opt, **comm);
-  auto ref = Trainer::make(*model, ref_plan, opt, *local);
+  auto par = make_cpu_trainer(*model, plan, opt, **comm);
+  auto ref = make_cpu_trainer(*model, ref_plan, opt, *local);
   if (!par.ok() || !ref.ok()) {
     std::cerr << "rank " << rank << ": " << (par.ok() ? ref.status() : par.status()).message()
               << "\n";

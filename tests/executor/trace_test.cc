@@ -20,7 +20,7 @@
 #include "executor/comm.h"
 #include "executor/data.h"
 #include "executor/trace.h"
-#include "executor/trainer.h"
+#include "executor/cpu/cpu_stage.h"
 #include "core/cluster_spec.h"
 #include "core/json_util.h"
 #include "core/model_spec.h"
@@ -74,7 +74,7 @@ struct TracedStep {
 // Steps 1 and 3 untraced, step 2 traced.
 void run(TracedStep& s) {
   auto comm = make_local_comm();
-  auto t = Trainer::make(s.model, s.plan, {}, *comm);
+  auto t = make_cpu_trainer(s.model, s.plan, {}, *comm);
   ASSERT_TRUE(t.ok()) << t.status().message();
   const std::int64_t gbs = s.plan.global_batch_size;
   ASSERT_TRUE((*t)->step(random_batch(1, 0, gbs, s.model.seq_len, s.model.vocab_size)).ok());

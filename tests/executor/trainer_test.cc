@@ -7,7 +7,7 @@
 
 #include "executor/comm.h"
 #include "executor/data.h"
-#include "executor/trainer.h"
+#include "executor/cpu/cpu_stage.h"
 
 namespace trainplan::executor {
 namespace {
@@ -38,8 +38,8 @@ Plan one_rank() {
 
 TEST(Trainer, SameSeedSameLossesBitForBit) {
   auto c1 = make_local_comm(), c2 = make_local_comm();
-  auto a = Trainer::make(tiny(), one_rank(), {}, *c1);
-  auto b = Trainer::make(tiny(), one_rank(), {}, *c2);
+  auto a = make_cpu_trainer(tiny(), one_rank(), {}, *c1);
+  auto b = make_cpu_trainer(tiny(), one_rank(), {}, *c2);
   ASSERT_TRUE(a.ok() && b.ok());
   for (int s = 0; s < 3; ++s) {
     const auto batch = random_batch(1, s, 4, 16, 256);
@@ -64,10 +64,10 @@ TEST(Trainer, HooksGiveGradientsAndLogitsBeforeTheUpdate) {
                    grad_sq += static_cast<double>(g) * g;
                  }).ok());
   };
-  auto t = Trainer::make(tiny(), one_rank(), o, *c);
+  auto t = make_cpu_trainer(tiny(), one_rank(), o, *c);
   ASSERT_TRUE(t.ok());
   std::vector<float> logits;
-  (*t)->capture_logits(&logits);
+  ASSERT_TRUE((*t)->capture_logits(&logits).ok());
   ASSERT_TRUE((*t)->step(random_batch(1, 0, 4, 16, 256)).ok());
   EXPECT_EQ(calls, 1);
   EXPECT_GT(grad_sq, 0.0);
@@ -80,7 +80,7 @@ TEST(Trainer, WarmUpScalesTheFirstUpdate) {
     auto c = make_local_comm();
     TrainOptions o;
     o.lr_warmup_steps = warmup;
-    auto t = Trainer::make(tiny(), one_rank(), o, *c);
+    auto t = make_cpu_trainer(tiny(), one_rank(), o, *c);
     std::vector<float> before, after;
     (*t)->for_each_param([&](const TensorSlice&, std::int64_t, std::int64_t, float v) { before.push_back(v); });
     EXPECT_TRUE((*t)->step(random_batch(1, 0, 4, 16, 256)).ok());
@@ -96,7 +96,7 @@ TEST(Trainer, GradientsOfAShardedStepAreAnError) {
   auto c = make_local_comm();
   Plan p = one_rank();
   p.zero_stage = 2;
-  auto t = Trainer::make(tiny(), p, {}, *c);
+  auto t = make_cpu_trainer(tiny(), p, {}, *c);
   ASSERT_TRUE(t.ok());
   const Status s = (*t)->for_each_grad([](const TensorSlice&, std::int64_t, std::int64_t, float) {});
   ASSERT_FALSE(s.ok());
@@ -105,7 +105,7 @@ TEST(Trainer, GradientsOfAShardedStepAreAnError) {
 
 TEST(Trainer, RejectsABatchOfTheWrongShapeOrVocabulary) {
   auto c = make_local_comm();
-  auto t = Trainer::make(tiny(), one_rank(), {}, *c);
+  auto t = make_cpu_trainer(tiny(), one_rank(), {}, *c);
   ASSERT_TRUE(t.ok());
   auto r = (*t)->step(std::vector<std::int32_t>(10, 0));
   ASSERT_FALSE(r.ok());
@@ -121,7 +121,7 @@ TEST(Trainer, RejectsAPlanForAnotherWorldSize) {
   auto c = make_local_comm();
   Plan p = one_rank();
   p.dp = 2;
-  auto t = Trainer::make(tiny(), p, {}, *c);
+  auto t = make_cpu_trainer(tiny(), p, {}, *c);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("2"), std::string::npos) << t.status().message();
 }
@@ -131,7 +131,7 @@ TEST(Trainer, NonFiniteLossStopsNamingStepAndRank) {
   auto c = make_local_comm();
   TrainOptions o;
   o.adamw.lr = 1e30f;
-  auto t = Trainer::make(tiny(), one_rank(), o, *c);
+  auto t = make_cpu_trainer(tiny(), one_rank(), o, *c);
   ASSERT_TRUE(t.ok());
   ASSERT_TRUE((*t)->step(random_batch(1, 0, 4, 16, 256)).ok());
   auto r = (*t)->step(random_batch(1, 1, 4, 16, 256));

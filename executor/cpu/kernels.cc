@@ -1,5 +1,5 @@
-// CPU kernels; see kernels.h. Tested by tests/executor/kernels_test.cc.
-#include "executor/kernels.h"
+// CPU kernels; see kernels.h. Tested by tests/executor/cpu/kernels_test.cc.
+#include "executor/cpu/kernels.h"
 
 #include <cmath>
 #include <limits>

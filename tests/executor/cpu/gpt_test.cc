@@ -9,7 +9,7 @@
 #include <tuple>
 
 #include "executor/comm.h"
-#include "executor/gpt.h"
+#include "executor/cpu/gpt.h"
 #include "executor/params.h"
 
 namespace trainplan::executor {

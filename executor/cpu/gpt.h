@@ -8,7 +8,7 @@
 // (ZeRO-3 gathers a block on acquire and frees it on release).
 //
 // Tested against the single-process run by tests/executor/parallel_check.cc and by finite
-// differences in tests/executor/gpt_test.cc.
+// differences in tests/executor/cpu/gpt_test.cc.
 #pragma once
 
 #include <cstdint>
@@ -19,49 +19,30 @@
 #include <vector>
 
 #include "executor/comm.h"
-#include "executor/kernels.h"
+#include "executor/cpu/kernels.h"
 #include "executor/params.h"
+#include "executor/stage.h"
+#include "executor/stage_model.h"
 #include "executor/trace.h"
 #include "core/cost/cost_model.h"
 
 namespace trainplan::executor {
 
-// How the model reaches parameters and gradients (flat buffers laid out as BlockLayout).
-class BlockAccess {
+// How the model reaches parameters and gradients (flat float32 buffers laid out as
+// BlockLayout); its data-parallel points (DpEvents, executor/stage.h) go to the Trainer.
+class BlockAccess : public DpEvents {
  public:
-  virtual ~BlockAccess() = default;
-  // The full parameters of block `b` are needed from now (point says why; ZeRO-3 gathers).
-  virtual void acquire(std::size_t b, DpPoint point) = 0;
-  virtual void release(std::size_t b) = 0;
-  // Block `b`'s backward for this micro-batch is complete (ZeRO-2/3 reduce-scatter).
-  virtual void backward_done(std::size_t b) = 0;
   virtual const float* params(std::size_t b) = 0;
   virtual float* grads(std::size_t b) = 0;
 };
 
-struct StageShape {
-  std::int64_t stage = 0, tp_rank = 0;
-  std::int64_t tokens = 0;       // T = micro_batch_size * seq_len
-  std::int64_t local_tokens = 0; // T / tp with sequence parallelism, else T
-  bool first = false, last = false, sp = false;
-};
-
-class StageModel {
+class StageModel final : public StageModelBase {
  public:
   StageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
              BlockAccess& access);
   ~StageModel();
   StageModel(const StageModel&) = delete;
   StageModel& operator=(const StageModel&) = delete;
-
-  const std::vector<BlockLayout>& layouts() const { return layouts_; }
-  const StageShape& shape() const { return x_; }
-
-  // Model chunks on this stage (virtual_stages; chunk c is global chunk c * pp + stage).
-  std::int64_t num_chunks() const { return static_cast<std::int64_t>(chunk_blocks_.size()); }
-  // Whether chunk c begins with the embedding / ends with the head and loss.
-  bool has_embedding(std::int64_t c) const { return x_.first && c == 0; }
-  bool has_head(std::int64_t c) const { return x_.last && c == num_chunks() - 1; }
 
   // Forward of micro-batch `mb` through chunk `chunk`. The embedding chunk reads `tokens` (T),
   // others `input` (local_tokens, h). The head chunk reads `targets` (T) and returns the sum
@@ -98,20 +79,16 @@ class StageModel {
   const float* head_weights();
   float* head_grads();
 
+  PassContext pass_context() { return {plan_, model_.tie_word_embeddings, access_, trace_}; }
+
   ModelSpec model_;
   Plan plan_;
   Comm& comm_;
   BlockAccess& access_;
-  StageShape x_;
-  std::vector<BlockLayout> layouts_;
-  std::vector<std::vector<std::size_t>> chunk_blocks_;  // layer blocks of each chunk
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<MicroBatch>>
       in_flight_;  // by (chunk, micro-batch)
   TraceRecorder* trace_ = nullptr;
   std::vector<float>* logits_sink_ = nullptr;
-  // Trace names of the one attention kernel call: the cost-model tasks of the attention core it
-  // covers, joined by '+' ("attention", or "attn_scores+softmax+attn_values" when unfused).
-  std::string attention_task_, attention_bwd_task_;
 };
 
 }  // namespace trainplan::executor

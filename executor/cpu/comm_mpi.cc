@@ -1,5 +1,5 @@
 // The MPI backend; see comm_mpi.h. Tested under mpirun by tests/executor/parallel_check.cc.
-#include "executor/comm_mpi.h"
+#include "executor/cpu/comm_mpi.h"
 
 #include <algorithm>
 #include <array>

@@ -1,7 +1,9 @@
 // One pipeline stage of a GPT; see gpt.h. Each TP collective below is named by the cost-model
-// task it is (core/cost/cost_model.cc), and each stretch of math between them by a TraceSpan named
+// task it is (core/cost/tasks.cc), and each stretch of math between them by a TraceSpan named
 // by the compute task(s) it is, so the code, the cost model and the trace read side by side.
-#include "executor/gpt.h"
+#include "executor/cpu/gpt.h"
+
+#include "executor/stage_model.h"
 
 #include <cmath>
 #include <limits>
@@ -43,29 +45,11 @@ struct StageModel::LayerParams {
 
 StageModel::StageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
                        BlockAccess& access)
-    : model_(model), plan_(plan), comm_(comm), access_(access) {
-  x_.stage = stage;
-  x_.tp_rank = comm.group_rank(CommGroup::kTp);
-  x_.tokens = plan.micro_batch_size * model.seq_len;
-  x_.sp = plan.sequence_parallel && plan.tp > 1;
-  x_.local_tokens = x_.sp ? x_.tokens / plan.tp : x_.tokens;
-  x_.first = stage == 0;
-  x_.last = stage == plan.pp - 1;
-  layouts_ = stage_layouts(model, plan, stage, x_.tp_rank);
-  // Layer blocks follow the embedding block, chunk after chunk (param_blocks_on_stage order).
-  const std::vector<std::int64_t> layers = chunk_layers(plan, model);
-  std::size_t next = x_.first ? 1 : 0;
-  for (std::int64_t v = 0; v < plan.virtual_stages; ++v) {
-    std::vector<std::size_t>& blocks = chunk_blocks_.emplace_back();
-    for (std::int64_t i = 0; i < layers[static_cast<std::size_t>(v * plan.pp + stage)]; ++i)
-      blocks.push_back(next++);
-  }
-  TRAINPLAN_CHECK(next + (x_.last ? 1 : 0) == layouts_.size()) << "block count mismatch";
-  // The attention kernel (kernels.h) is one call whichever attention the plan names.
-  attention_task_ = tasks_between(layer_forward_tasks(model, plan), "qkv", "out_proj");
-  attention_bwd_task_ =
-      tasks_between(layer_backward_tasks(model, plan), "out_proj_wgrad", "qkv_dgrad");
-}
+    : StageModelBase(model, plan, stage, comm.group_rank(CommGroup::kTp)),
+      model_(model),
+      plan_(plan),
+      comm_(comm),
+      access_(access) {}
 
 StageModel::~StageModel() = default;
 
@@ -328,15 +312,13 @@ void StageModel::embedding_backward(const std::int32_t* tokens, const Mat& dout)
 }
 
 const float* StageModel::head_weights() {
-  if (model_.tie_word_embeddings && plan_.pp == 1)
-    return access_.params(0) + layouts_[0].tensors[kWte].offset;
-  return access_.params(layouts_.size() - 1) + layouts_.back().tensors[kHeadW].offset;
+  const auto [block, offset] = head_matrix();
+  return access_.params(block) + offset;
 }
 
 float* StageModel::head_grads() {
-  if (model_.tie_word_embeddings && plan_.pp == 1)
-    return access_.grads(0) + layouts_[0].tensors[kWte].offset;
-  return access_.grads(layouts_.size() - 1) + layouts_.back().tensors[kHeadW].offset;
+  const auto [block, offset] = head_matrix();
+  return access_.grads(block) + offset;
 }
 
 double StageModel::head_forward(MicroBatch& s, const Mat& x, const std::int32_t* targets,
@@ -432,55 +414,46 @@ void StageModel::head_backward(MicroBatch& s, Mat& dx) {
   span.end();  // before the temporaries are freed
 }
 
+// The steps of a chunk's pass on host matrices; stage_model.h orders them.
 double StageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int32_t* tokens,
                            const std::int32_t* targets, const Mat* input, Mat* output,
                            float loss_scale) {
   auto state = std::make_unique<MicroBatch>();
   MicroBatch& s = *state;
-  const std::vector<std::size_t>& blocks = chunk_blocks_[static_cast<std::size_t>(chunk)];
-  s.layers.resize(blocks.size());
-  const bool embed = has_embedding(chunk), head = has_head(chunk);
-  // Tied head in the embedding's chunk reads the embedding table: keep block 0 from the
-  // lookup to the loss.
-  const bool hold_embedding = embed && head && model_.tie_word_embeddings;
-  Mat h;
-  if (embed) {
-    s.tokens.assign(tokens, tokens + x_.tokens);
-    access_.acquire(0, DpPoint::kBeforeForward);
-    embedding_forward(tokens, h);
-    if (!hold_embedding) access_.release(0);
-  } else {
-    h = *input;
-  }
-  for (std::size_t i = 0; i < blocks.size(); ++i) {
-    const std::size_t b = blocks[i];
-    TraceScope layer(trace_, {.layer = static_cast<std::int32_t>(layouts_[b].layer)});
-    access_.acquire(b, DpPoint::kBeforeForward);
-    Mat out;
-    layer_forward(b, h, s.layers[i], out);
-    access_.release(b);
-    if (recomputes_layer(plan_, static_cast<std::int64_t>(i))) {
+  s.layers.resize(chunk_blocks_[static_cast<std::size_t>(chunk)].size());
+  struct Steps {
+    StageModel& m;
+    MicroBatch& s;
+    const std::int32_t *tokens, *targets;
+    const Mat* input;
+    Mat* output;
+    float loss_scale;
+    Mat embed() {
+      s.tokens.assign(tokens, tokens + m.x_.tokens);
+      Mat h;
+      m.embedding_forward(tokens, h);
+      return h;
+    }
+    Mat received() { return *input; }
+    Mat layer(std::size_t i, std::size_t b, Mat& h) {
+      Mat out;
+      m.layer_forward(b, h, s.layers[i], out);
+      return out;
+    }
+    void keep_input_only(std::size_t i) {
       LayerCache kept;  // only the layer input, or this TP rank's rows of it (partitioned)
-      if (plan_.partition_activations) {
-        const std::int64_t rows = x_.tokens / plan_.tp;
-        kept.x = s.layers[i].x.middleRows(comm_.group_rank(CommGroup::kTp) * rows, rows);
+      if (m.plan_.partition_activations) {
+        const std::int64_t rows = m.x_.tokens / m.plan_.tp;
+        kept.x = s.layers[i].x.middleRows(m.x_.tp_rank * rows, rows);
       } else {
         kept.x = std::move(s.layers[i].x);
       }
       s.layers[i] = std::move(kept);
     }
-    h.swap(out);
-  }
-  double loss = 0;
-  if (head) {
-    const std::size_t hb = layouts_.size() - 1;
-    access_.acquire(hb, DpPoint::kBeforeForward);
-    loss = head_forward(s, h, targets, loss_scale);
-    access_.release(hb);
-    if (hold_embedding) access_.release(0);
-  } else {
-    output->swap(h);
-  }
+    double head(Mat& h) { return m.head_forward(s, h, targets, loss_scale); }
+    void send(Mat& h) { output->swap(h); }
+  } steps{*this, s, tokens, targets, input, output, loss_scale};
+  const double loss = forward_chunk<Mat>(geo_, chunk, pass_context(), steps);
   in_flight_[{chunk, mb}] = std::move(state);
   return loss;
 }
@@ -490,56 +463,40 @@ void StageModel::backward(std::int64_t chunk, std::int64_t mb, const Mat* grad_o
   auto it = in_flight_.find({chunk, mb});
   TRAINPLAN_CHECK(it != in_flight_.end()) << "backward of micro-batch " << mb << " chunk "
                                           << chunk << " without its forward";
-  MicroBatch& s = *it->second;
-  const std::vector<std::size_t>& blocks = chunk_blocks_[static_cast<std::size_t>(chunk)];
-  const bool embed = has_embedding(chunk), head = has_head(chunk);
-  const bool hold_embedding = embed && head && model_.tie_word_embeddings;
-  Mat d;
-  if (head) {
-    const std::size_t hb = layouts_.size() - 1;
-    if (hold_embedding) access_.acquire(0, DpPoint::kBeforeBackward);
-    access_.acquire(hb, DpPoint::kBeforeBackward);
-    head_backward(s, d);
-    access_.release(hb);
-    access_.backward_done(hb);
-  } else {
-    d = *grad_output;
-  }
-  for (std::size_t i = blocks.size(); i-- > 0;) {
-    const std::size_t b = blocks[i];
-    LayerCache& c = s.layers[i];
-    TraceScope layer(trace_, {.layer = static_cast<std::int32_t>(layouts_[b].layer)});
-    if (!c.complete) {
-      // Full recompute: rebuild this layer's activations from its input, collectives included
-      // (layer_recompute_tasks: the partitioned input's gather, then layer_forward_tasks).
-      TraceScope recompute(trace_, {.pass = 'R'});
-      Mat unused, x;
-      if (plan_.partition_activations) {
-        gather_tokens(c.x, x, "tp_all_gather_checkpoint");  // ZeRO-R: the rows of every TP rank
-        c.x = Mat();
-      } else {
-        x = std::move(c.x);
-      }
-      access_.acquire(b, DpPoint::kBeforeRecompute);
-      layer_forward(b, x, c, unused);
-      access_.release(b);
+  struct Steps {
+    StageModel& m;
+    MicroBatch& s;
+    const Mat* grad_output;
+    Mat* grad_input;
+    Mat head_backward() {
+      Mat d;
+      m.head_backward(s, d);
+      return d;
     }
-    access_.acquire(b, DpPoint::kBeforeBackward);
-    Mat dx;
-    layer_backward(b, c, d, dx);
-    access_.release(b);
-    access_.backward_done(b);
-    c = LayerCache{};
-    d.swap(dx);
-  }
-  if (embed) {
-    if (!hold_embedding) access_.acquire(0, DpPoint::kBeforeBackward);
-    embedding_backward(s.tokens.data(), d);
-    access_.release(0);
-    access_.backward_done(0);
-  } else {
-    grad_input->swap(d);
-  }
+    Mat received() { return *grad_output; }
+    bool complete(std::size_t i) const { return s.layers[i].complete; }
+    Mat recompute_input(std::size_t i) {
+      LayerCache& c = s.layers[i];
+      if (!m.plan_.partition_activations) return std::move(c.x);
+      Mat x;
+      m.gather_tokens(c.x, x, "tp_all_gather_checkpoint");  // ZeRO-R: the rows of every TP rank
+      c.x = Mat();
+      return x;
+    }
+    void recompute(std::size_t i, std::size_t b, Mat& x) {
+      Mat unused;
+      m.layer_forward(b, x, s.layers[i], unused);
+    }
+    Mat layer_backward(std::size_t i, std::size_t b, Mat& d) {
+      Mat dx;
+      m.layer_backward(b, s.layers[i], d, dx);
+      return dx;
+    }
+    void drop(std::size_t i) { s.layers[i] = LayerCache{}; }
+    void embedding_backward(Mat& d) { m.embedding_backward(s.tokens.data(), d); }
+    void send(Mat& d) { grad_input->swap(d); }
+  } steps{*this, *it->second, grad_output, grad_input};
+  backward_chunk<Mat>(geo_, chunk, pass_context(), steps);
   in_flight_.erase(it);
 }
 

@@ -11,7 +11,7 @@
 #include <functional>
 #include <random>
 
-#include "executor/kernels.h"
+#include "executor/cpu/kernels.h"
 #include "executor/params.h"
 
 namespace trainplan::executor {

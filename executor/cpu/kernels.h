@@ -1,5 +1,5 @@
 // The executor's CPU math: float32, Eigen, one thread per rank. Each kernel has a forward and a
-// hand-written backward; tests/executor/kernels_test.cc checks every backward against central
+// hand-written backward; tests/executor/cpu/kernels_test.cc checks every backward against central
 // finite differences (in double) and the attention against a naive reference.
 //
 // Activations are row-major (tokens, features); tokens are micro-batch sequences one after
@@ -9,6 +9,8 @@
 
 #include <Eigen/Dense>
 #include <cstdint>
+
+#include "executor/params.h"
 
 namespace trainplan::executor {
 
@@ -46,11 +48,9 @@ void attention_backward(const Mat& q, const Mat& k, const Mat& v, const Mat& pro
                         const Mat& dout, std::int64_t batch, std::int64_t seq,
                         std::int64_t heads, Mat& dq, Mat& dk, Mat& dv);
 
-// AdamW (Loshchilov & Hutter 2019) over n elements, with decoupled weight decay if `decay` (a
-// run of one tensor's elements, or of tensors that are all decayed or all not).
-struct AdamW {
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
-};
+// AdamW (Loshchilov & Hutter 2019; its settings: executor/params.h) over n elements, with
+// decoupled weight decay if `decay` (a run of one tensor's elements, or of tensors that are all
+// decayed or all not).
 void adamw_update(const AdamW& opt, std::int64_t step, std::int64_t n, float* param,
                   const float* grad, float* m, float* v, bool decay);
 

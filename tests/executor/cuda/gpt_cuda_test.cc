@@ -1,7 +1,7 @@
-// The CUDA stage model against the CPU StageModel (executor/gpt.h) on the same weights and
+// The CUDA stage model against the CPU StageModel (executor/cpu/gpt.h) on the same weights and
 // batch: loss, logits and the gradient of every parameter tensor, with and without full
 // recompute. Skips without a GPU.
-// Run: build-cuda/tests/executor_cuda/executor_cuda_gpt_test
+// Run: build-cuda/tests/executor/cuda/executor_cuda_gpt_test
 //
 // Both sides start from the same weights, rounded to bf16 (the CPU then computes in float32).
 // Tolerances (relative L2 over a tensor, or relative for the loss), chosen from the bf16
@@ -25,10 +25,10 @@
 #include "executor/comm.h"
 #include "executor/cuda/gpt_cuda.h"
 #include "executor/cuda/kernels.h"
-#include "executor/cuda/trainer_cuda.h"
-#include "executor/gpt.h"
-#include "executor/kernels.h"
-#include "executor/trainer.h"
+#include "executor/cuda/cuda_stage.h"
+#include "executor/cpu/gpt.h"
+#include "executor/cpu/kernels.h"
+#include "executor/cpu/cpu_stage.h"
 #include "gpu_test_util.h"
 
 namespace trainplan::executor::cuda {
@@ -234,9 +234,9 @@ TEST(CudaTrainerTest, LossCurveMatchesCpuTrainer) {
   Plan gpu_plan = plan_for(Precision::kBf16, Recompute::kNone);
   cpu_plan.global_batch_size = gpu_plan.global_batch_size = 4;  // two micro-batches
   auto local = make_local_comm();
-  auto cpu = Trainer::make(model, cpu_plan, TrainOptions{}, *local);
+  auto cpu = make_cpu_trainer(model, cpu_plan, TrainOptions{}, *local);
   ASSERT_TRUE(cpu.ok()) << cpu.status().message();
-  auto gpu = CudaTrainer::make(model, gpu_plan, CudaTrainOptions{}, nullptr);
+  auto gpu = make_cuda_trainer(model, gpu_plan, TrainOptions{}, nullptr);
   ASSERT_TRUE(gpu.ok()) << gpu.status().message();
   std::vector<std::int32_t> batch(static_cast<std::size_t>(4 * (model.seq_len + 1)));
   for (int step = 0; step < 3; ++step) {
@@ -259,7 +259,7 @@ TEST(CudaTrainerTest, TracedStepNamesEveryComputeSpanAfterTheCostModel) {
   const ModelSpec model = small_model();
   Plan plan = plan_for(Precision::kBf16, Recompute::kFull);
   plan.global_batch_size = 4;  // two micro-batches
-  auto gpu = CudaTrainer::make(model, plan, CudaTrainOptions{}, nullptr);
+  auto gpu = make_cuda_trainer(model, plan, TrainOptions{}, nullptr);
   ASSERT_TRUE(gpu.ok()) << gpu.status().message();
   std::vector<std::int32_t> batch(static_cast<std::size_t>(4 * (model.seq_len + 1)));
   for (std::size_t i = 0; i < batch.size(); ++i)

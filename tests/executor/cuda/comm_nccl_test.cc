@@ -1,7 +1,7 @@
 // The NCCL backend's start-up and a single-rank communicator. The launcher parsing and the TCP
 // rendezvous need no GPU and always run; the communicator tests skip without one. Several
 // ranks (DP 2, TP 2, PP 2, ZeRO) run from bench/gpu/run_all.sh, which starts processes.
-// Run: build-cuda/tests/executor_cuda/executor_cuda_comm_test
+// Run: build-cuda/tests/executor/cuda/executor_cuda_comm_test
 #include <gtest/gtest.h>
 
 #include <cstdlib>

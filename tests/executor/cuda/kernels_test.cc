@@ -1,6 +1,6 @@
 // Every CUDA kernel (executor/cuda/kernels.h, gemm.h) against the CPU kernel of
-// executor/kernels.h on the same inputs. Skips without a GPU.
-// Run: build-cuda/tests/executor_cuda/executor_cuda_kernels_test
+// executor/cpu/kernels.h on the same inputs. Skips without a GPU.
+// Run: build-cuda/tests/executor/cuda/executor_cuda_kernels_test
 //
 // Tolerances, as ||gpu - cpu|| / ||cpu|| over the whole tensor. Inputs are drawn as bf16 values,
 // so both sides start from identical numbers; the CPU computes in float32. The GPU also
@@ -24,7 +24,7 @@
 
 #include "executor/cuda/gemm.h"
 #include "executor/cuda/kernels.h"
-#include "executor/kernels.h"
+#include "executor/cpu/kernels.h"
 #include "gpu_test_util.h"
 
 namespace trainplan::executor::cuda {

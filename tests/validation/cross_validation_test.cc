@@ -1,0 +1,71 @@
+// The accuracy headline as a ratchet: leave-one-family-out cross-validation over the whole corpus
+// (validation/corpus/published_runs.json), as `simulate --published ... --cross-validate` runs
+// it. Fails when the cross-validated median |throughput error| rises above its value when the
+// ratchet was last tightened, and when the committed residuals
+// (validation/corpus/error_residuals.json, the error band's source) are stale.
+// Tighten kMedianRatchet as the median falls; never loosen it without saying why in the commit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "validation/error_band.h"
+
+namespace trainplan {
+namespace {
+
+// 2026-11-24: 10.8% over 142 runs in 21 families (bench/results/published-2026-11-24/; it was
+// 12.5% before torchtitan's FSDP under pipeline parallelism was read as it runs).
+constexpr double kMedianRatchet = 0.109;
+
+Json read_json(const std::string& relative) {
+  std::ifstream in(std::string(TRAINPLAN_SOURCE_DIR) + "/" + relative);
+  EXPECT_TRUE(in.good()) << relative;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return Json::parse(ss.str());
+}
+
+TEST(CrossValidation, HeadlineWithinRatchetAndResidualsCurrent) {
+  const Json corpus = read_json("validation/corpus/published_runs.json");
+  std::vector<PublishedRun> mapped;
+  for (std::size_t i = 0; i < corpus.size(); ++i) {
+    auto r = published_run_from_json(corpus[i], "entry " + std::to_string(i));
+    if (r.ok()) mapped.push_back(std::move(*r));
+  }
+  std::vector<const PublishedRun*> runs;
+  for (const PublishedRun& r : mapped) runs.push_back(&r);
+  ASSERT_GE(runs.size(), 140u);
+  const CrossValidation cv =
+      cross_validate_published(runs, std::max(1u, std::thread::hardware_concurrency()));
+  for (const FamilyStats& f : cv.by_family)
+    std::printf("%-60s %6.1f%% %6.1f%% %+6.1f%% (%zu)\n", f.family.c_str(),
+                100 * f.throughput.median_abs, 100 * f.throughput.p90_abs,
+                100 * f.throughput.mean_signed, f.throughput.count);
+  std::printf("cross-validated: median %.2f%%, p90 %.2f%%, mean %+.2f%% over %zu runs "
+              "(ratchet %.1f%%)\n",
+              100 * cv.throughput.median_abs, 100 * cv.throughput.p90_abs,
+              100 * cv.throughput.mean_signed, cv.throughput.count, 100 * kMedianRatchet);
+  EXPECT_LE(cv.throughput.median_abs, kMedianRatchet);
+
+  // The committed residuals are these, to rounding.
+  const std::vector<FamilyResiduals> fresh = residuals_by_family(runs, cv);
+  const std::vector<FamilyResiduals>& committed = corpus_residuals();
+  const std::string regenerate =
+      "regenerate: simulate --published validation/corpus/published_runs.json --cross-validate "
+      "--write-residuals validation/corpus/error_residuals.json";
+  ASSERT_EQ(committed.size(), fresh.size()) << regenerate;
+  for (std::size_t i = 0; i < fresh.size(); ++i) {
+    EXPECT_EQ(committed[i].family, fresh[i].family) << regenerate;
+    ASSERT_EQ(committed[i].errors.size(), fresh[i].errors.size()) << fresh[i].family << "; " << regenerate;
+    for (std::size_t k = 0; k < fresh[i].errors.size(); ++k)
+      EXPECT_NEAR(committed[i].errors[k], fresh[i].errors[k], 1e-6)
+          << fresh[i].family << " run " << k << "; " << regenerate;
+  }
+}
+
+}  // namespace
+}  // namespace trainplan
