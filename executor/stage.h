@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/cost/cost_model.h"
+#include "core/status.h"
 #include "executor/comm.h"
 #include "executor/params.h"
 #include "executor/trace.h"
@@ -138,6 +139,16 @@ class Stage {
   virtual void for_each_param(const std::function<void(const TensorSlice&, std::int64_t row,
                                                        std::int64_t col, float value)>& fn)
       const = 0;
+  // Every element of the step's full gradient (block by block, as the Trainer's
+  // TrainOptions::before_optimizer sees it once the gradient is reduced), with its coordinates
+  // in the full tensor. The Trainer checks that the ZeRO stage keeps a full gradient; a backend
+  // that does not read its gradients back to the host says so (an error).
+  virtual Status for_each_grad(const std::function<void(const TensorSlice&, std::int64_t row,
+                                                        std::int64_t col, float value)>& fn)
+      const = 0;
+  // From now on, appends the head's logits of every micro-batch, (T, padded vocab / tp)
+  // row-major, to `sink` (null: stop); an error where the backend cannot.
+  virtual Status capture_logits(std::vector<float>* sink) = 0;
 
   // ---- tracing and timing ----
   // Installs `trace` (a recorder of the backend's kind; null: uninstall) in the stage model and

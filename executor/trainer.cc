@@ -239,8 +239,11 @@ void Trainer::optimizer_step() {
   Stage& net = *stage_model_;
   TraceScope optimizer(trace_, {.pass = 'O', .micro_batch = -1, .layer = -1});
   net.begin_span("optimizer");
+  AdamW adamw = options_.adamw;
+  if (options_.lr_warmup_steps > 0 && step_ < options_.lr_warmup_steps)
+    adamw.lr *= static_cast<float>(step_) / static_cast<float>(options_.lr_warmup_steps);
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
-    net.update(i, options_.adamw, step_);
+    net.update(i, adamw, step_);
     if (plan_.zero_stage == 1 || plan_.zero_stage == 2) {
       net.end_span();
       {
@@ -298,6 +301,7 @@ Result<StepResult> Trainer::step(const std::vector<std::int32_t>& batch, StepTra
     finish_gradients();
   }
   stage_model_->end_phase("gradient_sync");
+  if (options_.before_optimizer) options_.before_optimizer(*this);
   const auto t1 = std::chrono::steady_clock::now();
   stage_model_->begin_phase("optimizer");
   optimizer_step();
@@ -309,6 +313,19 @@ Result<StepResult> Trainer::step(const std::vector<std::int32_t>& batch, StepTra
   r.loss = *loss;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+Status Trainer::for_each_grad(const std::function<void(const TensorSlice&, std::int64_t,
+                                                      std::int64_t, float)>& fn) const {
+  // ZeRO-2/3 keep only the reduced shard; ZeRO-1 over several ranks reduces only its shard in
+  // place (the rest of its buffer is this rank's own, unreduced, contribution). The Trainer
+  // says when a full gradient exists; the backend reads it.
+  if (plan_.zero_stage >= 2 || (plan_.zero_stage == 1 && plan_.zero_shard_ranks() > 1))
+    return Status::Error("zero_stage=" + std::to_string(plan_.zero_stage) +
+                             ": this rank holds no full reduced gradient; read gradients with "
+                             "zero_stage 0, or 1 on one rank",
+                         ExitCode::kInvalidInput);
+  return stage_model_->for_each_grad(fn);
 }
 
 }  // namespace trainplan::executor

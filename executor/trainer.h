@@ -29,9 +29,17 @@
 
 namespace trainplan::executor {
 
+class Trainer;
+
 struct TrainOptions {
   std::uint64_t seed = 1234;  // parameter initialisation
   AdamW adamw;
+  // Linear learning-rate warm-up: step k (from 1) uses lr * min(1, k / lr_warmup_steps), as
+  // GPT-2's recipe, nanoGPT and llm.c do; 0: the full rate from step 1.
+  std::int64_t lr_warmup_steps = 0;
+  // Called once per step after the gradients are complete and before AdamW reads them (the
+  // reference check dumps them here with Trainer::for_each_grad). Optional.
+  std::function<void(const Trainer&)> before_optimizer;
 };
 
 struct StepResult {
@@ -77,6 +85,16 @@ class Trainer final : private DpEvents {
                                                std::int64_t col, float value)>& fn) const {
     stage_model_->for_each_param(fn);
   }
+  // Every element of the step's reduced gradient, with its coordinates; valid inside
+  // TrainOptions::before_optimizer. An error under ZeRO-2/3, and ZeRO-1 over several ranks,
+  // which hold only a reduced shard, and on a backend that does not read its gradients back
+  // (the CUDA backend's, stage.h).
+  Status for_each_grad(const std::function<void(const TensorSlice&, std::int64_t row,
+                                                std::int64_t col, float value)>& fn) const;
+  // From now on, appends the last stage's logits of every micro-batch, (T, padded vocab / tp)
+  // row-major, to `sink` (null: stop). For the reference check; an error on a backend that does
+  // not capture them.
+  Status capture_logits(std::vector<float>* sink) { return stage_model_->capture_logits(sink); }
   const Stage& backend_stage() const { return *stage_model_; }
 
  private:

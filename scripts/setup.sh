@@ -6,6 +6,10 @@ packages=(cmake g++ make libeigen3-dev nlohmann-json3-dev libboost-graph-dev lib
           openmpi-bin libgtest-dev libbenchmark-dev python3 python3-dev pybind11-dev
           libcli11-dev chromium)
 if [ "${TRAINPLAN_SANITIZE_DEPS:-0}" = 1 ]; then packages+=(clang libclang-rt-14-dev); fi
+# The PyTorch reference check of the executor (tests/executor/reference_check_test.sh, skipped
+# without it) and bench/scripts/executor_cpu_speed.sh: PyTorch on OpenBLAS (about 150 MB to
+# download, 640 MB installed; scripts/test.sh, and so CI, asks for it).
+if [ "${TRAINPLAN_REFERENCE_DEPS:-0}" = 1 ]; then packages+=(python3-torch libopenblas0-pthread); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

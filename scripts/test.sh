@@ -8,7 +8,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 jobs="$(nproc 2>/dev/null || echo 2)"
-TRAINPLAN_SANITIZE_DEPS=1 scripts/setup.sh
+TRAINPLAN_SANITIZE_DEPS=1 TRAINPLAN_REFERENCE_DEPS=1 scripts/setup.sh
 scripts/check_layers_test.sh
 scripts/check_layers.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTRAINPLAN_BUILD_BENCH=ON -DTRAINPLAN_WERROR=ON \

@@ -29,6 +29,8 @@
 #include <iomanip>
 #include <iterator>
 #include <iostream>
+#include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -39,6 +41,7 @@
 #include "executor/cpu/comm_mpi.h"
 #include "executor/data.h"
 #include "executor/params.h"
+#include "executor/tensor_file.h"
 #include "executor/trace.h"
 #include "executor/cpu/cpu_stage.h"
 #include "core/cost/cost_model.h"
@@ -116,10 +119,12 @@ struct Setup {
   std::int64_t steps = 0, warmup = 0;
   std::uint64_t seed = 0;
   double lr = 0;
+  std::int64_t lr_warmup = 0;
   std::string corpus;  // empty: random tokens
   std::string out;
   std::string trace;   // empty: no trace
   std::string inject;  // "RANK:STEP": throw on that rank at that step (fault tests)
+  std::string dump;    // --dump-reference prefix; empty: none
 };
 
 Result<Setup> parse(cli::Args& args, int argc, char** argv, int mpi_rank, int mpi_size) {
@@ -153,7 +158,16 @@ Result<Setup> parse(cli::Args& args, int argc, char** argv, int mpi_rank, int mp
   auto lr = args.get_double("lr", 1e-3, 0, 1);
   if (!lr.ok()) return lr.status();
   s.lr = *lr;
+  auto lr_warmup = args.get_int("lr-warmup", 0, 0, 1 << 24);
+  if (!lr_warmup.ok()) return lr_warmup.status();
+  s.lr_warmup = *lr_warmup;
   s.inject = args.get("inject-fault");
+  s.dump = args.get("dump-reference");
+  if (!s.dump.empty() && (mpi_size != 1 || s.plan.zero_stage >= 2))
+    return Status::Error("--dump-reference needs the single-rank run with full gradients; the plan "
+                         "has " + std::to_string(mpi_size) + " ranks and zero_stage=" +
+                             std::to_string(s.plan.zero_stage) + " (use 1 rank, zero_stage 0 or 1)",
+                         ExitCode::kUsage);
   // The plan against the world and the model, before anything is allocated.
   // What the executor cannot run (context parallelism, MoE, ...) first: a cp plan's world size
   // counts its cp ranks, and its reason says more than a rank-count mismatch.
@@ -201,6 +215,64 @@ std::vector<std::string> gather_text(const std::string& mine, int rank, int size
   return parts;
 }
 
+// The full tensors of a single-rank trainer, by name in first-seen order, from a for_each_param
+// or for_each_grad walk. Row vectors (norms, biases) keep the shape (cols).
+class TensorCollector {
+ public:
+  explicit TensorCollector(std::string prefix) : prefix_(std::move(prefix)) {}
+  void operator()(const TensorSlice& t, std::int64_t row, std::int64_t col, float value) {
+    const std::string name = prefix_ + t.name;
+    auto [it, fresh] = index_.try_emplace(name, tensors_.size());
+    if (fresh) {
+      NamedTensor& n = tensors_.emplace_back();
+      n.name = name;
+      n.shape = t.full_rows == 1 ? std::vector<std::int64_t>{t.full_cols}
+                                 : std::vector<std::int64_t>{t.full_rows, t.full_cols};
+      n.data.assign(static_cast<std::size_t>(t.full_rows * t.full_cols), 0.0f);
+    }
+    tensors_[it->second].data[static_cast<std::size_t>(row * t.full_cols + col)] = value;
+  }
+  std::vector<NamedTensor>& tensors() { return tensors_; }
+
+ private:
+  std::string prefix_;
+  std::map<std::string, std::size_t> index_;
+  std::vector<NamedTensor> tensors_;
+};
+
+// What --dump-reference writes: PREFIX.init.tpt (the initial weights) before the first step, and
+// PREFIX.step1.tpt (the first batch's tokens, the logits of each micro-batch, every gradient of
+// the first step) after it. Single rank only (checked in parse).
+Json dump_meta(const Setup& s) {
+  return Json{{"seed", s.seed}, {"lr", s.lr}, {"lr_warmup", s.lr_warmup}, {"global_batch_size", s.plan.global_batch_size},
+              {"micro_batch_size", s.plan.micro_batch_size}, {"seq_len", s.model.seq_len},
+              {"vocab_size", s.model.vocab_size}, {"num_layers", s.model.num_layers},
+              {"hidden_size", s.model.hidden_size}, {"num_heads", s.model.num_attention_heads},
+              {"ffn_hidden_size", s.model.ffn_hidden_size},
+              {"tie_word_embeddings", s.model.tie_word_embeddings}};
+}
+
+Status write_initial_weights(const Setup& s, const Trainer& t) {
+  TensorCollector weights("");
+  t.for_each_param(std::ref(weights));
+  return cli::write_file_atomic(s.dump + ".init.tpt", encode_tensors(weights.tensors(), dump_meta(s)));
+}
+
+Status write_first_step(const Setup& s, const std::vector<std::int32_t>& batch,
+                        std::vector<float> logits, std::vector<NamedTensor> grads, double loss) {
+  std::vector<NamedTensor> out;
+  const std::int64_t vocab_cols =
+      static_cast<std::int64_t>(logits.size()) / (s.plan.global_batch_size * s.model.seq_len);
+  out.push_back({"tokens", {s.plan.global_batch_size, s.model.seq_len + 1},
+                 std::vector<float>(batch.begin(), batch.end())});
+  out.push_back({"logits", {s.plan.global_batch_size * s.model.seq_len, vocab_cols},
+                 std::move(logits)});
+  for (NamedTensor& g : grads) out.push_back(std::move(g));
+  Json meta = dump_meta(s);
+  meta["loss"] = loss;
+  return cli::write_file_atomic(s.dump + ".step1.tpt", encode_tensors(out, meta));
+}
+
 // Per-rank figures gathered to rank 0, in this order.
 enum Field { kStage, kPeakMemory, kCompute, kOptimizer, kFirstGroup };
 constexpr CommGroup kGroups[] = {CommGroup::kTp, CommGroup::kPp, CommGroup::kDp,
@@ -225,9 +297,15 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
                   {"random-tokens", false, "uniform random tokens instead of --data (timing)"},
                   {"seed", true, "initialisation and sampling seed (default 1234)"},
                   {"lr", true, "AdamW learning rate (default 1e-3)"},
+                  {"lr-warmup", true, "linear learning-rate warm-up over this many steps "
+                                      "(default 0: none)"},
                   {"out", true, "measured step report (written atomically by rank 0)", "FILE", true},
                   {"trace", true, "Chrome trace (Perfetto) of the last measured step of every "
                                   "rank, as simulate --trace lays it out (written by rank 0)"},
+                  {"dump-reference", true,
+                   "PREFIX: write PREFIX.init.tpt (initial weights) and PREFIX.step1.tpt (tokens, "
+                   "logits, gradients of step 1) for the PyTorch reference check (1 rank; "
+                   "executor/tensor_file.h)"},
                   {"inject-fault", true, "RANK:STEP, tests only: that rank throws at that step"}});
   Result<Setup> setup = parse(args, argc, argv, rank, size);
   if (const int bad = agree(setup.status()); bad >= 0) {
@@ -245,11 +323,26 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   TrainOptions options;
   options.seed = s.seed;
   options.adamw.lr = static_cast<float>(s.lr);
+  options.lr_warmup_steps = s.lr_warmup;
+  std::vector<NamedTensor> first_grads;  // --dump-reference: step 1's gradients
+  if (!s.dump.empty())
+    options.before_optimizer = [&first_grads](const Trainer& tr) {
+      if (tr.steps_done() != 0) return;
+      TensorCollector grads("grad.");
+      TRAINPLAN_CHECK(tr.for_each_grad(std::ref(grads)).ok()) << "zero_stage checked in parse";
+      first_grads = std::move(grads.tensors());
+    };
   auto trainer = make_cpu_trainer(s.model, s.plan, options, **comm);
   if (const int bad = agree(trainer.status()); bad >= 0)
     return rank == bad ? cli::fail(kProgram, trainer.status()) : static_cast<int>(ExitCode::kRuntime);
   Trainer& t = **trainer;
   Comm& c = **comm;
+
+  std::vector<float> first_logits;
+  if (!s.dump.empty()) {
+    if (const Status w = write_initial_weights(s, t); !w.ok()) return cli::fail(kProgram, w);
+    TRAINPLAN_CHECK(t.capture_logits(&first_logits).ok()) << "the CPU backend captures logits";
+  }
 
   long fault_rank = -1, fault_step = -1;
   if (!s.inject.empty()) std::sscanf(s.inject.c_str(), "%ld:%ld", &fault_rank, &fault_step);
@@ -280,6 +373,11 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
     }
     losses.push_back(r->loss);
     times.push_back(r->seconds);
+    if (!s.dump.empty() && k == 0) {
+      TRAINPLAN_CHECK(t.capture_logits(nullptr).ok()) << "the CPU backend captures logits";
+      const Status w = write_first_step(s, batch, std::move(first_logits), std::move(first_grads), r->loss);
+      if (!w.ok()) return cli::fail(kProgram, w);
+    }
     if (k >= s.warmup) optimizer_s += r->optimizer_seconds;
     if (rank == 0)
       std::cout << "step " << std::setw(4) << k + 1 << "/" << s.steps << "  loss "

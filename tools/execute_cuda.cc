@@ -69,7 +69,8 @@ tp::Result<Args> parse(int argc, char** argv) {
                      {"steps", true, "steps (default 10)"},
                      {"warmup", true, "steps left out of the timing (default 3)"},
                      {"seed", true, "token seed (default 1234)"},
-                     {"peak-tflops", true, "peak bf16 TFLOP/s for MFU (default: by device name)"}});
+                     {"peak-tflops", true, "peak bf16 TFLOP/s for MFU (default: by device name)"},
+                     {"dump-reference", true, "CPU backend only (the PyTorch reference check)"}});
   TRAINPLAN_RETURN_IF_ERROR(cli.parse(argc, argv));
   Args a;
   if (cli.help_requested()) {
@@ -77,6 +78,12 @@ tp::Result<Args> parse(int argc, char** argv) {
     a.help = true;
     return a;
   }
+  // The reference dump reads float32 gradients and logits back (executor/stage.h); this
+  // backend keeps bf16 activations and its gradients on the device.
+  if (!cli.get("dump-reference").empty())
+    return tp::Status::Error("--dump-reference is CPU-only: the CUDA backend does not read its "
+                             "gradients and logits back; run it with --backend cpu",
+                             tp::ExitCode::kUsage);
   a.model = cli.get("model");
   a.plan = cli.get("plan");
   a.out = cli.get("out");

@@ -10,6 +10,13 @@
 namespace trainplan::executor {
 namespace {
 
+// The blocks' buffers start on Eigen's packet alignment (64 bytes with AVX-512): Eigen's
+// vectorised reductions over an unaligned Map peel up to the first aligned element
+// (Eigen/src/Core/Redux.h, first_default_aligned), so the order of a sum, and its last bits,
+// would otherwise depend on where malloc put the buffer, and two runs of one plan in a process
+// would differ.
+using Floats = std::vector<float, Eigen::aligned_allocator<float>>;
+
 class CpuStage final : public Stage, private BlockAccess {
  public:
   CpuStage(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
@@ -64,7 +71,7 @@ class CpuStage final : public Stage, private BlockAccess {
     comm_.all_gather(CommGroup::kDp, b.param_shard.data(), b.param.data(), b.shape.shard,
                      "zero3_param_all_gather");
   }
-  void free_params(std::size_t i) override { std::vector<float>().swap(blocks_[i].param); }
+  void free_params(std::size_t i) override { Floats().swap(blocks_[i].param); }
   bool has_grad(std::size_t i) const override { return !blocks_[i].grad.empty(); }
   void ensure_grad(std::size_t i) override { grads(i); }
   void hold_summed(std::size_t i) override;
@@ -90,6 +97,12 @@ class CpuStage final : public Stage, private BlockAccess {
   }
   void for_each_param(const std::function<void(const TensorSlice&, std::int64_t, std::int64_t,
                                                float)>& fn) const override;
+  Status for_each_grad(const std::function<void(const TensorSlice&, std::int64_t, std::int64_t,
+                                                float)>& fn) const override;
+  Status capture_logits(std::vector<float>* sink) override {
+    net_->capture_logits(sink);
+    return Status::Ok();
+  }
 
   // ---- tracing ----
   void set_trace(StepTrace* trace, TraceClock::time_point origin) override {
@@ -113,13 +126,13 @@ class CpuStage final : public Stage, private BlockAccess {
  private:
   struct Block {
     BlockShape shape;
-    std::vector<float> param;         // (padded) full; empty while a ZeRO-3 block is released
-    std::vector<float> param_shard;   // (shard) ZeRO-3 only
-    std::vector<float> grad;          // (padded) this rank's accumulated gradient; ZeRO-2/3:
+    Floats param;                     // (padded) full; empty while a ZeRO-3 block is released
+    Floats param_shard;               // (shard) ZeRO-3 only
+    Floats grad;                      // (padded) this rank's accumulated gradient; ZeRO-2/3:
                                       // only between a block's backward and its reduce-scatter
-    std::vector<float> held;          // ZeRO-2/3: summed ranges kept between them
-    std::vector<float> grad_shard;    // (shard) ZeRO-2/3: reduced gradient of the shard
-    std::vector<float> m, v;          // AdamW moments over the updated range
+    Floats held;                      // ZeRO-2/3: summed ranges kept between them
+    Floats grad_shard;                // (shard) ZeRO-2/3: reduced gradient of the shard
+    Floats m, v;                      // AdamW moments over the updated range
   };
 
   // ---- BlockAccess: the stage model's view of the blocks ----
@@ -169,7 +182,7 @@ void CpuStage::init_block(std::size_t i, const BlockShape& shape, std::vector<fl
     b.param_shard.assign(full.begin() + shard_rank_ * shard,
                          full.begin() + (shard_rank_ + 1) * shard);
   } else {
-    b.param = std::move(full);
+    b.param.assign(full.begin(), full.end());
   }
   blocks_.push_back(std::move(b));
 }
@@ -205,7 +218,7 @@ void CpuStage::reduce_scatter_grad(std::size_t i) {
   comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), shard, n, "zero_grad_reduce_scatter");
   if (plan_.zero_stage < 2) return;
   for (std::int64_t j = 0; j < n; ++j) b.grad_shard[j] += shard[j];
-  std::vector<float>().swap(b.grad);  // freed: the next micro-batch allocates it again
+  Floats().swap(b.grad);  // freed: the next micro-batch allocates it again
 }
 
 void CpuStage::all_reduce_grads(CommGroup g, const std::vector<BlockRange>& rs,
@@ -248,13 +261,27 @@ void CpuStage::for_each_param(const std::function<void(const TensorSlice&, std::
     // ZeRO-3 holds its shard only; below that, the whole block.
     const bool sharded = plan_.zero_stage == 3;
     const std::int64_t begin = sharded ? shard_rank_ * b.shape.shard : 0;
-    const std::vector<float>& values = sharded ? b.param_shard : b.param;
+    const Floats& values = sharded ? b.param_shard : b.param;
     for_each_element(layouts[i], begin, begin + static_cast<std::int64_t>(values.size()),
                      [&](const TensorSlice& t, std::int64_t row, std::int64_t col,
                          std::int64_t at) {
                        fn(t, row, col, values[static_cast<std::size_t>(at - begin)]);
                      });
   }
+}
+
+Status CpuStage::for_each_grad(const std::function<void(const TensorSlice&, std::int64_t,
+                                                       std::int64_t, float)>& fn) const {
+  // ZeRO 0, and ZeRO-1 on one shard rank, reduce the whole block in place (the Trainer checks
+  // the plan): the full gradient is the block's buffer.
+  const std::vector<BlockLayout>& layouts = net_->layouts();
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    const Floats& grad = blocks_[i].grad;
+    for_each_element(layouts[i], 0, static_cast<std::int64_t>(grad.size()),
+                     [&](const TensorSlice& t, std::int64_t row, std::int64_t col,
+                         std::int64_t at) { fn(t, row, col, grad[static_cast<std::size_t>(at)]); });
+  }
+  return Status::Ok();
 }
 
 }  // namespace

@@ -338,6 +338,8 @@ double StageModel::head_forward(MicroBatch& s, const Mat& x, const std::int32_t*
   span.begin("lm_head");
   Mat logits;  // (T, V/tp), float32 (Megatron keeps the cross-entropy in fp32 as well)
   logits.noalias() = s.lnf * ConstMatMap(head_weights(), vr, h).transpose();
+  if (logits_sink_ != nullptr) logits_sink_->insert(logits_sink_->end(), logits.data(),
+                                                    logits.data() + logits.size());
   span.begin("cross_entropy");  // in four pieces around its three all-reduces
   // Vocabulary padding never wins: its logits are -inf.
   const std::int64_t valid = std::clamp<std::int64_t>(model_.vocab_size - v0, 0, vr);

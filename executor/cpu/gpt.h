@@ -66,6 +66,8 @@ class StageModel final : public StageModelBase {
   // Records a span per cost-model task into `trace` from now on (null: stop; see trace.h). The
   // caller sets the pass and micro-batch in the trace's context; the model sets the layer.
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
+  // Appends each micro-batch's logits (T, padded vocab / tp) to `sink` (null: stop).
+  void capture_logits(std::vector<float>* sink) { logits_sink_ = sink; }
 
  private:
   struct LayerCache;
@@ -105,6 +107,7 @@ class StageModel final : public StageModelBase {
   };
   WeightPass* deferring_ = nullptr;  // set during backward_input
   std::map<std::pair<std::int64_t, std::int64_t>, WeightPass> weight_passes_;
+  std::vector<float>* logits_sink_ = nullptr;
 };
 
 }  // namespace trainplan::executor

@@ -126,6 +126,19 @@ class CudaStage final : public Stage, private DeviceBlockAccess {
   }
   void for_each_param(const std::function<void(const TensorSlice&, std::int64_t, std::int64_t,
                                                float)>& fn) const override;
+  // The PyTorch reference check (execute --dump-reference) reads float32 gradients and logits of
+  // the CPU backend only; this one keeps bf16 activations and its gradients on the device.
+  Status for_each_grad(const std::function<void(const TensorSlice&, std::int64_t, std::int64_t,
+                                                float)>&) const override {
+    return Status::Error("the CUDA backend does not read its gradients back to the host (the "
+                         "reference dump is CPU-only: --backend cpu)",
+                         ExitCode::kUsage);
+  }
+  Status capture_logits(std::vector<float>*) override {
+    return Status::Error("the CUDA backend does not capture logits (the reference dump is "
+                         "CPU-only: --backend cpu)",
+                         ExitCode::kUsage);
+  }
 
   // ---- tracing and timing ----
   void set_trace(StepTrace* trace, TraceClock::time_point) override {

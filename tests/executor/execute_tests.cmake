@@ -67,3 +67,24 @@ if(NOT TARGET trainplan_executor_cuda)
                 -DEXIT=nonzero "-DREGEX=built without the cuda backend" -DMAX_SECONDS=20
                 -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
 endif()
+
+# The PyTorch reference check (llm.c's manner): the executor's initial weights, first step and
+# 20-step loss curve against an independent PyTorch GPT. Skipped when PyTorch is absent.
+add_test(NAME executor_reference_check
+         COMMAND ${PROJECT_SOURCE_DIR}/tests/executor/reference_check_test.sh ${_mpirun} --
+                 $<TARGET_FILE:execute> ${PROJECT_SOURCE_DIR} ${_out}/reference_check)
+set_tests_properties(executor_reference_check PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "executor;mpi" PROCESSORS 1)
+# --dump-reference needs one rank with full gradients.
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/dp2.json;--steps;2;--random-tokens;--dump-reference;${_out}/never;--out;${_out}/never.json")
+_execute_test(dump_reference_ranks 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
+              "-DREGEX=--dump-reference needs the single-rank run.*2 ranks" -DMAX_SECONDS=30
+              -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+# The reference dump is the CPU backend's: --backend cuda says so (exit 2) before a device is
+# touched, so the test runs on a machine without a GPU.
+if(TARGET trainplan_executor_cuda)
+  string(REPLACE ";" "\\;" _cmd "$<TARGET_FILE:execute>;--backend;cuda;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/single.json;--dump-reference;${_out}/never;--out;${_out}/never.json")
+  _execute_test(dump_reference_cuda 30 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
+                "-DREGEX=--dump-reference is CPU-only.*--backend cpu" -DMAX_SECONDS=20
+                -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+endif()

@@ -3,6 +3,8 @@
 // Run: ctest -R Trainer
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "executor/comm.h"
 #include "executor/data.h"
 #include "executor/cpu/cpu_stage.h"
@@ -45,6 +47,60 @@ TEST(Trainer, SameSeedSameLossesBitForBit) {
     ASSERT_TRUE(x.ok() && y.ok());
     EXPECT_EQ(x->loss, y->loss) << "step " << s;
   }
+}
+
+// The reference check's hooks: before_optimizer runs once per step with the complete
+// gradient, logits are captured per micro-batch, and a warm-up changes the first update only
+// through the learning rate.
+TEST(Trainer, HooksGiveGradientsAndLogitsBeforeTheUpdate) {
+  auto c = make_local_comm();
+  TrainOptions o;
+  int calls = 0;
+  double grad_sq = 0;
+  o.before_optimizer = [&](const Trainer& t) {
+    ++calls;
+    grad_sq = 0;
+    ASSERT_TRUE(t.for_each_grad([&](const TensorSlice&, std::int64_t, std::int64_t, float g) {
+                   grad_sq += static_cast<double>(g) * g;
+                 }).ok());
+  };
+  auto t = make_cpu_trainer(tiny(), one_rank(), o, *c);
+  ASSERT_TRUE(t.ok());
+  std::vector<float> logits;
+  ASSERT_TRUE((*t)->capture_logits(&logits).ok());
+  ASSERT_TRUE((*t)->step(random_batch(1, 0, 4, 16, 256)).ok());
+  EXPECT_EQ(calls, 1);
+  EXPECT_GT(grad_sq, 0.0);
+  EXPECT_EQ(logits.size(), 4u * 16u * 256u);  // 2 micro-batches of (2 * 16, padded vocab)
+}
+
+TEST(Trainer, WarmUpScalesTheFirstUpdate) {
+  // AdamW's first update is lr * sign-like(g) per element: a 4-step warm-up makes it a quarter.
+  auto first_change = [](std::int64_t warmup) {
+    auto c = make_local_comm();
+    TrainOptions o;
+    o.lr_warmup_steps = warmup;
+    auto t = make_cpu_trainer(tiny(), one_rank(), o, *c);
+    std::vector<float> before, after;
+    (*t)->for_each_param([&](const TensorSlice&, std::int64_t, std::int64_t, float v) { before.push_back(v); });
+    EXPECT_TRUE((*t)->step(random_batch(1, 0, 4, 16, 256)).ok());
+    (*t)->for_each_param([&](const TensorSlice&, std::int64_t, std::int64_t, float v) { after.push_back(v); });
+    double change = 0;
+    for (std::size_t i = 0; i < before.size(); ++i) change += std::abs(after[i] - before[i]);
+    return change;
+  };
+  EXPECT_NEAR(first_change(4) / first_change(0), 0.25, 0.02);
+}
+
+TEST(Trainer, GradientsOfAShardedStepAreAnError) {
+  auto c = make_local_comm();
+  Plan p = one_rank();
+  p.zero_stage = 2;
+  auto t = make_cpu_trainer(tiny(), p, {}, *c);
+  ASSERT_TRUE(t.ok());
+  const Status s = (*t)->for_each_grad([](const TensorSlice&, std::int64_t, std::int64_t, float) {});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("zero_stage=2"), std::string::npos);
 }
 
 TEST(Trainer, RejectsABatchOfTheWrongShapeOrVocabulary) {

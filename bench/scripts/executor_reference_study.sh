@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The executor against the PyTorch reference on issue 28's shape (4 layers, hidden 256, 4 heads,
+# sequence 128, 8 sequences per step, lr 1e-3, 50 steps), one run per seed: step 1's logits,
+# loss and gradients, and both 50-step loss curves (bench/scripts/reference_check.py).
+#
+#   bench/scripts/executor_reference_study.sh BUILD_DIR OUT_DIR [SEED...]   (default: 1234 7 99)
+#
+# Writes OUT_DIR/seed-S/{check.txt,curves.json} and OUT_DIR/report.md (per seed: the check's
+# verdict, the largest curve difference, and the steps where either curve jumps by more than
+# 1 nat over the previous step). About 2 minutes per seed on an idle core.
+set -euo pipefail
+build="$1" out="$2"
+shift 2
+seeds=("$@")
+[ ${#seeds[@]} -gt 0 ] || seeds=(1234 7 99)
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+python=""
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null && "$p" -c "import torch" 2>/dev/null; then python="$p"; break; fi
+done
+[ -n "$python" ] || { echo "executor_reference_study: needs python3 with PyTorch" >&2; exit 1; }
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+mkdir -p "$out"
+cat > "$out/model.json" <<'JSON'
+{"name": "issue 28 shape", "source": "bench/scripts/executor_reference_study.sh",
+ "num_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "ffn_hidden_size": 1024,
+ "vocab_size": 256, "seq_len": 128, "tie_word_embeddings": true, "activation": "gelu",
+ "norm": "layernorm", "position_embedding": "learned", "bias": true, "dropout": false}
+JSON
+echo '{"tp": 1, "pp": 1, "dp": 1, "micro_batch_size": 8, "global_batch_size": 8, "precision": "fp32"}' \
+  > "$out/plan.json"
+data="$root/data/kjv-genesis.txt"
+for seed in "${seeds[@]}"; do
+  d="$out/seed-$seed"
+  mkdir -p "$d"
+  mpirun --oversubscribe --allow-run-as-root -np 1 "$build/tools/execute" --model "$out/model.json" \
+    --plan "$out/plan.json" --steps 50 --data "$data" --seed "$seed" --out "$d/execute.json" \
+    --dump-reference "$d/weights" >/dev/null
+  "$python" "$root/bench/scripts/reference_check.py" --prefix "$d/weights" --data "$data" \
+    --executor-report "$d/execute.json" --curve-json "$d/curves.json" > "$d/check.txt" || true
+  echo "seed $seed done" >&2
+done
+"$python" - "$out" "${seeds[@]}" <<'PY'
+import json, sys
+out, seeds = sys.argv[1], sys.argv[2:]
+rows = ["| seed | step-1 check | max curve diff | spikes (step: executor / torch) | loss at step 50 (executor / torch) |",
+        "|---:|---|---:|---|---:|"]
+for s in seeds:
+    c = json.load(open(f"{out}/seed-{s}/curves.json"))
+    e, t = c["executor"], c["torch"]
+    verdict = open(f"{out}/seed-{s}/check.txt").read().strip().splitlines()[-1].split(": ")[-1]
+    spikes = [i for i in range(1, len(e)) if e[i] - e[i - 1] > 1 or t[i] - t[i - 1] > 1]
+    text = ", ".join(f"{i + 1}: {e[i]:.2f} / {t[i]:.2f}" for i in spikes) or "none"
+    diff = max(abs(a - b) for a, b in zip(e, t))
+    rows.append(f"| {s} | {verdict} | {diff:.4f} | {text} | {e[-1]:.3f} / {t[-1]:.3f} |")
+open(f"{out}/report.md", "w").write("\n".join(rows) + "\n")
+print("\n".join(rows))
+PY

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The executor against the independent PyTorch GPT (bench/scripts/reference_check.py) on the
+# tiny model: one rank, 4 sequences of 64 bytes of the shipped corpus, step 1's logits, loss
+# and every gradient within the script's fp32 tolerances, then the loss curve of 20 steps with a
+# 5-step learning-rate warm-up (--lr-warmup, against torch's LambdaLR); then that a 1% error planted
+# in one gradient of the dump fails the check (the tolerances are tight enough to matter).
+# Exits 77 (CTest: skipped, with the reason) when no python3 with PyTorch is installed
+# (python3-torch; scripts/setup.sh installs it with TRAINPLAN_REFERENCE_DEPS=1).
+# Usage: reference_check_test.sh MPIRUN... -- EXECUTE SOURCE_DIR OUT_DIR
+set -euo pipefail
+mpirun=()
+while [ "$1" != "--" ]; do mpirun+=("$1"); shift; done
+shift
+execute="$1" src="$2" out="$3"
+python=""
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null && "$p" -c "import torch" 2>/dev/null; then python="$p"; break; fi
+done
+if [ -z "$python" ]; then
+  echo "reference_check_test: skipped: no python3 with PyTorch (apt-get install python3-torch)"
+  exit 77
+fi
+mkdir -p "$out"
+"${mpirun[@]}" -np 1 "$execute" --model "$src/models/tiny.json" \
+  --plan "$src/tests/executor/plans/single.json" --steps 20 --seed 1234 --lr-warmup 5 \
+  --data "$src/data/kjv-genesis.txt" --out "$out/reference.json" --dump-reference "$out/reference"
+"$python" "$src/bench/scripts/reference_check.py" --prefix "$out/reference" \
+  --data "$src/data/kjv-genesis.txt" --executor-report "$out/reference.json"
+# The check must catch a defect of 1%: scale one gradient tensor of the dump by 1.01 and expect
+# a FAIL naming it.
+"$python" - "$out/reference" <<'PY'
+import json, shutil, struct, sys
+import numpy as np
+prefix = sys.argv[1]
+blob = bytearray(open(prefix + ".step1.tpt", "rb").read())
+(n,) = struct.unpack("<Q", blob[8:16])
+t = next(t for t in json.loads(blob[16:16 + n])["tensors"] if t["name"] == "grad.h0.w1")
+data = np.frombuffer(blob, dtype="<f4", offset=16 + n).copy()
+count = int(np.prod(t["shape"]))
+data[t["offset"]:t["offset"] + count] *= 1.01
+open(prefix + "-defect.step1.tpt", "wb").write(bytes(blob[:16 + n]) + data.tobytes())
+shutil.copy(prefix + ".init.tpt", prefix + "-defect.init.tpt")
+PY
+if "$python" "$src/bench/scripts/reference_check.py" --prefix "$out/reference-defect" \
+     --data "$src/data/kjv-genesis.txt" > "$out/defect.txt"; then
+  echo "reference_check_test: a 1% error in grad.h0.w1 was not caught"; exit 1
+fi
+grep -q "gradient h0.w1" "$out/defect.txt" || { cat "$out/defect.txt"; exit 1; }
+echo "reference_check_test: a 1% error in one gradient is caught"
