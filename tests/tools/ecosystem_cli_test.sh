@@ -7,21 +7,7 @@
 # Usage: ecosystem_cli_test.sh TOOLS_DIR SOURCE_DIR   (registered with CTest by CMakeLists.txt)
 set -u
 tools="$(cd "$1" && pwd)"; src="$(cd "$2" && pwd)"
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
-failures=0; passed=0
-
-# expect CODE SUBSTRING -- command...
-expect() {
-  local code="$1" needle="$2"; shift 3
-  local out rc
-  out="$("$@" 2>&1)"; rc=$?
-  if [ "$rc" != "$code" ] || ! grep -qF -- "$needle" <<<"$out"; then
-    echo "FAIL: $* -> exit $rc (want $code), output lacks '$needle':"; echo "$out" | head -5
-    failures=$((failures + 1))
-  else
-    passed=$((passed + 1))
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 check() {  # description, then a command that must succeed
   local what="$1"; shift
   if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi

@@ -7,21 +7,7 @@
 # Usage: recommend_cli_test.sh TOOLS_DIR SOURCE_DIR   (registered with CTest by CMakeLists.txt)
 set -u
 tools="$1"; src="$2"
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
-failures=0; passed=0
-
-# expect CODE SUBSTRING -- command...
-expect() {
-  local code="$1" needle="$2"; shift 3
-  local out rc
-  out="$("$@" 2>&1)"; rc=$?
-  if [ "$rc" != "$code" ] || ! grep -qF -- "$needle" <<<"$out"; then
-    echo "FAIL: $* -> exit $rc (want $code), output lacks '$needle':"; echo "$out" | head -8
-    failures=$((failures + 1))
-  else
-    passed=$((passed + 1))
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 check() {  # DESCRIPTION -- command... (succeeds)
   local what="$1"; shift 2
   if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi
