@@ -16,6 +16,7 @@ summary="$out/summary.md"
   echo
   echo "Machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)."
   echo "Command: bench/scripts/parallel_speed.sh $1 $2 $3"
+  echo "Load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
   echo "| case | tools | threads | wall s | peak RSS MB | exit |"
   echo "| --- | --- | --- | --- | --- | --- |"
@@ -37,6 +38,13 @@ for t in 1 0; do
   timed "plan llama3-70b 64 GPUs --simulate-top 200" after "$t" "$out/plan.t$t.json" -- \
     "$after/tools/plan" "${l70[@]}" --threads "$t" --quiet
 done
+g3=(--model models/gpt3.json --gpus 512 --global-batch 1024 --simulate-top 200 --json)
+timed "plan gpt3 512 GPUs --global-batch 1024 --simulate-top 200" before - "$out/g3.before.json" -- \
+  "$before/tools/plan" "${g3[@]}"
+for t in 1 0; do
+  timed "plan gpt3 512 GPUs --global-batch 1024 --simulate-top 200" after "$t" "$out/g3.t$t.json" -- \
+    "$after/tools/plan" "${g3[@]}" --threads "$t" --quiet
+done
 sim=(--model models/gpt3.json --gpus 512 --plan "$plan_file" --all-ranks --json)
 timed "simulate gpt3 512 GPUs --all-ranks" before - "$out/sim.before.json" -- \
   "$before/tools/simulate" "${sim[@]}"
@@ -51,7 +59,7 @@ timed "simulate gpt3 1024 GPUs --all-ranks --trace" after 0 "$out/trace1024.txt"
   --plan "$out/gpt3-1024.plan.json" --all-ranks --trace "$out/gpt3-1024.trace.json" --quiet
 {
   echo
-  for pair in "plan.t1.json plan.t0.json" "sim.t1.json sim.t0.json"; do
+  for pair in "plan.t1.json plan.t0.json" "g3.t1.json g3.t0.json" "sim.t1.json sim.t0.json"; do
     set -- $pair
     if cmp -s "$out/$1" "$out/$2"; then echo "- $1 and $2: byte-identical"; else echo "- $1 and $2: DIFFER"; fi
   done
