@@ -203,6 +203,15 @@ Status read_hf_moe(JsonReader& r, ModelSpec& m) {
   if (m.dense_ffn_hidden_size == m.ffn_hidden_size) m.dense_ffn_hidden_size = 0;
   m.shared_expert_ffn_size = shared_width + shared_count * m.ffn_hidden_size;
   if (llama4) m.shared_expert_ffn_size = m.ffn_hidden_size;
+  // DeepSeek-V2/V3's node-limited routing: n_group groups of experts, topk_group chosen per
+  // token (n_group 1 is no limit).
+  std::int64_t groups = 0, group_topk = 0;
+  r.get_int("n_group", groups, 1, L::kMaxExperts, false);
+  r.get_int("topk_group", group_topk, 1, L::kMaxExperts, false);
+  if (groups > 1 && group_topk >= 1) {
+    m.router_groups = groups;
+    m.router_group_topk = group_topk;
+  }
   auto contains = [](const std::vector<std::int64_t>& v, std::int64_t x) {
     return std::find(v.begin(), v.end(), x) != v.end();
   };

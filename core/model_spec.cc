@@ -86,6 +86,8 @@ Result<ModelSpec> read_ours(const Json& j, std::string_view source) {
   r.get_int("num_experts", m.num_experts, 1, L::kMaxExperts, false);
   r.get_int("experts_per_token", m.experts_per_token, 1, L::kMaxExperts, false);
   r.get_int("shared_expert_ffn_size", m.shared_expert_ffn_size, 0, L::kMaxFfn, false);
+  r.get_int("router_groups", m.router_groups, 0, L::kMaxExperts, false);
+  r.get_int("router_group_topk", m.router_group_topk, 0, L::kMaxExperts, false);
   r.get_int_list("dense_layers", m.dense_layers, 0, L::kMaxLayers - 1, false);
   r.get_int("dense_ffn_hidden_size", m.dense_ffn_hidden_size, 0, L::kMaxFfn, false);
   r.get_int("q_lora_rank", m.q_lora_rank, 0, L::kMaxHidden, false);
@@ -116,6 +118,31 @@ Result<ModelSpec> model_from_json_with(const Json& json, std::string_view source
 Result<ModelSpec> model_from_json(const Json& json, std::string_view source) {
   return model_from_json_with(json, source, HfReadOptions{});
 }
+
+namespace {
+// Node-limited routing: equal groups of experts, top-k within the chosen groups.
+Status validate_router_groups(const ModelSpec& m, const std::string& where) {
+  auto bad = [&](const char* field, std::int64_t value, const std::string& why) {
+    return Status::Error(where + "field '" + field + "': value " + std::to_string(value) + " " +
+                         why);
+  };
+  if (m.router_groups == 0 && m.router_group_topk == 0) return Status::Ok();
+  if (!m.is_moe())
+    return bad("router_groups", m.router_groups, "needs a mixture-of-experts model (num_experts > 1)");
+  if (m.router_groups < 1 || m.num_experts % m.router_groups != 0)
+    return bad("router_groups", m.router_groups,
+               "must divide num_experts=" + std::to_string(m.num_experts));
+  if (m.router_group_topk < 1 || m.router_group_topk > m.router_groups)
+    return bad("router_group_topk", m.router_group_topk,
+               "must be in [1, router_groups=" + std::to_string(m.router_groups) + "]");
+  const std::int64_t reachable = m.router_group_topk * (m.num_experts / m.router_groups);
+  if (m.experts_per_token > reachable)
+    return bad("router_group_topk", m.router_group_topk,
+               "leaves " + std::to_string(reachable) + " experts, fewer than experts_per_token=" +
+                   std::to_string(m.experts_per_token));
+  return Status::Ok();
+}
+}  // namespace
 
 Status validate_model(const ModelSpec& m, std::string_view source) {
   const std::string where = "model '" + std::string(source) + "': ";
@@ -156,6 +183,7 @@ Status validate_model(const ModelSpec& m, std::string_view source) {
     return bad("shared_expert_ffn_size", m.shared_expert_ffn_size, "is out of range");
   if (m.shared_expert_ffn_size > 0 && !m.is_moe())
     return bad("shared_expert_ffn_size", m.shared_expert_ffn_size, moe_only);
+  if (Status st = validate_router_groups(m, where); !st.ok()) return st;
   if (m.dense_ffn_hidden_size < 0 || m.dense_ffn_hidden_size > L::kMaxFfn)
     return bad("dense_ffn_hidden_size", m.dense_ffn_hidden_size, "is out of range");
   if (!m.dense_layers.empty() && !m.is_moe())
@@ -222,6 +250,8 @@ Json model_to_json(const ModelSpec& m) {
   j["experts_per_token"] = m.experts_per_token;
   // Written only when used, so that the JSON of other models stays as it was.
   if (m.shared_expert_ffn_size > 0) j["shared_expert_ffn_size"] = m.shared_expert_ffn_size;
+  if (m.router_groups > 0) j["router_groups"] = m.router_groups;
+  if (m.router_group_topk > 0) j["router_group_topk"] = m.router_group_topk;
   if (!m.dense_layers.empty()) j["dense_layers"] = m.dense_layers;
   if (m.dense_ffn_hidden_size > 0) j["dense_ffn_hidden_size"] = m.dense_ffn_hidden_size;
   if (m.q_lora_rank > 0) j["q_lora_rank"] = m.q_lora_rank;

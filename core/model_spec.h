@@ -37,6 +37,12 @@ struct ModelSpec {
   bool dropout = true;                   // training applies dropout (its masks are stored)
   std::int64_t num_experts = 1;          // MoE experts per layer; 1 = dense
   std::int64_t experts_per_token = 1;    // top-k routing
+  // Node-limited (group-limited) routing (DeepSeek-V3, arXiv:2412.19437 sec. 3.2.2; HF config
+  // n_group/topk_group, Megatron-Core moe_router_num_groups/moe_router_group_topk): the experts
+  // form router_groups equal groups and each token picks its top-k among router_group_topk of
+  // them. 0 = no limit.
+  std::int64_t router_groups = 0;
+  std::int64_t router_group_topk = 0;
   // Mixture-of-experts stacks that are not uniform (DeepSeek-V2/V3, Qwen-MoE, Llama 4):
   std::int64_t shared_expert_ffn_size = 0;  // MoE layers: inner width of the shared experts
                                             // every token passes through, all together; 0 = none

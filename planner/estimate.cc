@@ -34,7 +34,7 @@ const DeviceRates& Estimator::rates(Precision p) {
 // the same experts stride tp*cp*ep); ranks fill nodes of gpus_per_node in order.
 double Estimator::group_time_s(Collective c, std::int64_t bytes, std::int64_t n_inner,
                                std::int64_t stride_inner, std::int64_t n_outer,
-                               std::int64_t stride_outer) const {
+                               std::int64_t stride_outer, const RoutedSpread& spread) const {
   const std::int64_t n = n_inner * n_outer;
   if (n <= 1) return 0.0;
   const std::int64_t g = cluster_.gpus_per_node;
@@ -47,7 +47,7 @@ double Estimator::group_time_s(Collective c, std::int64_t bytes, std::int64_t n_
   const std::int64_t nodes = (n + per_node - 1) / per_node;
   return group_collective_time_s(c, bytes, nodes, per_node, cluster_.intra_node_bytes_per_s,
                                  cluster_.intra_node_latency_s, cluster_.inter_node_bytes_per_s,
-                                 cluster_.inter_node_latency_s);
+                                 cluster_.inter_node_latency_s, spread);
 }
 
 Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan& plan,
@@ -68,7 +68,7 @@ Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan&
       }
     } else if (task.group == CommGroup::kEp) {
       t.ep_s += group_time_s(task.collective, task.message_bytes, task.group_size,
-                             plan.tp * plan.cp);
+                             plan.tp * plan.cp, 1, 0, task.spread);
     } else if (task.group == CommGroup::kCp) {
       t.cp_s += group_time_s(task.collective, task.message_bytes, task.group_size, plan.tp);
     }

@@ -85,10 +85,10 @@ class Estimator {
   // stage's breakdown (without the baseline).
   double peak_memory(const Plan& plan, std::int64_t* peak_stage, MemoryBreakdown* breakdown) const;
   // A collective over n_inner ranks `stride_inner` apart, repeated n_outer times `stride_outer`
-  // apart (n_outer = 1: one evenly spaced group).
+  // apart (n_outer = 1: one evenly spaced group). `spread`: an MoE all-to-all's (collectives.h).
   double group_time_s(Collective c, std::int64_t bytes, std::int64_t n_inner,
                       std::int64_t stride_inner, std::int64_t n_outer = 1,
-                      std::int64_t stride_outer = 0) const;
+                      std::int64_t stride_outer = 0, const RoutedSpread& spread = {}) const;
   PassTimes cost(const std::vector<Task>& tasks, const Plan& plan, const DeviceRates& r) const;
   // FLOPs per step; the per-sequence figures depend only on recompute and attention.
   StepFlops step_flops_cached(const Plan& plan);

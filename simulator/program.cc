@@ -332,8 +332,11 @@ class Builder {
     return static_cast<std::int32_t>(rep * kLinksPerGpu + link % kLinksPerGpu);
   }
 
+  // Keyed without `spread`: within one group kind every all-to-all carries the model's one
+  // spread (the MoE layers' dispatch and combine), so the key still names one demand.
   std::int32_t net_for(int kind, std::int64_t color, Collective c, std::int64_t bytes,
-                       const std::vector<std::int64_t>& group, bool dp_sum) {
+                       const std::vector<std::int64_t>& group, bool dp_sum,
+                       const RoutedSpread& spread = {}) {
     const auto key = std::make_tuple(kind, color, static_cast<int>(c), bytes);
     auto it = nets_.find(key);
     if (it != nets_.end()) return it->second;
@@ -342,8 +345,8 @@ class Builder {
       const SumAlgorithm algo = dp_sum && opt_.dp_algorithm == DpAlgorithm::kGatherBroadcast
                                     ? SumAlgorithm::kGatherBroadcast
                                     : SumAlgorithm::kRing;
-      demand = topo_.collective_demand(c, bytes, group, algo,
-                                       [this](std::int32_t l) { return canonical_link(l); });
+      demand = topo_.collective_demand(
+          c, bytes, group, algo, [this](std::int32_t l) { return canonical_link(l); }, spread);
     }
     const std::int32_t id = eng_.add_net(std::move(demand));
     nets_.emplace(key, id);
@@ -374,7 +377,7 @@ class Builder {
     if (net < 0) {
       const bool dp_sum = t.group == CommGroup::kDp || t.group == CommGroup::kExpertDp ||
                           t.group == CommGroup::kDpReplica;
-      net = net_for(kind, gi.color, t.collective, t.message_bytes, gi.ranks, dp_sum);
+      net = net_for(kind, gi.color, t.collective, t.message_bytes, gi.ranks, dp_sum, t.spread);
       rs.nets.emplace_back(kind, static_cast<int>(t.collective), t.message_bytes, net);
     }
     meta.name = t.name;

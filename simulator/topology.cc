@@ -68,7 +68,8 @@ void canonicalise(std::vector<std::int32_t>& links,
 
 NetDemand Topology::collective_demand(
     Collective c, std::int64_t message_bytes, const std::vector<std::int64_t>& group,
-    SumAlgorithm algorithm, const std::function<std::int32_t(std::int32_t)>& canonical) const {
+    SumAlgorithm algorithm, const std::function<std::int32_t(std::int32_t)>& canonical,
+    const RoutedSpread& spread) const {
   NetDemand d;
   const auto n = static_cast<std::int64_t>(group.size());
   if (n <= 1 && c != Collective::kSendRecv) return d;
@@ -119,7 +120,7 @@ NetDemand Topology::collective_demand(
       split([&](bool lat) {
         return group_collective_time_s(c, message_bytes, nodes, local, intra_bytes_per_s_,
                                        lat ? intra_latency_s_ : 0.0, inter_bytes_per_s_,
-                                       lat ? inter_latency_s_ : 0.0);
+                                       lat ? inter_latency_s_ : 0.0, spread);
       });
     } else {
       split([&](bool lat) {

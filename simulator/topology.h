@@ -58,9 +58,11 @@ class Topology {
   // The network demand of collective `c` of `message_bytes` over the GPUs `group` (in ring
   // order). `canonical` maps a link to the link that stands for it (symmetric simulation maps
   // a replica's links to its representative's; identity otherwise).
+  // `spread`: an MoE all-to-all's spread over nodes (collectives.h; empty for the rest).
   NetDemand collective_demand(Collective c, std::int64_t message_bytes,
                               const std::vector<std::int64_t>& group, SumAlgorithm algorithm,
-                              const std::function<std::int32_t(std::int32_t)>& canonical) const;
+                              const std::function<std::int32_t(std::int32_t)>& canonical,
+                              const RoutedSpread& spread = {}) const;
   // Host <-> device transfer of one GPU over PCIe.
   NetDemand host_transfer_demand(std::int64_t gpu, double bytes, bool to_host,
                                  const std::function<std::int32_t(std::int32_t)>& canonical) const;

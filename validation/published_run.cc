@@ -95,6 +95,10 @@ Status read_model(const Json& j, const std::string& where, PublishedRun& run) {
               ModelLimits::kMaxExperts);
   get_int_any(r, {"shared_expert_ffn_hidden", "shared_expert_intermediate_size"}, shared_ffn, 0,
               ModelLimits::kMaxFfn);
+  get_int_any(r, {"router_groups", "n_group"}, m.router_groups, 0, ModelLimits::kMaxExperts);
+  get_int_any(r, {"router_group_topk", "topk_group"}, m.router_group_topk, 0,
+              ModelLimits::kMaxExperts);
+  if (m.router_groups <= 1) m.router_groups = m.router_group_topk = 0;
   r.get_int_list("dense_layers", m.dense_layers, 0, ModelLimits::kMaxLayers - 1, false);
   get_int_any(r, {"first_dense_layers", "first_k_dense_replace"}, first_dense, 0,
               ModelLimits::kMaxLayers);
@@ -375,14 +379,26 @@ double peak_stage_bytes(const ModelSpec& m, const Plan& p) {
   return peak;
 }
 
+// The largest ZeRO stage a framework offers without a flag the source would name. Megatron-LM,
+// NeMo and Megatron-Bridge shard with Megatron-Core's distributed optimizer, which distributes
+// the optimizer states and fp32 main weights but "[no] distribute model gradients, [no]
+// distribute model parameters" (Megatron Core User Guide, "Distributed Optimizer"); gradients
+// and weights are sharded only by FSDP, a separate option those sources list (Megatron-Bridge's
+// performance summary has an FSDP column). Other frameworks go up to ZeRO-3.
+int largest_unnamed_zero_stage(std::string_view framework) {
+  return framework == "megatron" || framework == "nemo" ? 1 : 3;
+}
+
 // A run that really ran fit its GPUs. Where the source does not give the ZeRO stage, take the
 // smallest with which it fits the device's memory (a team does not shard what fits unsharded),
-// and say so; if none fits, ZeRO-3, said likewise.
+// among the stages its framework offers, and say so; if none fits, the largest of those, said
+// likewise (then our memory count is above what the run used).
 void choose_zero_stage(PublishedRun& run) {
   Plan& p = run.plan;
   const double capacity = run.cluster.gpu.hbm_bytes;
+  const int largest = largest_unnamed_zero_stage(run.family.framework);
   std::string tried;
-  for (int z = 0; z <= 3; ++z) {
+  for (int z = 0; z <= largest; ++z) {
     p.zero_stage = z;
     if (!validate_plan(p).ok() || !check_plan_fits_model(p, run.model).ok()) continue;
     const double need = peak_stage_bytes(run.model, p);
@@ -396,9 +412,14 @@ void choose_zero_stage(PublishedRun& run) {
     tried += (tried.empty() ? "" : ", ") + std::string("stage ") + std::to_string(z) +
              " needs " + format_number(need / kGB) + " GB";
   }
-  p.zero_stage = 3;
-  run.assumptions.push_back("parallel.zero_stage: 3 (not given; no stage fits " +
-                            format_number(capacity / kGB) + " GB by our count: " + tried + ")");
+  p.zero_stage = largest;
+  const std::string why =
+      largest == 3 ? "" : "; " + run.family.framework +
+                              " shards no gradients or weights without FSDP, which the source "
+                              "does not name";
+  run.assumptions.push_back("parallel.zero_stage: " + std::to_string(largest) +
+                            " (not given; no stage fits " + format_number(capacity / kGB) +
+                            " GB by our count: " + tried + why + ")");
 }
 
 // What a framework does by default that our plan names otherwise; each rule says so under

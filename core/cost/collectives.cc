@@ -89,10 +89,46 @@ double hierarchical_all_reduce_time_s(std::int64_t message_bytes, std::int64_t n
                                 intra_bytes_per_s, intra_latency_s);
 }
 
+namespace {
+// C(total - excluded, chosen) / C(total, chosen): the chance that `chosen` of `total` equally
+// likely parts all avoid `excluded` given ones.
+double chance_all_avoid(std::int64_t total, std::int64_t excluded, std::int64_t chosen) {
+  double p = 1.0;
+  for (std::int64_t i = 0; i < chosen; ++i)
+    p *= std::max(0.0, static_cast<double>(total - excluded - i)) /
+         static_cast<double>(total - i);
+  return p;
+}
+}  // namespace
+
+double all_to_all_inter_node_share(const RoutedSpread& spread, std::int64_t nodes,
+                                   std::int64_t per_node) {
+  const double n = static_cast<double>(nodes * per_node);
+  const double uniform = (n - static_cast<double>(per_node)) / n;
+  const RoutedSpread& s = spread;
+  if (s.copies <= 0 || nodes <= 1 || s.groups < 1 || s.experts % s.groups != 0 ||
+      s.group_topk < 1 || s.group_topk > s.groups)
+    return uniform;
+  double distinct = 0;
+  if (s.groups % nodes == 0) {
+    distinct = static_cast<double>(nodes) *
+               (1.0 - chance_all_avoid(s.groups, s.groups / nodes, s.group_topk));
+  } else if (nodes % s.groups == 0 && s.experts % nodes == 0) {
+    const std::int64_t pool = s.group_topk * (s.experts / s.groups);
+    if (s.copies > pool) return uniform;
+    distinct = static_cast<double>(s.group_topk * (nodes / s.groups)) *
+               (1.0 - chance_all_avoid(pool, s.experts / nodes, s.copies));
+  } else {
+    return uniform;
+  }
+  const double other_nodes = distinct * static_cast<double>(nodes - 1) / static_cast<double>(nodes);
+  return std::min(uniform, other_nodes / static_cast<double>(s.copies));
+}
+
 double group_collective_time_s(Collective c, std::int64_t message_bytes, std::int64_t nodes,
                                std::int64_t per_node, double intra_bytes_per_s,
                                double intra_latency_s, double inter_bytes_per_s,
-                               double inter_latency_s) {
+                               double inter_latency_s, const RoutedSpread& spread) {
   if (nodes <= 1)
     return ring_collective_time_s(c, message_bytes, per_node, intra_bytes_per_s, intra_latency_s);
   if (per_node <= 1)
@@ -109,7 +145,8 @@ double group_collective_time_s(Collective c, std::int64_t message_bytes, std::in
              ring_collective_time_s(c, shard, nodes, inter_bytes_per_s, inter_latency_s);
     case Collective::kAllToAll: {
       const double n = static_cast<double>(nodes * per_node), bytes = static_cast<double>(message_bytes);
-      const double inter = bytes * (n - static_cast<double>(per_node)) / n / inter_bytes_per_s;
+      const double inter =
+          bytes * all_to_all_inter_node_share(spread, nodes, per_node) / inter_bytes_per_s;
       const double intra = bytes * (static_cast<double>(per_node) - 1.0) / n / intra_bytes_per_s;
       return static_cast<double>(nodes * per_node - 1) * inter_latency_s + std::max(inter, intra);
     }

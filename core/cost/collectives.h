@@ -52,15 +52,44 @@ double hierarchical_all_reduce_time_s(std::int64_t message_bytes, std::int64_t n
                                       double intra_latency_s, double inter_bytes_per_s,
                                       double inter_latency_s);
 
+// How an MoE all-to-all's buffer spreads over nodes when the dispatcher sends each token once
+// per destination node and forwards it inside the node over NVLink (DeepSeek-V3, arXiv:
+// 2412.19437 sec. 3.2.2: tokens go by IB to the GPU with the same in-node index on each target
+// node, then by NVLink, and node-limited routing sends each token to at most M nodes; DeepEP
+// and Megatron-Core's flex dispatcher implement it). The model's experts form `groups` equal
+// router groups, of which each token chooses `group_topk`, and its `copies` (top-k) experts
+// among theirs, each equally likely. copies == 0: every copy travels on its own (NCCL's
+// all-to-all, Megatron-Core's alltoall dispatcher).
+struct RoutedSpread {
+  std::int64_t experts = 0;
+  std::int64_t groups = 0;
+  std::int64_t group_topk = 0;
+  std::int64_t copies = 0;
+};
+
+// The share of an all-to-all buffer that leaves the node, for a group of `nodes` x `per_node`
+// ranks holding the experts in order: (n - per_node)/n when each copy travels alone. With a
+// node-deduplicating dispatcher, the expected number of other nodes a token reaches over its
+// copies: (nodes - 1)/nodes of the expected distinct nodes, which is, with C(a, b) the number of
+// b-subsets (the chance that a node holds none of the chosen parts is a ratio of two):
+//   nodes holding whole groups: nodes * (1 - C(groups - groups/nodes, group_topk) /
+//                                             C(groups, group_topk));
+//   groups spanning q = nodes/groups nodes: group_topk * q * (1 - C(pool - experts/nodes,
+//                                             copies) / C(pool, copies)), pool = the chosen
+//                                             groups' experts.
+// Other layouts fall back to the first form.
+double all_to_all_inter_node_share(const RoutedSpread& spread, std::int64_t nodes,
+                                   std::int64_t per_node);
+
 // Any collective over a group of `nodes` x `per_node` ranks (per_node consecutive ranks in each
 // node): one level when the group fits in a node; otherwise the two-level decomposition
 // (all-reduce as above; reduce-scatter/all-gather: intra-node step on the full message, then the
-// inter-node step on 1/per_node of it; all-to-all: the (n - per_node)/n of each buffer that leaves
-// the node crosses the NICs, the rest NVLink, in parallel).
+// inter-node step on 1/per_node of it; all-to-all: the share of each buffer that leaves the node
+// (all_to_all_inter_node_share) crosses the NICs, the rest NVLink, in parallel).
 double group_collective_time_s(Collective c, std::int64_t message_bytes, std::int64_t nodes,
                                std::int64_t per_node, double intra_bytes_per_s,
                                double intra_latency_s, double inter_bytes_per_s,
-                               double inter_latency_s);
+                               double inter_latency_s, const RoutedSpread& spread = {});
 
 // Single-process DataParallel (torch.nn.DataParallel): gather every gradient to one device and
 // broadcast the result back; the root's link carries (n-1) * S each way.

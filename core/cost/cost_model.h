@@ -128,6 +128,9 @@ struct Task {
   CommGroup group = CommGroup::kTp;
   std::int64_t group_size = 1;
   std::int64_t message_bytes = 0;
+  // MoE all-to-alls of a model with node-limited routing: how their tokens spread over nodes
+  // (collectives.h); empty (copies 0) for every other collective.
+  RoutedSpread spread;
 
   std::int64_t bytes_sent() const {
     return kind == TaskKind::kComm ? bytes_sent_per_rank(collective, message_bytes, group_size)

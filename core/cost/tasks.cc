@@ -238,6 +238,31 @@ void add_dense_mlp(std::vector<Task>& out, const Shape& x, std::int64_t f, bool 
   out.push_back(gemm(shared ? "shared_fc2" : "fc2", x.tokens, x.h, f_rank, 1, x.e));
 }
 
+// The token permutations around an MoE layer's all-to-alls, memory-bound copies of the routed
+// tokens (Megatron-Core's MoEAlltoAllTokenDispatcher, megatron/core/transformer/moe/
+// token_dispatcher.py and moe_utils.permute/unpermute): before the dispatch, each token is
+// copied once per chosen expert into expert order (read T*h, write T*k*h); after the
+// dispatch, with several experts on the rank, the received chunks are regrouped by local expert
+// (sort_chunks_by_idxs: read and write T*k*h), and undone before the combine; after the
+// combine, the k copies are weighted by their router probabilities and summed back into token
+// order (read T*k*h, write T*h). The backward runs the same copies in reverse.
+Task moe_permute_task(std::string_view name, const Shape& x, std::int64_t k) {
+  return memory(name, d(x.tokens) * d(x.h) * x.e * (1.0 + d(k)), MemoryKernel::kElementwise);
+}
+// An expert-parallel all-to-all of this rank's routed tokens; with node-limited routing, the
+// dispatcher built for it sends each token once per node (RoutedSpread, collectives.h).
+Task ep_all_to_all(std::string_view name, const Shape& x, const ModelSpec& m, const Plan& p) {
+  Task t = comm(name, Collective::kAllToAll, CommGroup::kEp, p.ep,
+                d(x.tokens) * d(m.experts_per_token) * d(x.h) * x.e);
+  if (m.router_groups > 0)
+    t.spread = RoutedSpread{m.num_experts, m.router_groups, m.router_group_topk,
+                            m.experts_per_token};
+  return t;
+}
+Task moe_regroup_task(std::string_view name, const Shape& x, std::int64_t k) {
+  return memory(name, 2.0 * d(x.tokens) * d(k) * d(x.h) * x.e, MemoryKernel::kElementwise);
+}
+
 void add_mlp_forward(std::vector<Task>& out, const Shape& x, const ModelSpec& m,
                      const Plan& p) {
   if (!x.moe) {
@@ -251,8 +276,9 @@ void add_mlp_forward(std::vector<Task>& out, const Shape& x, const ModelSpec& m,
   const std::int64_t local_experts = m.num_experts / p.ep;
   const double routed = d(x.tokens) * d(k);  // token-expert pairs of this rank's micro-batch
   out.push_back(gemm("router", x.tokens, m.num_experts, x.h, 1, x.e));
-  out.push_back(comm("ep_dispatch", Collective::kAllToAll, CommGroup::kEp, p.ep,
-                     routed * d(x.h) * x.e));
+  out.push_back(moe_permute_task("moe_permute", x, k));
+  out.push_back(ep_all_to_all("ep_dispatch", x, m, p));
+  if (local_experts > 1) out.push_back(moe_regroup_task("moe_regroup", x, k));
   // Balanced routing: each local expert sees routed / local_experts tokens (after all-to-all,
   // this rank holds the routed tokens of the whole ep group for its experts).
   const std::int64_t per_expert =
@@ -265,8 +291,9 @@ void add_mlp_forward(std::vector<Task>& out, const Shape& x, const ModelSpec& m,
   Task fc2 = gemm("expert_fc2", per_expert, x.h, f_rank, local_experts, x.e);
   fc2.flops = fc2.executed_flops = 2.0 * routed * d(x.h) * d(f_rank);
   out.push_back(fc2);
-  out.push_back(comm("ep_combine", Collective::kAllToAll, CommGroup::kEp, p.ep,
-                     routed * d(x.h) * x.e));
+  if (local_experts > 1) out.push_back(moe_regroup_task("moe_unregroup", x, k));
+  out.push_back(ep_all_to_all("ep_combine", x, m, p));
+  out.push_back(moe_permute_task("moe_unpermute", x, k));
   // Shared experts (DeepSeekMoE, Qwen-MoE, Llama 4): after the routed experts, as Megatron-Core
   // runs them unless moe_shared_expert_overlap is set.
   if (x.shared_f > 0) add_dense_mlp(out, x, x.shared_f, /*shared=*/true);
@@ -422,15 +449,19 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
       add_gemm_backward(out, find_task(fwd, "shared_fc1"), "shared_fc1_dgrad", "shared_fc1_wgrad",
                         x.e);
     }
-    out.push_back(comm("ep_combine_bwd", Collective::kAllToAll, CommGroup::kEp, p.ep,
-                       d(x.tokens) * d(m.experts_per_token) * d(x.h) * x.e));
+    const std::int64_t k = m.experts_per_token;
+    const bool regroup = m.num_experts / p.ep > 1;
+    out.push_back(moe_permute_task("moe_unpermute_bwd", x, k));
+    out.push_back(ep_all_to_all("ep_combine_bwd", x, m, p));
+    if (regroup) out.push_back(moe_regroup_task("moe_unregroup_bwd", x, k));
     add_gemm_backward(out, find_task(fwd, "expert_fc2"), "expert_fc2_dgrad", "expert_fc2_wgrad",
                       x.e);
     out.push_back(activation_backward(find_task(fwd, activation_name(x))));
     add_gemm_backward(out, find_task(fwd, "expert_fc1"), "expert_fc1_dgrad", "expert_fc1_wgrad",
                       x.e);
-    out.push_back(comm("ep_dispatch_bwd", Collective::kAllToAll, CommGroup::kEp, p.ep,
-                       d(x.tokens) * d(m.experts_per_token) * d(x.h) * x.e));
+    if (regroup) out.push_back(moe_regroup_task("moe_regroup_bwd", x, k));
+    out.push_back(ep_all_to_all("ep_dispatch_bwd", x, m, p));
+    out.push_back(moe_permute_task("moe_permute_bwd", x, k));
     add_gemm_backward(out, find_task(fwd, "router"), "router_dgrad", "router_wgrad", x.e);
     regather("tp_all_gather_mlp_input");
   } else {

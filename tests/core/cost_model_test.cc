@@ -360,6 +360,33 @@ TEST(Activations, InFlightMicroBatchesBySchedule) {
   EXPECT_EQ(in_flight_micro_batches(p, 0), 2.0);
 }
 
+// A node-deduplicating MoE dispatcher (DeepSeek-V3 sec. 3.2.2): closed forms of the share of the
+// buffer that crosses the NICs.
+TEST(Collectives, NodeLimitedAllToAllSendsEachTokenOncePerNode) {
+  // Copies travelling alone: (n - per_node)/n.
+  EXPECT_DOUBLE_EQ(all_to_all_inter_node_share({}, 8, 8), 56.0 / 64.0);
+  // DeepSeek-V3 over 8 nodes of 8 ranks: 8 groups (one per node), 4 chosen: C(7,4)/C(8,4) =
+  // 1/2 of missing a node, 4 distinct nodes, 3.5 others, over 8 copies.
+  const RoutedSpread v3{256, 8, 4, 8};
+  EXPECT_DOUBLE_EQ(all_to_all_inter_node_share(v3, 8, 8), 3.5 / 8.0);
+  // 4 nodes of 2 groups each: C(6,4)/C(8,4) = 15/70; distinct 4 * 55/70, others 3/4 of that.
+  EXPECT_NEAR(all_to_all_inter_node_share(v3, 4, 8), 4.0 * 55.0 / 70.0 * 0.75 / 8.0, 1e-12);
+  // 16 nodes of 4 ranks: each group spans 2 nodes; the 8 copies among the 4 groups' 128 experts,
+  // each node holds 16: distinct = 8 * (1 - C(112,8)/C(128,8)).
+  double avoid = 1.0;
+  for (int i = 0; i < 8; ++i) avoid *= (112.0 - i) / (128.0 - i);
+  EXPECT_NEAR(all_to_all_inter_node_share(v3, 16, 4), 8.0 * (1.0 - avoid) * 15.0 / 16.0 / 8.0,
+              1e-12);
+  // Never more than the copies travelling alone; layouts it cannot split evenly fall back.
+  EXPECT_DOUBLE_EQ(all_to_all_inter_node_share(RoutedSpread{256, 8, 8, 8}, 8, 8), 56.0 / 64.0);
+  EXPECT_DOUBLE_EQ(all_to_all_inter_node_share(v3, 3, 8), 16.0 / 24.0);
+  // And the time uses it: the inter-node part shrinks by the same ratio.
+  const double plain = group_collective_time_s(Collective::kAllToAll, 1 << 30, 8, 8, 4e11, 0, 5e10, 0);
+  const double dedup =
+      group_collective_time_s(Collective::kAllToAll, 1 << 30, 8, 8, 4e11, 0, 5e10, 0, v3);
+  EXPECT_NEAR(dedup / plain, (3.5 / 8.0) / (56.0 / 64.0), 1e-9);
+}
+
 TEST(Collectives, NcclTestsBusBandwidthFactors) {
   EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kAllReduce, 8), 2.0 * 7 / 8);
   EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kReduceScatter, 8), 7.0 / 8);

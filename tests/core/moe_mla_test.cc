@@ -109,6 +109,8 @@ TEST(HfMoe, DeepSeekV3LayoutAndLatentAttention) {
   EXPECT_EQ(m->kv_lora_rank, 512);
   EXPECT_EQ(m->qk_rope_head_dim, 64);
   EXPECT_EQ(m->activation, Activation::kSwiglu);
+  EXPECT_EQ(m->router_groups, 8);      // n_group: node-limited routing
+  EXPECT_EQ(m->router_group_topk, 4);  // topk_group
   // V2-Lite projects queries directly (q_lora_rank null).
   auto lite = load_hf("deepseek-v2-lite-config.json");
   ASSERT_TRUE(lite.ok()) << lite.status().message();
@@ -217,8 +219,13 @@ TEST(ModelSpecMoe, RoundTripsAndChecksTheNewFields) {
            Case{"q_lora_rank", 1.5, "1.5"},
            Case{"qk_rope_head_dim", 48, "head_dim=48"},
            Case{"num_kv_heads", 2, "must equal num_attention_heads=4"},
+           Case{"router_groups", 3, "must divide num_experts=8"},
+           Case{"router_group_topk", 5, "[1, router_groups=4]"},
+           Case{"router_group_topk", -1, "-1"},
        }) {
     Json j = model_to_json(m);
+    j["router_groups"] = 4;
+    j["router_group_topk"] = 2;
     j[c.field] = c.value;
     auto r = load_json(j);
     ASSERT_FALSE(r.ok()) << c.field << " = " << c.value.dump();
@@ -226,6 +233,18 @@ TEST(ModelSpecMoe, RoundTripsAndChecksTheNewFields) {
         << r.status().message();
     EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().message();
   }
+  // Eight groups of one expert: top-2 from one chosen group leaves too few, from two it fits.
+  Json grouped = model_to_json(m);
+  grouped["router_groups"] = 8;
+  grouped["router_group_topk"] = 1;
+  auto g = load_json(grouped);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("fewer than experts_per_token=2"), std::string::npos)
+      << g.status().message();
+  grouped["router_group_topk"] = 2;
+  g = load_json(grouped);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(model_to_json(*g)["router_groups"], 8);
   // MoE-only and MLA-only fields on a dense model with standard attention.
   Json dense = model_to_json(m);
   dense["num_experts"] = 1;
@@ -260,6 +279,42 @@ TEST(CostModelMoe, GemmFlopsAreTwiceTokensTimesTheWeightsATokenUses) {
       if (t.kind == TaskKind::kGemm) gemm += t.flops;
     EXPECT_NEAR(gemm, 2.0 * T * weights, 1e-9 * gemm) << (kind == LayerKind::kMoe ? "moe" : "dense");
   }
+}
+
+// The token permutations around the all-to-alls (Megatron-Core's alltoall dispatcher): a copy
+// per chosen expert before the dispatch and the weighted sum back after the combine, each
+// reading and writing T*h*(1 + k) elements; the regrouping by local expert only when a rank
+// holds several experts; the backward mirrors them. Node-limited routing marks the all-to-alls.
+TEST(CostModelMoe, TokenPermutationsAroundTheAllToAlls) {
+  ModelSpec m = layer_model(small_deepseek(), LayerKind::kMoe);
+  const double T = d(m.seq_len), h = d(m.hidden_size), k = d(m.experts_per_token), e = 2.0;
+  auto bytes_of = [](const std::vector<Task>& tasks, std::string_view name) {
+    for (const Task& t : tasks)
+      if (t.name == name) return t.bytes;
+    return -1.0;
+  };
+  for (std::int64_t ep : {1, 8}) {
+    Plan p = plan_of(1, 1, 8);
+    p.ep = ep;
+    const std::vector<Task> fwd = layer_forward_tasks(m, p), bwd = layer_backward_tasks(m, p);
+    for (const char* name : {"moe_permute", "moe_unpermute"})
+      EXPECT_DOUBLE_EQ(bytes_of(fwd, name), T * h * e * (1.0 + k)) << name;
+    for (const char* name : {"moe_permute_bwd", "moe_unpermute_bwd"})
+      EXPECT_DOUBLE_EQ(bytes_of(bwd, name), T * h * e * (1.0 + k)) << name;
+    const double regroup = ep == 1 ? 2.0 * T * k * h * e : -1.0;  // 8 local experts, or one
+    EXPECT_DOUBLE_EQ(bytes_of(fwd, "moe_regroup"), regroup);
+    EXPECT_DOUBLE_EQ(bytes_of(bwd, "moe_unregroup_bwd"), regroup);
+  }
+  Plan p = plan_of(1, 1, 8);
+  p.ep = 8;
+  m.router_groups = 4;
+  m.router_group_topk = 2;
+  for (const Task& t : layer_forward_tasks(m, p))
+    if (t.kind == TaskKind::kComm && t.group == CommGroup::kEp) {
+      EXPECT_EQ(t.spread.groups, 4) << t.name;
+      EXPECT_EQ(t.spread.group_topk, 2) << t.name;
+      EXPECT_EQ(t.spread.copies, 2) << t.name;
+    }
 }
 
 TEST(CostModelMoe, StageSumsMatchTheBlocksWithDenseLayersAndAnUnevenSplit) {

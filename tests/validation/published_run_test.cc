@@ -270,6 +270,33 @@ TEST(PublishedRun, HybridShardingIsReadAndChecked) {
   EXPECT_NE(map_error(e).find("zero_shard_size=8 needs zero_stage >= 1"), std::string::npos);
 }
 
+// An ungiven ZeRO stage is the smallest that fits, among the stages the framework offers:
+// Megatron-Core's distributed optimizer shards optimizer states only, so a NeMo run that does
+// not fit by our count stays at stage 1 (and says so); other frameworks go up to ZeRO-3.
+TEST(PublishedRun, UngivenZeroStageStaysWithinWhatTheFrameworkOffers) {
+  Json e = llama_entry();
+  e["model"] = Json::parse(R"({"name": "Llama 3 70B", "params_b": 70.6, "layers": 80,
+      "hidden": 8192, "heads": 64, "kv_heads": 8, "ffn_hidden": 28672, "seq_len": 8192,
+      "vocab": 128256})");
+  e["family"] = Json::parse(R"({"source": "s", "framework": "nemo", "gpu_generation": "H100"})");
+  PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.plan.zero_stage, 1);
+  EXPECT_TRUE(has_assumption(r, "shards no gradients or weights without FSDP"));
+  EXPECT_TRUE(has_assumption(r, "stage 1 needs"));
+  e["family"]["framework"] = "megatron";
+  EXPECT_EQ(map_ok(e).plan.zero_stage, 1);
+  e["family"]["framework"] = "deepspeed";
+  r = map_ok(e);
+  EXPECT_EQ(r.plan.zero_stage, 3);
+  EXPECT_TRUE(has_assumption(r, "no stage fits"));
+  EXPECT_FALSE(has_assumption(r, "without FSDP"));
+  // What fits unsharded stays unsharded, whatever the framework.
+  Json small = gpt_entry();
+  small["parallel"].erase("zero_stage");
+  small["family"] = Json::parse(R"({"source": "s", "framework": "nemo", "gpu_generation": "A100"})");
+  EXPECT_EQ(map_ok(small).plan.zero_stage, 0);
+}
+
 TEST(PublishedRun, ContextParallelRunsMap) {
   // Llama 3 405B's long-context row (Dubey et al. 2024, Table 4): CP 16 at 131072 tokens.
   Json e = llama_entry();
