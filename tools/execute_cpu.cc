@@ -275,8 +275,8 @@ Status write_first_step(const Setup& s, const std::vector<std::int32_t>& batch,
 
 // Per-rank figures gathered to rank 0, in this order.
 enum Field { kStage, kPeakMemory, kCompute, kOptimizer, kFirstGroup };
-constexpr CommGroup kGroups[] = {CommGroup::kTp, CommGroup::kPp, CommGroup::kDp,
-                                 CommGroup::kEmbedding, CommGroup::kDpReplica};
+constexpr CommGroup kGroups[] = {CommGroup::kTp,        CommGroup::kPp, CommGroup::kDp,
+                                 CommGroup::kEmbedding, CommGroup::kDpReplica, CommGroup::kCp};
 constexpr int kNumGroups = static_cast<int>(std::size(kGroups));
 constexpr int kFields = kFirstGroup + 2 * kNumGroups;
 
@@ -286,7 +286,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   cli::Args args(kProgram,
                  "Train a plan on CPUs (Eigen + MPI) and write the measured step report.\n"
-                 "Start with mpirun -np N (N = tp*pp*dp of the plan).",
+                 "Start with mpirun -np N (N = tp*cp*pp*dp of the plan).",
                  {{"backend", true, "cpu (this one, the default) or cuda"},
                   {"model", true, "model JSON (ours or a Hugging Face config.json)", "FILE", true},
                   {"seq-len", true, "training sequence length (default: the model's)"},
