@@ -1,5 +1,5 @@
 // The executor's communication contract: the few collectives a training step needs, on the
-// process groups of core/cost/cost_model.h (tp, pp, dp, embedding). One backend per file:
+// process groups of core/cost/cost_model.h (tp, cp, pp, dp, embedding). One backend per file:
 // comm_local.cc (a single rank, no MPI: every group has one member), comm_mpi.cc (OpenMPI);
 // the CUDA backend (issue 5) adds comm_nccl.cc behind the same interface.
 //

@@ -43,15 +43,25 @@ std::vector<std::int32_t> random_batch(std::uint64_t seed, std::int64_t step,
   return out;
 }
 
+std::int64_t cp_position(std::int64_t seq_len, ContextSplit split, std::int64_t j) {
+  if (split.cp == 1) return j;
+  const std::int64_t chunk = seq_len / (2 * split.cp);
+  return j < chunk ? split.rank * chunk + j : (2 * split.cp - 1 - split.rank) * chunk + (j - chunk);
+}
+
 void micro_batch_tokens(const std::vector<std::int32_t>& batch, std::int64_t seq_len,
                         std::int64_t micro_batch_size, std::int64_t micro_batches,
                         std::int64_t replica, std::int64_t mb, std::int32_t* in,
-                        std::int32_t* out) {
+                        std::int32_t* out, ContextSplit split) {
+  const std::int64_t local = seq_len / split.cp;
   for (std::int64_t i = 0; i < micro_batch_size; ++i) {
     const std::int64_t seq = (replica * micro_batches + mb) * micro_batch_size + i;
     const std::int32_t* src = batch.data() + seq * (seq_len + 1);
-    std::copy_n(src, seq_len, in + i * seq_len);
-    std::copy_n(src + 1, seq_len, out + i * seq_len);
+    for (std::int64_t j = 0; j < local; ++j) {
+      const std::int64_t pos = cp_position(seq_len, split, j);
+      in[i * local + j] = src[pos];
+      out[i * local + j] = src[pos + 1];
+    }
   }
 }
 

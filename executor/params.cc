@@ -11,13 +11,6 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
   auto no = [](const std::string& why) {
     return Status::Error("the CPU executor does not support " + why, ExitCode::kInvalidInput);
   };
-  // Context parallelism is planned and simulated (core/cost/cost_model.h) but not executed: the
-  // executors' attention has no K,V all-gather over a CP group.
-  if (p.cp != 1)
-    return Status::Error("cp=" + std::to_string(p.cp) +
-                             ": the executor does not implement context parallelism; plan and "
-                             "simulate do",
-                         ExitCode::kInvalidInput);
   if (p.fp8)
     return Status::Error("fp8: the executors compute in fp32 (CPU) or bf16 (CUDA); plan and "
                          "simulate model FP8 training",

@@ -1,16 +1,29 @@
 // The geometry both stage models share; see stage_model.h.
 #include "executor/stage_model.h"
 
+#include <vector>
+
 namespace trainplan::executor {
 
+namespace {
+std::vector<Task> without_comm(std::vector<Task> tasks) {
+  std::erase_if(tasks, [](const Task& t) { return t.kind == TaskKind::kComm; });
+  return tasks;
+}
+}  // namespace
+
 StageGeometry stage_geometry(const ModelSpec& model, const Plan& plan, std::int64_t stage,
-                             std::int64_t tp_rank) {
+                             std::int64_t tp_rank, std::int64_t cp_rank) {
   StageGeometry g;
   StageShape& x = g.shape;
   x.stage = stage;
   x.tp_rank = tp_rank;
   x.tp = plan.tp;
-  x.tokens = plan.micro_batch_size * model.seq_len;
+  x.cp_rank = cp_rank;
+  x.cp = plan.cp;
+  x.seq_len = model.seq_len;
+  x.seq_tokens = model.seq_len / plan.cp;
+  x.tokens = plan.micro_batch_size * x.seq_tokens;
   x.sp = plan.sequence_parallel && plan.tp > 1;
   x.local_tokens = x.sp ? x.tokens / plan.tp : x.tokens;
   x.first = stage == 0;
@@ -26,9 +39,10 @@ StageGeometry stage_geometry(const ModelSpec& model, const Plan& plan, std::int6
   }
   TRAINPLAN_CHECK(next + (x.last ? 1 : 0) == g.layouts.size()) << "block count mismatch";
   // Each backend's attention is one kernel call whichever attention the plan names.
-  g.attention_task = tasks_between(layer_forward_tasks(model, plan), "qkv", "out_proj");
-  g.attention_bwd_task =
-      tasks_between(layer_backward_tasks(model, plan), "out_proj_wgrad", "qkv_dgrad");
+  g.attention_task =
+      tasks_between(without_comm(layer_forward_tasks(model, plan)), "qkv", "out_proj");
+  g.attention_bwd_task = tasks_between(without_comm(layer_backward_tasks(model, plan)),
+                                       "out_proj_wgrad", "qkv_dgrad");
   g.head_reads_table = model.tie_word_embeddings && plan.pp == 1;
   return g;
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/cost/cost_model.h"
+#include "executor/data.h"
 #include "executor/params.h"
 #include "executor/stage.h"
 #include "executor/trace.h"
@@ -24,9 +25,16 @@ namespace trainplan::executor {
 
 struct StageShape {
   std::int64_t stage = 0, tp_rank = 0, tp = 1;
-  std::int64_t tokens = 0;        // T = micro_batch_size * seq_len
-  std::int64_t local_tokens = 0;  // T / tp with sequence parallelism, else T
+  std::int64_t cp_rank = 0, cp = 1;  // context parallelism (data.h's ContextSplit)
+  std::int64_t seq_len = 0;          // the whole sequence
+  std::int64_t seq_tokens = 0;       // this rank's tokens of each sequence: seq_len / cp
+  std::int64_t tokens = 0;           // T = micro_batch_size * seq_tokens
+  std::int64_t local_tokens = 0;     // T / tp with sequence parallelism, else T
   bool first = false, last = false, sp = false;
+  // The position in its whole sequence of token i (0 <= i < T) of a micro-batch on this rank.
+  std::int64_t position(std::int64_t i) const {
+    return cp_position(seq_len, {cp, cp_rank}, i % seq_tokens);
+  }
 };
 
 struct StageGeometry {
@@ -34,7 +42,8 @@ struct StageGeometry {
   std::vector<BlockLayout> layouts;                    // param_blocks_on_stage order
   std::vector<std::vector<std::size_t>> chunk_blocks;  // layer blocks of each chunk
   // The cost-model tasks one attention kernel call covers, joined by '+' ("attention", or
-  // "attn_scores+softmax+attn_values" when unfused), forward and backward.
+  // "attn_scores+softmax+attn_values" when unfused), forward and backward; context
+  // parallelism's collectives around it are traced by the Comm under their own names.
   std::string attention_task, attention_bwd_task;
   // The head reads the embedding table (tied, and one stage holds both) instead of a matrix of
   // its own.
@@ -47,9 +56,9 @@ struct StageGeometry {
   bool has_head(std::int64_t c) const { return shape.last && c == num_chunks() - 1; }
 };
 
-// Stage `stage` for TP rank `tp_rank`.
+// Stage `stage` for TP rank `tp_rank` and CP rank `cp_rank`.
 StageGeometry stage_geometry(const ModelSpec& model, const Plan& plan, std::int64_t stage,
-                             std::int64_t tp_rank);
+                             std::int64_t tp_rank, std::int64_t cp_rank = 0);
 
 // The part of a stage model that both backends share: its geometry, with the short names the
 // kernels' code reads, and where the head's matrix is.
@@ -63,8 +72,8 @@ class StageModelBase {
 
  protected:
   StageModelBase(const ModelSpec& model, const Plan& plan, std::int64_t stage,
-                 std::int64_t tp_rank)
-      : geo_(stage_geometry(model, plan, stage, tp_rank)) {}
+                 std::int64_t tp_rank, std::int64_t cp_rank = 0)
+      : geo_(stage_geometry(model, plan, stage, tp_rank, cp_rank)) {}
   ~StageModelBase() = default;
   StageModelBase(const StageModelBase&) = delete;
   StageModelBase& operator=(const StageModelBase&) = delete;

@@ -32,10 +32,14 @@ Result<std::unique_ptr<Trainer>> Trainer::make(const ModelSpec& model, const Pla
   std::unique_ptr<Trainer> t(new Trainer(model, plan, options, c));
   t->own_comm_ = std::move(own);
   t->stage_ = c.group_rank(CommGroup::kPp);
-  // The replica's place among the dp*cp ranks (which batch slice it trains on); its place in
-  // its ZeRO shard group (which shard it owns) is the backend's, from the same groups.
-  t->dp_rank_ = c.group_rank(CommGroup::kDpReplica) * c.group_size(CommGroup::kDp) +
-                c.group_rank(CommGroup::kDp);
+  // The rank's place among the dp*cp ranks (RankLayout's kDpCp index, dp * cp + cp rank): its
+  // replica says which sequences it trains on, its CP rank which part of each; its place in its
+  // ZeRO shard group (which shard it owns) is the backend's, from the same groups.
+  const std::int64_t dp_cp_index =
+      c.group_rank(CommGroup::kDpReplica) * c.group_size(CommGroup::kDp) +
+      c.group_rank(CommGroup::kDp);
+  t->dp_rank_ = dp_cp_index / plan.cp;
+  t->cp_rank_ = dp_cp_index % plan.cp;
   DpEvents& events = *t;  // a private base: only Trainer may convert
   t->stage_model_ = backend.make_stage(t->stage_, c, events);
   t->init_blocks();
@@ -161,10 +165,11 @@ void Trainer::weight(std::int64_t chunk, std::int64_t mb) {
 void Trainer::run_schedule(const std::vector<std::int32_t>& batch) {
   // This replica's micro-batches: inputs and targets, (M, T) each.
   const std::int64_t M = plan_.num_micro_batches(), mbs = plan_.micro_batch_size;
-  const std::int64_t s = model_.seq_len, T = mbs * s;
+  const std::int64_t s = model_.seq_len, T = mbs * s / plan_.cp;
   std::vector<std::int32_t> in(static_cast<std::size_t>(M * T)), out(in.size());
   for (std::int64_t mb = 0; mb < M; ++mb)
-    micro_batch_tokens(batch, s, mbs, M, dp_rank_, mb, in.data() + mb * T, out.data() + mb * T);
+    micro_batch_tokens(batch, s, mbs, M, dp_rank_, mb, in.data() + mb * T, out.data() + mb * T,
+                       {plan_.cp, cp_rank_});
   stage_model_->load_tokens(in, out);
   // The order the simulator plays (core/schedule.h: GPipe, 1F1B, interleaved 1F1B, ZB-H1).
   for (const sim::PipeStep& p : sim::stage_schedule(plan_, stage_)) {

@@ -119,7 +119,7 @@ class Trainer final : private DpEvents {
   TrainOptions options_;
   std::unique_ptr<Comm> own_comm_;  // the local communicator of a single rank made without one
   Comm& comm_;
-  std::int64_t stage_ = 0, dp_rank_ = 0, step_ = 0;
+  std::int64_t stage_ = 0, dp_rank_ = 0, cp_rank_ = 0, step_ = 0;
   std::unique_ptr<Stage> stage_model_;
   std::vector<BlockShape> blocks_;
   bool last_micro_batch_ = false;

@@ -12,6 +12,10 @@
 // microseconds from the step's start, which the ranks begin together. Rank 0 gathers the events
 // of every rank and writes the file atomically; the other steps record nothing.
 //
+// --scale-down runs a plan written for a zoo model (plan --emit-plan) on that model shrunk to
+// a laptop's size, keeping the plan's layout (executor/scale_down.h); it prints each change,
+// and --write-scaled PREFIX saves the model and plan that ran, for simulate and compare.
+//
 // Also starts under srun (SLURM_PROCID / SLURM_NTASKS) or with torchrun-style variables (RANK,
 // WORLD_SIZE, LOCAL_RANK); MPI stays the transport, so those variables must agree with MPI's
 // view, and a disagreement is reported as such. Every check that can fail on bad input runs
@@ -41,6 +45,7 @@
 #include "executor/cpu/comm_mpi.h"
 #include "executor/data.h"
 #include "executor/params.h"
+#include "executor/scale_down.h"
 #include "executor/tensor_file.h"
 #include "executor/trace.h"
 #include "executor/cpu/cpu_stage.h"
@@ -127,6 +132,33 @@ struct Setup {
   std::string dump;    // --dump-reference prefix; empty: none
 };
 
+// --scale-down: the model and plan shrunk to a laptop's size (executor/scale_down.h), each
+// change said on stderr by rank 0; --write-scaled PREFIX: rank 0 writes what runs, for simulate
+// and compare.
+Status apply_scale_down(const cli::Args& args, Setup& s, int mpi_rank) {
+  if (!args.has("scale-down")) {
+    if (args.has("write-scaled"))
+      return Status::Error("--write-scaled needs --scale-down", ExitCode::kUsage);
+    return Status::Ok();
+  }
+  Result<ScaledRun> scaled = scale_down(s.model, s.plan);
+  if (!scaled.ok()) return scaled.status();
+  s.model = scaled->model;
+  s.plan = scaled->plan;
+  if (mpi_rank != 0) return Status::Ok();
+  for (const std::string& line : scaled->changes)
+    std::cerr << kProgram << ": scale-down: " << line << "\n";
+  if (!args.has("write-scaled")) return Status::Ok();
+  const std::string prefix = args.get("write-scaled");
+  TRAINPLAN_RETURN_IF_ERROR(cli::write_file_atomic(prefix + ".model.json",
+                                                   model_to_json(s.model).dump(2) + "\n"));
+  TRAINPLAN_RETURN_IF_ERROR(
+      cli::write_file_atomic(prefix + ".plan.json", plan_to_json(s.plan).dump(2) + "\n"));
+  std::cerr << kProgram << ": scale-down: wrote " << prefix << ".model.json and " << prefix
+            << ".plan.json\n";
+  return Status::Ok();
+}
+
 Result<Setup> parse(cli::Args& args, int argc, char** argv, int mpi_rank, int mpi_size) {
   TRAINPLAN_RETURN_IF_ERROR(args.parse(argc, argv));
   if (args.help_requested()) return Status::Ok();
@@ -139,6 +171,7 @@ Result<Setup> parse(cli::Args& args, int argc, char** argv, int mpi_rank, int mp
   auto plan = cli::load_plan(args.get("plan"));
   if (!plan.ok()) return plan.status();
   s.plan = *plan;
+  TRAINPLAN_RETURN_IF_ERROR(apply_scale_down(args, s, mpi_rank));
   if (!args.has("out")) return Status::Error("missing --out FILE", ExitCode::kUsage);
   s.out = args.get("out");
   s.trace = args.get("trace");
@@ -275,8 +308,8 @@ Status write_first_step(const Setup& s, const std::vector<std::int32_t>& batch,
 
 // Per-rank figures gathered to rank 0, in this order.
 enum Field { kStage, kPeakMemory, kCompute, kOptimizer, kFirstGroup };
-constexpr CommGroup kGroups[] = {CommGroup::kTp, CommGroup::kPp, CommGroup::kDp,
-                                 CommGroup::kEmbedding, CommGroup::kDpReplica};
+constexpr CommGroup kGroups[] = {CommGroup::kTp,        CommGroup::kPp, CommGroup::kDp,
+                                 CommGroup::kEmbedding, CommGroup::kDpReplica, CommGroup::kCp};
 constexpr int kNumGroups = static_cast<int>(std::size(kGroups));
 constexpr int kFields = kFirstGroup + 2 * kNumGroups;
 
@@ -286,7 +319,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   cli::Args args(kProgram,
                  "Train a plan on CPUs (Eigen + MPI) and write the measured step report.\n"
-                 "Start with mpirun -np N (N = tp*pp*dp of the plan).",
+                 "Start with mpirun -np N (N = tp*cp*pp*dp of the plan).",
                  {{"backend", true, "cpu (this one, the default) or cuda"},
                   {"model", true, "model JSON (ours or a Hugging Face config.json)", "FILE", true},
                   {"seq-len", true, "training sequence length (default: the model's)"},
@@ -306,6 +339,13 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
                    "PREFIX: write PREFIX.init.tpt (initial weights) and PREFIX.step1.tpt (tokens, "
                    "logits, gradients of step 1) for the PyTorch reference check (1 rank; "
                    "executor/tensor_file.h)"},
+                  {"scale-down", false,
+                   "run the plan's layout on a model shrunk to a laptop's size (widths, "
+                   "vocabulary 256, sequence, layers, batch; bf16 -> fp32 and what else the CPU "
+                   "executor needs); each change is printed"},
+                  {"write-scaled", true,
+                   "PREFIX, with --scale-down: write PREFIX.model.json and PREFIX.plan.json "
+                   "(what ran; for simulate and compare)"},
                   {"inject-fault", true, "RANK:STEP, tests only: that rank throws at that step"}});
   Result<Setup> setup = parse(args, argc, argv, rank, size);
   if (const int bad = agree(setup.status()); bad >= 0) {

@@ -68,9 +68,13 @@ class MpiComm final : public Comm {
     };
     split(CommGroup::kTp, static_cast<int>(layout->group_color(Axis::kTp, rank)),
           static_cast<int>(me.tp));
-    // The dense weights' gradient group: dp replicas x cp context-parallel ranks (one rank each
-    // while the executor has no context parallelism), or with hybrid sharding the run of them
-    // that shares one set of ZeRO shards; then the ranks holding the same shard in every run.
+    // Context parallelism's group: the cp ranks that share each sequence (K,V all-gathers and
+    // dK,dV reduce-scatters), in CP-rank order.
+    split(CommGroup::kCp, static_cast<int>(layout->group_color(Axis::kCp, rank)),
+          static_cast<int>(me.cp));
+    // The dense weights' gradient group: dp replicas x cp context-parallel ranks, or with
+    // hybrid sharding the run of them that shares one set of ZeRO shards; then the ranks
+    // holding the same shard in every run.
     split(CommGroup::kDp, static_cast<int>(layout->group_color(Axis::kZeroShard, rank)),
           static_cast<int>(layout->index_in_group(Axis::kZeroShard, rank)));
     split(CommGroup::kDpReplica, static_cast<int>(layout->group_color(Axis::kZeroReplica, rank)),

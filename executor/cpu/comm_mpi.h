@@ -1,6 +1,7 @@
 // The MPI backend of executor/comm.h (OpenMPI from Debian). Groups follow the simulator's rank
 // placement (RankLayout, "tp,cp,dp,pp": tp innermost) and are split with
-// MPI_Comm_split(color = RankLayout::group_color); the data-parallel group is the dp x cp ranks
+// MPI_Comm_split(color = RankLayout::group_color); the cp group is the ranks that share each
+// sequence (context parallelism); the data-parallel group is the dp x cp ranks
 // that hold the same weights; the embedding group pairs the first and last pipeline stage of
 // the same (tp, cp, dp) coordinate. Every MPI call is checked: a failure throws
 // CommError with the call, file:line and MPI's error string.

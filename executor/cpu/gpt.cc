@@ -15,8 +15,8 @@ struct StageModel::LayerCache {
   Mat x;                             // (Tl, h) layer input (all that full recompute keeps)
   Mat ln1;                           // (Tl, h) norm1 output
   Vec ln1_mean, ln1_rstd;            // (Tl)
-  Mat q, k, v;                       // (T, q/tp)
-  Mat probs;                         // (b*heads/tp*s, s); empty under selective recompute
+  Mat q, k, v;                       // (T, q/tp); with cp > 1, this rank's tokens only
+  Mat probs;                         // (b*heads/tp*T/b, s); empty under selective recompute
   Mat attn;                          // (T, q/tp) attention output, out_proj input
   Mat x1;                            // (Tl, h) after the first residual
   Mat ln2;                           // (Tl, h)
@@ -45,11 +45,14 @@ struct StageModel::LayerParams {
 
 StageModel::StageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
                        BlockAccess& access)
-    : StageModelBase(model, plan, stage, comm.group_rank(CommGroup::kTp)),
+    : StageModelBase(model, plan, stage, comm.group_rank(CommGroup::kTp),
+                     comm.group_rank(CommGroup::kCp)),
       model_(model),
       plan_(plan),
       comm_(comm),
-      access_(access) {}
+      access_(access) {
+  for (std::int64_t j = 0; j < x_.seq_tokens; ++j) q_positions_.push_back(x_.position(j));
+}
 
 StageModel::~StageModel() = default;
 
@@ -77,6 +80,46 @@ void StageModel::reduce_scatter_tokens(const Mat& full, Mat& local, std::string_
   comm_.reduce_scatter(CommGroup::kTp, full.data(), local.data(), local.size(), task);
 }
 
+// Context parallelism (Megatron-LM's, as Transformer Engine's AttnFuncWithCPAndKVAllGather):
+// one all-gather of this rank's [K | V] rows over the cp group, reordered into each sequence's
+// token order (the ranks hold data.h's load-balanced chunks).
+void StageModel::gather_kv(const Mat& k, const Mat& v, Mat& k_full, Mat& v_full,
+                           std::string_view task) {
+  const std::int64_t T = x_.tokens, w = k.cols(), cp = x_.cp;
+  Mat mine(T, 2 * w), all(cp * T, 2 * w);
+  mine << k, v;
+  comm_.all_gather(CommGroup::kCp, mine.data(), all.data(), mine.size(), task);
+  const std::int64_t b = plan_.micro_batch_size, sl = x_.seq_tokens, s = x_.seq_len;
+  k_full.resize(b * s, w);
+  v_full.resize(b * s, w);
+  for (std::int64_t r = 0; r < cp; ++r)
+    for (std::int64_t i = 0; i < b; ++i)
+      for (std::int64_t j = 0; j < sl; ++j) {
+        const std::int64_t from = r * T + i * sl + j, to = i * s + cp_position(s, {cp, r}, j);
+        k_full.row(to) = all.row(from).head(w);
+        v_full.row(to) = all.row(from).tail(w);
+      }
+}
+
+// The backward of gather_kv: each rank's share of the sequence's dK, dV, summed over the cp
+// group (one reduce-scatter of [dK | dV]).
+void StageModel::reduce_scatter_kv_grad(const Mat& dk_full, const Mat& dv_full, Mat& dk,
+                                        Mat& dv) {
+  const std::int64_t T = x_.tokens, w = dk_full.cols(), cp = x_.cp;
+  const std::int64_t b = plan_.micro_batch_size, sl = x_.seq_tokens, s = x_.seq_len;
+  Mat all(cp * T, 2 * w), mine(T, 2 * w);
+  for (std::int64_t r = 0; r < cp; ++r)
+    for (std::int64_t i = 0; i < b; ++i)
+      for (std::int64_t j = 0; j < sl; ++j) {
+        const std::int64_t to = r * T + i * sl + j, from = i * s + cp_position(s, {cp, r}, j);
+        all.row(to) << dk_full.row(from), dv_full.row(from);
+      }
+  comm_.reduce_scatter(CommGroup::kCp, all.data(), mine.data(), mine.size(),
+                       "cp_reduce_scatter_dkv");
+  dk = mine.leftCols(w);
+  dv = mine.rightCols(w);
+}
+
 void StageModel::layer_forward(std::size_t block, const Mat& x, LayerCache& c, Mat& out) {
   const LayerParams P = layer_params(block, /*with_grads=*/false);
   const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp,
@@ -97,9 +140,19 @@ void StageModel::layer_forward(std::size_t block, const Mat& x, LayerCache& c, M
   linear_forward(*y1, ConstMatMap(P.p[kWq], h, qr), P.p[kBq], c.q);
   linear_forward(*y1, ConstMatMap(P.p[kWk], h, qr), P.p[kBk], c.k);
   linear_forward(*y1, ConstMatMap(P.p[kWv], h, qr), P.p[kBv], c.v);
-  span.begin(attention_task_);
-  attention_forward(c.q, c.k, c.v, plan_.micro_batch_size, model_.seq_len, heads, c.probs,
-                    c.attn);
+  if (x_.cp > 1) {
+    // The whole sequences' K and V for this rank's queries; only this rank's rows are kept.
+    span.end();
+    Mat k_full, v_full;
+    gather_kv(c.k, c.v, k_full, v_full, "cp_all_gather_kv");
+    span.begin(attention_task_);
+    attention_forward(c.q, k_full, v_full, plan_.micro_batch_size, q_positions_, heads,
+                      c.probs, c.attn);
+  } else {
+    span.begin(attention_task_);
+    attention_forward(c.q, c.k, c.v, plan_.micro_batch_size, model_.seq_len, heads, c.probs,
+                      c.attn);
+  }
   if (plan_.recompute == Recompute::kSelective) c.probs.resize(0, 0);
   span.begin("out_proj");
   Mat partial, o;
@@ -210,20 +263,9 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dou
   dattn.noalias() = *dop * ConstMatMap(P.p[kWo], qr, h).transpose();
   span.begin("out_proj_wgrad");
   weight_grad(block, kWo, qr, h, c.attn, *dop, P.g[kBo], "out_proj_wgrad");
-  if (c.probs.size() == 0) {
-    // Selective recompute: rebuild the softmax (Korthikanti et al. 2022, sec. 5).
-    TraceScope recompute(trace_, {.pass = 'R'});
-    span.begin(attention_task_);
-    Mat unused;
-    attention_forward(c.q, c.k, c.v, plan_.micro_batch_size, model_.seq_len, heads, c.probs,
-                      unused);
-    span.end();
-  }
+  span.end();
   Mat dq, dk, dv;
-  span.begin(attention_bwd_task_);
-  attention_backward(c.q, c.k, c.v, c.probs, dattn, plan_.micro_batch_size, model_.seq_len,
-                     heads, dq, dk, dv);
-  c.probs.resize(0, 0);
+  attention_core_backward(c, dattn, heads, dq, dk, dv);
   span.begin("qkv_dgrad");
   dy.noalias() = dq * ConstMatMap(P.p[kWq], h, qr).transpose();
   dy.noalias() += dk * ConstMatMap(P.p[kWk], h, qr).transpose();
@@ -253,6 +295,46 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dou
   span.end();  // before the temporaries are freed
 }
 
+void StageModel::attention_core_backward(LayerCache& c, const Mat& dattn, std::int64_t heads,
+                                         Mat& dq, Mat& dk, Mat& dv) {
+  TraceSpan span(trace_);
+  // Context parallelism: the forward kept only this rank's K and V, so they are gathered again
+  // (the cost model's cp_all_gather_kv_bwd).
+  Mat k_full, v_full;
+  const bool cp = x_.cp > 1;
+  if (cp) gather_kv(c.k, c.v, k_full, v_full, "cp_all_gather_kv_bwd");
+  const Mat& k = cp ? k_full : c.k;
+  const Mat& v = cp ? v_full : c.v;
+  auto forward = [&](Mat& out) {
+    if (cp) {
+      attention_forward(c.q, k, v, plan_.micro_batch_size, q_positions_, heads, c.probs, out);
+    } else {
+      attention_forward(c.q, k, v, plan_.micro_batch_size, model_.seq_len, heads, c.probs, out);
+    }
+  };
+  if (c.probs.size() == 0) {
+    // Selective recompute: rebuild the softmax (Korthikanti et al. 2022, sec. 5).
+    TraceScope recompute(trace_, {.pass = 'R'});
+    span.begin(attention_task_);
+    Mat unused;
+    forward(unused);
+    span.end();
+  }
+  span.begin(attention_bwd_task_);
+  if (!cp) {
+    attention_backward(c.q, k, v, c.probs, dattn, plan_.micro_batch_size, model_.seq_len, heads,
+                       dq, dk, dv);
+    c.probs.resize(0, 0);
+    return;
+  }
+  Mat dk_full, dv_full;
+  attention_backward(c.q, k, v, c.probs, dattn, plan_.micro_batch_size, q_positions_, heads, dq,
+                     dk_full, dv_full);
+  c.probs.resize(0, 0);
+  span.end();
+  reduce_scatter_kv_grad(dk_full, dv_full, dk, dv);
+}
+
 void StageModel::embedding_forward(const std::int32_t* tokens, Mat& out) {
   const BlockLayout& l = layouts_[0];
   const TensorSlice& wte = l.tensors[kWte];
@@ -279,7 +361,7 @@ void StageModel::embedding_forward(const std::int32_t* tokens, Mat& out) {
   span.begin("embedding");  // the positions, added after the vocabulary-parallel sum
   const float* wpe = p + l.tensors[kWpe].offset;
   for (std::int64_t i = 0; i < out.rows(); ++i)
-    out.row(i) += ConstRowMap(wpe + ((first_token + i) % model_.seq_len) * h, h);
+    out.row(i) += ConstRowMap(wpe + x_.position(first_token + i) * h, h);
   span.end();  // before the temporaries are freed
 }
 
@@ -298,7 +380,7 @@ void StageModel::embedding_backward(const std::int32_t* tokens, const Mat& dout)
   span.begin("embedding_bwd");
   float* dwpe = g + l.tensors[kWpe].offset;
   for (std::int64_t i = 0; i < x_.tokens; ++i) {
-    RowMap(dwpe + (i % model_.seq_len) * h, h) += d->row(i);
+    RowMap(dwpe + x_.position(i) * h, h) += d->row(i);
     const std::int64_t row = tokens[i] - wte.row0;
     if (row >= 0 && row < wte.rows) RowMap(g + wte.offset + row * h, h) += d->row(i);
   }

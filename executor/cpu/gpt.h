@@ -1,7 +1,8 @@
 // One pipeline stage of a GPT on one rank: forward and backward of a micro-batch, written by
 // hand, with Megatron-LM's tensor parallelism (column/row-parallel linears, f and g, attention
 // split by heads, vocabulary-parallel embedding and cross-entropy, optional sequence
-// parallelism) and activation recompute. It issues exactly the TP collectives of
+// parallelism), context parallelism (load-balanced chunks; K,V all-gathered and dK,dV
+// reduce-scattered over the cp group) and activation recompute. It issues exactly the TP collectives of
 // layer_forward_tasks / layer_backward_tasks / layer_recompute_tasks and the embedding_* and
 // head_* tasks (core/cost/cost_model.h). Parameter storage and data parallelism are the caller's:
 // the model reads and writes its blocks through BlockAccess, which the trainer implements
@@ -85,6 +86,12 @@ class StageModel final : public StageModelBase {
   // B pass, in the micro-batch's W pass; the bias gradient (db, when given) now.
   void weight_grad(std::size_t block, std::size_t tensor, std::int64_t rows, std::int64_t cols,
                    const Mat& x, const Mat& dy, float* db, std::string_view task);
+  // Context parallelism: [K | V] of the cp group in sequence order, and its backward.
+  void gather_kv(const Mat& k, const Mat& v, Mat& k_full, Mat& v_full, std::string_view task);
+  void reduce_scatter_kv_grad(const Mat& dk_full, const Mat& dv_full, Mat& dk, Mat& dv);
+  // The attention core's backward (with cp > 1 between its K,V gather and dK,dV reduce-scatter).
+  void attention_core_backward(LayerCache& c, const Mat& dattn, std::int64_t heads, Mat& dq,
+                               Mat& dk, Mat& dv);
   // Sequence-parallel helpers (T rows <-> T/tp rows), counted as the listed TP collectives.
   void gather_tokens(const Mat& local, Mat& full, std::string_view task);
   void reduce_scatter_tokens(const Mat& full, Mat& local, std::string_view task);
@@ -108,6 +115,7 @@ class StageModel final : public StageModelBase {
   WeightPass* deferring_ = nullptr;  // set during backward_input
   std::map<std::pair<std::int64_t, std::int64_t>, WeightPass> weight_passes_;
   std::vector<float>* logits_sink_ = nullptr;
+  std::vector<std::int64_t> q_positions_;  // each sequence's tokens on this rank, by position
 };
 
 }  // namespace trainplan::executor

@@ -75,54 +75,78 @@ void linear_backward(const Mat& x, const ConstMatMap& w, const Mat& dy, Mat* dx,
   if (db != nullptr) RowMap(db, dy.cols()) += dy.colwise().sum();
 }
 
+namespace {
+std::vector<std::int64_t> positions_0_to(std::int64_t n) {
+  std::vector<std::int64_t> out(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) out[static_cast<std::size_t>(i)] = i;
+  return out;
+}
+}  // namespace
+
 void attention_forward(const Mat& q, const Mat& k, const Mat& v, std::int64_t batch,
                        std::int64_t seq, std::int64_t heads, Mat& probs, Mat& out) {
-  const Eigen::Index hd = q.cols() / heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  probs.resize(batch * heads * seq, seq);
-  out.resize(q.rows(), q.cols());
-  for (std::int64_t b = 0; b < batch; ++b) {
-    for (std::int64_t a = 0; a < heads; ++a) {
-      const auto qa = q.block(b * seq, a * hd, seq, hd);
-      const auto ka = k.block(b * seq, a * hd, seq, hd);
-      const auto va = v.block(b * seq, a * hd, seq, hd);
-      auto p = probs.block((b * heads + a) * seq, 0, seq, seq);
-      p.noalias() = (qa * ka.transpose()) * scale;
-      for (std::int64_t i = 0; i < seq; ++i) {
-        // Causal mask: position i attends to 0..i.
-        const float mx = p.row(i).head(i + 1).maxCoeff();
-        p.row(i).head(i + 1) = (p.row(i).head(i + 1).array() - mx).exp().matrix();
-        p.row(i).head(i + 1) /= p.row(i).head(i + 1).sum();
-        p.row(i).tail(seq - i - 1).setZero();
-      }
-      out.block(b * seq, a * hd, seq, hd).noalias() = p * va;
-    }
-  }
+  attention_forward(q, k, v, batch, positions_0_to(seq), heads, probs, out);
 }
 
 void attention_backward(const Mat& q, const Mat& k, const Mat& v, const Mat& probs,
                         const Mat& dout, std::int64_t batch, std::int64_t seq,
                         std::int64_t heads, Mat& dq, Mat& dk, Mat& dv) {
+  attention_backward(q, k, v, probs, dout, batch, positions_0_to(seq), heads, dq, dk, dv);
+}
+
+void attention_forward(const Mat& q, const Mat& k, const Mat& v, std::int64_t batch,
+                       const std::vector<std::int64_t>& q_positions, std::int64_t heads,
+                       Mat& probs, Mat& out) {
   const Eigen::Index hd = q.cols() / heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const std::int64_t sq = static_cast<std::int64_t>(q_positions.size()), sk = k.rows() / batch;
+  probs.resize(batch * heads * sq, sk);
+  out.resize(q.rows(), q.cols());
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t a = 0; a < heads; ++a) {
+      const auto qa = q.block(b * sq, a * hd, sq, hd);
+      const auto ka = k.block(b * sk, a * hd, sk, hd);
+      const auto va = v.block(b * sk, a * hd, sk, hd);
+      auto p = probs.block((b * heads + a) * sq, 0, sq, sk);
+      p.noalias() = (qa * ka.transpose()) * scale;
+      for (std::int64_t i = 0; i < sq; ++i) {
+        // Causal mask: the query at position pos attends to keys 0..pos.
+        const std::int64_t n = q_positions[static_cast<std::size_t>(i)] + 1;
+        const float mx = p.row(i).head(n).maxCoeff();
+        p.row(i).head(n) = (p.row(i).head(n).array() - mx).exp().matrix();
+        p.row(i).head(n) /= p.row(i).head(n).sum();
+        p.row(i).tail(sk - n).setZero();
+      }
+      out.block(b * sq, a * hd, sq, hd).noalias() = p * va;
+    }
+  }
+}
+
+void attention_backward(const Mat& q, const Mat& k, const Mat& v, const Mat& probs,
+                        const Mat& dout, std::int64_t batch,
+                        const std::vector<std::int64_t>& q_positions, std::int64_t heads,
+                        Mat& dq, Mat& dk, Mat& dv) {
+  const Eigen::Index hd = q.cols() / heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const std::int64_t sq = static_cast<std::int64_t>(q_positions.size()), sk = k.rows() / batch;
   dq.resize(q.rows(), q.cols());
   dk.resize(k.rows(), k.cols());
   dv.resize(v.rows(), v.cols());
-  Mat dp(seq, seq);
+  Mat dp(sq, sk);
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t a = 0; a < heads; ++a) {
-      const auto p = probs.block((b * heads + a) * seq, 0, seq, seq);
-      const auto doa = dout.block(b * seq, a * hd, seq, hd);
-      dv.block(b * seq, a * hd, seq, hd).noalias() = p.transpose() * doa;
-      dp.noalias() = doa * v.block(b * seq, a * hd, seq, hd).transpose();
+      const auto p = probs.block((b * heads + a) * sq, 0, sq, sk);
+      const auto doa = dout.block(b * sq, a * hd, sq, hd);
+      dv.block(b * sk, a * hd, sk, hd).noalias() = p.transpose() * doa;
+      dp.noalias() = doa * v.block(b * sk, a * hd, sk, hd).transpose();
       // Softmax backward per row: ds = p * (dp - sum(p * dp)); masked entries have p = 0.
-      for (std::int64_t i = 0; i < seq; ++i) {
+      for (std::int64_t i = 0; i < sq; ++i) {
         const float dot = p.row(i).dot(dp.row(i));
         dp.row(i) = (p.row(i).array() * (dp.row(i).array() - dot) * scale).matrix();
       }
-      dq.block(b * seq, a * hd, seq, hd).noalias() = dp * k.block(b * seq, a * hd, seq, hd);
-      dk.block(b * seq, a * hd, seq, hd).noalias() =
-          dp.transpose() * q.block(b * seq, a * hd, seq, hd);
+      dq.block(b * sq, a * hd, sq, hd).noalias() = dp * k.block(b * sk, a * hd, sk, hd);
+      dk.block(b * sk, a * hd, sk, hd).noalias() =
+          dp.transpose() * q.block(b * sq, a * hd, sq, hd);
     }
   }
 }

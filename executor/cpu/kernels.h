@@ -9,6 +9,7 @@
 
 #include <Eigen/Dense>
 #include <cstdint>
+#include <vector>
 
 #include "executor/params.h"
 
@@ -47,6 +48,19 @@ void attention_forward(const Mat& q, const Mat& k, const Mat& v, std::int64_t ba
 void attention_backward(const Mat& q, const Mat& k, const Mat& v, const Mat& probs,
                         const Mat& dout, std::int64_t batch, std::int64_t seq,
                         std::int64_t heads, Mat& dq, Mat& dk, Mat& dv);
+
+// The same with queries that are a subset of each sequence (context parallelism): q (batch*sq,
+// heads*head_dim) are the tokens at `q_positions` (sq of them, the same in every sequence) of
+// sequences whose keys and values k, v (batch*sk, ...) are all sk tokens in order; query i
+// attends to the keys at positions 0..q_positions[i]. probs is (batch*heads*sq, sk); dk and dv
+// are the gradients of all sk keys and values, to be summed over the ranks that share them.
+void attention_forward(const Mat& q, const Mat& k, const Mat& v, std::int64_t batch,
+                       const std::vector<std::int64_t>& q_positions, std::int64_t heads,
+                       Mat& probs, Mat& out);
+void attention_backward(const Mat& q, const Mat& k, const Mat& v, const Mat& probs,
+                        const Mat& dout, std::int64_t batch,
+                        const std::vector<std::int64_t>& q_positions, std::int64_t heads,
+                        Mat& dq, Mat& dk, Mat& dv);
 
 // AdamW (Loshchilov & Hutter 2019; its settings: executor/params.h) over n elements, with
 // decoupled weight decay if `decay` (a run of one tensor's elements, or of tensors that are all

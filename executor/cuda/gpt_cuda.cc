@@ -20,6 +20,13 @@ Status check_cuda_executor_supports(const ModelSpec& m, const Plan& p) {
   as_fp32.precision = Precision::kFp32;
   Status s = check_executor_supports(m, as_fp32);
   if (!s.ok()) return s;
+  // The CPU executor runs context parallelism (executor/cpu/gpt.cc); the CUDA attention kernel
+  // takes whole sequences only.
+  if (p.cp != 1)
+    return Status::Error("cp=" + std::to_string(p.cp) +
+                             ": the CUDA executor does not implement context parallelism (the "
+                             "CPU executor, plan and simulate do)",
+                         ExitCode::kInvalidInput);
   if (p.schedule == Schedule::kZbH1)
     return Status::Error("schedule zb-h1: the CUDA executor runs each backward whole (the CPU "
                          "executor, plan and simulate split it into B and W)",

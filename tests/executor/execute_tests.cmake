@@ -37,10 +37,14 @@ string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;$
 _execute_test(missing_data 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
               "-DREGEX=execute: error: .*no-such-corpus.txt" -DMAX_SECONDS=30
               -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
-# A context-parallel plan: rejected naming the field and value, before any rank count check.
-string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/cp2.json;--steps;2;--random-tokens;--out;${_out}/never.json")
-_execute_test(context_parallel_rejected 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
-              "-DREGEX=cp=2: the executor does not implement context parallelism" -DMAX_SECONDS=30
+# A context-parallel plan through the tool: runs and writes its report; one whose sequence
+# does not split into 2*cp equal chunks is rejected naming the fields.
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/cp2.json;--steps;2;--random-tokens;--out;${_out}/cp2.json")
+_execute_test(context_parallel 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=zero
+              "-DREGEX=wrote .*cp2.json" -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;3;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/cp3.json;--steps;2;--random-tokens;--out;${_out}/never.json")
+_execute_test(context_parallel_uneven 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
+              "-DREGEX=cp=3: seq_len=64 is not divisible by 2.cp = 6" -DMAX_SECONDS=30
               -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
 string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;-x;RANK=5;-x;WORLD_SIZE=2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/dp2.json;--steps;2;--random-tokens;--out;${_out}/never.json")
 _execute_test(launcher_mismatch 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero

@@ -1,15 +1,16 @@
 // The parallel executor against the single-process run, under mpirun:
-//   mpirun -np N parallel_check tp=2 pp=1 dp=1 zero=0 mbs=2 gbs=8 schedule=1f1b
+//   mpirun -np N parallel_check tp=2 cp=1 pp=1 dp=1 zero=0 mbs=2 gbs=8 schedule=1f1b
 //       recompute=none sp=0 steps=3 vs=1 untied=0 rlayers=0 pa=0 shard=0  (rlayers:
-//       recompute_num_layers; pa: partition_activations; shard: zero_shard_size)
+//       recompute_num_layers; pa: partition_activations; shard: zero_shard_size; cp > 1 runs
+//       the plan with attention=fused, as context parallelism needs)
 // Every rank trains the plan with the MPI backend and, in the same process, the reference
-// plan (tp = pp = dp = 1, no ZeRO, no recompute) with the local backend, on the same batches
+// plan (tp = cp = pp = dp = 1, no ZeRO, no recompute) with the local backend, on the same batches
 // from the shipped corpus, then checks:
 //  1. the loss of every step: |parallel - reference| <= kLossTol * reference;
 //  2. every parameter element this rank holds after the last step:
 //     |parallel - reference| <= kWeightTol;
 //  3. the bytes this rank sent per group equal steps * comm_volume_on_stage(model, plan, stage)
-//     exactly (tp; pp + embedding; dp + hybrid sharding's replica group), up to the two
+//     exactly (tp; cp; pp + embedding; dp + hybrid sharding's replica group), up to the two
 //     documented differences (trainer.h): the sequence-parallel norm all-reduce the cost model
 //     does not list, and the ZeRO-3 gathers of the embedding and head blocks before a full
 //     recompute that the executor does not issue;
@@ -67,7 +68,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
 
-  std::map<std::string, std::string> kv = {{"tp", "1"}, {"pp", "1"}, {"dp", "1"},
+  std::map<std::string, std::string> kv = {{"tp", "1"}, {"cp", "1"}, {"pp", "1"}, {"dp", "1"},
                                            {"zero", "0"}, {"mbs", "2"}, {"gbs", "8"},
                                            {"schedule", "1f1b"}, {"recompute", "none"},
                                            {"sp", "0"}, {"steps", "3"}, {"vs", "1"},
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
   }
   Plan plan;
   plan.tp = std::stoll(kv["tp"]);
+  plan.cp = std::stoll(kv["cp"]);
   plan.pp = std::stoll(kv["pp"]);
   plan.dp = std::stoll(kv["dp"]);
   plan.zero_stage = std::stoi(kv["zero"]);
@@ -100,7 +102,7 @@ int main(int argc, char** argv) {
                                                     : Recompute::kNone;
   plan.recompute_num_layers = std::stoll(kv["rlayers"]);
   plan.partition_activations = kv["pa"] == "1";
-  plan.attention = AttentionImpl::kUnfused;
+  plan.attention = plan.cp > 1 ? AttentionImpl::kFused : AttentionImpl::kUnfused;
   plan.sequence_parallel = kv["sp"] == "1";
   plan.precision = Precision::kFp32;
   const std::int64_t steps = std::stoll(kv["steps"]);
@@ -115,7 +117,7 @@ int main(int argc, char** argv) {
   const std::string corpus = read_file(root + "/data/kjv-genesis.txt");
 
   Plan ref_plan = plan;
-  ref_plan.tp = ref_plan.pp = ref_plan.dp = 1;
+  ref_plan.tp = ref_plan.cp = ref_plan.pp = ref_plan.dp = 1;
   ref_plan.zero_stage = 0;
   ref_plan.zero_shard_size = 0;
   ref_plan.recompute = Recompute::kNone;
@@ -146,7 +148,7 @@ int main(int argc, char** argv) {
   // group: values and counted bytes ((n-1)/n of the send buffer).
   {
     CommGroup g = CommGroup::kDp;
-    for (CommGroup o : {CommGroup::kTp, CommGroup::kPp})
+    for (CommGroup o : {CommGroup::kTp, CommGroup::kPp, CommGroup::kCp})
       if ((*comm)->group_size(o) > (*comm)->group_size(g)) g = o;
     const std::int64_t n = (*comm)->group_size(g), me = (*comm)->group_rank(g), k = 3;
     std::vector<float> send(static_cast<std::size_t>(n * k)), recv(send.size());
@@ -191,8 +193,9 @@ int main(int argc, char** argv) {
   double worst_loss = 0, worst_weight = 0;
   TraceRecorder trace;
   std::map<CommGroup, std::int64_t> before_last;
-  const CommGroup kModelGroups[] = {CommGroup::kTp, CommGroup::kPp, CommGroup::kDp,
-                                    CommGroup::kEmbedding, CommGroup::kDpReplica};
+  const CommGroup kModelGroups[] = {CommGroup::kTp,        CommGroup::kPp,
+                                    CommGroup::kDp,        CommGroup::kEmbedding,
+                                    CommGroup::kDpReplica, CommGroup::kCp};
   for (std::int64_t s = 0; s < steps; ++s) {
     const auto batch = corpus_batch(corpus, 11, s, plan.global_batch_size, model->seq_len);
     const bool last = s == steps - 1;
@@ -262,6 +265,7 @@ int main(int argc, char** argv) {
   struct Row { const char* group; double got, want; };
   const Row rows[] = {
       {"tp", static_cast<double>(sent[CommGroup::kTp]), n * v.tp_bytes},
+      {"cp", static_cast<double>(sent[CommGroup::kCp]), n * v.cp_bytes},
       {"pp", static_cast<double>(sent[CommGroup::kPp] + sent[CommGroup::kEmbedding]),
        n * v.pp_bytes},
       {"dp", static_cast<double>(sent[CommGroup::kDp] + sent[CommGroup::kDpReplica]),

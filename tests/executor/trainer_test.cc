@@ -156,3 +156,27 @@ TEST(Comm, CountsBytesWithTheSharedCollectiveMath) {
 
 }  // namespace
 }  // namespace trainplan::executor
+
+namespace trainplan::executor {
+namespace {
+
+// Context parallelism's split (data.h): with cp = 2 a sequence of 8 is 4 chunks of 2; rank 0
+// holds chunks 0 and 3, rank 1 chunks 1 and 2, and each rank's inputs and targets are the
+// tokens at those positions and the ones after them.
+TEST(ContextSplit, RanksHoldTheLoadBalancedChunks) {
+  const std::int64_t seq = 8;
+  std::vector<std::int64_t> got;
+  for (std::int64_t r = 0; r < 2; ++r)
+    for (std::int64_t j = 0; j < 4; ++j) got.push_back(cp_position(seq, {2, r}, j));
+  EXPECT_EQ(got, (std::vector<std::int64_t>{0, 1, 6, 7, 2, 3, 4, 5}));
+  std::vector<std::int32_t> batch(2 * (seq + 1));
+  for (std::size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<std::int32_t>(i);
+  std::vector<std::int32_t> in(4), out(4);
+  // Replica 0's one micro-batch of one sequence is sequence 0; replica 1's is sequence 1 (9..17).
+  micro_batch_tokens(batch, seq, 1, 1, 1, 0, in.data(), out.data(), {2, 1});
+  EXPECT_EQ(in, (std::vector<std::int32_t>{11, 12, 13, 14}));
+  EXPECT_EQ(out, (std::vector<std::int32_t>{12, 13, 14, 15}));
+}
+
+}  // namespace
+}  // namespace trainplan::executor

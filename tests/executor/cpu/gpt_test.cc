@@ -189,9 +189,6 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
     void (*set)(Plan&);
     const char* message_start;
   } cases[] = {
-      // The executor's attention has no K,V exchange.
-      {[](Plan& p) { p.cp = 2; },
-       "cp=2: the executor does not implement context parallelism; plan and simulate do"},
       {[](Plan& p) { p.fp8 = true; }, "fp8: "},
       {[](Plan& p) {
          p.recompute = Recompute::kFull;

@@ -150,6 +150,44 @@ TEST(Kernels, AttentionBackwardMatchesFiniteDifferences) {
   expect_close(dv.data(), numeric_grad(v.data(), v.size(), w, f), "dv");
 }
 
+// Context parallelism: queries at some positions of the sequence (a CP rank's two chunks)
+// against all keys give those rows of the whole-sequence attention, and their backward's dK, dV
+// summed over the ranks that split the sequence give the whole-sequence dK, dV.
+TEST(Kernels, AttentionOnQuerySubsetsSumsToTheWholeSequence) {
+  std::mt19937 gen(6);
+  const std::int64_t batch = 2, seq = 8, heads = 2, hd = 3;
+  Mat q = random_mat(batch * seq, heads * hd, gen), k = random_mat(batch * seq, heads * hd, gen),
+      v = random_mat(batch * seq, heads * hd, gen), w = random_mat(batch * seq, heads * hd, gen);
+  Mat p, o, dq, dk, dv;
+  attention_forward(q, k, v, batch, seq, heads, p, o);
+  attention_backward(q, k, v, p, w, batch, seq, heads, dq, dk, dv);
+  // cp = 2, chunks of 2: rank 0 holds positions 0, 1, 6, 7 and rank 1 positions 2..5.
+  const std::vector<std::vector<std::int64_t>> ranks = {{0, 1, 6, 7}, {2, 3, 4, 5}};
+  Mat dk_sum = Mat::Zero(dk.rows(), dk.cols()), dv_sum = Mat::Zero(dv.rows(), dv.cols());
+  for (const auto& pos : ranks) {
+    const std::int64_t sq = static_cast<std::int64_t>(pos.size());
+    Mat qs(batch * sq, q.cols()), ws(batch * sq, w.cols());
+    for (std::int64_t b = 0; b < batch; ++b)
+      for (std::int64_t i = 0; i < sq; ++i) {
+        qs.row(b * sq + i) = q.row(b * seq + pos[static_cast<std::size_t>(i)]);
+        ws.row(b * sq + i) = w.row(b * seq + pos[static_cast<std::size_t>(i)]);
+      }
+    Mat ps, os, dqs, dks, dvs;
+    attention_forward(qs, k, v, batch, pos, heads, ps, os);
+    attention_backward(qs, k, v, ps, ws, batch, pos, heads, dqs, dks, dvs);
+    for (std::int64_t b = 0; b < batch; ++b)
+      for (std::int64_t i = 0; i < sq; ++i) {
+        const std::int64_t row = b * seq + pos[static_cast<std::size_t>(i)];
+        EXPECT_LT((os.row(b * sq + i) - o.row(row)).cwiseAbs().maxCoeff(), 1e-6f) << row;
+        EXPECT_LT((dqs.row(b * sq + i) - dq.row(row)).cwiseAbs().maxCoeff(), 1e-6f) << row;
+      }
+    dk_sum += dks;
+    dv_sum += dvs;
+  }
+  EXPECT_LT((dk_sum - dk).cwiseAbs().maxCoeff(), 1e-6f);
+  EXPECT_LT((dv_sum - dv).cwiseAbs().maxCoeff(), 1e-6f);
+}
+
 TEST(Kernels, AdamWFirstStepMovesByLearningRate) {
   // Step 1 with bias correction: m_hat = g, v_hat = g^2, so the update is lr * sign(g)
   // (plus decoupled decay lr * wd * p where enabled).

@@ -297,12 +297,12 @@ TEST(CudaStageModelSupport, RejectsFp32Plans) {
 }
 
 TEST(CudaStageModelSupport, RejectsContextParallelPlans) {
-  // Runs without a GPU: the CUDA executor has no context parallelism either.
+  // Runs without a GPU: the CPU executor runs context parallelism, the CUDA one does not.
   Plan p = plan_for(Precision::kBf16, Recompute::kNone);
   p.cp = 2;
   const Status s = check_cuda_executor_supports(small_model(), p);
   EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("cp=2: the executor does not implement context parallelism"),
+  EXPECT_NE(s.message().find("cp=2: the CUDA executor does not implement context parallelism"),
             std::string::npos) << s.message();
 }
 

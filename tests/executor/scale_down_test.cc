@@ -1,0 +1,147 @@
+// executor/scale_down.h on the zoo's models and plans that `plan` emits for them: the layout is
+// kept, the result is a plan the CPU executor accepts, every change is listed, and a plan that
+// does not fit its model is refused naming the field. Run: ctest -R ScaleDown
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "executor/params.h"
+#include "executor/scale_down.h"
+
+namespace trainplan::executor {
+namespace {
+
+ModelSpec zoo(const std::string& name) {
+  std::ifstream in(std::string(TRAINPLAN_SOURCE_DIR) + "/models/" + name);
+  std::ostringstream s;
+  s << in.rdbuf();
+  auto m = model_from_json(Json::parse(s.str()), name);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return *m;
+}
+
+bool lists(const ScaledRun& r, const std::string& start) {
+  return std::any_of(r.changes.begin(), r.changes.end(),
+                     [&](const std::string& l) { return l.rfind(start, 0) == 0; });
+}
+
+void expect_same_layout(const Plan& a, const Plan& b) {
+  EXPECT_EQ(a.tp, b.tp);
+  EXPECT_EQ(a.cp, b.cp);
+  EXPECT_EQ(a.pp, b.pp);
+  EXPECT_EQ(a.dp, b.dp);
+  EXPECT_EQ(a.ep, b.ep);
+  EXPECT_EQ(a.zero_stage, b.zero_stage);
+  EXPECT_EQ(a.zero_shard_size, b.zero_shard_size);
+  EXPECT_EQ(a.schedule, b.schedule);
+  EXPECT_EQ(a.virtual_stages, b.virtual_stages);
+  EXPECT_EQ(a.recompute, b.recompute);
+  EXPECT_EQ(a.sequence_parallel, b.sequence_parallel);
+  EXPECT_EQ(a.attention, b.attention);
+}
+
+// What `plan --model models/llama3-8b.json --gpus 4 --emit-plan` writes: cp 4, ZeRO-2, bf16.
+TEST(ScaleDown, Llama3ContextParallelPlanRunsOnTheCpuExecutor) {
+  const ModelSpec m = zoo("llama3-8b.json");
+  Plan p;
+  p.cp = 4;
+  p.zero_stage = 2;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 256;
+  auto r = scale_down(m, p);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  expect_same_layout(r->plan, p);
+  EXPECT_TRUE(check_executor_supports(r->model, r->plan).ok())
+      << check_executor_supports(r->model, r->plan).message();
+  EXPECT_EQ(r->model.seq_len % (2 * p.cp), 0);
+  EXPECT_EQ(r->model.vocab_size, 256);
+  EXPECT_LE(r->model.hidden_size, 128);
+  EXPECT_EQ(r->plan.global_batch_size, 2);  // one micro-batch of 1 per stage, twice
+  EXPECT_TRUE(lists(*r, "precision bf16 -> fp32"));
+  EXPECT_TRUE(lists(*r, "activation swiglu -> gelu"));
+  EXPECT_TRUE(lists(*r, "hidden_size 4096 -> "));
+}
+
+// GPT-3 on 4 GPUs: tp 4 with SP, ZeRO-3 offloaded to NVMe, full recompute of 93 of 96 layers.
+TEST(ScaleDown, Gpt3KeepsPartialRecomputeAndDropsOffload) {
+  const ModelSpec m = zoo("gpt3.json");
+  Plan p;
+  p.tp = 4;
+  p.sequence_parallel = true;
+  p.zero_stage = 3;
+  p.offload = Offload::kOptimizerParams;
+  p.offload_device = OffloadDevice::kNvme;
+  p.recompute = Recompute::kFull;
+  p.recompute_num_layers = 93;
+  p.micro_batch_size = 32;
+  p.global_batch_size = 2048;
+  auto r = scale_down(m, p);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  expect_same_layout(r->plan, p);
+  EXPECT_TRUE(check_executor_supports(r->model, r->plan).ok())
+      << check_executor_supports(r->model, r->plan).message();
+  EXPECT_EQ(r->model.num_layers, 2);
+  EXPECT_EQ(r->plan.recompute_num_layers, 1);  // still a part of the chunk, not all of it
+  EXPECT_EQ(r->model.num_attention_heads % p.tp, 0);
+  EXPECT_EQ(r->model.ffn_hidden_size, 4 * r->model.hidden_size);  // GPT-3's ratio
+  EXPECT_EQ(r->plan.offload, Offload::kNone);
+  EXPECT_TRUE(lists(*r, "offload optimizer+params -> none"));
+  EXPECT_TRUE(lists(*r, "dropout true -> false"));
+}
+
+// An interleaved pipeline with uneven chunks keeps pp * virtual_stages chunks and a number of
+// micro-batches that is a multiple of pp.
+TEST(ScaleDown, InterleavedPipelineKeepsItsChunks) {
+  const ModelSpec m = zoo("llama3-70b.json");  // 80 layers
+  Plan p;
+  p.tp = 8;
+  p.pp = 4;
+  p.dp = 2;
+  p.schedule = Schedule::kInterleaved;
+  p.virtual_stages = 2;
+  p.layers_per_stage = {9, 10, 10, 11, 11, 10, 10, 9};
+  p.micro_batch_size = 1;
+  p.global_batch_size = 512;
+  auto r = scale_down(m, p);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  expect_same_layout(r->plan, p);
+  EXPECT_EQ(r->plan.layers_per_stage.size(), 8u);
+  EXPECT_EQ(r->plan.num_micro_batches() % p.pp, 0);
+  EXPECT_TRUE(validate_plan(r->plan).ok()) << validate_plan(r->plan).message();
+  EXPECT_TRUE(check_plan_fits_model(r->plan, r->model).ok());
+}
+
+// A mixture-of-experts model stays one: experts, top-k and ep are kept (the CPU executor then
+// says whether it runs them).
+TEST(ScaleDown, MixtureOfExpertsStaysOne) {
+  const ModelSpec m = zoo("mixtral-8x7b.json");
+  Plan p;
+  p.dp = 8;
+  p.ep = 8;
+  p.zero_stage = 2;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 512;
+  auto r = scale_down(m, p);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->model.num_experts, m.num_experts);
+  EXPECT_EQ(r->model.experts_per_token, m.experts_per_token);
+  EXPECT_EQ(r->plan.ep, 8);
+}
+
+TEST(ScaleDown, APlanThatDoesNotFitItsModelIsRefusedNamingTheField) {
+  Plan p;
+  p.tp = 5;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 8;
+  auto r = scale_down(zoo("gpt3.json"), p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("tp=5 does not divide num_attention_heads=96"),
+            std::string::npos)
+      << r.status().message();
+}
+
+}  // namespace
+}  // namespace trainplan::executor
