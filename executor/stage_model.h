@@ -49,7 +49,7 @@ struct StageGeometry {
 
 // Stage `stage` for TP rank `tp_rank`.
 StageGeometry stage_geometry(const ModelSpec& model, const Plan& plan, std::int64_t stage,
-                             std::int64_t tp_rank);
+                             std::int64_t tp_rank, std::int64_t ep_rank = 0);
 
 // The part of a stage model that both backends share: its geometry, with the short names the
 // kernels' code reads, and where the head's matrix is.
@@ -63,8 +63,8 @@ class StageModelBase {
 
  protected:
   StageModelBase(const ModelSpec& model, const Plan& plan, std::int64_t stage,
-                 std::int64_t tp_rank)
-      : geo_(stage_geometry(model, plan, stage, tp_rank)) {}
+                 std::int64_t tp_rank, std::int64_t ep_rank = 0)
+      : geo_(stage_geometry(model, plan, stage, tp_rank, ep_rank)) {}
   ~StageModelBase() = default;
   StageModelBase(const StageModelBase&) = delete;
   StageModelBase& operator=(const StageModelBase&) = delete;

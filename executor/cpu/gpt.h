@@ -21,6 +21,7 @@
 
 #include "executor/comm.h"
 #include "executor/cpu/kernels.h"
+#include "executor/cpu/moe.h"
 #include "executor/params.h"
 #include "executor/stage.h"
 #include "executor/stage_model.h"
@@ -77,6 +78,17 @@ class StageModel final : public StageModelBase {
   LayerParams layer_params(std::size_t block, bool with_grads);
   void layer_forward(std::size_t block, const Mat& x, LayerCache& c, Mat& out);
   void layer_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dx);
+  void dense_mlp_forward(std::size_t block, const Mat& y2, LayerCache& c, Mat& m);
+  void dense_mlp_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dyl);
+  // An MoE layer's MLP (executor/cpu/moe.h) on the norm2 output y: out is the MLP's output;
+  // backward takes its gradient dm and writes y's.
+  void moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& out);
+  void moe_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dm, Mat& dy);
+  void moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& send);
+  void moe_shared_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dm, Mat& dy);
+  Mat moe_experts_backward(std::size_t block, MoeCache& c, const Mat& dout_rows);
+  void moe_router_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dgates,
+                           Mat& dy);
   void embedding_forward(const std::int32_t* tokens, Mat& out);
   void embedding_backward(const std::int32_t* tokens, const Mat& dout);
   double head_forward(MicroBatch& s, const Mat& x, const std::int32_t* targets, float scale);
@@ -100,6 +112,7 @@ class StageModel final : public StageModelBase {
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<MicroBatch>>
       in_flight_;  // by (chunk, micro-batch)
   TraceRecorder* trace_ = nullptr;
+  float loss_scale_ = 0;  // the last forward's (the same every micro-batch): MoE's aux weight
   // A micro-batch's W pass, collected by its B pass (backward_input).
   struct WeightPass {
     std::vector<std::pair<std::string_view, std::function<void()>>> grads;  // (task, dW +=)

@@ -1,7 +1,8 @@
 // The parallel executor against the single-process run, under mpirun:
 //   mpirun -np N parallel_check tp=2 pp=1 dp=1 zero=0 mbs=2 gbs=8 schedule=1f1b
-//       recompute=none sp=0 steps=3 vs=1 untied=0 rlayers=0 pa=0 shard=0  (rlayers:
-//       recompute_num_layers; pa: partition_activations; shard: zero_shard_size)
+//       recompute=none sp=0 steps=3 vs=1 untied=0 rlayers=0 pa=0 shard=0 ep=1 model=tiny
+//       (rlayers: recompute_num_layers; pa: partition_activations; shard: zero_shard_size;
+//       model=tiny-moe: tests/executor/models/tiny-moe.json, 4 experts top-2)
 // Every rank trains the plan with the MPI backend and, in the same process, the reference
 // plan (tp = pp = dp = 1, no ZeRO, no recompute) with the local backend, on the same batches
 // from the shipped corpus, then checks:
@@ -9,7 +10,8 @@
 //  2. every parameter element this rank holds after the last step:
 //     |parallel - reference| <= kWeightTol;
 //  3. the bytes this rank sent per group equal steps * comm_volume_on_stage(model, plan, stage)
-//     exactly (tp; pp + embedding; dp + hybrid sharding's replica group), up to the two
+//     exactly (tp; pp + embedding; dp + hybrid sharding's replica group + expert dp; ep summed
+//     over the stage's ranks, since routing decides how much each rank sends back), up to the two
 //     documented differences (trainer.h): the sequence-parallel norm all-reduce the cost model
 //     does not list, and the ZeRO-3 gathers of the embedding and head blocks before a full
 //     recompute that the executor does not issue;
@@ -52,6 +54,19 @@ namespace {
 constexpr double kLossTol = 1e-6;
 constexpr double kWeightTol = 5e-5;
 
+// The sum of `value` over the ranks of pipeline stage `stage` (every one of its ep groups sends,
+// in all, what the cost model's balanced routing predicts per rank times ep).
+std::int64_t stage_sum(std::int64_t value, std::int64_t stage) {
+  MPI_Comm same_stage = MPI_COMM_NULL;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(stage), rank, &same_stage);
+  std::int64_t sum = 0;
+  MPI_Allreduce(&value, &sum, 1, MPI_INT64_T, MPI_SUM, same_stage);
+  MPI_Comm_free(&same_stage);
+  return sum;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;
@@ -72,7 +87,7 @@ int main(int argc, char** argv) {
                                            {"schedule", "1f1b"}, {"recompute", "none"},
                                            {"sp", "0"}, {"steps", "3"}, {"vs", "1"},
                                            {"untied", "0"}, {"rlayers", "0"}, {"pa", "0"},
-                                           {"shard", "0"}};
+                                           {"shard", "0"}, {"ep", "1"}, {"model", "tiny"}};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto eq = a.find('=');
@@ -86,6 +101,7 @@ int main(int argc, char** argv) {
   plan.tp = std::stoll(kv["tp"]);
   plan.pp = std::stoll(kv["pp"]);
   plan.dp = std::stoll(kv["dp"]);
+  plan.ep = std::stoll(kv["ep"]);
   plan.zero_stage = std::stoi(kv["zero"]);
   plan.zero_shard_size = std::stoll(kv["shard"]);
   plan.micro_batch_size = std::stoll(kv["mbs"]);
@@ -106,7 +122,10 @@ int main(int argc, char** argv) {
   const std::int64_t steps = std::stoll(kv["steps"]);
 
   const std::string root = TRAINPLAN_SOURCE_DIR;
-  auto model = model_from_json(Json::parse(read_file(root + "/models/tiny.json")), "tiny.json");
+  const std::string model_path = kv["model"] == "tiny-moe"
+                                     ? root + "/tests/executor/models/tiny-moe.json"
+                                     : root + "/models/tiny.json";
+  auto model = model_from_json(Json::parse(read_file(model_path)), model_path);
   if (!model.ok()) {
     std::cerr << model.status().message() << "\n";
     MPI_Abort(MPI_COMM_WORLD, 3);
@@ -115,7 +134,7 @@ int main(int argc, char** argv) {
   const std::string corpus = read_file(root + "/data/kjv-genesis.txt");
 
   Plan ref_plan = plan;
-  ref_plan.tp = ref_plan.pp = ref_plan.dp = 1;
+  ref_plan.tp = ref_plan.pp = ref_plan.dp = ref_plan.ep = 1;
   ref_plan.zero_stage = 0;
   ref_plan.zero_shard_size = 0;
   ref_plan.recompute = Recompute::kNone;
@@ -191,8 +210,10 @@ int main(int argc, char** argv) {
   double worst_loss = 0, worst_weight = 0;
   TraceRecorder trace;
   std::map<CommGroup, std::int64_t> before_last;
-  const CommGroup kModelGroups[] = {CommGroup::kTp, CommGroup::kPp, CommGroup::kDp,
-                                    CommGroup::kEmbedding, CommGroup::kDpReplica};
+  const CommGroup kModelGroups[] = {CommGroup::kTp,        CommGroup::kPp,
+                                    CommGroup::kDp,        CommGroup::kEmbedding,
+                                    CommGroup::kDpReplica, CommGroup::kEp,
+                                    CommGroup::kExpertDp};
   for (std::int64_t s = 0; s < steps; ++s) {
     const auto batch = corpus_batch(corpus, 11, s, plan.global_batch_size, model->seq_len);
     const bool last = s == steps - 1;
@@ -264,8 +285,12 @@ int main(int argc, char** argv) {
       {"tp", static_cast<double>(sent[CommGroup::kTp]), n * v.tp_bytes},
       {"pp", static_cast<double>(sent[CommGroup::kPp] + sent[CommGroup::kEmbedding]),
        n * v.pp_bytes},
-      {"dp", static_cast<double>(sent[CommGroup::kDp] + sent[CommGroup::kDpReplica]),
-       n * v.dp_bytes}};
+      {"dp",
+       static_cast<double>(sent[CommGroup::kDp] + sent[CommGroup::kDpReplica] +
+                           sent[CommGroup::kExpertDp]),
+       n * v.dp_bytes},
+      {"ep (stage sum)", static_cast<double>(stage_sum(sent[CommGroup::kEp], p.stage())),
+       n * v.ep_bytes * static_cast<double>(size / plan.pp)}};
   std::ostringstream bytes;
   for (const Row& r : rows) {
     bytes << " " << r.group << "=" << static_cast<std::int64_t>(r.got);
