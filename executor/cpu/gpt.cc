@@ -448,6 +448,7 @@ double StageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int32
                            const std::int32_t* targets, const Mat* input, Mat* output,
                            float loss_scale) {
   loss_scale_ = loss_scale;
+  routing_hash_ = 0;
   auto state = std::make_unique<MicroBatch>();
   MicroBatch& s = *state;
   s.layers.resize(chunk_blocks_[static_cast<std::size_t>(chunk)].size());

@@ -67,6 +67,12 @@ class StageModel final : public StageModelBase {
   // Records a span per cost-model task into `trace` from now on (null: stop; see trace.h). The
   // caller sets the pass and micro-batch in the trace's context; the model sets the layer.
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
+  // The load-balancing losses of the MoE layers' forwards so far (recomputes included), each
+  // weighted as its gradient is (moe.h); not part of forward's returned loss.
+  double aux_loss_sum() const { return aux_loss_sum_; }
+  // A hash of the experts every MoE layer chose for every token in the last forward (0 without
+  // MoE layers): tests compare routings by it.
+  std::uint64_t routing_fingerprint() const { return routing_hash_; }
   // Appends each micro-batch's logits (T, padded vocab / tp) to `sink` (null: stop).
   void capture_logits(std::vector<float>* sink) { logits_sink_ = sink; }
 
@@ -112,7 +118,9 @@ class StageModel final : public StageModelBase {
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<MicroBatch>>
       in_flight_;  // by (chunk, micro-batch)
   TraceRecorder* trace_ = nullptr;
-  float loss_scale_ = 0;  // the last forward's (the same every micro-batch): MoE's aux weight
+  float loss_scale_ = 0;
+  double aux_loss_sum_ = 0;
+  std::uint64_t routing_hash_ = 0;  // the last forward's (the same every micro-batch): MoE's aux weight
   // A micro-batch's W pass, collected by its B pass (backward_input).
   struct WeightPass {
     std::vector<std::pair<std::string_view, std::function<void()>>> grads;  // (task, dW +=)

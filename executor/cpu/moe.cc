@@ -81,12 +81,15 @@ void StageModel::moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& se
   const std::int64_t h = model_.hidden_size, E = model_.num_experts,
                      k = model_.experts_per_token, T = y.rows();
   const std::int64_t members = comm_.group_size(CommGroup::kEp), local = E / plan_.ep;
+  c.aux_weight = kDefaultMoeAuxLossCoeff * loss_scale_ * static_cast<float>(x_.tokens);
   TraceSpan span(trace_);
   span.begin("router");
   Mat logits;
   linear_forward(y, ConstMatMap(p + l.tensors[kRouter].offset, h, E), nullptr, logits);
   softmax_rows(logits, c.probs);
   c.experts = top_k(c.probs, k);
+  for (std::int32_t e : c.experts)  // FNV-1a over the choices
+    routing_hash_ = (routing_hash_ ^ static_cast<std::uint64_t>(e + 1)) * 0x100000001b3ULL;
   // Token-expert pairs grouped by expert (so by EP member), tokens in order within each.
   std::vector<std::vector<std::int64_t>> by_expert(static_cast<std::size_t>(E));
   for (std::int64_t pair = 0; pair < T * k; ++pair)
@@ -108,6 +111,13 @@ void StageModel::moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& se
       send.row(row++) = y.row(pair / k);
     }
   }
+  // The load-balancing loss's value (its gradient is moe_router_backward's).
+  const Eigen::RowVectorXf mean_probs = c.probs.colwise().mean();
+  double aux = 0;
+  for (std::int64_t e = 0; e < E; ++e)
+    aux += static_cast<double>(c.assigned[static_cast<std::size_t>(e)]) /
+           static_cast<double>(T * k) * static_cast<double>(mean_probs[e]);
+  aux_loss_sum_ += static_cast<double>(c.aux_weight) * static_cast<double>(E) * aux;
   span.end();
   c.recv_rows = comm_.exchange_counts(CommGroup::kEp, per_expert);
   c.recv_counts.assign(static_cast<std::size_t>(members), 0);
@@ -122,7 +132,6 @@ void StageModel::moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& 
   const std::int64_t h = model_.hidden_size, f = model_.ffn_hidden_size,
                      k = model_.experts_per_token, T = y.rows();
   const bool shared = model_.shared_expert_ffn_size > 0;
-  c.aux_weight = kDefaultMoeAuxLossCoeff * loss_scale_ * static_cast<float>(x_.tokens);
   Mat send, recv;
   moe_route(block, y, c, send);
   const ExpertRows rows = expert_rows(comm_, model_, plan_, c);
