@@ -275,8 +275,10 @@ Status write_first_step(const Setup& s, const std::vector<std::int32_t>& batch,
 
 // Per-rank figures gathered to rank 0, in this order.
 enum Field { kStage, kPeakMemory, kCompute, kOptimizer, kFirstGroup };
-constexpr CommGroup kGroups[] = {CommGroup::kTp, CommGroup::kPp, CommGroup::kDp,
-                                 CommGroup::kEmbedding, CommGroup::kDpReplica};
+constexpr CommGroup kGroups[] = {CommGroup::kTp,        CommGroup::kPp,
+                                 CommGroup::kDp,        CommGroup::kEmbedding,
+                                 CommGroup::kDpReplica, CommGroup::kEp,
+                                 CommGroup::kExpertDp};
 constexpr int kNumGroups = static_cast<int>(std::size(kGroups));
 constexpr int kFields = kFirstGroup + 2 * kNumGroups;
 

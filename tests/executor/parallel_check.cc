@@ -18,8 +18,8 @@
 //  4. the trace of the last step (executor/trace.h): per group, the bytes of the traced
 //     collectives equal what the Comm counted during that step, and the compute track never
 //     holds two spans at once.
-// Before training it also checks the collectives the trainer does not use (all-to-all,
-// barrier) and their byte count, and the in-place forms of reduce-scatter and all-gather. Exit 0 when every rank passes; each rank prints one line.
+// Before training it also checks the collectives the trainer does not use (all-to-all, the
+// variable all-to-all and its counts exchange, barrier) and their byte count, and the in-place forms of reduce-scatter and all-gather. Exit 0 when every rank passes; each rank prints one line.
 #include <mpi.h>
 
 #include <algorithm>
@@ -182,6 +182,54 @@ int main(int argc, char** argv) {
     if ((*comm)->counters(g).bytes_sent - before != (n - 1) * k * 4) {
       ++failures;
       log << "  all_to_all counted " << (*comm)->counters(g).bytes_sent - before << " bytes\n";
+    }
+    // The variable all-to-all and its counts exchange (MoE's dispatch): member me sends
+    // me + j + 1 elements to member j, 1000 * me + 100 * j + position.
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(2 * n)), sc, rc;
+    std::vector<float> vsend;
+    for (std::int64_t j = 0; j < n; ++j) {
+      counts[static_cast<std::size_t>(2 * j)] = 10 * me + j;
+      counts[static_cast<std::size_t>(2 * j + 1)] = 7;
+      sc.push_back(me + j + 1);
+      for (std::int64_t x = 0; x <= me + j; ++x) vsend.push_back(static_cast<float>(1000 * me + 100 * j + x));
+    }
+    const std::vector<std::int64_t> got = (*comm)->exchange_counts(g, counts);
+    for (std::int64_t i = 0; i < n; ++i) {
+      rc.push_back(i + me + 1);
+      if (got[static_cast<std::size_t>(2 * i)] != 10 * i + me || got[static_cast<std::size_t>(2 * i + 1)] != 7) {
+        ++failures;
+        log << "  exchange_counts: wrong counts from member " << i << "\n";
+      }
+    }
+    std::vector<float> vrecv(static_cast<std::size_t>(n * (me + 1) + n * (n - 1) / 2));
+    const std::int64_t before_v = (*comm)->counters(g).bytes_sent;
+    (*comm)->all_to_all_v(g, vsend.data(), sc, vrecv.data(), rc);
+    std::size_t at = 0;
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t x = 0; x <= i + me; ++x)
+        if (vrecv[at++] != static_cast<float>(1000 * i + 100 * me + x)) {
+          ++failures;
+          log << "  all_to_all_v: wrong element from member " << i << "\n";
+          break;
+        }
+    const std::int64_t want_v = bytes_sent_per_rank(
+        Collective::kAllToAll, static_cast<std::int64_t>(vsend.size() * 4), n);
+    if ((*comm)->counters(g).bytes_sent - before_v != want_v) {
+      ++failures;
+      log << "  all_to_all_v counted " << (*comm)->counters(g).bytes_sent - before_v
+          << " bytes, not " << want_v << "\n";
+    }
+    try {  // counts for the wrong number of members: an error, before any message
+      (*comm)->all_to_all_v(g, vsend.data(), {1}, vrecv.data(), rc);
+      if (n != 1) {
+        ++failures;
+        log << "  all_to_all_v took 1 count for " << n << " members\n";
+      }
+    } catch (const CommError& e) {
+      if (std::string(e.what()).find("1 send and") == std::string::npos) {
+        ++failures;
+        log << "  all_to_all_v error: " << e.what() << "\n";
+      }
     }
     // In-place reduce-scatter and all-gather (comm.h), as ZeRO uses them: the shard at its
     // own position in the full buffer. Member i holds 100 * i + j at position j.

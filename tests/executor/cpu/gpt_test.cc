@@ -262,6 +262,31 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
     EXPECT_EQ(s.code(), ExitCode::kInvalidInput);
     EXPECT_EQ(s.message().rfind(c.message_start, 0), 0u) << s.message();
   }
+  // Mixture of experts runs at tp 1 with ZeRO 0 (executor/cpu/moe.h); the rest is refused.
+  ModelSpec moe = m;
+  moe.num_experts = 4;
+  moe.experts_per_token = 2;
+  Plan ep = single_plan(Recompute::kNone);
+  ep.dp = ep.ep = 2;
+  EXPECT_TRUE(check_executor_supports(moe, ep).ok());
+  const struct {
+    void (*set)(Plan&);
+    const char* message_start;
+  } moe_cases[] = {
+      {[](Plan& p) { p.tp = 2; },
+       "the CPU executor does not support tp=2 with a mixture-of-experts model"},
+      {[](Plan& p) { p.zero_stage = 1; },
+       "the CPU executor does not support zero_stage=1 with a mixture-of-experts model"},
+      {[](Plan& p) { p.ep_overlap = true; }, "ep_overlap: the executors run each expert"},
+  };
+  for (const auto& c : moe_cases) {
+    Plan p = ep;
+    c.set(p);
+    const Status s = check_executor_supports(moe, p);
+    ASSERT_FALSE(s.ok()) << c.message_start;
+    EXPECT_EQ(s.code(), ExitCode::kInvalidInput);
+    EXPECT_EQ(s.message().rfind(c.message_start, 0), 0u) << s.message();
+  }
   // The split backward (zb-h1) runs: tests/executor/CMakeLists.txt's pp2_zb_h1 checks.
   Plan zb = single_plan(Recompute::kNone);
   zb.pp = 2;
