@@ -340,6 +340,11 @@ int main(int argc, char** argv) {
       {"ep (stage sum)", static_cast<double>(stage_sum(sent[CommGroup::kEp], p.stage())),
        n * v.ep_bytes * static_cast<double>(size / plan.pp)}};
   std::ostringstream bytes;
+  // This rank's own ep bytes, against the cost model's balanced-routing figure (not checked:
+  // how many rows come back to each rank's experts is the router's choice).
+  if (v.ep_bytes > 0)
+    bytes << " ep (this rank)=" << sent[CommGroup::kEp] << " (balanced: "
+          << static_cast<std::int64_t>(n * v.ep_bytes) << ")";
   for (const Row& r : rows) {
     bytes << " " << r.group << "=" << static_cast<std::int64_t>(r.got);
     if (r.got != r.want) {
