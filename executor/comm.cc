@@ -53,6 +53,40 @@ void Comm::all_to_all(CommGroup g, const float* in, float* out, std::int64_t cou
   count(g, Collective::kAllToAll, count_ * group_size(g) * kFloatBytes, t0, task);
 }
 
+void Comm::all_to_all_v(CommGroup g, const float* in,
+                        const std::vector<std::int64_t>& send_counts, float* out,
+                        const std::vector<std::int64_t>& recv_counts, std::string_view task) {
+  const auto n = static_cast<std::size_t>(group_size(g));
+  if (send_counts.size() != n || recv_counts.size() != n)
+    throw CommError("all_to_all_v on group " + std::string(to_string(g)) + ": " +
+                    std::to_string(send_counts.size()) + " send and " +
+                    std::to_string(recv_counts.size()) + " receive counts for " +
+                    std::to_string(n) + " members");
+  const Clock::time_point t0 = Clock::now();
+  do_all_to_all_v(g, in, send_counts, out, recv_counts);
+  std::int64_t total = 0;
+  for (std::int64_t c : send_counts) total += c;
+  count(g, Collective::kAllToAll, total * kFloatBytes, t0, task);
+}
+
+std::vector<std::int64_t> Comm::exchange_counts(CommGroup g,
+                                                const std::vector<std::int64_t>& send) {
+  const std::int64_t n = group_size(g);
+  const auto per = static_cast<std::int64_t>(send.size()) / n;
+  if (per * n != static_cast<std::int64_t>(send.size()))
+    throw CommError("exchange_counts on group " + std::string(to_string(g)) + ": " +
+                    std::to_string(send.size()) + " values for " + std::to_string(n) +
+                    " members");
+  const Clock::time_point t0 = Clock::now();
+  std::vector<std::int64_t> out(send.size());
+  do_exchange_counts(g, send.data(), out.data(), per);
+  control_.bytes_sent += bytes_sent_per_rank(
+      Collective::kAllToAll, static_cast<std::int64_t>(send.size() * sizeof(std::int64_t)), n);
+  control_.time_s += seconds_between(t0, Clock::now());
+  ++control_.calls;
+  return out;
+}
+
 void Comm::send(CommGroup g, const float* data, std::int64_t count_, std::int64_t peer, int tag,
                 std::string_view task) {
   const Clock::time_point t0 = Clock::now();

@@ -78,6 +78,20 @@ class Comm {
   // in, out (n * count): block j of `in` goes to member j, block i of `out` came from member i.
   void all_to_all(CommGroup g, const float* in, float* out, std::int64_t count,
                   std::string_view task = {});
+  // Variable all-to-all (MPI_Alltoallv), as an MoE layer's token dispatch and combine: member j
+  // gets the next send_counts[j] elements of `in` (in member order), and `out` receives
+  // recv_counts[i] elements from member i (in member order). Counted as an all-to-all whose
+  // message (nccl-tests' S) is this rank's whole send buffer: the cost model's ep_dispatch and
+  // ep_combine (core/cost/tasks.cc) assume balanced routing, so a rank's count matches it when
+  // it sends T * k rows (dispatch, combine's backward) and the ep group's sum matches always.
+  void all_to_all_v(CommGroup g, const float* in, const std::vector<std::int64_t>& send_counts,
+                    float* out, const std::vector<std::int64_t>& recv_counts,
+                    std::string_view task = {});
+  // The counts an all_to_all_v needs: `send` holds per_member values for each member in turn;
+  // returns the values each member sent this rank, in member order. Bookkeeping, not payload
+  // (the cost model lists no task for it, nor does Megatron-Core's token dispatcher count its
+  // own): counted as control traffic, not under g.
+  std::vector<std::int64_t> exchange_counts(CommGroup g, const std::vector<std::int64_t>& send);
   // Point-to-point by group rank. send returns at once (the data is copied); wait_sends()
   // completes every outstanding send. recv blocks until the data has arrived. Messages with
   // the same peer and tag arrive in the order they were sent. Traced pipeline sends are named
@@ -109,6 +123,12 @@ class Comm {
                                  std::int64_t count) = 0;
   virtual void do_all_gather(CommGroup g, const float* in, float* out, std::int64_t count) = 0;
   virtual void do_all_to_all(CommGroup g, const float* in, float* out, std::int64_t count) = 0;
+  virtual void do_all_to_all_v(CommGroup g, const float* in,
+                               const std::vector<std::int64_t>& send_counts, float* out,
+                               const std::vector<std::int64_t>& recv_counts) = 0;
+  // in and out: per_member values for each member of g.
+  virtual void do_exchange_counts(CommGroup g, const std::int64_t* in, std::int64_t* out,
+                                  std::int64_t per_member) = 0;
   // `task`: the traced name (send_forward, ...), for a backend that traces on its own (NCCL's
   // device trace).
   virtual void do_send(CommGroup g, const float* data, std::int64_t count, std::int64_t peer,

@@ -27,6 +27,14 @@ class LocalComm final : public Comm {
   void do_all_to_all(CommGroup, const float* in, float* out, std::int64_t n) override {
     if (in != out) std::copy(in, in + n, out);
   }
+  void do_all_to_all_v(CommGroup, const float* in, const std::vector<std::int64_t>& send_counts,
+                       float* out, const std::vector<std::int64_t>&) override {
+    if (in != out) std::copy(in, in + send_counts[0], out);
+  }
+  void do_exchange_counts(CommGroup, const std::int64_t* in, std::int64_t* out,
+                          std::int64_t per_member) override {
+    std::copy(in, in + per_member, out);
+  }
   void do_send(CommGroup g, const float*, std::int64_t, std::int64_t, int,
                std::string_view) override {
     throw CommError("local backend: send on group " + std::string(to_string(g)) +

@@ -15,7 +15,22 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
     return Status::Error("fp8: the executors compute in fp32 (CPU) or bf16 (CUDA); plan and "
                          "simulate model FP8 training",
                          ExitCode::kInvalidInput);
-  if (m.is_moe()) return no("mixture-of-experts models (num_experts > 1)");
+  if (m.is_moe() && p.tp != 1)
+    return no("tp=" + std::to_string(p.tp) +
+              " with a mixture-of-experts model: its experts are not split over tensor-parallel "
+              "ranks (tp=1 only)");
+  if (m.is_moe() && p.cp != 1)
+    return no("cp=" + std::to_string(p.cp) +
+              " with a mixture-of-experts model: the experts' gradients are not yet summed over "
+              "the context-parallel ranks (cp=1 only)");
+  if (m.is_moe() && p.zero_stage != 0)
+    return no("zero_stage=" + std::to_string(p.zero_stage) +
+              " with a mixture-of-experts model: ZeRO shards of the expert parameters (the "
+              "expert_dp group) are not implemented; use zero_stage 0");
+  if (p.ep_overlap)
+    return Status::Error("ep_overlap: the executors run each expert all-to-all whole, between "
+                         "the kernels around it; plan and simulate model the overlap",
+                         ExitCode::kInvalidInput);
   if (m.is_mla()) return no("multi-head latent attention (kv_lora_rank > 0)");
   if (m.v_dim() != m.head_dim)
     return no("v_head_dim=" + std::to_string(m.v_dim()) + " different from head_dim=" +
@@ -43,7 +58,6 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
     return Status::Error("tp_comm_overlap: the executors run each TP collective whole, between "
                          "the kernels around it; plan and simulate model the overlap",
                          ExitCode::kInvalidInput);
-  if (p.ep != 1) return no("expert parallelism (ep > 1)");
   return Status::Ok();
 }
 
@@ -51,11 +65,17 @@ namespace {
 
 struct Builder {
   BlockLayout b;
+  std::int64_t dense_params = 0;  // before the expert part's padding
   void add(TensorSlice t) {
     t.offset = b.size;
     if (t.valid_rows == 0) t.valid_rows = t.full_rows;
     b.size += t.size();
     b.tensors.push_back(std::move(t));
+  }
+  // Pads the buffer to a multiple of n elements (a gap no tensor covers).
+  void pad_to(std::int64_t n) {
+    if (b.expert_offset < 0) dense_params = b.size;
+    b.size = (b.size + n - 1) / n * n;
   }
 };
 
@@ -83,10 +103,22 @@ TensorSlice rows_of(TensorSlice t, std::int64_t tp, std::int64_t r) {
 
 constexpr float kInitStd = 0.02f;  // GPT-2 (Radford et al. 2019)
 
+// A GELU MLP of inner width f under `prefix` ("h3.", "h3.shared.", "h3.e5."): w1 and b1
+// column-parallel, w2 row-parallel, b2 whole (Megatron-LM's ColumnParallelLinear /
+// RowParallelLinear), over tp ranks of which this is rank r.
+void add_mlp(Builder& bl, const std::string& prefix, std::int64_t f, std::int64_t tp,
+             std::int64_t r, float resid_std) {
+  const std::int64_t h = bl.b.tensors.front().full_cols;  // every layer starts with a norm (h)
+  bl.add(cols_of(full(prefix + "w1", h, f, kInitStd, 0, true), tp, r));
+  bl.add(cols_of(full(prefix + "b1", 1, f, 0, 0, false), tp, r));
+  bl.add(rows_of(full(prefix + "w2", f, h, resid_std, 0, true), tp, r));
+  bl.add(full(prefix + "b2", 1, h, 0, 0, false));
+}
+
 }  // namespace
 
 std::vector<BlockLayout> stage_layouts(const ModelSpec& m, const Plan& p, std::int64_t stage,
-                                       std::int64_t r) {
+                                       std::int64_t r, std::int64_t ep_rank) {
   const std::int64_t t = p.tp, h = m.hidden_size, q = m.q_width(), f = m.ffn_hidden_size;
   const std::int64_t vp = padded_vocab(m, t);
   const bool sp = p.sequence_parallel && t > 1;
@@ -120,6 +152,7 @@ std::vector<BlockLayout> stage_layouts(const ModelSpec& m, const Plan& p, std::i
         break;
       case BlockKind::kLayer: {
         const std::string L = "h" + std::to_string(pb.layer) + ".";
+        const ModelSpec lm = layer_model(m, layer_kind(m, pb.layer));
         norm(L + "ln1", bl);
         for (const char* w : {"q", "k", "v"}) {
           bl.add(cols_of(full(L + "w" + w, h, q, kInitStd, 0, true), t, r));
@@ -128,10 +161,21 @@ std::vector<BlockLayout> stage_layouts(const ModelSpec& m, const Plan& p, std::i
         bl.add(rows_of(full(L + "wo", q, h, resid_std, 0, true), t, r));
         bl.add(full(L + "bo", 1, h, 0, 0, false));
         norm(L + "ln2", bl);
-        bl.add(cols_of(full(L + "w1", h, f, kInitStd, 0, true), t, r));
-        bl.add(cols_of(full(L + "b1", 1, f, 0, 0, false), t, r));
-        bl.add(rows_of(full(L + "w2", f, h, resid_std, 0, true), t, r));
-        bl.add(full(L + "b2", 1, h, 0, 0, false));
+        if (!lm.is_moe()) {
+          add_mlp(bl, L, lm.ffn_hidden_size, t, r, resid_std);
+          break;
+        }
+        // The router: one h x num_experts matrix, no bias, whole on every rank (Megatron-Core's
+        // TopKRouter; the cost model's router_params).
+        bl.add(full(L + "router", h, lm.num_experts, kInitStd, 0, true));
+        if (lm.shared_expert_ffn_size > 0)
+          add_mlp(bl, L + "shared.", lm.shared_expert_ffn_size, t, r, resid_std);
+        // This EP rank's experts: global indices [ep_rank * local, (ep_rank + 1) * local).
+        bl.pad_to(p.zero_shard_ranks());
+        bl.b.expert_offset = bl.b.size;
+        const std::int64_t local = lm.num_experts / p.ep;
+        for (std::int64_t j = 0; j < local; ++j)
+          add_mlp(bl, L + "e" + std::to_string(ep_rank * local + j) + ".", f, 1, 0, resid_std);
         break;
       }
       case BlockKind::kHead:
@@ -140,9 +184,16 @@ std::vector<BlockLayout> stage_layouts(const ModelSpec& m, const Plan& p, std::i
         else if (p.pp > 1) bl.add(table("wte", true));  // the tied copy: same name, same init
         break;
     }
-    TRAINPLAN_CHECK(bl.b.size == pb.dense_params)
+    const std::int64_t dense = bl.b.expert_offset < 0 ? bl.b.size : bl.dense_params;
+    const std::int64_t expert = bl.b.expert_offset < 0 ? 0 : bl.b.size - bl.b.expert_offset;
+    TRAINPLAN_CHECK(dense == pb.dense_params && expert == pb.expert_params)
         << "executor layout of block " << static_cast<int>(pb.kind) << " layer " << pb.layer
-        << " has " << bl.b.size << " parameters, the cost model counts " << pb.dense_params;
+        << " has " << dense << " dense and " << expert << " expert parameters, the cost model "
+        << "counts " << pb.dense_params << " and " << pb.expert_params;
+    if (bl.b.expert_offset >= 0) {
+      bl.pad_to(expert_dp_cp(p));
+      bl.b.expert_size = bl.b.size - bl.b.expert_offset;
+    }
     out.push_back(std::move(bl.b));
   }
   return out;

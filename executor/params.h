@@ -39,6 +39,12 @@ struct BlockLayout {
   std::int64_t layer = -1;
   std::vector<TensorSlice> tensors;
   std::int64_t size = 0;  // elements, before padding to a multiple of dp
+  // An MoE layer's experts (this rank's num_experts / ep of them) follow its dense tensors at
+  // expert_offset, the dense part padded to a multiple of the dense gradient group
+  // (Plan::zero_shard_ranks) and the expert part to one of the expert group (expert_dp_cp), as
+  // dp_block_tasks pads each part: the two parts are summed over different groups. -1: none.
+  std::int64_t expert_offset = -1;
+  std::int64_t expert_size = 0;  // padded
 };
 
 // Element ranges (offset, count) of a block's flat buffer.
@@ -84,17 +90,29 @@ enum LayerTensor : std::size_t {
   kLn1G, kLn1B, kWq, kBq, kWk, kBk, kWv, kBv, kWo, kBo,
   kLn2G, kLn2B, kW1, kB1, kW2, kB2, kNumLayerTensors
 };
+// An MoE layer (layer_is_moe) keeps kLn1G..kLn2B, then its router (h x num_experts, no bias),
+// then the shared experts' kSharedW1..kSharedB2 when the model has them, then each local
+// expert's w1, b1, w2, b2 (expert_tensor()).
+enum MoeLayerTensor : std::size_t { kRouter = kW1, kSharedW1, kSharedB1, kSharedW2, kSharedB2 };
+enum ExpertTensor : std::size_t { kExpW1, kExpB1, kExpW2, kExpB2, kTensorsPerExpert };
+// Index into BlockLayout::tensors of local expert j's tensor `which` in an MoE layer block.
+inline std::size_t expert_tensor(bool shared_experts, std::int64_t j, ExpertTensor which) {
+  return (shared_experts ? kSharedB2 + 1 : kRouter + 1) +
+         static_cast<std::size_t>(j) * kTensorsPerExpert + which;
+}
 enum EmbeddingTensor : std::size_t { kWte, kWpe };
 enum HeadTensor : std::size_t { kLnfG, kLnfB, kHeadW };  // kHeadW only when the head holds a matrix
 
 // What the CPU executor supports, as a reason when it does not (GPT shape, fp32, AdamW,
-// no MoE, no offload).
+// no offload; MoE with expert parallelism at tp = cp = 1 and ZeRO 0).
 Status check_executor_supports(const ModelSpec& model, const Plan& plan);
 
-// The blocks of `stage` for TP rank `tp_rank`, in param_blocks_on_stage order. Their sizes
-// equal that function's dense_params (checked).
+// The blocks of `stage` for TP rank `tp_rank` and EP rank `ep_rank` (which num_experts / ep
+// experts it holds), in param_blocks_on_stage order. Their dense and expert sizes equal that
+// function's dense_params and expert_params (checked).
 std::vector<BlockLayout> stage_layouts(const ModelSpec& model, const Plan& plan,
-                                       std::int64_t stage, std::int64_t tp_rank);
+                                       std::int64_t stage, std::int64_t tp_rank,
+                                       std::int64_t ep_rank = 0);
 
 // The initial value of element (row, col) of the full tensor `name`.
 float init_value(std::uint64_t seed, const TensorSlice& t, std::int64_t row, std::int64_t col);

@@ -44,6 +44,9 @@ struct BlockShape {
   std::int64_t padded = 0;  // layout size rounded up to a multiple of the ZeRO shard ranks
   std::int64_t shard = 0;   // padded / shard ranks
   std::int64_t layer = -1;  // the global layer (trace context), -1 for embedding / head blocks
+  // An MoE layer's experts (BlockLayout's): their offset (-1: none) and padded size; ZeRO 0
+  // sums them over the expert data-parallel group, the rest over dp.
+  std::int64_t expert_offset = -1, expert_size = 0;
   // Ranges (offset, count), in offset order. `decayed`: the tensors AdamW decays. `tied`,
   // `sp_norm`: positions whose gradient needs another group's sum before the DP reduction (the
   // tied table: embedding group; sequence-parallel norms: tp group). `summed`: tied, then sp_norm.

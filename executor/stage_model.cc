@@ -13,7 +13,8 @@ std::vector<Task> without_comm(std::vector<Task> tasks) {
 }  // namespace
 
 StageGeometry stage_geometry(const ModelSpec& model, const Plan& plan, std::int64_t stage,
-                             std::int64_t tp_rank, std::int64_t cp_rank) {
+                             std::int64_t tp_rank, std::int64_t cp_rank,
+                             std::int64_t ep_rank) {
   StageGeometry g;
   StageShape& x = g.shape;
   x.stage = stage;
@@ -28,7 +29,7 @@ StageGeometry stage_geometry(const ModelSpec& model, const Plan& plan, std::int6
   x.local_tokens = x.sp ? x.tokens / plan.tp : x.tokens;
   x.first = stage == 0;
   x.last = stage == plan.pp - 1;
-  g.layouts = stage_layouts(model, plan, stage, tp_rank);
+  g.layouts = stage_layouts(model, plan, stage, tp_rank, ep_rank);
   // Layer blocks follow the embedding block, chunk after chunk (param_blocks_on_stage order).
   const std::vector<std::int64_t> layers = chunk_layers(plan, model);
   std::size_t next = x.first ? 1 : 0;

@@ -56,6 +56,8 @@ void Trainer::init_blocks() {
     b.padded = (l.size + shards - 1) / shards * shards;  // as the cost model's dp_block_tasks pads
     b.shard = b.padded / shards;
     b.layer = l.layer;
+    b.expert_offset = l.expert_offset;
+    b.expert_size = l.expert_size;
     // Initialise the full tensors; the backend keeps what this rank holds.
     std::vector<float> full(static_cast<std::size_t>(b.padded), 0.0f);
     for (const TensorSlice& s : l.tensors) {
@@ -222,7 +224,15 @@ void Trainer::finish_gradients() {
     TraceScope block(trace_, {.layer = static_cast<std::int32_t>(b.layer)});
     switch (plan_.zero_stage) {
       case 0:
-        net.all_reduce_grad(CommGroup::kDp, {i, 0, b.padded}, "dp_grad_all_reduce");
+        if (b.expert_offset < 0) {
+          net.all_reduce_grad(CommGroup::kDp, {i, 0, b.padded}, "dp_grad_all_reduce");
+          break;
+        }
+        // An MoE layer: the dense part over the dp group, the experts over the ranks that hold
+        // the same ones (dp/ep; dp_block_tasks' two collectives, each part padded by itself).
+        net.all_reduce_grad(CommGroup::kDp, {i, 0, b.expert_offset}, "dp_grad_all_reduce");
+        net.all_reduce_grad(CommGroup::kExpertDp, {i, b.expert_offset, b.expert_size},
+                            "expert_dp_grad_all_reduce");
         break;
       case 1:
         net.reduce_scatter_grad(i);  // once per step, in place

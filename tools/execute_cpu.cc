@@ -308,8 +308,10 @@ Status write_first_step(const Setup& s, const std::vector<std::int32_t>& batch,
 
 // Per-rank figures gathered to rank 0, in this order.
 enum Field { kStage, kPeakMemory, kCompute, kOptimizer, kFirstGroup };
-constexpr CommGroup kGroups[] = {CommGroup::kTp,        CommGroup::kPp, CommGroup::kDp,
-                                 CommGroup::kEmbedding, CommGroup::kDpReplica, CommGroup::kCp};
+constexpr CommGroup kGroups[] = {CommGroup::kTp,        CommGroup::kPp,
+                                 CommGroup::kDp,        CommGroup::kEmbedding,
+                                 CommGroup::kDpReplica, CommGroup::kCp,
+                                 CommGroup::kEp,        CommGroup::kExpertDp};
 constexpr int kNumGroups = static_cast<int>(std::size(kGroups));
 constexpr int kFields = kFirstGroup + 2 * kNumGroups;
 

@@ -79,6 +79,14 @@ class MpiComm final : public Comm {
           static_cast<int>(layout->index_in_group(Axis::kZeroShard, rank)));
     split(CommGroup::kDpReplica, static_cast<int>(layout->group_color(Axis::kZeroReplica, rank)),
           static_cast<int>(layout->index_in_group(Axis::kZeroReplica, rank)));
+    // Expert parallelism, carved out of dp (core/rank_layout.h): the ep consecutive replicas that
+    // exchange tokens, and the ranks at one place in every ep group, which hold the same experts
+    // and sum their gradients (dp/ep replicas x cp; the cost model's expert_dp_cp).
+    split(CommGroup::kEp, static_cast<int>(layout->group_color(Axis::kEp, rank)),
+          static_cast<int>(layout->index_in_group(Axis::kEp, rank)));
+    split(CommGroup::kExpertDp,
+          static_cast<int>(me.tp + plan.tp * (me.pp + plan.pp * (me.dp % plan.ep))),
+          static_cast<int>((me.dp / plan.ep) * plan.cp + me.cp));
     split(CommGroup::kPp, static_cast<int>(layout->group_color(Axis::kPp, rank)),
           static_cast<int>(me.pp));
     // Tied embeddings with pp > 1: first and last stage of one (tp, cp, dp) coordinate
@@ -132,6 +140,29 @@ class MpiComm final : public Comm {
   }
   void do_all_to_all(CommGroup g, const float* in, float* out, std::int64_t n) override {
     TRAINPLAN_MPI_CALL(MPI_Alltoall(in, to_int(n), MPI_FLOAT, out, to_int(n), MPI_FLOAT, comm(g)));
+  }
+  void do_all_to_all_v(CommGroup g, const float* in, const std::vector<std::int64_t>& send_counts,
+                       float* out, const std::vector<std::int64_t>& recv_counts) override {
+    std::vector<int> sc, sd, rc, rd;
+    auto lay_out = [](const std::vector<std::int64_t>& counts, std::vector<int>& c,
+                      std::vector<int>& at) {
+      std::int64_t next = 0;
+      for (std::int64_t k : counts) {
+        c.push_back(to_int(k));
+        at.push_back(to_int(next));
+        next += k;
+      }
+      static_cast<void>(to_int(next));  // the whole buffer must fit int displacements
+    };
+    lay_out(send_counts, sc, sd);
+    lay_out(recv_counts, rc, rd);
+    TRAINPLAN_MPI_CALL(MPI_Alltoallv(in, sc.data(), sd.data(), MPI_FLOAT, out, rc.data(),
+                                     rd.data(), MPI_FLOAT, comm(g)));
+  }
+  void do_exchange_counts(CommGroup g, const std::int64_t* in, std::int64_t* out,
+                          std::int64_t per_member) override {
+    TRAINPLAN_MPI_CALL(MPI_Alltoall(in, to_int(per_member), MPI_INT64_T, out,
+                                    to_int(per_member), MPI_INT64_T, comm(g)));
   }
   void do_send(CommGroup g, const float* data, std::int64_t n, std::int64_t peer, int tag,
                std::string_view) override {

@@ -23,6 +23,7 @@ struct StageModel::LayerCache {
   Vec ln2_mean, ln2_rstd;            // (Tl)
   Mat a;                             // (T, f/tp) fc1 output (GELU input)
   Mat g;                             // (T, f/tp) GELU output (fc2 input)
+  MoeCache moe;                      // an MoE layer's router, dispatch and experts (moe.h)
   bool complete = false;             // false: only x is kept (full recompute)
 };
 
@@ -46,7 +47,7 @@ struct StageModel::LayerParams {
 StageModel::StageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
                        BlockAccess& access)
     : StageModelBase(model, plan, stage, comm.group_rank(CommGroup::kTp),
-                     comm.group_rank(CommGroup::kCp)),
+                     comm.group_rank(CommGroup::kCp), comm.group_rank(CommGroup::kEp)),
       model_(model),
       plan_(plan),
       comm_(comm),
@@ -63,7 +64,8 @@ StageModel::LayerParams StageModel::layer_params(std::size_t block, bool with_gr
   // must not exist from the forward on (the cost model counts one block's, during backward).
   float* g = with_grads ? access_.grads(block) : nullptr;
   const BlockLayout& l = layouts_[block];
-  for (std::size_t i = 0; i < kNumLayerTensors; ++i) {
+  // An MoE layer's tensors past norm2 are its router and experts (moe.cc reads them).
+  for (std::size_t i = 0; i < std::min<std::size_t>(kNumLayerTensors, l.tensors.size()); ++i) {
     lp.p[i] = p + l.tensors[i].offset;
     if (g) lp.g[i] = g + l.tensors[i].offset;
   }
@@ -120,10 +122,32 @@ void StageModel::reduce_scatter_kv_grad(const Mat& dk_full, const Mat& dv_full, 
   dv = mine.rightCols(w);
 }
 
+// The dense MLP on the (gathered) norm2 output y2, up to its TP sum (the row-parallel bias is
+// added with the residual).
+void StageModel::dense_mlp_forward(std::size_t block, const Mat& y2, LayerCache& c, Mat& m) {
+  const LayerParams P = layer_params(block, /*with_grads=*/false);
+  const std::int64_t h = model_.hidden_size, fr = layouts_[block].tensors[kW1].cols;
+  TraceSpan span(trace_);
+  span.begin("fc1");
+  linear_forward(y2, ConstMatMap(P.p[kW1], h, fr), P.p[kB1], c.a);
+  span.begin("gelu");
+  gelu_forward(c.a, c.g);
+  span.begin("fc2");
+  Mat partial;
+  linear_forward(c.g, ConstMatMap(P.p[kW2], fr, h), nullptr, partial);
+  span.end();
+  if (x_.sp) {
+    reduce_scatter_tokens(partial, m, "tp_reduce_scatter_mlp");
+  } else {
+    comm_.all_reduce(CommGroup::kTp, partial.data(), partial.size(), ReduceOp::kSum,
+                     "tp_all_reduce_mlp");
+    m.swap(partial);
+  }
+}
+
 void StageModel::layer_forward(std::size_t block, const Mat& x, LayerCache& c, Mat& out) {
   const LayerParams P = layer_params(block, /*with_grads=*/false);
-  const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp,
-                     fr = model_.ffn_hidden_size / plan_.tp;
+  const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp;
   const std::int64_t heads = model_.num_attention_heads / plan_.tp;
   TraceSpan span(trace_);
   span.begin("norm1");
@@ -176,33 +200,26 @@ void StageModel::layer_forward(std::size_t block, const Mat& x, LayerCache& c, M
     gather_tokens(c.ln2, gathered, "tp_all_gather_mlp");
     y2 = &gathered;
   }
-  span.begin("fc1");
-  linear_forward(*y2, ConstMatMap(P.p[kW1], h, fr), P.p[kB1], c.a);
-  span.begin("gelu");
-  gelu_forward(c.a, c.g);
-  span.begin("fc2");
-  linear_forward(c.g, ConstMatMap(P.p[kW2], fr, h), nullptr, partial);
   span.end();
   Mat m;
-  if (x_.sp) {
-    reduce_scatter_tokens(partial, m, "tp_reduce_scatter_mlp");
+  const bool moe = layouts_[block].expert_offset >= 0;
+  if (moe) {
+    moe_forward(block, *y2, c.moe, m);
   } else {
-    comm_.all_reduce(CommGroup::kTp, partial.data(), partial.size(), ReduceOp::kSum,
-                     "tp_all_reduce_mlp");
-    m.swap(partial);
+    dense_mlp_forward(block, *y2, c, m);
   }
-  span.begin("residual2");
-  m.rowwise() += ConstRowMap(P.p[kB2], h);
+  span.begin("residual2");  // the row-parallel bias, then the residual (as the cost model)
+  if (!moe) m.rowwise() += ConstRowMap(P.p[kB2], h);
   out = c.x1 + m;
   span.end();  // before the temporaries are freed
   c.complete = true;
 }
 
-void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dx) {
+// The dense MLP's backward from the layer output's gradient dout to norm2's output gradient dyl
+// (TP-summed, or reduce-scattered with SP).
+void StageModel::dense_mlp_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dyl) {
   const LayerParams P = layer_params(block, /*with_grads=*/true);
-  const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp,
-                     fr = model_.ffn_hidden_size / plan_.tp;
-  const std::int64_t heads = model_.num_attention_heads / plan_.tp;
+  const std::int64_t h = model_.hidden_size, fr = layouts_[block].tensors[kW1].cols;
   TraceSpan span(trace_);
   // MLP. g's backward: with SP, gather the output gradient of the row-parallel fc2 (it also
   // gives b2's gradient over every token, identical on all TP ranks).
@@ -235,13 +252,25 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dou
   weight_grad(block, kW1, h, fr, *y2, da, P.g[kB1], "fc1_wgrad");
   span.end();
   da.resize(0, 0);
-  Mat dyl;
   if (x_.sp) {
     reduce_scatter_tokens(dy, dyl, "tp_reduce_scatter_mlp_grad");
   } else {
     comm_.all_reduce(CommGroup::kTp, dy.data(), dy.size(), ReduceOp::kSum,
                      "tp_all_reduce_mlp_grad");
     dyl.swap(dy);
+  }
+}
+
+void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dx) {
+  const LayerParams P = layer_params(block, /*with_grads=*/true);
+  const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp;
+  const std::int64_t heads = model_.num_attention_heads / plan_.tp;
+  TraceSpan span(trace_);
+  Mat dyl, gathered, dy;
+  if (layouts_[block].expert_offset >= 0) {
+    moe_backward(block, c.ln2, c.moe, dout, dyl);
+  } else {
+    dense_mlp_backward(block, c, dout, dyl);
   }
   Mat dn;
   span.begin("norm2_bwd");
@@ -499,6 +528,8 @@ void StageModel::head_backward(MicroBatch& s, Mat& dx) {
 double StageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int32_t* tokens,
                            const std::int32_t* targets, const Mat* input, Mat* output,
                            float loss_scale) {
+  loss_scale_ = loss_scale;
+  routing_hash_ = 0;
   auto state = std::make_unique<MicroBatch>();
   MicroBatch& s = *state;
   s.layers.resize(chunk_blocks_[static_cast<std::size_t>(chunk)].size());

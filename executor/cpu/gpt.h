@@ -22,6 +22,7 @@
 
 #include "executor/comm.h"
 #include "executor/cpu/kernels.h"
+#include "executor/cpu/moe.h"
 #include "executor/params.h"
 #include "executor/stage.h"
 #include "executor/stage_model.h"
@@ -67,6 +68,12 @@ class StageModel final : public StageModelBase {
   // Records a span per cost-model task into `trace` from now on (null: stop; see trace.h). The
   // caller sets the pass and micro-batch in the trace's context; the model sets the layer.
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
+  // The load-balancing losses of the MoE layers' forwards so far (recomputes included), each
+  // weighted as its gradient is (moe.h); not part of forward's returned loss.
+  double aux_loss_sum() const { return aux_loss_sum_; }
+  // A hash of the experts every MoE layer chose for every token in the last forward (0 without
+  // MoE layers): tests compare routings by it.
+  std::uint64_t routing_fingerprint() const { return routing_hash_; }
   // Appends each micro-batch's logits (T, padded vocab / tp) to `sink` (null: stop).
   void capture_logits(std::vector<float>* sink) { logits_sink_ = sink; }
 
@@ -78,6 +85,17 @@ class StageModel final : public StageModelBase {
   LayerParams layer_params(std::size_t block, bool with_grads);
   void layer_forward(std::size_t block, const Mat& x, LayerCache& c, Mat& out);
   void layer_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dx);
+  void dense_mlp_forward(std::size_t block, const Mat& y2, LayerCache& c, Mat& m);
+  void dense_mlp_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dyl);
+  // An MoE layer's MLP (executor/cpu/moe.h) on the norm2 output y: out is the MLP's output;
+  // backward takes its gradient dm and writes y's.
+  void moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& out);
+  void moe_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dm, Mat& dy);
+  void moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& send);
+  void moe_shared_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dm, Mat& dy);
+  Mat moe_experts_backward(std::size_t block, MoeCache& c, const Mat& dout_rows);
+  void moe_router_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dgates,
+                           Mat& dy);
   void embedding_forward(const std::int32_t* tokens, Mat& out);
   void embedding_backward(const std::int32_t* tokens, const Mat& dout);
   double head_forward(MicroBatch& s, const Mat& x, const std::int32_t* targets, float scale);
@@ -107,6 +125,9 @@ class StageModel final : public StageModelBase {
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<MicroBatch>>
       in_flight_;  // by (chunk, micro-batch)
   TraceRecorder* trace_ = nullptr;
+  float loss_scale_ = 0;
+  double aux_loss_sum_ = 0;
+  std::uint64_t routing_hash_ = 0;  // the last forward's (the same every micro-batch): MoE's aux weight
   // A micro-batch's W pass, collected by its B pass (backward_input).
   struct WeightPass {
     std::vector<std::pair<std::string_view, std::function<void()>>> grads;  // (task, dW +=)

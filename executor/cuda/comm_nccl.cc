@@ -392,6 +392,17 @@ void NcclComm::do_all_to_all(CommGroup g, const float* in, float* out, std::int6
   wait_stream(s, "all_to_all (ncclSend/ncclRecv)");
 }
 
+void NcclComm::do_all_to_all_v(CommGroup g, const float*, const std::vector<std::int64_t>&,
+                               float*, const std::vector<std::int64_t>&) {
+  throw CommError("all_to_all_v on group " + std::string(to_string(g)) +
+                  ": the NCCL backend has no variable all-to-all (MoE runs on the CPU executor)");
+}
+
+void NcclComm::do_exchange_counts(CommGroup g, const std::int64_t*, std::int64_t*, std::int64_t) {
+  throw CommError("exchange_counts on group " + std::string(to_string(g)) +
+                  ": the NCCL backend has no variable all-to-all (MoE runs on the CPU executor)");
+}
+
 // Pipeline messages: the channel is the tag's parity, so each direction of the trainer's
 // forward (tag 1) and backward (tag 2) traffic has its own communicator and stream; messages
 // of one tag stay in order.

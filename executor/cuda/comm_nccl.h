@@ -88,6 +88,12 @@ class NcclComm final : public Comm {
   void do_reduce_scatter(CommGroup g, const float* in, float* out, std::int64_t n) override;
   void do_all_gather(CommGroup g, const float* in, float* out, std::int64_t n) override;
   void do_all_to_all(CommGroup g, const float* in, float* out, std::int64_t n) override;
+  // MoE's variable all-to-all: not on NCCL (the CUDA backend refuses MoE models before a step,
+  // gpt_cuda.h); each throws CommError.
+  void do_all_to_all_v(CommGroup g, const float* in, const std::vector<std::int64_t>& send_counts,
+                       float* out, const std::vector<std::int64_t>& recv_counts) override;
+  void do_exchange_counts(CommGroup g, const std::int64_t* in, std::int64_t* out,
+                          std::int64_t per_member) override;
   // Pipeline sends and receives, host-synchronous; with a device trace set, a span on the p2p
   // stream around the NCCL call (a receive's includes its wait for the peer's send).
   void do_send(CommGroup g, const float* data, std::int64_t n, std::int64_t peer, int tag,

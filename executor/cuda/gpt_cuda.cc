@@ -18,6 +18,17 @@ Status check_cuda_executor_supports(const ModelSpec& m, const Plan& p) {
     return Status::Error("the CUDA executor computes in bf16: the plan must say \"precision\": "
                          "\"bf16\"");
   as_fp32.precision = Precision::kFp32;
+  // The CPU executor runs MoE (executor/cpu/moe.cc); this one has no router, experts or
+  // expert all-to-all.
+  if (m.is_moe())
+    return Status::Error("num_experts=" + std::to_string(m.num_experts) +
+                             ": the CUDA executor does not run mixture-of-experts models (the CPU "
+                             "executor, plan and simulate do)",
+                         ExitCode::kInvalidInput);
+  if (p.ep != 1)
+    return Status::Error("ep=" + std::to_string(p.ep) +
+                             ": the CUDA executor does not implement expert parallelism",
+                         ExitCode::kInvalidInput);
   Status s = check_executor_supports(m, as_fp32);
   if (!s.ok()) return s;
   // The CPU executor runs context parallelism (executor/cpu/gpt.cc); the CUDA attention kernel

@@ -46,6 +46,15 @@ string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;3;$<TARGET_FILE:execute>;--model;$
 _execute_test(context_parallel_uneven 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
               "-DREGEX=cp=3: seq_len=64 is not divisible by 2.cp = 6" -DMAX_SECONDS=30
               -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+# Mixture of experts through the tool: 4 experts over 2 EP ranks writes a report with the ep
+# group's bytes; over tp 2 it is refused naming the field (the experts are not split over tp).
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/tests/executor/models/tiny-moe.json;--plan;${_plans}/moe_ep2.json;--steps;3;--data;${PROJECT_SOURCE_DIR}/data/kjv-genesis.txt;--out;${_out}/moe_ep2.json")
+_execute_test(moe_ep2 120 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=zero
+              "-DREGEX=ep=2 .*wrote .*moe_ep2.json" -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/tests/executor/models/tiny-moe.json;--plan;${_plans}/moe_tp2.json;--steps;2;--random-tokens;--out;${_out}/never.json")
+_execute_test(moe_tp2_rejected 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
+              "-DREGEX=tp=2 with a mixture-of-experts model" -DMAX_SECONDS=30
+              -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
 string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;-x;RANK=5;-x;WORLD_SIZE=2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/dp2.json;--steps;2;--random-tokens;--out;${_out}/never.json")
 _execute_test(launcher_mismatch 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
               "-DREGEX=RANK=5 but this process is MPI rank" -DMAX_SECONDS=30

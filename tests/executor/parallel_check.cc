@@ -1,8 +1,9 @@
 // The parallel executor against the single-process run, under mpirun:
 //   mpirun -np N parallel_check tp=2 cp=1 pp=1 dp=1 zero=0 mbs=2 gbs=8 schedule=1f1b
-//       recompute=none sp=0 steps=3 vs=1 untied=0 rlayers=0 pa=0 shard=0  (rlayers:
-//       recompute_num_layers; pa: partition_activations; shard: zero_shard_size; cp > 1 runs
-//       the plan with attention=fused, as context parallelism needs)
+//       recompute=none sp=0 steps=3 vs=1 untied=0 rlayers=0 pa=0 shard=0 ep=1 model=tiny
+//       (rlayers: recompute_num_layers; pa: partition_activations; shard: zero_shard_size;
+//       cp > 1 runs the plan with attention=fused, as context parallelism needs;
+//       model=tiny-moe: tests/executor/models/tiny-moe.json, 4 experts top-2)
 // Every rank trains the plan with the MPI backend and, in the same process, the reference
 // plan (tp = cp = pp = dp = 1, no ZeRO, no recompute) with the local backend, on the same batches
 // from the shipped corpus, then checks:
@@ -10,15 +11,16 @@
 //  2. every parameter element this rank holds after the last step:
 //     |parallel - reference| <= kWeightTol;
 //  3. the bytes this rank sent per group equal steps * comm_volume_on_stage(model, plan, stage)
-//     exactly (tp; cp; pp + embedding; dp + hybrid sharding's replica group), up to the two
+//     exactly (tp; cp; pp + embedding; dp + hybrid sharding's replica group + expert dp; ep
+//     summed over the stage's ranks, since routing decides how much each rank sends back), up to the two
 //     documented differences (trainer.h): the sequence-parallel norm all-reduce the cost model
 //     does not list, and the ZeRO-3 gathers of the embedding and head blocks before a full
 //     recompute that the executor does not issue;
 //  4. the trace of the last step (executor/trace.h): per group, the bytes of the traced
 //     collectives equal what the Comm counted during that step, and the compute track never
 //     holds two spans at once.
-// Before training it also checks the collectives the trainer does not use (all-to-all,
-// barrier) and their byte count, and the in-place forms of reduce-scatter and all-gather. Exit 0 when every rank passes; each rank prints one line.
+// Before training it also checks the collectives the trainer does not use (all-to-all, the
+// variable all-to-all and its counts exchange, barrier) and their byte count, and the in-place forms of reduce-scatter and all-gather. Exit 0 when every rank passes; each rank prints one line.
 #include <mpi.h>
 
 #include <algorithm>
@@ -53,6 +55,19 @@ namespace {
 constexpr double kLossTol = 1e-6;
 constexpr double kWeightTol = 5e-5;
 
+// The sum of `value` over the ranks of pipeline stage `stage` (every one of its ep groups sends,
+// in all, what the cost model's balanced routing predicts per rank times ep).
+std::int64_t stage_sum(std::int64_t value, std::int64_t stage) {
+  MPI_Comm same_stage = MPI_COMM_NULL;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(stage), rank, &same_stage);
+  std::int64_t sum = 0;
+  MPI_Allreduce(&value, &sum, 1, MPI_INT64_T, MPI_SUM, same_stage);
+  MPI_Comm_free(&same_stage);
+  return sum;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;
@@ -73,7 +88,7 @@ int main(int argc, char** argv) {
                                            {"schedule", "1f1b"}, {"recompute", "none"},
                                            {"sp", "0"}, {"steps", "3"}, {"vs", "1"},
                                            {"untied", "0"}, {"rlayers", "0"}, {"pa", "0"},
-                                           {"shard", "0"}};
+                                           {"shard", "0"}, {"ep", "1"}, {"model", "tiny"}};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto eq = a.find('=');
@@ -88,6 +103,7 @@ int main(int argc, char** argv) {
   plan.cp = std::stoll(kv["cp"]);
   plan.pp = std::stoll(kv["pp"]);
   plan.dp = std::stoll(kv["dp"]);
+  plan.ep = std::stoll(kv["ep"]);
   plan.zero_stage = std::stoi(kv["zero"]);
   plan.zero_shard_size = std::stoll(kv["shard"]);
   plan.micro_batch_size = std::stoll(kv["mbs"]);
@@ -108,7 +124,10 @@ int main(int argc, char** argv) {
   const std::int64_t steps = std::stoll(kv["steps"]);
 
   const std::string root = TRAINPLAN_SOURCE_DIR;
-  auto model = model_from_json(Json::parse(read_file(root + "/models/tiny.json")), "tiny.json");
+  const std::string model_path = kv["model"] == "tiny-moe"
+                                     ? root + "/tests/executor/models/tiny-moe.json"
+                                     : root + "/models/tiny.json";
+  auto model = model_from_json(Json::parse(read_file(model_path)), model_path);
   if (!model.ok()) {
     std::cerr << model.status().message() << "\n";
     MPI_Abort(MPI_COMM_WORLD, 3);
@@ -117,7 +136,7 @@ int main(int argc, char** argv) {
   const std::string corpus = read_file(root + "/data/kjv-genesis.txt");
 
   Plan ref_plan = plan;
-  ref_plan.tp = ref_plan.cp = ref_plan.pp = ref_plan.dp = 1;
+  ref_plan.tp = ref_plan.cp = ref_plan.pp = ref_plan.dp = ref_plan.ep = 1;
   ref_plan.zero_stage = 0;
   ref_plan.zero_shard_size = 0;
   ref_plan.recompute = Recompute::kNone;
@@ -166,6 +185,54 @@ int main(int argc, char** argv) {
       ++failures;
       log << "  all_to_all counted " << (*comm)->counters(g).bytes_sent - before << " bytes\n";
     }
+    // The variable all-to-all and its counts exchange (MoE's dispatch): member me sends
+    // me + j + 1 elements to member j, 1000 * me + 100 * j + position.
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(2 * n)), sc, rc;
+    std::vector<float> vsend;
+    for (std::int64_t j = 0; j < n; ++j) {
+      counts[static_cast<std::size_t>(2 * j)] = 10 * me + j;
+      counts[static_cast<std::size_t>(2 * j + 1)] = 7;
+      sc.push_back(me + j + 1);
+      for (std::int64_t x = 0; x <= me + j; ++x) vsend.push_back(static_cast<float>(1000 * me + 100 * j + x));
+    }
+    const std::vector<std::int64_t> got = (*comm)->exchange_counts(g, counts);
+    for (std::int64_t i = 0; i < n; ++i) {
+      rc.push_back(i + me + 1);
+      if (got[static_cast<std::size_t>(2 * i)] != 10 * i + me || got[static_cast<std::size_t>(2 * i + 1)] != 7) {
+        ++failures;
+        log << "  exchange_counts: wrong counts from member " << i << "\n";
+      }
+    }
+    std::vector<float> vrecv(static_cast<std::size_t>(n * (me + 1) + n * (n - 1) / 2));
+    const std::int64_t before_v = (*comm)->counters(g).bytes_sent;
+    (*comm)->all_to_all_v(g, vsend.data(), sc, vrecv.data(), rc);
+    std::size_t at = 0;
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t x = 0; x <= i + me; ++x)
+        if (vrecv[at++] != static_cast<float>(1000 * i + 100 * me + x)) {
+          ++failures;
+          log << "  all_to_all_v: wrong element from member " << i << "\n";
+          break;
+        }
+    const std::int64_t want_v = bytes_sent_per_rank(
+        Collective::kAllToAll, static_cast<std::int64_t>(vsend.size() * 4), n);
+    if ((*comm)->counters(g).bytes_sent - before_v != want_v) {
+      ++failures;
+      log << "  all_to_all_v counted " << (*comm)->counters(g).bytes_sent - before_v
+          << " bytes, not " << want_v << "\n";
+    }
+    try {  // counts for the wrong number of members: an error, before any message
+      (*comm)->all_to_all_v(g, vsend.data(), {1}, vrecv.data(), rc);
+      if (n != 1) {
+        ++failures;
+        log << "  all_to_all_v took 1 count for " << n << " members\n";
+      }
+    } catch (const CommError& e) {
+      if (std::string(e.what()).find("1 send and") == std::string::npos) {
+        ++failures;
+        log << "  all_to_all_v error: " << e.what() << "\n";
+      }
+    }
     // In-place reduce-scatter and all-gather (comm.h), as ZeRO uses them: the shard at its
     // own position in the full buffer. Member i holds 100 * i + j at position j.
     std::vector<float> whole(send);
@@ -195,7 +262,8 @@ int main(int argc, char** argv) {
   std::map<CommGroup, std::int64_t> before_last;
   const CommGroup kModelGroups[] = {CommGroup::kTp,        CommGroup::kPp,
                                     CommGroup::kDp,        CommGroup::kEmbedding,
-                                    CommGroup::kDpReplica, CommGroup::kCp};
+                                    CommGroup::kDpReplica, CommGroup::kCp, CommGroup::kEp,
+                                    CommGroup::kExpertDp};
   for (std::int64_t s = 0; s < steps; ++s) {
     const auto batch = corpus_batch(corpus, 11, s, plan.global_batch_size, model->seq_len);
     const bool last = s == steps - 1;
@@ -268,9 +336,18 @@ int main(int argc, char** argv) {
       {"cp", static_cast<double>(sent[CommGroup::kCp]), n * v.cp_bytes},
       {"pp", static_cast<double>(sent[CommGroup::kPp] + sent[CommGroup::kEmbedding]),
        n * v.pp_bytes},
-      {"dp", static_cast<double>(sent[CommGroup::kDp] + sent[CommGroup::kDpReplica]),
-       n * v.dp_bytes}};
+      {"dp",
+       static_cast<double>(sent[CommGroup::kDp] + sent[CommGroup::kDpReplica] +
+                           sent[CommGroup::kExpertDp]),
+       n * v.dp_bytes},
+      {"ep (stage sum)", static_cast<double>(stage_sum(sent[CommGroup::kEp], p.stage())),
+       n * v.ep_bytes * static_cast<double>(size / plan.pp)}};
   std::ostringstream bytes;
+  // This rank's own ep bytes, against the cost model's balanced-routing figure (not checked:
+  // how many rows come back to each rank's experts is the router's choice).
+  if (v.ep_bytes > 0)
+    bytes << " ep (this rank)=" << sent[CommGroup::kEp] << " (balanced: "
+          << static_cast<std::int64_t>(n * v.ep_bytes) << ")";
   for (const Row& r : rows) {
     bytes << " " << r.group << "=" << static_cast<std::int64_t>(r.got);
     if (r.got != r.want) {

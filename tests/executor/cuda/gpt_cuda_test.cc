@@ -306,6 +306,22 @@ TEST(CudaStageModelSupport, RejectsContextParallelPlans) {
             std::string::npos) << s.message();
 }
 
+TEST(CudaStageModelSupport, RejectsMixtureOfExperts) {
+  // Runs without a GPU: the CPU executor runs MoE and expert parallelism, the CUDA one neither.
+  ModelSpec moe = small_model();
+  moe.num_experts = 4;
+  moe.experts_per_token = 2;
+  Plan p = plan_for(Precision::kBf16, Recompute::kNone);
+  Status s = check_cuda_executor_supports(moe, p);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.message().rfind("num_experts=4: the CUDA executor", 0), 0u) << s.message();
+  p.ep = 2;
+  p.dp = 2;
+  s = check_cuda_executor_supports(small_model(), p);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.message().rfind("ep=2: the CUDA executor", 0), 0u) << s.message();
+}
+
 TEST(CudaStageModelSupport, RejectsPartitionedActivationCheckpoints) {
   // Runs without a GPU: the CPU executor partitions checkpoints, the CUDA one does not.
   Plan p = plan_for(Precision::kBf16, Recompute::kFull);
