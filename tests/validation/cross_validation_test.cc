@@ -1,9 +1,9 @@
 // The accuracy headline as a ratchet: leave-one-family-out cross-validation over the whole corpus
 // (validation/corpus/published_runs.json), as `simulate --published ... --cross-validate` runs
-// it. Fails when the cross-validated median |throughput error| rises above its value when the
-// ratchet was last tightened, and when the committed residuals
+// it. Fails when the cross-validated median or p90 |throughput error| rises above its value when
+// the ratchet was last tightened, and when the committed residuals
 // (validation/corpus/error_residuals.json, the error band's source) are stale.
-// Tighten kMedianRatchet as the median falls; never loosen it without saying why in the commit.
+// Tighten the ratchets as the errors fall; never loosen one without saying why in the commit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,8 +18,14 @@ namespace trainplan {
 namespace {
 
 // 2026-11-24: 10.8% over 142 runs in 21 families (bench/results/published-2026-11-24/; it was
-// 12.5% before torchtitan's FSDP under pipeline parallelism was read as it runs).
-constexpr double kMedianRatchet = 0.109;
+// 12.5% before torchtitan's FSDP under pipeline parallelism was read as it runs). Loosened the
+// same day to 11.8%, said in the commit and in that folder's NOTES.md: Megatron-family runs read
+// at the ZeRO stages their framework offers (not ZeRO-2/3), MoE token permutations and
+// node-limited all-to-alls cut the p90 from 60.6% to 52.3% and the presets' median from 11.4%
+// to 10.7%, but moved the constants the held-out folds choose (megatron-lm's H100 README family
+// 10.2% -> 16.3%). The p90 is ratcheted from then on too.
+constexpr double kMedianRatchet = 0.119;
+constexpr double kP90Ratchet = 0.53;
 
 Json read_json(const std::string& relative) {
   std::ifstream in(std::string(TRAINPLAN_SOURCE_DIR) + "/" + relative);
@@ -46,10 +52,12 @@ TEST(CrossValidation, HeadlineWithinRatchetAndResidualsCurrent) {
                 100 * f.throughput.median_abs, 100 * f.throughput.p90_abs,
                 100 * f.throughput.mean_signed, f.throughput.count);
   std::printf("cross-validated: median %.2f%%, p90 %.2f%%, mean %+.2f%% over %zu runs "
-              "(ratchet %.1f%%)\n",
+              "(ratchets %.1f%%, %.1f%%)\n",
               100 * cv.throughput.median_abs, 100 * cv.throughput.p90_abs,
-              100 * cv.throughput.mean_signed, cv.throughput.count, 100 * kMedianRatchet);
+              100 * cv.throughput.mean_signed, cv.throughput.count, 100 * kMedianRatchet,
+              100 * kP90Ratchet);
   EXPECT_LE(cv.throughput.median_abs, kMedianRatchet);
+  EXPECT_LE(cv.throughput.p90_abs, kP90Ratchet);
 
   // The committed residuals are these, to rounding.
   const std::vector<FamilyResiduals> fresh = residuals_by_family(runs, cv);
