@@ -340,8 +340,8 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
         search.ranked[i].simulated = true;
         return Status::Ok();
       };
-      // Refinements so far; dropped candidates count too, so that the budget below bounds
-      // them all.
+      // The best estimates, at most 4 x simulate_top refinements of them (dropped candidates
+      // count too).
       std::size_t n = 0;
       for (std::size_t i = 0; i < std::min(search.ranked.size(), top) && n < 4 * top; ++n) {
         const std::size_t before = search.ranked.size();
@@ -362,7 +362,6 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
           }
           const std::size_t before = search.ranked.size();
           TRAINPLAN_RETURN_IF_ERROR(refine_at(i));
-          ++n;
           if (search.ranked.size() == before) {
             ++taken;
             ++i;
@@ -378,14 +377,13 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
       };
       rank();
       // The analytical estimate can be optimistic where the simulator sees communication it
-      // cannot hide (ZeRO-3 gathers, a dp x cp group across nodes); a candidate it put below
-      // the refined ones may now head the ranking on its estimate alone. Refine whichever
-      // candidate heads it until a simulated one does, so the recommendation is a figure the
-      // simulator confirmed (at most 4 x simulate_top refinements in all).
-      const std::size_t budget = std::max(n, 4 * top);
-      for (std::size_t refined = n; refined < budget && !search.ranked.empty() &&
-                                    !search.ranked.front().simulated;
-           ++refined) {
+      // cannot hide (ZeRO-3 gathers, a dp x cp group across nodes), or memory its closed form
+      // misses; a candidate it put below the refined ones may now head the ranking on its
+      // estimate alone. Refine whichever candidate heads it until a simulated one does, so the
+      // recommendation is a figure the simulator confirmed, past the 4 x simulate_top budget
+      // if need be: each kept candidate is simulated at most once (8 x simulate_top of them),
+      // so this ends, and one over memory is dropped like any other.
+      while (!search.ranked.empty() && !search.ranked.front().simulated) {
         TRAINPLAN_RETURN_IF_ERROR(refine_at(0));
         rank();
       }
