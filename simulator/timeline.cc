@@ -257,10 +257,10 @@ void write_chrome_trace(const Program& p, const std::vector<SlotTimeline>& timel
                          si.static_memory.optimizer_bytes;
     for (const MemorySample& m : timelines[s].memory) {
       std::snprintf(buf, sizeof buf,
-                    "{\"name\":\"memory GiB\",\"ph\":\"C\",\"pid\":%lld,\"ts\":%.3f,\"args\":{"
+                    "{\"name\":\"memory GB\",\"ph\":\"C\",\"pid\":%lld,\"ts\":%.3f,\"args\":{"
                     "\"model states\":%.6f,\"activations\":%.6f,\"buffers\":%.6f}}",
                     static_cast<long long>(si.rank), static_cast<double>(m.time) / 1e3,
-                    fixed / kGiB, m.activations_bytes / kGiB, m.buffers_bytes / kGiB);
+                    fixed / kGB, m.activations_bytes / kGB, m.buffers_bytes / kGB);
       w.object(buf);
     }
   }
