@@ -410,6 +410,40 @@ TEST(Planner, PickIsSimulatedAndFitsWhenDropsSpendTheBudget) {
   expect_ranked_by_step_time(s);
 }
 
+// When the simulator finds every kept candidate (8 x simulate_top = 32) over memory, the search
+// runs again keeping more and the pick is the best estimate that fits in simulation, instead of
+// "nothing fits" said of a search that only ran out of kept candidates.
+TEST(Planner, RefinementSearchesAgainWhenEveryKeptCandidateIsOverMemory) {
+  const ModelSpec m = load_repo_model("gpt2-774m.json");
+  const ClusterSpec c = cluster("H100-80GB", 8);
+  PlannerOptions opt;
+  opt.simulate_top = 4;
+  PlannerOptions wide = opt;
+  wide.top_k = 48;
+  auto all = plan_training(m, c, wide);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->search.ranked.size(), 48u);
+  std::set<std::string> over;
+  for (std::size_t i = 0; i < 40; ++i) over.insert(describe(all->search.ranked[i].plan));
+  RefineFn refine = [&](const Plan& p) -> Result<Estimate> {
+    Estimator est(m, c, std::nullopt);
+    Estimate e = est.estimate(p);
+    if (over.count(describe(p)) > 0) e.peak_memory_bytes = c.gpu.hbm_bytes;  // above 90%
+    return e;
+  };
+  auto r = plan_training(m, c, opt, refine);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->fits());
+  const PlanSearch& s = r->search;
+  EXPECT_TRUE(s.ranked.front().simulated);
+  EXPECT_EQ(describe(s.ranked.front().plan), describe(all->search.ranked[40].plan));
+  EXPECT_EQ(s.rejections.count(RejectReason::kMemorySimulated), 40);
+  EXPECT_EQ(s.feasible, all->search.feasible - 40);
+  EXPECT_EQ(s.feasible + s.rejections.total(), s.evaluated);
+  for (const Candidate& cand : s.ranked) EXPECT_EQ(over.count(describe(cand.plan)), 0u);
+  expect_ranked_by_step_time(s);
+}
+
 // A candidate whose simulated peak exceeds the usable memory is dropped, counted as a
 // rejection, and never recommended.
 TEST(Planner, RefinementDropsACandidateTheSimulatorFindsOverMemory) {
