@@ -349,8 +349,15 @@ Result<ClusterSpec> cluster_from_json(const Json& j, std::string_view source) {
   if (r.get_double("inter_node_GBps", v, 1e-6, 1e6, false)) c.inter_node_bytes_per_s = v * kGB;
   if (r.get_double("inter_node_latency_us", v, 0, 1e6, false)) c.inter_node_latency_s = v * kUs;
   if (r.get_double("pcie_GBps", v, 1e-6, 1e6, false)) c.pcie_bytes_per_s = v * kGB;
-  if (r.get_double("host_memory_GiB_per_node", v, 0, 1e9, false))
+  // GB like every other figure the tools print; the GiB key of earlier versions is still read.
+  const bool host_gb = r.get_double("host_memory_GB_per_node", v, 0, 1e9, false);
+  if (host_gb) c.host_memory_bytes_per_node = v * kGB;
+  if (r.get_double("host_memory_GiB_per_node", v, 0, 1e9, false)) {
     c.host_memory_bytes_per_node = v * kGiB;
+    if (host_gb)
+      r.fail_field("host_memory_GiB_per_node",
+                   "host memory is also given as host_memory_GB_per_node (GB, 10^9 bytes); give one");
+  }
   if (r.get_double("host_memory_GBps_per_node", v, 1e-6, 1e6, false))
     c.host_memory_bytes_per_s_per_node = v * kGB;
   if (r.get_double("nvme_TB_per_node", v, 0, 1e6, false)) c.nvme_bytes_per_node = v * kTB;
@@ -371,7 +378,7 @@ Json cluster_to_json(const ClusterSpec& c) {
   j["inter_node_GBps"] = c.inter_node_bytes_per_s / kGB;
   j["inter_node_latency_us"] = c.inter_node_latency_s / kUs;
   j["pcie_GBps"] = c.pcie_bytes_per_s / kGB;
-  j["host_memory_GiB_per_node"] = c.host_memory_bytes_per_node / kGiB;
+  j["host_memory_GB_per_node"] = c.host_memory_bytes_per_node / kGB;
   j["host_memory_GBps_per_node"] = c.host_memory_bytes_per_s_per_node / kGB;
   j["nvme_TB_per_node"] = c.nvme_bytes_per_node / kTB;
   j["nvme_GBps_per_node"] = c.nvme_bytes_per_s_per_node / kGB;

@@ -93,9 +93,10 @@ Result<ClusterSpec> make_cluster(std::string_view gpu_name, std::int64_t total_g
 
 // Cluster JSON: {"gpu": "H100-80GB" | {gpu object}, "num_nodes", "gpus_per_node",
 //  "intra_node_GBps", "intra_node_latency_us", "inter_node_GBps", "inter_node_latency_us",
-//  "pcie_GBps", "host_memory_GiB_per_node", "host_memory_GBps_per_node", "nvme_TB_per_node",
+//  "pcie_GBps", "host_memory_GB_per_node", "host_memory_GBps_per_node", "nvme_TB_per_node",
 //  "nvme_GBps_per_node"}; links default to the
-// GPU preset's node figures.
+// GPU preset's node figures. "host_memory_GiB_per_node" (GiB, earlier versions) is read in
+// place of "host_memory_GB_per_node"; both at once is an error.
 Result<ClusterSpec> cluster_from_json(const Json& json, std::string_view source);
 Json cluster_to_json(const ClusterSpec& cluster);
 Json gpu_to_json(const GpuSpec& gpu);

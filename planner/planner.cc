@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -312,7 +313,9 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
     resolved.global_batch_size = default_global_batch(model, cluster.total_gpus());
   result.search = search_plans(est, resolved, cluster.total_gpus(), /*offload=*/false);
 
-  auto finish = [&](PlanSearch& search) -> Status {
+  // `again` runs the same search with other options (more candidates kept).
+  using SearchAgain = std::function<PlanSearch(const PlannerOptions&)>;
+  auto finish = [&](PlanSearch& search, const SearchAgain& again) -> Status {
     // Refine the best candidates with the simulator and re-rank them by its step time.
     if (refine && options.simulate_top > 0) {
       const RefineFn cached = prefetched_refine(search, options, refine);
@@ -322,10 +325,12 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
       // estimate's closed form can miss a moment of the timeline, and a plan searched to the
       // memory's edge, such as a partial recompute, has no slack) is dropped as a memory
       // rejection: the next candidate takes index i.
+      std::set<std::string> dropped;  // plan_to_json of each, as prefetched_refine keys them
       auto refine_at = [&](std::size_t i) -> Status {
         auto sim = cached(search.ranked[i].plan);
         if (!sim.ok()) return sim.status();
         if (sim->peak_memory_bytes > usable) {
+          dropped.insert(plan_to_json(search.ranked[i].plan).dump());
           char buf[120];
           std::snprintf(buf, sizeof buf, ": the simulated peak %.1f GB exceeds the usable %.1f GB",
                         sim->peak_memory_bytes / 1e9, usable / 1e9);
@@ -340,8 +345,8 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
         search.ranked[i].simulated = true;
         return Status::Ok();
       };
-      // Refinements so far; dropped candidates count too, so that the budget below bounds
-      // them all.
+      // The best estimates, at most 4 x simulate_top refinements of them (dropped candidates
+      // count too).
       std::size_t n = 0;
       for (std::size_t i = 0; i < std::min(search.ranked.size(), top) && n < 4 * top; ++n) {
         const std::size_t before = search.ranked.size();
@@ -362,7 +367,6 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
           }
           const std::size_t before = search.ranked.size();
           TRAINPLAN_RETURN_IF_ERROR(refine_at(i));
-          ++n;
           if (search.ranked.size() == before) {
             ++taken;
             ++i;
@@ -378,16 +382,36 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
       };
       rank();
       // The analytical estimate can be optimistic where the simulator sees communication it
-      // cannot hide (ZeRO-3 gathers, a dp x cp group across nodes); a candidate it put below
-      // the refined ones may now head the ranking on its estimate alone. Refine whichever
-      // candidate heads it until a simulated one does, so the recommendation is a figure the
-      // simulator confirmed (at most 4 x simulate_top refinements in all).
-      const std::size_t budget = std::max(n, 4 * top);
-      for (std::size_t refined = n; refined < budget && !search.ranked.empty() &&
-                                    !search.ranked.front().simulated;
-           ++refined) {
-        TRAINPLAN_RETURN_IF_ERROR(refine_at(0));
-        rank();
+      // cannot hide (ZeRO-3 gathers, a dp x cp group across nodes), or memory its closed form
+      // misses; a candidate it put below the refined ones may now head the ranking on its
+      // estimate alone. Refine whichever candidate heads it until a simulated one does, so the
+      // recommendation is a figure the simulator confirmed, past the 4 x simulate_top budget
+      // if need be: each kept candidate is simulated at most once (8 x simulate_top of them),
+      // so this ends, and one over memory is dropped like any other.
+      auto confirm = [&]() -> Status {
+        while (!search.ranked.empty() && !search.ranked.front().simulated) {
+          TRAINPLAN_RETURN_IF_ERROR(refine_at(0));
+          rank();
+        }
+        return Status::Ok();
+      };
+      TRAINPLAN_RETURN_IF_ERROR(confirm());
+      // Every kept candidate was over memory in simulation while the search found more that
+      // fit by the estimate (feasible counts them, less those dropped): search again keeping
+      // 4x as many, without the dropped ones, and confirm the best of those, up to 16x the
+      // candidates first kept. Otherwise "nothing fits" would be said of a search that only
+      // ran out of kept candidates.
+      const std::int64_t first_kept = std::max(options.top_k, 8 * options.simulate_top);
+      for (std::int64_t keep = 4 * first_kept; search.ranked.empty() && !dropped.empty() &&
+                                               search.feasible > 0 && keep <= 16 * first_kept;
+           keep *= 4) {
+        PlannerOptions wider = resolved;
+        wider.top_k = keep;
+        PlanSearch more = again(wider);
+        for (Candidate& cand : more.ranked)
+          if (dropped.count(plan_to_json(cand.plan).dump()) == 0)
+            search.ranked.push_back(std::move(cand));
+        TRAINPLAN_RETURN_IF_ERROR(confirm());
       }
     }
     const double tolerance = options.tie_tolerance >= 0 ? options.tie_tolerance
@@ -400,7 +424,10 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
       cand.comm = comm_volume_on_stage(model, cand.plan, cand.estimate.peak_stage);
     return Status::Ok();
   };
-  TRAINPLAN_RETURN_IF_ERROR(finish(result.search));
+  const std::int64_t gpus = cluster.total_gpus();
+  TRAINPLAN_RETURN_IF_ERROR(finish(result.search, [&](const PlannerOptions& o) {
+    return search_plans(est, o, gpus, /*offload=*/false);
+  }));
   if (result.fits()) return result;
 
   // Nothing fits: how much the model states alone need, the smallest GPU count that fits, and
@@ -428,16 +455,20 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
     }
   }
   PlanSearch off = search_plans(est, resolved, cluster.total_gpus(), /*offload=*/true);
-  TRAINPLAN_RETURN_IF_ERROR(finish(off));
+  TRAINPLAN_RETURN_IF_ERROR(finish(off, [&](const PlannerOptions& o) {
+    return search_plans(est, o, gpus, /*offload=*/true);
+  }));
   const bool offload_fits = !off.ranked.empty();
   result.offload_search = std::move(off);
   if (offload_fits) return result;
   // ZeRO-Infinity's tiers (Rajbhandari et al. 2021): parameters and gradients off the device
   // too, in host memory, then with the states on NVMe where host memory is short.
   for (OffloadDevice device : {OffloadDevice::kCpu, OffloadDevice::kNvme}) {
-    PlanSearch tier = search_plans(est, options, cluster.total_gpus(),
-                                   OffloadTier{Offload::kOptimizerParams, device});
-    TRAINPLAN_RETURN_IF_ERROR(finish(tier));
+    const OffloadTier states{Offload::kOptimizerParams, device};
+    PlanSearch tier = search_plans(est, options, cluster.total_gpus(), states);
+    TRAINPLAN_RETURN_IF_ERROR(finish(tier, [&](const PlannerOptions& o) {
+      return search_plans(est, o, gpus, states);
+    }));
     result.infinity_searches.push_back(std::move(tier));
   }
   return result;

@@ -113,7 +113,7 @@ void Engine::try_start(std::int32_t s) {
   if (op.collective < 0) {
     push(now_ + op.duration, id, 0);
   } else {
-    if (op.ready < 0) note_ready(op);
+    if (!ready_.empty() && ready_[static_cast<std::size_t>(id)].ready < 0) note_ready(id);
     arrive(op.collective);
   }
 }
@@ -146,10 +146,13 @@ void Engine::rerate(std::int32_t ci) {
   push(begin + ceil_ns(c.remaining_s / c.rate), ~ci, c.version);
 }
 
-void Engine::note_ready(Op& op) {
-  op.ready = now_;
-  const std::int32_t lane = streams_[static_cast<std::size_t>(op.stream)].lane;
-  if (lane >= 0) op.lane_work = lanes_[static_cast<std::size_t>(lane)].work;
+void Engine::note_ready(std::int32_t id) {
+  if (ready_.empty()) return;  // no rank skew: nobody reads it
+  Arrival& a = ready_[static_cast<std::size_t>(id)];
+  a.ready = now_;
+  const std::int32_t lane =
+      streams_[static_cast<std::size_t>(ops_[static_cast<std::size_t>(id)].stream)].lane;
+  if (lane >= 0) a.lane_work = lanes_[static_cast<std::size_t>(lane)].work;
 }
 
 TimeNs Engine::straggler_wait(const Collective& c) {
@@ -158,15 +161,16 @@ TimeNs Engine::straggler_wait(const Collective& c) {
   const double copies = static_cast<double>(c.ranks) / static_cast<double>(c.participants);
   for (std::int32_t k = 0; k < c.ops_count; ++k) {
     const auto member = static_cast<std::size_t>(c.ops_begin + k);
-    const Op& op = ops_[static_cast<std::size_t>(coll_ops_[member])];
-    const std::int32_t lane = streams_[static_cast<std::size_t>(op.stream)].lane;
+    const auto id = static_cast<std::size_t>(coll_ops_[member]);
+    const Arrival& arrival = ready_[id];
+    const std::int32_t lane = streams_[static_cast<std::size_t>(ops_[id].stream)].lane;
     const TimeNs since =
-        lane < 0 ? 0 : op.lane_work - lanes_[static_cast<std::size_t>(lane)].synced;
+        lane < 0 ? 0 : arrival.lane_work - lanes_[static_cast<std::size_t>(lane)].synced;
     // Spread from when it was ready. A rank's skew is its accumulated lateness, the same one
     // at each collective it meets until its compute waits: one queued behind another on its
     // stream (ended on every member together, now) waits only for what is left of it, not for
     // a fresh draw.
-    members.push_back({static_cast<double>(op.ready),
+    members.push_back({static_cast<double>(arrival.ready),
                        compute_spread_ * static_cast<double>(std::max<TimeNs>(since, 0)), copies});
   }
   const double latest = expected_latest_arrival(members);
@@ -179,8 +183,7 @@ void Engine::arrive(std::int32_t ci) {
   // The members' waits for a straggler (rank skew): inside the collective, as a rank measures
   // its collective from its call to its return.
   const TimeNs wait = compute_spread_ > 0 && c.ranks > 1 ? straggler_wait(c) : 0;
-  for (std::int32_t k = 0; k < c.ops_count; ++k)
-    ops_[static_cast<std::size_t>(coll_ops_[static_cast<std::size_t>(c.ops_begin + k)])].began = now_;
+  c.began = now_;
   const NetDemand& net = nets_[static_cast<std::size_t>(c.net)];
   if (net.transfer_s <= 0.0 || net.links.empty()) {
     push(now_ + wait + ceil_ns(net.latency_s + net.transfer_s), ~ci, c.version);
@@ -229,7 +232,7 @@ void Engine::finish_op(std::int32_t id) {
     const std::int32_t s = succ_[static_cast<std::size_t>(op.succ_begin + k)];
     Op& next = ops_[static_cast<std::size_t>(s)];
     if (--next.pending == 0) {
-      if (next.collective >= 0) note_ready(next);
+      if (next.collective >= 0) note_ready(s);
       try_start(next.stream);
     }
   }
@@ -271,6 +274,7 @@ std::int64_t Engine::run() {
   joins_.clear();
   joins_.shrink_to_fit();
   link_count_.assign(link_flows_.size(), 0);
+  if (compute_spread_ > 0) ready_.assign(ops_.size(), Arrival{});
   heap_.reserve(1024);
 
   for (std::int32_t s = 0; s < static_cast<std::int32_t>(streams_.size()); ++s) try_start(s);

@@ -29,20 +29,18 @@ struct NetDemand {
   std::vector<std::int32_t> links;  // directed links the collective's traffic crosses (deduplicated)
 };
 
+// One operation, 48 bytes: a program holds tens of millions of them with --all-ranks (GPT-3
+// on 512 ranks: 28M), so what only some ops need lives elsewhere: when a collective began is
+// its instance's (Engine::began), and a member's arrival for rank skew is kept only when a
+// compute spread is set.
 struct Op {
   TimeNs duration = 0;          // compute ops; a collective's time comes from its flow
   TimeNs start = -1, end = -1;  // filled by run(): reached the head of its stream, ended
-  TimeNs began = -1;  // collectives: when every participant had arrived and the transfer began
   std::int32_t stream = 0;
   std::int32_t collective = -1;  // comm ops: the collective instance they take part in
   std::int32_t pending = 0;      // unfinished predecessors (run-time)
   std::int32_t succ_begin = 0, succ_count = 0;
   std::int32_t next_in_stream = -1;  // the op after this one on its stream
-  // Collectives (run-time): when the op's predecessors had all ended (-1: not yet), and the
-  // lane's compute done by then. A member's arrival is spread from that moment; a collective
-  // begins at the later of the last arrival and the expected latest spread arrival.
-  TimeNs ready = -1;
-  TimeNs lane_work = 0;
 };
 
 class Engine {
@@ -100,6 +98,12 @@ class Engine {
     return {succ_.data() + o.succ_begin, static_cast<std::size_t>(o.succ_count)};
   }
   const Op& op(std::int32_t i) const { return ops_[static_cast<std::size_t>(i)]; }
+  // Collective ops: when every participant had arrived and the transfer began (after run());
+  // -1 for other ops.
+  TimeNs began(std::int32_t i) const {
+    const std::int32_t c = ops_[static_cast<std::size_t>(i)].collective;
+    return c < 0 ? -1 : collectives_[static_cast<std::size_t>(c)].began;
+  }
   std::int64_t num_ops() const { return static_cast<std::int64_t>(ops_.size()); }
 
  private:
@@ -120,12 +124,21 @@ class Engine {
     std::int32_t ranks = 0;
     std::int32_t arrived = 0;
     std::int32_t ops_begin = 0, ops_count = 0;  // into coll_ops_ (built by run())
+    TimeNs began = -1;  // every participant had arrived and the transfer began
     // Flow state while in flight.
     double remaining_s = 0;  // transfer seconds left at full bandwidth
     double rate = 1;         // fraction of the full bandwidth it gets now
     TimeNs transfer_from = 0, last_update = 0;
     std::int32_t version = 0;
     bool active = false;
+  };
+  // Rank skew, per collective op (run-time): when its predecessors had all ended (-1: not
+  // yet), and the lane's compute done by then. A member's arrival is spread from that moment;
+  // a collective begins at the later of the last arrival and the expected latest spread
+  // arrival.
+  struct Arrival {
+    TimeNs ready = -1;
+    TimeNs lane_work = 0;
   };
   struct Event {
     TimeNs time;
@@ -142,7 +155,7 @@ class Engine {
   void push(TimeNs t, std::int32_t id, std::int32_t version);
   void try_start(std::int32_t stream);
   void arrive(std::int32_t collective);
-  void note_ready(Op& op);
+  void note_ready(std::int32_t op);
   // Rank skew: how long after the last arrival (now) the slowest member is expected.
   TimeNs straggler_wait(const Collective& c);
   void finish_op(std::int32_t op);
@@ -154,6 +167,7 @@ class Engine {
   std::vector<Stream> streams_;
   std::vector<Lane> lanes_;
   std::vector<ArrivalSpread> arrivals_;  // straggler_wait's scratch
+  std::vector<Arrival> ready_;  // by op, only with a compute spread (else empty)
   double compute_spread_ = 0;
   std::vector<NetDemand> nets_;
   std::vector<Collective> collectives_;

@@ -175,7 +175,11 @@ class Builder {
     send_bwd_.assign(n, std::vector<std::int32_t>(cm, -1));
     first_fwd_.assign(n, std::vector<std::int32_t>(cm, -1));
     first_bwd_.assign(n, std::vector<std::int32_t>(cm, -1));
-    for (std::size_t i = 0; i < n; ++i) build_rank(static_cast<std::int32_t>(i));
+    for (std::size_t i = 0; i < n; ++i) {
+      prog_.slots[i].first_op = static_cast<std::int32_t>(eng_.num_ops());
+      build_rank(static_cast<std::int32_t>(i));
+      keep_meta(i);
+    }
     link_pipeline();
   }
 
@@ -186,9 +190,11 @@ class Builder {
     si.rank = ranks[i];
     si.coord = layout_.coord(ranks[i]);
     si.first_stream = static_cast<std::int32_t>(i) * kStreamsPerRank;
-    for (std::int32_t k = 0; k < kStreamsPerRank; ++k)
-      eng_.add_stream(static_cast<std::int32_t>(i),
-                      k == static_cast<std::int32_t>(StreamKind::kCompute));
+    for (std::int32_t k = 0; k < kStreamsPerRank; ++k) {
+      const std::int32_t id = eng_.add_stream(static_cast<std::int32_t>(i),
+                                              k == static_cast<std::int32_t>(StreamKind::kCompute));
+      TRAINPLAN_CHECK(id == si.first_stream + k) << "Program::slot_of needs slot-major streams";
+    }
     const MemoryBreakdown mem = memory_on_stage(model_, plan_, si.coord.pp);
     si.static_memory.weights_bytes = mem.weights_bytes;
     si.static_memory.gradients_bytes = mem.gradients_bytes;
@@ -199,6 +205,23 @@ class Builder {
     si.static_memory.nvme_bytes = mem.nvme_bytes;
     prog_.slots.push_back(std::move(si));
     slot_of_[static_cast<std::size_t>(ranks[i])] = static_cast<std::int32_t>(i);
+  }
+
+  // Keeps slot i's metadata (slot_meta_) once: a slot whose ops carry the same metadata in the
+  // same order as an earlier slot of its stage shares that slot's sequence.
+  void keep_meta(std::size_t i) {
+    SlotInfo& si = prog_.slots[i];
+    std::vector<std::int32_t>& same_stage = meta_programs_of_stage_[si.coord.pp];
+    for (std::int32_t k : same_stage) {
+      if (prog_.meta_programs[static_cast<std::size_t>(k)] != slot_meta_) continue;
+      si.meta_program = k;
+      slot_meta_.clear();
+      return;
+    }
+    si.meta_program = static_cast<std::int32_t>(prog_.meta_programs.size());
+    same_stage.push_back(si.meta_program);
+    prog_.meta_programs.push_back(slot_meta_);
+    slot_meta_.clear();
   }
 
   // Room for the ops of the step, estimated from the layers' task counts.
@@ -213,7 +236,7 @@ class Builder {
         n * static_cast<std::size_t>(M_) *
         (per_layer * static_cast<std::size_t>(model_.num_layers / plan_.pp + 1) + 40);
     eng_.reserve(estimate);
-    prog_.meta.reserve(estimate);
+    slot_meta_.reserve(estimate / std::max<std::size_t>(n, 1));
   }
 
   // A group as one slot sees it, computed once per slot and kind.
@@ -284,8 +307,7 @@ class Builder {
 
   std::int32_t new_op(const RankState& rs, StreamKind k, TimeNs ns, OpMeta meta) {
     const std::int32_t id = eng_.add_op(stream(rs, k), ns);
-    meta.slot = rs.slot;
-    prog_.meta.push_back(meta);
+    slot_meta_.push_back(meta);
     if (window_) window_->push_back({segment_, chain_, id});
     return id;
   }
@@ -1014,6 +1036,8 @@ class Builder {
   std::int64_t pp_message_bytes_ = 0;
   std::vector<std::optional<StepTasks>> step_tasks_;  // by stage (step_tasks_of)
   std::vector<std::int32_t> slot_of_;
+  std::vector<OpMeta> slot_meta_;  // the metadata of the slot being built, in op order
+  std::map<std::int64_t, std::vector<std::int32_t>> meta_programs_of_stage_;  // keep_meta
   std::vector<std::vector<std::int32_t>> send_fwd_, send_bwd_, first_fwd_, first_bwd_;
   std::map<std::tuple<int, std::int64_t, int, std::int64_t>, std::int32_t> nets_;
   std::map<std::pair<int, std::int64_t>, std::vector<std::int32_t>> instances_;

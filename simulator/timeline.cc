@@ -40,72 +40,88 @@ bool waits_on_pipeline(const Program& p, std::int32_t slot, const std::vector<st
   const std::int32_t compute_stream = p.slots[static_cast<std::size_t>(slot)].first_stream +
                                       static_cast<std::int32_t>(StreamKind::kCompute);
   std::int32_t c = cause[static_cast<std::size_t>(id)];
-  while (c >= 0 && p.meta[static_cast<std::size_t>(c)].slot == slot &&
+  while (c >= 0 && p.slot_of(c) == slot &&
          p.engine.op(c).collective < 0 && p.engine.op(c).stream == compute_stream)
     c = cause[static_cast<std::size_t>(c)];
   if (c < 0) return true;
-  const OpMeta& m = p.meta[static_cast<std::size_t>(c)];
-  if (m.slot != slot) return true;
-  return p.engine.op(c).collective >= 0 && m.group == ReportGroup::kPp;
+  if (p.slot_of(c) != slot) return true;
+  return p.engine.op(c).collective >= 0 && p.meta(c).group == ReportGroup::kPp;
 }
 
 }  // namespace
 
 TimeNs pipeline_end(const Program& p) {
   TimeNs end = 0;
-  for (std::size_t i = 0; i < p.meta.size(); ++i)
-    if (p.meta[i].pipeline) end = std::max(end, p.engine.op(static_cast<std::int32_t>(i)).end);
+  for (std::int32_t i = 0; i < static_cast<std::int32_t>(p.engine.num_ops()); ++i)
+    if (p.meta(i).pipeline) end = std::max(end, p.engine.op(i).end);
   return end;
 }
+
+namespace {
+
+// One slot's ops, sorted out for its figures.
+struct SlotOps {
+  std::vector<std::int32_t> compute;               // compute-stream ops, by start time
+  std::vector<std::pair<TimeNs, TimeNs>> busy;     // their non-empty intervals, by start time
+  std::vector<std::int32_t> comm;                  // collective ops, in issue order
+  TimeNs compute_ns = 0, optimizer_ns = 0, pipeline_ns = 0;
+};
+
+// The ops of slot s, from its own range of op ids (a slot's ops are contiguous), so that only
+// the slots being worked on hold these lists at once.
+SlotOps slot_ops(const Program& p, std::size_t s) {
+  SlotOps out;
+  const std::int32_t first = p.slots[s].first_op;
+  const std::int32_t last = s + 1 < p.slots.size() ? p.slots[s + 1].first_op
+                                                   : static_cast<std::int32_t>(p.engine.num_ops());
+  const std::int32_t compute_stream =
+      p.slots[s].first_stream + static_cast<std::int32_t>(StreamKind::kCompute);
+  for (std::int32_t i = first; i < last; ++i) {
+    const Op& op = p.engine.op(i);
+    if (op.collective >= 0) {
+      out.comm.push_back(i);
+      continue;
+    }
+    if (op.stream != compute_stream) continue;
+    const OpMeta& m = p.meta(i);
+    const TimeNs dur = op.end - op.start;
+    out.compute.push_back(i);
+    out.compute_ns += dur;
+    if (m.optimizer) out.optimizer_ns += dur;
+    if (m.pipeline) out.pipeline_ns += dur;
+    if (dur > 0) out.busy.emplace_back(op.start, op.end);
+  }
+  // covered_ns wants the busy intervals by start time; op ids follow issue order, which a
+  // merged pass pair (Plan::ep_overlap) reorders on the stream.
+  std::sort(out.busy.begin(), out.busy.end());
+  std::sort(out.compute.begin(), out.compute.end(), [&](std::int32_t a, std::int32_t b) {
+    return std::make_pair(p.engine.op(a).start, a) < std::make_pair(p.engine.op(b).start, b);
+  });
+  return out;
+}
+
+}  // namespace
 
 std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end, unsigned threads) {
   const std::size_t n = p.slots.size();
   const std::vector<std::int32_t> cause = last_predecessors(p.engine);
   const TimeNs pipe_end = pipeline_end(p);
-  // Per slot: its compute ops by start time, to find the idle gaps between them.
-  std::vector<std::vector<std::int32_t>> compute_ops(n);
   std::vector<SlotTimeline> out(n);
-  std::vector<std::vector<std::pair<TimeNs, TimeNs>>> busy(n);
-  std::vector<std::vector<std::int32_t>> comm(n);
-  std::vector<TimeNs> compute_ns(n, 0), optimizer_ns(n, 0), pipeline_ns(n, 0);
-  for (std::size_t i = 0; i < p.meta.size(); ++i) {
-    const OpMeta& m = p.meta[i];
-    const Op& op = p.engine.op(static_cast<std::int32_t>(i));
-    const auto s = static_cast<std::size_t>(m.slot);
-    if (op.collective >= 0) {
-      comm[s].push_back(static_cast<std::int32_t>(i));
-      continue;
-    }
-    const bool on_compute =
-        op.stream == p.slots[s].first_stream + static_cast<std::int32_t>(StreamKind::kCompute);
-    if (!on_compute) continue;
-    const TimeNs dur = op.end - op.start;
-    compute_ops[s].push_back(static_cast<std::int32_t>(i));
-    compute_ns[s] += dur;
-    if (m.optimizer) optimizer_ns[s] += dur;
-    if (m.pipeline) pipeline_ns[s] += dur;
-    if (dur > 0) busy[s].emplace_back(op.start, op.end);
-  }
   // Each slot's figures from its own ops only: the slots in parallel.
   parallel_for_index(n, threads, [&](std::size_t s) {
-    // covered_ns wants the busy intervals by start time; op ids follow issue order, which a
-    // merged pass pair (Plan::ep_overlap) reorders on the stream.
-    std::sort(busy[s].begin(), busy[s].end());
+    const SlotOps ops = slot_ops(p, s);
     SlotTimeline& t = out[s];
     const SlotInfo& si = p.slots[s];
     t.step.rank = si.rank;
     t.step.stage = si.coord.pp;
-    t.step.compute_s = sec(compute_ns[s]);
-    t.step.optimizer_s = sec(optimizer_ns[s]);
-    t.step.idle_s = sec(step_end - compute_ns[s]);
-    t.pipeline_busy_ns = pipeline_ns[s];
+    t.step.compute_s = sec(ops.compute_ns);
+    t.step.optimizer_s = sec(ops.optimizer_ns);
+    t.step.idle_s = sec(step_end - ops.compute_ns);
+    t.pipeline_busy_ns = ops.pipeline_ns;
     // Idle gaps of the compute stream before the pipeline's end that its next op spent waiting
     // for this rank's own communication (attributed by what it waited for).
-    std::sort(compute_ops[s].begin(), compute_ops[s].end(), [&](std::int32_t a, std::int32_t b) {
-      return std::make_pair(p.engine.op(a).start, a) < std::make_pair(p.engine.op(b).start, b);
-    });
     TimeNs idle_until = 0, waited = 0;
-    for (std::int32_t id : compute_ops[s]) {
+    for (std::int32_t id : ops.compute) {
       const Op& op = p.engine.op(id);
       const TimeNs gap = std::min(op.start, pipe_end) - idle_until;
       if (gap > 0 && !waits_on_pipeline(p, static_cast<std::int32_t>(s), cause, id))
@@ -119,17 +135,17 @@ std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end, unsi
     // pipeline sends both ways and the tied-embedding sum, in flight at once are exposed once).
     using Intervals = std::vector<std::pair<TimeNs, TimeNs>>;
     std::array<Intervals, static_cast<std::size_t>(ReportGroup::kCount)> flying;
-    for (std::int32_t id : comm[s]) {
-      const OpMeta& m = p.meta[static_cast<std::size_t>(id)];
+    for (std::int32_t id : ops.comm) {
+      const OpMeta& m = p.meta(id);
       const Op& op = p.engine.op(id);
+      const TimeNs began = p.engine.began(id);
       if (m.group == ReportGroup::kNone) continue;
       // In flight from the moment every member had arrived (waiting for a peer is idle time,
       // not communication).
       GroupComm& g = groups[static_cast<std::size_t>(m.group)];
       g.bytes_sent += static_cast<double>(m.bytes_sent);
-      g.time_s += sec(op.end - op.began);
-      if (op.end > op.began)
-        flying[static_cast<std::size_t>(m.group)].emplace_back(op.began, op.end);
+      g.time_s += sec(op.end - began);
+      if (op.end > began) flying[static_cast<std::size_t>(m.group)].emplace_back(began, op.end);
     }
     for (std::size_t g = 0; g < groups.size(); ++g) {
       Intervals& v = flying[g];
@@ -137,14 +153,14 @@ std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end, unsi
       TimeNs exposed = 0, from = 0, to = -1;
       for (const auto& [a, b] : v) {
         if (a > to) {
-          if (to > from) exposed += to - from - covered_ns(busy[s], from, to);
+          if (to > from) exposed += to - from - covered_ns(ops.busy, from, to);
           from = a;
           to = b;
         } else {
           to = std::max(to, b);
         }
       }
-      if (to > from) exposed += to - from - covered_ns(busy[s], from, to);
+      if (to > from) exposed += to - from - covered_ns(ops.busy, from, to);
       groups[g].exposed_s = sec(exposed);
     }
     for (std::size_t g = 0; g < groups.size(); ++g) {
@@ -207,11 +223,11 @@ void write_chrome_trace(const Program& p, const std::vector<SlotTimeline>& timel
     if (static_cast<StreamKind>(k) != StreamKind::kCp || p.context_parallel)
       streams.push_back(to_string(static_cast<StreamKind>(k)));
   for (const SlotInfo& si : p.slots) w.rank(si.rank, si.coord.pp, streams);
-  for (std::size_t i = 0; i < p.meta.size(); ++i) {
-    const OpMeta& m = p.meta[i];
-    const Op& op = p.engine.op(static_cast<std::int32_t>(i));
+  for (std::int32_t i = 0; i < static_cast<std::int32_t>(p.engine.num_ops()); ++i) {
+    const OpMeta& m = p.meta(i);
+    const Op& op = p.engine.op(i);
     if (op.end <= op.start && op.collective < 0) continue;
-    const SlotInfo& si = p.slots[static_cast<std::size_t>(m.slot)];
+    const SlotInfo& si = p.slots[static_cast<std::size_t>(p.slot_of(i))];
     w.complete(chrome_trace_event_name(m.pass, m.micro_batch, m.layer, m.name), si.rank,
                op.stream - si.first_stream, op.start, op.end - op.start, m.micro_batch, m.layer,
                m.bytes_sent);
@@ -219,15 +235,16 @@ void write_chrome_trace(const Program& p, const std::vector<SlotTimeline>& timel
   // An arrow from each pipeline send to the receive it completes on the neighbour (the send's
   // successor named recv_*; a zero-time op, so the arrow lands on the compute after it).
   std::int64_t flow_id = 0;
-  for (std::size_t i = 0; i < p.meta.size(); ++i) {
-    const OpMeta& m = p.meta[i];
+  for (std::int32_t i = 0; i < static_cast<std::int32_t>(p.engine.num_ops()); ++i) {
+    const OpMeta& m = p.meta(i);
     if (m.group != ReportGroup::kPp || m.name.rfind("send_", 0) != 0) continue;
-    const Op& send = p.engine.op(static_cast<std::int32_t>(i));
-    const SlotInfo& from = p.slots[static_cast<std::size_t>(m.slot)];
-    for (std::int32_t r : p.engine.successors(static_cast<std::int32_t>(i))) {
-      const OpMeta& rm = p.meta[static_cast<std::size_t>(r)];
-      if (rm.name.rfind("recv_", 0) != 0 || rm.slot == m.slot) continue;
-      const SlotInfo& to = p.slots[static_cast<std::size_t>(rm.slot)];
+    const Op& send = p.engine.op(i);
+    const std::int32_t slot = p.slot_of(i);
+    const SlotInfo& from = p.slots[static_cast<std::size_t>(slot)];
+    for (std::int32_t r : p.engine.successors(i)) {
+      const OpMeta& rm = p.meta(r);
+      if (rm.name.rfind("recv_", 0) != 0 || p.slot_of(r) == slot) continue;
+      const SlotInfo& to = p.slots[static_cast<std::size_t>(p.slot_of(r))];
       const Op& recv = p.engine.op(r);
       w.flow(m.name, flow_id++, from.rank, send.stream - from.first_stream,
              send.start, to.rank, recv.stream - to.first_stream, recv.start);
@@ -240,10 +257,10 @@ void write_chrome_trace(const Program& p, const std::vector<SlotTimeline>& timel
                          si.static_memory.optimizer_bytes;
     for (const MemorySample& m : timelines[s].memory) {
       std::snprintf(buf, sizeof buf,
-                    "{\"name\":\"memory GiB\",\"ph\":\"C\",\"pid\":%lld,\"ts\":%.3f,\"args\":{"
+                    "{\"name\":\"memory GB\",\"ph\":\"C\",\"pid\":%lld,\"ts\":%.3f,\"args\":{"
                     "\"model states\":%.6f,\"activations\":%.6f,\"buffers\":%.6f}}",
                     static_cast<long long>(si.rank), static_cast<double>(m.time) / 1e3,
-                    fixed / kGiB, m.activations_bytes / kGiB, m.buffers_bytes / kGiB);
+                    fixed / kGB, m.activations_bytes / kGB, m.buffers_bytes / kGB);
       w.object(buf);
     }
   }
@@ -363,21 +380,22 @@ html::StepPicture step_picture(const Program& p, const std::vector<SlotTimeline>
     pic.memory.push_back(std::move(track));
   }
   // Ops in start order per lane (op ids follow issue order, which may differ).
-  std::vector<std::int32_t> order(p.meta.size());
+  std::vector<std::int32_t> order(static_cast<std::size_t>(p.engine.num_ops()));
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
   std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
     return p.engine.op(a).start < p.engine.op(b).start;
   });
   for (std::int32_t id : order) {
-    const OpMeta& m = p.meta[static_cast<std::size_t>(id)];
+    const OpMeta& m = p.meta(id);
     const Op& op = p.engine.op(id);
-    const std::ptrdiff_t lane = lane_of[static_cast<std::size_t>(m.slot)];
+    const auto slot = static_cast<std::size_t>(p.slot_of(id));
+    const std::ptrdiff_t lane = lane_of[slot];
     if (lane < 0 || op.end <= op.start) continue;
-    const SlotInfo& si = p.slots[static_cast<std::size_t>(m.slot)];
+    const SlotInfo& si = p.slots[slot];
     if (op.collective >= 0) {
       if (m.group == ReportGroup::kNone) continue;
       const std::string g(to_string(m.group));
-      add_bar(pic.lanes[static_cast<std::size_t>(lane + 1)], std::max(op.began, op.start), op.end,
+      add_bar(pic.lanes[static_cast<std::size_t>(lane + 1)], std::max(p.engine.began(id), op.start), op.end,
               g, g + " " + std::string(m.name), join_ns);
     } else if (op.stream == si.first_stream + static_cast<std::int32_t>(StreamKind::kCompute)) {
       const bool known = m.pass == 'F' || m.pass == 'B' || m.pass == 'R' || m.pass == 'O';

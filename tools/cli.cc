@@ -215,7 +215,7 @@ Result<std::string> read_text_limited(const std::string& path, std::size_t max_b
     out.append(buf, static_cast<std::size_t>(in.gcount()));
     if (out.size() > max_bytes)
       return Status::Error("cannot read '" + path + "': larger than " +
-                               std::to_string(max_bytes >> 20) + " MiB",
+                               std::to_string(max_bytes / 1'000'000) + " MB",
                            ExitCode::kIo);
   }
   if (in.bad()) return Status::Error("error reading '" + path + "'", ExitCode::kIo);

@@ -41,6 +41,7 @@
 #include "core/json_util.h"
 #include "core/model_spec.h"
 #include "core/plan.h"
+#include "core/units.h"
 #include "core/step_report.h"
 
 namespace tp = trainplan;
@@ -408,8 +409,8 @@ int run(int argc, char** argv) {
   std::cout << device.name << "  " << tp::describe(*plan) << "  " << std::fixed
             << std::setprecision(0) << tokens / median << " tokens/s  MFU "
             << std::setprecision(3) << j["mfu"].get<double>() << "  peak "
-            << std::setprecision(2) << peak[0] / (1 << 30) << " GiB (predicted "
-            << pred[0] / (1 << 30) << ")\n";
+            << std::setprecision(2) << peak[0] / tp::kGB << " GB (predicted "
+            << pred[0] / tp::kGB << ")\n";
   return 0;
 }
 

@@ -128,7 +128,7 @@ void BM_Llama3_405B_16k(benchmark::State& state) {
   state.counters["step_time_s"] = last.report.step_time_s;
   state.counters["mfu"] = last.report.mfu;
   state.counters["bubble"] = last.report.bubble_fraction;
-  state.counters["peak_GiB_stage0"] = last.report.ranks.front().peak_memory_bytes / kGiB;
+  state.counters["peak_GB_stage0"] = last.report.ranks.front().peak_memory_bytes / kGB;
 }
 BENCHMARK(BM_Llama3_405B_16k)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 

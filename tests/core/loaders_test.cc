@@ -352,6 +352,7 @@ TEST(ClusterLoader, FieldErrors) {
       {"intra_node_latency_us", -1, {"-1"}},
       {"inter_node_latency_us", 1e300, {"1e+300"}},
       {"pcie_GBps", false, {"false"}},
+      {"host_memory_GB_per_node", -2, {"-2"}},
       {"host_memory_GiB_per_node", -2, {"-2"}},
       {"host_memory_GBps_per_node", 0, {"0"}},
       {"nvme_TB_per_node", -1, {"-1"}},
@@ -371,6 +372,30 @@ TEST(ClusterLoader, FieldErrors) {
           << c.field << ": message lacks \"" << e << "\": " << r.status().message();
     }
   }
+}
+
+// Host memory is given and written in GB like every figure the tools print; the GiB key of
+// earlier versions is still read, and the two at once are an error naming both.
+TEST(ClusterLoader, HostMemoryInGbAndTheEarlierGibKey) {
+  Json j = basic_cluster();
+  j["host_memory_GB_per_node"] = 2000;
+  auto gb = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(gb.ok()) << gb.status().message();
+  EXPECT_DOUBLE_EQ(gb->host_memory_bytes_per_node, 2000e9);
+  const Json out = cluster_to_json(*gb);
+  EXPECT_DOUBLE_EQ(out.at("host_memory_GB_per_node").get<double>(), 2000);
+  EXPECT_FALSE(out.contains("host_memory_GiB_per_node"));
+  auto again = cluster_from_json(out, "out.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_DOUBLE_EQ(again->host_memory_bytes_per_node, 2000e9);
+  j.erase("host_memory_GB_per_node");
+  j["host_memory_GiB_per_node"] = 1024;
+  auto gib = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(gib.ok()) << gib.status().message();
+  EXPECT_DOUBLE_EQ(gib->host_memory_bytes_per_node, 1024.0 * 1024 * 1024 * 1024);
+  j["host_memory_GB_per_node"] = 1000;
+  EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"),
+                        {"c.json", "'host_memory_GiB_per_node'", "host_memory_GB_per_node"}));
 }
 
 TEST(ClusterLoader, MissingUnknownAndNotAnObject) {

@@ -346,21 +346,102 @@ TEST(Planner, RefinementReranksByTheRefinedStepTime) {
   EXPECT_LE(calls, 16);
 }
 
-TEST(Planner, RefinementGoesOnWhileAnEstimateLeadsWithinItsBudget) {
+TEST(Planner, RefinementConfirmsThePickPastItsBudget) {
   const ModelSpec m = load_repo_model("gpt2-774m.json");
   const ClusterSpec c = cluster("H100-80GB", 8);
   PlannerOptions opt;
   opt.simulate_top = 4;
-  // Every refinement at least doubles the estimate: an unrefined candidate always leads, so
-  // refinement goes on to its budget of 4 x simulate_top and stops there.
+  // Every refinement at least doubles the estimate: an unrefined candidate leads until every
+  // kept candidate (8 x simulate_top) is refined, past the budget of 4 x simulate_top, so
+  // that the pick is a simulated figure; each is simulated once.
   int calls = 0;
   auto r = plan_training(m, c, opt, scaled_refine(m, c, calls, [](const Plan& p) {
                            return 2.0 + static_cast<double>(p.tp);
                          }));
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(calls, 16);
+  EXPECT_EQ(calls, 32);
+  ASSERT_FALSE(r->search.ranked.empty());
   EXPECT_LE(static_cast<std::int64_t>(r->search.ranked.size()), opt.top_k);
+  for (const Candidate& cand : r->search.ranked) EXPECT_TRUE(cand.simulated);
   expect_ranked_by_step_time(r->search);
+}
+
+// Qwen3-30B-A3B on 512 H100s as it was: the simulator finds more of the best estimates over
+// memory than the budget of 4 x simulate_top refinements, so the budget went to dropped
+// candidates and an unrefined one, over memory too, was recommended. Here the 20 best
+// estimates are over memory and the others 1.5x slower when simulated, so an unrefined
+// candidate leads once the budget is spent. The pick is now simulated, and fits.
+TEST(Planner, PickIsSimulatedAndFitsWhenDropsSpendTheBudget) {
+  const ModelSpec m = load_repo_model("gpt2-774m.json");
+  const ClusterSpec c = cluster("H100-80GB", 8);
+  PlannerOptions opt;
+  opt.simulate_top = 4;
+  auto plain = plan_training(m, c, opt);
+  ASSERT_TRUE(plain.ok());
+  PlannerOptions wide = opt;
+  wide.top_k = 32;
+  auto all = plan_training(m, c, wide);
+  ASSERT_TRUE(all.ok());
+  ASSERT_GE(all->search.ranked.size(), 24u);
+  // The 20 best estimates are over memory in simulation: more than the budget of 16.
+  std::set<std::string> over;
+  for (std::size_t i = 0; i < 20; ++i) over.insert(describe(all->search.ranked[i].plan));
+  int calls = 0;
+  RefineFn refine = [&](const Plan& p) -> Result<Estimate> {
+    ++calls;
+    Estimator est(m, c, std::nullopt);
+    Estimate e = est.estimate(p);
+    if (over.count(describe(p)) > 0) e.peak_memory_bytes = c.gpu.hbm_bytes;  // above 90%
+    e.step_time_s *= 1.5;
+    return e;
+  };
+  auto r = plan_training(m, c, opt, refine);
+  ASSERT_TRUE(r.ok());
+  const PlanSearch& s = r->search;
+  ASSERT_FALSE(s.ranked.empty());
+  EXPECT_GT(calls, 16);
+  EXPECT_TRUE(s.ranked.front().simulated);
+  EXPECT_EQ(over.count(describe(s.ranked.front().plan)), 0u);
+  EXPECT_LE(s.ranked.front().estimate.peak_memory_bytes, 0.9 * c.gpu.hbm_bytes);
+  for (const Candidate& cand : s.ranked) EXPECT_EQ(over.count(describe(cand.plan)), 0u);
+  EXPECT_EQ(s.rejections.count(RejectReason::kMemorySimulated), 20);
+  EXPECT_EQ(s.feasible, plain->search.feasible - 20);
+  EXPECT_EQ(s.feasible + s.rejections.total(), s.evaluated);
+  expect_ranked_by_step_time(s);
+}
+
+// When the simulator finds every kept candidate (8 x simulate_top = 32) over memory, the search
+// runs again keeping more and the pick is the best estimate that fits in simulation, instead of
+// "nothing fits" said of a search that only ran out of kept candidates.
+TEST(Planner, RefinementSearchesAgainWhenEveryKeptCandidateIsOverMemory) {
+  const ModelSpec m = load_repo_model("gpt2-774m.json");
+  const ClusterSpec c = cluster("H100-80GB", 8);
+  PlannerOptions opt;
+  opt.simulate_top = 4;
+  PlannerOptions wide = opt;
+  wide.top_k = 48;
+  auto all = plan_training(m, c, wide);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->search.ranked.size(), 48u);
+  std::set<std::string> over;
+  for (std::size_t i = 0; i < 40; ++i) over.insert(describe(all->search.ranked[i].plan));
+  RefineFn refine = [&](const Plan& p) -> Result<Estimate> {
+    Estimator est(m, c, std::nullopt);
+    Estimate e = est.estimate(p);
+    if (over.count(describe(p)) > 0) e.peak_memory_bytes = c.gpu.hbm_bytes;  // above 90%
+    return e;
+  };
+  auto r = plan_training(m, c, opt, refine);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->fits());
+  const PlanSearch& s = r->search;
+  EXPECT_TRUE(s.ranked.front().simulated);
+  EXPECT_EQ(describe(s.ranked.front().plan), describe(all->search.ranked[40].plan));
+  EXPECT_EQ(s.rejections.count(RejectReason::kMemorySimulated), 40);
+  EXPECT_EQ(s.feasible, all->search.feasible - 40);
+  EXPECT_EQ(s.feasible + s.rejections.total(), s.evaluated);
+  for (const Candidate& cand : s.ranked) EXPECT_EQ(over.count(describe(cand.plan)), 0u);
+  expect_ranked_by_step_time(s);
 }
 
 // A candidate whose simulated peak exceeds the usable memory is dropped, counted as a

@@ -134,7 +134,7 @@ TEST(Engine, CollectiveStartsWhenEveryParticipantArrives) {
   e.join(b, coll);
   e.run();
   EXPECT_EQ(e.op(a).start, 0);
-  EXPECT_EQ(e.op(a).began, 1000);
+  EXPECT_EQ(e.began(a), 1000);
   EXPECT_EQ(e.op(a).end, 2000);
   EXPECT_EQ(e.op(b).end, 2000);
 }
@@ -168,7 +168,7 @@ TEST(Engine, ACollectiveWaitsForTheExpectedStraggler) {
   const std::int32_t a = r0.compute_then_join(1000, coll).second;
   const std::int32_t b = r1.compute_then_join(1000, coll).second;
   e.run();
-  EXPECT_EQ(e.op(a).began, 1000);  // every member had arrived
+  EXPECT_EQ(e.began(a), 1000);  // every member had arrived
   EXPECT_EQ(e.op(a).end, 1000 + 56 + 1000);
   EXPECT_EQ(e.op(b).end, 1000 + 56 + 1000);
 }
