@@ -422,6 +422,22 @@ void choose_zero_stage(PublishedRun& run) {
                             " GB by our count: " + tried + why + ")");
 }
 
+// An interleaved schedule without its stages per rank: torchtitan cuts the model into 2 stages
+// per rank for every multi-stage schedule when no split points are given (torchtitan's
+// generate_split_points: "Multi-stage schedules support more than 2 stages per rank, but this
+// is the default if no pipeline split is specified"). Other frameworks' defaults are not
+// assumed: validate_plan then names the missing virtual stages.
+void apply_schedule_defaults(PublishedRun& run) {
+  Plan& p = run.plan;
+  if (run.family.framework != "torchtitan" || p.schedule != Schedule::kInterleaved ||
+      p.virtual_stages != 1)
+    return;
+  p.virtual_stages = 2;
+  run.assumptions.push_back(
+      "parallel.vp: 2 (not given; torchtitan's default stages per rank for an interleaved "
+      "schedule without split points)");
+}
+
 // What a framework does by default that our plan names otherwise; each rule says so under
 // `assumed:`.
 // torchtitan with pipeline parallelism keeps FSDP2's gathered weights from a stage's first
@@ -535,6 +551,7 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
     run.options.overlap_grad_reduce = false;
     run.assumptions.push_back("gradient all-reduce after the pipeline flush (\"DDP impl local\")");
   }
+  apply_schedule_defaults(run);
   if (run.model.num_layers % p.num_chunks() != 0 && p.num_chunks() <= run.model.num_layers) {
     p.layers_per_stage = balanced_chunk_layers(run.model.num_layers, p.num_chunks());
     std::string split;

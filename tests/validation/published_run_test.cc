@@ -297,6 +297,22 @@ TEST(PublishedRun, UngivenZeroStageStaysWithinWhatTheFrameworkOffers) {
   EXPECT_EQ(map_ok(small).plan.zero_stage, 0);
 }
 
+// torchtitan's interleaved schedule without split points runs 2 stages per rank
+// (generate_split_points' default), said so; other frameworks' missing vp is not guessed.
+TEST(PublishedRun, TorchtitanInterleavedDefaultsToTwoStagesPerRank) {
+  Json e = llama_entry();
+  e["hardware"]["num_gpus"] = 16;
+  e["parallel"] = Json::parse(R"({"tp": 1, "pp": 4, "dp": 4, "zero_stage": 1, "micro_batch": 1,
+      "global_batch": 64, "schedule": "interleaved"})");
+  e["family"] = Json::parse(R"({"source": "s", "framework": "torchtitan", "gpu_generation": "H100"})");
+  const PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.plan.schedule, Schedule::kInterleaved);
+  EXPECT_EQ(r.plan.virtual_stages, 2);
+  EXPECT_TRUE(has_assumption(r, "parallel.vp: 2"));
+  e["family"]["framework"] = "megatron";
+  EXPECT_NE(map_error(e).find("virtual"), std::string::npos);
+}
+
 TEST(PublishedRun, ContextParallelRunsMap) {
   // Llama 3 405B's long-context row (Dubey et al. 2024, Table 4): CP 16 at 131072 tokens.
   Json e = llama_entry();
