@@ -13,6 +13,18 @@
 //    the first stage, so every stage has pp micro-batches in flight (F to W) and the held-back
 //    W passes fill the cool-down. Bubble (pp - 1)(T_F + T_B - T_W) against 1F1B's
 //    (pp - 1)(T_F + T_B + T_W) (sec. 2.1), at 1F1B's peak activation memory on the first stage.
+//  - zb-v: Qi et al. 2024, "Pipeline Parallelism with Controllable Memory" (arXiv:2405.15362),
+//    and the zero-bubble paper's sec. 6 (ZB-V): two chunks per stage in a V (plan.h's
+//    chunk_stage), the backward split into B and W as in zb-h1. The order is built as the
+//    reference implementation builds it (sail-sg/zero-bubble-pipeline-parallelism,
+//    megatron/core/pipeline_parallel/zerobubble/scheduler/zbv.py: a greedy list schedule over
+//    unit-time passes with a memory cap of 2pp chunk activations per stage, W passes filling
+//    where nothing else is ready), with a simpler priority: B of the first chunk, B of the
+//    second, F of the second, F of the first, then W. Peak: 2pp chunk activations on every
+//    stage = pp micro-batches of a 1F1B stage, 1F1B's first stage (the paper's "same memory as
+//    1F1B"). With T_F = T_B = T_W per chunk the step takes 6M + pp - 1 passes for pp <= 4 (the
+//    lower bound: the last stage cannot start before pp - 1), a few more for larger pp
+//    (tests/simulator/schedule_test.cc records both).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +43,7 @@ struct PipeStep {
   bool forward = true;
   BackwardPart part = BackwardPart::kWhole;  // backward steps only
   std::int64_t micro_batch = 0;
-  std::int64_t virtual_chunk = 0;  // 0..v-1; the model chunk is virtual_chunk * pp + stage
+  std::int64_t virtual_chunk = 0;  // 0..v-1; the model chunk is stage_chunk(plan, stage, it)
 };
 
 std::vector<PipeStep> schedule_gpipe(std::int64_t micro_batches);
@@ -42,6 +54,8 @@ std::vector<PipeStep> schedule_interleaved(std::int64_t pp, std::int64_t stage,
                                            std::int64_t virtual_stages);
 std::vector<PipeStep> schedule_zb_h1(std::int64_t pp, std::int64_t stage,
                                      std::int64_t micro_batches);
+// All stages' orders at once (the greedy builds them together).
+std::vector<std::vector<PipeStep>> schedule_zb_v(std::int64_t pp, std::int64_t micro_batches);
 // Whether the plan's schedule splits the backward into B and W steps.
 bool splits_backward(const Plan& plan);
 // The schedule of `stage` for the plan's schedule kind.

@@ -112,7 +112,7 @@ std::vector<BlockLayout> stage_layouts(const ModelSpec& m, const Plan& p, std::i
     out.add(g);
     out.add(b);
   };
-  const bool tied_copies = m.tie_word_embeddings && p.pp > 1;
+  const bool tied_copies = m.tie_word_embeddings && splits_tied_embedding(p);
 
   std::vector<BlockLayout> out;
   const std::vector<ParamBlock> expected = param_blocks_on_stage(m, p, stage);
@@ -144,7 +144,7 @@ std::vector<BlockLayout> stage_layouts(const ModelSpec& m, const Plan& p, std::i
       case BlockKind::kHead:
         norm("lnf", bl);
         if (!m.tie_word_embeddings) bl.add(table("lm_head", false));
-        else if (p.pp > 1) bl.add(table("wte", true));  // the tied copy: same name, same init
+        else if (tied_copies) bl.add(table("wte", true));  // the tied copy: same name, same init
         break;
     }
     TRAINPLAN_CHECK(bl.b.size == pb.dense_params)

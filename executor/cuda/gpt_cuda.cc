@@ -20,9 +20,10 @@ Status check_cuda_executor_supports(const ModelSpec& m, const Plan& p) {
   as_fp32.precision = Precision::kFp32;
   Status s = check_executor_supports(m, as_fp32);
   if (!s.ok()) return s;
-  if (p.schedule == Schedule::kZbH1)
-    return Status::Error("schedule zb-h1: the CUDA executor runs each backward whole (the CPU "
-                         "executor, plan and simulate split it into B and W)",
+  if (p.schedule == Schedule::kZbH1 || p.schedule == Schedule::kZbV)
+    return Status::Error("schedule " + std::string(to_string(p.schedule)) +
+                             ": the CUDA executor runs each backward whole (the CPU executor, "
+                             "plan and simulate split it into B and W)",
                          ExitCode::kInvalidInput);
   if (p.partition_activations)
     return Status::Error("partition_activations: the CUDA executor keeps whole layer inputs "
