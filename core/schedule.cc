@@ -5,6 +5,10 @@
 #include <array>
 #include <deque>
 #include <limits>
+#include <tuple>
+
+#include "core/cost/cost_model.h"
+#include "core/status.h"
 
 namespace trainplan::sim {
 
@@ -76,84 +80,94 @@ std::vector<PipeStep> schedule_zb_h1(std::int64_t pp, std::int64_t stage, std::i
 
 namespace {
 
-// The ZB-V greedy (schedule.h): unit-time passes, every stage picking its next pass each tick.
-// Pass kinds in priority order; the second chunk's backward runs first in the V, so "B1" is
-// the backward of local chunk 1.
-enum VKind { kB0, kB1, kF1, kF0, kVKinds };
+// The ZB-V greedy (schedule.h): list scheduling of F, B and W passes with their costs, always
+// placing next the pass that can start earliest (ties: the priority order below). The second
+// chunk's backward runs first in the V, so "B1" is the backward of local chunk 1.
+enum VKind { kB0, kB1, kF1, kF0, kVKinds, kW = kVKinds };
 
 class VGreedy {
  public:
-  VGreedy(std::int64_t pp, std::int64_t m)
-      : pp_(pp), m_(m), cap_(2 * pp), next_(static_cast<std::size_t>(pp)),
-        done_(static_cast<std::size_t>(kVKinds * pp * m), kNever),
-        pending_w_(static_cast<std::size_t>(pp)), held_(static_cast<std::size_t>(pp), 0),
-        out_(static_cast<std::size_t>(pp)) {}
+  // `reserve`: a first-chunk forward leaves room for the second-chunk forwards it owes.
+  VGreedy(std::int64_t pp, std::int64_t m, const PassCosts& costs, bool reserve)
+      : pp_(pp), m_(m), cap_(2 * pp), reserve_(reserve), costs_(costs), next_(idx(pp)),
+        done_(idx(kVKinds * pp * m), kNever), free_(idx(pp), 0.0), pending_w_(idx(pp)),
+        held_(idx(pp), 0), out_(idx(pp)) {}
 
+  // Every stage's order, or none when the greedy gets stuck.
   std::vector<std::vector<PipeStep>> run() {
-    const std::int64_t total = 6 * pp_ * m_;
-    std::int64_t placed = 0;
-    for (std::int64_t t = 0; placed < total; ++t) {
-      std::vector<std::pair<std::int64_t, int>> picks;  // (stage, kind or -1 for W)
+    for (std::int64_t left = 6 * pp_ * m_; left > 0; --left) {
+      Choice best;
       for (std::int64_t s = 0; s < pp_; ++s) {
-        const int k = pick(s, t);
-        if (k >= 0 || !pending_w_[idx(s)].empty()) picks.emplace_back(s, k);
+        const Choice c = choose(s);
+        if (c.stage >= 0 && (best.stage < 0 || std::tie(c.start, c.kind) < std::tie(best.start, best.kind)))
+          best = c;
       }
-      for (auto [s, k] : picks) place(s, k, t + 1);
-      placed += static_cast<std::int64_t>(picks.size());
+      if (best.stage < 0) return {};  // stuck: every stage at its cap with nothing to free
+      place(best);
     }
     return std::move(out_);
   }
 
  private:
-  static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+  struct Choice {
+    std::int64_t stage = -1;
+    int kind = kW;
+    double start = 0;
+  };
+  static constexpr double kNever = std::numeric_limits<double>::infinity();
   static std::size_t idx(std::int64_t i) { return static_cast<std::size_t>(i); }
-  std::int64_t& done(int k, std::int64_t s, std::int64_t mb) {
-    return done_[idx((k * pp_ + s) * m_ + mb)];
-  }
-  bool finished(int k, std::int64_t s, std::int64_t mb, std::int64_t t) {
-    return done(k, s, mb) <= t;
-  }
-
-  // The first pass kind of stage s ready at tick t, or -1.
-  int pick(std::int64_t s, std::int64_t t) {
-    for (int k = kB0; k < kVKinds; ++k)
-      if (ready(k, s, t)) return k;
-    return -1;
+  double& done(int k, std::int64_t s, std::int64_t mb) { return done_[idx((k * pp_ + s) * m_ + mb)]; }
+  double cost(int k) const {
+    return k == kF0 || k == kF1 ? costs_.forward : k == kW ? costs_.backward_weight
+                                                           : costs_.backward_input;
   }
 
-  // Dependencies of the V (chunk s forward on stage s, then chunk 2pp-1-s back up; backward
-  // the other way) and the memory cap (a forward holds one chunk activation until its W).
-  bool ready(int k, std::int64_t s, std::int64_t t) {
-    const std::int64_t j = next_[idx(s)][static_cast<std::size_t>(k)];
-    if (j >= m_) return false;
+  // When pass kind k of stage s could start after its dependency in the V (chunk s forward on
+  // stage s, then chunk 2pp-1-s back up; the backward the other way), or never yet.
+  double ready_at(int k, std::int64_t s) {
     const auto& n = next_[idx(s)];
+    const std::int64_t j = n[static_cast<std::size_t>(k)];
     const bool last = s == pp_ - 1;
+    if (j >= m_) return kNever;
+    if ((k == kF0 || k == kF1) && held_[idx(s)] >= cap_) return kNever;
+    if (k == kF0 && reserve_ && held_[idx(s)] + (n[kF0] - n[kF1]) + 1 > cap_) return kNever;
     switch (k) {
-      case kF0:
-        return held_[idx(s)] < cap_ && (s == 0 || finished(kF0, s - 1, j, t));
-      case kF1:
-        return j < n[kF0] && held_[idx(s)] < cap_ &&
-               (last ? finished(kF0, s, j, t) : finished(kF1, s + 1, j, t));
-      case kB1:
-        return j < n[kF1] && (s == 0 ? finished(kF1, s, j, t) : finished(kB1, s - 1, j, t));
-      default:  // kB0
-        return j < n[kB1] && (last ? finished(kB1, s, j, t) : finished(kB0, s + 1, j, t));
+      case kF0: return s == 0 ? 0.0 : done(kF0, s - 1, j);
+      case kF1: return j >= n[kF0] ? kNever : last ? done(kF0, s, j) : done(kF1, s + 1, j);
+      case kB1: return j >= n[kF1] ? kNever : s == 0 ? done(kF1, s, j) : done(kB1, s - 1, j);
+      default: return j >= n[kB1] ? kNever : last ? done(kB1, s, j) : done(kB0, s + 1, j);
     }
   }
 
-  // Runs pass kind k (-1: the oldest pending W) on stage s, ending at tick `end`.
-  void place(std::int64_t s, int k, std::int64_t end) {
+  // Stage s's next pass: the earliest-starting F or B (by priority on ties), or a pending W
+  // when that would leave the stage idle.
+  Choice choose(std::int64_t s) {
+    Choice c;
+    const double now = free_[idx(s)];
+    for (int k = kB0; k < kVKinds; ++k) {
+      const double at = ready_at(k, s);
+      if (at == kNever) continue;
+      const double start = std::max(now, at);
+      if (c.stage < 0 || start < c.start) c = {s, k, start};
+    }
+    if (!pending_w_[idx(s)].empty() && (c.stage < 0 || c.start > now)) c = {s, kW, now};
+    return c;
+  }
+
+  void place(const Choice& c) {
+    const std::int64_t s = c.stage;
     std::vector<PipeStep>& out = out_[idx(s)];
-    if (k < 0) {
+    free_[idx(s)] = c.start + cost(c.kind);
+    if (c.kind == kW) {
       out.push_back(pending_w_[idx(s)].front());
       pending_w_[idx(s)].pop_front();
       --held_[idx(s)];
       return;
     }
-    const std::int64_t j = next_[idx(s)][static_cast<std::size_t>(k)]++;
-    done(k, s, j) = end;
-    const std::int64_t chunk = k == kF0 || k == kB0 ? 0 : 1;
-    if (k == kF0 || k == kF1) {
+    const std::int64_t j = next_[idx(s)][static_cast<std::size_t>(c.kind)]++;
+    done(c.kind, s, j) = free_[idx(s)];
+    const std::int64_t chunk = c.kind == kF0 || c.kind == kB0 ? 0 : 1;
+    if (c.kind == kF0 || c.kind == kF1) {
       out.push_back({true, BackwardPart::kWhole, j, chunk});
       ++held_[idx(s)];
     } else {
@@ -163,8 +177,11 @@ class VGreedy {
   }
 
   const std::int64_t pp_, m_, cap_;
+  const bool reserve_;
+  const PassCosts costs_;
   std::vector<std::array<std::int64_t, kVKinds>> next_;  // next micro-batch per stage and kind
-  std::vector<std::int64_t> done_;                       // tick each pass ended
+  std::vector<double> done_;                             // when each F and B pass ends
+  std::vector<double> free_;                             // when each stage is next free
   std::vector<std::deque<PipeStep>> pending_w_;          // W passes owed, oldest first
   std::vector<std::int64_t> held_;                       // chunk activations held (F to W)
   std::vector<std::vector<PipeStep>> out_;
@@ -172,15 +189,36 @@ class VGreedy {
 
 }  // namespace
 
-std::vector<std::vector<PipeStep>> schedule_zb_v(std::int64_t pp, std::int64_t m) {
-  return VGreedy(pp, m).run();
+std::vector<std::vector<PipeStep>> schedule_zb_v(std::int64_t pp, std::int64_t m,
+                                                 const PassCosts& costs) {
+  // With a W much cheaper than F the greedy can fill a stage's cap with first-chunk forwards
+  // whose second-chunk forwards then have no room (pp 2, M 8, W/F = 0.08); it is built again
+  // with room reserved for them, which never gets stuck (at a slightly longer step with equal
+  // costs, so only then).
+  std::vector<std::vector<PipeStep>> out = VGreedy(pp, m, costs, false).run();
+  if (out.empty()) out = VGreedy(pp, m, costs, true).run();
+  TRAINPLAN_CHECK(!out.empty()) << "zb-v greedy stuck (pp " << pp << ", M " << m << ")";
+  return out;
+}
+
+PassCosts zb_v_pass_costs(const ModelSpec& model, const Plan& plan) {
+  auto flops = [](const std::vector<Task>& tasks) {
+    double sum = 0;
+    for (const Task& t : tasks) sum += t.flops;
+    return sum;
+  };
+  const std::vector<Task> backward = layer_backward_tasks(model, plan);
+  PassCosts c{flops(layer_forward_tasks(model, plan)), flops(backward_input_tasks(backward)),
+              flops(backward_weight_tasks(backward))};
+  if (c.forward <= 0 || c.backward_input <= 0 || c.backward_weight <= 0) return PassCosts{};
+  return c;
 }
 
 bool splits_backward(const Plan& p) {
   return p.schedule == Schedule::kZbH1 || p.schedule == Schedule::kZbV;
 }
 
-std::vector<PipeStep> stage_schedule(const Plan& p, std::int64_t stage) {
+std::vector<PipeStep> stage_schedule(const Plan& p, std::int64_t stage, const PassCosts& costs) {
   const std::int64_t m = p.num_micro_batches();
   switch (p.schedule) {
     case Schedule::kNaive:
@@ -190,11 +228,13 @@ std::vector<PipeStep> stage_schedule(const Plan& p, std::int64_t stage) {
     case Schedule::kZbH1: return schedule_zb_h1(p.pp, stage, m);
     case Schedule::kZbV: {
       // One greedy builds every stage's order; the simulator asks for each stage in turn.
-      thread_local std::pair<std::int64_t, std::int64_t> key{-1, -1};
+      thread_local std::tuple<std::int64_t, std::int64_t, double, double, double> key{-1, -1, 0, 0, 0};
       thread_local std::vector<std::vector<PipeStep>> all;
-      if (key != std::pair{p.pp, m}) {
-        all = schedule_zb_v(p.pp, m);
-        key = {p.pp, m};
+      const auto now = std::make_tuple(p.pp, m, costs.forward, costs.backward_input,
+                                       costs.backward_weight);
+      if (key != now) {
+        all = schedule_zb_v(p.pp, m, costs);
+        key = now;
       }
       return all[static_cast<std::size_t>(stage)];
     }

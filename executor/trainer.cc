@@ -186,7 +186,11 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch) {
     micro_batch_tokens(batch, s, mbs, M, dp_rank_, mb, in.data() + mb * T, out.data() + mb * T);
   stage_model_->load_tokens(in, out);
   // The order the simulator plays (core/schedule.h: GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-V).
-  for (const sim::PipeStep& p : sim::stage_schedule(plan_, stage_)) {
+  // zb-v orders its passes by their FLOP ratios, as the simulator does.
+  const sim::PassCosts costs = plan_.schedule == Schedule::kZbV
+                                   ? sim::zb_v_pass_costs(model_, plan_)
+                                   : sim::PassCosts{};
+  for (const sim::PipeStep& p : sim::stage_schedule(plan_, stage_, costs)) {
     if (p.forward) {
       forward(p.virtual_chunk, p.micro_batch);
     } else if (p.part == sim::BackwardPart::kWeight) {

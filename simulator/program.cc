@@ -901,7 +901,11 @@ class Builder {
     for (std::size_t i = 0; i < blocks.size(); ++i)
       if (blocks[i].kind == BlockKind::kLayer) rs.block_of_layer[blocks[i].layer] = i;
     rs.backwards_done.assign(blocks.size(), 0);
-    const std::vector<PipeStep> steps = stage_schedule(plan_, rs.stage);
+    // zb-v orders its passes by their costs: FLOP ratios, or equal under uniform_compute.
+    const PassCosts costs = plan_.schedule == Schedule::kZbV && !opt_.uniform_compute
+                                ? zb_v_pass_costs(model_, plan_)
+                                : PassCosts{};
+    const std::vector<PipeStep> steps = stage_schedule(plan_, rs.stage, costs);
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const PipeStep& step = steps[i];
       if (plan_.ep_overlap && !step.forward && i + 1 < steps.size() && steps[i + 1].forward) {

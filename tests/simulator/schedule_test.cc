@@ -201,6 +201,28 @@ TEST(Schedule, ZbVOrdersAreCompleteAndWithinTheMemoryCap) {
   }
 }
 
+// Costs as DeepSeek-V3's layer has them (W a twelfth of F): the plain greedy fills stage 0's cap
+// with first-chunk forwards and gets stuck; the rebuilt order (room reserved) is complete and
+// within the cap, for these and other costs.
+TEST(Schedule, ZbVWithACheapWeightPassStillCompletes) {
+  for (const sim::PassCosts& c : {sim::PassCosts{1, 1.92, 0.081}, sim::PassCosts{1, 1.3, 0.7}}) {
+    for (std::int64_t k : {2, 3, 8}) {
+      for (std::int64_t m : {std::int64_t{1}, std::int64_t{8}, 4 * k}) {
+        const auto all = sim::schedule_zb_v(k, m, c);
+        for (const auto& steps : all) {
+          ASSERT_EQ(steps.size(), static_cast<std::size_t>(6 * m)) << "K=" << k << " M=" << m;
+          std::int64_t held = 0, peak = 0;
+          for (const auto& st : steps) {
+            held += st.forward ? 1 : st.part == sim::BackwardPart::kWeight ? -1 : 0;
+            peak = std::max(peak, held);
+          }
+          EXPECT_LE(peak, 2 * k) << "K=" << k << " M=" << m;
+        }
+      }
+    }
+  }
+}
+
 TEST(Schedule, NaiveModelParallelismLeavesKMinus1OfKDevicesIdle) {
   for (std::int64_t k : {2, 4, 8}) {
     Plan p = testing::make_plan(1, k, 1, 4, 4, Schedule::kNaive);
