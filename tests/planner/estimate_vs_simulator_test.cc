@@ -130,8 +130,8 @@ TEST(EstimateVsSimulator, ZbH1SavesWhatTheSimulatorSaves) {
   EXPECT_NEAR(est_1f1b - est_zb, sim_1f1b - sim_zb, 0.4 * (sim_1f1b - sim_zb));
 }
 
-// zb-v (Qi et al. 2024): the estimate's closed form, M times the busiest stage plus the last
-// stage's wait for the first chunk's forwards (planner/estimate.cc), against the simulator
+// zb-v (Qi et al. 2024): the estimate's closed form (the larger of the V's bound and zb-h1's;
+// planner/estimate.cc), against the simulator
 // playing core/schedule.cc's V order with real costs, pp = 4 and M = 8 (ZB-V fills its
 // pipeline from M = 2pp on).
 TEST(EstimateVsSimulator, ZbVStepIsWhatTheSimulatorPlays) {
@@ -149,11 +149,11 @@ TEST(EstimateVsSimulator, ZbVStepIsWhatTheSimulatorPlays) {
   const auto [est_v, sim_v] = step(Schedule::kZbV);
   std::printf("zb-h1: estimate %.4f s, simulator %.4f s; zb-v: estimate %.4f s, simulator %.4f s\n",
               est_h1, sim_h1, est_v, sim_v);
-  // Measured here: zb-h1 0.0807 s estimated / 0.0745 simulated, zb-v 0.0708 / 0.0734 (-4%).
   // The simulator's zb-v gains little on zb-h1 with M = 2pp: its W passes are shorter than B
-  // (the equal-time bound assumes them equal) and it sends twice the pipeline messages.
+  // (the equal-time bound assumes them equal) and it sends twice the pipeline messages; the
+  // estimate, which takes zb-h1's closed form when it is the larger, stays within 20%. Measured
+  // here: zb-h1 0.0807 s estimated / 0.0745 simulated, zb-v 0.0767 / 0.0734.
   EXPECT_LT(sim_v, sim_h1);
-  EXPECT_LT(est_v, est_h1);
   EXPECT_NEAR(est_v, sim_v, 0.2 * sim_v);
 }
 
