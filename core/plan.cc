@@ -14,6 +14,7 @@ std::string_view to_string(Schedule s) {
     case Schedule::k1F1B: return "1f1b";
     case Schedule::kInterleaved: return "interleaved";
     case Schedule::kZbH1: return "zb-h1";
+    case Schedule::kZbV: return "zb-v";
   }
   return "?";
 }
@@ -67,7 +68,7 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   r.get_int("micro_batch_size", p.micro_batch_size, 1, PL::kMaxBatch, true);
   r.get_int("global_batch_size", p.global_batch_size, 1, PL::kMaxBatch, true);
   int c = 0;
-  if (r.get_choice("schedule", c, {"naive", "gpipe", "1f1b", "interleaved", "zb-h1"}, false))
+  if (r.get_choice("schedule", c, {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"}, false))
     p.schedule = static_cast<Schedule>(c);
   r.get_int("virtual_stages", p.virtual_stages, 1, PL::kMaxVirtualStages, false);
   if (r.get_choice("recompute", c, {"none", "selective", "full"}, false))
@@ -209,9 +210,17 @@ Status validate_plan(const Plan& p) {
   if (p.schedule == Schedule::kNaive && m != 1)
     return err("schedule naive runs one micro-batch per replica: micro_batch_size must equal "
                "global_batch_size/dp = " + std::to_string(p.global_batch_size / p.dp));
-  if (p.schedule != Schedule::kInterleaved && p.virtual_stages != 1)
+  if (p.schedule == Schedule::kZbV) {
+    if (p.pp < 2)
+      return err("schedule zb-v needs pp >= 2 (it places two chunks per stage in a V), the plan "
+                 "has pp=" + std::to_string(p.pp));
+    if (p.virtual_stages != 2)
+      return err("schedule zb-v holds 2 model chunks per stage: virtual_stages must be 2, the "
+                 "plan has virtual_stages=" + std::to_string(p.virtual_stages));
+  } else if (p.schedule != Schedule::kInterleaved && p.virtual_stages != 1) {
     return err("virtual_stages=" + std::to_string(p.virtual_stages) +
-               " needs schedule interleaved");
+               " needs schedule interleaved (or 2 with zb-v)");
+  }
   if (p.schedule == Schedule::kInterleaved) {
     if (p.pp < 2) return err("schedule interleaved needs pp >= 2");
     if (p.virtual_stages < 2) return err("schedule interleaved needs virtual_stages >= 2");
@@ -370,6 +379,20 @@ std::vector<std::int64_t> chunk_layers(const Plan& p, const ModelSpec& m) {
   for (std::int64_t i = 0; i < m.num_layers % chunks; ++i) ++out[static_cast<std::size_t>(i)];
   return out;
 }
+
+std::int64_t chunk_stage(const Plan& p, std::int64_t chunk) {
+  if (p.schedule == Schedule::kZbV) return chunk < p.pp ? chunk : 2 * p.pp - 1 - chunk;
+  return chunk % p.pp;
+}
+
+std::int64_t stage_chunk(const Plan& p, std::int64_t stage, std::int64_t local) {
+  if (p.schedule == Schedule::kZbV) return local == 0 ? stage : 2 * p.pp - 1 - stage;
+  return local * p.pp + stage;
+}
+
+std::int64_t head_stage(const Plan& p) { return chunk_stage(p, p.num_chunks() - 1); }
+
+bool splits_tied_embedding(const Plan& p) { return head_stage(p) != 0; }
 
 std::string zero_label(const Plan& p) {
   std::string s = std::to_string(p.zero_stage);

@@ -19,8 +19,10 @@ namespace trainplan {
 // forward one backward, PipeDream-flush (Narayanan et al. 2021). interleaved: 1F1B over
 // `virtual_stages` model chunks per device (Narayanan et al. 2021, sec. 2.2). zb-h1: 1F1B with
 // the backward split into input- and weight-gradient passes, the weight passes filling the
-// bubble (Qi et al. 2023, arXiv:2401.10241, sec. 2.1); see core/schedule.h.
-enum class Schedule { kNaive, kGpipe, k1F1B, kInterleaved, kZbH1 };
+// bubble (Qi et al. 2023, arXiv:2401.10241, sec. 2.1). zb-v: the same split over two model
+// chunks per device placed in a V (Qi et al. 2024, arXiv:2405.15362; chunk_stage below); see
+// core/schedule.h.
+enum class Schedule { kNaive, kGpipe, k1F1B, kInterleaved, kZbH1, kZbV };
 // none: store every activation. selective: recompute the attention core (softmax, dropout,
 // scores x V), Korthikanti et al. 2022 sec. 5. full: store only each layer's input, recompute
 // the layer's forward in the backward pass (of every layer, or of the first
@@ -74,7 +76,7 @@ struct Plan {
   std::int64_t micro_batch_size = 1;   // sequences per micro-batch per replica
   std::int64_t global_batch_size = 1;  // sequences per optimizer step, all replicas
   Schedule schedule = Schedule::k1F1B;
-  std::int64_t virtual_stages = 1;     // model chunks per device (interleaved only)
+  std::int64_t virtual_stages = 1;     // model chunks per device (interleaved; 2 for zb-v)
   Recompute recompute = Recompute::kNone;
   // Full recompute of only the first N layers of each model chunk, the others storing every
   // activation (Megatron-LM's --recompute-method block --recompute-num-layers N; the "skip"
@@ -151,9 +153,24 @@ Status validate_plan(const Plan& plan);
 Status check_plan_fits_model(const Plan& plan, const ModelSpec& model);
 Status check_plan_world_size(const Plan& plan, std::int64_t world_size);
 
-// Layers held by each model chunk (pp * virtual_stages entries), in pipeline order: chunk c is
-// on stage c % pp (Megatron-LM's interleaved assignment).
+// Layers held by each model chunk (pp * virtual_stages entries), in pipeline order; the chunk's
+// stage is chunk_stage.
 std::vector<std::int64_t> chunk_layers(const Plan& plan, const ModelSpec& model);
+
+// Chunk placement: which pipeline stage holds model chunk `chunk` (0 .. num_chunks-1, pipeline
+// order), and which model chunk is the `local`-th (0 .. virtual_stages-1) of `stage`. The one
+// mapping every layer (cost, simulator, planner, executor) reads. Round-robin (Megatron-LM's
+// interleaved assignment, Narayanan et al. 2021 sec. 2.2): chunk c on stage c % pp. V (zb-v;
+// Qi et al. 2024, arXiv:2405.15362, sec. 4, and sail-sg/zero-bubble-pipeline-parallelism's
+// zbv scheduler): stage s holds chunks s and 2pp-1-s, so the forward runs down the stages and
+// back up, and the first stage holds both the embedding and the head.
+std::int64_t chunk_stage(const Plan& plan, std::int64_t chunk);
+std::int64_t stage_chunk(const Plan& plan, std::int64_t stage, std::int64_t local);
+// The stage that holds the LM head and the loss (the last model chunk's).
+std::int64_t head_stage(const Plan& plan);
+// Whether the embedding and the head sit on different stages, so a tied table has two copies
+// whose gradients are summed over the embedding group (Megatron-LM's pp > 1 with round-robin).
+bool splits_tied_embedding(const Plan& plan);
 // Layers per model chunk for `layers` that do not divide evenly over `chunks` (needs layers >=
 // chunks): the end stages, which also hold the embedding and the LM head, take the shortfall.
 std::vector<std::int64_t> balanced_chunk_layers(std::int64_t layers, std::int64_t chunks);

@@ -2,6 +2,13 @@
 #include "core/schedule.h"
 
 #include <algorithm>
+#include <array>
+#include <deque>
+#include <limits>
+#include <tuple>
+
+#include "core/cost/cost_model.h"
+#include "core/status.h"
 
 namespace trainplan::sim {
 
@@ -71,9 +78,147 @@ std::vector<PipeStep> schedule_zb_h1(std::int64_t pp, std::int64_t stage, std::i
   return out;
 }
 
-bool splits_backward(const Plan& p) { return p.schedule == Schedule::kZbH1; }
+namespace {
 
-std::vector<PipeStep> stage_schedule(const Plan& p, std::int64_t stage) {
+// The ZB-V greedy (schedule.h): list scheduling of F, B and W passes with their costs, always
+// placing next the pass that can start earliest (ties: the priority order below). The second
+// chunk's backward runs first in the V, so "B1" is the backward of local chunk 1.
+enum VKind { kB0, kB1, kF1, kF0, kVKinds, kW = kVKinds };
+
+class VGreedy {
+ public:
+  // `reserve`: a first-chunk forward leaves room for the second-chunk forwards it owes.
+  VGreedy(std::int64_t pp, std::int64_t m, const PassCosts& costs, bool reserve)
+      : pp_(pp), m_(m), cap_(2 * pp), reserve_(reserve), costs_(costs), next_(idx(pp)),
+        done_(idx(kVKinds * pp * m), kNever), free_(idx(pp), 0.0), pending_w_(idx(pp)),
+        held_(idx(pp), 0), out_(idx(pp)) {}
+
+  // Every stage's order, or none when the greedy gets stuck.
+  std::vector<std::vector<PipeStep>> run() {
+    for (std::int64_t left = 6 * pp_ * m_; left > 0; --left) {
+      Choice best;
+      for (std::int64_t s = 0; s < pp_; ++s) {
+        const Choice c = choose(s);
+        if (c.stage >= 0 && (best.stage < 0 || std::tie(c.start, c.kind) < std::tie(best.start, best.kind)))
+          best = c;
+      }
+      if (best.stage < 0) return {};  // stuck: every stage at its cap with nothing to free
+      place(best);
+    }
+    return std::move(out_);
+  }
+
+ private:
+  struct Choice {
+    std::int64_t stage = -1;
+    int kind = kW;
+    double start = 0;
+  };
+  static constexpr double kNever = std::numeric_limits<double>::infinity();
+  static std::size_t idx(std::int64_t i) { return static_cast<std::size_t>(i); }
+  double& done(int k, std::int64_t s, std::int64_t mb) { return done_[idx((k * pp_ + s) * m_ + mb)]; }
+  double cost(int k) const {
+    return k == kF0 || k == kF1 ? costs_.forward : k == kW ? costs_.backward_weight
+                                                           : costs_.backward_input;
+  }
+
+  // When pass kind k of stage s could start after its dependency in the V (chunk s forward on
+  // stage s, then chunk 2pp-1-s back up; the backward the other way), or never yet.
+  double ready_at(int k, std::int64_t s) {
+    const auto& n = next_[idx(s)];
+    const std::int64_t j = n[static_cast<std::size_t>(k)];
+    const bool last = s == pp_ - 1;
+    if (j >= m_) return kNever;
+    if ((k == kF0 || k == kF1) && held_[idx(s)] >= cap_) return kNever;
+    if (k == kF0 && reserve_ && held_[idx(s)] + (n[kF0] - n[kF1]) + 1 > cap_) return kNever;
+    switch (k) {
+      case kF0: return s == 0 ? 0.0 : done(kF0, s - 1, j);
+      case kF1: return j >= n[kF0] ? kNever : last ? done(kF0, s, j) : done(kF1, s + 1, j);
+      case kB1: return j >= n[kF1] ? kNever : s == 0 ? done(kF1, s, j) : done(kB1, s - 1, j);
+      default: return j >= n[kB1] ? kNever : last ? done(kB1, s, j) : done(kB0, s + 1, j);
+    }
+  }
+
+  // Stage s's next pass: the earliest-starting F or B (by priority on ties), or a pending W
+  // when that would leave the stage idle.
+  Choice choose(std::int64_t s) {
+    Choice c;
+    const double now = free_[idx(s)];
+    for (int k = kB0; k < kVKinds; ++k) {
+      const double at = ready_at(k, s);
+      if (at == kNever) continue;
+      const double start = std::max(now, at);
+      if (c.stage < 0 || start < c.start) c = {s, k, start};
+    }
+    if (!pending_w_[idx(s)].empty() && (c.stage < 0 || c.start > now)) c = {s, kW, now};
+    return c;
+  }
+
+  void place(const Choice& c) {
+    const std::int64_t s = c.stage;
+    std::vector<PipeStep>& out = out_[idx(s)];
+    free_[idx(s)] = c.start + cost(c.kind);
+    if (c.kind == kW) {
+      out.push_back(pending_w_[idx(s)].front());
+      pending_w_[idx(s)].pop_front();
+      --held_[idx(s)];
+      return;
+    }
+    const std::int64_t j = next_[idx(s)][static_cast<std::size_t>(c.kind)]++;
+    done(c.kind, s, j) = free_[idx(s)];
+    const std::int64_t chunk = c.kind == kF0 || c.kind == kB0 ? 0 : 1;
+    if (c.kind == kF0 || c.kind == kF1) {
+      out.push_back({true, BackwardPart::kWhole, j, chunk});
+      ++held_[idx(s)];
+    } else {
+      out.push_back({false, BackwardPart::kInput, j, chunk});
+      pending_w_[idx(s)].push_back({false, BackwardPart::kWeight, j, chunk});
+    }
+  }
+
+  const std::int64_t pp_, m_, cap_;
+  const bool reserve_;
+  const PassCosts costs_;
+  std::vector<std::array<std::int64_t, kVKinds>> next_;  // next micro-batch per stage and kind
+  std::vector<double> done_;                             // when each F and B pass ends
+  std::vector<double> free_;                             // when each stage is next free
+  std::vector<std::deque<PipeStep>> pending_w_;          // W passes owed, oldest first
+  std::vector<std::int64_t> held_;                       // chunk activations held (F to W)
+  std::vector<std::vector<PipeStep>> out_;
+};
+
+}  // namespace
+
+std::vector<std::vector<PipeStep>> schedule_zb_v(std::int64_t pp, std::int64_t m,
+                                                 const PassCosts& costs) {
+  // With a W much cheaper than F the greedy can fill a stage's cap with first-chunk forwards
+  // whose second-chunk forwards then have no room (pp 2, M 8, W/F = 0.08); it is built again
+  // with room reserved for them, which never gets stuck (at a slightly longer step with equal
+  // costs, so only then).
+  std::vector<std::vector<PipeStep>> out = VGreedy(pp, m, costs, false).run();
+  if (out.empty()) out = VGreedy(pp, m, costs, true).run();
+  TRAINPLAN_CHECK(!out.empty()) << "zb-v greedy stuck (pp " << pp << ", M " << m << ")";
+  return out;
+}
+
+PassCosts zb_v_pass_costs(const ModelSpec& model, const Plan& plan) {
+  auto flops = [](const std::vector<Task>& tasks) {
+    double sum = 0;
+    for (const Task& t : tasks) sum += t.flops;
+    return sum;
+  };
+  const std::vector<Task> backward = layer_backward_tasks(model, plan);
+  PassCosts c{flops(layer_forward_tasks(model, plan)), flops(backward_input_tasks(backward)),
+              flops(backward_weight_tasks(backward))};
+  if (c.forward <= 0 || c.backward_input <= 0 || c.backward_weight <= 0) return PassCosts{};
+  return c;
+}
+
+bool splits_backward(const Plan& p) {
+  return p.schedule == Schedule::kZbH1 || p.schedule == Schedule::kZbV;
+}
+
+std::vector<PipeStep> stage_schedule(const Plan& p, std::int64_t stage, const PassCosts& costs) {
   const std::int64_t m = p.num_micro_batches();
   switch (p.schedule) {
     case Schedule::kNaive:
@@ -81,6 +226,18 @@ std::vector<PipeStep> stage_schedule(const Plan& p, std::int64_t stage) {
     case Schedule::k1F1B: return schedule_1f1b(p.pp, stage, m);
     case Schedule::kInterleaved: return schedule_interleaved(p.pp, stage, m, p.virtual_stages);
     case Schedule::kZbH1: return schedule_zb_h1(p.pp, stage, m);
+    case Schedule::kZbV: {
+      // One greedy builds every stage's order; the simulator asks for each stage in turn.
+      thread_local std::tuple<std::int64_t, std::int64_t, double, double, double> key{-1, -1, 0, 0, 0};
+      thread_local std::vector<std::vector<PipeStep>> all;
+      const auto now = std::make_tuple(p.pp, m, costs.forward, costs.backward_input,
+                                       costs.backward_weight);
+      if (key != now) {
+        all = schedule_zb_v(p.pp, m, costs);
+        key = now;
+      }
+      return all[static_cast<std::size_t>(stage)];
+    }
   }
   return {};
 }

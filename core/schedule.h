@@ -13,6 +13,19 @@
 //    the first stage, so every stage has pp micro-batches in flight (F to W) and the held-back
 //    W passes fill the cool-down. Bubble (pp - 1)(T_F + T_B - T_W) against 1F1B's
 //    (pp - 1)(T_F + T_B + T_W) (sec. 2.1), at 1F1B's peak activation memory on the first stage.
+//  - zb-v: Qi et al. 2024, "Pipeline Parallelism with Controllable Memory" (arXiv:2405.15362),
+//    and the zero-bubble paper's sec. 6 (ZB-V): two chunks per stage in a V (plan.h's
+//    chunk_stage), the backward split into B and W as in zb-h1. The order is built as the
+//    reference implementation builds it (sail-sg/zero-bubble-pipeline-parallelism,
+//    megatron/core/pipeline_parallel/zerobubble/scheduler/zbv.py: a greedy list schedule over
+//    passes with their F, B and W costs and a memory cap of 2pp chunk activations per stage,
+//    W passes filling where nothing else is ready), with a simpler rule: the pass that can
+//    start earliest, on ties B of the first chunk, B of the second, F of the second, F of the
+//    first, and W where the stage would otherwise wait. Peak: 2pp chunk activations on every
+//    stage = pp micro-batches of a 1F1B stage, 1F1B's first stage (the paper's "same memory as
+//    1F1B"). With T_F = T_B = T_W per chunk the step takes 6M + pp - 1 passes for pp <= 4 (the
+//    lower bound: the last stage cannot start before pp - 1), a few more for larger pp
+//    (tests/simulator/schedule_test.cc records both).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +44,7 @@ struct PipeStep {
   bool forward = true;
   BackwardPart part = BackwardPart::kWhole;  // backward steps only
   std::int64_t micro_batch = 0;
-  std::int64_t virtual_chunk = 0;  // 0..v-1; the model chunk is virtual_chunk * pp + stage
+  std::int64_t virtual_chunk = 0;  // 0..v-1; the model chunk is stage_chunk(plan, stage, it)
 };
 
 std::vector<PipeStep> schedule_gpipe(std::int64_t micro_batches);
@@ -42,9 +55,21 @@ std::vector<PipeStep> schedule_interleaved(std::int64_t pp, std::int64_t stage,
                                            std::int64_t virtual_stages);
 std::vector<PipeStep> schedule_zb_h1(std::int64_t pp, std::int64_t stage,
                                      std::int64_t micro_batches);
+// What one chunk's F, B and W passes cost, in any one unit: the ZB-V greedy places passes by
+// when they can start (the reference's scheduler takes its f, b and w costs the same way).
+struct PassCosts {
+  double forward = 1, backward_input = 1, backward_weight = 1;
+};
+// A layer's FLOPs of each pass (core/cost's forward, input-gradient and weight-gradient tasks),
+// the ratios the simulator and the executor both order zb-v by.
+PassCosts zb_v_pass_costs(const ModelSpec& model, const Plan& plan);
+// All stages' orders at once (the greedy builds them together).
+std::vector<std::vector<PipeStep>> schedule_zb_v(std::int64_t pp, std::int64_t micro_batches,
+                                                 const PassCosts& costs = {});
 // Whether the plan's schedule splits the backward into B and W steps.
 bool splits_backward(const Plan& plan);
-// The schedule of `stage` for the plan's schedule kind.
-std::vector<PipeStep> stage_schedule(const Plan& plan, std::int64_t stage);
+// The schedule of `stage` for the plan's schedule kind (`costs`: zb-v's pass costs).
+std::vector<PipeStep> stage_schedule(const Plan& plan, std::int64_t stage,
+                                     const PassCosts& costs = {});
 
 }  // namespace trainplan::sim

@@ -137,7 +137,7 @@ std::vector<BlockLayout> stage_layouts(const ModelSpec& m, const Plan& p, std::i
     out.add(g);
     out.add(b);
   };
-  const bool tied_copies = m.tie_word_embeddings && p.pp > 1;
+  const bool tied_copies = m.tie_word_embeddings && splits_tied_embedding(p);
 
   std::vector<BlockLayout> out;
   const std::vector<ParamBlock> expected = param_blocks_on_stage(m, p, stage);
@@ -181,7 +181,7 @@ std::vector<BlockLayout> stage_layouts(const ModelSpec& m, const Plan& p, std::i
       case BlockKind::kHead:
         norm("lnf", bl);
         if (!m.tie_word_embeddings) bl.add(table("lm_head", false));
-        else if (p.pp > 1) bl.add(table("wte", true));  // the tied copy: same name, same init
+        else if (tied_copies) bl.add(table("wte", true));  // the tied copy: same name, same init
         break;
     }
     const std::int64_t dense = bl.b.expert_offset < 0 ? bl.b.size : bl.dense_params;

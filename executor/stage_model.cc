@@ -28,14 +28,14 @@ StageGeometry stage_geometry(const ModelSpec& model, const Plan& plan, std::int6
   x.sp = plan.sequence_parallel && plan.tp > 1;
   x.local_tokens = x.sp ? x.tokens / plan.tp : x.tokens;
   x.first = stage == 0;
-  x.last = stage == plan.pp - 1;
+  x.last = stage == head_stage(plan);
   g.layouts = stage_layouts(model, plan, stage, tp_rank, ep_rank);
   // Layer blocks follow the embedding block, chunk after chunk (param_blocks_on_stage order).
   const std::vector<std::int64_t> layers = chunk_layers(plan, model);
   std::size_t next = x.first ? 1 : 0;
   for (std::int64_t v = 0; v < plan.virtual_stages; ++v) {
     std::vector<std::size_t>& blocks = g.chunk_blocks.emplace_back();
-    for (std::int64_t i = 0; i < layers[static_cast<std::size_t>(v * plan.pp + stage)]; ++i)
+    for (std::int64_t i = 0; i < layers[static_cast<std::size_t>(stage_chunk(plan, stage, v))]; ++i)
       blocks.push_back(next++);
   }
   TRAINPLAN_CHECK(next + (x.last ? 1 : 0) == g.layouts.size()) << "block count mismatch";
@@ -44,7 +44,7 @@ StageGeometry stage_geometry(const ModelSpec& model, const Plan& plan, std::int6
       tasks_between(without_comm(layer_forward_tasks(model, plan)), "qkv", "out_proj");
   g.attention_bwd_task = tasks_between(without_comm(layer_backward_tasks(model, plan)),
                                        "out_proj_wgrad", "qkv_dgrad");
-  g.head_reads_table = model.tie_word_embeddings && plan.pp == 1;
+  g.head_reads_table = model.tie_word_embeddings && !splits_tied_embedding(plan);
   return g;
 }
 

@@ -30,7 +30,7 @@ struct StageShape {
   std::int64_t seq_tokens = 0;       // this rank's tokens of each sequence: seq_len / cp
   std::int64_t tokens = 0;           // T = micro_batch_size * seq_tokens
   std::int64_t local_tokens = 0;     // T / tp with sequence parallelism, else T
-  bool first = false, last = false, sp = false;
+  bool first = false, last = false, sp = false;  // holds the embedding / the head
   // The position in its whole sequence of token i (0 <= i < T) of a micro-batch on this rank.
   std::int64_t position(std::int64_t i) const {
     return cp_position(seq_len, {cp, cp_rank}, i % seq_tokens);
@@ -49,7 +49,8 @@ struct StageGeometry {
   // its own.
   bool head_reads_table = false;
 
-  // Model chunks on this stage (virtual_stages; chunk c is global chunk c * pp + stage).
+  // Model chunks on this stage (virtual_stages; chunk c is global chunk stage_chunk(plan,
+  // stage, c), core/plan.h).
   std::int64_t num_chunks() const { return static_cast<std::int64_t>(chunk_blocks.size()); }
   // Whether chunk c begins with the embedding / ends with the head and loss.
   bool has_embedding(std::int64_t c) const { return shape.first && c == 0; }
@@ -111,9 +112,11 @@ double forward_chunk(const StageGeometry& g, std::int64_t chunk, const PassConte
                      Steps& steps) {
   const std::vector<std::size_t>& blocks = g.chunk_blocks[static_cast<std::size_t>(chunk)];
   const bool embed = g.has_embedding(chunk), head = g.has_head(chunk);
-  // Tied head in the embedding's chunk reads the embedding table: keep block 0 from the
-  // lookup to the loss.
-  const bool hold_embedding = embed && head && c.tied_embeddings;
+  // A tied head on the embedding's stage reads the embedding table (block 0): in the
+  // embedding's chunk, kept from the lookup to the loss; in another chunk of the stage (zb-v's
+  // V), acquired around the head.
+  const bool reads_table = head && g.head_reads_table;
+  const bool hold_embedding = embed && reads_table;
   Act h;
   if (embed) {
     c.access.acquire(0, DpPoint::kBeforeForward);
@@ -137,10 +140,11 @@ double forward_chunk(const StageGeometry& g, std::int64_t chunk, const PassConte
     return 0;
   }
   const std::size_t hb = g.layouts.size() - 1;
+  if (reads_table && !embed) c.access.acquire(0, DpPoint::kBeforeForward);
   c.access.acquire(hb, DpPoint::kBeforeForward);
   const double loss = steps.head(h);
   c.access.release(hb);
-  if (hold_embedding) c.access.release(0);
+  if (reads_table) c.access.release(0);
   return loss;
 }
 
@@ -160,14 +164,16 @@ void backward_chunk(const StageGeometry& g, std::int64_t chunk, const PassContex
                     Steps& steps) {
   const std::vector<std::size_t>& blocks = g.chunk_blocks[static_cast<std::size_t>(chunk)];
   const bool embed = g.has_embedding(chunk), head = g.has_head(chunk);
-  const bool hold_embedding = embed && head && c.tied_embeddings;
+  const bool reads_table = head && g.head_reads_table;  // as in forward_chunk
+  const bool hold_embedding = embed && reads_table;
   Act d;
   if (head) {
     const std::size_t hb = g.layouts.size() - 1;
-    if (hold_embedding) c.access.acquire(0, DpPoint::kBeforeBackward);
+    if (reads_table) c.access.acquire(0, DpPoint::kBeforeBackward);
     c.access.acquire(hb, DpPoint::kBeforeBackward);
     d = steps.head_backward();
     c.access.release(hb);
+    if (reads_table && !embed) c.access.release(0);
     c.access.backward_done(hb);
   } else {
     d = steps.received();

@@ -101,21 +101,46 @@ void Trainer::backward_done(std::size_t i) {
 
 // ---- the step ----
 
-// Pipeline neighbours in the ring: with interleaving, the last stage's chunk c feeds the first
-// stage's chunk c + 1. Forward and backward messages have their own tags, so with pp = 2 the two
-// directions between one pair of ranks cannot be confused.
+// Pipeline neighbours: the stages of the chunks before and after (core/plan.h's chunk_stage:
+// with interleaving the last stage's chunk c feeds the first stage's chunk c + 1; in zb-v's V
+// the last stage feeds itself). Forward and backward messages have their own tags, so with
+// pp = 2 the two directions between one pair of ranks cannot be confused.
 namespace {
 constexpr int kForwardTag = 1, kBackwardTag = 2;
 }  // namespace
+
+void Trainer::send_message(int tag, std::int64_t peer_chunk, std::int64_t mb, const char* name) {
+  Stage& net = *stage_model_;
+  const std::int64_t words = net.message_words(), peer = chunk_stage(plan_, peer_chunk);
+  if (peer == stage_) {
+    const float* data = net.send_buffer();
+    local_messages_[{tag, mb}].assign(data, data + words);
+    return;
+  }
+  comm_.send(CommGroup::kPp, net.send_buffer(), words, peer, tag, name);
+}
+
+void Trainer::receive_message(int tag, std::int64_t peer_chunk, std::int64_t mb,
+                              const char* name) {
+  Stage& net = *stage_model_;
+  const std::int64_t words = net.message_words(), peer = chunk_stage(plan_, peer_chunk);
+  if (peer != stage_) {
+    comm_.recv(CommGroup::kPp, net.receive_buffer(), words, peer, tag, name);
+    return;
+  }
+  const auto it = local_messages_.find({tag, mb});
+  TRAINPLAN_CHECK(it != local_messages_.end())
+      << "schedule reads micro-batch " << mb << "'s message before this stage wrote it";
+  std::copy(it->second.begin(), it->second.end(), net.receive_buffer());
+  local_messages_.erase(it);
+}
 
 void Trainer::forward(std::int64_t chunk, std::int64_t mb) {
   // Trace: receives and sends belong to a micro-batch but no pass, as the simulator's.
   TraceScope micro_batch(trace_, {.pass = ' ', .micro_batch = static_cast<std::int32_t>(mb)});
   Stage& net = *stage_model_;
-  const std::int64_t words = net.message_words(), pp = plan_.pp;
-  if (!net.has_embedding(chunk))
-    comm_.recv(CommGroup::kPp, net.receive_buffer(), words, (stage_ + pp - 1) % pp, kForwardTag,
-               "recv_forward");
+  const std::int64_t global = stage_chunk(plan_, stage_, chunk);
+  if (!net.has_embedding(chunk)) receive_message(kForwardTag, global - 1, mb, "recv_forward");
   const float loss_scale =
       1.0f / static_cast<float>(plan_.global_batch_size * model_.seq_len);
   net.begin_phase("forward");
@@ -124,9 +149,7 @@ void Trainer::forward(std::int64_t chunk, std::int64_t mb) {
     net.forward(chunk, mb, loss_scale);
   }
   net.end_phase("forward");
-  if (!net.has_head(chunk))
-    comm_.send(CommGroup::kPp, net.send_buffer(), words, (stage_ + 1) % pp, kForwardTag,
-               "send_forward");
+  if (!net.has_head(chunk)) send_message(kForwardTag, global + 1, mb, "send_forward");
   net.drop_messages();
 }
 
@@ -134,10 +157,8 @@ void Trainer::backward(std::int64_t chunk, std::int64_t mb, bool input_only) {
   TraceScope micro_batch(trace_, {.pass = ' ', .micro_batch = static_cast<std::int32_t>(mb)});
   if (!input_only) last_micro_batch_ = mb == plan_.num_micro_batches() - 1;
   Stage& net = *stage_model_;
-  const std::int64_t words = net.message_words(), pp = plan_.pp;
-  if (!net.has_head(chunk))
-    comm_.recv(CommGroup::kPp, net.receive_buffer(), words, (stage_ + 1) % pp, kBackwardTag,
-               "recv_backward");
+  const std::int64_t global = stage_chunk(plan_, stage_, chunk);
+  if (!net.has_head(chunk)) receive_message(kBackwardTag, global + 1, mb, "recv_backward");
   net.begin_phase("backward");
   {
     TraceScope pass(trace_, {.pass = 'B'});
@@ -148,9 +169,7 @@ void Trainer::backward(std::int64_t chunk, std::int64_t mb, bool input_only) {
     }
   }
   net.end_phase("backward");
-  if (!net.has_embedding(chunk))
-    comm_.send(CommGroup::kPp, net.send_buffer(), words, (stage_ + pp - 1) % pp, kBackwardTag,
-               "send_backward");
+  if (!net.has_embedding(chunk)) send_message(kBackwardTag, global - 1, mb, "send_backward");
   net.drop_messages();
 }
 
@@ -173,8 +192,12 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch) {
     micro_batch_tokens(batch, s, mbs, M, dp_rank_, mb, in.data() + mb * T, out.data() + mb * T,
                        {plan_.cp, cp_rank_});
   stage_model_->load_tokens(in, out);
-  // The order the simulator plays (core/schedule.h: GPipe, 1F1B, interleaved 1F1B, ZB-H1).
-  for (const sim::PipeStep& p : sim::stage_schedule(plan_, stage_)) {
+  // The order the simulator plays (core/schedule.h: GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-V).
+  // zb-v orders its passes by their FLOP ratios, as the simulator does.
+  const sim::PassCosts costs = plan_.schedule == Schedule::kZbV
+                                   ? sim::zb_v_pass_costs(model_, plan_)
+                                   : sim::PassCosts{};
+  for (const sim::PipeStep& p : sim::stage_schedule(plan_, stage_, costs)) {
     if (p.forward) {
       forward(p.virtual_chunk, p.micro_batch);
     } else if (p.part == sim::BackwardPart::kWeight) {
@@ -188,8 +211,8 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch) {
 
 Result<double> Trainer::reduce_loss() {
   const double loss_sum = stage_model_->loss_sum();
-  // The loss lives on the last stage; its TP ranks hold the same value, so one counts it.
-  const bool reporter = stage_ == plan_.pp - 1 && comm_.group_rank(CommGroup::kTp) == 0;
+  // The loss lives on the head's stage; its TP ranks hold the same value, so one counts it.
+  const bool reporter = stage_ == head_stage(plan_) && comm_.group_rank(CommGroup::kTp) == 0;
   const bool bad = reporter && !std::isfinite(loss_sum);
   double control[2] = {reporter && !bad ? loss_sum : 0.0, bad ? 1.0 : 0.0};
   comm_.control_all_reduce(control, 2, ReduceOp::kSum);  // control traffic: not traced
@@ -198,7 +221,7 @@ Result<double> Trainer::reduce_loss() {
     comm_.control_all_reduce(&who, 1, ReduceOp::kMax);
     return Status::Error("non-finite loss at step " + std::to_string(step_ + 1) + " on rank " +
                              std::to_string(static_cast<std::int64_t>(who)) +
-                             " (last pipeline stage); stopping",
+                             " (the pipeline stage holding the loss); stopping",
                          ExitCode::kRuntime);
   }
   return control[0] / static_cast<double>(plan_.global_batch_size * model_.seq_len);

@@ -109,6 +109,10 @@ class Trainer final : private DpEvents {
   // A whole backward, or (zero-bubble schedules) its B part; weight runs the W part.
   void backward(std::int64_t chunk, std::int64_t mb, bool input_only);
   void weight(std::int64_t chunk, std::int64_t mb);
+  // A pipeline message of micro-batch mb to / from the stage holding model chunk `peer_chunk`
+  // (core/plan.h's chunk_stage); one on this stage (the V's turn, zb-v) is kept in memory.
+  void send_message(int tag, std::int64_t peer_chunk, std::int64_t mb, const char* name);
+  void receive_message(int tag, std::int64_t peer_chunk, std::int64_t mb, const char* name);
   Result<double> reduce_loss();
   void finish_gradients();
   void optimizer_step();
@@ -123,6 +127,7 @@ class Trainer final : private DpEvents {
   std::unique_ptr<Stage> stage_model_;
   std::vector<BlockShape> blocks_;
   bool last_micro_batch_ = false;
+  std::map<std::pair<int, std::int64_t>, std::vector<float>> local_messages_;  // (tag, mb)
   StepTrace* trace_ = nullptr;  // during a traced step only
 };
 

@@ -217,14 +217,15 @@ void Estimator::add_edge_times(const PassTimes& pt, StageTimes& st) {
 }
 
 // Each model chunk sends its output forward unless it is the last chunk, and its input gradient
-// backward unless it is the first; half the sends are the forward's, half the backward's.
+// backward unless it is the first, or the neighbour chunk is on this stage (the V's turn);
+// half the sends are the forward's, half the backward's.
 void Estimator::add_pipeline_sends(const Plan& plan, std::int64_t s, double p2p_s,
                                    StageTimes& st) {
   double sends = 0;
   for (std::int64_t c = 0; c < plan.virtual_stages; ++c) {
-    const std::int64_t chunk = c * plan.pp + s;
-    if (chunk < plan.num_chunks() - 1) sends += 1;
-    if (chunk > 0) sends += 1;
+    const std::int64_t chunk = stage_chunk(plan, s, c);
+    if (chunk < plan.num_chunks() - 1 && chunk_stage(plan, chunk + 1) != s) sends += 1;
+    if (chunk > 0 && chunk_stage(plan, chunk - 1) != s) sends += 1;
   }
   st.pp = sends * p2p_s;
   st.fwd += st.pp / 2.0;
@@ -238,7 +239,7 @@ Estimator::StageTimes Estimator::stage_times(const Plan& plan, const MicroBatchT
   const double ep_fwd = add_layer_times(plan, mb, s, st);
   if (plan.ep_overlap && st.ep > 0) hide_expert_all_to_all(ep_fwd, st);
   if (s == 0) add_edge_times(mb.embedding, st);
-  if (s == plan.pp - 1) add_edge_times(mb.head, st);
+  if (s == head_stage(plan)) add_edge_times(mb.head, st);
   if (plan.pp > 1) add_pipeline_sends(plan, s, p2p_s, st);
   return st;
 }
@@ -300,10 +301,16 @@ double Estimator::interleaved_steady_s(const Plan& plan, const std::vector<Stage
 // (M - 1) * slowest stage + the sum of all stages; interleaving divides the fill and drain by v.
 // zb-h1 (Qi et al. 2023, sec. 2.1): the fill and drain shrink from (pp - 1)(T_F + T_B + T_W) to
 // (pp - 1)(T_F + T_B - T_W), the W passes of the stages other than the slowest filling them.
+// zb-v (Qi et al. 2024; core/schedule.h): at best every stage busy from its first forward to
+// the end, M times the busiest stage plus the last stage's wait for the first chunk's forwards
+// on the stages above it, half of each stage's forward (6M + pp - 1 unit passes with T_F = T_B
+// = T_W). The greedy reaches that only with equal costs; with real ones the simulator finds it
+// no better than zb-h1 (bench/results/schedule-bubbles-2026-11-24), so the estimate takes the
+// larger of the two closed forms and the search does not rank zb-v ahead on a promise.
 // Fills the pipeline figures of `e`, and the busiest stage's parts per step.
 void Estimator::pipeline(const Plan& plan, const CostedStages& c, Estimate& e) {
   const std::int64_t pp = plan.pp, M = plan.num_micro_batches(), v = plan.virtual_stages;
-  double t_max = 0, t_sum = 0, t0 = 0, w_sum = 0, w_of_max = 0;
+  double t_max = 0, t_sum = 0, t0 = 0, w_sum = 0, w_of_max = 0, f_sum = 0, f_last = 0;
   StageTimes busiest;
   for (std::size_t i = 0; i < c.stages.size(); ++i) {
     const std::int64_t s = c.stages[i];
@@ -313,6 +320,8 @@ void Estimator::pipeline(const Plan& plan, const CostedStages& c, Estimate& e) {
     const double copies = (!c.differ && pp > 2 && s == 1) ? d(pp - 2) : 1.0;
     t_sum += t * copies;
     w_sum += st.weight_gradient * copies;
+    f_sum += st.fwd * copies;
+    if (s == pp - 1) f_last = st.fwd;
     if (s == 0) t0 = t;
     if (t >= t_max) {
       t_max = t;
@@ -326,6 +335,10 @@ void Estimator::pipeline(const Plan& plan, const CostedStages& c, Estimate& e) {
     e.pipeline_s = d(M) * interleaved_steady_s(plan, c.times, t_max) + (t_sum - t_max) / d(v);
   } else if (plan.schedule == Schedule::kZbH1) {
     e.pipeline_s = std::max(d(M) * t_max, d(M - 1) * t_max + t_sum - 2.0 * (w_sum - w_of_max));
+  } else if (plan.schedule == Schedule::kZbV) {
+    const double zb_h1 =
+        std::max(d(M) * t_max, d(M - 1) * t_max + t_sum - 2.0 * (w_sum - w_of_max));
+    e.pipeline_s = std::max(d(M) * t_max + (f_sum - f_last) / d(v), zb_h1);
   } else {
     e.pipeline_s = d(M - 1) * t_max + t_sum;
   }
@@ -354,7 +367,7 @@ Estimator::DpShape Estimator::dp_shape(const Plan& plan, std::int64_t s,
   const StageParameters sp = parameters_on_stage(model_, plan, s);
   x.dense_elems = std::ceil(sp.dense / d(dense_n)) * d(dense_n);
   x.expert_elems = sp.expert > 0 ? std::ceil(sp.expert / d(expert_n)) * d(expert_n) : 0.0;
-  x.blocks = d(st.layers + (s == 0 ? 1 : 0) + (s == plan.pp - 1 ? 1 : 0));
+  x.blocks = d(st.layers + (s == 0 ? 1 : 0) + (s == head_stage(plan) ? 1 : 0));
   return x;
 }
 
@@ -432,7 +445,9 @@ void Estimator::dp_times(const Plan& plan, std::int64_t s, const StageTimes& st,
 
 // Tied embeddings on two stages: the first and last stage sum their copies' gradients.
 double Estimator::tied_embedding_s(const Plan& plan, std::int64_t s) const {
-  if (plan.pp <= 1 || !model_.tie_word_embeddings || (s != 0 && s != plan.pp - 1)) return 0.0;
+  if (!splits_tied_embedding(plan) || !model_.tie_word_embeddings ||
+      (s != 0 && s != head_stage(plan)))
+    return 0.0;
   return group_time_s(Collective::kAllReduce,
                       std::llround(d(padded_vocab(model_, plan.tp)) / d(plan.tp) *
                                    d(model_.hidden_size) * grad_bytes_per_element(plan)),

@@ -53,7 +53,8 @@ struct PlannerOptions {
   std::int64_t max_cp = 0;
   std::int64_t min_cp_seq_len = 8192;
   std::int64_t max_virtual_stages = 8;
-  // Search the zero-bubble schedule zb-h1 beside gpipe, 1f1b and interleaved (Qi et al. 2023).
+  // Search the zero-bubble schedules zb-h1 and zb-v beside gpipe, 1f1b and interleaved (Qi et
+  // al. 2023, 2024); `plan --no-zero-bubble` switches them off.
   bool zero_bubble = true;
   std::int64_t top_k = 10;              // candidates kept for the report
   std::int64_t simulate_top = 8;        // candidates re-ranked by the event simulator (0: none)

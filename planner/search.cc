@@ -128,15 +128,19 @@ class Generator {
     return out;
   }
 
-  // One pipeline stage: 1F1B; one micro-batch: naive; else GPipe, 1F1B, zb-h1 and interleaved
-  // with 2..max_virtual_stages chunks per device (each chunk needs a layer).
+  // One pipeline stage: 1F1B; one micro-batch: naive; else GPipe, 1F1B, zb-h1, zb-v (two
+  // chunks per device: needs 2pp layers) and interleaved with 2..max_virtual_stages chunks per
+  // device (each chunk needs a layer).
   std::vector<ScheduleChoice> schedule_choices(std::int64_t tp, std::int64_t pp,
                                                std::int64_t micro_batches,
                                                std::int64_t per_layout) {
     if (pp == 1) return {{Schedule::k1F1B, 1}};
     if (micro_batches == 1) return {{Schedule::kNaive, 1}};
     std::vector<ScheduleChoice> out = {{Schedule::kGpipe, 1}, {Schedule::k1F1B, 1}};
-    if (opt_.zero_bubble) out.push_back({Schedule::kZbH1, 1});
+    if (opt_.zero_bubble) {
+      out.push_back({Schedule::kZbH1, 1});
+      if (m_.num_layers >= 2 * pp) out.push_back({Schedule::kZbV, 2});
+    }
     for (std::int64_t v = 2; v <= opt_.max_virtual_stages; ++v) {
       if (m_.num_layers < pp * v) continue;
       const InterleavedFacts facts{pp, micro_batches};

@@ -585,7 +585,7 @@ class Builder {
   }
 
   std::size_t chunk_index(std::int64_t v, std::int64_t stage) const {
-    return static_cast<std::size_t>(v * plan_.pp + stage);
+    return static_cast<std::size_t>(stage_chunk(plan_, stage, v));
   }
   std::size_t cm_index(std::size_t chunk, std::int64_t mb) const {
     return chunk * static_cast<std::size_t>(M_) + static_cast<std::size_t>(mb);
@@ -639,6 +639,13 @@ class Builder {
     return compute(rs, 0, m);
   }
 
+  // ZeRO-3 with a tied head in another chunk of the embedding's stage (ParamBlock::read_by_head):
+  // the table is gathered again for the head's pass. Returns the gather (or -1).
+  std::int32_t gather_table_for_head(RankState& rs, DpPoint point, OpMeta meta) {
+    if (!rs.step->blocks.front().read_by_head) return -1;
+    return zero3_gather(rs, 0, point, meta);
+  }
+
   void forward(RankState& rs, std::int64_t mb, std::int64_t v) {
     const std::size_t c = chunk_index(v, rs.stage);
     const bool edges = !opt_.uniform_compute;  // embedding and head exist as ops
@@ -677,7 +684,9 @@ class Builder {
     }
     meta.layer = -1;
     if (c + 1 == layers_.size()) {
+      const std::int32_t table = gather_table_for_head(rs, DpPoint::kBeforeForward, meta);
       const std::int32_t h = block_pass(rs, rs.step->blocks.size() - 1, DpPoint::kBeforeForward, head_f_, meta);
+      zero3_release(rs, rs.step->blocks.front(), table);
       if (edges) mem(rs, h, false, MemKind::kActivations, logits_bytes_);
       if (anchor < 0) anchor = h;
     }
@@ -699,8 +708,10 @@ class Builder {
     meta.pass = 'B';
     if (c + 1 == layers_.size()) {
       const std::size_t head = rs.step->blocks.size() - 1;
+      const std::int32_t table = gather_table_for_head(rs, DpPoint::kBeforeBackward, meta);
       const std::int32_t pass =
           block_pass(rs, head, DpPoint::kBeforeBackward, split_ ? head_b_input_ : head_b_, meta);
+      zero3_release(rs, rs.step->blocks.front(), table);
       if (!split_) grad_buffer(rs, rs.step->blocks[head], pass);
       if (edges) mem(rs, rs.last_compute, true, MemKind::kActivations, -logits_bytes_);
       if (!split_) after_backward(rs, head, meta);
@@ -809,8 +820,13 @@ class Builder {
     RankCoord peer = layout_.coord(rank);
     const std::int64_t to_chunk = k == StreamKind::kPpNext ? static_cast<std::int64_t>(chunk) + 1
                                                             : static_cast<std::int64_t>(chunk) - 1;
-    peer.pp = to_chunk % plan_.pp;
+    peer.pp = chunk_stage(plan_, to_chunk);
     const std::int64_t peer_rank = layout_.rank(peer);
+    if (peer_rank == rank) {
+      // The V's turn (zb-v): the next chunk is on this rank; its pass reads the output in place.
+      table[static_cast<std::size_t>(rs.slot)][cm_index(chunk, mb)] = rs.last_compute;
+      return;
+    }
     Task t;
     t.name = name;
     t.kind = TaskKind::kComm;
@@ -910,7 +926,11 @@ class Builder {
     for (std::size_t i = 0; i < blocks.size(); ++i)
       if (blocks[i].kind == BlockKind::kLayer) rs.block_of_layer[blocks[i].layer] = i;
     rs.backwards_done.assign(blocks.size(), 0);
-    const std::vector<PipeStep> steps = stage_schedule(plan_, rs.stage);
+    // zb-v orders its passes by their costs: FLOP ratios, or equal under uniform_compute.
+    const PassCosts costs = plan_.schedule == Schedule::kZbV && !opt_.uniform_compute
+                                ? zb_v_pass_costs(model_, plan_)
+                                : PassCosts{};
+    const std::vector<PipeStep> steps = stage_schedule(plan_, rs.stage, costs);
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const PipeStep& step = steps[i];
       if (plan_.ep_overlap && !step.forward && i + 1 < steps.size() && steps[i + 1].forward) {
@@ -976,7 +996,7 @@ class Builder {
         for (std::int64_t mb = 0; mb < M_; ++mb) {
           if (c > 0) {
             RankCoord peer = me;
-            peer.pp = static_cast<std::int64_t>(c - 1) % plan_.pp;
+            peer.pp = chunk_stage(plan_, static_cast<std::int64_t>(c) - 1);
             const std::int32_t ps = slot_of_[static_cast<std::size_t>(layout_.rank(peer))];
             TRAINPLAN_CHECK(ps >= 0) << "pipeline peer not simulated";
             eng_.add_dep(send_fwd_[static_cast<std::size_t>(ps)][cm_index(c - 1, mb)],
@@ -984,7 +1004,7 @@ class Builder {
           }
           if (c + 1 < layers_.size()) {
             RankCoord peer = me;
-            peer.pp = static_cast<std::int64_t>(c + 1) % plan_.pp;
+            peer.pp = chunk_stage(plan_, static_cast<std::int64_t>(c) + 1);
             const std::int32_t ps = slot_of_[static_cast<std::size_t>(layout_.rank(peer))];
             TRAINPLAN_CHECK(ps >= 0) << "pipeline peer not simulated";
             eng_.add_dep(send_bwd_[static_cast<std::size_t>(ps)][cm_index(c + 1, mb)],

@@ -83,6 +83,11 @@ Result<SimResult> simulate_extrapolated(const ModelSpec& model, const ClusterSpe
   const double x1 = static_cast<double>(m1), x2 = static_cast<double>(m2),
                xm = static_cast<double>(M);
   auto lin = [&](double v1, double v2) { return extrapolate(v1, v2, x1, x2, xm); };
+  // Peaks grow with M only where every forward runs before the backwards (gpipe); the other
+  // schedules bound what is in flight (zb-v's greedy caps it at 2pp chunks, which it may reach
+  // only at the longer run): their peak is the larger of the two runs', not a line through them.
+  const bool peaks_grow = plan.schedule == Schedule::kGpipe || plan.schedule == Schedule::kNaive;
+  auto peak_of = [&](double v1, double v2) { return peaks_grow ? lin(v1, v2) : std::max(v1, v2); };
   SimResult r = std::move(*b);
   const SimResult& s1 = *a;
   StepReport& rep = r.report;
@@ -100,17 +105,17 @@ Result<SimResult> simulate_extrapolated(const ModelSpec& model, const ClusterSpe
     k.compute_s = lin(k1.compute_s, k.compute_s);
     k.optimizer_s = lin(k1.optimizer_s, k.optimizer_s);
     k.idle_s = lin(k1.idle_s, k.idle_s);
-    k.peak_memory_bytes = lin(k1.peak_memory_bytes, k.peak_memory_bytes);
-    k.memory.activations_bytes = lin(k1.memory.activations_bytes, k.memory.activations_bytes);
-    k.memory.buffers_bytes = lin(k1.memory.buffers_bytes, k.memory.buffers_bytes);
+    k.peak_memory_bytes = peak_of(k1.peak_memory_bytes, k.peak_memory_bytes);
+    k.memory.activations_bytes = peak_of(k1.memory.activations_bytes, k.memory.activations_bytes);
+    k.memory.buffers_bytes = peak_of(k1.memory.buffers_bytes, k.memory.buffers_bytes);
     for (auto& [g, c] : k.comm) {
       const GroupComm& c1 = k1.comm.at(g);
       c.bytes_sent = lin(c1.bytes_sent, c.bytes_sent);
       c.time_s = lin(c1.time_s, c.time_s);
       c.exposed_s = lin(c1.exposed_s, c.exposed_s);
     }
-    r.peak_in_flight[i] = std::llround(lin(static_cast<double>(s1.peak_in_flight[i]),
-                                           static_cast<double>(r.peak_in_flight[i])));
+    r.peak_in_flight[i] = std::llround(peak_of(static_cast<double>(s1.peak_in_flight[i]),
+                                               static_cast<double>(r.peak_in_flight[i])));
   }
   const StepFlops flops = step_flops(model, plan);
   const double gpus = static_cast<double>(plan.world_size());

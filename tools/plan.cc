@@ -162,6 +162,9 @@ int run(int argc, char** argv) {
       {"no-hybrid-shard", false,
        "shard ZeRO over all data-parallel ranks only (by default the search also tries shard "
        "groups of 1, 2 and 4 nodes, replicated across: FSDP's HYBRID_SHARD)"},
+      {"no-zero-bubble", false,
+       "search gpipe, 1f1b and interleaved only: leave out the zero-bubble schedules zb-h1 and "
+       "zb-v (Qi et al. 2023, 2024)"},
       {"ep-overlap", false, "MoE: overlap the expert all-to-all of one micro-batch with another's compute (Megatron-Core's overlap_moe_expert_parallel_comm; needs interleaving when pp > 1)"},
       {"max-cp", true,
        "largest context-parallel degree searched (default: no bound; 1: no context "
@@ -224,6 +227,7 @@ int run(int argc, char** argv) {
   opt.ep_overlap = args.has("ep-overlap");
   opt.tp_comm_overlap = args.has("tp-comm-overlap");
   opt.hybrid_shard = !args.has("no-hybrid-shard");
+  opt.zero_bubble = !args.has("no-zero-bubble");
   auto choice = [&](const char* name, std::initializer_list<const char*> names, int& out) {
     if (!args.has(name)) return Status::Ok();
     int i = 0;

@@ -197,7 +197,11 @@ struct ParamBlock {
   std::int64_t layer = -1;  // global layer index for kLayer
   std::int64_t dense_params = 0;
   std::int64_t expert_params = 0;
-  bool tied_copy = false;   // holds a tied embedding that pp > 1 keeps on two stages
+  bool tied_copy = false;   // holds a tied embedding kept on two stages (splits_tied_embedding)
+  // The embedding block whose table a tied head in another chunk of the same stage reads (zb-v's
+  // V puts chunk 0 and the last chunk on stage 0): ZeRO-3 gathers it again around the head's
+  // forward and backward.
+  bool read_by_head = false;
   std::int64_t tied_params = 0;  // the tied embedding rows on this rank (when tied_copy)
   // Parameters every TP rank holds whole (norms, MLA's down-projections): with sequence
   // parallelism each TP rank sees only its tokens' share of their gradient, summed over TP once
@@ -226,7 +230,8 @@ std::int64_t expert_dp_cp(const Plan& plan);
 // here); 0 below ZeRO-2 (the whole gradient is in gradients_bytes) or without a reduction.
 double zero_grad_buffer_bytes(const Plan& plan, const ParamBlock& block);
 // How many times per step a point occurs for `block` (M for per-micro-batch points, 1
-// otherwise, 0 for kBeforeRecompute of a block that is not recomputed).
+// otherwise, 0 for kBeforeRecompute of a block that is not recomputed; 2M gathers of a block
+// read_by_head).
 std::int64_t dp_point_count(const Plan& plan, const ParamBlock& block, DpPoint point);
 
 // ---------------------------------------------------------------------------------------------
@@ -298,11 +303,12 @@ double checkpoint_input_bytes(const ModelSpec& model, const Plan& plan);
 double layer_backward_workspace_bytes(const ModelSpec& model, const Plan& plan);
 // Micro-batch-layers of activations held at the peak by pipeline stage `stage`, in units of
 // one micro-batch through the stage's layers (GPipe: M; 1F1B: min(pp - stage, M); interleaved:
-// Megatron-LM's warm-up count / virtual_stages).
+// Megatron-LM's warm-up count / virtual_stages; zb-v: min(pp, M) on every stage, to W).
 double in_flight_micro_batches(const Plan& plan, std::int64_t stage);
 // Micro-batches whose B has run but whose W has not, at stage `stage`'s activation peak, each
 // holding layer_weight_gradient_operand_bytes per layer (zb-h1: `stage` of them, the W passes
-// it holds back; 0 for schedules that do not split the backward).
+// it holds back; 0 for schedules that do not split the backward, and for zb-v, whose
+// in_flight_micro_batches already counts to W).
 double weight_pending_micro_batches(const Plan& plan, std::int64_t stage);
 MemoryBreakdown memory_on_stage(const ModelSpec& model, const Plan& plan, std::int64_t stage);
 

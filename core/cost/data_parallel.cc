@@ -27,7 +27,7 @@ std::int64_t expert_dp_cp(const Plan& p) { return p.dp / p.ep * p.cp; }
 std::int64_t dp_point_count(const Plan& p, const ParamBlock& b, DpPoint point) {
   switch (point) {
     case DpPoint::kBeforeForward:
-    case DpPoint::kBeforeBackward:
+    case DpPoint::kBeforeBackward: return p.num_micro_batches() * (b.read_by_head ? 2 : 1);
     case DpPoint::kAfterBackward: return p.num_micro_batches();
     case DpPoint::kBeforeRecompute: return b.recomputed ? p.num_micro_batches() : 0;
     case DpPoint::kAfterLastBackward:

@@ -30,7 +30,7 @@ void for_each_block_shape_on_stage(const ModelSpec& m, const Plan& p, std::int64
   for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe})
     if (kinds.of(kind) > 0)
       fn(with_layer_model(m, kind, [&](const ModelSpec& lm) { return layer_block(lm, p); }));
-  if (stage == p.pp - 1) fn(head_block(m, p));
+  if (stage == head_stage(p)) fn(head_block(m, p));
 }
 
 // Calls fn(first layer, layers) for each model chunk on the stage, as chunk_layers() splits them
@@ -41,7 +41,7 @@ void for_each_chunk_on_stage(const Plan& p, const ModelSpec& m, std::int64_t sta
   const std::int64_t chunks = p.num_chunks(), base = m.num_layers / chunks,
                      extra = m.num_layers % chunks;
   for (std::int64_t v = 0; v < p.virtual_stages; ++v) {
-    const std::int64_t c = v * p.pp + stage;
+    const std::int64_t c = stage_chunk(p, stage, v);
     if (p.layers_per_stage.empty()) {
       fn(c * base + std::min(c, extra), base + (c < extra ? 1 : 0));
       continue;

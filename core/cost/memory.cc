@@ -126,6 +126,11 @@ double in_flight_micro_batches(const Plan& p, std::int64_t stage) {
     case Schedule::kGpipe: return M;
     case Schedule::k1F1B:
     case Schedule::kZbH1: return std::min(d(p.pp - stage), M);
+    // core/schedule.cc's ZB-V greedy caps every stage at 2pp chunk activations, each half a
+    // stage's layers, from F to W: pp micro-batches of the stage, 1F1B's first stage, on every
+    // stage (Qi et al. 2024, arXiv:2405.15362, sec. 4: ZB-V at 1F1B's memory). Counted as
+    // whole activations (W keeps less than B): a bound, as the paper's.
+    case Schedule::kZbV: return std::min(d(p.pp), M);
     case Schedule::kInterleaved: {
       // Megatron-LM: warm-up micro-batches = (pp - stage - 1) * 2 + (v - 1) * pp, plus the one
       // in steady state, counted in model chunks of 1/v of the stage's layers.
@@ -234,7 +239,7 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   }
   mem.activations_bytes = (stored + checkpoints) * in_flight + rebuilt +
                           weight_operands * weight_pending_micro_batches(p, stage);
-  if (stage == p.pp - 1) {
+  if (stage == head_stage(p)) {
     // fp32 logits for the cross-entropy: 4*s*b*V/t (Korthikanti et al. 2022, sec. 4.3).
     mem.activations_bytes += 4.0 * d(x.tokens) * d(padded_vocab(m, p.tp)) / d(p.tp);
   }

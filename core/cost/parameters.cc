@@ -91,10 +91,11 @@ std::int64_t embedding_block_params(const ModelSpec& m, std::int64_t t) {
     params += d(m.max_position_embeddings) * d(m.hidden_size);
   return std::llround(params);
 }
-// Final norm, plus the head matrix when untied, or the tied copy pp > 1 keeps on this stage.
+// Final norm, plus the head matrix when untied, or the tied copy a stage apart from the
+// embedding keeps (splits_tied_embedding).
 std::int64_t head_block_params(const ModelSpec& m, const Plan& p) {
   double params = norm_params(m);
-  if (!m.tie_word_embeddings || p.pp > 1) params += vocab_rows_per_rank(m, p.tp) * d(m.hidden_size);
+  if (!m.tie_word_embeddings || splits_tied_embedding(p)) params += vocab_rows_per_rank(m, p.tp) * d(m.hidden_size);
   return std::llround(params);
 }
 
@@ -151,14 +152,15 @@ ParameterCounts count_parameters(const ModelSpec& m) {
 }
 
 namespace {
-// The embedding or head block; both hold the tied copy that pp > 1 keeps on two stages.
+// The embedding or head block; both hold the tied copy when they sit on two stages.
 ParamBlock edge_block(const ModelSpec& m, const Plan& p, BlockKind kind) {
   ParamBlock b;
   b.kind = kind;
-  b.tied_copy = m.tie_word_embeddings && p.pp > 1;
+  b.tied_copy = m.tie_word_embeddings && splits_tied_embedding(p);
   b.tied_params =
       b.tied_copy ? std::llround(vocab_rows_per_rank(m, p.tp) * d(m.hidden_size)) : 0;
   if (kind == BlockKind::kEmbedding) {
+    b.read_by_head = m.tie_word_embeddings && !splits_tied_embedding(p) && p.num_chunks() > 1;
     b.dense_params = embedding_block_params(m, p.tp);
   } else {
     b.dense_params = head_block_params(m, p);
@@ -194,7 +196,7 @@ std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& m, const Plan& p,
   std::vector<std::int64_t> first_layer(layers.size(), 0);
   for (std::size_t c = 1; c < layers.size(); ++c) first_layer[c] = first_layer[c - 1] + layers[c - 1];
   for (std::int64_t v = 0; v < p.virtual_stages; ++v) {
-    const auto c = static_cast<std::size_t>(v * p.pp + stage);
+    const auto c = static_cast<std::size_t>(stage_chunk(p, stage, v));
     for (std::int64_t i = 0; i < layers[c]; ++i) {
       const std::int64_t layer = first_layer[c] + i;
       const LayerKind kind = layer_kind(m, layer);
@@ -206,7 +208,7 @@ std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& m, const Plan& p,
       blocks.push_back(b);
     }
   }
-  if (stage == p.pp - 1) blocks.push_back(head_block(m, p));
+  if (stage == head_stage(p)) blocks.push_back(head_block(m, p));
   return blocks;
 }
 
@@ -252,7 +254,7 @@ StageParameters parameters_on_stage(const ModelSpec& m, const Plan& p, std::int6
     });
   }
   if (stage == 0) s.dense += d(embedding_block_params(m, p.tp));
-  if (stage == p.pp - 1) s.dense += d(head_block_params(m, p));
+  if (stage == head_stage(p)) s.dense += d(head_block_params(m, p));
   return s;
 }
 

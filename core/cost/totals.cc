@@ -103,17 +103,18 @@ CommVolume comm_volume_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
     add_task_bytes(embedding_forward_tasks(m, p), M, v);
     add_task_bytes(embedding_backward_tasks(m, p), M, v);
   }
-  if (stage == p.pp - 1) {
+  if (stage == head_stage(p)) {
     add_task_bytes(head_forward_tasks(m, p), M, v);
     add_task_bytes(head_backward_tasks(m, p), M, v);
   }
   // Pipeline: each model chunk sends its output forward unless it is the last chunk, and its
-  // input gradient backward unless it is the first, once per micro-batch.
+  // input gradient backward unless it is the first, once per micro-batch; not when the
+  // neighbour chunk is on this stage (the V's turn, chunk_stage).
   const double msg = d(pipeline_message_bytes(m, p));
   for (std::int64_t c = 0; c < p.virtual_stages; ++c) {
-    const std::int64_t chunk = c * p.pp + stage;
-    if (chunk < p.num_chunks() - 1) v.pp_bytes += msg * M;
-    if (chunk > 0) v.pp_bytes += msg * M;
+    const std::int64_t chunk = stage_chunk(p, stage, c);
+    if (chunk < p.num_chunks() - 1 && chunk_stage(p, chunk + 1) != stage) v.pp_bytes += msg * M;
+    if (chunk > 0 && chunk_stage(p, chunk - 1) != stage) v.pp_bytes += msg * M;
   }
   for (const ParamBlock& b : param_blocks_on_stage(m, p, stage)) {
     for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kBeforeRecompute,

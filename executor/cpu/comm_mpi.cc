@@ -89,9 +89,9 @@ class MpiComm final : public Comm {
           static_cast<int>((me.dp / plan.ep) * plan.cp + me.cp));
     split(CommGroup::kPp, static_cast<int>(layout->group_color(Axis::kPp, rank)),
           static_cast<int>(me.pp));
-    // Tied embeddings with pp > 1: first and last stage of one (tp, cp, dp) coordinate
-    // (Megatron-LM's embedding group).
-    const bool ends = plan.pp > 1 && (me.pp == 0 || me.pp == plan.pp - 1);
+    // Tied embeddings on two stages (splits_tied_embedding): the embedding's and the head's
+    // stage of one (tp, cp, dp) coordinate (Megatron-LM's embedding group).
+    const bool ends = splits_tied_embedding(plan) && (me.pp == 0 || me.pp == head_stage(plan));
     split(CommGroup::kEmbedding,
           ends ? static_cast<int>(me.tp + plan.tp * (me.cp + plan.cp * me.dp)) : MPI_UNDEFINED,
           static_cast<int>(me.pp));

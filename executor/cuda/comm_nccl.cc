@@ -99,7 +99,7 @@ Result<std::unique_ptr<NcclComm>> NcclComm::make(const Plan& plan, const LaunchI
                   static_cast<int>(layout->index_in_group(Axis::kZeroReplica, info.rank))));
   const int pp_color = static_cast<int>(layout->group_color(Axis::kPp, info.rank));
   set_group(CommGroup::kPp, split(pp_color, static_cast<int>(me.pp)));
-  const bool ends = plan.pp > 1 && (me.pp == 0 || me.pp == plan.pp - 1);
+  const bool ends = splits_tied_embedding(plan) && (me.pp == 0 || me.pp == head_stage(plan));
   set_group(CommGroup::kEmbedding,
             split(ends ? static_cast<int>(me.tp + plan.tp * (me.cp + plan.cp * me.dp))
                        : NCCL_SPLIT_NOCOLOR,

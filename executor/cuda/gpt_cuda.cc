@@ -38,9 +38,10 @@ Status check_cuda_executor_supports(const ModelSpec& m, const Plan& p) {
                              ": the CUDA executor does not implement context parallelism (the "
                              "CPU executor, plan and simulate do)",
                          ExitCode::kInvalidInput);
-  if (p.schedule == Schedule::kZbH1)
-    return Status::Error("schedule zb-h1: the CUDA executor runs each backward whole (the CPU "
-                         "executor, plan and simulate split it into B and W)",
+  if (p.schedule == Schedule::kZbH1 || p.schedule == Schedule::kZbV)
+    return Status::Error("schedule " + std::string(to_string(p.schedule)) +
+                             ": the CUDA executor runs each backward whole (the CPU executor, "
+                             "plan and simulate split it into B and W)",
                          ExitCode::kInvalidInput);
   if (p.partition_activations)
     return Status::Error("partition_activations: the CUDA executor keeps whole layer inputs "

@@ -525,7 +525,7 @@ TEST(PlanLoader, FieldErrors) {
       {"micro_batch_size", 0, {"0"}},
       {"global_batch_size", std::int64_t{1} << 31, {"2147483648"}},
       {"global_batch_size", Json::parse("99999999999999999999"), {"out of range"}},
-      {"schedule", "zigzag", {"zigzag", "naive, gpipe, 1f1b, interleaved, zb-h1"}},
+      {"schedule", "zigzag", {"zigzag", "naive, gpipe, 1f1b, interleaved, zb-h1, zb-v"}},
       {"recompute", "some", {"some", "none, selective, full"}},
       {"precision", "fp8", {"fp8", "bf16, fp16, fp32"}},
       {"optimizer", "adam", {"adam", "adamw, sgd, sgd-momentum"}},
@@ -593,6 +593,13 @@ TEST(PlanLoader, CrossFieldErrors) {
   EXPECT_TRUE(FailsWith(with({{"schedule", "zb-h1"}, {"pp", 1}}),
                         {"p.json", "schedule zb-h1", "pp >= 2", "pp=1"}));
   EXPECT_TRUE(with({{"schedule", "zb-h1"}}).ok());
+  EXPECT_TRUE(FailsWith(with({{"schedule", "zb-v"}}),
+                        {"p.json", "schedule zb-v", "virtual_stages must be 2", "virtual_stages=1"}));
+  EXPECT_TRUE(FailsWith(with({{"schedule", "zb-v"}, {"virtual_stages", 3}}),
+                        {"p.json", "schedule zb-v", "virtual_stages=3"}));
+  EXPECT_TRUE(FailsWith(with({{"schedule", "zb-v"}, {"virtual_stages", 2}, {"pp", 1}}),
+                        {"p.json", "schedule zb-v", "pp >= 2", "pp=1"}));
+  EXPECT_TRUE(with({{"schedule", "zb-v"}, {"virtual_stages", 2}}).ok());
   EXPECT_TRUE(FailsWith(with({{"offload", "optimizer+params"}, {"zero_stage", 1}}),
                         {"p.json", "offload optimizer+params", "zero_stage 3", "zero_stage 1"}));
   EXPECT_TRUE(FailsWith(with({{"offload_device", "nvme"}}),

@@ -57,15 +57,24 @@ class Recorder final : public CandidateSink {
   }
   bool candidate(Plan& plan) override {
     ++candidates;
-    if (plan.pp > 1 && plan.schedule == Schedule::k1F1B) ++pipelined_1f1b;
+    if (plan.pp > 1 && plan.schedule == Schedule::k1F1B) {
+      ++pipelined_1f1b;
+      if (2 * plan.pp <= layers) ++pipelined_1f1b_v;
+    }
     if (plan.schedule == Schedule::kZbH1) ++zb_h1;
+    if (plan.schedule == Schedule::kZbV) {
+      ++zb_v;
+      if (plan.virtual_stages != 2 || plan.num_chunks() > layers) ++bad_zb_v;
+    }
     hash.add(plan);
     return stop_after <= 0 || candidates < stop_after;
   }
   std::int64_t stop_after = 0;
   std::int64_t layouts = 0;
   std::int64_t candidates = 0;
-  std::int64_t pipelined_1f1b = 0, zb_h1 = 0;
+  std::int64_t pipelined_1f1b = 0, zb_h1 = 0, zb_v = 0, bad_zb_v = 0;
+  std::int64_t pipelined_1f1b_v = 0;  // pipelined 1f1b candidates with 2pp layers (zb-v's)
+  std::int64_t layers = 0;
   PlanHash hash;
   Rejections rejections;
 };
@@ -89,6 +98,7 @@ Recorder generate(const ModelSpec& m, const ClusterSpec& c, const PlannerOptions
   const SearchSpace space{&m, &c, &opt, gpus, recorded_batch(m), offload};
   Recorder r;
   r.stop_after = stop_after;
+  r.layers = m.num_layers;
   generate_candidates(space, r);
   return r;
 }
@@ -113,7 +123,8 @@ TEST(Search, YieldsTheCandidatesOfTheFormerLoopNestInOrder) {
   }
 }
 
-// zb-h1 adds one candidate beside every pipelined 1f1b one, and nothing else.
+// zb-h1 adds one candidate beside every pipelined 1f1b one, zb-v one beside every pipelined
+// 1f1b one with at least two layers per stage, and nothing else.
 TEST(Search, ZeroBubbleAddsOneCandidatePerPipelined1F1BCandidate) {
   for (const char* model : {"tiny.json", "llama3-8b.json"}) {
     SCOPED_TRACE(model);
@@ -127,7 +138,10 @@ TEST(Search, ZeroBubbleAddsOneCandidatePerPipelined1F1BCandidate) {
     EXPECT_GT(a.pipelined_1f1b, 0);
     EXPECT_EQ(a.zb_h1, 0);
     EXPECT_EQ(b.zb_h1, a.pipelined_1f1b);
-    EXPECT_EQ(b.candidates, a.candidates + a.pipelined_1f1b);
+    EXPECT_GT(b.zb_v, 0);
+    EXPECT_EQ(b.bad_zb_v, 0);
+    EXPECT_EQ(b.zb_v, a.pipelined_1f1b_v);
+    EXPECT_EQ(b.candidates, a.candidates + a.pipelined_1f1b + a.pipelined_1f1b_v);
   }
 }
 

@@ -97,6 +97,18 @@ else
   failures=$((failures + 1))
 fi
 
+# --no-zero-bubble: the search leaves zb-h1 and zb-v out; with them, both are among the ranked
+# candidates of tiny on 16 GPUs.
+zb_on="$("$plan" --model "$src/models/tiny.json" --gpus 16 --top 1000 --simulate-top 0 --json 2>/dev/null)"
+zb_off="$("$plan" --model "$src/models/tiny.json" --gpus 16 --top 1000 --simulate-top 0 --json --no-zero-bubble 2>/dev/null)"
+if grep -q '"zb-v"' <<<"$zb_on" && grep -q '"zb-h1"' <<<"$zb_on" && grep -q '"1f1b"' <<<"$zb_off" &&
+   ! grep -q '"zb-' <<<"$zb_off"; then
+  passed=$((passed + 1))
+else
+  echo "FAIL: --no-zero-bubble: zb schedules with it on: $(grep -o '"zb-[hv1]*"' <<<"$zb_on" | sort | uniq -c | tr '\n' ' '), off: $(grep -o '"zb-[hv1]*"' <<<"$zb_off" | sort | uniq -c | tr '\n' ' ')"
+  failures=$((failures + 1))
+fi
+
 # Hybrid sharding: Llama 3 8B on 128 GPUs is recommended a plan whose ZeRO shards over 16 of
 # its 128 replicas ("zero=2/16"); it simulates no slower than the best plan without hybrid
 # sharding, and the emitted plan names its shard group (ties off, as above).

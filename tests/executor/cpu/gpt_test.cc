@@ -291,6 +291,10 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
   zb.pp = 2;
   zb.schedule = Schedule::kZbH1;
   EXPECT_TRUE(check_executor_supports(m, zb).ok());
+  // And zb-v (two chunks per stage in a V): the pp2_zb_v checks.
+  zb.schedule = Schedule::kZbV;
+  zb.virtual_stages = 2;
+  EXPECT_TRUE(check_executor_supports(m, zb).ok());
 }
 
 }  // namespace

@@ -20,6 +20,8 @@
 
 #include <cmath>
 #include <map>
+#include <string>
+#include <tuple>
 
 #include "calibration/executor_probe.h"
 #include "executor/comm.h"
@@ -320,6 +322,21 @@ TEST(CudaStageModelSupport, RejectsMixtureOfExperts) {
   s = check_cuda_executor_supports(small_model(), p);
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(s.message().rfind("ep=2: the CUDA executor", 0), 0u) << s.message();
+}
+
+TEST(CudaStageModelSupport, RejectsZeroBubbleSchedulesNamingThem) {
+  // Runs without a GPU: the CUDA executor runs each backward whole.
+  for (const auto& [schedule, v, name] :
+       {std::tuple{Schedule::kZbH1, 1, "schedule zb-h1"}, std::tuple{Schedule::kZbV, 2, "schedule zb-v"}}) {
+    Plan p = plan_for(Precision::kBf16, Recompute::kNone);
+    p.pp = 2;
+    p.schedule = schedule;
+    p.virtual_stages = v;
+    const Status s = check_cuda_executor_supports(small_model(), p);
+    EXPECT_FALSE(s.ok()) << name;
+    EXPECT_EQ(s.message().rfind(std::string(name) + ": the CUDA executor runs each backward whole", 0),
+              0u) << s.message();
+  }
 }
 
 TEST(CudaStageModelSupport, RejectsPartitionedActivationCheckpoints) {
