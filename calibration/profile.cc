@@ -124,7 +124,7 @@ Json measurements_to_json(const Measurements& m, const Calibration& c) {
   Json st = Json::array();
   for (const StreamSample& s : m.stream)
     st.push_back({{"kernel", s.kernel},
-                  {"array_MiB", s.array_bytes / kMiB},
+                  {"array_MB", s.array_bytes / kMB},
                   {"time_us", s.time_s / kUs},
                   {"GBps", s.bytes_per_s() / kGB}});
   j["stream"] = st;
@@ -150,8 +150,8 @@ Json measurements_to_json(const Measurements& m, const Calibration& c) {
                     {"compute_between_waits_mean_us", s.mean_s / kUs},
                     {"slowest_excess_us", s.excess_s / kUs}});
   j["rank_skew"] = skew;
-  j["baseline_memory"] = {{"VmRSS_MiB", m.baseline.rss_bytes / kMiB},
-                          {"VmHWM_MiB", m.baseline.hwm_bytes / kMiB}};
+  j["baseline_memory"] = {{"VmRSS_MB", m.baseline.rss_bytes / kMB},
+                          {"VmHWM_MB", m.baseline.hwm_bytes / kMB}};
   Json by_kind = Json::object();
   for (std::size_t k = 0; k < kMemoryKernelCount; ++k)
     if (c.compute.measured_kind[k])
@@ -244,12 +244,12 @@ std::string format_task_table(const std::vector<TaskSample>& samples,
 std::string format_stream_table(const std::vector<StreamSample>& stream) {
   std::ostringstream os;
   char line[200];
-  std::snprintf(line, sizeof line, "# %-8s %12s %10s %9s\n", "stream", "array(MiB)", "time(us)",
+  std::snprintf(line, sizeof line, "# %-8s %12s %10s %9s\n", "stream", "array(MB)", "time(us)",
                 "GB/s");
   os << line;
   for (const StreamSample& s : stream) {
     std::snprintf(line, sizeof line, "  %-8s %12.1f %10.1f %9.2f\n", s.kernel.c_str(),
-                  s.array_bytes / kMiB, s.time_s * 1e6, s.bytes_per_s() / 1e9);
+                  s.array_bytes / kMB, s.time_s * 1e6, s.bytes_per_s() / 1e9);
     os << line;
   }
   return os.str();
@@ -284,8 +284,8 @@ std::string format_fit_summary(const Calibration& c) {
   std::snprintf(line, sizeof line, "  transcendental %.3f ns per exp/tanh\n",
                 r.transcendental_s / kNs);
   os << line;
-  std::snprintf(line, sizeof line, "  baseline memory %.1f MiB\n",
-                c.profile.baseline_memory_bytes / kMiB);
+  std::snprintf(line, sizeof line, "  baseline memory %.1f MB\n",
+                c.profile.baseline_memory_bytes / kMB);
   os << line;
   std::snprintf(line, sizeof line,
                 "  rank compute spread %.1f%% (sd of a rank's compute between waits; the "

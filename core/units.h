@@ -10,6 +10,7 @@ namespace trainplan {
 inline constexpr double kKiB = 1024.0;
 inline constexpr double kMiB = 1024.0 * kKiB;
 inline constexpr double kGiB = 1024.0 * kMiB;
+inline constexpr double kMB = 1e6;   // decimal, as the tools print every size
 inline constexpr double kGB = 1e9;   // decimal, as bandwidth figures are published
 inline constexpr double kTB = 1e12;
 inline constexpr double kTFLOP = 1e12;

@@ -229,8 +229,8 @@ int run(int argc, char** argv, int rank, int world) {
                   {"micro-batches", true, "micro-batch sizes to measure (default 1,2,4)"},
                   {"tp", true, "tensor-parallel degrees to measure (default 1,2)"},
                   {"ranks-per-node", true, "ranks in the cluster file (default: -np)"},
-                  {"max-message", true, "largest collective message in bytes (default 64 MiB; "
-                                        "4 MiB with --quick)"},
+                  {"max-message", true, "largest collective message in bytes (default 2^26 = "
+                                        "67.1 MB; 2^22 = 4.2 MB with --quick)"},
                   {"baseline-from", true, "measured report of `execute` on models/probe.json: "
                                           "the executor's fixed memory (default: this process's)"}});
   // Read /proc first: the baseline must come before any model-sized allocation.

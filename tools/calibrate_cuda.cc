@@ -71,7 +71,7 @@ tp::Result<Args> parse(int argc, char** argv) {
        {"micro-batches", true, "micro-batch sizes to time (default 1,2,4)"},
        {"steps", true, "traced steps per probe (default 5; --quick 3)"},
        {"warmup", true, "steps before them (default 3)"},
-       {"max-message", true, "largest NCCL message, bytes (default 256 MiB; --quick 16 MiB)"},
+       {"max-message", true, "largest NCCL message, bytes (default 2^28 = 268 MB; --quick 2^24 = 16.8 MB)"},
        {"quick", false, "fewer steps and messages"}});
   TRAINPLAN_RETURN_IF_ERROR(cli.parse(argc, argv));
   Args a;

@@ -46,8 +46,10 @@ std::string human(double v, const std::string& unit) {
     if (std::abs(v) >= 1.0) std::snprintf(buf, sizeof buf, "%.3f s", v);
     else if (std::abs(v) >= 1e-3) std::snprintf(buf, sizeof buf, "%.3f ms", v * 1e3);
     else std::snprintf(buf, sizeof buf, "%.1f us", v * 1e6);
-  } else if (std::abs(v) >= kMiB) {
-    std::snprintf(buf, sizeof buf, "%.2f MiB", v / kMiB);
+  } else if (std::abs(v) >= kGB) {
+    std::snprintf(buf, sizeof buf, "%.2f GB", v / kGB);
+  } else if (std::abs(v) >= kMB) {
+    std::snprintf(buf, sizeof buf, "%.2f MB", v / kMB);
   } else {
     std::snprintf(buf, sizeof buf, "%.0f B", v);
   }

@@ -94,8 +94,15 @@ Result<HardwareProfile> hardware_profile_from_json(const Json& j, std::string_vi
                     p.rates.memory_kernel_efficiency[k], 1e-6, 1.0, false);
     TRAINPLAN_RETURN_IF_ERROR(kr.finish());
   }
-  if (r.get_double("baseline_memory_MiB", v, 0, 1e9, false))
+  // MB (10^6 bytes) like every figure the tools print; the MiB key of earlier profiles is read.
+  const bool baseline_mb = r.get_double("baseline_memory_MB", v, 0, 1e9, false);
+  if (baseline_mb) p.baseline_memory_bytes = v * kMB;
+  if (r.get_double("baseline_memory_MiB", v, 0, 1e9, false)) {
     p.baseline_memory_bytes = v * kMiB;
+    if (baseline_mb)
+      r.fail_field("baseline_memory_MiB",
+                   "the baseline memory is also given as baseline_memory_MB (10^6 bytes); give one");
+  }
   r.get_double("rank_compute_spread", p.rank_compute_spread, 0, 1.0, false);
   if (const Json* links = r.get_object("links", false)) {
     JsonReader lr(*links, r.where() + " links");
@@ -135,7 +142,7 @@ Json hardware_profile_to_json(const HardwareProfile& p) {
   j["k_half"] = p.rates.k_half;
   j["kernel_overhead_us"] = p.rates.kernel_overhead_s / kUs;
   if (p.rates.transcendental_s > 0) j["transcendental_ns"] = p.rates.transcendental_s / kNs;
-  j["baseline_memory_MiB"] = p.baseline_memory_bytes / kMiB;
+  j["baseline_memory_MB"] = p.baseline_memory_bytes / kMB;
   j["rank_compute_spread"] = p.rank_compute_spread;
   if (p.has_links) {
     j["links"] = {{"intra_node_GBps", p.intra_node_bytes_per_s / kGB},

@@ -788,6 +788,7 @@ TEST(HardwareProfileLoader, FieldErrors) {
       {"k_half", -1, {"-1"}},
       {"kernel_overhead_us", -1, {"-1"}},
       {"baseline_memory_MiB", -1, {"-1"}},
+      {"baseline_memory_MB", -1, {"-1"}},
       {"links", 5, {"5", "expected an object"}},
   };
   for (const FieldCase& c : cases) {
@@ -802,6 +803,25 @@ TEST(HardwareProfileLoader, FieldErrors) {
           << c.field << ": message lacks \"" << e << "\": " << r.status().message();
     }
   }
+}
+
+// The baseline memory is written in MB; a profile of earlier versions gives it in MiB, which is
+// still read, converted; both at once is refused naming the MiB key.
+TEST(HardwareProfileLoader, BaselineMemoryInMbOrTheOldMib) {
+  Json j = basic_profile();
+  j["baseline_memory_MB"] = 120.0;
+  auto mb = hardware_profile_from_json(j, "hw.json");
+  ASSERT_TRUE(mb.ok()) << mb.status().message();
+  EXPECT_DOUBLE_EQ(mb->baseline_memory_bytes, 120e6);
+  EXPECT_DOUBLE_EQ(hardware_profile_to_json(*mb)["baseline_memory_MB"].get<double>(), 120.0);
+  Json old = basic_profile();
+  old["baseline_memory_MiB"] = 100.0;
+  auto mib = hardware_profile_from_json(old, "hw.json");
+  ASSERT_TRUE(mib.ok()) << mib.status().message();
+  EXPECT_DOUBLE_EQ(mib->baseline_memory_bytes, 100.0 * 1024 * 1024);
+  j["baseline_memory_MiB"] = 100.0;
+  EXPECT_TRUE(FailsWith(hardware_profile_from_json(j, "hw.json"),
+                        {"hw.json", "'baseline_memory_MiB'", "baseline_memory_MB", "give one"}));
 }
 
 TEST(HardwareProfileLoader, MissingUnknownAndLinks) {
