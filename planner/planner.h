@@ -78,6 +78,12 @@ struct PlannerOptions {
   std::function<void(std::int64_t, std::int64_t)> refine_progress;
 };
 
+// A layout with the options' precision, optimizer, attention, gradient precision and FP8: the
+// base every candidate (planner/search.cc) and every reference layout (planner/reference.cc)
+// starts from.
+Plan plan_with_options(const PlannerOptions& options, std::int64_t tp, std::int64_t cp,
+                       std::int64_t pp, std::int64_t dp, std::int64_t global_batch);
+
 struct Candidate {
   Plan plan;
   Estimate estimate;        // analytical

@@ -20,22 +20,6 @@ std::string gb(double bytes) {
   return buf;
 }
 
-// A plan with the options' precision, optimizer, attention and gradient precision.
-Plan plan_with_options(const PlannerOptions& o, std::int64_t tp, std::int64_t pp, std::int64_t dp,
-                       std::int64_t global_batch) {
-  Plan p;
-  p.tp = tp;
-  p.pp = pp;
-  p.dp = dp;
-  p.global_batch_size = global_batch;
-  p.precision = o.precision;
-  p.optimizer = o.optimizer;
-  p.attention = o.attention;
-  p.grad_precision = o.grad_precision;
-  p.fp8 = o.fp8;
-  return p;
-}
-
 // The plan's structural checks, the planner's own candidate rules among them.
 Status check_shape(const ModelSpec& m, const ClusterSpec& c, const Plan& p) {
   TRAINPLAN_RETURN_IF_ERROR(validate_plan(p));
@@ -104,7 +88,7 @@ ReferenceLayout usual_layout(const ModelSpec& model, const ClusterSpec& cluster,
   const double usable = usable_bytes(cluster, options);
   for (const auto& [tp, pp] : usual_shapes(cluster)) {
     const std::int64_t dp = cluster.total_gpus() / (tp * pp);
-    Plan p = plan_with_options(options, tp, pp, dp, global_batch);
+    Plan p = plan_with_options(options, tp, 1, pp, dp, global_batch);
     p.ep = usual_ep(model, cluster, dp);
     p.zero_stage = dp > 1 ? 1 : 0;
     p.sequence_parallel = tp > 1;
@@ -134,7 +118,7 @@ std::optional<MemoryCause> least_memory_cause(const ModelSpec& model, const Clus
     for (std::int64_t pp = 1; tp * pp <= gpus; pp *= 2) {
       if (gpus % (tp * pp) != 0) continue;
       const std::int64_t dp = gpus / (tp * pp);
-      Plan p = plan_with_options(options, tp, pp, dp, global_batch);
+      Plan p = plan_with_options(options, tp, 1, pp, dp, global_batch);
       p.ep = usual_ep(model, cluster, dp);
       p.zero_stage = dp > 1 ? 3 : 0;
       p.sequence_parallel = tp > 1;

@@ -103,17 +103,7 @@ class Generator {
   }
 
   Plan base_plan(std::int64_t tp, std::int64_t cp, std::int64_t pp, std::int64_t dp) const {
-    Plan base;
-    base.tp = tp;
-    base.cp = cp;
-    base.pp = pp;
-    base.dp = dp;
-    base.global_batch_size = s_.global_batch_size;
-    base.precision = opt_.precision;
-    base.optimizer = opt_.optimizer;
-    base.attention = opt_.attention;
-    base.grad_precision = opt_.grad_precision;
-    base.fp8 = opt_.fp8;
+    Plan base = plan_with_options(opt_, tp, cp, pp, dp, s_.global_batch_size);
     base.offload = s_.offload ? s_.tier.offload : Offload::kNone;
     base.offload_device = s_.offload ? s_.tier.device : OffloadDevice::kCpu;
     return base;
@@ -210,6 +200,22 @@ class Generator {
 
 void generate_candidates(const SearchSpace& space, CandidateSink& sink) {
   Generator(space, sink).run();
+}
+
+Plan plan_with_options(const PlannerOptions& o, std::int64_t tp, std::int64_t cp,
+                       std::int64_t pp, std::int64_t dp, std::int64_t global_batch) {
+  Plan p;
+  p.tp = tp;
+  p.cp = cp;
+  p.pp = pp;
+  p.dp = dp;
+  p.global_batch_size = global_batch;
+  p.precision = o.precision;
+  p.optimizer = o.optimizer;
+  p.attention = o.attention;
+  p.grad_precision = o.grad_precision;
+  p.fp8 = o.fp8;
+  return p;
 }
 
 }  // namespace trainplan
