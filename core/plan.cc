@@ -23,6 +23,7 @@ std::string_view to_string(Recompute r) {
     case Recompute::kNone: return "none";
     case Recompute::kSelective: return "selective";
     case Recompute::kFull: return "full";
+    case Recompute::kSelectiveOp: return "selective-op";
   }
   return "?";
 }
@@ -71,7 +72,7 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   if (r.get_choice("schedule", c, {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"}, false))
     p.schedule = static_cast<Schedule>(c);
   r.get_int("virtual_stages", p.virtual_stages, 1, PL::kMaxVirtualStages, false);
-  if (r.get_choice("recompute", c, {"none", "selective", "full"}, false))
+  if (r.get_choice("recompute", c, {"none", "selective", "full", "selective-op"}, false))
     p.recompute = static_cast<Recompute>(c);
   r.get_int("recompute_num_layers", p.recompute_num_layers, 0, ModelLimits::kMaxLayers, false);
   r.get_bool("partition_activations", p.partition_activations, false);

@@ -26,8 +26,13 @@ enum class Schedule { kNaive, kGpipe, k1F1B, kInterleaved, kZbH1, kZbV };
 // none: store every activation. selective: recompute the attention core (softmax, dropout,
 // scores x V), Korthikanti et al. 2022 sec. 5. full: store only each layer's input, recompute
 // the layer's forward in the backward pass (of every layer, or of the first
-// Plan::recompute_num_layers of each model chunk).
-enum class Recompute { kNone, kSelective, kFull };
+// Plan::recompute_num_layers of each model chunk). selective-op: torchtitan's op-level selective
+// activation checkpointing (activation_checkpoint.selective_ac_option = "op";
+// torchtitan/models/llama3/infra/parallelize.py, _apply_ac_to_transformer_block): each layer
+// saves its input and the outputs of its matmuls, attention kernel and reduce-scatters, except
+// every second matmul in forward order; everything else (norms, activations, residuals, the
+// matmuls left out) runs again in the layer's backward.
+enum class Recompute { kNone, kSelective, kFull, kSelectiveOp };
 enum class Optimizer { kAdamW, kSgd, kSgdMomentum };
 // optimizer: ZeRO-Offload (Ren et al. 2021, arXiv:2101.06840): optimizer states and the step
 // on the host. optimizer+params: ZeRO-3 offload / ZeRO-Infinity (Rajbhandari et al. 2021,

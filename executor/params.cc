@@ -15,6 +15,9 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
     return Status::Error("fp8: the executors compute in fp32 (CPU) or bf16 (CUDA); plan and "
                          "simulate model FP8 training",
                          ExitCode::kInvalidInput);
+  if (p.recompute == Recompute::kSelectiveOp)
+    return no("recompute selective-op (torchtitan's op-level checkpoint; plan and simulate model "
+              "it): use none, selective or full");
   if (m.is_moe() && p.tp != 1)
     return no("tp=" + std::to_string(p.tp) +
               " with a mixture-of-experts model: its experts are not split over tensor-parallel "

@@ -3,6 +3,7 @@
 #include "validation/published_run.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cmath>
 #include <sstream>
@@ -307,7 +308,8 @@ Status read_parallel(const Json& j, const std::string& where, std::int64_t num_g
   r.get_bool("ep_overlap", p.ep_overlap, false);  // Plan::ep_overlap; checked with the plan
   r.get_bool("tp_comm_overlap", p.tp_comm_overlap, false);  // Plan::tp_comm_overlap; likewise
   int recompute = -1;
-  r.get_choice("recompute", recompute, {"none", "selective", "full"}, false);
+  r.get_choice("recompute", recompute, {"none", "selective", "full", "selective-op"}, false);
+  r.get_string("selective_ac_option", run.selective_ac_option, false);
   // Megatron-LM's --recompute-num-layers with --recompute-method block (Plan field's meaning).
   r.get_int("recompute_num_layers", p.recompute_num_layers, 0, ModelLimits::kMaxLayers, false);
   // DeepSpeed's activation_checkpointing.partition_activations (Megatron-DeepSpeed's
@@ -438,6 +440,50 @@ void apply_schedule_defaults(PublishedRun& run) {
       "schedule without split points)");
 }
 
+// torchtitan's "selective" activation checkpointing is one of two policies
+// (activation_checkpoint.selective_ac_option): "op", the op-level policy (Recompute::kSelectiveOp),
+// which torchtitan's Llama train configs set (train_configs/llama3_*.toml), or an integer N,
+// every N-th transformer block checkpointed whole (its config_manager's default "2"). The layer
+// policy is taken as full recompute of ceil(chunk layers / N) layers of each model chunk.
+Status apply_selective_ac_option(PublishedRun& run, const std::string& where) {
+  Plan& p = run.plan;
+  const std::string& option = run.selective_ac_option;
+  if (p.recompute != Recompute::kSelective) {
+    if (option.empty()) return Status::Ok();
+    return Status::Error(where + " parallel: selective_ac_option \"" + option +
+                             "\" needs recompute \"selective\", the entry has \"" +
+                             std::string(to_string(p.recompute)) + "\"",
+                         ExitCode::kInvalidInput);
+  }
+  if (option.empty()) {
+    if (run.family.framework != "torchtitan") return Status::Ok();
+    p.recompute = Recompute::kSelectiveOp;
+    run.assumptions.push_back(
+        "parallel.recompute: selective-op (torchtitan's selective checkpointing without its "
+        "selective_ac_option: \"op\", as its Llama train configs set it)");
+    return Status::Ok();
+  }
+  if (option == "op") {
+    p.recompute = Recompute::kSelectiveOp;
+    return Status::Ok();
+  }
+  std::int64_t every = 0;
+  const auto [end, ec] = std::from_chars(option.data(), option.data() + option.size(), every);
+  if (ec != std::errc() || end != option.data() + option.size() || every < 1)
+    return Status::Error(where + " parallel: selective_ac_option \"" + option +
+                             "\" is neither \"op\" nor a layer frequency >= 1",
+                         ExitCode::kInvalidInput);
+  const std::int64_t chunk_layers =
+      (run.model.num_layers + p.num_chunks() - 1) / p.num_chunks();
+  p.recompute = Recompute::kFull;
+  p.recompute_num_layers = (chunk_layers + every - 1) / every;
+  run.assumptions.push_back("parallel.recompute: full on " +
+                            std::to_string(p.recompute_num_layers) + " of each chunk's " +
+                            std::to_string(chunk_layers) + " layers (torchtitan's layer policy, "
+                            "every " + option + "-th block checkpointed whole)");
+  return Status::Ok();
+}
+
 // What a framework does by default that our plan names otherwise; each rule says so under
 // `assumed:`.
 // torchtitan with pipeline parallelism keeps FSDP2's gathered weights from a stage's first
@@ -552,6 +598,7 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
     run.assumptions.push_back("gradient all-reduce after the pipeline flush (\"DDP impl local\")");
   }
   apply_schedule_defaults(run);
+  TRAINPLAN_RETURN_IF_ERROR(apply_selective_ac_option(run, where));
   if (run.model.num_layers % p.num_chunks() != 0 && p.num_chunks() <= run.model.num_layers) {
     p.layers_per_stage = balanced_chunk_layers(run.model.num_layers, p.num_chunks());
     std::string split;

@@ -54,7 +54,10 @@ struct PublishedRun {
   ClusterSpec cluster;
   SimOptions options;
   PublishedMeasurement measured;
-  bool zero_stage_given = false;  // parallel.zero_stage was in the entry  // What the entry did not say and how it was decided ("attention: unfused (source dated
+  bool zero_stage_given = false;  // parallel.zero_stage was in the entry
+  // torchtitan's activation_checkpoint.selective_ac_option as the entry gives it: "op" or a
+  // layer frequency N ("2"); empty when not given.
+  std::string selective_ac_option;  // What the entry did not say and how it was decided ("attention: unfused (source dated
   // before FlashAttention)"), and fields present but not used: printed with the result, so
   // nothing a user gave is dropped unseen.
   std::vector<std::string> assumptions;

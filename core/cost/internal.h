@@ -85,5 +85,8 @@ std::vector<Task> without_trivial_comm(std::vector<Task> tasks);
 // size). All-gather based CP as Llama 3 (arXiv:2407.21783 sec. 3.3.2) and Transformer Engine's
 // AttnFuncWithCPAndKVAllGather run it.
 double cp_kv_bytes(const Shape& x);
+// The layer's matmuls, one task each, in forward order as torchtitan issues them (the fused QKV
+// GEMM as wq, wk, wv; a gated MLP's first GEMM as w1, w3): what Recompute::kSelectiveOp counts.
+std::vector<Task> op_checkpoint_matmuls(const ModelSpec& m, const Plan& p);
 
 }  // namespace trainplan::cost_internal

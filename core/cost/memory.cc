@@ -55,6 +55,20 @@ double checkpoint_input_bytes(const ModelSpec& m, const Plan& p) {
 }
 
 namespace {
+// What torchtitan's op-level checkpoint (Recompute::kSelectiveOp) keeps of one layer: the
+// layer's input (the checkpoint wrapper's argument), the output of every odd matmul in forward
+// order, and a fused attention kernel's output with its fp32 log-sum-exp per row (SDPA is on
+// the save list; an unfused core is not, and is rebuilt from the matmuls).
+double op_checkpoint_activation_bytes(const ModelSpec& m, const Plan& p, const Shape& x) {
+  double bytes = d(x.norm_tokens) * d(x.h) * x.e;
+  std::int64_t index = 0;
+  for (const Task& t : op_checkpoint_matmuls(m, p))
+    if (++index % 2 == 1) bytes += d(t.batch) * d(t.m) * d(t.n) * x.e;
+  if (x.fused)
+    bytes += d(x.tokens) * d(x.ow) / d(x.t) * x.e + d(x.b) * d(x.heads_per_rank) * d(x.s) * 4.0;
+  return bytes;
+}
+
 // Stored activation bytes of one layer under recompute `rc` (the plan's, or none for a layer
 // that full recompute leaves out).
 double activation_bytes(const ModelSpec& m, const Plan& p, Recompute rc) {
@@ -86,6 +100,7 @@ double activation_bytes(const ModelSpec& m, const Plan& p, Recompute rc) {
   // routing probabilities (Megatron-Core's unpermute with probs; MindSpeed's
   // UnpermuteWithoutActivation exists to drop them). Each TP rank holds them whole.
   const double routed = x.moe ? 2.0 * d(m.experts_per_token) * T * h * e : 0.0;
+  if (rc == Recompute::kSelectiveOp) return op_checkpoint_activation_bytes(m, p, x) + routed;
   double core = 0.0;
   const double scores = d(x.b) * d(x.heads_per_rank) * d(x.s) * d(x.s_full);
   const bool core_stored = !x.fused && rc == Recompute::kNone;
@@ -215,6 +230,16 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   // (the last ones of the chunk) have freed this micro-batch's activations by the time the
   // first recomputed layer is rebuilt: the rebuild adds what it exceeds them by.
   double rebuilt = 0;
+  if (p.recompute == Recompute::kSelectiveOp) {
+    // While a layer is back-propagated, what its checkpoint did not keep is rebuilt.
+    for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+      if (kinds.of(kind) == 0) continue;
+      with_layer_model(m, kind, [&](const ModelSpec& lm) {
+        rebuilt = std::max(rebuilt, activation_bytes(lm, p, Recompute::kNone) -
+                                        kept_bytes[static_cast<std::size_t>(kind)]);
+      });
+    }
+  }
   if (p.recompute == Recompute::kFull) {
     for_each_chunk_on_stage(p, m, stage, [&](std::int64_t first, std::int64_t count) {
       const std::int64_t r = recomputed_layers_in_chunk(p, count);

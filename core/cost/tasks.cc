@@ -400,7 +400,9 @@ void apply_fp8(std::vector<Task>& tasks, double e) {
 
 }  // namespace
 
-std::vector<Task> layer_forward_tasks(const ModelSpec& m, const Plan& p) {
+namespace {
+// A layer's forward before FP8's casts are added and trivial collectives dropped.
+std::vector<Task> layer_forward_tasks_unscaled(const ModelSpec& m, const Plan& p) {
   const Shape x = shape_of(m, p);
   std::vector<Task> out;
   out.push_back(memory("norm1", norm_bytes(x), MemoryKernel::kNorm));
@@ -415,8 +417,52 @@ std::vector<Task> layer_forward_tasks(const ModelSpec& m, const Plan& p) {
   add_mlp_forward(out, x, m, p);
   out.push_back(tp_exit("tp_all_reduce_mlp", "tp_reduce_scatter_mlp", x));
   out.push_back(memory("residual2", residual_bytes(x), MemoryKernel::kElementwise));
-  if (p.fp8) apply_fp8(out, x.e);
+  return out;
+}
+
+bool is_attention_core_gemm(const Task& t) {
+  return t.name == "attn_scores" || t.name == "attn_values";
+}
+
+// One task per matmul as torchtitan's modules issue them: the fused QKV projection is three
+// (wq, wk, wv: torchtitan/models/llama3/model.py, Attention), a gated MLP's first GEMM two (w1,
+// w3: FeedForward), every other GEMM of the layer one.
+void add_matmul_parts(std::vector<Task>& out, const Task& t, const Shape& x) {
+  auto part = [&](std::string_view name, std::int64_t n) {
+    Task g = gemm(name, t.m, n, t.k, t.batch, x.e);
+    if (t.flops != d(t.batch) * 2.0 * d(t.m) * d(t.n) * d(t.k))  // MoE: routed, not m*batch
+      g.flops = g.executed_flops = t.flops * d(n) / d(t.n);
+    out.push_back(g);
+  };
+  const bool gated_fc1 = x.swiglu && (t.name == "fc1" || t.name == "shared_fc1" ||
+                                      t.name == "expert_fc1");
+  if (t.name == "qkv") {
+    part("qkv_q", x.q / x.t);
+    part("qkv_k", x.kv / x.t);
+    part("qkv_v", x.vw / x.t);
+  } else if (gated_fc1) {
+    part(t.name == "fc1" ? "fc1_gate" : t.name == "shared_fc1" ? "shared_fc1_gate"
+                                                               : "expert_fc1_gate", t.n / 2);
+    part(t.name == "fc1" ? "fc1_up" : t.name == "shared_fc1" ? "shared_fc1_up"
+                                                             : "expert_fc1_up", t.n / 2);
+  } else {
+    out.push_back(t);
+  }
+}
+}  // namespace
+
+std::vector<Task> layer_forward_tasks(const ModelSpec& m, const Plan& p) {
+  std::vector<Task> out = layer_forward_tasks_unscaled(m, p);
+  if (p.fp8) apply_fp8(out, shape_of(m, p).e);
   return without_trivial_comm(out);
+}
+
+std::vector<Task> cost_internal::op_checkpoint_matmuls(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  std::vector<Task> out;
+  for (const Task& t : layer_forward_tasks_unscaled(m, p))
+    if (t.kind == TaskKind::kGemm && !is_attention_core_gemm(t)) add_matmul_parts(out, t, x);
+  return out;
 }
 
 std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
@@ -575,6 +621,33 @@ double layer_weight_gradient_operand_bytes(const ModelSpec& m, const Plan& p) {
   return bytes;
 }
 
+namespace {
+// torchtitan's op-level policy (Plan's Recompute::kSelectiveOp) saves the outputs of aten.mm,
+// the SDPA kernels and reduce_scatter_tensor, except every second mm in forward order; the
+// rest of the layer's forward runs again: its memory-bound kernels, the matmuls left out, the
+// unfused attention core (bmm and softmax are not on the list) and the sequence-parallel
+// all-gathers.
+std::vector<Task> op_checkpoint_recompute_tasks(const ModelSpec& m, const Plan& p) {
+  const Shape x = shape_of(m, p);
+  std::vector<Task> out;
+  std::int64_t matmuls = 0;
+  for (const Task& t : layer_forward_tasks_unscaled(m, p)) {
+    if (t.kind == TaskKind::kGemm && !is_attention_core_gemm(t)) {
+      std::vector<Task> parts;
+      add_matmul_parts(parts, t, x);
+      for (Task& g : parts)
+        if (++matmuls % 2 == 0) out.push_back(std::move(g));
+    } else if (t.kind == TaskKind::kMemory || is_attention_core_gemm(t) ||
+               (t.kind == TaskKind::kComm && t.group == CommGroup::kTp &&
+                t.collective == Collective::kAllGather)) {
+      out.push_back(t);
+    }
+  }
+  if (p.fp8) apply_fp8(out, x.e);
+  return without_trivial_comm(out);
+}
+}  // namespace
+
 std::vector<Task> layer_recompute_tasks(const ModelSpec& m, const Plan& p) {
   switch (p.recompute) {
     case Recompute::kNone: return {};
@@ -595,6 +668,7 @@ std::vector<Task> layer_recompute_tasks(const ModelSpec& m, const Plan& p) {
       add_attention_core(out, shape_of(m, p));
       return out;
     }
+    case Recompute::kSelectiveOp: return op_checkpoint_recompute_tasks(m, p);
   }
   return {};
 }

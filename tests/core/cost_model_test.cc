@@ -119,6 +119,36 @@ TEST(Flops, ModelFlopsAreKorthikantiMfuFormula) {
   EXPECT_LT(rel(step_flops(m, p).hardware - step_flops(m, p).model, 4 * B * s * s * h * l), 1e-12);
 }
 
+// torchtitan's op-level checkpoint on Llama 3 8B (h 4096, 8 KV heads of 128, SwiGLU 14336):
+// the matmuls in forward order are wq, wk, wv, wo, w1, w3, w2; every second one (wk, wo, w3)
+// runs again in the backward, and a layer keeps its input, the outputs of wq, wv, w1, w2 and the
+// attention kernel's output with its fp32 log-sum-exp.
+TEST(Recompute, TorchtitanOpLevelCheckpointRedoesEverySecondMatmul) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  Plan p = plan_of(1, 1, 1, 1, 4);
+  p.precision = Precision::kBf16;
+  p.attention = AttentionImpl::kFused;
+  p.recompute = Recompute::kSelectiveOp;
+  const double B = 4, s = 8192, L = 32, h = 4096, kv = 1024, f = 14336, heads = 32;
+  const StepFlops fl = step_flops(m, p);
+  EXPECT_LT(rel(fl.hardware - fl.model, 2 * B * s * L * h * (kv + h + f)), 1e-12);
+  const double T = s;  // one sequence per micro-batch
+  const double kept = 2.0 * T * (h + h + kv + f + h + h) + T * heads * 4.0;
+  EXPECT_LT(rel(layer_activation_bytes(m, p), kept), 1e-12);
+  // Less than storing everything, more than full recompute's input alone.
+  Plan none = p;
+  none.recompute = Recompute::kNone;
+  EXPECT_LT(layer_activation_bytes(m, p), layer_activation_bytes(m, none));
+  EXPECT_GT(layer_activation_bytes(m, p), 2.0 * T * h);
+  // The recomputed tasks: three matmuls, the layer's memory-bound kernels, no attention kernel.
+  int gemms = 0;
+  for (const Task& t : layer_recompute_tasks(m, p)) {
+    EXPECT_NE(t.kind, TaskKind::kAttention) << t.name;
+    if (t.kind == TaskKind::kGemm) ++gemms;
+  }
+  EXPECT_EQ(gemms, 3);
+}
+
 TEST(Memory, MixedPrecisionAdamIsSixteenBytesPerParameter) {
   EXPECT_EQ(state_bytes_per_param(Precision::kBf16, Optimizer::kAdamW).total(), 16.0);
   EXPECT_EQ(state_bytes_per_param(Precision::kFp16, Optimizer::kAdamW).optimizer, 12.0);

@@ -313,6 +313,43 @@ TEST(PublishedRun, TorchtitanInterleavedDefaultsToTwoStagesPerRank) {
   EXPECT_NE(map_error(e).find("virtual"), std::string::npos);
 }
 
+// torchtitan's "selective" checkpointing is its op-level policy unless the entry names a layer
+// frequency (selective_ac_option), which is full recompute of every N-th layer; other frameworks'
+// selective is Megatron's; a malformed or misplaced option is refused naming it.
+TEST(PublishedRun, TorchtitanSelectiveCheckpointingReadsItsOption) {
+  Json e = llama_entry();
+  e["parallel"]["recompute"] = "selective";
+  e["parallel"]["zero_stage"] = 3;
+  e["family"] = Json::parse(R"({"source": "s", "framework": "torchtitan", "gpu_generation": "H100"})");
+  PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.plan.recompute, Recompute::kSelectiveOp);
+  EXPECT_TRUE(has_assumption(r, "parallel.recompute: selective-op"));
+  e["parallel"]["selective_ac_option"] = "op";
+  r = map_ok(e);
+  EXPECT_EQ(r.plan.recompute, Recompute::kSelectiveOp);
+  EXPECT_FALSE(has_assumption(r, "parallel.recompute"));
+  e["parallel"]["selective_ac_option"] = "2";
+  r = map_ok(e);
+  EXPECT_EQ(r.plan.recompute, Recompute::kFull);
+  EXPECT_EQ(r.plan.recompute_num_layers, 16);  // 32 layers, every second one
+  EXPECT_TRUE(has_assumption(r, "full on 16 of each chunk's 32 layers"));
+  e["parallel"]["selective_ac_option"] = "3";
+  EXPECT_EQ(map_ok(e).plan.recompute_num_layers, 11);
+  e["parallel"]["selective_ac_option"] = "0";
+  EXPECT_NE(map_error(e).find("selective_ac_option \"0\" is neither \"op\" nor a layer frequency"),
+            std::string::npos);
+  e["parallel"]["selective_ac_option"] = "op2";
+  EXPECT_NE(map_error(e).find("selective_ac_option \"op2\""), std::string::npos);
+  e["parallel"]["selective_ac_option"] = "op";
+  e["parallel"]["recompute"] = "full";
+  EXPECT_NE(map_error(e).find("selective_ac_option \"op\" needs recompute \"selective\""),
+            std::string::npos);
+  e["parallel"].erase("selective_ac_option");
+  e["parallel"]["recompute"] = "selective";
+  e["family"]["framework"] = "megatron";
+  EXPECT_EQ(map_ok(e).plan.recompute, Recompute::kSelective);
+}
+
 TEST(PublishedRun, ContextParallelRunsMap) {
   // Llama 3 405B's long-context row (Dubey et al. 2024, Table 4): CP 16 at 131072 tokens.
   Json e = llama_entry();

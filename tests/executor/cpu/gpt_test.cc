@@ -232,6 +232,8 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
     const char* message_start;
   } cases[] = {
       {[](Plan& p) { p.fp8 = true; }, "fp8: "},
+      {[](Plan& p) { p.recompute = Recompute::kSelectiveOp; },
+       "the CPU executor does not support recompute selective-op"},
       {[](Plan& p) {
          p.recompute = Recompute::kFull;
          p.offload_checkpoints = true;
