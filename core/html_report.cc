@@ -198,53 +198,50 @@ std::string step_body(const StepPicture& p) {
   return out;
 }
 
-std::string scatter_svg(const PlanPicture& p) {
-  if (p.points.empty()) return "";
-  double t_lo = p.points.front().step_s, t_hi = t_lo, m_hi = p.capacity_bytes;
-  for (const Point& pt : p.points) {
-    t_lo = std::min(t_lo, pt.step_s);
-    t_hi = std::max(t_hi, pt.step_s);
-    m_hi = std::max(m_hi, pt.memory_bytes);
-  }
-  // A search's slowest candidates can be ten times slower than its fastest, which would squeeze
-  // the ones that matter into the left edge: past a ratio of 3, the time axis is logarithmic.
-  const bool log_time = t_lo > 0 && t_hi / t_lo > 3;
-  if (log_time) {
-    t_lo /= 1.05;
-    t_hi *= 1.05;
-  } else {
-    const double pad = std::max((t_hi - t_lo) * 0.08, t_hi * 0.01 + 1e-12);
-    t_lo = std::max(0.0, t_lo - pad);
-    t_hi += pad;
-  }
-  m_hi *= 1.08;
-  const double h = 360;
-  auto xpos = [&](double t) {
-    const double f = log_time ? std::log(t / t_lo) / std::log(t_hi / t_lo) : (t - t_lo) / (t_hi - t_lo);
+// The scatter's axes: step time across (logarithmic when the search spans over 3x, so that a
+// search's slowest candidates, often ten times slower than its fastest, do not squeeze the ones
+// that matter into the left edge), peak memory up.
+struct ScatterScale {
+  double t_lo = 0, t_hi = 0, m_hi = 0;
+  bool log_time = false;
+  static constexpr double kHeight = 360;
+  double x(double t) const {
+    const double f = log_time ? std::log(t / t_lo) / std::log(t_hi / t_lo)
+                              : (t - t_lo) / (t_hi - t_lo);
     return kLeft + f * kPlot;
-  };
-  auto ypos = [&](double m) { return 10 + h - m / m_hi * h; };
-  std::ostringstream os;
-  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\""
-     << num(h + 50) << "\" viewBox=\"0 0 " << kWidth << " " << num(h + 50) << "\">";
-  os << "<rect x=\"" << kLeft << "\" y=\"10\" width=\"" << kPlot << "\" height=\"" << h
-     << "\" fill=\"#fafafa\" stroke=\"#ccc\"/>";
-  if (p.capacity_bytes > 0)
-    os << "<line x1=\"" << kLeft << "\" x2=\"" << kLeft + kPlot << "\" y1=\""
-       << num(ypos(p.capacity_bytes)) << "\" y2=\"" << num(ypos(p.capacity_bytes))
-       << "\" stroke=\"#c00\"/><text x=\"" << num(kLeft - 6) << "\" y=\""
-       << num(ypos(p.capacity_bytes) + 4) << "\" text-anchor=\"end\">capacity "
-       << fmt("%.0f GB", p.capacity_bytes / 1e9) << "</text>";
-  for (double g = 0; g < m_hi; g += std::max(1.0, std::round(m_hi / 1e9 / 6)) * 1e9)
-    os << "<text x=\"" << num(kLeft - 6) << "\" y=\"" << num(ypos(g) + 4)
-       << "\" text-anchor=\"end\">" << fmt("%.0f", g / 1e9) << "</text>";
-  os << "<text x=\"12\" y=\"" << num(10 + h / 2) << "\">peak GB</text>";
-  // The whole search first, as small dots (one per pixel: a search finds thousands, many on
-  // the same spot), then the table's candidates, then the marked ones on top, the pick last.
+  }
+  double y(double m) const { return 10 + kHeight - m / m_hi * kHeight; }
+};
+
+ScatterScale scatter_scale(const PlanPicture& p) {
+  ScatterScale s;
+  s.t_lo = s.t_hi = p.points.front().step_s;
+  s.m_hi = p.capacity_bytes;
+  for (const Point& pt : p.points) {
+    s.t_lo = std::min(s.t_lo, pt.step_s);
+    s.t_hi = std::max(s.t_hi, pt.step_s);
+    s.m_hi = std::max(s.m_hi, pt.memory_bytes);
+  }
+  s.log_time = s.t_lo > 0 && s.t_hi / s.t_lo > 3;
+  if (s.log_time) {
+    s.t_lo /= 1.05;
+    s.t_hi *= 1.05;
+  } else {
+    const double pad = std::max((s.t_hi - s.t_lo) * 0.08, s.t_hi * 0.01 + 1e-12);
+    s.t_lo = std::max(0.0, s.t_lo - pad);
+    s.t_hi += pad;
+  }
+  s.m_hi *= 1.08;
+  return s;
+}
+
+// The whole search first, as small dots (one per pixel: a search finds thousands, many on the
+// same spot), then the table's candidates, then the marked ones on top, the pick last.
+void scatter_points(const PlanPicture& p, const ScatterScale& s, std::ostringstream& os) {
   std::set<std::pair<long, long>> dotted;
   for (const Point& pt : p.points) {
     if (pt.mark != "feasible") continue;
-    const double x = xpos(pt.step_s), y = ypos(pt.memory_bytes);
+    const double x = s.x(pt.step_s), y = s.y(pt.memory_bytes);
     if (!dotted.emplace(std::lround(x), std::lround(y)).second) continue;
     os << "<circle cx=\"" << num(x) << "\" cy=\"" << num(y)
        << "\" r=\"2\" fill=\"#bbbbbb\" fill-opacity=\"0.6\"/>";
@@ -259,31 +256,61 @@ std::string scatter_svg(const PlanPicture& p) {
                                : pt.mark == "baseline" ? "#009E73" : pt.mark == "tie" ? "#CC79A7"
                                : "#777777";
       const double r = pt.mark.empty() ? 4 : pt.mark == "tie" ? 6 : 7;
-      os << "<circle cx=\"" << num(xpos(pt.step_s)) << "\" cy=\"" << num(ypos(pt.memory_bytes))
+      os << "<circle cx=\"" << num(s.x(pt.step_s)) << "\" cy=\"" << num(s.y(pt.memory_bytes))
          << "\" r=\"" << r << "\" fill=\"" << fill << "\" fill-opacity=\"0.85\"><title>"
          << escape(pt.title) << "</title></circle>";
       if (!pt.mark.empty() && pt.mark != "tie")
-        os << "<text x=\"" << num(xpos(pt.step_s) + 9) << "\" y=\""
-           << num(ypos(pt.memory_bytes) - 6) << "\">" << escape(pt.mark) << "</text>";
+        os << "<text x=\"" << num(s.x(pt.step_s) + 9) << "\" y=\""
+           << num(s.y(pt.memory_bytes) - 6) << "\">" << escape(pt.mark) << "</text>";
     }
+}
+
+// The time axis's ticks: 1, 2 and 5 times each power of ten on a logarithmic axis, round steps
+// on a linear one.
+void scatter_time_ticks(const ScatterScale& s, std::ostringstream& os) {
+  const double h = ScatterScale::kHeight;
   auto tick_label = [&](double t) {
-    os << "<text x=\"" << num(xpos(t)) << "\" y=\"" << num(h + 26)
+    os << "<text x=\"" << num(s.x(t)) << "\" y=\"" << num(h + 26)
        << "\" text-anchor=\"middle\">" << fmt("%.4g", t) << "</text>";
   };
-  if (log_time) {
-    // 1, 2 and 5 times each power of ten in range.
-    for (double decade = std::pow(10.0, std::floor(std::log10(t_lo))); decade <= t_hi; decade *= 10)
+  if (s.log_time) {
+    for (double decade = std::pow(10.0, std::floor(std::log10(s.t_lo))); decade <= s.t_hi;
+         decade *= 10)
       for (double m : {1.0, 2.0, 5.0})
-        if (m * decade >= t_lo && m * decade <= t_hi) tick_label(m * decade);
+        if (m * decade >= s.t_lo && m * decade <= s.t_hi) tick_label(m * decade);
   } else {
-    const double span = t_hi - t_lo;
+    const double span = s.t_hi - s.t_lo;
     const double step = std::pow(10.0, std::floor(std::log10(span / 5)));
     const double tick = span / step > 25 ? 5 * step : (span / step > 10 ? 2 * step : step);
-    for (double t = std::ceil(t_lo / tick) * tick; t <= t_hi; t += tick) tick_label(t);
+    for (double t = std::ceil(s.t_lo / tick) * tick; t <= s.t_hi; t += tick) tick_label(t);
   }
   os << "<text x=\"" << num(kLeft + kPlot) << "\" y=\"" << num(h + 42)
-     << "\" text-anchor=\"end\">step time, seconds" << (log_time ? " (log scale)" : "")
-     << "</text></svg>\n";
+     << "\" text-anchor=\"end\">step time, seconds" << (s.log_time ? " (log scale)" : "")
+     << "</text>";
+}
+
+std::string scatter_svg(const PlanPicture& p) {
+  if (p.points.empty()) return "";
+  const ScatterScale s = scatter_scale(p);
+  const double h = ScatterScale::kHeight;
+  std::ostringstream os;
+  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\""
+     << num(h + 50) << "\" viewBox=\"0 0 " << kWidth << " " << num(h + 50) << "\">";
+  os << "<rect x=\"" << kLeft << "\" y=\"10\" width=\"" << kPlot << "\" height=\"" << h
+     << "\" fill=\"#fafafa\" stroke=\"#ccc\"/>";
+  if (p.capacity_bytes > 0)
+    os << "<line x1=\"" << kLeft << "\" x2=\"" << kLeft + kPlot << "\" y1=\""
+       << num(s.y(p.capacity_bytes)) << "\" y2=\"" << num(s.y(p.capacity_bytes))
+       << "\" stroke=\"#c00\"/><text x=\"" << num(kLeft - 6) << "\" y=\""
+       << num(s.y(p.capacity_bytes) + 4) << "\" text-anchor=\"end\">capacity "
+       << fmt("%.0f GB", p.capacity_bytes / 1e9) << "</text>";
+  for (double g = 0; g < s.m_hi; g += std::max(1.0, std::round(s.m_hi / 1e9 / 6)) * 1e9)
+    os << "<text x=\"" << num(kLeft - 6) << "\" y=\"" << num(s.y(g) + 4)
+       << "\" text-anchor=\"end\">" << fmt("%.0f", g / 1e9) << "</text>";
+  os << "<text x=\"12\" y=\"" << num(10 + h / 2) << "\">peak GB</text>";
+  scatter_points(p, s, os);
+  scatter_time_ticks(s, os);
+  os << "</svg>\n";
   return os.str();
 }
 
