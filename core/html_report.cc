@@ -265,7 +265,7 @@ void scatter_points(const PlanPicture& p, const ScatterScale& s, std::ostringstr
     }
 }
 
-// The time axis's ticks: 1, 2 and 5 times each power of ten on a logarithmic axis, round steps
+// The time axis's ticks: 1, 2, 3 and 5 times each power of ten on a logarithmic axis, round steps
 // on a linear one.
 void scatter_time_ticks(const ScatterScale& s, std::ostringstream& os) {
   const double h = ScatterScale::kHeight;
@@ -276,7 +276,7 @@ void scatter_time_ticks(const ScatterScale& s, std::ostringstream& os) {
   if (s.log_time) {
     for (double decade = std::pow(10.0, std::floor(std::log10(s.t_lo))); decade <= s.t_hi;
          decade *= 10)
-      for (double m : {1.0, 2.0, 5.0})
+      for (double m : {1.0, 2.0, 3.0, 5.0})
         if (m * decade >= s.t_lo && m * decade <= s.t_hi) tick_label(m * decade);
   } else {
     const double span = s.t_hi - s.t_lo;

@@ -94,13 +94,14 @@ TEST(HtmlReport, PlanPageDrawsEveryFeasibleCandidateOncePerPixelAndMarksTheTies)
 }
 
 // A search whose slowest candidate is over 3x its fastest gets a logarithmic time axis with
-// ticks at 1, 2 and 5 times the powers of ten; a narrow one keeps the linear axis.
+// ticks at 1, 2, 3 and 5 times the powers of ten; a narrow one keeps the linear axis.
 TEST(HtmlReport, PlanPageTimeAxisTurnsLogarithmicPastThreeTimesTheFastest) {
   PlanPicture wide;
   wide.points = {{1.0, 50e9, "pick", "fast"}, {120.0, 20e9, "feasible", ""}};
   const std::string page = plan_page(wide);
   EXPECT_NE(page.find("step time, seconds (log scale)"), std::string::npos);
-  for (const char* tick : {">1</text>", ">2</text>", ">5</text>", ">10</text>", ">100</text>"})
+  for (const char* tick :
+       {">1</text>", ">2</text>", ">3</text>", ">5</text>", ">10</text>", ">100</text>"})
     EXPECT_NE(page.find(tick), std::string::npos) << tick;
   PlanPicture narrow;
   narrow.points = {{1.0, 50e9, "pick", "fast"}, {2.5, 20e9, "feasible", ""}};
