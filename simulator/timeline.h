@@ -1,6 +1,8 @@
 // What a played program looks like afterwards, per simulated rank: memory over time and its
 // peak, the report figures, and the Chrome trace. Computed by timeline.cc from the engine's
-// op start/end times.
+// op start/end times, rank by rank on up to `threads` threads. Tested by
+// tests/simulator/simulator_test.cc (figures) and tests/simulator/parallel_test.cc (the same
+// bytes on any thread count, the trace's order).
 #pragma once
 
 #include <cstdint>
