@@ -114,6 +114,12 @@ void ChromeTraceWriter::object(std::string_view json) {
   out_ += json;
 }
 
+void ChromeTraceWriter::body(std::string_view events) {
+  if (events.empty()) return;
+  separate();
+  out_ += events;
+}
+
 std::string chrome_trace_document(const std::vector<std::string>& bodies) {
   std::string out = kDocumentOpening;
   bool first = true;

@@ -47,6 +47,9 @@ class ChromeTraceWriter {
             TimeNs from_ns, std::int64_t pid_to, std::int32_t tid_to, TimeNs to_ns);
   // Any other event, already a JSON object (the simulator's memory counters).
   void object(std::string_view json);
+  // Another writer's body (take()), appended as if its events had been written here; an empty
+  // one adds nothing. Lets events be formatted in parallel and joined in order.
+  void body(std::string_view events);
   std::string take() {
     any_ = false;
     return std::move(out_);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace trainplan::html {
@@ -197,21 +198,101 @@ std::string step_body(const StepPicture& p) {
   return out;
 }
 
+// The scatter's axes: step time across (logarithmic when the search spans over 3x, so that a
+// search's slowest candidates, often ten times slower than its fastest, do not squeeze the ones
+// that matter into the left edge), peak memory up.
+struct ScatterScale {
+  double t_lo = 0, t_hi = 0, m_hi = 0;
+  bool log_time = false;
+  static constexpr double kHeight = 360;
+  double x(double t) const {
+    const double f = log_time ? std::log(t / t_lo) / std::log(t_hi / t_lo)
+                              : (t - t_lo) / (t_hi - t_lo);
+    return kLeft + f * kPlot;
+  }
+  double y(double m) const { return 10 + kHeight - m / m_hi * kHeight; }
+};
+
+ScatterScale scatter_scale(const PlanPicture& p) {
+  ScatterScale s;
+  s.t_lo = s.t_hi = p.points.front().step_s;
+  s.m_hi = p.capacity_bytes;
+  for (const Point& pt : p.points) {
+    s.t_lo = std::min(s.t_lo, pt.step_s);
+    s.t_hi = std::max(s.t_hi, pt.step_s);
+    s.m_hi = std::max(s.m_hi, pt.memory_bytes);
+  }
+  s.log_time = s.t_lo > 0 && s.t_hi / s.t_lo > 3;
+  if (s.log_time) {
+    s.t_lo /= 1.05;
+    s.t_hi *= 1.05;
+  } else {
+    const double pad = std::max((s.t_hi - s.t_lo) * 0.08, s.t_hi * 0.01 + 1e-12);
+    s.t_lo = std::max(0.0, s.t_lo - pad);
+    s.t_hi += pad;
+  }
+  s.m_hi *= 1.08;
+  return s;
+}
+
+// The whole search first, as small dots (one per pixel: a search finds thousands, many on the
+// same spot), then the table's candidates, then the marked ones on top, the pick last.
+void scatter_points(const PlanPicture& p, const ScatterScale& s, std::ostringstream& os) {
+  std::set<std::pair<long, long>> dotted;
+  for (const Point& pt : p.points) {
+    if (pt.mark != "feasible") continue;
+    const double x = s.x(pt.step_s), y = s.y(pt.memory_bytes);
+    if (!dotted.emplace(std::lround(x), std::lround(y)).second) continue;
+    os << "<circle cx=\"" << num(x) << "\" cy=\"" << num(y)
+       << "\" r=\"2\" fill=\"#bbbbbb\" fill-opacity=\"0.6\"/>";
+  }
+  auto layer = [](const Point& pt) {
+    return pt.mark.empty() ? 0 : pt.mark == "tie" ? 1 : pt.mark == "pick" ? 3 : 2;
+  };
+  for (int pass = 0; pass < 4; ++pass)
+    for (const Point& pt : p.points) {
+      if (pt.mark == "feasible" || layer(pt) != pass) continue;
+      const std::string fill = pt.mark == "pick" ? "#D55E00" : pt.mark == "usual" ? "#0072B2"
+                               : pt.mark == "baseline" ? "#009E73" : pt.mark == "tie" ? "#CC79A7"
+                               : "#777777";
+      const double r = pt.mark.empty() ? 4 : pt.mark == "tie" ? 6 : 7;
+      os << "<circle cx=\"" << num(s.x(pt.step_s)) << "\" cy=\"" << num(s.y(pt.memory_bytes))
+         << "\" r=\"" << r << "\" fill=\"" << fill << "\" fill-opacity=\"0.85\"><title>"
+         << escape(pt.title) << "</title></circle>";
+      if (!pt.mark.empty() && pt.mark != "tie")
+        os << "<text x=\"" << num(s.x(pt.step_s) + 9) << "\" y=\""
+           << num(s.y(pt.memory_bytes) - 6) << "\">" << escape(pt.mark) << "</text>";
+    }
+}
+
+// The time axis's ticks: 1, 2, 3 and 5 times each power of ten on a logarithmic axis, round steps
+// on a linear one.
+void scatter_time_ticks(const ScatterScale& s, std::ostringstream& os) {
+  const double h = ScatterScale::kHeight;
+  auto tick_label = [&](double t) {
+    os << "<text x=\"" << num(s.x(t)) << "\" y=\"" << num(h + 26)
+       << "\" text-anchor=\"middle\">" << fmt("%.4g", t) << "</text>";
+  };
+  if (s.log_time) {
+    for (double decade = std::pow(10.0, std::floor(std::log10(s.t_lo))); decade <= s.t_hi;
+         decade *= 10)
+      for (double m : {1.0, 2.0, 3.0, 5.0})
+        if (m * decade >= s.t_lo && m * decade <= s.t_hi) tick_label(m * decade);
+  } else {
+    const double span = s.t_hi - s.t_lo;
+    const double step = std::pow(10.0, std::floor(std::log10(span / 5)));
+    const double tick = span / step > 25 ? 5 * step : (span / step > 10 ? 2 * step : step);
+    for (double t = std::ceil(s.t_lo / tick) * tick; t <= s.t_hi; t += tick) tick_label(t);
+  }
+  os << "<text x=\"" << num(kLeft + kPlot) << "\" y=\"" << num(h + 42)
+     << "\" text-anchor=\"end\">step time, seconds" << (s.log_time ? " (log scale)" : "")
+     << "</text>";
+}
+
 std::string scatter_svg(const PlanPicture& p) {
   if (p.points.empty()) return "";
-  double t_lo = p.points.front().step_s, t_hi = t_lo, m_hi = p.capacity_bytes;
-  for (const Point& pt : p.points) {
-    t_lo = std::min(t_lo, pt.step_s);
-    t_hi = std::max(t_hi, pt.step_s);
-    m_hi = std::max(m_hi, pt.memory_bytes);
-  }
-  const double pad = std::max((t_hi - t_lo) * 0.08, t_hi * 0.01 + 1e-12);
-  t_lo = std::max(0.0, t_lo - pad);
-  t_hi += pad;
-  m_hi *= 1.08;
-  const double h = 360;
-  auto xpos = [&](double t) { return kLeft + (t - t_lo) / (t_hi - t_lo) * kPlot; };
-  auto ypos = [&](double m) { return 10 + h - m / m_hi * h; };
+  const ScatterScale s = scatter_scale(p);
+  const double h = ScatterScale::kHeight;
   std::ostringstream os;
   os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\""
      << num(h + 50) << "\" viewBox=\"0 0 " << kWidth << " " << num(h + 50) << "\">";
@@ -219,36 +300,17 @@ std::string scatter_svg(const PlanPicture& p) {
      << "\" fill=\"#fafafa\" stroke=\"#ccc\"/>";
   if (p.capacity_bytes > 0)
     os << "<line x1=\"" << kLeft << "\" x2=\"" << kLeft + kPlot << "\" y1=\""
-       << num(ypos(p.capacity_bytes)) << "\" y2=\"" << num(ypos(p.capacity_bytes))
+       << num(s.y(p.capacity_bytes)) << "\" y2=\"" << num(s.y(p.capacity_bytes))
        << "\" stroke=\"#c00\"/><text x=\"" << num(kLeft - 6) << "\" y=\""
-       << num(ypos(p.capacity_bytes) + 4) << "\" text-anchor=\"end\">capacity "
+       << num(s.y(p.capacity_bytes) + 4) << "\" text-anchor=\"end\">capacity "
        << fmt("%.0f GB", p.capacity_bytes / 1e9) << "</text>";
-  for (double g = 0; g < m_hi; g += std::max(1.0, std::round(m_hi / 1e9 / 6)) * 1e9)
-    os << "<text x=\"" << num(kLeft - 6) << "\" y=\"" << num(ypos(g) + 4)
+  for (double g = 0; g < s.m_hi; g += std::max(1.0, std::round(s.m_hi / 1e9 / 6)) * 1e9)
+    os << "<text x=\"" << num(kLeft - 6) << "\" y=\"" << num(s.y(g) + 4)
        << "\" text-anchor=\"end\">" << fmt("%.0f", g / 1e9) << "</text>";
   os << "<text x=\"12\" y=\"" << num(10 + h / 2) << "\">peak GB</text>";
-  // Ranked candidates first, the marked ones on top.
-  for (int pass = 0; pass < 2; ++pass)
-    for (const Point& pt : p.points) {
-      if ((pt.mark.empty()) != (pass == 0)) continue;
-      const std::string fill = pt.mark == "pick" ? "#D55E00" : pt.mark == "usual" ? "#0072B2"
-                               : pt.mark == "baseline" ? "#009E73" : "#999999";
-      const double r = pt.mark.empty() ? 4 : 7;
-      os << "<circle cx=\"" << num(xpos(pt.step_s)) << "\" cy=\"" << num(ypos(pt.memory_bytes))
-         << "\" r=\"" << r << "\" fill=\"" << fill << "\" fill-opacity=\"0.85\"><title>"
-         << escape(pt.title) << "</title></circle>";
-      if (!pt.mark.empty())
-        os << "<text x=\"" << num(xpos(pt.step_s) + 9) << "\" y=\""
-           << num(ypos(pt.memory_bytes) - 6) << "\">" << escape(pt.mark) << "</text>";
-    }
-  const double span = t_hi - t_lo;
-  const double step = std::pow(10.0, std::floor(std::log10(span / 5)));
-  const double tick = span / step > 25 ? 5 * step : (span / step > 10 ? 2 * step : step);
-  for (double t = std::ceil(t_lo / tick) * tick; t <= t_hi; t += tick)
-    os << "<text x=\"" << num(xpos(t)) << "\" y=\"" << num(h + 26)
-       << "\" text-anchor=\"middle\">" << fmt("%.4g", t) << "</text>";
-  os << "<text x=\"" << num(kLeft + kPlot) << "\" y=\"" << num(h + 42)
-     << "\" text-anchor=\"end\">step time, seconds</text></svg>\n";
+  scatter_points(p, s, os);
+  scatter_time_ticks(s, os);
+  os << "</svg>\n";
   return os.str();
 }
 
@@ -277,9 +339,11 @@ std::string plan_page(const PlanPicture& p) {
   std::string out = header(p.title, p.lines);
   out += "<h2>Candidates: step time against peak memory per GPU</h2>\n";
   out += "<p class=\"legend\"><span><i style=\"background:#D55E00\"></i>recommendation</span>"
+         "<span><i style=\"background:#CC79A7\"></i>tied with it</span>"
          "<span><i style=\"background:#0072B2\"></i>usual layout</span><span><i "
          "style=\"background:#009E73\"></i>your baseline</span><span><i "
-         "style=\"background:#999999\"></i>other candidates</span></p>\n";
+         "style=\"background:#777777\"></i>the table's candidates</span><span><i "
+         "style=\"background:#bbbbbb\"></i>every feasible candidate, estimated</span></p>\n";
   out += scatter_svg(p);
   if (p.pick) out += "<h2>The recommendation, simulated</h2>\n" + step_body(*p.pick);
   return out + "</body></html>\n";

@@ -50,7 +50,9 @@ struct StepPicture {
   double capacity_bytes = 0, usable_bytes = 0;
 };
 
-// A candidate of the planner. mark: "" (a ranked candidate), "pick", "usual" or "baseline".
+// A candidate of the planner. mark: "" (a ranked candidate), "pick", "tie" (tied with the pick
+// within the expected error), "usual", "baseline", or "feasible" (any candidate the search
+// found feasible, drawn as a small dot, at most one per pixel, without its title).
 struct Point {
   double step_s = 0, memory_bytes = 0;
   std::string mark;

@@ -74,6 +74,8 @@ class Evaluation final : public CandidateSink {
     std::optional<Candidate> cand = evaluate(p);
     if (!cand) return true;
     ++out_.feasible;
+    out_.feasible_estimates.emplace_back(cand->estimate.step_time_s,
+                                         cand->estimate.peak_memory_bytes);
     keep(std::move(*cand));
     if (opt_.stop_at_first_feasible) return false;
     if (out_.evaluated >= opt_.max_evaluations) {

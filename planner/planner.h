@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cluster_spec.h"
@@ -116,6 +117,9 @@ struct PlanSearch {
   std::int64_t feasible = 0;
   bool truncated = false;         // stopped at max_evaluations
   std::vector<Candidate> ranked;  // best first (plan_training: at most top_k)
+  // Every feasible candidate's analytical estimate, (step time s, peak memory bytes per GPU), in
+  // the order the search found them: the whole search drawn by plan --html.
+  std::vector<std::pair<double, double>> feasible_estimates;
   Rejections rejections;         // by reason code (planner/prune.h)
   TieBreak ties;                 // how ranked.front() was chosen among near-equal candidates
 };

@@ -181,7 +181,7 @@ Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& clust
 
   TimeNs end = 0;
   for (const sim::Op& op : program.engine.ops()) end = std::max(end, op.end);
-  const TimeNs pipe_end = sim::pipeline_end(program);
+  const TimeNs pipe_end = sim::pipeline_end(program, options.threads);
   const std::vector<sim::SlotTimeline> timelines =
       sim::slot_timelines(program, end, options.threads);
 
@@ -235,9 +235,9 @@ Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& clust
       r.bytes_per_group[name] += g.bytes_sent * static_cast<double>(program.replicas_per_slot);
   }
   if (options.collect_trace && options.trace_sink)
-    sim::stream_chrome_trace(program, timelines, options.trace_sink);
+    sim::stream_chrome_trace(program, timelines, options.trace_sink, options.threads);
   else if (options.collect_trace)
-    result.trace_json = sim::chrome_trace(program, timelines);
+    result.trace_json = sim::chrome_trace(program, timelines, options.threads);
   if (options.collect_picture) {
     const double base = options.hardware ? options.hardware->baseline_memory_bytes : 0.0;
     result.picture = sim::step_picture(program, timelines, end, cluster.gpu.hbm_bytes - base,

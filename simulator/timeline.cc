@@ -3,8 +3,12 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdio>
+#include <functional>
+#include <string>
 #include <tuple>
+#include <utility>
 
 #include "core/chrome_trace.h"
 #include "simulator/parallel.h"
@@ -15,18 +19,37 @@ namespace {
 
 double sec(TimeNs ns) { return static_cast<double>(ns) / kNsPerS; }
 
+// The ops of slot s: a range of op ids (a slot's program is built whole before the next's).
+std::pair<std::int32_t, std::int32_t> slot_range(const Program& p, std::size_t s) {
+  const std::int32_t last = s + 1 < p.slots.size() ? p.slots[s + 1].first_op
+                                                   : static_cast<std::int32_t>(p.engine.num_ops());
+  return {p.slots[s].first_op, last};
+}
+
 // For every op, what it waited for: of its dependencies and the op before it on its stream,
-// the one that ended last (-1: none).
-std::vector<std::int32_t> last_predecessors(const Engine& e) {
+// the one that ended last, the lowest id among equals (-1: none). Offered from every op's
+// successors, the ops of up to `threads` slots at once: the pick is a maximum over a total
+// order, so it does not depend on the order of the offers.
+std::vector<std::int32_t> last_predecessors(const Program& p, unsigned threads) {
+  const Engine& e = p.engine;
   std::vector<std::int32_t> out(static_cast<std::size_t>(e.num_ops()), -1);
   auto offer = [&](std::int32_t before, std::int32_t after) {
-    std::int32_t& o = out[static_cast<std::size_t>(after)];
-    if (o < 0 || e.op(before).end > e.op(o).end) o = before;
+    std::atomic_ref<std::int32_t> o(out[static_cast<std::size_t>(after)]);
+    std::int32_t seen = o.load(std::memory_order_relaxed);
+    auto better = [&](std::int32_t c) {
+      return c < 0 || e.op(before).end > e.op(c).end ||
+             (e.op(before).end == e.op(c).end && before < c);
+    };
+    while (better(seen) && !o.compare_exchange_weak(seen, before, std::memory_order_relaxed)) {
+    }
   };
-  for (std::int32_t i = 0; i < static_cast<std::int32_t>(e.num_ops()); ++i) {
-    for (std::int32_t s : e.successors(i)) offer(i, s);
-    if (e.op(i).next_in_stream >= 0) offer(i, e.op(i).next_in_stream);
-  }
+  parallel_for_index(p.slots.size(), threads, [&](std::size_t s) {
+    const auto [first, last] = slot_range(p, s);
+    for (std::int32_t i = first; i < last; ++i) {
+      for (std::int32_t succ : e.successors(i)) offer(i, succ);
+      if (e.op(i).next_in_stream >= 0) offer(i, e.op(i).next_in_stream);
+    }
+  });
   return out;
 }
 
@@ -50,11 +73,14 @@ bool waits_on_pipeline(const Program& p, std::int32_t slot, const std::vector<st
 
 }  // namespace
 
-TimeNs pipeline_end(const Program& p) {
-  TimeNs end = 0;
-  for (std::int32_t i = 0; i < static_cast<std::int32_t>(p.engine.num_ops()); ++i)
-    if (p.meta(i).pipeline) end = std::max(end, p.engine.op(i).end);
-  return end;
+TimeNs pipeline_end(const Program& p, unsigned threads) {
+  std::vector<TimeNs> per_slot(p.slots.size(), 0);
+  parallel_for_index(p.slots.size(), threads, [&](std::size_t s) {
+    const auto [first, last] = slot_range(p, s);
+    for (std::int32_t i = first; i < last; ++i)
+      if (p.meta(i).pipeline) per_slot[s] = std::max(per_slot[s], p.engine.op(i).end);
+  });
+  return per_slot.empty() ? 0 : *std::max_element(per_slot.begin(), per_slot.end());
 }
 
 namespace {
@@ -71,9 +97,7 @@ struct SlotOps {
 // the slots being worked on hold these lists at once.
 SlotOps slot_ops(const Program& p, std::size_t s) {
   SlotOps out;
-  const std::int32_t first = p.slots[s].first_op;
-  const std::int32_t last = s + 1 < p.slots.size() ? p.slots[s + 1].first_op
-                                                   : static_cast<std::int32_t>(p.engine.num_ops());
+  const auto [first, last] = slot_range(p, s);
   const std::int32_t compute_stream =
       p.slots[s].first_stream + static_cast<std::int32_t>(StreamKind::kCompute);
   for (std::int32_t i = first; i < last; ++i) {
@@ -104,8 +128,8 @@ SlotOps slot_ops(const Program& p, std::size_t s) {
 
 std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end, unsigned threads) {
   const std::size_t n = p.slots.size();
-  const std::vector<std::int32_t> cause = last_predecessors(p.engine);
-  const TimeNs pipe_end = pipeline_end(p);
+  const std::vector<std::int32_t> cause = last_predecessors(p, threads);
+  const TimeNs pipe_end = pipeline_end(p, threads);
   std::vector<SlotTimeline> out(n);
   // Each slot's figures from its own ops only: the slots in parallel.
   parallel_for_index(n, threads, [&](std::size_t s) {
@@ -216,68 +240,124 @@ std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end, unsi
 
 namespace {
 
+// Appends, slot by slot in order, the events `format` writes for each slot, formatting a batch of
+// slots at once on up to `threads` threads. Each slot's events go to their own writer, whose
+// body is appended whole, so the document is the one a single writer would write; a batch
+// bounds what is held at once (GPT-3 on 512 ranks: about 10 MB of events per slot).
+void write_slot_bodies(std::size_t n, unsigned threads, ChromeTraceWriter& w,
+                       const std::function<void(std::size_t, ChromeTraceWriter&)>& format) {
+  constexpr std::size_t kBatchSlots = 16;
+  std::vector<std::string> bodies;
+  for (std::size_t from = 0; from < n; from += kBatchSlots) {
+    bodies.assign(std::min(kBatchSlots, n - from), std::string());
+    parallel_for_index(bodies.size(), threads, [&](std::size_t k) {
+      ChromeTraceWriter local;
+      format(from + k, local);
+      bodies[k] = local.take();
+    });
+    for (const std::string& body : bodies) w.body(body);
+  }
+}
+
+// Slot s's complete events, in op order.
+void write_slot_ops(const Program& p, std::size_t s, ChromeTraceWriter& w) {
+  const SlotInfo& si = p.slots[s];
+  const auto [first, last] = slot_range(p, s);
+  for (std::int32_t i = first; i < last; ++i) {
+    const OpMeta& m = p.meta(i);
+    const Op& op = p.engine.op(i);
+    if (op.end <= op.start && op.collective < 0) continue;
+    w.complete(chrome_trace_event_name(m.pass, m.micro_batch, m.layer, m.name), si.rank,
+               op.stream - si.first_stream, op.start, op.end - op.start, m.micro_batch, m.layer,
+               m.bytes_sent);
+  }
+}
+
+// Calls arrow(send, recv) for each pipeline send of slot s, in op order, and the receive it
+// completes on the neighbour (the send's successor named recv_*; a zero-time op, so the arrow
+// lands on the compute after it).
+template <typename Arrow>
+void for_each_flow(const Program& p, std::size_t s, Arrow&& arrow) {
+  const auto [first, last] = slot_range(p, s);
+  for (std::int32_t i = first; i < last; ++i) {
+    const OpMeta& m = p.meta(i);
+    if (m.group != ReportGroup::kPp || m.name.rfind("send_", 0) != 0) continue;
+    for (std::int32_t r : p.engine.successors(i))
+      if (p.meta(r).name.rfind("recv_", 0) == 0 && p.slot_of(r) != static_cast<std::int32_t>(s))
+        arrow(i, r);
+  }
+}
+
+// The flow arrows of slot s, numbered from first_id on.
+void write_slot_flows(const Program& p, std::size_t s, std::int64_t first_id,
+                      ChromeTraceWriter& w) {
+  std::int64_t id = first_id;
+  for_each_flow(p, s, [&](std::int32_t i, std::int32_t r) {
+    const SlotInfo& from = p.slots[s];
+    const SlotInfo& to = p.slots[static_cast<std::size_t>(p.slot_of(r))];
+    const Op& send = p.engine.op(i);
+    const Op& recv = p.engine.op(r);
+    w.flow(p.meta(i).name, id++, from.rank, send.stream - from.first_stream, send.start, to.rank,
+           recv.stream - to.first_stream, recv.start);
+  });
+}
+
+// Slot s's memory counter samples.
+void write_slot_memory(const Program& p, const SlotTimeline& t, std::size_t s,
+                       ChromeTraceWriter& w) {
+  const SlotInfo& si = p.slots[s];
+  const double fixed = si.static_memory.weights_bytes + si.static_memory.gradients_bytes +
+                       si.static_memory.optimizer_bytes;
+  char buf[512];
+  for (const MemorySample& m : t.memory) {
+    std::snprintf(buf, sizeof buf,
+                  "{\"name\":\"memory GB\",\"ph\":\"C\",\"pid\":%lld,\"ts\":%.3f,\"args\":{"
+                  "\"model states\":%.6f,\"activations\":%.6f,\"buffers\":%.6f}}",
+                  static_cast<long long>(si.rank), static_cast<double>(m.time) / 1e3,
+                  fixed / kGB, m.activations_bytes / kGB, m.buffers_bytes / kGB);
+    w.object(buf);
+  }
+}
+
+// The document's sections, in order: the ranks' names, every op (by id), the pipeline arrows,
+// the memory counters. Each section is formatted per slot in parallel.
 void write_chrome_trace(const Program& p, const std::vector<SlotTimeline>& timelines,
-                        ChromeTraceWriter& w) {
+                        ChromeTraceWriter& w, unsigned threads) {
   std::vector<std::string_view> streams;
   for (std::int32_t k = 0; k < kStreamsPerRank; ++k)
     if (static_cast<StreamKind>(k) != StreamKind::kCp || p.context_parallel)
       streams.push_back(to_string(static_cast<StreamKind>(k)));
   for (const SlotInfo& si : p.slots) w.rank(si.rank, si.coord.pp, streams);
-  for (std::int32_t i = 0; i < static_cast<std::int32_t>(p.engine.num_ops()); ++i) {
-    const OpMeta& m = p.meta(i);
-    const Op& op = p.engine.op(i);
-    if (op.end <= op.start && op.collective < 0) continue;
-    const SlotInfo& si = p.slots[static_cast<std::size_t>(p.slot_of(i))];
-    w.complete(chrome_trace_event_name(m.pass, m.micro_batch, m.layer, m.name), si.rank,
-               op.stream - si.first_stream, op.start, op.end - op.start, m.micro_batch, m.layer,
-               m.bytes_sent);
-  }
-  // An arrow from each pipeline send to the receive it completes on the neighbour (the send's
-  // successor named recv_*; a zero-time op, so the arrow lands on the compute after it).
-  std::int64_t flow_id = 0;
-  for (std::int32_t i = 0; i < static_cast<std::int32_t>(p.engine.num_ops()); ++i) {
-    const OpMeta& m = p.meta(i);
-    if (m.group != ReportGroup::kPp || m.name.rfind("send_", 0) != 0) continue;
-    const Op& send = p.engine.op(i);
-    const std::int32_t slot = p.slot_of(i);
-    const SlotInfo& from = p.slots[static_cast<std::size_t>(slot)];
-    for (std::int32_t r : p.engine.successors(i)) {
-      const OpMeta& rm = p.meta(r);
-      if (rm.name.rfind("recv_", 0) != 0 || p.slot_of(r) == slot) continue;
-      const SlotInfo& to = p.slots[static_cast<std::size_t>(p.slot_of(r))];
-      const Op& recv = p.engine.op(r);
-      w.flow(m.name, flow_id++, from.rank, send.stream - from.first_stream,
-             send.start, to.rank, recv.stream - to.first_stream, recv.start);
-    }
-  }
-  char buf[512];
-  for (std::size_t s = 0; s < timelines.size(); ++s) {
-    const SlotInfo& si = p.slots[s];
-    const double fixed = si.static_memory.weights_bytes + si.static_memory.gradients_bytes +
-                         si.static_memory.optimizer_bytes;
-    for (const MemorySample& m : timelines[s].memory) {
-      std::snprintf(buf, sizeof buf,
-                    "{\"name\":\"memory GB\",\"ph\":\"C\",\"pid\":%lld,\"ts\":%.3f,\"args\":{"
-                    "\"model states\":%.6f,\"activations\":%.6f,\"buffers\":%.6f}}",
-                    static_cast<long long>(si.rank), static_cast<double>(m.time) / 1e3,
-                    fixed / kGB, m.activations_bytes / kGB, m.buffers_bytes / kGB);
-      w.object(buf);
-    }
-  }
+  const std::size_t n = p.slots.size();
+  write_slot_bodies(n, threads, w,
+                    [&](std::size_t s, ChromeTraceWriter& local) { write_slot_ops(p, s, local); });
+  // Arrow ids run on over the slots: count each slot's first, then number from the sum before.
+  std::vector<std::int64_t> first_id(n + 1, 0);
+  parallel_for_index(n, threads, [&](std::size_t s) {
+    for_each_flow(p, s, [&](std::int32_t, std::int32_t) { ++first_id[s + 1]; });
+  });
+  for (std::size_t s = 0; s < n; ++s) first_id[s + 1] += first_id[s];
+  write_slot_bodies(n, threads, w, [&](std::size_t s, ChromeTraceWriter& local) {
+    write_slot_flows(p, s, first_id[s], local);
+  });
+  write_slot_bodies(timelines.size(), threads, w, [&](std::size_t s, ChromeTraceWriter& local) {
+    write_slot_memory(p, timelines[s], s, local);
+  });
 }
 
 }  // namespace
 
-std::string chrome_trace(const Program& p, const std::vector<SlotTimeline>& timelines) {
+std::string chrome_trace(const Program& p, const std::vector<SlotTimeline>& timelines,
+                         unsigned threads) {
   ChromeTraceWriter w;
-  write_chrome_trace(p, timelines, w);
+  write_chrome_trace(p, timelines, w, threads);
   return chrome_trace_document({w.take()});
 }
 
 void stream_chrome_trace(const Program& p, const std::vector<SlotTimeline>& timelines,
-                         const ChromeTraceWriter::Sink& sink) {
+                         const ChromeTraceWriter::Sink& sink, unsigned threads) {
   ChromeTraceWriter w(sink);
-  write_chrome_trace(p, timelines, w);
+  write_chrome_trace(p, timelines, w, threads);
   w.finish();
 }
 
@@ -379,9 +459,13 @@ html::StepPicture step_picture(const Program& p, const std::vector<SlotTimeline>
     if (track.points.empty()) track.points.emplace_back(0.0, fixed);
     pic.memory.push_back(std::move(track));
   }
-  // Ops in start order per lane (op ids follow issue order, which may differ).
-  std::vector<std::int32_t> order(static_cast<std::size_t>(p.engine.num_ops()));
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
+  // The drawn slots' ops in start order (op ids follow issue order, which may differ), ties in
+  // id order: only their ranges are sorted, not the whole program's (28M ops with --all-ranks).
+  std::vector<std::size_t> by_id = drawn;
+  std::sort(by_id.begin(), by_id.end());
+  std::vector<std::int32_t> order;
+  for (std::size_t s : by_id)
+    for (auto [i, last] = slot_range(p, s); i < last; ++i) order.push_back(i);
   std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
     return p.engine.op(a).start < p.engine.op(b).start;
   });

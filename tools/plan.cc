@@ -85,8 +85,49 @@ Status add_references(const cli::Args& args, const ModelSpec& model, const Clust
   return Status::Ok();
 }
 
-// plan --html FILE: the candidates as step time against peak memory, the usual layout and the
-// baseline marked, and the recommendation's simulated step.
+// The picture's points: every feasible candidate's analytical estimate (small dots), the table's
+// candidates over them, the tie (TieBreak: the head of the table within the error band) and
+// the pick, the usual layout and the baseline.
+void add_candidate_points(const PlanSearch& search, const Candidate* best, const ReportContext& ctx,
+                          html::PlanPicture& pic) {
+  for (const auto& [step_s, memory_bytes] : search.feasible_estimates)
+    pic.points.push_back(html::Point{step_s, memory_bytes, "feasible", ""});
+  auto point = [](const Candidate& c, std::string mark) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, ": %.4f s, %.1f GB", c.estimate.step_time_s,
+                  c.estimate.peak_memory_bytes / kGB);
+    return html::Point{c.estimate.step_time_s, c.estimate.peak_memory_bytes, std::move(mark),
+                       describe(c.plan) + buf + (c.simulated ? "" : " (analytical)")};
+  };
+  for (std::size_t i = 0; i < search.ranked.size(); ++i) {
+    const Candidate& c = search.ranked[i];
+    const bool tied = search.ties.tied > 1 && i < search.ties.tied;
+    pic.points.push_back(point(c, &c == best ? "pick" : tied ? "tie" : ""));
+  }
+  for (const ReferenceLayout& ref : ctx.references)
+    if (ref.candidate) pic.points.push_back(point(*ref.candidate, ref.label));
+}
+
+// What the candidate plot holds, said under the title.
+std::string candidates_line(const PlanSearch& search) {
+  std::string line = "Candidates: all " + std::to_string(search.feasible_estimates.size()) +
+                     " the search found feasible, as estimated (small dots); the table's " +
+                     std::to_string(search.ranked.size()) +
+                     " over them, as ranked (simulated where refined).";
+  if (search.ties.tied > 1) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  " The pick is tied with %zu others within %.1f%% of the fastest step time "
+                  "(the expected error), marked 'tie'.",
+                  search.ties.tied - 1, 100.0 * search.ties.tolerance);
+    line += buf;
+  }
+  return line;
+}
+
+// plan --html FILE: every feasible candidate's estimate as step time against peak memory, the
+// table's candidates over them with the pick, the ties, the usual layout and the baseline
+// marked, and the recommendation's simulated step.
 Status write_html(const std::string& path, const ModelSpec& model, const ClusterSpec& cluster,
                   const PlannerOptions& opt, const PlanResult& result, const ReportContext& ctx,
                   const SimOptions& sim_opt) {
@@ -98,16 +139,7 @@ Status write_html(const std::string& path, const ModelSpec& model, const Cluster
   const Candidate* best = recommended(result);
   const PlanSearch& search = result.fits() || !result.offload_search ? result.search
                                                                      : *result.offload_search;
-  auto point = [](const Candidate& c, std::string mark) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, ": %.4f s, %.1f GB", c.estimate.step_time_s,
-                  c.estimate.peak_memory_bytes / kGB);
-    return html::Point{c.estimate.step_time_s, c.estimate.peak_memory_bytes, std::move(mark),
-                       describe(c.plan) + buf + (c.simulated ? "" : " (analytical)")};
-  };
-  for (const Candidate& c : search.ranked) pic.points.push_back(point(c, &c == best ? "pick" : ""));
-  for (const ReferenceLayout& ref : ctx.references)
-    if (ref.candidate) pic.points.push_back(point(*ref.candidate, ref.label));
+  add_candidate_points(search, best, ctx, pic);
   if (best == nullptr) {
     pic.lines.push_back("Nothing fits, even with optimizer states offloaded.");
     return cli::write_file_atomic(path, html::plan_page(pic));
@@ -115,7 +147,7 @@ Status write_html(const std::string& path, const ModelSpec& model, const Cluster
   pic.lines.push_back("Recommendation: " + describe(best->plan));
   for (const ReferenceLayout& ref : ctx.references)
     if (ref.candidate) pic.lines.push_back(ref.label + ": " + describe(ref.candidate->plan));
-  pic.lines.push_back("The candidates shown are the table's (--top N shows more).");
+  pic.lines.push_back(candidates_line(search));
   SimOptions picture_opt = sim_opt;
   picture_opt.collect_picture = true;
   picture_opt.extrapolate_above_micro_batches = 0;

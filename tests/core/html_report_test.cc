@@ -73,6 +73,41 @@ TEST(HtmlReport, PlanPageMarksThePickAndTheReferences) {
   EXPECT_NE(page.find("capacity 80 GB"), std::string::npos);
 }
 
+// The whole search as dots, one per pixel: 1,000 candidates on two spots draw two dots; ties
+// are marked in their own colour without a label; the pick is drawn last, on top.
+TEST(HtmlReport, PlanPageDrawsEveryFeasibleCandidateOncePerPixelAndMarksTheTies) {
+  PlanPicture p;
+  p.capacity_bytes = 80e9;
+  for (int i = 0; i < 1000; ++i)
+    p.points.push_back({i % 2 == 0 ? 1.0 : 2.0, 50e9, "feasible", ""});
+  p.points.push_back({1.05, 60e9, "tie", "tp=4 pp=2"});
+  p.points.push_back({1.0, 61e9, "pick", "tp=8 pp=2"});
+  const std::string page = plan_page(p);
+  expect_self_contained(page);
+  EXPECT_EQ(count(page, "<circle"), 4u);
+  EXPECT_EQ(count(page, "r=\"2\""), 2u);
+  EXPECT_EQ(count(page, "fill=\"#CC79A7\""), 1u);
+  EXPECT_EQ(page.find(">tie</text>"), std::string::npos);
+  EXPECT_NE(page.find("tied with it"), std::string::npos);
+  EXPECT_NE(page.find("every feasible candidate"), std::string::npos);
+  EXPECT_GT(page.find(">pick</text>"), page.find("tp=4 pp=2"));
+}
+
+// A search whose slowest candidate is over 3x its fastest gets a logarithmic time axis with
+// ticks at 1, 2, 3 and 5 times the powers of ten; a narrow one keeps the linear axis.
+TEST(HtmlReport, PlanPageTimeAxisTurnsLogarithmicPastThreeTimesTheFastest) {
+  PlanPicture wide;
+  wide.points = {{1.0, 50e9, "pick", "fast"}, {120.0, 20e9, "feasible", ""}};
+  const std::string page = plan_page(wide);
+  EXPECT_NE(page.find("step time, seconds (log scale)"), std::string::npos);
+  for (const char* tick :
+       {">1</text>", ">2</text>", ">3</text>", ">5</text>", ">10</text>", ">100</text>"})
+    EXPECT_NE(page.find(tick), std::string::npos) << tick;
+  PlanPicture narrow;
+  narrow.points = {{1.0, 50e9, "pick", "fast"}, {2.5, 20e9, "feasible", ""}};
+  EXPECT_EQ(plan_page(narrow).find("(log scale)"), std::string::npos);
+}
+
 TEST(HtmlReport, EmptyPicturesStillMakeADocument) {
   expect_self_contained(step_page(StepPicture{}));
   expect_self_contained(plan_page(PlanPicture{}));

@@ -1,6 +1,8 @@
 // Parallel per-rank passes and streamed traces (issue 24): parallel_for_index covers every item
 // once and reports progress in order; simulating every rank on one thread and on many gives
-// byte-identical reports, traces and pictures; the ranks of a stage share one sequence of op
+// byte-identical reports, traces and pictures, also over more ranks than the trace formats at
+// once, with the trace's sections in the serial writer's order; the ranks of a stage share one
+// sequence of op
 // metadata; a streamed trace is the in-memory one byte for byte; a trace estimated over the
 // limit is refused with its size before the step is played.
 #include "simulator/parallel.h"
@@ -57,6 +59,16 @@ struct Case {
   ClusterSpec cluster = testing::cluster_for(plan, "H100-80GB", 4);
 };
 
+// 40 ranks (tp 2, pp 2, dp 10), more than the trace formats at once (16 slots): its batches,
+// the arrow ids counted over slots and the joins between bodies are exercised.
+Case wide_case() {
+  Case c;
+  c.plan = testing::make_plan(2, 2, 10, 1, 40, Schedule::k1F1B);
+  c.plan.zero_stage = 1;
+  c.cluster = testing::cluster_for(c.plan, "H100-80GB", 4);
+  return c;
+}
+
 SimResult simulate(const Case& c, unsigned threads, bool stream, std::string* streamed = nullptr) {
   SimOptions o;
   o.all_ranks = true;
@@ -78,6 +90,56 @@ TEST(AllRanks, OneThreadAndManyGiveByteIdenticalOutput) {
   EXPECT_EQ(serial.trace_json, parallel.trace_json);
   ASSERT_TRUE(serial.picture && parallel.picture);
   EXPECT_EQ(html::step_page(*serial.picture), html::step_page(*parallel.picture));
+}
+
+TEST(AllRanks, ManyRanksGiveByteIdenticalOutputOnOneTwoAndEveryThread) {
+  const Case c = wide_case();
+  const SimResult serial = simulate(c, 1, false);
+  EXPECT_EQ(serial.simulated_ranks, 40);
+  for (unsigned threads : {2u, 0u}) {
+    const SimResult parallel = simulate(c, threads, false);
+    EXPECT_EQ(step_report_to_json(serial.report).dump(),
+              step_report_to_json(parallel.report).dump());
+    EXPECT_EQ(serial.trace_json, parallel.trace_json) << threads << " threads";
+    ASSERT_TRUE(serial.picture && parallel.picture);
+    EXPECT_EQ(html::step_page(*serial.picture), html::step_page(*parallel.picture));
+    std::string streamed;
+    simulate(c, threads, true, &streamed);
+    EXPECT_EQ(streamed, serial.trace_json) << threads << " threads, streamed";
+  }
+}
+
+// The trace formatted per slot keeps the serial writer's order: the ranks' names, then every
+// op's event rank by rank, then the arrows numbered 0, 1, ... in the senders' rank order, then
+// the memory counters rank by rank; one JSON document.
+TEST(Trace, SectionsKeepTheSerialOrderOverManyRanks) {
+  const Case c = wide_case();
+  const Json j = Json::parse(simulate(c, 0, false).trace_json);
+  const std::string order = "MXsfC";  // section of each phase; s and f share one
+  std::size_t section = 0;
+  std::int64_t last_pid = -1, next_flow = 0, events = 0;
+  for (const Json& e : j.at("traceEvents")) {
+    const std::string ph = e.at("ph").get<std::string>();
+    const std::size_t at = ph == "f" ? order.find('s') : order.find(ph);
+    ASSERT_NE(at, std::string::npos) << ph;
+    ASSERT_GE(at, section) << "a '" << ph << "' event after the next section began";
+    if (at > section) last_pid = -1;
+    section = at;
+    const std::int64_t pid = e.at("pid").get<std::int64_t>();
+    if (ph == "X" || ph == "C") {
+      EXPECT_GE(pid, last_pid) << "ranks out of order in section " << ph;
+      last_pid = pid;
+    }
+    if (ph == "s") {
+      EXPECT_EQ(e.at("id").get<std::int64_t>(), next_flow++);
+      EXPECT_GE(pid, last_pid);
+      last_pid = pid;
+    }
+    ++events;
+  }
+  EXPECT_EQ(section, order.find('C'));
+  EXPECT_GT(next_flow, 40);
+  EXPECT_GT(events, 1000);
 }
 
 // The program of every rank keeps each distinct sequence of op metadata once: the 4 ranks of

@@ -62,6 +62,10 @@ for f in "$tmp/step.html" "$tmp/plan.html"; do
   check "$f names no URL but the SVG namespace" -- bash -c "! grep -o 'http[s]*://[^\"]*' '$f' | grep -v 'www.w3.org/2000/svg' | grep -q ."
 done
 check "plan.html marks the pick and the usual layout" -- grep -q '>usual</text>' "$tmp/plan.html"
+feasible=$("$plan" --model "$l70" --gpus 64 --json --quiet | python3 -c "import json,sys; print(json.load(sys.stdin)['search']['feasible'])")
+check "plan.html plots all $feasible feasible candidates" -- grep -q "Candidates: all $feasible the search found feasible" "$tmp/plan.html"
+check "plan.html draws them as dots" -- test "$(grep -o 'r="2" fill="#bbbbbb"' "$tmp/plan.html" | wc -l)" -gt 100
+check "plan.html marks the ties" -- grep -q 'fill="#CC79A7" fill-opacity="0.85"><title>' "$tmp/plan.html"
 expect 2 "the Chrome trace would be about" -- "$simulate" --model "$l70" --gpus 64 --plan "$tmp/base.json" --all-ranks --trace "$tmp/big.trace.json" --trace-limit-gb 0.01
 check "a refused trace leaves no file" -- bash -c "! ls '$tmp' | grep -q big.trace"
 expect 0 "step time" -- "$simulate" --model "$tiny" --gpus 8 --plan "$tmp/tiny.plan.json" --all-ranks --trace "$tmp/t.json"
@@ -71,6 +75,12 @@ check "the streamed trace is JSON" -- python3 -c "import json,sys; json.load(ope
 "$simulate" --model "$l70" --gpus 64 --plan "$tmp/base.json" --all-ranks --json --threads 1 >"$tmp/s1.json" 2>/dev/null
 "$simulate" --model "$l70" --gpus 64 --plan "$tmp/base.json" --all-ranks --json --threads 0 >"$tmp/s0.json" 2>/dev/null
 check "simulate --all-ranks: 1 thread and all cores byte-identical" -- cmp -s "$tmp/s1.json" "$tmp/s0.json"
+for t in 1 0; do
+  "$simulate" --model "$tiny" --gpus 8 --plan "$tmp/tiny.plan.json" --all-ranks --threads $t \
+    --trace "$tmp/trace$t.json" --html "$tmp/step$t.html" >/dev/null 2>&1
+done
+check "simulate --all-ranks --trace: 1 thread and all cores byte-identical" -- cmp -s "$tmp/trace1.json" "$tmp/trace0.json"
+check "simulate --all-ranks --html: 1 thread and all cores byte-identical" -- cmp -s "$tmp/step1.html" "$tmp/step0.html"
 "$plan" --model "$l70" --gpus 64 --json --threads 1 >"$tmp/p1.json" 2>/dev/null
 "$plan" --model "$l70" --gpus 64 --json --threads 0 >"$tmp/p0.json" 2>/dev/null
 check "plan: 1 thread and all cores byte-identical" -- cmp -s "$tmp/p1.json" "$tmp/p0.json"
