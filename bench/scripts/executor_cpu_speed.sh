@@ -23,7 +23,10 @@
 # OUT_DIR/report.md (median tokens/s, the paired ratio to PyTorch and execute's ratio to each,
 # the load average; bench/scripts/executor_cpu_speed_report.py), and prints the report.
 # PyTorch is Debian's python3-torch on libopenblas0-pthread; OPENBLAS_NUM_THREADS=1.
+# Its input errors and helpers are tested by tests/bench/speed_report_test.py; the study it
+# wrote last is bench/results/executor-cpu-speed-2026-11-25/.
 set -euo pipefail
+[ $# -ge 2 ] || { echo "usage: executor_cpu_speed.sh BUILD_DIR OUT_DIR [ROUNDS] [STEPS] [EXTRA_EXECUTE...]" >&2; exit 2; }
 build="$1" out="$2" rounds="${3:-5}" steps="${4:-12}"
 shift $(( $# < 4 ? $# : 4 ))
 root="$(cd "$(dirname "$0")/../.." && pwd)"

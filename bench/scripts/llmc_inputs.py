@@ -25,6 +25,7 @@ values do not change the step time, but a sane start keeps the loss finite for t
       --checkpoint OUT.bin --tokens OUT_tokens.bin [--seed 1234]
 
 Used by bench/scripts/executor_cpu_speed.sh (the llm.c row of the CPU speed table).
+Tested by tests/bench/speed_report_test.py.
 """
 import argparse
 import array

@@ -152,6 +152,11 @@ class SpeedScriptInputs(unittest.TestCase):
             return run(os.path.join(SCRIPTS, "executor_cpu_speed.sh"), os.path.join(tmp, "no-build"),
                        os.path.join(tmp, "out"), env={**os.environ, **env})
 
+    def test_missing_arguments_print_the_usage(self):
+        r = run(os.path.join(SCRIPTS, "executor_cpu_speed.sh"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("usage: executor_cpu_speed.sh BUILD_DIR OUT_DIR", r.stderr)
+
     def test_llmc_src_not_a_checkout(self):
         r = self.run_script(LLMC_SRC="/no/such/llm.c")
         self.assertEqual(r.returncode, 1)
