@@ -63,7 +63,8 @@ using namespace trainplan::executor;
 namespace {
 
 constexpr const char* kProgram = "execute";
-// --threads' upper bound: a sanity limit (no CPU node has more cores), not a tuning choice.
+// --threads' upper bound: a sanity limit, well above the core count of today's CPU nodes (a
+// typo such as 80000 is refused rather than started); not a tuning choice.
 constexpr std::int64_t kMaxThreads = 1024;
 
 // All ranks learn whether any rank failed, and which (the lowest failing rank), so that they
