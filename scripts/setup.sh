@@ -5,7 +5,9 @@ set -euo pipefail
 packages=(cmake g++ make libeigen3-dev nlohmann-json3-dev libboost-graph-dev libtbb-dev libopenmpi-dev
           openmpi-bin libgtest-dev libbenchmark-dev python3 python3-dev pybind11-dev
           libcli11-dev chromium)
-if [ "${TRAINPLAN_SANITIZE_DEPS:-0}" = 1 ]; then packages+=(clang libclang-rt-14-dev); fi
+# clang for the fuzz pass (.ci/fuzz.sh); libomp-dev because the CPU executor needs OpenMP
+# (execute --threads) and clang's OpenMP runtime is a separate package (GCC's libgomp is not).
+if [ "${TRAINPLAN_SANITIZE_DEPS:-0}" = 1 ]; then packages+=(clang libclang-rt-14-dev libomp-dev); fi
 # The PyTorch reference check of the executor (tests/executor/reference_check_test.sh, skipped
 # without it) and bench/scripts/executor_cpu_speed.sh: PyTorch on OpenBLAS (about 150 MB to
 # download, 640 MB installed; scripts/test.sh, and so CI, asks for it).

@@ -24,6 +24,7 @@
 // aborts the whole job naming the rank; a rank killed from outside is reported by mpirun.
 // Tests: tests/executor/ (ctest -L executor).
 #include <mpi.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cmath>
@@ -49,6 +50,7 @@
 #include "executor/tensor_file.h"
 #include "executor/trace.h"
 #include "executor/cpu/cpu_stage.h"
+#include "executor/cpu/kernels.h"
 #include "core/cost/cost_model.h"
 #include "core/step_report.h"
 #include "core/units.h"
@@ -61,6 +63,9 @@ using namespace trainplan::executor;
 namespace {
 
 constexpr const char* kProgram = "execute";
+// --threads' upper bound: a sanity limit, well above the core count of today's CPU nodes (a
+// typo such as 80000 is refused rather than started); not a tuning choice.
+constexpr std::int64_t kMaxThreads = 1024;
 
 // All ranks learn whether any rank failed, and which (the lowest failing rank), so that they
 // stop together. Returns the failing rank or -1.
@@ -108,6 +113,20 @@ Status check_launcher(int mpi_rank, int mpi_size) {
   return Status::Ok();
 }
 
+// --threads N: the math threads of this rank (executor/cpu/kernels.h). mpirun binds each rank to
+// one core by default (OpenMPI binds to core for up to 2 ranks), and N threads on one core wait on
+// each other in every matrix product, so say so when the affinity mask is smaller than N.
+void set_threads(int threads, int rank) {
+  set_math_threads(threads);
+  cpu_set_t allowed;
+  if (threads <= 1 || sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  const int cpus = CPU_COUNT(&allowed);
+  if (cpus < threads)
+    std::cerr << kProgram << ": note: rank " << rank << " runs --threads " << threads
+              << " on " << cpus << " CPU(s) (its affinity); start mpirun with --bind-to none "
+              << "or --map-by slot:PE=" << threads << std::endl;
+}
+
 // Process high-water mark of resident memory (VmHWM), bytes: the CPU analogue of a device's
 // peak allocation (it also counts the MPI library's buffers and the binary).
 double peak_memory_bytes() {
@@ -125,6 +144,7 @@ struct Setup {
   std::uint64_t seed = 0;
   double lr = 0;
   std::int64_t lr_warmup = 0;
+  int threads = 1;     // --threads: per rank, for the matrix products
   std::string corpus;  // empty: random tokens
   std::string out;
   std::string trace;   // empty: no trace
@@ -194,6 +214,9 @@ Result<Setup> parse(cli::Args& args, int argc, char** argv, int mpi_rank, int mp
   auto lr_warmup = args.get_int("lr-warmup", 0, 0, 1 << 24);
   if (!lr_warmup.ok()) return lr_warmup.status();
   s.lr_warmup = *lr_warmup;
+  auto threads = args.get_int("threads", 1, 1, kMaxThreads);
+  if (!threads.ok()) return threads.status();
+  s.threads = static_cast<int>(*threads);
   s.inject = args.get("inject-fault");
   s.dump = args.get("dump-reference");
   if (!s.dump.empty() && (mpi_size != 1 || s.plan.zero_stage >= 2))
@@ -334,6 +357,8 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
                   {"lr", true, "AdamW learning rate (default 1e-3)"},
                   {"lr-warmup", true, "linear learning-rate warm-up over this many steps "
                                       "(default 0: none)"},
+                  {"threads", true, "threads per rank for the matrix products (default 1; "
+                                    "Eigen over OpenMP, element-wise kernels stay on one)"},
                   {"out", true, "measured step report (written atomically by rank 0)", "FILE", true},
                   {"trace", true, "Chrome trace (Perfetto) of the last measured step of every "
                                   "rank, as simulate --trace lays it out (written by rank 0)"},
@@ -360,6 +385,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   }
   Setup& s = *setup;
 
+  set_threads(s.threads, rank);
   auto comm = make_mpi_comm(s.plan, MPI_COMM_WORLD);
   if (!comm.ok()) return cli::fail(kProgram, comm.status());
   TrainOptions options;
@@ -455,10 +481,11 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   if (rank == 0) {
     StepReport rep;
     set_measured_steps(rep, s.model, s.plan, times, losses, s.warmup, size, 0.0);
-    rep.source = "execute cpu (" + c.backend_name() + ", Eigen float32, 1 thread per rank)";
+    rep.source = "execute cpu (" + c.backend_name() + ", Eigen float32, " +
+                 std::to_string(s.threads) + " thread(s) per rank)";
     rep.cluster = Json{{"device", "cpu"},
                        {"ranks", size},
-                       {"threads_per_rank", 1},
+                       {"threads_per_rank", s.threads},
                        {"backend", c.backend_name()},
                        {"peak_memory", "process VmHWM (resident high-water mark)"},
                        {"freed_memory_kept_mapped", freed_memory_kept_mapped},
@@ -500,7 +527,9 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
 int trainplan::tools::execute_cpu_main(int argc, char** argv) {
   // Before anything is allocated.
   const bool kept_mapped = trainplan::executor::keep_freed_memory_mapped();
-  MPI_Init(&argc, &argv);
+  // FUNNELED: with --threads > 1 the process has OpenMP threads, and only this one calls MPI.
+  int thread_level = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &thread_level);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (!kept_mapped && rank == 0)

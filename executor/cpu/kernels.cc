@@ -6,6 +6,19 @@
 
 namespace trainplan::executor {
 
+namespace {
+// One thread until told otherwise (see set_math_threads): with OpenMP, Eigen would otherwise use
+// omp_get_max_threads(), every core, in every rank.
+[[maybe_unused]] const bool kOneThreadAtLoad = [] {
+  Eigen::setNbThreads(1);
+  return true;
+}();
+}  // namespace
+
+void set_math_threads(int threads) { Eigen::setNbThreads(threads); }
+
+int math_threads() { return Eigen::nbThreads(); }
+
 void layernorm_forward(const Mat& x, const float* gamma, const float* beta, Mat& y, Vec& mean,
                        Vec& rstd) {
   const Eigen::Index n = x.rows(), h = x.cols();

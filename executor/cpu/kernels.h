@@ -1,4 +1,5 @@
-// The executor's CPU math: float32, Eigen, one thread per rank. Each kernel has a forward and a
+// The executor's CPU math: float32, Eigen, one thread per rank unless set_math_threads() says
+// otherwise (matrix products only). Each kernel has a forward and a
 // hand-written backward; tests/executor/cpu/kernels_test.cc checks every backward against central
 // finite differences (in double) and the attention against a naive reference.
 //
@@ -23,6 +24,13 @@ using RowMap = Eigen::Map<Eigen::RowVectorXf>;
 using ConstRowMap = Eigen::Map<const Eigen::RowVectorXf>;
 
 inline constexpr float kLayerNormEps = 1e-5f;
+
+// Threads per rank for the matrix products (Eigen::setNbThreads): Eigen splits a GEMM's blocks
+// over OpenMP threads; the element-wise kernels stay on one. The library starts at 1, not at
+// OpenMP's default of every core, because several ranks usually share a machine. threads >= 1
+// (the caller validates it). Process-wide, like Eigen's own setting.
+void set_math_threads(int threads);
+int math_threads();
 
 // y = (x - mean) / sqrt(var + eps) * gamma + beta, per row. mean, rstd (rows) kept for backward.
 void layernorm_forward(const Mat& x, const float* gamma, const float* beta, Mat& y, Vec& mean,

@@ -37,6 +37,19 @@ string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;$
 _execute_test(missing_data 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
               "-DREGEX=execute: error: .*no-such-corpus.txt" -DMAX_SECONDS=30
               -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+# --threads: two threads per rank run and write the report (stdout), with a note (stderr) that the rank's
+# affinity (one core: --bind-to core) is smaller; 0 and a non-number are refused naming the
+# option and the value (tests/executor/cpu/kernels_test.cc checks the products themselves).
+string(REPLACE ";" "\\;" _cmd "${_mpirun};--bind-to;core;-np;1;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/single.json;--steps;2;--threads;2;--random-tokens;--out;${_out}/threads2.json")
+_execute_test(threads_two 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=zero
+              "-DREGEX=wrote .*threads2.json.*note: rank 0 runs --threads 2 on 1 CPU.*--bind-to none"
+              -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+foreach(_bad 0 two)
+  string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;1;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/single.json;--steps;2;--threads;${_bad};--random-tokens;--out;${_out}/never.json")
+  _execute_test(threads_${_bad}_rejected 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
+                "-DREGEX=execute: error: --threads: (value ${_bad} is out of range|'${_bad}' is not an integer)"
+                -DMAX_SECONDS=30 -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+endforeach()
 # A context-parallel plan through the tool: runs and writes its report; one whose sequence
 # does not split into 2*cp equal chunks is rejected naming the fields.
 string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/cp2.json;--steps;2;--random-tokens;--out;${_out}/cp2.json")

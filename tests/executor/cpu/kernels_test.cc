@@ -188,6 +188,22 @@ TEST(Kernels, AttentionOnQuerySubsetsSumsToTheWholeSequence) {
   EXPECT_LT((dv_sum - dv).cwiseAbs().maxCoeff(), 1e-6f);
 }
 
+TEST(Kernels, MathThreadsStartAtOneAndSplitProductsWithTheSameResult) {
+  // The library starts at one thread whatever OpenMP's default; Eigen reports 2 after
+  // set_math_threads(2) only when it was built with OpenMP (otherwise nbThreads() is always 1).
+  EXPECT_EQ(math_threads(), 1);
+  std::mt19937 g(7);
+  const Mat x = random_mat(512, 256, g), w = random_mat(256, 1024, g);
+  Mat one, two;
+  linear_forward(x, ConstMatMap(w.data(), w.rows(), w.cols()), nullptr, one);
+  set_math_threads(2);
+  EXPECT_EQ(math_threads(), 2);
+  linear_forward(x, ConstMatMap(w.data(), w.rows(), w.cols()), nullptr, two);
+  set_math_threads(1);
+  // Eigen splits the product's blocks between threads, each summing its own outputs in full.
+  EXPECT_LT((one - two).cwiseAbs().maxCoeff(), 1e-5f * one.cwiseAbs().maxCoeff());
+}
+
 TEST(Kernels, AdamWFirstStepMovesByLearningRate) {
   // Step 1 with bias correction: m_hat = g, v_hat = g^2, so the update is lr * sign(g)
   // (plus decoupled decay lr * wd * p where enabled).
