@@ -22,6 +22,7 @@ constexpr std::array<std::string_view, kRejectReasonCount> kCategories = {
     "layers across stages",
     "interleaved needs micro-batches in groups of pp",
     "dualpipe needs an even pp",
+    "dualpipe on 2 stages",
     "dualpipe needs an even count of micro-batches >= 2pp",
     "sequence parallel vs seq_len",
     "memory",
@@ -122,10 +123,18 @@ constexpr std::array<PruneRule<InterleavedFacts>, 1> kInterleavedRules = {{
 }};
 
 // DualPipe pairs stage s with its mirror pp-1-s and feeds half the micro-batches at each end.
-constexpr std::array<PruneRule<DualPipeFacts>, 2> kDualPipeRules = {{
+// With two stages each holds both chunks, the whole model: the layout with pp 1 and twice the
+// data parallelism holds the same and sends nothing between stages, so the search skips it
+// (a plan file may still name it).
+constexpr std::array<PruneRule<DualPipeFacts>, 3> kDualPipeRules = {{
     {RejectReason::kDualPipeOddPp, [](const DualPipeFacts& f) { return f.pp % 2 != 0; },
      [](const DualPipeFacts& f) {
        return "dualpipe: pp=" + str(f.pp) + " is odd (stage s holds a copy of stage pp-1-s)";
+     }},
+    {RejectReason::kDualPipeTwoStages, [](const DualPipeFacts& f) { return f.pp == 2; },
+     [](const DualPipeFacts&) {
+       return std::string("dualpipe: pp=2 holds the whole model on both stages, as pp=1 with "
+                          "twice the data parallelism does without the pipeline");
      }},
     {RejectReason::kDualPipeMicroBatches,
      [](const DualPipeFacts& f) { return f.micro_batches % 2 != 0 || f.micro_batches < 2 * f.pp; },

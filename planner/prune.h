@@ -36,6 +36,7 @@ enum class RejectReason : std::uint8_t {
   kInterleavedMicroBatches,
   // DualPipe for pp stages and a micro-batch count.
   kDualPipeOddPp,
+  kDualPipeTwoStages,
   kDualPipeMicroBatches,
   // A candidate.
   kSequenceParallelVsSeqLen,

@@ -119,7 +119,7 @@ class Generator {
   }
 
   // One pipeline stage: 1F1B; one micro-batch: naive; else GPipe, 1F1B, zb-h1, zb-v (two
-  // chunks per device: needs 2pp layers), dualpipe (even pp, an even count of micro-batches
+  // chunks per device: needs 2pp layers), dualpipe (even pp > 2, an even count of micro-batches
   // >= 2pp: dualpipe_rules) and interleaved with 2..max_virtual_stages chunks per
   // device (each chunk needs a layer).
   std::vector<ScheduleChoice> schedule_choices(std::int64_t tp, std::int64_t pp,

@@ -61,7 +61,8 @@ class Recorder final : public CandidateSink {
       ++pipelined_1f1b;
       if (2 * plan.pp <= layers) ++pipelined_1f1b_v;
       const std::int64_t m = plan.num_micro_batches();
-      if (plan.pp % 2 == 0 && m % 2 == 0 && m >= 2 * plan.pp) ++pipelined_1f1b_dual;
+      if (plan.pp % 2 == 0 && plan.pp > 2 && m % 2 == 0 && m >= 2 * plan.pp)
+        ++pipelined_1f1b_dual;
     }
     if (plan.schedule == Schedule::kDualPipe) {
       ++dualpipe;
@@ -80,7 +81,7 @@ class Recorder final : public CandidateSink {
   std::int64_t candidates = 0;
   std::int64_t pipelined_1f1b = 0, zb_h1 = 0, zb_v = 0, bad_zb_v = 0;
   std::int64_t pipelined_1f1b_v = 0;  // pipelined 1f1b candidates with 2pp layers (zb-v's)
-  // Pipelined 1f1b candidates where dualpipe's rules hold (even pp, even M >= 2pp).
+  // Pipelined 1f1b candidates where dualpipe's rules hold (even pp > 2, even M >= 2pp).
   std::int64_t pipelined_1f1b_dual = 0, dualpipe = 0, bad_dualpipe = 0;
   std::int64_t layers = 0;
   PlanHash hash;
@@ -133,8 +134,8 @@ TEST(Search, YieldsTheCandidatesOfTheFormerLoopNestInOrder) {
 
 // zb-h1 adds one candidate beside every pipelined 1f1b one, zb-v one beside every pipelined
 // 1f1b one with at least two layers per stage, dualpipe one beside every pipelined 1f1b one
-// with an even pp and an even number of micro-batches >= 2pp, and nothing else; the others
-// count as dualpipe rejections.
+// with an even pp > 2 and an even number of micro-batches >= 2pp, and nothing else; the
+// others count as dualpipe rejections.
 TEST(Search, ZeroBubbleAddsOneCandidatePerPipelined1F1BCandidate) {
   for (const char* model : {"tiny.json", "llama3-8b.json"}) {
     SCOPED_TRACE(model);
@@ -154,6 +155,8 @@ TEST(Search, ZeroBubbleAddsOneCandidatePerPipelined1F1BCandidate) {
     EXPECT_GT(b.dualpipe, 0);
     EXPECT_EQ(b.bad_dualpipe, 0);
     EXPECT_EQ(b.dualpipe, a.pipelined_1f1b_dual);
+    // pp 2 layouts: pruned under their reason.
+    EXPECT_GT(b.rejections.count(RejectReason::kDualPipeTwoStages), 0);
     EXPECT_EQ(b.candidates,
               a.candidates + a.pipelined_1f1b + a.pipelined_1f1b_v + a.pipelined_1f1b_dual);
   }
