@@ -478,10 +478,14 @@ double Estimator::tied_embedding_s(const Plan& plan, std::int64_t s) const {
 double Estimator::dualpipe_mirror_s(const Plan& plan, std::int64_t s) const {
   const StageParameters sp = parameters_on_stage(model_, plan, s);
   const double shard = plan.zero_stage >= 2 ? d(plan.zero_shard_ranks()) : 1.0;
-  const std::int64_t apart = std::max(plan.pp - 1 - 2 * s, 2 * s + 1 - plan.pp);  // stages
-  const std::int64_t stride = plan.tp * plan.cp * plan.dp * std::max<std::int64_t>(1, apart);
+  // The two ranks (stage s's and its mirror's, pp the outermost axis of the placement) share a
+  // node or not; group_time_s's stride rule would put any pair more than half a node apart on
+  // two nodes.
+  const std::int64_t per_stage = plan.tp * plan.cp * plan.dp, g = cluster_.gpus_per_node;
+  const bool same_node = g > 0 && (s * per_stage) / g == ((plan.pp - 1 - s) * per_stage) / g;
   return group_time_s(Collective::kAllReduce,
-                      std::llround(sp.total() / shard * grad_bytes_per_element(plan)), 2, stride);
+                      std::llround(sp.total() / shard * grad_bytes_per_element(plan)), 2,
+                      same_node ? 1 : std::max<std::int64_t>(g, 1));
 }
 
 // Offload per step on stage s. ZeRO-Offload (Ren et al. 2021): gradients to the host, the CPU
