@@ -113,7 +113,8 @@ class Builder {
       w.bwd = timed(mbt.of(kind).backward);
       w.bwd_input = timed(backward_input_tasks(mbt.of(kind).backward));
       w.bwd_weight = timed(backward_weight_tasks(mbt.of(kind).backward));
-      w.weight_operand_bytes = splits_backward(p) ? layer_weight_gradient_operand_bytes(lm, p) : 0.0;
+      w.weight_operand_bytes =
+          splits_backward(p) ? layer_weight_gradient_operand_bytes(lm, p) : 0.0;
       w.rec = timed(mbt.of(kind).recompute);
       w.act_bytes = layer_activation_bytes(lm, p);
       w.kept_bytes = layer_kept_activation_bytes(lm, p);
@@ -341,7 +342,8 @@ class Builder {
       case CommGroup::kEmbedding:
       case CommGroup::kPp: {
         const std::vector<std::int64_t> pp = layout_.group(Axis::kPp, rank);
-        if (plan_.schedule != Schedule::kDualPipe || g == CommGroup::kPp) return {pp.front(), pp.back()};
+        if (plan_.schedule != Schedule::kDualPipe || g == CommGroup::kPp)
+          return {pp.front(), pp.back()};
         // DualPipe: the stage and its mirror, which holds the other copy of its chunks.
         const std::int64_t s = layout_.coord(rank).pp, n = plan_.pp;
         return {pp[static_cast<std::size_t>(std::min(s, n - 1 - s))],

@@ -350,7 +350,8 @@ TEST(Schedule, DualPipeSimulatedIdlesHalfThePipelineAtPpPlusOneActivations) {
   for (std::int64_t k : {2, 4, 6, 8}) {
     for (std::int64_t m : {2 * k, 2 * k + 6, std::int64_t{32}}) {
       const Plan p = testing::make_plan(1, k, 1, 1, m, Schedule::kDualPipe, 2);
-      const SimResult r = testing::simulate_ok(small(k), testing::cluster_for(p), p, uniform_free());
+      const SimResult r =
+          testing::simulate_ok(small(k), testing::cluster_for(p), p, uniform_free());
       const double idle = static_cast<double>(k / 2 - 1);
       EXPECT_NEAR(r.report.bubble_fraction, idle / (3.0 * static_cast<double>(m) + idle), 1e-12)
           << "K=" << k << " M=" << m;
