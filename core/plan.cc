@@ -15,6 +15,7 @@ std::string_view to_string(Schedule s) {
     case Schedule::kInterleaved: return "interleaved";
     case Schedule::kZbH1: return "zb-h1";
     case Schedule::kZbV: return "zb-v";
+    case Schedule::kDualPipe: return "dualpipe";
   }
   return "?";
 }
@@ -69,7 +70,8 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   r.get_int("micro_batch_size", p.micro_batch_size, 1, PL::kMaxBatch, true);
   r.get_int("global_batch_size", p.global_batch_size, 1, PL::kMaxBatch, true);
   int c = 0;
-  if (r.get_choice("schedule", c, {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"}, false))
+  if (r.get_choice("schedule", c,
+                   {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe"}, false))
     p.schedule = static_cast<Schedule>(c);
   r.get_int("virtual_stages", p.virtual_stages, 1, PL::kMaxVirtualStages, false);
   if (r.get_choice("recompute", c, {"none", "selective", "full", "selective-op"}, false))
@@ -162,6 +164,25 @@ std::string describe(const Plan& p) {
   return os.str();
 }
 
+// DualPipe's constraints, as deepseek-ai/DualPipe's DualPipe.step asserts them: an even number
+// of ranks (stage s pairs with its mirror pp-1-s), and an even number of micro-batches, at
+// least 2pp, half fed at each end.
+static Status validate_dualpipe(const Plan& p) {
+  auto err = [](const std::string& s) { return Status::Error(s); };
+  const std::int64_t m = p.num_micro_batches();
+  if (p.pp < 2 || p.pp % 2 != 0)
+    return err("schedule dualpipe needs an even pp >= 2 (stage s holds a copy of stage pp-1-s's "
+               "chunk), the plan has pp=" + std::to_string(p.pp));
+  if (p.virtual_stages != 2)
+    return err("schedule dualpipe holds 2 model chunks per stage: virtual_stages must be 2, the "
+               "plan has virtual_stages=" + std::to_string(p.virtual_stages));
+  if (m % 2 != 0 || m < 2 * p.pp)
+    return err("schedule dualpipe feeds half the micro-batches from each end: their number "
+               "(global_batch_size/(micro_batch_size*dp) = " + std::to_string(m) +
+               ") must be even and at least 2*pp = " + std::to_string(2 * p.pp));
+  return Status::Ok();
+}
+
 Status validate_plan(const Plan& p) {
   auto err = [](const std::string& s) { return Status::Error(s); };
   const std::int64_t kMax = PlanLimits::kMaxDegree;
@@ -218,9 +239,12 @@ Status validate_plan(const Plan& p) {
     if (p.virtual_stages != 2)
       return err("schedule zb-v holds 2 model chunks per stage: virtual_stages must be 2, the "
                  "plan has virtual_stages=" + std::to_string(p.virtual_stages));
+  } else if (p.schedule == Schedule::kDualPipe) {
+    Status s = validate_dualpipe(p);
+    if (!s.ok()) return s;
   } else if (p.schedule != Schedule::kInterleaved && p.virtual_stages != 1) {
     return err("virtual_stages=" + std::to_string(p.virtual_stages) +
-               " needs schedule interleaved (or 2 with zb-v)");
+               " needs schedule interleaved (or 2 with zb-v or dualpipe)");
   }
   if (p.schedule == Schedule::kInterleaved) {
     if (p.pp < 2) return err("schedule interleaved needs pp >= 2");
@@ -386,14 +410,42 @@ std::int64_t chunk_stage(const Plan& p, std::int64_t chunk) {
   return chunk % p.pp;
 }
 
+std::int64_t chunk_stage(const Plan& p, std::int64_t chunk, std::int64_t direction) {
+  if (p.schedule == Schedule::kDualPipe && direction == 1) return p.pp - 1 - chunk;
+  return chunk_stage(p, chunk);
+}
+
 std::int64_t stage_chunk(const Plan& p, std::int64_t stage, std::int64_t local) {
   if (p.schedule == Schedule::kZbV) return local == 0 ? stage : 2 * p.pp - 1 - stage;
+  if (p.schedule == Schedule::kDualPipe) return local == 0 ? stage : p.pp - 1 - stage;
   return local * p.pp + stage;
 }
 
 std::int64_t head_stage(const Plan& p) { return chunk_stage(p, p.num_chunks() - 1); }
 
-bool splits_tied_embedding(const Plan& p) { return head_stage(p) != 0; }
+// DualPipe's end stages each hold the embedding and the head: the table's copies are the two
+// stages' copies of chunk 0 and pp-1, summed with the rest of the mirrored chunks.
+bool splits_tied_embedding(const Plan& p) {
+  return p.schedule != Schedule::kDualPipe && head_stage(p) != 0;
+}
+
+bool stage_holds_embedding(const Plan& p, std::int64_t stage) {
+  return stage == 0 || (p.schedule == Schedule::kDualPipe && stage == p.pp - 1);
+}
+
+bool stage_holds_head(const Plan& p, std::int64_t stage) {
+  return stage == head_stage(p) || (p.schedule == Schedule::kDualPipe && stage == 0);
+}
+
+std::int64_t pipeline_direction(const Plan& p, std::int64_t micro_batch) {
+  if (p.schedule != Schedule::kDualPipe) return 0;
+  return micro_batch < p.num_micro_batches() / 2 ? 0 : 1;
+}
+
+std::int64_t chunk_copy_micro_batches(const Plan& p) {
+  const std::int64_t m = p.num_micro_batches();
+  return p.schedule == Schedule::kDualPipe ? m / 2 : m;
+}
 
 std::string zero_label(const Plan& p) {
   std::string s = std::to_string(p.zero_stage);

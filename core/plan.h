@@ -20,9 +20,11 @@ namespace trainplan {
 // `virtual_stages` model chunks per device (Narayanan et al. 2021, sec. 2.2). zb-h1: 1F1B with
 // the backward split into input- and weight-gradient passes, the weight passes filling the
 // bubble (Qi et al. 2023, arXiv:2401.10241, sec. 2.1). zb-v: the same split over two model
-// chunks per device placed in a V (Qi et al. 2024, arXiv:2405.15362; chunk_stage below); see
-// core/schedule.h.
-enum class Schedule { kNaive, kGpipe, k1F1B, kInterleaved, kZbH1, kZbV };
+// chunks per device placed in a V (Qi et al. 2024, arXiv:2405.15362; chunk_stage below).
+// dualpipe: DeepSeek-V3's bidirectional pipeline (DeepSeek-AI 2024, arXiv:2412.19437, sec.
+// 3.2.1): micro-batches fed from both ends, each stage holding two of the pp model chunks (its
+// own and a second copy of its mirror's); see core/schedule.h.
+enum class Schedule { kNaive, kGpipe, k1F1B, kInterleaved, kZbH1, kZbV, kDualPipe };
 // none: store every activation. selective: recompute the attention core (softmax, dropout,
 // scores x V), Korthikanti et al. 2022 sec. 5. full: store only each layer's input, recompute
 // the layer's forward in the backward pass (of every layer, or of the first
@@ -81,7 +83,7 @@ struct Plan {
   std::int64_t micro_batch_size = 1;   // sequences per micro-batch per replica
   std::int64_t global_batch_size = 1;  // sequences per optimizer step, all replicas
   Schedule schedule = Schedule::k1F1B;
-  std::int64_t virtual_stages = 1;     // model chunks per device (interleaved; 2 for zb-v)
+  std::int64_t virtual_stages = 1;     // model chunks per device (interleaved; 2: zb-v, dualpipe)
   Recompute recompute = Recompute::kNone;
   // Full recompute of only the first N layers of each model chunk, the others storing every
   // activation (Megatron-LM's --recompute-method block --recompute-num-layers N; the "skip"
@@ -133,7 +135,10 @@ struct Plan {
   // groups replicate each other.
   std::int64_t zero_shard_ranks() const { return zero_shard_size > 0 ? zero_shard_size : dp_cp(); }
   std::int64_t zero_replicas() const { return dp_cp() / zero_shard_ranks(); }
-  std::int64_t num_chunks() const { return pp * virtual_stages; }
+  // Model chunks (pipeline order). dualpipe splits the model in pp chunks and holds each twice.
+  std::int64_t num_chunks() const {
+    return schedule == Schedule::kDualPipe ? pp : pp * virtual_stages;
+  }
   // Micro-batches per replica per step (M). Only meaningful for a validated plan.
   std::int64_t num_micro_batches() const { return global_batch_size / (micro_batch_size * dp); }
 };
@@ -168,11 +173,24 @@ std::vector<std::int64_t> chunk_layers(const Plan& plan, const ModelSpec& model)
 // interleaved assignment, Narayanan et al. 2021 sec. 2.2): chunk c on stage c % pp. V (zb-v;
 // Qi et al. 2024, arXiv:2405.15362, sec. 4, and sail-sg/zero-bubble-pipeline-parallelism's
 // zbv scheduler): stage s holds chunks s and 2pp-1-s, so the forward runs down the stages and
-// back up, and the first stage holds both the embedding and the head.
+// back up, and the first stage holds both the embedding and the head. DualPipe (DeepSeek-V3 sec.
+// 3.2.1; deepseek-ai/DualPipe's example gives rank r modules r and pp-1-r): local 0 of stage s
+// is chunk s, for micro-batches fed at stage 0 (direction 0); local 1 is chunk pp-1-s, for
+// those fed at stage pp-1 (direction 1); chunk_stage without a direction gives direction 0's.
 std::int64_t chunk_stage(const Plan& plan, std::int64_t chunk);
+std::int64_t chunk_stage(const Plan& plan, std::int64_t chunk, std::int64_t direction);
 std::int64_t stage_chunk(const Plan& plan, std::int64_t stage, std::int64_t local);
-// The stage that holds the LM head and the loss (the last model chunk's).
+// The stage that holds the LM head and the loss (the last model chunk's; dualpipe: direction
+// 0's, stage pp-1; stage 0 holds direction 1's).
 std::int64_t head_stage(const Plan& plan);
+// Whether `stage` holds the embedding (chunk 0) or the head and loss (the last chunk): stage 0
+// and head_stage, and with dualpipe both end stages both.
+bool stage_holds_embedding(const Plan& plan, std::int64_t stage);
+bool stage_holds_head(const Plan& plan, std::int64_t stage);
+// DualPipe: micro-batches 0 .. M/2-1 run in direction 0, the rest in direction 1 (0 for every
+// other schedule); and how many micro-batches each chunk copy sees per step (M, or M/2).
+std::int64_t pipeline_direction(const Plan& plan, std::int64_t micro_batch);
+std::int64_t chunk_copy_micro_batches(const Plan& plan);
 // Whether the embedding and the head sit on different stages, so a tied table has two copies
 // whose gradients are summed over the embedding group (Megatron-LM's pp > 1 with round-robin).
 bool splits_tied_embedding(const Plan& plan);

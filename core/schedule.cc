@@ -201,6 +201,115 @@ std::vector<std::vector<PipeStep>> schedule_zb_v(std::int64_t pp, std::int64_t m
   return out;
 }
 
+namespace {
+
+// One stage's DualPipe order, in the eight phases of deepseek-ai/DualPipe's DualPipe.step (read
+// there; the phase lengths below are its step_1 .. step_8). A phase names the direction as the
+// stage sees it: on the first half of the stages phase 0 is direction 0 (fed at stage 0), on
+// the second half the two are swapped, so every stage starts with the micro-batches that reach
+// it first.
+class DualPipeOrder {
+ public:
+  DualPipeOrder(std::int64_t pp, std::int64_t stage, std::int64_t m)
+      : half_pp_(pp / 2), h_(std::min(stage, pp - 1 - stage)), half_m_(m / 2),
+        swap_(stage >= pp / 2 ? 1 : 0) {}
+
+  std::vector<PipeStep> run() {
+    warm_up();
+    steady();
+    cool_down();
+    TRAINPLAN_CHECK(weights_.empty()) << "dualpipe order left W passes behind";
+    return std::move(out_);
+  }
+
+ private:
+  // Steps 1-3: forwards of the own direction, then both, then the other direction's B (split,
+  // W run at once) between its forwards.
+  void warm_up() {
+    for (std::int64_t i = 0; i < 2 * (half_pp_ - h_ - 1); ++i) forward(0);
+    for (std::int64_t i = 0; i <= h_; ++i) {
+      forward(0);
+      forward(1);
+    }
+    for (std::int64_t i = 0; i < half_pp_ - h_ - 1; ++i) {
+      backward(1, true);
+      weight();
+      forward(1);
+    }
+  }
+  // Steps 4-5: forward-backward pairs of opposite directions (each F directly followed by
+  // the B it overlaps with, F&B), whole backwards.
+  void steady() {
+    const std::int64_t pairs = half_m_ - 2 * half_pp_ + h_ + 1;
+    for (std::int64_t i = 0; i < pairs; ++i) {
+      forward(0);
+      backward(1, false);
+      forward(1);
+      backward(0, false);
+    }
+    for (std::int64_t i = 0; i < half_pp_ - h_ - 1; ++i) {
+      backward(1, false);
+      forward(1);
+      backward(0, false);
+    }
+  }
+  // Steps 6-8: the remaining backwards, split into B and W from the middle of step 6 on (which
+  // direction switches first alternates with the stage's parity), and the owed W passes.
+  void cool_down() {
+    const std::int64_t n6 = h_ + 1;
+    bool split = false;
+    for (std::int64_t i = 0; i < n6; ++i) {
+      if (i == n6 / 2 && h_ % 2 == 1) split = true;
+      backward(1, split);
+      if (i == n6 / 2 && h_ % 2 == 0) split = true;
+      backward(0, split);
+    }
+    for (std::int64_t i = 0; i < half_pp_ - h_ - 1; ++i) {
+      weight();
+      backward(0, true);
+    }
+    for (std::int64_t i = 0; i <= h_; ++i) weight();
+  }
+
+  std::int64_t direction(int phase) const { return phase ^ swap_; }
+  static std::size_t idx(std::int64_t i) { return static_cast<std::size_t>(i); }
+  // Direction 0 carries micro-batches 0 .. M/2-1, direction 1 the rest.
+  std::int64_t micro_batch(std::int64_t dir, std::int64_t j) const { return dir * half_m_ + j; }
+
+  void forward(int phase) {
+    const std::int64_t dir = direction(phase);
+    out_.push_back({true, BackwardPart::kWhole, micro_batch(dir, forwards_[idx(dir)]++), dir});
+  }
+  void backward(int phase, bool split) {
+    const std::int64_t dir = direction(phase);
+    const std::int64_t mb = micro_batch(dir, backwards_[idx(dir)]++);
+    if (!split) {
+      out_.push_back({false, BackwardPart::kWhole, mb, dir});
+      return;
+    }
+    out_.push_back({false, BackwardPart::kInput, mb, dir});
+    weights_.push_back({false, BackwardPart::kWeight, mb, dir});
+  }
+  // The reference's WeightGradStore runs the oldest owed W first.
+  void weight() {
+    TRAINPLAN_CHECK(!weights_.empty()) << "dualpipe order runs a W nobody owes";
+    out_.push_back(weights_.front());
+    weights_.pop_front();
+  }
+
+  const std::int64_t half_pp_, h_, half_m_;
+  const int swap_;
+  std::array<std::int64_t, 2> forwards_{0, 0}, backwards_{0, 0};
+  std::deque<PipeStep> weights_;
+  std::vector<PipeStep> out_;
+};
+
+}  // namespace
+
+std::vector<PipeStep> schedule_dualpipe(std::int64_t pp, std::int64_t stage, std::int64_t m) {
+  return DualPipeOrder(pp, stage, m).run();
+}
+
 PassCosts zb_v_pass_costs(const ModelSpec& model, const Plan& plan) {
   auto flops = [](const std::vector<Task>& tasks) {
     double sum = 0;
@@ -215,7 +324,8 @@ PassCosts zb_v_pass_costs(const ModelSpec& model, const Plan& plan) {
 }
 
 bool splits_backward(const Plan& p) {
-  return p.schedule == Schedule::kZbH1 || p.schedule == Schedule::kZbV;
+  return p.schedule == Schedule::kZbH1 || p.schedule == Schedule::kZbV ||
+         p.schedule == Schedule::kDualPipe;
 }
 
 std::vector<PipeStep> stage_schedule(const Plan& p, std::int64_t stage, const PassCosts& costs) {
@@ -226,6 +336,7 @@ std::vector<PipeStep> stage_schedule(const Plan& p, std::int64_t stage, const Pa
     case Schedule::k1F1B: return schedule_1f1b(p.pp, stage, m);
     case Schedule::kInterleaved: return schedule_interleaved(p.pp, stage, m, p.virtual_stages);
     case Schedule::kZbH1: return schedule_zb_h1(p.pp, stage, m);
+    case Schedule::kDualPipe: return schedule_dualpipe(p.pp, stage, m);
     case Schedule::kZbV: {
       // One greedy builds every stage's order; the simulator asks for each stage in turn.
       thread_local std::tuple<std::int64_t, std::int64_t, double, double, double> key{-1, -1, 0, 0, 0};

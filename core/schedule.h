@@ -44,7 +44,8 @@ struct PipeStep {
   bool forward = true;
   BackwardPart part = BackwardPart::kWhole;  // backward steps only
   std::int64_t micro_batch = 0;
-  std::int64_t virtual_chunk = 0;  // 0..v-1; the model chunk is stage_chunk(plan, stage, it)
+  // 0..v-1; the model chunk is stage_chunk(plan, stage, it); dualpipe: the direction
+  std::int64_t virtual_chunk = 0;
 };
 
 std::vector<PipeStep> schedule_gpipe(std::int64_t micro_batches);
@@ -55,6 +56,10 @@ std::vector<PipeStep> schedule_interleaved(std::int64_t pp, std::int64_t stage,
                                            std::int64_t virtual_stages);
 std::vector<PipeStep> schedule_zb_h1(std::int64_t pp, std::int64_t stage,
                                      std::int64_t micro_batches);
+// Stage `stage`'s DualPipe order (pp even, micro_batches even and >= 2pp: validate_plan's
+// rules). Micro-batches 0 .. M/2-1 go in direction 0, the rest in direction 1.
+std::vector<PipeStep> schedule_dualpipe(std::int64_t pp, std::int64_t stage,
+                                        std::int64_t micro_batches);
 // What one chunk's F, B and W passes cost, in any one unit: the ZB-V greedy places passes by
 // when they can start (the reference's scheduler takes its f, b and w costs the same way).
 struct PassCosts {

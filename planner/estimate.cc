@@ -238,10 +238,19 @@ Estimator::StageTimes Estimator::stage_times(const Plan& plan, const MicroBatchT
   st.layers = layers_on_stage(plan, model_, s);
   const double ep_fwd = add_layer_times(plan, mb, s, st);
   if (plan.ep_overlap && st.ep > 0) hide_expert_all_to_all(ep_fwd, st);
-  if (s == 0) add_edge_times(mb.embedding, st);
-  if (s == head_stage(plan)) add_edge_times(mb.head, st);
+  if (stage_holds_embedding(plan, s)) add_edge_times(mb.embedding, st);
+  if (stage_holds_head(plan, s)) add_edge_times(mb.head, st);
   if (plan.pp > 1) add_pipeline_sends(plan, s, p2p_s, st);
+  if (plan.schedule == Schedule::kDualPipe) halve_for_two_directions(st);
   return st;
+}
+
+// DualPipe: each micro-batch passes one of the stage's two chunks (and the end stages' embedding
+// or head), so a micro-batch's share of the stage's work is half of what it holds.
+void Estimator::halve_for_two_directions(StageTimes& st) {
+  for (double* x : {&st.fwd, &st.bwd, &st.compute, &st.tp, &st.ep, &st.cp, &st.pp,
+                    &st.weight_gradient, &st.edge})
+    *x /= 2.0;
 }
 
 // The stages costed: every one when they differ (an explicit split, or layers of different
@@ -335,6 +344,13 @@ void Estimator::pipeline(const Plan& plan, const CostedStages& c, Estimate& e) {
     e.pipeline_s = d(M) * interleaved_steady_s(plan, c.times, t_max) + (t_sum - t_max) / d(v);
   } else if (plan.schedule == Schedule::kZbH1) {
     e.pipeline_s = std::max(d(M) * t_max, d(M - 1) * t_max + t_sum - 2.0 * (w_sum - w_of_max));
+  } else if (plan.schedule == Schedule::kDualPipe) {
+    // DeepSeek-V3 Table 2: bubble (pp/2 - 1)(F&B + B - 3W) on a stage's chunk, B the whole
+    // backward; F&B = F + B (a forward and a backward share the device; DeepSeek-V3 overlaps
+    // their communication, not their compute). An upper bound: core/schedule's order replayed
+    // idles (pp/2 - 1)(F + B_input - W) (tests/simulator/schedule_test.cc).
+    const double f = busiest.fwd, b = busiest.bwd, w = busiest.weight_gradient;
+    e.pipeline_s = d(M) * t_max + d(pp / 2 - 1) * std::max(0.0, f + 2.0 * b - 3.0 * w);
   } else if (plan.schedule == Schedule::kZbV) {
     const double zb_h1 =
         std::max(d(M) * t_max, d(M - 1) * t_max + t_sum - 2.0 * (w_sum - w_of_max));
@@ -367,7 +383,8 @@ Estimator::DpShape Estimator::dp_shape(const Plan& plan, std::int64_t s,
   const StageParameters sp = parameters_on_stage(model_, plan, s);
   x.dense_elems = std::ceil(sp.dense / d(dense_n)) * d(dense_n);
   x.expert_elems = sp.expert > 0 ? std::ceil(sp.expert / d(expert_n)) * d(expert_n) : 0.0;
-  x.blocks = d(st.layers + (s == 0 ? 1 : 0) + (s == head_stage(plan) ? 1 : 0));
+  x.blocks = d(st.layers + (stage_holds_embedding(plan, s) ? 1 : 0) +
+               (stage_holds_head(plan, s) ? 1 : 0));
   return x;
 }
 
@@ -397,7 +414,8 @@ double Estimator::dp_collective_s(const Plan& plan, const DpShape& x, Collective
 void Estimator::dp_times(const Plan& plan, std::int64_t s, const StageTimes& st,
                          StageTail& tail) const {
   const DpShape x = dp_shape(plan, s, st);
-  const double M = d(plan.num_micro_batches()), blocks = x.blocks;
+  // Per micro-batch through each chunk (dualpipe: each copy sees half of them).
+  const double M = d(chunk_copy_micro_batches(plan)), blocks = x.blocks;
   // Gradient buckets go out as the backward pass finishes each block: all but the last block's
   // collective can hide behind the rest of the micro-batch's backward.
   const double bwd_window = st.bwd * (blocks - 1.0) / blocks;
@@ -445,6 +463,7 @@ void Estimator::dp_times(const Plan& plan, std::int64_t s, const StageTimes& st,
 
 // Tied embeddings on two stages: the first and last stage sum their copies' gradients.
 double Estimator::tied_embedding_s(const Plan& plan, std::int64_t s) const {
+  if (plan.schedule == Schedule::kDualPipe) return dualpipe_mirror_s(plan, s);
   if (!splits_tied_embedding(plan) || !model_.tie_word_embeddings ||
       (s != 0 && s != head_stage(plan)))
     return 0.0;
@@ -452,6 +471,21 @@ double Estimator::tied_embedding_s(const Plan& plan, std::int64_t s) const {
                       std::llround(d(padded_vocab(model_, plan.tp)) / d(plan.tp) *
                                    d(model_.hidden_size) * grad_bytes_per_element(plan)),
                       2, plan.tp * plan.cp * plan.dp * (plan.pp - 1));
+}
+
+// DualPipe: stage s and its mirror pp-1-s sum the gradients of their two copies of each chunk
+// (data_parallel.cc's dualpipe_mirror_grad_all_reduce), once per step; ZeRO-2/3 sum shards.
+double Estimator::dualpipe_mirror_s(const Plan& plan, std::int64_t s) const {
+  const StageParameters sp = parameters_on_stage(model_, plan, s);
+  const double shard = plan.zero_stage >= 2 ? d(plan.zero_shard_ranks()) : 1.0;
+  // The two ranks (stage s's and its mirror's, pp the outermost axis of the placement) share a
+  // node or not; group_time_s's stride rule would put any pair more than half a node apart on
+  // two nodes.
+  const std::int64_t per_stage = plan.tp * plan.cp * plan.dp, g = cluster_.gpus_per_node;
+  const bool same_node = g > 0 && (s * per_stage) / g == ((plan.pp - 1 - s) * per_stage) / g;
+  return group_time_s(Collective::kAllReduce,
+                      std::llround(sp.total() / shard * grad_bytes_per_element(plan)), 2,
+                      same_node ? 1 : std::max<std::int64_t>(g, 1));
 }
 
 // Offload per step on stage s. ZeRO-Offload (Ren et al. 2021): gradients to the host, the CPU

@@ -112,6 +112,8 @@ class Estimator {
                          double p2p_s) const;
   double add_layer_times(const Plan& plan, const MicroBatchTimes& mb, std::int64_t s,
                          StageTimes& st) const;
+  static void halve_for_two_directions(StageTimes& st);
+  double dualpipe_mirror_s(const Plan& plan, std::int64_t s) const;
   static void hide_expert_all_to_all(double ep_fwd, StageTimes& st);
   static void add_edge_times(const PassTimes& pt, StageTimes& st);
   static void add_pipeline_sends(const Plan& plan, std::int64_t s, double p2p_s, StageTimes& st);

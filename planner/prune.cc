@@ -21,6 +21,9 @@ constexpr std::array<std::string_view, kRejectReasonCount> kCategories = {
     "tp vs ffn width",
     "layers across stages",
     "interleaved needs micro-batches in groups of pp",
+    "dualpipe needs an even pp",
+    "dualpipe on 2 stages",
+    "dualpipe needs an even count of micro-batches >= 2pp",
     "sequence parallel vs seq_len",
     "memory",
     "full recompute not needed",
@@ -119,6 +122,28 @@ constexpr std::array<PruneRule<InterleavedFacts>, 1> kInterleavedRules = {{
      }},
 }};
 
+// DualPipe pairs stage s with its mirror pp-1-s and feeds half the micro-batches at each end.
+// With two stages each holds both chunks, the whole model: the layout with pp 1 and twice the
+// data parallelism holds the same and sends nothing between stages, so the search skips it
+// (a plan file may still name it).
+constexpr std::array<PruneRule<DualPipeFacts>, 3> kDualPipeRules = {{
+    {RejectReason::kDualPipeOddPp, [](const DualPipeFacts& f) { return f.pp % 2 != 0; },
+     [](const DualPipeFacts& f) {
+       return "dualpipe: pp=" + str(f.pp) + " is odd (stage s holds a copy of stage pp-1-s)";
+     }},
+    {RejectReason::kDualPipeTwoStages, [](const DualPipeFacts& f) { return f.pp == 2; },
+     [](const DualPipeFacts&) {
+       return std::string("dualpipe: pp=2 holds the whole model on both stages, as pp=1 with "
+                          "twice the data parallelism does without the pipeline");
+     }},
+    {RejectReason::kDualPipeMicroBatches,
+     [](const DualPipeFacts& f) { return f.micro_batches % 2 != 0 || f.micro_batches < 2 * f.pp; },
+     [](const DualPipeFacts& f) {
+       return "dualpipe: " + str(f.micro_batches) +
+              " micro-batches, it needs an even number and at least 2*pp = " + str(2 * f.pp);
+     }},
+}};
+
 // --- candidate --------------------------------------------------------------------------------
 
 // Sequence parallelism shards each CP rank's tokens over the TP ranks (Korthikanti et al. 2022).
@@ -206,6 +231,7 @@ std::int64_t Rejections::total() const {
 std::span<const PruneRule<CpFacts>> cp_rules() { return kCpRules; }
 std::span<const PruneRule<LayoutFacts>> layout_rules() { return kLayoutRules; }
 std::span<const PruneRule<InterleavedFacts>> interleaved_rules() { return kInterleavedRules; }
+std::span<const PruneRule<DualPipeFacts>> dualpipe_rules() { return kDualPipeRules; }
 std::span<const PruneRule<CandidateFacts>> candidate_rules() { return kCandidateRules; }
 std::span<const PruneRule<MemoryFacts>> memory_rules() { return kMemoryRules; }
 std::span<const PruneRule<RecomputeFacts>> recompute_rules() { return kRecomputeRules; }

@@ -34,6 +34,10 @@ enum class RejectReason : std::uint8_t {
   kLayersAcrossStages,
   // The interleaved schedule for a micro-batch count.
   kInterleavedMicroBatches,
+  // DualPipe for pp stages and a micro-batch count.
+  kDualPipeOddPp,
+  kDualPipeTwoStages,
+  kDualPipeMicroBatches,
   // A candidate.
   kSequenceParallelVsSeqLen,
   kMemory,
@@ -120,6 +124,14 @@ struct InterleavedFacts {
   std::int64_t micro_batches = 1;
 };
 std::span<const PruneRule<InterleavedFacts>> interleaved_rules();
+
+// DualPipe for pp stages and a count of micro-batches per replica (deepseek-ai/DualPipe's
+// DualPipe.step asserts both; validate_plan gives the same rules).
+struct DualPipeFacts {
+  std::int64_t pp = 1;
+  std::int64_t micro_batches = 1;
+};
+std::span<const PruneRule<DualPipeFacts>> dualpipe_rules();
 
 // A fully specified candidate, before its memory is estimated.
 struct CandidateFacts {

@@ -119,7 +119,8 @@ class Generator {
   }
 
   // One pipeline stage: 1F1B; one micro-batch: naive; else GPipe, 1F1B, zb-h1, zb-v (two
-  // chunks per device: needs 2pp layers) and interleaved with 2..max_virtual_stages chunks per
+  // chunks per device: needs 2pp layers), dualpipe (even pp > 2, an even count of micro-batches
+  // >= 2pp: dualpipe_rules) and interleaved with 2..max_virtual_stages chunks per
   // device (each chunk needs a layer).
   std::vector<ScheduleChoice> schedule_choices(std::int64_t tp, std::int64_t pp,
                                                std::int64_t micro_batches,
@@ -130,6 +131,9 @@ class Generator {
     if (opt_.zero_bubble) {
       out.push_back({Schedule::kZbH1, 1});
       if (m_.num_layers >= 2 * pp) out.push_back({Schedule::kZbV, 2});
+      const DualPipeFacts facts{pp, micro_batches};
+      if (!prune(first_rejecting(dualpipe_rules(), facts), facts, per_layout / (tp > 1 ? 2 : 1)))
+        out.push_back({Schedule::kDualPipe, 2});
     }
     for (std::int64_t v = 2; v <= opt_.max_virtual_stages; ++v) {
       if (m_.num_layers < pp * v) continue;

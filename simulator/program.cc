@@ -113,7 +113,8 @@ class Builder {
       w.bwd = timed(mbt.of(kind).backward);
       w.bwd_input = timed(backward_input_tasks(mbt.of(kind).backward));
       w.bwd_weight = timed(backward_weight_tasks(mbt.of(kind).backward));
-      w.weight_operand_bytes = split_ ? layer_weight_gradient_operand_bytes(lm, p) : 0.0;
+      w.weight_operand_bytes =
+          splits_backward(p) ? layer_weight_gradient_operand_bytes(lm, p) : 0.0;
       w.rec = timed(mbt.of(kind).recompute);
       w.act_bytes = layer_activation_bytes(lm, p);
       w.kept_bytes = layer_kept_activation_bytes(lm, p);
@@ -341,7 +342,12 @@ class Builder {
       case CommGroup::kEmbedding:
       case CommGroup::kPp: {
         const std::vector<std::int64_t> pp = layout_.group(Axis::kPp, rank);
-        return {pp.front(), pp.back()};
+        if (plan_.schedule != Schedule::kDualPipe || g == CommGroup::kPp)
+          return {pp.front(), pp.back()};
+        // DualPipe: the stage and its mirror, which holds the other copy of its chunks.
+        const std::int64_t s = layout_.coord(rank).pp, n = plan_.pp;
+        return {pp[static_cast<std::size_t>(std::min(s, n - 1 - s))],
+                pp[static_cast<std::size_t>(std::max(s, n - 1 - s))]};
       }
     }
     return {rank};
@@ -764,7 +770,8 @@ class Builder {
     mem(rs, rs.last_compute, true, MemKind::kBuffers, -w.workspace_bytes);
     const double stored = full ? layer_input_bytes_ + w.act_bytes : w.kept_bytes;
     // Split: B frees what W does not read; W's operands stay until W (weight_pass).
-    mem(rs, rs.last_compute, true, MemKind::kActivations, -stored + w.weight_operand_bytes);
+    mem(rs, rs.last_compute, true, MemKind::kActivations,
+        -stored + (split_ ? w.weight_operand_bytes : 0.0));
     if (!split_) after_backward(rs, bi, meta);
   }
 
@@ -808,7 +815,7 @@ class Builder {
       rs.last_offload = host_transfer(rs, bytes, true, "offload_grads_d2h",
                                       reduced >= 0 ? reduced : rs.last_compute, meta);
     }
-    if (++rs.backwards_done[bi] == M_) {
+    if (++rs.backwards_done[bi] == chunk_copy_micro_batches(plan_)) {
       meta.micro_batch = -1;
       dp_tasks(rs, bi, DpPoint::kAfterLastBackward, rs.last_compute, -1, meta);
     }
@@ -820,7 +827,7 @@ class Builder {
     RankCoord peer = layout_.coord(rank);
     const std::int64_t to_chunk = k == StreamKind::kPpNext ? static_cast<std::int64_t>(chunk) + 1
                                                             : static_cast<std::int64_t>(chunk) - 1;
-    peer.pp = chunk_stage(plan_, to_chunk);
+    peer.pp = chunk_stage(plan_, to_chunk, pipeline_direction(plan_, mb));
     const std::int64_t peer_rank = layout_.rank(peer);
     if (peer_rank == rank) {
       // The V's turn (zb-v): the next chunk is on this rank; its pass reads the output in place.
@@ -933,6 +940,7 @@ class Builder {
     const std::vector<PipeStep> steps = stage_schedule(plan_, rs.stage, costs);
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const PipeStep& step = steps[i];
+      split_ = step.part == BackwardPart::kInput;
       if (plan_.ep_overlap && !step.forward && i + 1 < steps.size() && steps[i + 1].forward) {
         merged_pair(rs, step, steps[i + 1]);
         ++i;
@@ -994,9 +1002,12 @@ class Builder {
       for (std::int64_t v = 0; v < plan_.virtual_stages; ++v) {
         const std::size_t c = chunk_index(v, me.pp);
         for (std::int64_t mb = 0; mb < M_; ++mb) {
+          // DualPipe: local chunk v carries direction v's micro-batches only.
+          const std::int64_t dir = pipeline_direction(plan_, mb);
+          if (plan_.schedule == Schedule::kDualPipe && dir != v) continue;
           if (c > 0) {
             RankCoord peer = me;
-            peer.pp = chunk_stage(plan_, static_cast<std::int64_t>(c) - 1);
+            peer.pp = chunk_stage(plan_, static_cast<std::int64_t>(c) - 1, dir);
             const std::int32_t ps = slot_of_[static_cast<std::size_t>(layout_.rank(peer))];
             TRAINPLAN_CHECK(ps >= 0) << "pipeline peer not simulated";
             eng_.add_dep(send_fwd_[static_cast<std::size_t>(ps)][cm_index(c - 1, mb)],
@@ -1004,7 +1015,7 @@ class Builder {
           }
           if (c + 1 < layers_.size()) {
             RankCoord peer = me;
-            peer.pp = chunk_stage(plan_, static_cast<std::int64_t>(c) + 1);
+            peer.pp = chunk_stage(plan_, static_cast<std::int64_t>(c) + 1, dir);
             const std::int32_t ps = slot_of_[static_cast<std::size_t>(layout_.rank(peer))];
             TRAINPLAN_CHECK(ps >= 0) << "pipeline peer not simulated";
             eng_.add_dep(send_bwd_[static_cast<std::size_t>(ps)][cm_index(c + 1, mb)],
@@ -1025,7 +1036,9 @@ class Builder {
   Program& prog_;
   Engine& eng_;
   const std::int64_t M_;
-  const bool split_;  // the schedule runs B and W as separate steps (splits_backward)
+  // The backward being built runs B only, its W a later step (zero-bubble schedules; dualpipe
+  // splits some of its backwards).
+  bool split_;
   const std::vector<std::int64_t> layers_;
   std::vector<std::int64_t> first_layer_;
   // The ops of a merged backward/forward pair (merged_pair), with their place in it.

@@ -196,7 +196,7 @@ int run(int argc, char** argv) {
        "groups of 1, 2 and 4 nodes, replicated across: FSDP's HYBRID_SHARD)"},
       {"no-zero-bubble", false,
        "search gpipe, 1f1b and interleaved only: leave out the zero-bubble schedules zb-h1 and "
-       "zb-v (Qi et al. 2023, 2024)"},
+       "zb-v (Qi et al. 2023, 2024) and DeepSeek-V3's dualpipe"},
       {"ep-overlap", false, "MoE: overlap the expert all-to-all of one micro-batch with another's compute (Megatron-Core's overlap_moe_expert_parallel_comm; needs interleaving when pp > 1)"},
       {"max-cp", true,
        "largest context-parallel degree searched (default: no bound; 1: no context "

@@ -20,6 +20,15 @@ namespace {
 // A flat buffer of `params` elements padded to a multiple of the group size, so that every rank
 // owns an equal shard (Megatron-LM's distributed optimizer pads the same way).
 std::int64_t padded(std::int64_t params, std::int64_t n) { return (params + n - 1) / n * n; }
+
+// The gradient elements of block b a rank holds at the step's end: all of them, or under
+// ZeRO-2/3 its shard of each part.
+double mirror_grad_elements(const Plan& p, const ParamBlock& b) {
+  if (p.zero_stage < 2) return static_cast<double>(b.dense_params + b.expert_params);
+  const std::int64_t dense = p.zero_shard_ranks(), expert = expert_dp_cp(p);
+  return static_cast<double>(padded(b.dense_params, dense) / dense +
+                             padded(b.expert_params, expert) / expert);
+}
 }  // namespace
 
 std::int64_t expert_dp_cp(const Plan& p) { return p.dp / p.ep * p.cp; }
@@ -27,9 +36,9 @@ std::int64_t expert_dp_cp(const Plan& p) { return p.dp / p.ep * p.cp; }
 std::int64_t dp_point_count(const Plan& p, const ParamBlock& b, DpPoint point) {
   switch (point) {
     case DpPoint::kBeforeForward:
-    case DpPoint::kBeforeBackward: return p.num_micro_batches() * (b.read_by_head ? 2 : 1);
-    case DpPoint::kAfterBackward: return p.num_micro_batches();
-    case DpPoint::kBeforeRecompute: return b.recomputed ? p.num_micro_batches() : 0;
+    case DpPoint::kBeforeBackward: return chunk_copy_micro_batches(p) * (b.read_by_head ? 2 : 1);
+    case DpPoint::kAfterBackward: return chunk_copy_micro_batches(p);
+    case DpPoint::kBeforeRecompute: return b.recomputed ? chunk_copy_micro_batches(p) : 0;
     case DpPoint::kAfterLastBackward:
     case DpPoint::kAfterOptimizer: return 1;
   }
@@ -85,6 +94,12 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
       if (b.tied_copy)
         out.push_back(comm("embedding_grad_all_reduce", Collective::kAllReduce,
                            CommGroup::kEmbedding, 2, d(b.tied_params) * g));
+      // DualPipe holds every chunk twice (stage s and pp-1-s): the two copies' gradients are
+      // summed, as deepseek-ai/DualPipe's example adds each module's gradient to its mirror
+      // rank's; under ZeRO-2/3 the per-micro-batch reduce-scatter has left a shard of each.
+      if (p.schedule == Schedule::kDualPipe)
+        out.push_back(comm("dualpipe_mirror_grad_all_reduce", Collective::kAllReduce,
+                           CommGroup::kEmbedding, 2, mirror_grad_elements(p, b) * g));
       if (p.sequence_parallel && p.tp > 1 && b.tp_replicated_params > 0)
         out.push_back(comm("tp_sp_norm_grad_all_reduce", Collective::kAllReduce, CommGroup::kTp,
                            p.tp, d(b.tp_replicated_params) * g));

@@ -25,12 +25,12 @@ ParamBlock layer_block(const ModelSpec& lm, const Plan& p);
 // without allocating: what a maximum over param_blocks_on_stage needs.
 template <typename Fn>
 void for_each_block_shape_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage, Fn fn) {
-  if (stage == 0) fn(embedding_block(m, p));
+  if (stage_holds_embedding(p, stage)) fn(embedding_block(m, p));
   const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
   for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe})
     if (kinds.of(kind) > 0)
       fn(with_layer_model(m, kind, [&](const ModelSpec& lm) { return layer_block(lm, p); }));
-  if (stage == head_stage(p)) fn(head_block(m, p));
+  if (stage_holds_head(p, stage)) fn(head_block(m, p));
 }
 
 // Calls fn(first layer, layers) for each model chunk on the stage, as chunk_layers() splits them

@@ -146,6 +146,10 @@ double in_flight_micro_batches(const Plan& p, std::int64_t stage) {
     // stage (Qi et al. 2024, arXiv:2405.15362, sec. 4: ZB-V at 1F1B's memory). Counted as
     // whole activations (W keeps less than B): a bound, as the paper's.
     case Schedule::kZbV: return std::min(d(p.pp), M);
+    // DeepSeek-V3 Table 2: pp + 1 chunk activations at the peak (core/schedule.cc's order
+    // reaches it on every stage, tests/simulator/schedule_test.cc), each chunk half the
+    // stage's layers.
+    case Schedule::kDualPipe: return std::min(d(p.pp + 1), M) / 2.0;
     case Schedule::kInterleaved: {
       // Megatron-LM: warm-up micro-batches = (pp - stage - 1) * 2 + (v - 1) * pp, plus the one
       // in steady state, counted in model chunks of 1/v of the stage's layers.
@@ -264,11 +268,11 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   }
   mem.activations_bytes = (stored + checkpoints) * in_flight + rebuilt +
                           weight_operands * weight_pending_micro_batches(p, stage);
-  if (stage == head_stage(p)) {
+  if (stage_holds_head(p, stage)) {
     // fp32 logits for the cross-entropy: 4*s*b*V/t (Korthikanti et al. 2022, sec. 4.3).
     mem.activations_bytes += 4.0 * d(x.tokens) * d(padded_vocab(m, p.tp)) / d(p.tp);
   }
-  if (stage == 0) {
+  if (stage_holds_embedding(p, stage)) {
     // Embedding output (and its dropout mask), per micro-batch in flight.
     mem.activations_bytes +=
         d(x.norm_tokens) * d(x.h) * (x.e + (x.dropout ? 1.0 : 0.0)) * in_flight;
@@ -316,7 +320,7 @@ OffloadTraffic offload_traffic_on_stage(const ModelSpec& m, const Plan& p, std::
     // gather of a block starts from the rank's shard, streamed in over PCIe each time (per
     // micro-batch, forward, backward and recompute), and each micro-batch's reduced gradient
     // shard goes to the host to be accumulated there (Rajbhandari et al. 2021, sec. 5.1).
-    const double M = d(p.num_micro_batches());
+    const double M = d(chunk_copy_micro_batches(p));  // through each chunk on the stage
     t.param_stream_bytes = params * e * zero3_fetches_per_micro_batch(p) * M;
     t.host_to_device_bytes = t.param_stream_bytes;
     t.device_to_host_bytes = params * grad_bytes_per_element(p) * M;

@@ -190,12 +190,16 @@ ParamBlock layer_block(const ModelSpec& lm, const Plan& p) {
 std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& m, const Plan& p,
                                               std::int64_t stage) {
   std::vector<ParamBlock> blocks;
-  if (stage == 0) blocks.push_back(embedding_block(m, p));
+  if (stage_holds_embedding(p, stage)) blocks.push_back(embedding_block(m, p));
   std::array<std::optional<ParamBlock>, kLayerKindCount> by_kind;
   const std::vector<std::int64_t> layers = chunk_layers(p, m);
   std::vector<std::int64_t> first_layer(layers.size(), 0);
   for (std::size_t c = 1; c < layers.size(); ++c) first_layer[c] = first_layer[c - 1] + layers[c - 1];
-  for (std::int64_t v = 0; v < p.virtual_stages; ++v) {
+  for (std::int64_t k = 0; k < p.virtual_stages; ++k) {
+    // DualPipe: a stage and its mirror list the same two chunks in model order, so the sums of
+    // their gradient copies (dp_block_tasks) pair up block by block.
+    const bool reversed = p.schedule == Schedule::kDualPipe && stage >= p.pp / 2;
+    const std::int64_t v = reversed ? p.virtual_stages - 1 - k : k;
     const auto c = static_cast<std::size_t>(stage_chunk(p, stage, v));
     for (std::int64_t i = 0; i < layers[c]; ++i) {
       const std::int64_t layer = first_layer[c] + i;
@@ -208,7 +212,7 @@ std::vector<ParamBlock> param_blocks_on_stage(const ModelSpec& m, const Plan& p,
       blocks.push_back(b);
     }
   }
-  if (stage == head_stage(p)) blocks.push_back(head_block(m, p));
+  if (stage_holds_head(p, stage)) blocks.push_back(head_block(m, p));
   return blocks;
 }
 
@@ -253,8 +257,8 @@ StageParameters parameters_on_stage(const ModelSpec& m, const Plan& p, std::int6
       s.expert += d(kinds.of(kind)) * d(layer_expert_params(lm, p));
     });
   }
-  if (stage == 0) s.dense += d(embedding_block_params(m, p.tp));
-  if (stage == head_stage(p)) s.dense += d(head_block_params(m, p));
+  if (stage_holds_embedding(p, stage)) s.dense += d(embedding_block_params(m, p.tp));
+  if (stage_holds_head(p, stage)) s.dense += d(head_block_params(m, p));
   return s;
 }
 

@@ -86,7 +86,8 @@ void add_task_bytes(const std::vector<Task>& tasks, double times, CommVolume& v)
 
 CommVolume comm_volume_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage) {
   CommVolume v;
-  const double M = d(p.num_micro_batches());
+  // Micro-batches through each chunk on the stage (dualpipe: each copy sees one direction's).
+  const double M = d(chunk_copy_micro_batches(p));
   const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
   const LayerKindCounts recomputed = recomputed_layer_kinds_on_stage(p, m, stage);
   for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
@@ -99,22 +100,25 @@ CommVolume comm_volume_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
     add_task_bytes(layer_recompute_tasks(lm, p), M * R, v);
     add_task_bytes(layer_backward_tasks(lm, p), M * L, v);
   }
-  if (stage == 0) {
+  if (stage_holds_embedding(p, stage)) {
     add_task_bytes(embedding_forward_tasks(m, p), M, v);
     add_task_bytes(embedding_backward_tasks(m, p), M, v);
   }
-  if (stage == head_stage(p)) {
+  if (stage_holds_head(p, stage)) {
     add_task_bytes(head_forward_tasks(m, p), M, v);
     add_task_bytes(head_backward_tasks(m, p), M, v);
   }
   // Pipeline: each model chunk sends its output forward unless it is the last chunk, and its
   // input gradient backward unless it is the first, once per micro-batch; not when the
-  // neighbour chunk is on this stage (the V's turn, chunk_stage).
+  // neighbour chunk is on this stage (the V's turn, chunk_stage). DualPipe: local chunk c
+  // carries direction c, its neighbours on that direction's stages.
   const double msg = d(pipeline_message_bytes(m, p));
   for (std::int64_t c = 0; c < p.virtual_stages; ++c) {
     const std::int64_t chunk = stage_chunk(p, stage, c);
-    if (chunk < p.num_chunks() - 1 && chunk_stage(p, chunk + 1) != stage) v.pp_bytes += msg * M;
-    if (chunk > 0 && chunk_stage(p, chunk - 1) != stage) v.pp_bytes += msg * M;
+    const std::int64_t dir = p.schedule == Schedule::kDualPipe ? c : 0;
+    if (chunk < p.num_chunks() - 1 && chunk_stage(p, chunk + 1, dir) != stage)
+      v.pp_bytes += msg * M;
+    if (chunk > 0 && chunk_stage(p, chunk - 1, dir) != stage) v.pp_bytes += msg * M;
   }
   for (const ParamBlock& b : param_blocks_on_stage(m, p, stage)) {
     for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kBeforeRecompute,

@@ -29,6 +29,10 @@ Status check_cuda_executor_supports(const ModelSpec& m, const Plan& p) {
     return Status::Error("ep=" + std::to_string(p.ep) +
                              ": the CUDA executor does not implement expert parallelism",
                          ExitCode::kInvalidInput);
+  if (p.schedule == Schedule::kDualPipe)
+    return Status::Error("schedule dualpipe: the CUDA executor runs one direction of "
+                         "micro-batches and each backward whole",
+                         ExitCode::kInvalidInput);
   Status s = check_executor_supports(m, as_fp32);
   if (!s.ok()) return s;
   // The CPU executor runs context parallelism (executor/cpu/gpt.cc); the CUDA attention kernel

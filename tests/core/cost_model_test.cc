@@ -194,6 +194,28 @@ TEST(Memory, Fp32GradientsAreEighteenBytesPerParameterAndReduceInFp32) {
   }
 }
 
+TEST(Memory, DualPipeHoldsTwiceTheParametersAndPpPlusOneChunkActivations) {
+  // DeepSeek-V3 Table 2 (arXiv:2412.19437): 2x parameters, PP+1 activations. Stage s holds
+  // chunk s and a copy of chunk pp-1-s: a middle stage holds 1F1B's stages s and pp-1-s.
+  const ModelSpec m = gpt3();
+  Plan one = plan_of(1, 4, 1, 1, 16);  // pp 4, M 16
+  Plan dual = one;
+  dual.schedule = Schedule::kDualPipe;
+  dual.virtual_stages = 2;
+  ASSERT_TRUE(validate_plan(dual).ok());
+  EXPECT_EQ(dual.num_chunks(), 4);
+  for (std::int64_t s : {1, 2}) {
+    const double both = parameters_on_stage(m, one, s).total() +
+                        parameters_on_stage(m, one, 3 - s).total();
+    EXPECT_DOUBLE_EQ(parameters_on_stage(m, dual, s).total(), both);
+    EXPECT_DOUBLE_EQ(parameters_on_stage(m, dual, s).total(),
+                     2.0 * parameters_on_stage(m, one, s).total());
+    // pp + 1 = 5 chunk activations, each half the stage's layers: 2.5 stage micro-batches
+    // (1F1B's first stage: pp = 4).
+    EXPECT_DOUBLE_EQ(in_flight_micro_batches(dual, s), 2.5);
+  }
+}
+
 TEST(Memory, ZeroStagesDivideModelStatesAsRajbhandari) {
   // ZeRO (Rajbhandari et al. 2019, fig. 1): with Psi parameters, K = 12 and N_d replicas:
   // baseline (2+2+K)Psi, P_os (2+2+K/N_d)Psi, P_os+g (2+(2+K)/N_d)Psi, P_os+g+p (2+2+K)Psi/N_d.

@@ -525,7 +525,7 @@ TEST(PlanLoader, FieldErrors) {
       {"micro_batch_size", 0, {"0"}},
       {"global_batch_size", std::int64_t{1} << 31, {"2147483648"}},
       {"global_batch_size", Json::parse("99999999999999999999"), {"out of range"}},
-      {"schedule", "zigzag", {"zigzag", "naive, gpipe, 1f1b, interleaved, zb-h1, zb-v"}},
+      {"schedule", "zigzag", {"zigzag", "naive, gpipe, 1f1b, interleaved, zb-h1, zb-v, dualpipe"}},
       {"recompute", "some", {"some", "none, selective, full"}},
       {"precision", "fp8", {"fp8", "bf16, fp16, fp32"}},
       {"optimizer", "adam", {"adam", "adamw, sgd, sgd-momentum"}},
@@ -600,6 +600,21 @@ TEST(PlanLoader, CrossFieldErrors) {
   EXPECT_TRUE(FailsWith(with({{"schedule", "zb-v"}, {"virtual_stages", 2}, {"pp", 1}}),
                         {"p.json", "schedule zb-v", "pp >= 2", "pp=1"}));
   EXPECT_TRUE(with({{"schedule", "zb-v"}, {"virtual_stages", 2}}).ok());
+  // DualPipe: deepseek-ai/DualPipe's DualPipe.step asserts an even rank count and an even
+  // number of micro-batches, at least twice the ranks.
+  EXPECT_TRUE(with({{"schedule", "dualpipe"}, {"virtual_stages", 2}}).ok());
+  EXPECT_TRUE(FailsWith(with({{"schedule", "dualpipe"}}),
+                        {"p.json", "schedule dualpipe", "virtual_stages must be 2",
+                         "virtual_stages=1"}));
+  EXPECT_TRUE(FailsWith(with({{"schedule", "dualpipe"}, {"virtual_stages", 2}, {"pp", 3}}),
+                        {"p.json", "schedule dualpipe", "even pp >= 2", "pp=3"}));
+  EXPECT_TRUE(FailsWith(with({{"schedule", "dualpipe"}, {"virtual_stages", 2}, {"pp", 1}}),
+                        {"p.json", "schedule dualpipe", "pp=1"}));
+  EXPECT_TRUE(FailsWith(with({{"schedule", "dualpipe"}, {"virtual_stages", 2},
+                              {"global_batch_size", 6}}),
+                        {"p.json", "schedule dualpipe", "= 3)", "2*pp = 4"}));
+  EXPECT_TRUE(FailsWith(with({{"schedule", "dualpipe"}, {"virtual_stages", 2}, {"pp", 4}}),
+                        {"p.json", "schedule dualpipe", "= 4)", "2*pp = 8"}));
   EXPECT_TRUE(FailsWith(with({{"offload", "optimizer+params"}, {"zero_stage", 1}}),
                         {"p.json", "offload optimizer+params", "zero_stage 3", "zero_stage 1"}));
   EXPECT_TRUE(FailsWith(with({{"offload_device", "nvme"}}),

@@ -157,6 +157,33 @@ TEST(EstimateVsSimulator, ZbVStepIsWhatTheSimulatorPlays) {
   EXPECT_NEAR(est_v, sim_v, 0.2 * sim_v);
 }
 
+// DualPipe (DeepSeek-V3 Table 2): the estimate halves each stage's per-micro-batch times (a
+// micro-batch passes one of the stage's two chunks) and adds Table 2's bubble, an upper bound
+// on what core/schedule's order idles; held against the simulator, and both below 1F1B.
+TEST(EstimateVsSimulator, DualPipeStepIsWhatTheSimulatorPlays) {
+  const ModelSpec m = testing::gpt_model(16, 2048, 16, 2048, 50257);
+  const ClusterSpec c = *make_cluster("H100-80GB", 4, 4);
+  Estimator est(m, c, std::nullopt);
+  auto step = [&](Schedule s) {
+    const Plan p = testing::make_plan(1, 4, 1, 1, 8, s, s == Schedule::kDualPipe ? 2 : 1);
+    EXPECT_TRUE(validate_plan(p).ok());
+    auto sim = simulate_step(m, c, p, SimOptions{});
+    EXPECT_TRUE(sim.ok()) << sim.status().message();
+    return std::make_pair(est.estimate(p).step_time_s, sim.ok() ? sim->report.step_time_s : 0.0);
+  };
+  const auto [est_1f1b, sim_1f1b] = step(Schedule::k1F1B);
+  const auto [est_dual, sim_dual] = step(Schedule::kDualPipe);
+  std::printf("1f1b: estimate %.4f s, simulator %.4f s; dualpipe: estimate %.4f s, simulator "
+              "%.4f s\n",
+              est_1f1b, sim_1f1b, est_dual, sim_dual);
+  // Measured here: 1f1b 0.0877 s estimated / 0.0838 simulated, dualpipe 0.0702 / 0.0640 (the
+  // estimate's bubble is Table 2's bound; the order idles less). A first estimate costed the
+  // mirror gradient sum as crossing nodes (0.0896 s): the pair shares a node here.
+  EXPECT_LT(sim_dual, sim_1f1b);
+  EXPECT_LT(est_dual, est_1f1b);
+  EXPECT_NEAR(est_dual, sim_dual, 0.2 * sim_dual);
+}
+
 // ZeRO-Infinity's tiers: the estimate's offload (prefetched shard streams hidden behind
 // compute, the host step and NVMe state I/O exposed) against the simulator's host-stream ops.
 TEST(EstimateVsSimulator, OffloadTiersCostWhatTheSimulatorPlays) {

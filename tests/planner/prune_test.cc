@@ -122,6 +122,16 @@ TEST(Prune, ScheduleAndCandidateRules) {
   expect_rejects(interleaved_rules(), InterleavedFacts{4, 6},
                  RejectReason::kInterleavedMicroBatches,
                  "interleaved: 6 micro-batches is not a multiple of pp=4");
+  expect_passes(dualpipe_rules(), DualPipeFacts{4, 8});
+  expect_rejects(dualpipe_rules(), DualPipeFacts{3, 12}, RejectReason::kDualPipeOddPp,
+                 "dualpipe: pp=3 is odd (stage s holds a copy of stage pp-1-s)");
+  expect_rejects(dualpipe_rules(), DualPipeFacts{2, 8}, RejectReason::kDualPipeTwoStages,
+                 "dualpipe: pp=2 holds the whole model on both stages, as pp=1 with twice the "
+                 "data parallelism does without the pipeline");
+  expect_rejects(dualpipe_rules(), DualPipeFacts{4, 6}, RejectReason::kDualPipeMicroBatches,
+                 "dualpipe: 6 micro-batches, it needs an even number and at least 2*pp = 8");
+  expect_rejects(dualpipe_rules(), DualPipeFacts{4, 9}, RejectReason::kDualPipeMicroBatches,
+                 "dualpipe: 9 micro-batches, it needs an even number and at least 2*pp = 8");
   ModelSpec m = load_repo_model("tiny.json");  // 64 tokens
   Plan p;
   p.tp = 8;
@@ -196,6 +206,10 @@ TEST(Prune, CategoriesAreTheReportsText) {
       {RejectReason::kTpDoesNotDivideFfn, "tp vs ffn width"},
       {RejectReason::kLayersAcrossStages, "layers across stages"},
       {RejectReason::kInterleavedMicroBatches, "interleaved needs micro-batches in groups of pp"},
+      {RejectReason::kDualPipeOddPp, "dualpipe needs an even pp"},
+      {RejectReason::kDualPipeTwoStages, "dualpipe on 2 stages"},
+      {RejectReason::kDualPipeMicroBatches,
+       "dualpipe needs an even count of micro-batches >= 2pp"},
       {RejectReason::kSequenceParallelVsSeqLen, "sequence parallel vs seq_len"},
       {RejectReason::kMemory, "memory"},
       {RejectReason::kFullRecomputeNotNeeded, "full recompute not needed"},

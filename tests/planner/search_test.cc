@@ -60,6 +60,13 @@ class Recorder final : public CandidateSink {
     if (plan.pp > 1 && plan.schedule == Schedule::k1F1B) {
       ++pipelined_1f1b;
       if (2 * plan.pp <= layers) ++pipelined_1f1b_v;
+      const std::int64_t m = plan.num_micro_batches();
+      if (plan.pp % 2 == 0 && plan.pp > 2 && m % 2 == 0 && m >= 2 * plan.pp)
+        ++pipelined_1f1b_dual;
+    }
+    if (plan.schedule == Schedule::kDualPipe) {
+      ++dualpipe;
+      if (plan.virtual_stages != 2 || !validate_plan(plan).ok()) ++bad_dualpipe;
     }
     if (plan.schedule == Schedule::kZbH1) ++zb_h1;
     if (plan.schedule == Schedule::kZbV) {
@@ -74,6 +81,8 @@ class Recorder final : public CandidateSink {
   std::int64_t candidates = 0;
   std::int64_t pipelined_1f1b = 0, zb_h1 = 0, zb_v = 0, bad_zb_v = 0;
   std::int64_t pipelined_1f1b_v = 0;  // pipelined 1f1b candidates with 2pp layers (zb-v's)
+  // Pipelined 1f1b candidates where dualpipe's rules hold (even pp > 2, even M >= 2pp).
+  std::int64_t pipelined_1f1b_dual = 0, dualpipe = 0, bad_dualpipe = 0;
   std::int64_t layers = 0;
   PlanHash hash;
   Rejections rejections;
@@ -124,7 +133,9 @@ TEST(Search, YieldsTheCandidatesOfTheFormerLoopNestInOrder) {
 }
 
 // zb-h1 adds one candidate beside every pipelined 1f1b one, zb-v one beside every pipelined
-// 1f1b one with at least two layers per stage, and nothing else.
+// 1f1b one with at least two layers per stage, dualpipe one beside every pipelined 1f1b one
+// with an even pp > 2 and an even number of micro-batches >= 2pp, and nothing else; the
+// others count as dualpipe rejections.
 TEST(Search, ZeroBubbleAddsOneCandidatePerPipelined1F1BCandidate) {
   for (const char* model : {"tiny.json", "llama3-8b.json"}) {
     SCOPED_TRACE(model);
@@ -141,8 +152,20 @@ TEST(Search, ZeroBubbleAddsOneCandidatePerPipelined1F1BCandidate) {
     EXPECT_GT(b.zb_v, 0);
     EXPECT_EQ(b.bad_zb_v, 0);
     EXPECT_EQ(b.zb_v, a.pipelined_1f1b_v);
-    EXPECT_EQ(b.candidates, a.candidates + a.pipelined_1f1b + a.pipelined_1f1b_v);
+    EXPECT_GT(b.dualpipe, 0);
+    EXPECT_EQ(b.bad_dualpipe, 0);
+    EXPECT_EQ(b.dualpipe, a.pipelined_1f1b_dual);
+    // pp 2 layouts: pruned under their reason.
+    EXPECT_GT(b.rejections.count(RejectReason::kDualPipeTwoStages), 0);
+    EXPECT_EQ(b.candidates,
+              a.candidates + a.pipelined_1f1b + a.pipelined_1f1b_v + a.pipelined_1f1b_dual);
   }
+  // With 12 GPUs pp 3 is a layout: dualpipe is pruned there, counted under its reason.
+  const ModelSpec tiny = load_repo_model("tiny.json");
+  auto c12 = make_cluster("H100-80GB", 12, 4);
+  ASSERT_TRUE(c12.ok()) << c12.status().message();
+  const Recorder r = generate(tiny, *c12, PlannerOptions{}, 12, false);
+  EXPECT_GT(r.rejections.count(RejectReason::kDualPipeOddPp), 0);
 }
 
 TEST(Search, EveryConfigurationIsYieldedOrPruned) {

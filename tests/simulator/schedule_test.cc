@@ -1,8 +1,10 @@
 // Pipeline schedules on the simulated timeline, with uniform stages (every layer forward 1 unit,
 // backward 2) and free communication, against the closed forms of Huang et al. 2019 (GPipe)
-// and Narayanan et al. 2021 (1F1B, interleaved). Run: ctest -R simulator_test.
+// and Narayanan et al. 2021 (1F1B, interleaved); DualPipe's order (replayed here, the simulator
+// does not play it yet) against DeepSeek-V3's Table 2. Run: ctest -R simulator_test.
 #include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "core/schedule.h"
 #include "tests/simulator/test_util.h"
@@ -219,6 +221,144 @@ TEST(Schedule, ZbVWithACheapWeightPassStillCompletes) {
           EXPECT_LE(peak, 2 * k) << "K=" << k << " M=" << m;
         }
       }
+    }
+  }
+}
+
+// DualPipe's orders replayed in order on every stage (each pass starts when its stage is free
+// and its dependency in its direction is done; communication free): the simulator does not
+// play dualpipe yet, so the test replays core/schedule's order itself.
+struct DualPipeReplay {
+  double step = 0;
+  std::vector<double> idle;             // per stage: step minus its busy time
+  std::vector<std::int64_t> peak_held;  // per stage: chunk activations held, F to W
+};
+
+DualPipeReplay replay_dualpipe(std::int64_t pp, std::int64_t m, double f, double b, double w) {
+  const auto u = [](std::int64_t i) { return static_cast<std::size_t>(i); };
+  std::vector<std::vector<sim::PipeStep>> order;
+  for (std::int64_t s = 0; s < pp; ++s) order.push_back(sim::schedule_dualpipe(pp, s, m));
+  // done[kind][chunk * m + mb]: when chunk's F (kind 0) or B (kind 1) of micro-batch mb ended.
+  std::vector<std::vector<double>> done(2, std::vector<double>(u(pp * m), -1.0));
+  auto at = [&](int kind, std::int64_t chunk, std::int64_t mb) -> double& {
+    return done[u(kind)][u(chunk * m + mb)];
+  };
+  DualPipeReplay r{0, std::vector<double>(u(pp), 0.0), std::vector<std::int64_t>(u(pp), 0)};
+  std::vector<std::size_t> pos(u(pp), 0);
+  std::vector<double> free(u(pp), 0.0);
+  std::vector<std::int64_t> held(u(pp), 0);
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (std::int64_t s = 0; s < pp; ++s) {
+      for (; pos[u(s)] < order[u(s)].size(); ++pos[u(s)], moved = true) {
+        const sim::PipeStep& st = order[u(s)][pos[u(s)]];
+        const std::int64_t c = st.virtual_chunk == 0 ? s : pp - 1 - s, mb = st.micro_batch;
+        double ready = 0;
+        if (st.forward && c > 0) ready = at(0, c - 1, mb);
+        if (!st.forward && st.part != sim::BackwardPart::kWeight)
+          ready = c == pp - 1 ? at(0, c, mb) : at(1, c + 1, mb);
+        if (st.part == sim::BackwardPart::kWeight) ready = at(1, c, mb);
+        if (ready < 0) break;  // its dependency has not run yet
+        const double cost = st.forward ? f
+                            : st.part == sim::BackwardPart::kWhole ? b + w
+                            : st.part == sim::BackwardPart::kInput ? b : w;
+        free[u(s)] = std::max(free[u(s)], ready) + cost;
+        r.idle[u(s)] -= cost;
+        if (st.part != sim::BackwardPart::kWeight) at(st.forward ? 0 : 1, c, mb) = free[u(s)];
+        if (st.forward) r.peak_held[u(s)] = std::max(r.peak_held[u(s)], ++held[u(s)]);
+        if (!st.forward && st.part != sim::BackwardPart::kInput) --held[u(s)];
+      }
+    }
+  }
+  for (std::int64_t s = 0; s < pp; ++s)
+    EXPECT_EQ(pos[u(s)], order[u(s)].size()) << "stage " << s << " stuck (pp " << pp << ")";
+  r.step = *std::max_element(free.begin(), free.end());
+  for (double& i : r.idle) i += r.step;
+  return r;
+}
+
+TEST(Schedule, DualPipeOrdersRunEveryPassOnceInItsDirection) {
+  for (std::int64_t pp : {2, 4, 6, 8}) {
+    for (std::int64_t m : {2 * pp, 2 * pp + 2, 4 * pp, std::int64_t{20}}) {
+      for (std::int64_t s = 0; s < pp; ++s) {
+        // Per micro-batch: forwards, input-gradient (or whole) backwards, weight parts.
+        std::vector<int> f(static_cast<std::size_t>(m)), b(f), w(f);
+        for (const sim::PipeStep& st : sim::schedule_dualpipe(pp, s, m)) {
+          const auto mb = static_cast<std::size_t>(st.micro_batch);
+          // Micro-batches 0 .. M/2-1 enter at stage 0 (local chunk 0), the rest at pp-1.
+          EXPECT_EQ(st.virtual_chunk, st.micro_batch < m / 2 ? 0 : 1);
+          if (st.forward) {
+            EXPECT_EQ(b[mb] + w[mb], 0) << "backward before forward";
+            ++f[mb];
+          } else if (st.part == sim::BackwardPart::kWeight) {
+            EXPECT_EQ(b[mb], 1) << "W before B";
+            ++w[mb];
+          } else {
+            ++b[mb];
+            if (st.part == sim::BackwardPart::kWhole) ++w[mb];
+          }
+        }
+        for (std::size_t j = 0; j < f.size(); ++j)
+          EXPECT_TRUE(f[j] == 1 && b[j] == 1 && w[j] == 1)
+              << "pp " << pp << " M " << m << " stage " << s << " micro-batch " << j;
+      }
+    }
+  }
+}
+
+TEST(Schedule, DualPipeBubbleAndActivationsAgainstDeepSeekV3Table2) {
+  // DeepSeek-V3 Table 2 (arXiv:2412.19437): bubble (PP/2-1)(F&B + B - 3W) with B the whole
+  // backward and F&B an overlapped forward-backward pair, and PP+1 activations. Replayed
+  // without overlap (F&B = F + B) and with every send arriving at once, each stage idles
+  // exactly (PP/2-1)(F + B_in - W), B_in = B - W short of that bound, for these ratios (F >=
+  // B_in; with B_in > F the order idles more, but within the bound, pp <= 8). The peak is
+  // exactly PP+1 chunk activations on every stage (pp+1 of 1F1B's stage-sized micro-batches
+  // held on its first stage: pp), for any costs: the order alone fixes it.
+  struct Costs {
+    double f, b_in, w;
+  };
+  for (const Costs c : {Costs{1, 1, 1}, Costs{2, 1, 1}, Costs{1, 1, 0.5}, Costs{3, 2, 1},
+                        Costs{1, 2, 1}, Costs{1, 3, 1}}) {
+    for (std::int64_t pp : {2, 4, 6, 8}) {
+      for (std::int64_t m : {2 * pp, 2 * pp + 6, 4 * pp, std::int64_t{64}}) {
+        const DualPipeReplay r = replay_dualpipe(pp, m, c.f, c.b_in, c.w);
+        const double half = static_cast<double>(pp / 2 - 1);
+        const double b_whole = c.b_in + c.w, f_and_b = c.f + b_whole;
+        const double table2 = half * (f_and_b + b_whole - 3 * c.w);
+        for (std::int64_t s = 0; s < pp; ++s) {
+          const double idle = r.idle[static_cast<std::size_t>(s)];
+          EXPECT_LE(idle, table2 + 1e-9) << "pp " << pp << " M " << m << " stage " << s;
+          if (c.f >= c.b_in) {
+            EXPECT_NEAR(idle, half * (c.f + c.b_in - c.w), 1e-9)
+                << "pp " << pp << " M " << m << " stage " << s;
+          }
+          EXPECT_EQ(r.peak_held[static_cast<std::size_t>(s)], pp + 1);
+        }
+        // Against 1F1B's (PP-1)(F+B) (Table 2's first row): less idle time from pp 4 on.
+        if (pp >= 4) {
+          EXPECT_LT(r.idle[0], static_cast<double>(pp - 1) * (c.f + b_whole));
+        }
+      }
+    }
+  }
+}
+
+// The simulator plays core/schedule's DualPipe order (one layer per chunk, F, B and W one unit
+// each) as the replay above does: every stage idles pp/2 - 1 units in a step of 3M of work,
+// and holds pp + 1 chunk activations at its peak.
+TEST(Schedule, DualPipeSimulatedIdlesHalfThePipelineAtPpPlusOneActivations) {
+  for (std::int64_t k : {2, 4, 6, 8}) {
+    for (std::int64_t m : {2 * k, 2 * k + 6, std::int64_t{32}}) {
+      const Plan p = testing::make_plan(1, k, 1, 1, m, Schedule::kDualPipe, 2);
+      const SimResult r =
+          testing::simulate_ok(small(k), testing::cluster_for(p), p, uniform_free());
+      const double idle = static_cast<double>(k / 2 - 1);
+      EXPECT_NEAR(r.report.bubble_fraction, idle / (3.0 * static_cast<double>(m) + idle), 1e-12)
+          << "K=" << k << " M=" << m;
+      ASSERT_EQ(r.peak_in_flight.size(), static_cast<std::size_t>(k));
+      for (std::int64_t s = 0; s < k; ++s)
+        EXPECT_EQ(r.peak_in_flight[static_cast<std::size_t>(s)], k + 1)
+            << "K=" << k << " M=" << m << " stage " << s;
     }
   }
 }

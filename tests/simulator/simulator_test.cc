@@ -58,6 +58,9 @@ std::vector<std::pair<const char*, std::pair<ModelSpec, Plan>>> symmetric_cases(
   hsdp.zero_stage = 3;
   hsdp.zero_shard_size = 2;  // a shard group per node of 4 GPUs, replicated across nodes
   out.push_back({"hybrid sharding, zero3", {gpt, hsdp}});
+  Plan dual = testing::make_plan(2, 4, 2, 1, 16, Schedule::kDualPipe, 2);
+  dual.zero_stage = 1;
+  out.push_back({"dualpipe, mirrored stages across nodes", {gpt, dual}});
   return out;
 }
 
@@ -316,6 +319,41 @@ TEST(Simulator, ZeroInfinityTiersStreamShardsAndCostTime) {
 // ZB-H1 with real costs (Qi et al. 2023): W passes fill the bubble, so the step is shorter than
 // 1F1B's with the same bytes sent; its activations per stage stay within the cost model's bound,
 // which counts the W operands the held-back W passes keep.
+TEST(Simulator, DualPipeSendsWhatTheCostModelCountsAndSumsTheMirroredCopies) {
+  // DualPipe (DeepSeek-V3 sec. 3.2.1): every stage's bytes per group are the cost model's
+  // (both directions' sends; each chunk copy's micro-batches; the mirror sum of every chunk's
+  // two gradient copies in the pipeline group). Each micro-batch passes each stage once, as in
+  // 1F1B; the optimizer updates both copies, so the stage computes a little more.
+  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
+  for (int zero : {0, 2}) {
+    SCOPED_TRACE("zero " + std::to_string(zero));
+    Plan one = testing::make_plan(1, 4, 2, 1, 16);  // M 8
+    one.zero_stage = zero;
+    Plan p = one;
+    p.schedule = Schedule::kDualPipe;
+    p.virtual_stages = 2;
+    const ClusterSpec c = testing::cluster_for(p);
+    const SimResult dual = testing::simulate_ok(gpt, c, p);
+    const SimResult base = testing::simulate_ok(gpt, c, one);
+    for (const RankStep& r : dual.report.ranks) {
+      SCOPED_TRACE("stage " + std::to_string(r.stage));
+      const CommVolume v = comm_volume_on_stage(gpt, p, r.stage);
+      EXPECT_NEAR(r.comm.at("pp").bytes_sent, v.pp_bytes, 1e-9 * v.pp_bytes);
+      EXPECT_NEAR(r.comm.at("dp").bytes_sent, v.dp_bytes, 1e-9 * v.dp_bytes);
+    }
+    EXPECT_GT(dual.report.ranks[1].compute_s, base.report.ranks[1].compute_s);
+    EXPECT_LT(dual.report.ranks[1].compute_s, 1.1 * base.report.ranks[1].compute_s);
+    // Twice the parameters on every stage (Table 2), and the stored activations of pp + 1
+    // chunk passes.
+    for (std::int64_t s = 1; s < 3; ++s) {
+      const auto i = static_cast<std::size_t>(s);
+      EXPECT_NEAR(dual.report.ranks[i].memory.weights_bytes,
+                  2.0 * base.report.ranks[i].memory.weights_bytes,
+                  1e-9 * base.report.ranks[i].memory.weights_bytes);
+    }
+  }
+}
+
 TEST(Simulator, ZbH1IsFasterThan1F1BWithTheSameTrafficAndBoundedMemory) {
   const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
   Plan p = testing::make_plan(1, 4, 1, 1, 8);

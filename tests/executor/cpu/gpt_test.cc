@@ -297,6 +297,13 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
   zb.schedule = Schedule::kZbV;
   zb.virtual_stages = 2;
   EXPECT_TRUE(check_executor_supports(m, zb).ok());
+  // DualPipe is refused, naming it (both executors share this check).
+  zb.schedule = Schedule::kDualPipe;
+  const Status dual = check_executor_supports(m, zb);
+  ASSERT_FALSE(dual.ok());
+  EXPECT_EQ(dual.code(), ExitCode::kInvalidInput);
+  EXPECT_EQ(dual.message().rfind("schedule dualpipe: the executors do not run it", 0), 0u)
+      << dual.message();
 }
 
 }  // namespace

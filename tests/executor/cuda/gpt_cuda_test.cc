@@ -339,6 +339,17 @@ TEST(CudaStageModelSupport, RejectsZeroBubbleSchedulesNamingThem) {
   }
 }
 
+TEST(CudaStageModelSupport, RejectsDualPipeNamingIt) {
+  // Runs without a GPU: one direction of micro-batches, whole backwards.
+  Plan p = plan_for(Precision::kBf16, Recompute::kNone);
+  p.pp = 2;
+  p.schedule = Schedule::kDualPipe;
+  p.virtual_stages = 2;
+  const Status s = check_cuda_executor_supports(small_model(), p);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.message().rfind("schedule dualpipe: the CUDA executor", 0), 0u) << s.message();
+}
+
 TEST(CudaStageModelSupport, RejectsPartitionedActivationCheckpoints) {
   // Runs without a GPU: the CPU executor partitions checkpoints, the CUDA one does not.
   Plan p = plan_for(Precision::kBf16, Recompute::kFull);
