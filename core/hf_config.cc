@@ -212,6 +212,11 @@ Status read_hf_moe(JsonReader& r, ModelSpec& m) {
     m.router_groups = groups;
     m.router_group_topk = group_topk;
   }
+  // Mixtral's, Qwen-MoE's and OLMoE's load-balancing coefficient (Switch's loss). DeepSeek-V3's
+  // aux_loss_alpha weighs a sequence-wise loss (DeepSeek-V3 sec. 2.1.2), another formula: not
+  // read.
+  if (double coef = 0; r.get_double("router_aux_loss_coef", coef, 0.0, 1.0, false))
+    m.router_aux_loss_coef = coef;
   auto contains = [](const std::vector<std::int64_t>& v, std::int64_t x) {
     return std::find(v.begin(), v.end(), x) != v.end();
   };

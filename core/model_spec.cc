@@ -88,6 +88,8 @@ Result<ModelSpec> read_ours(const Json& j, std::string_view source) {
   r.get_int("shared_expert_ffn_size", m.shared_expert_ffn_size, 0, L::kMaxFfn, false);
   r.get_int("router_groups", m.router_groups, 0, L::kMaxExperts, false);
   r.get_int("router_group_topk", m.router_group_topk, 0, L::kMaxExperts, false);
+  if (double coef = 0; r.get_double("router_aux_loss_coef", coef, 0.0, 1.0, false))
+    m.router_aux_loss_coef = coef;
   r.get_int_list("dense_layers", m.dense_layers, 0, L::kMaxLayers - 1, false);
   r.get_int("dense_ffn_hidden_size", m.dense_ffn_hidden_size, 0, L::kMaxFfn, false);
   r.get_int("q_lora_rank", m.q_lora_rank, 0, L::kMaxHidden, false);
@@ -184,6 +186,10 @@ Status validate_model(const ModelSpec& m, std::string_view source) {
   if (m.shared_expert_ffn_size > 0 && !m.is_moe())
     return bad("shared_expert_ffn_size", m.shared_expert_ffn_size, moe_only);
   if (Status st = validate_router_groups(m, where); !st.ok()) return st;
+  if (m.router_aux_loss_coef && !m.is_moe())
+    return Status::Error(where + "field 'router_aux_loss_coef': value " +
+                         std::to_string(*m.router_aux_loss_coef) +
+                         " needs a mixture-of-experts model (num_experts > 1)");
   if (m.dense_ffn_hidden_size < 0 || m.dense_ffn_hidden_size > L::kMaxFfn)
     return bad("dense_ffn_hidden_size", m.dense_ffn_hidden_size, "is out of range");
   if (!m.dense_layers.empty() && !m.is_moe())
@@ -252,6 +258,7 @@ Json model_to_json(const ModelSpec& m) {
   if (m.shared_expert_ffn_size > 0) j["shared_expert_ffn_size"] = m.shared_expert_ffn_size;
   if (m.router_groups > 0) j["router_groups"] = m.router_groups;
   if (m.router_group_topk > 0) j["router_group_topk"] = m.router_group_topk;
+  if (m.router_aux_loss_coef) j["router_aux_loss_coef"] = *m.router_aux_loss_coef;
   if (!m.dense_layers.empty()) j["dense_layers"] = m.dense_layers;
   if (m.dense_ffn_hidden_size > 0) j["dense_ffn_hidden_size"] = m.dense_ffn_hidden_size;
   if (m.q_lora_rank > 0) j["q_lora_rank"] = m.q_lora_rank;

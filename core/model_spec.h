@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,10 @@ struct ModelSpec {
   // them. 0 = no limit.
   std::int64_t router_groups = 0;
   std::int64_t router_group_topk = 0;
+  // The load-balancing loss's coefficient (Switch Transformer's alpha, Fedus et al. 2022 sec.
+  // 2.2; HF config router_aux_loss_coef, Megatron-Core moe_aux_loss_coeff). Only the executor
+  // trains with it; absent: the executor's default (executor/cpu/moe.h).
+  std::optional<double> router_aux_loss_coef;
   // Mixture-of-experts stacks that are not uniform (DeepSeek-V2/V3, Qwen-MoE, Llama 4):
   std::int64_t shared_expert_ffn_size = 0;  // MoE layers: inner width of the shared experts
                                             // every token passes through, all together; 0 = none

@@ -70,6 +70,7 @@ Json step_report_to_json(const StepReport& s) {
   }
   j["ranks"] = ranks;
   if (!s.loss.empty()) j["loss"] = s.loss;
+  if (!s.aux_loss.empty()) j["aux_loss"] = s.aux_loss;
   if (!s.step_times_s.empty()) j["step_times_s"] = s.step_times_s;
   if (s.kind == "measured") j["warmup_steps"] = s.warmup_steps;
   return j;
@@ -106,6 +107,7 @@ Result<StepReport> step_report_from_json(const Json& j, std::string_view source)
   r.accept("bytes_per_group");
   r.accept("ranks");
   r.accept("loss");
+  r.accept("aux_loss");
   r.accept("step_times_s");
   TRAINPLAN_RETURN_IF_ERROR(r.finish());
   auto number_list = [&](const char* key, std::vector<double>& out, double min) -> Status {
@@ -121,6 +123,7 @@ Result<StepReport> step_report_from_json(const Json& j, std::string_view source)
   };
   TRAINPLAN_RETURN_IF_ERROR(number_list("loss", s.loss, std::numeric_limits<double>::lowest()));
   TRAINPLAN_RETURN_IF_ERROR(number_list("step_times_s", s.step_times_s, 0.0));
+  TRAINPLAN_RETURN_IF_ERROR(number_list("aux_loss", s.aux_loss, 0.0));
   if (j.contains("bytes_per_group")) {
     const Json& b = j["bytes_per_group"];
     if (!b.is_object()) return Status::Error(where + ": field 'bytes_per_group': expected an object");

@@ -46,6 +46,7 @@ struct StepReport {
   std::map<std::string, double> bytes_per_group;  // sum over all ranks, per step
   std::vector<RankStep> ranks;
   std::vector<double> loss;          // measured: loss per step
+  std::vector<double> aux_loss;      // measured, MoE models: load-balancing loss per step
   std::vector<double> step_times_s;  // measured: time of every step (incl. warm-up)
   std::int64_t warmup_steps = 0;     // measured: steps excluded from step_time_s
 };

@@ -23,18 +23,13 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
   if (p.recompute == Recompute::kSelectiveOp)
     return no("recompute selective-op (torchtitan's op-level checkpoint; plan and simulate model "
               "it): use none, selective or full");
-  if (m.is_moe() && p.tp != 1)
+  // Megatron-LM asserts the same (arguments.py, validate_args: "When using MoE and tensor
+  // parallelism, sequence parallelism must be used"); the router's TP gradient sum is the
+  // sequence-parallel one (executor/cpu/moe.h).
+  if (m.is_moe() && p.tp > 1 && !p.sequence_parallel)
     return no("tp=" + std::to_string(p.tp) +
-              " with a mixture-of-experts model: its experts are not split over tensor-parallel "
-              "ranks (tp=1 only)");
-  if (m.is_moe() && p.cp != 1)
-    return no("cp=" + std::to_string(p.cp) +
-              " with a mixture-of-experts model: the experts' gradients are not yet summed over "
-              "the context-parallel ranks (cp=1 only)");
-  if (m.is_moe() && p.zero_stage != 0)
-    return no("zero_stage=" + std::to_string(p.zero_stage) +
-              " with a mixture-of-experts model: ZeRO shards of the expert parameters (the "
-              "expert_dp group) are not implemented; use zero_stage 0");
+              " with a mixture-of-experts model without sequence_parallel (Megatron-LM requires "
+              "it too); set \"sequence_parallel\": true or tp 1");
   if (p.ep_overlap)
     return Status::Error("ep_overlap: the executors run each expert all-to-all whole, between "
                          "the kernels around it; plan and simulate model the overlap",
@@ -174,16 +169,21 @@ std::vector<BlockLayout> stage_layouts(const ModelSpec& m, const Plan& p, std::i
           break;
         }
         // The router: one h x num_experts matrix, no bias, whole on every rank (Megatron-Core's
-        // TopKRouter; the cost model's router_params).
-        bl.add(full(L + "router", h, lm.num_experts, kInitStd, 0, true));
+        // TopKRouter; the cost model's router_params). Its weight is marked sequence-parallel,
+        // as Megatron-Core's TopKRouter marks it: its gradient is summed over TP once per step.
+        TensorSlice router = full(L + "router", h, lm.num_experts, kInitStd, 0, true);
+        router.sp_norm = sp;
+        bl.add(router);
         if (lm.shared_expert_ffn_size > 0)
           add_mlp(bl, L + "shared.", lm.shared_expert_ffn_size, t, r, resid_std);
-        // This EP rank's experts: global indices [ep_rank * local, (ep_rank + 1) * local).
+        // This EP rank's experts: global indices [ep_rank * local, (ep_rank + 1) * local), each
+        // split over TP like a dense MLP (the cost model's expert parameters, f / tp wide:
+        // Megatron-Core's expert tensor parallelism equal to tp).
         bl.pad_to(p.zero_shard_ranks());
         bl.b.expert_offset = bl.b.size;
         const std::int64_t local = lm.num_experts / p.ep;
         for (std::int64_t j = 0; j < local; ++j)
-          add_mlp(bl, L + "e" + std::to_string(ep_rank * local + j) + ".", f, 1, 0, resid_std);
+          add_mlp(bl, L + "e" + std::to_string(ep_rank * local + j) + ".", f, t, r, resid_std);
         break;
       }
       case BlockKind::kHead:

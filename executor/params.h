@@ -30,7 +30,8 @@ struct TensorSlice {
   float init_value = 0;
   bool decay = false;                   // AdamW weight decay (matrices only)
   bool tied = false;                    // the tied embedding table (pp > 1 keeps two copies)
-  bool sp_norm = false;                 // a norm in the sequence-parallel region (tp > 1, sp)
+  bool sp_norm = false;                 // a norm (or an MoE router) in the sequence-parallel
+                                        // region (tp > 1, sp): its gradient is summed over TP
   std::int64_t size() const { return rows * cols; }
 };
 

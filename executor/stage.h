@@ -42,11 +42,12 @@ class DpEvents {
 // One block of parameters as the Trainer lays it out for data parallelism.
 struct BlockShape {
   std::int64_t padded = 0;  // layout size rounded up to a multiple of the ZeRO shard ranks
-  std::int64_t shard = 0;   // padded / shard ranks
+  std::int64_t shard = 0;   // the dense part's (all but an MoE layer's experts) / shard ranks
   std::int64_t layer = -1;  // the global layer (trace context), -1 for embedding / head blocks
-  // An MoE layer's experts (BlockLayout's): their offset (-1: none) and padded size; ZeRO 0
-  // sums them over the expert data-parallel group, the rest over dp.
-  std::int64_t expert_offset = -1, expert_size = 0;
+  // An MoE layer's experts (BlockLayout's): their offset (-1: none) and padded size. They are
+  // summed and ZeRO-sharded over the expert data-parallel group (expert_shard each), the rest
+  // over dp (as the cost model's dp_block_tasks).
+  std::int64_t expert_offset = -1, expert_size = 0, expert_shard = 0;
   // Ranges (offset, count), in offset order. `decayed`: the tensors AdamW decays. `tied`,
   // `sp_norm`: positions whose gradient needs another group's sum before the DP reduction (the
   // tied table: embedding group; sequence-parallel norms: tp group). `summed`: tied, then sp_norm.
@@ -106,6 +107,9 @@ class Stage {
   virtual void drop_messages() = 0;
   // The sum of the head's token losses over the step's forwards (host value).
   virtual double loss_sum() = 0;
+  // This rank's share of the step's load-balancing loss (MoE layers; recomputed forwards not
+  // counted); 0 for a backend without MoE.
+  virtual double aux_loss_sum() { return 0; }
 
   // ---- parameters and gradients ----
   // Keeps block b, whose full initial values are `full` (shape.padded), as the plan's ZeRO stage

@@ -56,8 +56,15 @@ void Trainer::init_blocks() {
     b.padded = (l.size + shards - 1) / shards * shards;  // as the cost model's dp_block_tasks pads
     b.shard = b.padded / shards;
     b.layer = l.layer;
-    b.expert_offset = l.expert_offset;
-    b.expert_size = l.expert_size;
+    if (l.expert_offset >= 0) {
+      // An MoE layer pads each part by itself (stage_layouts): the dense part for the dp group,
+      // the experts for the expert data-parallel group (dp / ep x cp ranks).
+      b.padded = l.size;
+      b.shard = l.expert_offset / shards;
+      b.expert_offset = l.expert_offset;
+      b.expert_size = l.expert_size;
+      b.expert_shard = l.expert_size / expert_dp_cp(plan_);
+    }
     // Initialise the full tensors; the backend keeps what this rank holds.
     std::vector<float> full(static_cast<std::size_t>(b.padded), 0.0f);
     for (const TensorSlice& s : l.tensors) {
@@ -214,8 +221,11 @@ Result<double> Trainer::reduce_loss() {
   // The loss lives on the head's stage; its TP ranks hold the same value, so one counts it.
   const bool reporter = stage_ == head_stage(plan_) && comm_.group_rank(CommGroup::kTp) == 0;
   const bool bad = reporter && !std::isfinite(loss_sum);
-  double control[2] = {reporter && !bad ? loss_sum : 0.0, bad ? 1.0 : 0.0};
-  comm_.control_all_reduce(control, 2, ReduceOp::kSum);  // control traffic: not traced
+  // With the load-balancing loss: every rank holding MoE layers adds its share.
+  double control[3] = {reporter && !bad ? loss_sum : 0.0, bad ? 1.0 : 0.0,
+                       stage_model_->aux_loss_sum()};
+  comm_.control_all_reduce(control, 3, ReduceOp::kSum);  // control traffic: not traced
+  aux_loss_ = control[2];
   if (control[1] > 0) {
     double who = bad ? static_cast<double>(comm_.world_rank()) : -1.0;
     comm_.control_all_reduce(&who, 1, ReduceOp::kMax);
@@ -349,6 +359,7 @@ Result<StepResult> Trainer::step(const std::vector<std::int32_t>& batch, StepTra
   r.optimizer_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   r.loss = *loss;
+  r.aux_loss = aux_loss_;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
@@ -358,7 +369,8 @@ Status Trainer::for_each_grad(const std::function<void(const TensorSlice&, std::
   // ZeRO-2/3 keep only the reduced shard; ZeRO-1 over several ranks reduces only its shard in
   // place (the rest of its buffer is this rank's own, unreduced, contribution). The Trainer
   // says when a full gradient exists; the backend reads it.
-  if (plan_.zero_stage >= 2 || (plan_.zero_stage == 1 && plan_.zero_shard_ranks() > 1))
+  const bool sharded = plan_.zero_shard_ranks() > 1 || (model_.is_moe() && expert_dp_cp(plan_) > 1);
+  if (plan_.zero_stage >= 2 || (plan_.zero_stage == 1 && sharded))
     return Status::Error("zero_stage=" + std::to_string(plan_.zero_stage) +
                              ": this rank holds no full reduced gradient; read gradients with "
                              "zero_stage 0, or 1 on one rank",

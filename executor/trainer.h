@@ -44,6 +44,10 @@ struct TrainOptions {
 
 struct StepResult {
   double loss = 0;     // mean token loss over the global batch (the same on every rank)
+  // MoE: the load-balancing loss the step added to the objective, summed over the MoE layers
+  // (each coeff * E * sum_i f_i P_i, averaged over the global batch's micro-batches;
+  // executor/cpu/moe.h); 0 without MoE layers. The same on every rank.
+  double aux_loss = 0;
   double seconds = 0;  // wall time of the step on this rank
   double optimizer_seconds = 0;  // of which the AdamW update (and ZeRO-1/2's all-gather)
   // A backend's own timings (a GPU's events per phase on its compute stream); empty on CPU.
@@ -124,6 +128,7 @@ class Trainer final : private DpEvents {
   std::unique_ptr<Comm> own_comm_;  // the local communicator of a single rank made without one
   Comm& comm_;
   std::int64_t stage_ = 0, dp_rank_ = 0, cp_rank_ = 0, step_ = 0;
+  double aux_loss_ = 0;  // the last step's load-balancing loss (StepResult::aux_loss)
   std::unique_ptr<Stage> stage_model_;
   std::vector<BlockShape> blocks_;
   bool last_micro_batch_ = false;

@@ -422,7 +422,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
               << " ranks (" << c.backend_name() << "), " << s.steps << " steps, "
               << (s.corpus.empty() ? "random tokens" : "corpus of " + std::to_string(s.corpus.size()) + " bytes")
               << std::endl;
-  std::vector<double> losses, times;
+  std::vector<double> losses, times, aux_losses;
   double optimizer_s = 0;
   TraceRecorder recorder;  // the last step's, with --trace
   for (std::int64_t k = 0; k < s.steps; ++k) {
@@ -441,6 +441,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
     }
     losses.push_back(r->loss);
     times.push_back(r->seconds);
+    if (s.model.is_moe()) aux_losses.push_back(r->aux_loss);
     if (!s.dump.empty() && k == 0) {
       TRAINPLAN_CHECK(t.capture_logits(nullptr).ok()) << "the CPU backend captures logits";
       const Status w = write_first_step(s, batch, std::move(first_logits), std::move(first_grads), r->loss);
@@ -449,7 +450,9 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
     if (k >= s.warmup) optimizer_s += r->optimizer_seconds;
     if (rank == 0)
       std::cout << "step " << std::setw(4) << k + 1 << "/" << s.steps << "  loss "
-                << std::fixed << std::setprecision(4) << r->loss << "  time "
+                << std::fixed << std::setprecision(4) << r->loss
+                << (s.model.is_moe() ? "  aux " + std::to_string(r->aux_loss) : std::string())
+                << "  time "
                 << std::setprecision(4) << r->seconds << " s  "
                 << std::setprecision(0) << tokens_per_step / r->seconds << " tokens/s"
                 << std::defaultfloat << std::setprecision(6) << std::endl;
@@ -481,6 +484,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   if (rank == 0) {
     StepReport rep;
     set_measured_steps(rep, s.model, s.plan, times, losses, s.warmup, size, 0.0);
+    rep.aux_loss = aux_losses;
     rep.source = "execute cpu (" + c.backend_name() + ", Eigen float32, " +
                  std::to_string(s.threads) + " thread(s) per rank)";
     rep.cluster = Json{{"device", "cpu"},

@@ -203,7 +203,7 @@ struct ParamBlock {
   // forward and backward.
   bool read_by_head = false;
   std::int64_t tied_params = 0;  // the tied embedding rows on this rank (when tied_copy)
-  // Parameters every TP rank holds whole (norms, MLA's down-projections): with sequence
+  // Parameters every TP rank holds whole (norms, MLA's down-projections, MoE routers): with sequence
   // parallelism each TP rank sees only its tokens' share of their gradient, summed over TP once
   // per step (Megatron-LM's allreduce of `sequence_parallel` parameters' gradients).
   std::int64_t tp_replicated_params = 0;

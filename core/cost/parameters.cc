@@ -79,10 +79,11 @@ std::int64_t layer_expert_params(const ModelSpec& m, const Plan& p) {
                     : 0;
 }
 // Parameters TP replicates and sequence parallelism gives each TP rank only its tokens' share
-// of the gradient for: the block's norms and MLA's down-projections (Megatron-LM marks both
-// `sequence_parallel` and sums their gradients over TP once per step).
+// of the gradient for: the block's norms, MLA's down-projections and an MoE layer's router
+// (Megatron-LM marks all three `sequence_parallel`, the router in Megatron-Core's
+// TopKRouter.reset_parameters, and sums their gradients over TP once per step).
 std::int64_t layer_tp_replicated_params(const ModelSpec& m) {
-  return std::llround(2.0 * norm_params(m) + mla_replicated_params(m));
+  return std::llround(2.0 * norm_params(m) + mla_replicated_params(m) + router_params(m));
 }
 double vocab_rows_per_rank(const ModelSpec& m, std::int64_t t);
 std::int64_t embedding_block_params(const ModelSpec& m, std::int64_t t) {

@@ -21,7 +21,7 @@ class CpuStage final : public Stage, private BlockAccess {
  public:
   CpuStage(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
            DpEvents& events)
-      : plan_(plan), comm_(comm), events_(events), shard_rank_(comm.group_rank(CommGroup::kDp)) {
+      : plan_(plan), comm_(comm), events_(events) {
     BlockAccess& access = *this;
     net_ = std::make_unique<StageModel>(model, plan, stage, comm, access);
     hidden_ = model.hidden_size;
@@ -37,6 +37,7 @@ class CpuStage final : public Stage, private BlockAccess {
     inputs_ = inputs;
     targets_ = targets;
     loss_sum_ = 0;
+    aux_start_ = net_->aux_loss_trained();
   }
   float* receive_buffer() override {
     received_.resize(net_->shape().local_tokens, hidden_);
@@ -62,14 +63,17 @@ class CpuStage final : public Stage, private BlockAccess {
     produced_ = Mat();
   }
   double loss_sum() override { return loss_sum_; }
+  double aux_loss_sum() override { return net_->aux_loss_trained() - aux_start_; }
 
   // ---- parameters and gradients ----
   void init_block(std::size_t i, const BlockShape& shape, std::vector<float> full) override;
   void gather_params(std::size_t i) override {
     Block& b = blocks_[i];
     b.param.resize(static_cast<std::size_t>(b.shape.padded));
-    comm_.all_gather(CommGroup::kDp, b.param_shard.data(), b.param.data(), b.shape.shard,
-                     "zero3_param_all_gather");
+    for (const Part& part : b.parts)
+      comm_.all_gather(part.group, b.param_shard.data() + part.local, b.param.data() + part.offset,
+                       part.shard,
+                       part.expert ? "zero3_expert_param_all_gather" : "zero3_param_all_gather");
   }
   void free_params(std::size_t i) override { Floats().swap(blocks_[i].param); }
   bool has_grad(std::size_t i) const override { return !blocks_[i].grad.empty(); }
@@ -81,14 +85,20 @@ class CpuStage final : public Stage, private BlockAccess {
   }
   void all_reduce_grads(CommGroup g, const std::vector<BlockRange>& rs,
                         std::string_view task) override;
+  // Hybrid sharding sums the dense part only: the experts' group is never split in shard
+  // groups (the cost model's dp_block_tasks).
   void all_reduce_grad_shard(CommGroup g, std::size_t i, std::string_view task) override {
-    comm_.all_reduce(g, shard_grad(blocks_[i]), blocks_[i].shape.shard, ReduceOp::kSum, task);
+    Block& b = blocks_[i];
+    comm_.all_reduce(g, shard_grad(b, b.parts.front()), b.parts.front().shard, ReduceOp::kSum,
+                     task);
   }
   void update(std::size_t i, const AdamW& opt, std::int64_t step) override;
   void all_gather_params(std::size_t i) override {
     Block& b = blocks_[i];
-    comm_.all_gather(CommGroup::kDp, b.param.data() + shard_rank_ * b.shape.shard, b.param.data(),
-                     b.shape.shard, "zero_param_all_gather");  // in place
+    for (const Part& part : b.parts)  // in place
+      comm_.all_gather(part.group, b.param.data() + part.owned(), b.param.data() + part.offset,
+                       part.shard,
+                       part.expert ? "zero_expert_param_all_gather" : "zero_param_all_gather");
   }
   void clear_grads(std::size_t i) override {
     Block& b = blocks_[i];
@@ -124,14 +134,30 @@ class CpuStage final : public Stage, private BlockAccess {
   }
 
  private:
+  // A block's parts as ZeRO shards them (the cost model's dp_block_tasks): the dense part over
+  // the dp group, an MoE layer's experts over the expert data-parallel group (Megatron-Core's
+  // expert data-parallel group, parallel_state.get_expert_data_parallel_group: the distributed
+  // optimizer shards expert parameters over it, the others over the data-parallel group). This
+  // rank's shards of every part sit one after the other in the shard buffers.
+  struct Part {
+    std::int64_t offset = 0;  // the part's first element in the block
+    std::int64_t shard = 0;   // one rank's share of the part
+    std::int64_t rank = 0;    // which share is this rank's
+    std::int64_t local = 0;   // where this rank's share starts in the shard buffers
+    CommGroup group = CommGroup::kDp;
+    bool expert = false;
+    std::int64_t owned() const { return offset + rank * shard; }  // in the block
+  };
   struct Block {
     BlockShape shape;
+    std::vector<Part> parts;          // dense, then experts
+    std::int64_t owned = 0;           // the shards' total: the shard buffers' size
     Floats param;                     // (padded) full; empty while a ZeRO-3 block is released
-    Floats param_shard;               // (shard) ZeRO-3 only
+    Floats param_shard;               // (owned) ZeRO-3 only
     Floats grad;                      // (padded) this rank's accumulated gradient; ZeRO-2/3:
                                       // only between a block's backward and its reduce-scatter
     Floats held;                      // ZeRO-2/3: summed ranges kept between them
-    Floats grad_shard;                // (shard) ZeRO-2/3: reduced gradient of the shard
+    Floats grad_shard;                // (owned) ZeRO-2/3: reduced gradient of the shards
     Floats m, v;                      // AdamW moments over the updated range
   };
 
@@ -144,22 +170,22 @@ class CpuStage final : public Stage, private BlockAccess {
     return blocks_[i].param.data();
   }
   float* grads(std::size_t i) override;
-  // The block's reduced shard of the step's gradient: in place in ZeRO-1's full gradient, in
+  // A part's reduced shard of the step's gradient: in place in ZeRO-1's full gradient, in
   // ZeRO-2/3's shard accumulator.
-  float* shard_grad(Block& b) {
-    return plan_.zero_stage == 1 ? b.grad.data() + shard_rank_ * b.shape.shard
-                                 : b.grad_shard.data();
+  float* shard_grad(Block& b, const Part& part) {
+    return plan_.zero_stage == 1 ? b.grad.data() + part.owned() : b.grad_shard.data() + part.local;
   }
+  std::vector<Part> parts_of(const BlockShape& shape) const;
 
   Plan plan_;
   Comm& comm_;
   DpEvents& events_;
-  std::int64_t shard_rank_ = 0, hidden_ = 0;
+  std::int64_t hidden_ = 0;
   std::unique_ptr<StageModel> net_;
   std::vector<Block> blocks_;
   std::vector<std::int32_t> inputs_, targets_;
   Mat received_, produced_;  // the pass's pipeline messages
-  double loss_sum_ = 0;
+  double loss_sum_ = 0, aux_start_ = 0;
   TraceRecorder* recorder_ = nullptr;
   std::unique_ptr<TraceSpan> span_;
 };
@@ -168,19 +194,22 @@ void CpuStage::init_block(std::size_t i, const BlockShape& shape, std::vector<fl
   TRAINPLAN_CHECK(i == blocks_.size()) << "blocks are initialised in order";
   Block b;
   b.shape = shape;
-  const std::int64_t padded = shape.padded, shard = shape.shard;
+  b.parts = parts_of(shape);
+  for (const Part& part : b.parts) b.owned += part.shard;
+  const std::int64_t padded = shape.padded, owned = b.owned;
   // ZeRO-2/3 hold a block's full gradient only from its backward to its reduce-scatter
   // (grads() allocates it, reduce_scatter_grad frees it); below that, it lives for the step.
   if (plan_.zero_stage < 2) b.grad.assign(static_cast<std::size_t>(padded), 0.0f);
-  const std::int64_t updated = plan_.zero_stage >= 1 ? shard : padded;
+  const std::int64_t updated = plan_.zero_stage >= 1 ? owned : padded;
   b.m.assign(static_cast<std::size_t>(updated), 0.0f);
   b.v.assign(static_cast<std::size_t>(updated), 0.0f);
   // ZeRO-1 reduce-scatters in place into its full gradient; ZeRO-2/3 accumulate each
   // micro-batch's reduced shard, as their full gradient is freed in between.
-  if (plan_.zero_stage >= 2) b.grad_shard.assign(static_cast<std::size_t>(shard), 0.0f);
+  if (plan_.zero_stage >= 2) b.grad_shard.assign(static_cast<std::size_t>(owned), 0.0f);
   if (plan_.zero_stage == 3) {
-    b.param_shard.assign(full.begin() + shard_rank_ * shard,
-                         full.begin() + (shard_rank_ + 1) * shard);
+    for (const Part& part : b.parts)
+      b.param_shard.insert(b.param_shard.end(), full.begin() + part.owned(),
+                           full.begin() + part.owned() + part.shard);
   } else {
     b.param.assign(full.begin(), full.end());
   }
@@ -211,14 +240,39 @@ void CpuStage::hold_summed(std::size_t i) {
   }
 }
 
+std::vector<CpuStage::Part> CpuStage::parts_of(const BlockShape& shape) const {
+  std::vector<Part> parts;
+  Part dense;
+  dense.shard = shape.shard;
+  dense.rank = comm_.group_rank(CommGroup::kDp);
+  parts.push_back(dense);
+  if (shape.expert_offset < 0) return parts;
+  Part experts;
+  experts.offset = shape.expert_offset;
+  experts.shard = shape.expert_shard;
+  experts.rank = comm_.group_rank(CommGroup::kExpertDp);
+  experts.local = dense.shard;
+  experts.group = CommGroup::kExpertDp;
+  experts.expert = true;
+  TRAINPLAN_CHECK(experts.shard * comm_.group_size(CommGroup::kExpertDp) == shape.expert_size)
+      << "the experts' " << shape.expert_size << " elements do not split over the "
+      << comm_.group_size(CommGroup::kExpertDp) << " expert data-parallel ranks";
+  parts.push_back(experts);
+  return parts;
+}
+
 void CpuStage::reduce_scatter_grad(std::size_t i) {
   Block& b = blocks_[i];
-  const std::int64_t n = b.shape.shard;
-  float* shard = b.grad.data() + shard_rank_ * n;  // in place
-  comm_.reduce_scatter(CommGroup::kDp, b.grad.data(), shard, n, "zero_grad_reduce_scatter");
-  if (plan_.zero_stage < 2) return;
-  for (std::int64_t j = 0; j < n; ++j) b.grad_shard[j] += shard[j];
-  Floats().swap(b.grad);  // freed: the next micro-batch allocates it again
+  for (const Part& part : b.parts) {
+    float* shard = b.grad.data() + part.owned();  // in place
+    comm_.reduce_scatter(part.group, b.grad.data() + part.offset, shard, part.shard,
+                         part.expert ? "zero_expert_grad_reduce_scatter"
+                                     : "zero_grad_reduce_scatter");
+    if (plan_.zero_stage < 2) continue;
+    float* into = b.grad_shard.data() + part.local;
+    for (std::int64_t j = 0; j < part.shard; ++j) into[j] += shard[j];
+  }
+  if (plan_.zero_stage >= 2) Floats().swap(b.grad);  // freed: the next micro-batch allocates it
 }
 
 void CpuStage::all_reduce_grads(CommGroup g, const std::vector<BlockRange>& rs,
@@ -239,18 +293,23 @@ void CpuStage::all_reduce_grads(CommGroup g, const std::vector<BlockRange>& rs,
 
 void CpuStage::update(std::size_t i, const AdamW& opt, std::int64_t step) {
   Block& b = blocks_[i];
-  // The updated range [off, off + n) of the block, and its parameters and gradient there.
-  const bool sharded = plan_.zero_stage >= 1;
-  const std::int64_t off = sharded ? shard_rank_ * b.shape.shard : 0;
-  const std::int64_t n = sharded ? b.shape.shard : b.shape.padded;
-  float* p = plan_.zero_stage == 3 ? b.param_shard.data() : b.param.data() + off;
-  const float* g = plan_.zero_stage >= 2 ? b.grad_shard.data() : b.grad.data() + off;
-  for_each_decay_run(b.shape.decayed, off, off + n,
-                     [&](std::int64_t at, std::int64_t count, bool decay) {
-                       const std::int64_t j = at - off;
-                       adamw_update(opt, step, count, p + j, g + j, b.m.data() + j,
-                                    b.v.data() + j, decay);
-                     });
+  // Each updated range [off, off + n) of the block (ZeRO 0: the whole; ZeRO >= 1: this rank's
+  // share of each part), its parameters and gradient there, and its moments from `local`.
+  auto update_range = [&](std::int64_t off, std::int64_t n, std::int64_t local) {
+    float* p = plan_.zero_stage == 3 ? b.param_shard.data() + local : b.param.data() + off;
+    const float* g = plan_.zero_stage >= 2 ? b.grad_shard.data() + local : b.grad.data() + off;
+    for_each_decay_run(b.shape.decayed, off, off + n,
+                       [&](std::int64_t at, std::int64_t count, bool decay) {
+                         const std::int64_t j = at - off;
+                         adamw_update(opt, step, count, p + j, g + j, b.m.data() + local + j,
+                                      b.v.data() + local + j, decay);
+                       });
+  };
+  if (plan_.zero_stage == 0) {
+    update_range(0, b.shape.padded, 0);
+    return;
+  }
+  for (const Part& part : b.parts) update_range(part.owned(), part.shard, part.local);
 }
 
 void CpuStage::for_each_param(const std::function<void(const TensorSlice&, std::int64_t,
@@ -258,15 +317,22 @@ void CpuStage::for_each_param(const std::function<void(const TensorSlice&, std::
   const std::vector<BlockLayout>& layouts = net_->layouts();
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
-    // ZeRO-3 holds its shard only; below that, the whole block.
-    const bool sharded = plan_.zero_stage == 3;
-    const std::int64_t begin = sharded ? shard_rank_ * b.shape.shard : 0;
-    const Floats& values = sharded ? b.param_shard : b.param;
-    for_each_element(layouts[i], begin, begin + static_cast<std::int64_t>(values.size()),
-                     [&](const TensorSlice& t, std::int64_t row, std::int64_t col,
-                         std::int64_t at) {
-                       fn(t, row, col, values[static_cast<std::size_t>(at - begin)]);
-                     });
+    // ZeRO-3 holds its shard of each part only; below that, the whole block.
+    if (plan_.zero_stage != 3) {
+      for_each_element(layouts[i], 0, static_cast<std::int64_t>(b.param.size()),
+                       [&](const TensorSlice& t, std::int64_t row, std::int64_t col,
+                           std::int64_t at) { fn(t, row, col, b.param[static_cast<std::size_t>(at)]); });
+      continue;
+    }
+    for (const Part& part : b.parts) {
+      const std::int64_t begin = part.owned();
+      for_each_element(layouts[i], begin, begin + part.shard,
+                       [&](const TensorSlice& t, std::int64_t row, std::int64_t col,
+                           std::int64_t at) {
+                         fn(t, row, col,
+                            b.param_shard[static_cast<std::size_t>(part.local + at - begin)]);
+                       });
+    }
   }
 }
 

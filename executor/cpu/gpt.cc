@@ -136,12 +136,30 @@ void StageModel::dense_mlp_forward(std::size_t block, const Mat& y2, LayerCache&
   Mat partial;
   linear_forward(c.g, ConstMatMap(P.p[kW2], fr, h), nullptr, partial);
   span.end();
+  mlp_tp_exit(partial, m);
+}
+
+// Megatron's g after the MLP: sum the TP ranks' partial outputs (reduce-scatter them over the
+// tokens with SP).
+void StageModel::mlp_tp_exit(Mat& partial, Mat& m) {
   if (x_.sp) {
     reduce_scatter_tokens(partial, m, "tp_reduce_scatter_mlp");
   } else {
     comm_.all_reduce(CommGroup::kTp, partial.data(), partial.size(), ReduceOp::kSum,
                      "tp_all_reduce_mlp");
     m.swap(partial);
+  }
+}
+
+// The backward of Megatron's f before the MLP: sum the TP ranks' partial input gradients dy
+// into dyl (reduce-scatter them over the tokens with SP).
+void StageModel::mlp_tp_entry_backward(Mat& dy, Mat& dyl) {
+  if (x_.sp) {
+    reduce_scatter_tokens(dy, dyl, "tp_reduce_scatter_mlp_grad");
+  } else {
+    comm_.all_reduce(CommGroup::kTp, dy.data(), dy.size(), ReduceOp::kSum,
+                     "tp_all_reduce_mlp_grad");
+    dyl.swap(dy);
   }
 }
 
@@ -204,7 +222,9 @@ void StageModel::layer_forward(std::size_t block, const Mat& x, LayerCache& c, M
   Mat m;
   const bool moe = layouts_[block].expert_offset >= 0;
   if (moe) {
-    moe_forward(block, *y2, c.moe, m);
+    Mat moe_partial;
+    moe_forward(block, *y2, c.moe, moe_partial);
+    mlp_tp_exit(moe_partial, m);
   } else {
     dense_mlp_forward(block, *y2, c, m);
   }
@@ -252,13 +272,24 @@ void StageModel::dense_mlp_backward(std::size_t block, LayerCache& c, const Mat&
   weight_grad(block, kW1, h, fr, *y2, da, P.g[kB1], "fc1_wgrad");
   span.end();
   da.resize(0, 0);
+  mlp_tp_entry_backward(dy, dyl);
+}
+
+// An MoE layer's MLP backward, between the TP collectives the dense MLP's has: with SP, the
+// output gradient and the norm2 output are gathered (the cost model regathers the input last;
+// here it is gathered first, as the shared experts' weight gradient needs it: the same bytes).
+void StageModel::moe_mlp_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dyl) {
+  Mat dm_gathered, y_gathered, dy;
+  const Mat* dm = &dout;
+  const Mat* y = &c.ln2;
   if (x_.sp) {
-    reduce_scatter_tokens(dy, dyl, "tp_reduce_scatter_mlp_grad");
-  } else {
-    comm_.all_reduce(CommGroup::kTp, dy.data(), dy.size(), ReduceOp::kSum,
-                     "tp_all_reduce_mlp_grad");
-    dyl.swap(dy);
+    gather_tokens(dout, dm_gathered, "tp_all_gather_mlp_grad");
+    gather_tokens(c.ln2, y_gathered, "tp_all_gather_mlp_input");
+    dm = &dm_gathered;
+    y = &y_gathered;
   }
+  moe_backward(block, *y, c.moe, *dm, dy);
+  mlp_tp_entry_backward(dy, dyl);
 }
 
 void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dx) {
@@ -268,7 +299,7 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dou
   TraceSpan span(trace_);
   Mat dyl, gathered, dy;
   if (layouts_[block].expert_offset >= 0) {
-    moe_backward(block, c.ln2, c.moe, dout, dyl);
+    moe_mlp_backward(block, c, dout, dyl);
   } else {
     dense_mlp_backward(block, c, dout, dyl);
   }
@@ -613,7 +644,9 @@ void StageModel::backward(std::int64_t chunk, std::int64_t mb, const Mat* grad_o
     }
     void recompute(std::size_t i, std::size_t b, Mat& x) {
       Mat unused;
+      m.recomputing_ = true;
       m.layer_forward(b, x, s.layers[i], unused);
+      m.recomputing_ = false;
     }
     Mat layer_backward(std::size_t i, std::size_t b, Mat& d) {
       Mat dx;

@@ -71,6 +71,8 @@ class StageModel final : public StageModelBase {
   // The load-balancing losses of the MoE layers' forwards so far (recomputes included), each
   // weighted as its gradient is (moe.h); not part of forward's returned loss.
   double aux_loss_sum() const { return aux_loss_sum_; }
+  // The same without the recomputed forwards: what the objective adds (execute reports it).
+  double aux_loss_trained() const { return aux_loss_trained_; }
   // A hash of the experts every MoE layer chose for every token in the last forward (0 without
   // MoE layers): tests compare routings by it.
   std::uint64_t routing_fingerprint() const { return routing_hash_; }
@@ -87,11 +89,16 @@ class StageModel final : public StageModelBase {
   void layer_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dx);
   void dense_mlp_forward(std::size_t block, const Mat& y2, LayerCache& c, Mat& m);
   void dense_mlp_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dyl);
-  // An MoE layer's MLP (executor/cpu/moe.h) on the norm2 output y: out is the MLP's output;
-  // backward takes its gradient dm and writes y's.
+  void moe_mlp_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dyl);
+  void mlp_tp_exit(Mat& partial, Mat& m);
+  void mlp_tp_entry_backward(Mat& dy, Mat& dyl);
+  // An MoE layer's MLP (executor/cpu/moe.h) on the (gathered) norm2 output y: out is this TP
+  // rank's partial sum of the MLP's output; backward takes its gradient dm and writes this
+  // rank's partial sum of y's.
   void moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& out);
   void moe_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dm, Mat& dy);
   void moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& send);
+  void moe_aux_loss(MoeCache& c);
   void moe_shared_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dm, Mat& dy);
   Mat moe_experts_backward(std::size_t block, MoeCache& c, const Mat& dout_rows);
   void moe_router_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dgates,
@@ -126,7 +133,8 @@ class StageModel final : public StageModelBase {
       in_flight_;  // by (chunk, micro-batch)
   TraceRecorder* trace_ = nullptr;
   float loss_scale_ = 0;
-  double aux_loss_sum_ = 0;
+  double aux_loss_sum_ = 0, aux_loss_trained_ = 0;
+  bool recomputing_ = false;  // in a full recompute's forward
   std::uint64_t routing_hash_ = 0;  // the last forward's (the same every micro-batch): MoE's aux weight
   // A micro-batch's W pass, collected by its B pass (backward_input).
   struct WeightPass {

@@ -81,7 +81,10 @@ void StageModel::moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& se
   const std::int64_t h = model_.hidden_size, E = model_.num_experts,
                      k = model_.experts_per_token, T = y.rows();
   const std::int64_t members = comm_.group_size(CommGroup::kEp), local = E / plan_.ep;
-  c.aux_weight = kDefaultMoeAuxLossCoeff * loss_scale_ * static_cast<float>(x_.tokens);
+  // coeff / micro-batches in the global batch (loss_scale_ is 1 / its tokens).
+  c.aux_weight = static_cast<float>(model_.router_aux_loss_coef.value_or(kDefaultMoeAuxLossCoeff)) *
+                 loss_scale_ *
+                 static_cast<float>(plan_.micro_batch_size * model_.seq_len);
   TraceSpan span(trace_);
   span.begin("router");
   Mat logits;
@@ -111,14 +114,8 @@ void StageModel::moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& se
       send.row(row++) = y.row(pair / k);
     }
   }
-  // The load-balancing loss's value (its gradient is moe_router_backward's).
-  const Eigen::RowVectorXf mean_probs = c.probs.colwise().mean();
-  double aux = 0;
-  for (std::int64_t e = 0; e < E; ++e)
-    aux += static_cast<double>(c.assigned[static_cast<std::size_t>(e)]) /
-           static_cast<double>(T * k) * static_cast<double>(mean_probs[e]);
-  aux_loss_sum_ += static_cast<double>(c.aux_weight) * static_cast<double>(E) * aux;
   span.end();
+  moe_aux_loss(c);
   c.recv_rows = comm_.exchange_counts(CommGroup::kEp, per_expert);
   c.recv_counts.assign(static_cast<std::size_t>(members), 0);
   for (std::int64_t s = 0; s < members; ++s)
@@ -126,12 +123,49 @@ void StageModel::moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& se
       c.recv_counts[static_cast<std::size_t>(s)] += c.recv_rows[static_cast<std::size_t>(s * local + j)] * h;
 }
 
+// The load-balancing loss's value (its gradient is moe_router_backward's), over the micro-batch's
+// whole sequences: with cp > 1 this rank holds 1/cp of each, so the assignment counts f_i are
+// summed over the cp group first and this rank adds its tokens' share of sum_i f_i P_i, which
+// is linear in P (Megatron-Core sums tokens_per_expert over its tp x cp group the same way
+// before switch_load_balancing_loss_func). The counts travel as control traffic, as the
+// dispatch's counts do: the cost model lists no collective for them.
+void StageModel::moe_aux_loss(MoeCache& c) {
+  const std::int64_t E = model_.num_experts, k = model_.experts_per_token;
+  c.aux_tokens = c.probs.rows() * plan_.cp;
+  if (plan_.cp > 1) {
+    const std::int64_t n = comm_.group_size(CommGroup::kCp);
+    std::vector<std::int64_t> mine;
+    for (std::int64_t s = 0; s < n; ++s) mine.insert(mine.end(), c.assigned.begin(), c.assigned.end());
+    const std::vector<std::int64_t> all = comm_.exchange_counts(CommGroup::kCp, mine);
+    for (std::int64_t e = 0; e < E; ++e) {
+      std::int64_t sum = 0;
+      for (std::int64_t s = 0; s < n; ++s) sum += all[static_cast<std::size_t>(s * E + e)];
+      c.assigned[static_cast<std::size_t>(e)] = sum;
+    }
+  }
+  const Eigen::RowVectorXf prob_sums = c.probs.colwise().sum();
+  const auto tokens = static_cast<double>(c.aux_tokens);
+  double aux = 0;
+  for (std::int64_t e = 0; e < E; ++e)
+    aux += static_cast<double>(c.assigned[static_cast<std::size_t>(e)]) /
+           (tokens * static_cast<double>(k)) * static_cast<double>(prob_sums[e]) / tokens;
+  // Every TP rank routes the same tokens: one counts the value.
+  if (comm_.group_rank(CommGroup::kTp) != 0) return;
+  const double value = static_cast<double>(c.aux_weight) * static_cast<double>(E) * aux;
+  aux_loss_sum_ += value;
+  if (!recomputing_) aux_loss_trained_ += value;
+}
+
 void StageModel::moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& out) {
   const BlockLayout& l = layouts_[block];
   const float* p = access_.params(block);
-  const std::int64_t h = model_.hidden_size, f = model_.ffn_hidden_size,
-                     k = model_.experts_per_token, T = y.rows();
+  const std::int64_t h = model_.hidden_size, k = model_.experts_per_token, T = y.rows();
   const bool shared = model_.shared_expert_ffn_size > 0;
+  // With tp > 1 each expert's fc1 is column- and fc2 row-parallel (f / tp each), so this rank's
+  // outputs are partial sums; the row-parallel biases are added on TP rank 0 only, and the
+  // layer's TP sum after the MLP (mlp_tp_exit) completes them.
+  const std::int64_t f = l.tensors[expert_tensor(shared, 0, kExpW1)].cols;
+  const bool bias_rank = comm_.group_rank(CommGroup::kTp) == 0;
   Mat send, recv;
   moe_route(block, y, c, send);
   const ExpertRows rows = expert_rows(comm_, model_, plan_, c);
@@ -154,7 +188,7 @@ void StageModel::moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& 
     gelu_forward(c.a[J], c.g[J]);
     span.begin("expert_fc2");
     Mat o;
-    linear_forward(c.g[J], ConstMatMap(t(kExpW2), f, h), t(kExpB2), o);
+    linear_forward(c.g[J], ConstMatMap(t(kExpW2), f, h), bias_rank ? t(kExpB2) : nullptr, o);
     rows.scatter(j, o, outputs);
   }
   span.end();
@@ -169,7 +203,7 @@ void StageModel::moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& 
     out.row(t) += gate * c.combined.row(c.row_of_pair[static_cast<std::size_t>(pair)]);
   }
   if (shared) {
-    const std::int64_t fs = model_.shared_expert_ffn_size;
+    const std::int64_t fs = l.tensors[kSharedW1].cols;
     span.begin("shared_fc1");
     linear_forward(y, ConstMatMap(p + l.tensors[kSharedW1].offset, h, fs),
                    p + l.tensors[kSharedB1].offset, c.shared_a);
@@ -178,7 +212,7 @@ void StageModel::moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& 
     span.begin("shared_fc2");
     Mat o;
     linear_forward(c.shared_g, ConstMatMap(p + l.tensors[kSharedW2].offset, fs, h),
-                   p + l.tensors[kSharedB2].offset, o);
+                   bias_rank ? p + l.tensors[kSharedB2].offset : nullptr, o);
     out += o;
   }
   span.end();
@@ -190,7 +224,7 @@ void StageModel::moe_shared_backward(std::size_t block, const Mat& y, MoeCache& 
   const BlockLayout& l = layouts_[block];
   const float* p = access_.params(block);
   float* g = access_.grads(block);
-  const std::int64_t h = model_.hidden_size, fs = model_.shared_expert_ffn_size;
+  const std::int64_t h = model_.hidden_size, fs = l.tensors[kSharedW1].cols;
   TraceSpan span(trace_);
   span.begin("shared_fc2_dgrad");
   Mat dg, da;
@@ -214,8 +248,9 @@ Mat StageModel::moe_experts_backward(std::size_t block, MoeCache& c, const Mat& 
   const BlockLayout& l = layouts_[block];
   const float* p = access_.params(block);
   float* grads = access_.grads(block);
-  const std::int64_t h = model_.hidden_size, f = model_.ffn_hidden_size;
   const bool shared = model_.shared_expert_ffn_size > 0;
+  const std::int64_t h = model_.hidden_size,
+                     f = l.tensors[expert_tensor(shared, 0, kExpW1)].cols;  // f / tp
   const ExpertRows rows = expert_rows(comm_, model_, plan_, c);
   Mat dx_rows(dout_rows.rows(), h);
   TraceSpan span(trace_);
@@ -251,13 +286,18 @@ void StageModel::moe_router_backward(std::size_t block, const Mat& y, MoeCache& 
                      k = model_.experts_per_token, T = y.rows();
   TraceSpan span(trace_);
   span.begin("router_dgrad");
-  // Switch's loss coeff * E * sum_i f_i * mean_t(P_ti): d/dP_ti = coeff * E * f_i / T.
+  // Switch's loss coeff * E * sum_i f_i * mean_t(P_ti): d/dP_ti = coeff * E * f_i / T. With
+  // tp > 1 every TP rank routes the same tokens, and the gates' gradients (from partial expert
+  // outputs) and so the router's are partial sums over TP (summed by the layer's
+  // tp_*_mlp_grad and, for the router's weight, the sequence-parallel gradient sum): the
+  // loss's own term is added on TP rank 0 only.
   Mat dprobs = Mat::Zero(T, E);
-  for (std::int64_t e = 0; e < E; ++e) {
+  const auto tokens = static_cast<double>(c.aux_tokens);  // the whole sequences' (cp)
+  for (std::int64_t e = 0; e < E && comm_.group_rank(CommGroup::kTp) == 0; ++e) {
     const double f_e = static_cast<double>(c.assigned[static_cast<std::size_t>(e)]) /
-                       static_cast<double>(T * k);
+                       (tokens * static_cast<double>(k));
     dprobs.col(e).setConstant(static_cast<float>(c.aux_weight * static_cast<double>(E) * f_e /
-                                                 static_cast<double>(T)));
+                                                 tokens));
   }
   for (std::int64_t pair = 0; pair < T * k; ++pair)
     dprobs(pair / k, c.experts[static_cast<std::size_t>(pair)]) += dgates(pair / k, pair % k);

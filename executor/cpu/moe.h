@@ -40,7 +40,9 @@ struct MoeCache {
   Mat probs;                              // (T, E) router softmax
   std::vector<std::int32_t> experts;      // (T, k) chosen experts, best first
   std::vector<std::int64_t> row_of_pair;  // (T*k) row of pair t*k+j in the dispatch buffer
-  std::vector<std::int64_t> assigned;     // (E) token-expert assignments per expert
+  std::vector<std::int64_t> assigned;     // (E) token-expert assignments per expert, over the
+                                          // micro-batch's whole sequences (summed over cp)
+  std::int64_t aux_tokens = 0;            // the tokens they come from (T x cp)
   std::vector<std::int64_t> send_counts, recv_counts;  // floats per EP member
   std::vector<std::int64_t> recv_rows;    // (ep, local experts) rows received per expert
   std::vector<Mat> x, a, g;               // per local expert: input rows, fc1 out, GELU out

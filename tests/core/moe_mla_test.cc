@@ -259,6 +259,45 @@ TEST(ModelSpecMoe, RoundTripsAndChecksTheNewFields) {
   EXPECT_NE(r.status().message().find("kv_lora_rank > 0"), std::string::npos);
 }
 
+// The load-balancing coefficient: optional, written only when given, in [0, 1], MoE only; HF
+// configs give it as router_aux_loss_coef (Mixtral 0.02, Qwen3-MoE 0.001).
+TEST(ModelSpecMoe, RouterAuxLossCoefficient) {
+  const ModelSpec m = small_deepseek();
+  EXPECT_FALSE(m.router_aux_loss_coef.has_value());
+  EXPECT_FALSE(model_to_json(m).contains("router_aux_loss_coef"));
+  Json j = model_to_json(m);
+  j["router_aux_loss_coef"] = 0.02;
+  auto r = load_json(j);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->router_aux_loss_coef, 0.02);
+  EXPECT_EQ(model_to_json(*r)["router_aux_loss_coef"], 0.02);
+  for (const Json& bad : {Json(-0.1), Json(2.0), Json("0.01")}) {
+    j["router_aux_loss_coef"] = bad;
+    r = load_json(j);
+    ASSERT_FALSE(r.ok()) << bad.dump();
+    EXPECT_NE(r.status().message().find("'router_aux_loss_coef'"), std::string::npos)
+        << r.status().message();
+  }
+  j["router_aux_loss_coef"] = 0.01;
+  j["num_experts"] = 1;
+  j["experts_per_token"] = 1;
+  for (const char* moe_only : {"router_groups", "router_group_topk", "shared_expert_ffn_size",
+                               "dense_layers", "dense_ffn_hidden_size"})
+    j.erase(moe_only);
+  r = load_json(j);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("field 'router_aux_loss_coef': value 0.010000 needs a "
+                                      "mixture-of-experts model"),
+            std::string::npos)
+      << r.status().message();
+  auto mixtral = load_hf("mixtral-8x22b-config.json");
+  ASSERT_TRUE(mixtral.ok()) << mixtral.status().message();
+  EXPECT_EQ(mixtral->router_aux_loss_coef, 0.001);
+  auto qwen = load_hf("qwen3-30b-a3b-config.json");
+  ASSERT_TRUE(qwen.ok()) << qwen.status().message();
+  EXPECT_EQ(qwen->router_aux_loss_coef, 0.001);
+}
+
 // --- cost model -----------------------------------------------------------------------------
 
 // Every linear layer's forward GEMM does 2 FLOPs per weight per token, so on one rank (tp = 1)

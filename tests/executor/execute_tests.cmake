@@ -60,7 +60,7 @@ _execute_test(context_parallel_uneven 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT
               "-DREGEX=cp=3: seq_len=64 is not divisible by 2.cp = 6" -DMAX_SECONDS=30
               -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
 # Mixture of experts through the tool: 4 experts over 2 EP ranks writes a report with the ep
-# group's bytes; over tp 2 it is refused naming the field (the experts are not split over tp).
+# group's bytes; over tp 2 without sequence parallelism it is refused naming the field.
 string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/tests/executor/models/tiny-moe.json;--plan;${_plans}/moe_ep2.json;--steps;3;--data;${PROJECT_SOURCE_DIR}/data/kjv-genesis.txt;--out;${_out}/moe_ep2.json")
 _execute_test(moe_ep2 120 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=zero
               "-DREGEX=ep=2 .*wrote .*moe_ep2.json" -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)

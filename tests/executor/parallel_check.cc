@@ -259,6 +259,7 @@ int main(int argc, char** argv) {
   (*comm)->reset_counters();
 
   double worst_loss = 0, worst_weight = 0;
+  std::string worst_weight_at;  // which element
   TraceRecorder trace;
   std::map<CommGroup, std::int64_t> before_last;
   const CommGroup kModelGroups[] = {CommGroup::kTp,        CommGroup::kPp,
@@ -281,6 +282,15 @@ int main(int argc, char** argv) {
     if (rel > kLossTol) {
       ++failures;
       log << "  step " << s + 1 << " loss " << a->loss << " vs reference " << b->loss << "\n";
+    }
+    // MoE: the load-balancing loss the step added, summed over the ranks, as the one rank's.
+    const double aux_rel =
+        b->aux_loss > 0 ? std::abs(a->aux_loss - b->aux_loss) / b->aux_loss : a->aux_loss;
+    worst_loss = std::max(worst_loss, aux_rel);
+    if (aux_rel > kLossTol) {
+      ++failures;
+      log << "  step " << s + 1 << " load-balancing loss " << a->aux_loss << " vs reference "
+          << b->aux_loss << "\n";
     }
   }
   const Trainer& p = **par;
@@ -319,7 +329,10 @@ int main(int argc, char** argv) {
   p.for_each_param([&](const TensorSlice& t, std::int64_t r, std::int64_t c, float v) {
     const float want = reference.at(t.name).at({r, c});
     const double d = std::abs(static_cast<double>(v) - want);
-    worst_weight = std::max(worst_weight, d);
+    if (d > worst_weight) {
+      worst_weight = d;
+      worst_weight_at = t.name + "[" + std::to_string(r) + "," + std::to_string(c) + "]";
+    }
     ++compared;
     if (d > kWeightTol && failures < 20) {
       ++failures;
@@ -364,6 +377,7 @@ int main(int argc, char** argv) {
     if (r != rank) continue;
     std::cout << "rank " << rank << " stage " << p.stage() << ": " << (failures ? "FAIL" : "ok")
               << "  max loss rel diff " << worst_loss << ", max weight abs diff " << worst_weight
+              << " (" << worst_weight_at << ")"
               << " over " << compared << " elements; bytes/" << steps << " steps:" << bytes.str()
               << "\n"
               << log.str() << std::flush;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 
 #include "executor/comm.h"
 #include "executor/data.h"
@@ -47,6 +48,39 @@ TEST(Trainer, SameSeedSameLossesBitForBit) {
     ASSERT_TRUE(x.ok() && y.ok());
     EXPECT_EQ(x->loss, y->loss) << "step " << s;
   }
+}
+
+// MoE: the step reports the load-balancing loss it trained with (none for a dense model), and
+// the model's router_aux_loss_coef scales it (the first step: the same weights and routing).
+TEST(Trainer, ReportsTheLoadBalancingLossScaledByItsCoefficient) {
+  ModelSpec moe = tiny();
+  moe.num_experts = 4;
+  moe.experts_per_token = 2;
+  const auto batch = random_batch(1, 0, 4, 16, 256);
+  auto aux_of = [&](std::optional<double> coef) {
+    ModelSpec m = moe;
+    m.router_aux_loss_coef = coef;
+    auto c = make_local_comm();
+    auto t = make_cpu_trainer(m, one_rank(), {}, *c);
+    EXPECT_TRUE(t.ok()) << t.status().message();
+    auto r = (*t)->step(batch);
+    EXPECT_TRUE(r.ok());
+    return r->aux_loss;
+  };
+  const double fallback = aux_of(std::nullopt), a = aux_of(0.01), b = aux_of(0.03);
+  // Switch's loss is coeff * E * sum_i f_i P_i per layer (coeff with balanced routing), at
+  // most coeff * E; two MoE layers.
+  EXPECT_GT(a, 0.0);
+  EXPECT_LE(a, 2 * 0.01 * 4);
+  EXPECT_DOUBLE_EQ(fallback, a);  // the executor's default is Switch's 1e-2
+  EXPECT_NEAR(b / a, 3.0, 1e-6);
+  EXPECT_EQ(aux_of(0.0), 0.0);
+  auto c = make_local_comm();
+  auto dense = make_cpu_trainer(tiny(), one_rank(), {}, *c);
+  ASSERT_TRUE(dense.ok());
+  auto r = (*dense)->step(batch);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->aux_loss, 0.0);
 }
 
 // The reference check's hooks: before_optimizer runs once per step with the complete

@@ -261,23 +261,31 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
     EXPECT_EQ(s.code(), ExitCode::kInvalidInput);
     EXPECT_EQ(s.message().rfind(c.message_start, 0), 0u) << s.message();
   }
-  // Mixture of experts runs at tp 1 with ZeRO 0 (executor/cpu/moe.h); the rest is refused.
+  // Mixture of experts runs with any ZeRO stage, with cp, and with tp under sequence
+  // parallelism (executor/cpu/moe.h); the rest is refused.
   ModelSpec moe = m;
   moe.num_experts = 4;
   moe.experts_per_token = 2;
   Plan ep = single_plan(Recompute::kNone);
   ep.dp = ep.ep = 2;
   EXPECT_TRUE(check_executor_supports(moe, ep).ok());
+  for (int zero = 1; zero <= 3; ++zero) {
+    Plan z = ep;
+    z.zero_stage = zero;
+    EXPECT_TRUE(check_executor_supports(moe, z).ok()) << "zero_stage " << zero;
+  }
+  Plan tp_sp = ep;
+  tp_sp.tp = 2;
+  tp_sp.sequence_parallel = true;
+  tp_sp.cp = 2;
+  EXPECT_TRUE(check_executor_supports(moe, tp_sp).ok());
   const struct {
     void (*set)(Plan&);
     const char* message_start;
   } moe_cases[] = {
       {[](Plan& p) { p.tp = 2; },
-       "the CPU executor does not support tp=2 with a mixture-of-experts model"},
-      {[](Plan& p) { p.zero_stage = 1; },
-       "the CPU executor does not support zero_stage=1 with a mixture-of-experts model"},
-      {[](Plan& p) { p.cp = 2; },
-       "the CPU executor does not support cp=2 with a mixture-of-experts model"},
+       "the CPU executor does not support tp=2 with a mixture-of-experts model without "
+       "sequence_parallel"},
       {[](Plan& p) { p.ep_overlap = true; }, "ep_overlap: the executors run each expert"},
   };
   for (const auto& c : moe_cases) {
