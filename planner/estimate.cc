@@ -64,7 +64,9 @@ Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan&
         t.tp_s += comm_s;
       } else {  // Plan::tp_comm_overlap: only what the GEMM beside it does not hide
         const double gemm_s = task_time_s(tasks[static_cast<std::size_t>(partner[i])], r);
-        t.tp_s += tp_overlapped_pair_s(comm_s, gemm_s, plan.tp) - gemm_s;
+        const double slowdown =
+            tp_overlap_sm_slowdown(cluster_.gpu.sm_count, partner[i] < static_cast<std::int32_t>(i));
+        t.tp_s += tp_overlapped_pair_s(comm_s, gemm_s, plan.tp, slowdown) - gemm_s;
       }
     } else if (task.group == CommGroup::kEp) {
       t.ep_s += group_time_s(task.collective, task.message_bytes, task.group_size,

@@ -465,7 +465,9 @@ class Builder {
         id = compute(rs, head, m);
         const std::int32_t rs_id = collective(rs, tt.tasks[i + 1], meta);  // what follows waits
         eng_.add_dep(id, rs_id);
-        compute(rs, tt.ns[i] - head, m);
+        // The collective's kernels take SMs from the rest of the GEMM (tp_overlap_sm_slowdown).
+        const double slowdown = tp_overlap_sm_slowdown(cluster_.gpu.sm_count, true);
+        compute(rs, static_cast<TimeNs>(std::llround(static_cast<double>(tt.ns[i] - head) * slowdown)), m);
         rs.wait.push_back(rs_id);
         ++i;
       } else if (t.kind == TaskKind::kComm) {

@@ -178,7 +178,18 @@ std::vector<std::int32_t> tp_overlap_partners(const std::vector<Task>& tasks, co
 // chunk of the GEMM waits, the other (tp-1)/tp of it run beside the collective. The pair takes
 // max(comm_s, gemm_s (tp-1)/tp) + gemm_s / tp: the GEMM's time when the collective is shorter,
 // the collective's plus one chunk when it is longer.
-double tp_overlapped_pair_s(double comm_s, double gemm_s, std::int64_t tp);
+// sm_slowdown (>= 1) stretches the chunks that run beside the collective when the collective's
+// kernels take SMs from the GEMM (tp_overlap_sm_slowdown); 1 when it runs on copy engines.
+double tp_overlapped_pair_s(double comm_s, double gemm_s, std::int64_t tp,
+                            double sm_slowdown = 1.0);
+// Transformer Engine's userbuffers overlap (transformer_engine/pytorch/module/base.py,
+// initialize_ub, get_default_config): the reduce-scatters after a GEMM ("pipeline") and the
+// backward's bulk overlaps run as kernels on num_sm = 16 SMs and, with set_sm_margin, the GEMM
+// beside them launches on the rest; the all-gathers feeding a GEMM ("ring_exchange") go over
+// copy engines and take none. The GEMM beside an SM collective is slowed by sm_count /
+// (sm_count - 16); a partner GEMM after its collective (a ring exchange) by nothing. 1 when the
+// GPU's SM count is unknown (0) or too small.
+double tp_overlap_sm_slowdown(std::int64_t sm_count, bool partner_before_collective);
 
 // Tokens of one micro-batch on one rank: micro_batch_size * seq_len / cp (context parallelism
 // splits each sequence over cp ranks).

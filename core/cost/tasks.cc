@@ -770,9 +770,15 @@ std::vector<std::int32_t> tp_overlap_partners(const std::vector<Task>& tasks, co
   return partner;
 }
 
-double tp_overlapped_pair_s(double comm_s, double gemm_s, std::int64_t tp) {
+double tp_overlapped_pair_s(double comm_s, double gemm_s, std::int64_t tp, double sm_slowdown) {
   const double chunk = gemm_s / d(std::max<std::int64_t>(1, tp));
-  return std::max(comm_s, gemm_s - chunk) + chunk;
+  return std::max(comm_s, (gemm_s - chunk) * sm_slowdown) + chunk;
+}
+
+double tp_overlap_sm_slowdown(std::int64_t sm_count, bool partner_before_collective) {
+  constexpr std::int64_t kUserbufferSms = 16;  // TE's default num_sm for pipeline and bulk
+  if (!partner_before_collective || sm_count <= 2 * kUserbufferSms) return 1.0;
+  return d(sm_count) / d(sm_count - kUserbufferSms);
 }
 
 std::int64_t pipeline_message_bytes(const ModelSpec& m, const Plan& p) {

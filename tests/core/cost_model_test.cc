@@ -883,6 +883,18 @@ TEST(TpCommOverlap, PairTimeBetweenTheGemmAndTheCollectivePlusAChunk) {
     EXPECT_GE(tp_overlapped_pair_s(c, 4.0, 4), std::max(c, 4.0));
 }
 
+// Transformer Engine's SM collectives (reduce-scatters after a GEMM, the backward's bulk
+// overlaps) take 16 SMs from the GEMM beside them; ring-exchange all-gathers take none.
+TEST(TpCommOverlap, SmCollectivesSlowTheGemmBesideThem) {
+  EXPECT_DOUBLE_EQ(tp_overlap_sm_slowdown(132, true), 132.0 / 116.0);  // H100 SXM
+  EXPECT_DOUBLE_EQ(tp_overlap_sm_slowdown(108, true), 108.0 / 92.0);   // A100
+  EXPECT_DOUBLE_EQ(tp_overlap_sm_slowdown(132, false), 1.0);
+  EXPECT_DOUBLE_EQ(tp_overlap_sm_slowdown(0, true), 1.0);  // unknown SM count
+  // The first chunk runs alone at full speed, the other 7 of 8 beside the collective, slowed.
+  EXPECT_DOUBLE_EQ(tp_overlapped_pair_s(0.0, 8.0, 8, 1.5), 7.0 * 1.5 + 1.0);
+  EXPECT_DOUBLE_EQ(tp_overlapped_pair_s(20.0, 8.0, 8, 1.5), 21.0);
+}
+
 TEST(TpCommOverlap, NeedsTpAndSequenceParallelAndRoundTrips) {
   Plan p = plan_of(1, 1, 8, 1, 8);
   p.tp_comm_overlap = true;

@@ -441,8 +441,14 @@ TEST(Simulator, TpCommOverlapHidesCollectivesBehindTheirGemms) {
   EXPECT_EQ(overlapped.report.bytes_per_group, plain.report.bytes_per_group);
   EXPECT_LT(overlapped.report.step_time_s, 0.95 * plain.report.step_time_s);
   EXPECT_GE(overlapped.report.step_time_s, ideal->report.step_time_s);
-  for (std::size_t i = 0; i < overlapped.report.ranks.size(); ++i)
-    EXPECT_NEAR(overlapped.report.ranks[i].compute_s, plain.report.ranks[i].compute_s, 1e-6);
+  // The GEMM chunks beside a reduce-scatter run on the SMs the collective leaves them
+  // (tp_overlap_sm_slowdown): compute grows, by less than the whole compute slowed so.
+  const double slowdown = tp_overlap_sm_slowdown(c.gpu.sm_count, true);
+  ASSERT_GT(slowdown, 1.0);
+  for (std::size_t i = 0; i < overlapped.report.ranks.size(); ++i) {
+    EXPECT_GT(overlapped.report.ranks[i].compute_s, plain.report.ranks[i].compute_s);
+    EXPECT_LT(overlapped.report.ranks[i].compute_s, slowdown * plain.report.ranks[i].compute_s);
+  }
   // Waiting for an overlapped collective's tail is communication, not pipeline bubble
   // (regression: it was counted as bubble, 16.6% for Llama 3 8B at tp=8 without a pipeline).
   EXPECT_LT(plain.report.bubble_fraction, 0.01);

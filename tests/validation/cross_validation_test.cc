@@ -30,9 +30,11 @@ namespace {
 // ZeRO-3 gathers queued after reduce-scatters while it charges the layer policy in full
 // (torchtitan A100 5.6% -> 8.4%), and the folds' constants moved. Memory is ratcheted from then.
 // The same day Megatron-Bridge's scripts read as they run (TP overlap, bf16 gradient reduction)
-// brought it to 11.7% and the p90 to 50.5%: tightened to 11.8% and 51%.
-constexpr double kMedianRatchet = 0.118;
-constexpr double kP90Ratchet = 0.51;
+// brought it to 11.7% and the p90 to 50.5%: tightened to 11.8% and 51%. Then the SMs that
+// Transformer Engine's overlap kernels take from the GEMM beside them: 11.25% and 48.8%,
+// tightened to 11.3% and 49%.
+constexpr double kMedianRatchet = 0.113;
+constexpr double kP90Ratchet = 0.49;
 constexpr double kMemoryMedianRatchet = 0.30;
 
 Json read_json(const std::string& relative) {
