@@ -16,23 +16,9 @@ cd "$(dirname "$0")/../.."
 shm="$(mktemp -d /dev/shm/all_ranks_speed.XXXXXX)"
 trap 'rm -rf "$shm"' EXIT
 summary="$out/summary.md"
-{
-  echo "# simulate --all-ranks: wall time before and after, and where it goes"
-  echo
-  echo "Machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)."
-  echo "Command: bench/scripts/all_ranks_speed.sh $1 $2 $3"
-  echo "Load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)."
-  echo
-  echo "| case | tools | threads | wall s | user s | sys s | peak RSS MB | exit |"
-  echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
-} >"$summary"
-timed() {  # CASE TOOLS THREADS OUTFILE -- command...
-  local name="$1" tools="$2" threads="$3" file="$4"; shift 5
-  /usr/bin/time -f "%e %U %S %M" -o "$out/time.txt" "$@" >"$file" 2>"$file.err"
-  local rc=$?
-  read -r wall user sys rss < <(tail -1 "$out/time.txt")
-  echo "| $name | $tools | $threads | $wall | $user | $sys | $((rss / 1024)) | $rc |" >>"$summary"
-}
+# shellcheck source=bench/scripts/timing.sh
+source bench/scripts/timing.sh
+timing_header "simulate --all-ranks: wall time before and after, and where it goes" bench/scripts/all_ranks_speed.sh "$1" "$2" "$3"
 gpt3_plan="$out/gpt3-512.plan.json"; l70_plan="$out/l70-64.plan.json"
 "$after/tools/plan" --model models/gpt3.json --gpus 512 --emit-plan "$gpt3_plan" --quiet >/dev/null
 "$after/tools/plan" --model models/llama3-70b.json --gpus 64 --emit-plan "$l70_plan" --quiet >/dev/null

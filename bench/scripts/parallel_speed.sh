@@ -11,23 +11,9 @@ if [ $# -ne 3 ]; then echo "usage: $0 BEFORE_BUILD AFTER_BUILD OUT_DIR" >&2; exi
 before="$(cd "$1" && pwd)"; after="$(cd "$2" && pwd)"; out="$(mkdir -p "$3" && cd "$3" && pwd)"
 cd "$(dirname "$0")/../.."
 summary="$out/summary.md"
-{
-  echo "# parallel refinement and --all-ranks: wall time and peak memory"
-  echo
-  echo "Machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)."
-  echo "Command: bench/scripts/parallel_speed.sh $1 $2 $3"
-  echo "Load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)."
-  echo
-  echo "| case | tools | threads | wall s | peak RSS MB | exit |"
-  echo "| --- | --- | --- | --- | --- | --- |"
-} >"$summary"
-timed() {  # CASE TOOLS THREADS OUTFILE -- command...
-  local name="$1" tools="$2" threads="$3" file="$4"; shift 5
-  /usr/bin/time -f "%e %M" -o "$out/time.txt" "$@" >"$file" 2>"$file.err"
-  local rc=$?
-  read -r wall rss < <(tail -1 "$out/time.txt")
-  echo "| $name | $tools | $threads | $wall | $((rss / 1024)) | $rc |" >>"$summary"
-}
+# shellcheck source=bench/scripts/timing.sh
+source bench/scripts/timing.sh
+timing_header "parallel refinement and --all-ranks: wall time and peak memory" bench/scripts/parallel_speed.sh "$1" "$2" "$3"
 # The GPT-3 plan on 512 H100s that `plan` recommends at its default batch (2,048 sequences).
 plan_file="$out/gpt3-512.plan.json"
 "$after/tools/plan" --model models/gpt3.json --gpus 512 --emit-plan "$plan_file" --quiet >/dev/null

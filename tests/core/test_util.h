@@ -1,5 +1,5 @@
-// Shared helpers for tests: load a repo model file by name, or a Hugging Face config fixture
-// of tests/data/hf (see its SOURCES.md).
+// Shared helpers for tests: a GPT-shaped model of a given size, a repo model file by name, or a
+// Hugging Face config fixture of tests/data/hf (see its SOURCES.md).
 #pragma once
 
 #include <fstream>
@@ -12,6 +12,24 @@
 #include "core/model_spec.h"
 
 namespace trainplan::testing {
+
+// A GPT-shaped model of the given size (LayerNorm, GELU, learned positions, biases): the
+// planner's, simulator's and executor's tests build their small models from it.
+inline ModelSpec gpt_model(std::int64_t layers, std::int64_t hidden, std::int64_t heads,
+                           std::int64_t seq = 2048, std::int64_t vocab = 51200) {
+  ModelSpec m;
+  m.name = "test gpt";
+  m.num_layers = layers;
+  m.hidden_size = hidden;
+  m.num_attention_heads = heads;
+  m.num_kv_heads = heads;
+  m.head_dim = hidden / heads;
+  m.ffn_hidden_size = 4 * hidden;
+  m.vocab_size = vocab;
+  m.seq_len = seq;
+  m.max_position_embeddings = seq;
+  return m;
+}
 
 inline ModelSpec load_repo_model(const std::string& name) {
   const std::string path = std::string(TRAINPLAN_SOURCE_DIR) + "/models/" + name;

@@ -21,6 +21,7 @@
 #include "executor/comm.h"
 #include "executor/cpu/cpu_stage.h"
 #include "executor/data.h"
+#include "tests/core/test_util.h"
 
 // glibc's allocator entry points, wrapped by the definitions below: a program's own malloc
 // replaces the C library's for every library it loads (the glibc manual, "Replacing malloc"),
@@ -76,17 +77,8 @@ namespace trainplan::executor {
 namespace {
 
 ModelSpec gpt(int layers, int hidden, int heads, int seq_len) {
-  ModelSpec m;
+  ModelSpec m = testing::gpt_model(layers, hidden, heads, seq_len, /*vocab=*/256);
   m.name = "step allocations";
-  m.num_layers = layers;
-  m.hidden_size = hidden;
-  m.num_attention_heads = heads;
-  m.num_kv_heads = heads;
-  m.head_dim = hidden / heads;
-  m.ffn_hidden_size = 4 * hidden;
-  m.vocab_size = 256;
-  m.seq_len = seq_len;
-  m.max_position_embeddings = seq_len;
   m.dropout = false;
   return m;
 }

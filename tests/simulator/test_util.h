@@ -9,24 +9,9 @@
 #include "core/model_spec.h"
 #include "core/plan.h"
 #include "simulator/simulator.h"
+#include "tests/core/test_util.h"
 
 namespace trainplan::testing {
-
-inline ModelSpec gpt_model(std::int64_t layers, std::int64_t hidden, std::int64_t heads,
-                           std::int64_t seq = 2048, std::int64_t vocab = 51200) {
-  ModelSpec m;
-  m.name = "test gpt";
-  m.num_layers = layers;
-  m.hidden_size = hidden;
-  m.num_attention_heads = heads;
-  m.num_kv_heads = heads;
-  m.head_dim = hidden / heads;
-  m.ffn_hidden_size = 4 * hidden;
-  m.vocab_size = vocab;
-  m.seq_len = seq;
-  m.max_position_embeddings = seq;
-  return m;
-}
 
 inline ModelSpec moe_model() {
   ModelSpec m = gpt_model(8, 1024, 16, 1024, 32000);
