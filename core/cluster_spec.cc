@@ -4,6 +4,7 @@
 #include "core/cluster_spec.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 
 #include "core/units.h"
@@ -151,6 +152,14 @@ std::vector<Preset> presets() {
                    "NVIDIA V100 datasheet (SXM2/SXM3); DGX-2 node"),
                16, 123, 5.75, 15.75, 1536, 256});
   p.back().gpu.peak_bf16_flops_per_s = 0;
+  // The die each part is built on (H800, H200 and the 96 GB part are H100 dies).
+  for (Preset& preset : p) {
+    const std::string_view n = preset.gpu.name;
+    preset.gpu.architecture = n.starts_with("A100")  ? "ampere"
+                              : n.starts_with("B200") ? "blackwell"
+                              : n.starts_with("V100") ? "volta"
+                                                      : "hopper";
+  }
   add_nvme(p);
   return p;
 }
@@ -297,6 +306,9 @@ Result<GpuSpec> gpu_from_json(const Json& j, const std::string& where) {
   r.get_double("gemm_efficiency", g.gemm_efficiency, 0.01, 1.0, false);
   r.get_double("memory_efficiency", g.memory_efficiency, 0.01, 1.0, false);
   r.get_string("source", g.source, false);
+  int arch = 0;
+  if (r.get_choice("architecture", arch, {"ampere", "hopper", "blackwell", "volta"}, false))
+    g.architecture = std::array{"ampere", "hopper", "blackwell", "volta"}[arch];
   TRAINPLAN_RETURN_IF_ERROR(r.finish());
   return g;
 }

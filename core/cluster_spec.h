@@ -27,6 +27,9 @@ struct GpuSpec {
   double hbm_bytes_per_s = 0;           // device memory bandwidth
   double nvlink_bytes_per_s = 0;        // per-GPU unidirectional NVLink line rate
   std::int64_t sm_count = 0;            // streaming multiprocessors (for GEMM wave quantization)
+  // The die's architecture ("ampere", "hopper", "blackwell", "volta"): which published attention
+  // kernel rates apply (core/cost/attention_rates.h). Empty for a custom GPU without a "base".
+  std::string architecture;
   // Fraction of dense peak that a large, well-shaped GEMM reaches (cuBLAS on the part).
   double gemm_efficiency = 0.8;
   // Fraction of HBM bandwidth that the framework's memory-bound kernels reach on average

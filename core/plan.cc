@@ -48,6 +48,15 @@ std::string_view to_string(OffloadDevice o) { return o == OffloadDevice::kCpu ? 
 std::string_view to_string(AttentionImpl a) {
   return a == AttentionImpl::kFused ? "fused" : "unfused";
 }
+std::string_view to_string(AttentionKernel k) {
+  switch (k) {
+    case AttentionKernel::kGeneric: return "generic";
+    case AttentionKernel::kFlash2: return "flash2";
+    case AttentionKernel::kCudnn: return "cudnn";
+    case AttentionKernel::kFlash3: return "flash3";
+  }
+  return "?";
+}
 std::string_view to_string(GradPrecision g) {
   return g == GradPrecision::kCompute ? "compute" : "fp32";
 }
@@ -90,6 +99,8 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
     p.offload_device = static_cast<OffloadDevice>(c);
   if (r.get_choice("attention", c, {"fused", "unfused"}, false))
     p.attention = static_cast<AttentionImpl>(c);
+  if (r.get_choice("attention_kernel", c, {"generic", "flash2", "cudnn", "flash3"}, false))
+    p.attention_kernel = static_cast<AttentionKernel>(c);
   if (r.get_choice("grad_precision", c, {"compute", "fp32"}, false))
     p.grad_precision = static_cast<GradPrecision>(c);
   r.get_bool("fp8", p.fp8, false);
@@ -128,6 +139,8 @@ Json plan_to_json(const Plan& p) {
   if (p.offload_device != OffloadDevice::kCpu)
     j["offload_device"] = std::string(to_string(p.offload_device));
   j["attention"] = std::string(to_string(p.attention));
+  if (p.attention_kernel != AttentionKernel::kGeneric)  // written only when set, as cp
+    j["attention_kernel"] = std::string(to_string(p.attention_kernel));
   j["grad_precision"] = std::string(to_string(p.grad_precision));
   if (p.fp8) j["fp8"] = true;  // written only when used, as cp
   if (p.ep_overlap) j["ep_overlap"] = true;
@@ -154,6 +167,8 @@ std::string describe(const Plan& p) {
   if (p.grad_precision == GradPrecision::kFp32 && p.precision != Precision::kFp32)
     os << " fp32-grads";
   if (p.fp8) os << " fp8";
+  if (p.attention_kernel != AttentionKernel::kGeneric)
+    os << " attention=" << to_string(p.attention_kernel);
   if (p.ep_overlap) os << " ep-overlap";
   if (p.tp_comm_overlap) os << " tp-overlap";
   if (!p.layers_per_stage.empty()) {
@@ -199,6 +214,10 @@ Status validate_plan(const Plan& p) {
   if (p.virtual_stages < 1 || p.virtual_stages > PlanLimits::kMaxVirtualStages)
     return err("virtual_stages=" + std::to_string(p.virtual_stages) + " is out of range [1, " +
                std::to_string(PlanLimits::kMaxVirtualStages) + "]");
+  if (p.attention_kernel != AttentionKernel::kGeneric && p.attention != AttentionImpl::kFused)
+    return err("attention_kernel=" + std::string(to_string(p.attention_kernel)) +
+               " names a fused attention kernel; the plan has attention=" +
+               std::string(to_string(p.attention)));
   if (p.zero_stage < 0 || p.zero_stage > 3)
     return err("zero_stage=" + std::to_string(p.zero_stage) + " must be 0, 1, 2 or 3");
   if (p.dp % p.ep != 0)

@@ -48,6 +48,12 @@ enum class OffloadDevice { kCpu, kNvme };
 // fused: a memory-efficient attention kernel (FlashAttention; no s^2 tensor kept). unfused:
 // scores, softmax and dropout materialised (Megatron-LM 2021).
 enum class AttentionImpl { kFused, kUnfused };
+// Which fused attention kernel runs, where it matters to the time: generic (the default) times
+// it at DeviceRates::attention_efficiency of the GEMM rate; flash2, cudnn and flash3 take the
+// kernel's published rates on the GPU's architecture (core/cost/attention_rates.h), so a plan
+// can say what its framework runs (Transformer Engine picks cuDNN on Hopper, PyTorch's SDPA
+// FlashAttention-2). Needs attention=fused.
+enum class AttentionKernel { kGeneric, kFlash2, kCudnn, kFlash3 };
 // The gradients' precision. compute: as the weights (ZeRO's accounting, Rajbhandari et al. 2019
 // sec. 3.1: 2 + 2 + 12 bytes per parameter with mixed-precision Adam). fp32: gradients
 // accumulated over micro-batches and reduced over data parallelism in fp32, as Megatron-LM does
@@ -61,6 +67,7 @@ std::string_view to_string(Optimizer o);
 std::string_view to_string(Offload o);
 std::string_view to_string(OffloadDevice o);
 std::string_view to_string(AttentionImpl a);
+std::string_view to_string(AttentionKernel k);
 std::string_view to_string(GradPrecision g);
 
 struct Plan {
@@ -106,6 +113,7 @@ struct Plan {
   Offload offload = Offload::kNone;
   OffloadDevice offload_device = OffloadDevice::kCpu;  // where offloaded states live
   AttentionImpl attention = AttentionImpl::kFused;
+  AttentionKernel attention_kernel = AttentionKernel::kGeneric;
   GradPrecision grad_precision = GradPrecision::kCompute;
   // FP8 training (Micikevicius et al. 2022, arXiv:2209.05433; Transformer Engine, torchao
   // float8): the transformer layers' linear GEMMs take FP8 operands, scaled per tensor, at the

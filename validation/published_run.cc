@@ -521,8 +521,10 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   const Json* measured = r.get_object("measured", false);
   int precision = -1;
   r.get_choice("precision", precision, {"bf16", "fp16", "fp32", "fp8"}, false);
-  int attention = -1;
+  int attention = -1, attention_kernel = -1;
   r.get_choice("attention", attention, {"fused", "unfused"}, false);
+  r.get_choice("attention_kernel", attention_kernel, {"generic", "flash2", "cudnn", "flash3"},
+               false);
   int grads = -1;
   r.get_choice("grad_precision", grads, {"compute", "fp32"}, false);
   r.accept("confidence");
@@ -577,6 +579,11 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
                                    : "unfused (source dated before FlashAttention entered "
                                      "Megatron-LM and PyTorch, early 2023)"));
   }
+  // The attention kernel is read when the entry names it, and otherwise left generic: the
+  // frameworks' defaults (Transformer Engine: cuDNN on Hopper; torchtitan's PyTorch:
+  // FlashAttention-2) were tried as the reader's defaults and did not hold across families
+  // (bench/results/published-2026-11-25b/NOTES.md, "Attention kernel rates").
+  if (attention_kernel >= 0) p.attention_kernel = static_cast<AttentionKernel>(attention_kernel);
   const auto sp = parallel->find("sequence_parallel");
   if ((sp == parallel->end() || sp->is_null()) && p.tp > 1) {
     // Sequence parallelism (Korthikanti et al., arXiv:2205.05198) is what TP runs published

@@ -1,9 +1,11 @@
-// Task times; see compute_model.h. Tested by tests/core/compute_model_test.cc.
+// Task times; see compute_model.h. Tested by tests/core/cost_model_test.cc (task times) and
+// tests/core/attention_rates_test.cc (named attention kernels).
 #include "core/cost/compute_model.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "core/cost/attention_rates.h"
 #include "core/units.h"
 
 namespace trainplan {
@@ -39,6 +41,22 @@ double gemm_shape_efficiency(const DeviceRates& r, std::int64_t m, std::int64_t 
   return std::max(1e-6, wave_eff * pad_eff * k_eff);
 }
 
+namespace {
+// A fused attention kernel's rate: the named kernel's published rate over the task's key length
+// (its n), scaled from the measured part's peak to this one's; else the generic model, a
+// fraction of the GEMM rate with the GEMM's shape efficiency.
+double attention_flops_per_s(const Task& t, const DeviceRates& r) {
+  if (r.attention_kernel != AttentionKernel::kGeneric) {
+    const auto rate = attention_kernel_rate(r.architecture, r.attention_kernel, t.backward, t.n);
+    TRAINPLAN_CHECK(rate.has_value()) << "task " << t.name << ": no published rate for "
+                                      << to_string(r.attention_kernel) << " (plan_rates checks)";
+    return rate->flops_per_s * r.peak_flops_per_s / rate->measured_peak_flops_per_s;
+  }
+  return r.peak_flops_per_s * r.gemm_efficiency * r.attention_efficiency *
+         gemm_shape_efficiency(r, t.m, t.n, t.k, t.batch);
+}
+}  // namespace
+
 double task_time_s(const Task& t, const DeviceRates& r) {
   double compute = 0.0;
   switch (t.kind) {
@@ -53,9 +71,7 @@ double task_time_s(const Task& t, const DeviceRates& r) {
       break;
     }
     case TaskKind::kAttention:
-      compute = t.executed_flops /
-                (r.peak_flops_per_s * r.gemm_efficiency * r.attention_efficiency *
-                 gemm_shape_efficiency(r, t.m, t.n, t.k, t.batch));
+      compute = t.executed_flops / attention_flops_per_s(t, r);
       break;
   }
   const double eff = t.kind == TaskKind::kMemory ? memory_efficiency_of(r, t.memory_kernel)
@@ -171,6 +187,23 @@ Result<DeviceRates> plan_rates(const Plan& plan, const GpuSpec& gpu,
                          ExitCode::kInfeasible);
   DeviceRates r = hardware ? hardware->rates : device_rates(gpu, plan.precision);
   if (r.fp8_peak_flops_per_s <= 0) r.fp8_peak_flops_per_s = gpu.peak_fp8_flops_per_s;
+  if (plan.attention_kernel != AttentionKernel::kGeneric) {
+    const std::string kernel(to_string(plan.attention_kernel));
+    if (hardware)
+      return Status::Error("attention_kernel=" + kernel + ": a measured hardware profile ('" +
+                               hardware->device + "') times attention at its own fitted rate; "
+                               "use attention_kernel=generic with --hardware",
+                           ExitCode::kInfeasible);
+    if (!attention_kernel_rate(gpu.architecture, plan.attention_kernel, false, 4096))
+      return Status::Error("attention_kernel=" + kernel + ": no published " + kernel +
+                               " rates for " + gpu.name + " (architecture '" +
+                               (gpu.architecture.empty() ? "unknown" : gpu.architecture) +
+                               "'); published rates exist for hopper (H100, H800, H200); use "
+                               "attention_kernel=generic",
+                           ExitCode::kInfeasible);
+    r.attention_kernel = plan.attention_kernel;
+    r.architecture = gpu.architecture;
+  }
   if (plan.fp8 && r.fp8_peak_flops_per_s <= 0)
     return Status::Error("fp8: " + (hardware ? "the hardware profile of '" + hardware->device + "'"
                                              : gpu.name) +

@@ -34,6 +34,11 @@ struct DeviceRates {
   // memory_efficiency. `calibrate` measures them; the GPU presets leave them at 0.
   std::array<double, kMemoryKernelCount> memory_kernel_efficiency{};
   double attention_efficiency = 0.6;  // fused attention kernel, fraction of gemm rate
+  // A named attention kernel (Plan::attention_kernel) on a GPU architecture with published
+  // rates for it: fused attention is timed at those (attention_rates.h), scaled by this part's
+  // peak against the measured part's. kGeneric: attention_efficiency applies.
+  AttentionKernel attention_kernel = AttentionKernel::kGeneric;
+  std::string architecture;
   std::int64_t sm_count = 1;       // parallel units for wave quantization
   double tile_m = 128, tile_n = 128;
   double k_half = 64;              // k at which a GEMM reaches half its k-limited efficiency

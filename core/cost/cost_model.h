@@ -123,6 +123,7 @@ struct Task {
   double transcendentals = 0;
   MemoryKernel memory_kernel = MemoryKernel::kElementwise;  // for kMemory tasks
   bool fp8 = false;  // a GEMM on FP8 operands, timed at the FP8 rate (Plan::fp8)
+  bool backward = false;  // a fused attention kernel's backward (attention_rates.h)
   // Collectives: which group, which collective, message size (nccl-tests' S).
   Collective collective = Collective::kAllReduce;
   CommGroup group = CommGroup::kTp;

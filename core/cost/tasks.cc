@@ -536,6 +536,7 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
     // i.e. 2.5x the forward's executed FLOPs (Dao 2023, sec. 3.1).
     Task a = find_task(fwd, "attention");
     a.name = "attention_bwd";
+    a.backward = true;
     a.flops = 2.0 * a.flops;
     a.executed_flops = 2.5 * a.executed_flops;
     a.bytes = 2.0 * a.bytes;

@@ -746,6 +746,29 @@ TEST(PlanLoader, ContextParallelRoundTripsAndDefaultsToOne) {
                         {"p.json", "tp*cp*pp*dp = 2*16777216*2*2", "exceeds"}));
 }
 
+TEST(PlanLoader, AttentionKernelRoundTripsAndNeedsFusedAttention) {
+  auto generic = plan_from_json(basic_plan(), "p.json");
+  ASSERT_TRUE(generic.ok()) << generic.status().message();
+  EXPECT_EQ(generic->attention_kernel, AttentionKernel::kGeneric);
+  EXPECT_FALSE(plan_to_json(*generic).contains("attention_kernel"));  // plans keep their JSON
+  Json j = basic_plan();
+  j["attention_kernel"] = "flash2";
+  auto fa2 = plan_from_json(j, "p.json");
+  ASSERT_TRUE(fa2.ok()) << fa2.status().message();
+  EXPECT_EQ(fa2->attention_kernel, AttentionKernel::kFlash2);
+  EXPECT_EQ(plan_to_json(*fa2).at("attention_kernel"), "flash2");
+  EXPECT_NE(describe(*fa2).find(" attention=flash2"), std::string::npos) << describe(*fa2);
+  auto back = plan_from_json(plan_to_json(*fa2), "again");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(plan_to_json(*back), plan_to_json(*fa2));
+  j["attention_kernel"] = "xformers";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "attention_kernel", "xformers"}));
+  j["attention_kernel"] = "cudnn";
+  j["attention"] = "unfused";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
+                        {"p.json", "attention_kernel=cudnn", "attention=unfused"}));
+}
+
 TEST(PlanChecks, ContextParallelAgainstModelAndWorld) {
   ModelSpec m = *model_from_json(tiny_model(), "m.json");  // seq_len 64
   Plan p;

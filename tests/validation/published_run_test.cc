@@ -133,6 +133,23 @@ TEST(PublishedRun, AttentionFromTheFieldTheNotesOrTheDate) {
   EXPECT_EQ(map_ok(e).plan.attention, AttentionImpl::kFused);
 }
 
+// The fused attention kernel: generic unless the entry names one; a bad name is refused naming
+// the field.
+TEST(PublishedRun, AttentionKernelOnlyWhenTheEntryNamesIt) {
+  Json e = llama_entry();
+  e["family"] = Json::parse(R"({"source": "s", "framework": "torchtitan", "gpu_generation": "H100"})");
+  EXPECT_EQ(map_ok(e).plan.attention_kernel, AttentionKernel::kGeneric);
+  e["attention_kernel"] = "flash2";
+  EXPECT_EQ(map_ok(e).plan.attention_kernel, AttentionKernel::kFlash2);
+  e["attention_kernel"] = "sdpa";
+  EXPECT_NE(map_error(e).find("attention_kernel"), std::string::npos);
+  // Named on a GPU without published rates: refused when the run is mapped, naming the GPU.
+  e["attention_kernel"] = "cudnn";
+  e["hardware"]["gpu"] = "A100-SXM4-80GB";
+  EXPECT_NE(map_error(e).find("attention_kernel=cudnn: no published cudnn rates for A100-80GB"),
+            std::string::npos);
+}
+
 // TP runs that do not say whether they used sequence parallelism: those published from 2023
 // on are taken to (Megatron-Core/NeMo recipes, torchtitan, MegaScale), earlier ones not; the
 // field, when given, is used as it is.

@@ -1,0 +1,38 @@
+// Published rates of fused attention kernels, by kernel, direction and sequence length, for the
+// architectures where they are published. The cost model times a fused attention task at these
+// rates when the plan names its kernel (Plan::attention_kernel); otherwise at the generic
+// DeviceRates::attention_efficiency.
+//
+// Hopper (H100 SXM5, bf16, head dim 128): Shah et al. 2024, "FlashAttention-3", arXiv:2407.08608,
+// Fig. 5 (forward, causal) and Fig. 6 (backward, non-causal), bars for FlashAttention-2, cuDNN
+// and FlashAttention-3 at sequence lengths 512 to 16k, batch x sequence = 16k tokens and 16
+// heads. The FLOP convention is the one the cost model's attention tasks use: 4*b*s^2*h*d per
+// forward, halved for causal, times 2.5 for the backward (flash-attention's
+// benchmarks/benchmark_flash_attention.py, `flops`).
+//
+// Tested by tests/core/attention_rates_test.cc.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "core/plan.h"
+
+namespace trainplan {
+
+// The sustained FLOP rate of a causal attention kernel's forward or backward over key sequences
+// of `seq_len` tokens, on the part it was measured on (`measured_peak_flops_per_s`, for scaling
+// to a part of the same die with another clock). Between published lengths the rate is
+// interpolated on log2(seq_len); beyond them it stays at the end value (the rates flatten by
+// 8k-16k in the published figures). nullopt where the kernel has no published rates on
+// `architecture` (then the generic model applies), and for AttentionKernel::kGeneric.
+struct AttentionKernelRate {
+  double flops_per_s = 0;
+  double measured_peak_flops_per_s = 0;  // dense bf16 peak of the part it was measured on
+};
+std::optional<AttentionKernelRate> attention_kernel_rate(std::string_view architecture,
+                                                         AttentionKernel kernel, bool backward,
+                                                         std::int64_t seq_len);
+
+}  // namespace trainplan

@@ -1,0 +1,138 @@
+// Published attention kernel rates (core/cost/attention_rates.h) and how the cost model times a
+// fused attention task with them: the paper's bars, interpolation, the causal backward, scaling
+// to another part's peak, the plan field and every refusal.
+#include "core/cost/attention_rates.h"
+
+#include <gtest/gtest.h>
+
+#include "core/cluster_spec.h"
+#include "core/cost/compute_model.h"
+#include "core/cost/cost_model.h"
+#include "core/units.h"
+#include "tests/core/test_util.h"
+
+namespace trainplan {
+namespace {
+
+double tflops(AttentionKernel k, bool backward, std::int64_t seq) {
+  const auto r = attention_kernel_rate("hopper", k, backward, seq);
+  EXPECT_TRUE(r.has_value());
+  return r ? r->flops_per_s / kTFLOP : 0.0;
+}
+
+TEST(AttentionRates, ForwardIsThePapersCausalBar) {
+  // arXiv:2407.08608 Fig. 5, head dim 128, causal: FA2 333, cuDNN 529, FA3 602 at 8k.
+  EXPECT_DOUBLE_EQ(tflops(AttentionKernel::kFlash2, false, 8192), 333);
+  EXPECT_DOUBLE_EQ(tflops(AttentionKernel::kCudnn, false, 8192), 529);
+  EXPECT_DOUBLE_EQ(tflops(AttentionKernel::kFlash3, false, 8192), 602);
+  EXPECT_DOUBLE_EQ(attention_kernel_rate("hopper", AttentionKernel::kFlash2, false, 512)
+                       ->measured_peak_flops_per_s,
+                   989.4 * kTFLOP);
+}
+
+TEST(AttentionRates, InterpolatesOnLogLengthAndHoldsTheEnds) {
+  // Halfway between 2k (298) and 4k (319) in log2: 2896 tokens.
+  EXPECT_NEAR(tflops(AttentionKernel::kFlash2, false, 2896), (298 + 319) / 2.0, 0.1);
+  EXPECT_DOUBLE_EQ(tflops(AttentionKernel::kFlash2, false, 128), 191);
+  EXPECT_DOUBLE_EQ(tflops(AttentionKernel::kFlash2, false, 1 << 20), 335);
+}
+
+TEST(AttentionRates, CausalBackwardScalesTheUnmaskedBarByTheForwardsRatio) {
+  // Fig. 6 (no mask) FA2 318 at 8k, times Fig. 5's causal/unmasked 333/370.
+  EXPECT_NEAR(tflops(AttentionKernel::kFlash2, true, 8192), 318.0 * 333.0 / 370.0, 1e-9);
+  EXPECT_NEAR(tflops(AttentionKernel::kCudnn, true, 4096), 499.0 * 518.0 / 609.0, 1e-9);
+}
+
+TEST(AttentionRates, NoneOutsideHopperOrForTheGenericModel) {
+  EXPECT_FALSE(attention_kernel_rate("ampere", AttentionKernel::kFlash2, false, 4096));
+  EXPECT_FALSE(attention_kernel_rate("", AttentionKernel::kCudnn, false, 4096));
+  EXPECT_FALSE(attention_kernel_rate("hopper", AttentionKernel::kGeneric, false, 4096));
+}
+
+// The fused attention tasks of a Llama-like layer at 8k, on one GPU.
+struct AttentionCase {
+  ModelSpec model = testing::gpt_model(2, 4096, 32, 8192, 32000);
+  Plan plan;
+  AttentionCase() {
+    plan.micro_batch_size = 1;
+    plan.global_batch_size = 1;
+  }
+};
+
+const Task& task_named(const std::vector<Task>& tasks, std::string_view name) {
+  for (const Task& t : tasks)
+    if (t.name == name) return t;
+  ADD_FAILURE() << "no task " << name;
+  return tasks.front();
+}
+
+TEST(AttentionRates, TaskTimeIsExecutedFlopsAtTheScaledRate) {
+  AttentionCase c;
+  c.plan.attention_kernel = AttentionKernel::kFlash2;
+  auto gpu = gpu_preset("H100-96GB");
+  ASSERT_TRUE(gpu.ok());
+  auto rates = plan_rates(c.plan, *gpu, std::nullopt);
+  ASSERT_TRUE(rates.ok()) << rates.status().message();
+  const Task& fwd = task_named(layer_forward_tasks(c.model, c.plan), "attention");
+  const Task& bwd = task_named(layer_backward_tasks(c.model, c.plan), "attention_bwd");
+  EXPECT_FALSE(fwd.backward);
+  EXPECT_TRUE(bwd.backward);
+  // The 96 GB part's 912.2 TFLOP/s against the measured SXM5's 989.4.
+  const double scale = 912.2 / 989.4;
+  EXPECT_NEAR(task_time_s(fwd, *rates) - rates->kernel_overhead_s,
+              fwd.executed_flops / (333.0 * kTFLOP * scale), 1e-12);
+  EXPECT_NEAR(task_time_s(bwd, *rates) - rates->kernel_overhead_s,
+              bwd.executed_flops / (318.0 * 333.0 / 370.0 * kTFLOP * scale), 1e-12);
+  // The generic model is unchanged by the field's existence.
+  c.plan.attention_kernel = AttentionKernel::kGeneric;
+  auto generic = plan_rates(c.plan, *gpu, std::nullopt);
+  ASSERT_TRUE(generic.ok());
+  const double generic_rate = generic->peak_flops_per_s * generic->gemm_efficiency *
+                              generic->attention_efficiency *
+                              gemm_shape_efficiency(*generic, fwd.m, fwd.n, fwd.k, fwd.batch);
+  EXPECT_NEAR(task_time_s(fwd, *generic) - generic->kernel_overhead_s,
+              fwd.executed_flops / generic_rate, 1e-12);
+}
+
+TEST(AttentionRates, PlanRatesRefusesAKernelWithoutPublishedRates) {
+  AttentionCase c;
+  c.plan.attention_kernel = AttentionKernel::kFlash3;
+  auto a100 = gpu_preset("A100-80GB");
+  ASSERT_TRUE(a100.ok());
+  auto r = plan_rates(c.plan, *a100, std::nullopt);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("attention_kernel=flash3"), std::string::npos);
+  EXPECT_NE(r.status().message().find("A100-80GB (architecture 'ampere')"), std::string::npos);
+  // A custom GPU without a base preset has no architecture.
+  GpuSpec custom = *a100;
+  custom.name = "mine";
+  custom.architecture.clear();
+  r = plan_rates(c.plan, custom, std::nullopt);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("architecture 'unknown'"), std::string::npos);
+}
+
+TEST(AttentionRates, PlanRatesRefusesAKernelWithAMeasuredProfile) {
+  AttentionCase c;
+  c.plan.attention_kernel = AttentionKernel::kCudnn;
+  auto h100 = gpu_preset("H100-80GB");
+  ASSERT_TRUE(h100.ok());
+  HardwareProfile profile;
+  profile.device = "cpu: test";
+  profile.rates = device_rates(*h100, Precision::kBf16);
+  auto r = plan_rates(c.plan, *h100, profile);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("attention_kernel=cudnn: a measured hardware profile"),
+            std::string::npos);
+}
+
+TEST(AttentionRates, PresetsKnowTheirDie) {
+  for (const char* hopper : {"H100-80GB", "H800-80GB", "H100-96GB", "H200-141GB"})
+    EXPECT_EQ(gpu_preset(hopper)->architecture, "hopper") << hopper;
+  EXPECT_EQ(gpu_preset("A100-40GB")->architecture, "ampere");
+  EXPECT_EQ(gpu_preset("B200-192GB")->architecture, "blackwell");
+  EXPECT_EQ(gpu_preset("V100-32GB")->architecture, "volta");
+}
+
+}  // namespace
+}  // namespace trainplan
