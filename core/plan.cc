@@ -57,6 +57,9 @@ std::string_view to_string(AttentionKernel k) {
   }
   return "?";
 }
+std::string_view to_string(CrossEntropy c) {
+  return c == CrossEntropy::kFused ? "fused" : "unfused";
+}
 std::string_view to_string(GradPrecision g) {
   return g == GradPrecision::kCompute ? "compute" : "fp32";
 }
@@ -101,6 +104,8 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
     p.attention = static_cast<AttentionImpl>(c);
   if (r.get_choice("attention_kernel", c, {"generic", "flash2", "cudnn", "flash3"}, false))
     p.attention_kernel = static_cast<AttentionKernel>(c);
+  if (r.get_choice("cross_entropy", c, {"fused", "unfused"}, false))
+    p.cross_entropy = static_cast<CrossEntropy>(c);
   if (r.get_choice("grad_precision", c, {"compute", "fp32"}, false))
     p.grad_precision = static_cast<GradPrecision>(c);
   r.get_bool("fp8", p.fp8, false);
@@ -141,6 +146,8 @@ Json plan_to_json(const Plan& p) {
   j["attention"] = std::string(to_string(p.attention));
   if (p.attention_kernel != AttentionKernel::kGeneric)  // written only when set, as cp
     j["attention_kernel"] = std::string(to_string(p.attention_kernel));
+  if (p.cross_entropy != CrossEntropy::kFused)  // written only when set, as cp
+    j["cross_entropy"] = std::string(to_string(p.cross_entropy));
   j["grad_precision"] = std::string(to_string(p.grad_precision));
   if (p.fp8) j["fp8"] = true;  // written only when used, as cp
   if (p.ep_overlap) j["ep_overlap"] = true;
@@ -169,6 +176,7 @@ std::string describe(const Plan& p) {
   if (p.fp8) os << " fp8";
   if (p.attention_kernel != AttentionKernel::kGeneric)
     os << " attention=" << to_string(p.attention_kernel);
+  if (p.cross_entropy == CrossEntropy::kUnfused) os << " unfused-ce";
   if (p.ep_overlap) os << " ep-overlap";
   if (p.tp_comm_overlap) os << " tp-overlap";
   if (!p.layers_per_stage.empty()) {

@@ -54,6 +54,13 @@ enum class AttentionImpl { kFused, kUnfused };
 // can say what its framework runs (Transformer Engine picks cuDNN on Hopper, PyTorch's SDPA
 // FlashAttention-2). Needs attention=fused.
 enum class AttentionKernel { kGeneric, kFlash2, kCudnn, kFlash3 };
+// The loss over the vocabulary. fused: one kernel over fp32 logits that keeps its softmax for the
+// backward (Megatron-LM's vocab-parallel cross-entropy; 4 bytes per logit, Korthikanti et al.
+// 2022 sec. 4.3). unfused: PyTorch's eager F.cross_entropy(logits.float(), ...), as torchtitan
+// ran it (train.py loss_fn; compiled only from torchtitan commit bbb1b616, April 2025): an fp32
+// copy, the log-softmax output kept for the backward, and in the backward the dense gradient of
+// the log-probabilities and of the logits beside it, 12 bytes per logit at once.
+enum class CrossEntropy { kFused, kUnfused };
 // The gradients' precision. compute: as the weights (ZeRO's accounting, Rajbhandari et al. 2019
 // sec. 3.1: 2 + 2 + 12 bytes per parameter with mixed-precision Adam). fp32: gradients
 // accumulated over micro-batches and reduced over data parallelism in fp32, as Megatron-LM does
@@ -68,6 +75,7 @@ std::string_view to_string(Offload o);
 std::string_view to_string(OffloadDevice o);
 std::string_view to_string(AttentionImpl a);
 std::string_view to_string(AttentionKernel k);
+std::string_view to_string(CrossEntropy c);
 std::string_view to_string(GradPrecision g);
 
 struct Plan {
@@ -114,6 +122,7 @@ struct Plan {
   OffloadDevice offload_device = OffloadDevice::kCpu;  // where offloaded states live
   AttentionImpl attention = AttentionImpl::kFused;
   AttentionKernel attention_kernel = AttentionKernel::kGeneric;
+  CrossEntropy cross_entropy = CrossEntropy::kFused;
   GradPrecision grad_precision = GradPrecision::kCompute;
   // FP8 training (Micikevicius et al. 2022, arXiv:2209.05433; Transformer Engine, torchao
   // float8): the transformer layers' linear GEMMs take FP8 operands, scaled per tensor, at the

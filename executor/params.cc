@@ -34,6 +34,14 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
     return Status::Error("ep_overlap: the executors run each expert all-to-all whole, between "
                          "the kernels around it; plan and simulate model the overlap",
                          ExitCode::kInvalidInput);
+  // The executors run their own loss and attention kernels; these two fields describe other
+  // frameworks' kernels for plan and simulate.
+  if (p.cross_entropy != CrossEntropy::kFused)
+    return no("cross_entropy " + std::string(to_string(p.cross_entropy)) +
+              " (PyTorch's eager loss, modelled by plan and simulate): use fused");
+  if (p.attention_kernel != AttentionKernel::kGeneric)
+    return no("attention_kernel " + std::string(to_string(p.attention_kernel)) +
+              " (a GPU kernel's published rates, for plan and simulate): use generic");
   if (m.is_mla()) return no("multi-head latent attention (kv_lora_rank > 0)");
   if (m.v_dim() != m.head_dim)
     return no("v_head_dim=" + std::to_string(m.v_dim()) + " different from head_dim=" +

@@ -150,7 +150,7 @@ class Builder {
     const double norm_tokens = tokens / (p.sequence_parallel && p.tp > 1 ? d(p.tp) : 1.0);
     layer_input_bytes_ = checkpoint_input_bytes(m, p);
     embedding_out_bytes_ = norm_tokens * d(m.hidden_size) * (e + (m.dropout ? 1.0 : 0.0));
-    logits_bytes_ = 4.0 * tokens * d(padded_vocab(m, p.tp)) / d(p.tp);
+    logits_bytes_ = cross_entropy_bytes_per_logit(p) * tokens * d(padded_vocab(m, p.tp)) / d(p.tp);
     pp_message_bytes_ = mbt.pipeline_message_bytes;
   }
 

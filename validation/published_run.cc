@@ -525,6 +525,8 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   r.get_choice("attention", attention, {"fused", "unfused"}, false);
   r.get_choice("attention_kernel", attention_kernel, {"generic", "flash2", "cudnn", "flash3"},
                false);
+  int cross_entropy = -1;
+  r.get_choice("cross_entropy", cross_entropy, {"fused", "unfused"}, false);
   int grads = -1;
   r.get_choice("grad_precision", grads, {"compute", "fp32"}, false);
   r.accept("confidence");
@@ -584,6 +586,7 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   // FlashAttention-2) were tried as the reader's defaults and did not hold across families
   // (bench/results/published-2026-11-25b/NOTES.md, "Attention kernel rates").
   if (attention_kernel >= 0) p.attention_kernel = static_cast<AttentionKernel>(attention_kernel);
+  if (cross_entropy >= 0) p.cross_entropy = static_cast<CrossEntropy>(cross_entropy);
   const auto sp = parallel->find("sequence_parallel");
   if ((sp == parallel->end() || sp->is_null()) && p.tp > 1) {
     // Sequence parallelism (Korthikanti et al., arXiv:2205.05198) is what TP runs published

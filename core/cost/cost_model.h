@@ -296,6 +296,9 @@ StateBytesPerParam state_bytes_per_param(const Plan& plan);
 // optimizer (the weights' precision, or 4 with grad_precision fp32).
 double grad_bytes_per_element(Precision precision, GradPrecision grads);
 double grad_bytes_per_element(const Plan& plan);
+// Bytes the loss holds per logit on the stage with the head, at its peak (Plan::cross_entropy):
+// 4 fused, 12 unfused.
+double cross_entropy_bytes_per_logit(const Plan& plan);
 
 // Stored activation bytes of one layer for one micro-batch on one TP rank (Korthikanti et al.
 // 2022 sec. 4, generalised to GQA, SwiGLU and fused attention).

@@ -269,8 +269,12 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   mem.activations_bytes = (stored + checkpoints) * in_flight + rebuilt +
                           weight_operands * weight_pending_micro_batches(p, stage);
   if (stage_holds_head(p, stage)) {
-    // fp32 logits for the cross-entropy: 4*s*b*V/t (Korthikanti et al. 2022, sec. 4.3).
-    mem.activations_bytes += 4.0 * d(x.tokens) * d(padded_vocab(m, p.tp)) / d(p.tp);
+    // The cross-entropy's fp32 buffers per logit (Plan::cross_entropy): fused, the softmax it
+    // keeps, 4*s*b*V/t (Korthikanti et al. 2022, sec. 4.3); unfused (PyTorch eager), at the
+    // backward's start the kept log-softmax output, the gradient nll_loss writes for it and the
+    // gradient log_softmax's backward writes, 12 bytes.
+    mem.activations_bytes += cross_entropy_bytes_per_logit(p) * d(x.tokens) *
+                             d(padded_vocab(m, p.tp)) / d(p.tp);
   }
   if (stage_holds_embedding(p, stage)) {
     // Embedding output (and its dropout mask), per micro-batch in flight.
@@ -291,6 +295,10 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   mem.buffers_bytes += largest_grad;
   mem.buffers_bytes += workspace;
   return mem;
+}
+
+double cross_entropy_bytes_per_logit(const Plan& p) {
+  return p.cross_entropy == CrossEntropy::kUnfused ? 12.0 : 4.0;
 }
 
 double zero3_fetches_per_micro_batch(const Plan& p) {

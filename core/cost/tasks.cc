@@ -706,7 +706,11 @@ std::vector<Task> head_forward_tasks(const ModelSpec& m, const Plan& p) {
   out.push_back(head);
   // Cross-entropy over vocabulary-parallel logits in fp32: read logits, write softmax.
   // A softmax over the vocabulary slice (exp per logit) and the loss: the softmax kind.
-  Task ce = memory("cross_entropy", d(x.tokens) * d(v_rank) * (x.e + 2.0 * 4.0),
+  // Unfused (PyTorch eager): the cast writes an fp32 copy, log_softmax reads it twice (the
+  // row's max and sum, then the output pass) and writes the log-probabilities.
+  const bool unfused = p.cross_entropy == CrossEntropy::kUnfused;
+  Task ce = memory("cross_entropy",
+                   d(x.tokens) * d(v_rank) * (x.e + (unfused ? 4.0 * 4.0 : 2.0 * 4.0)),
                    MemoryKernel::kSoftmax);
   ce.transcendentals = d(x.tokens) * d(v_rank);  // an exp per logit
   out.push_back(ce);
@@ -722,8 +726,12 @@ std::vector<Task> head_backward_tasks(const ModelSpec& m, const Plan& p) {
   const Shape x = shape_of(m, p);
   const std::int64_t v_rank = padded_vocab(m, p.tp) / p.tp;
   std::vector<Task> out;
-  // Probabilities minus the one-hot target, scaled: elementwise.
-  out.push_back(memory("cross_entropy_bwd", d(x.tokens) * d(v_rank) * (4.0 + x.e),
+  // Probabilities minus the one-hot target, scaled: elementwise. Unfused (PyTorch eager):
+  // nll_loss's backward writes a zero-filled fp32 gradient, log_softmax's backward reads it and
+  // the kept output and writes its own, and the cast back reads that and writes the logits'.
+  const double per_logit = p.cross_entropy == CrossEntropy::kUnfused ? 4.0 + 3.0 * 4.0 + 4.0 + x.e
+                                                                      : 4.0 + x.e;
+  out.push_back(memory("cross_entropy_bwd", d(x.tokens) * d(v_rank) * per_logit,
                        MemoryKernel::kElementwise));
   Task head = gemm("lm_head", x.tokens, v_rank, x.h, 1, x.e);
   head.flops = 2.0 * d(x.tokens) * d(m.vocab_size) / d(p.tp) * d(x.h);

@@ -149,6 +149,40 @@ TEST(Recompute, TorchtitanOpLevelCheckpointRedoesEverySecondMatmul) {
   EXPECT_EQ(gemms, 3);
 }
 
+// PyTorch's eager cross-entropy (torchtitan's loss before it was compiled) holds 12 bytes per
+// logit at the backward's start against the fused loss's 4: the difference is 8*s*b*V/t on the
+// stage with the head, and nothing elsewhere; its kernels move the bytes they read and write.
+TEST(Memory, UnfusedCrossEntropyHoldsTwelveBytesPerLogit) {
+  const ModelSpec m = testing::gpt_model(4, 512, 8, 1024, 32000);
+  Plan p;
+  p.pp = 2;
+  p.tp = 2;
+  p.micro_batch_size = 2;
+  p.global_batch_size = 8;
+  p.precision = Precision::kBf16;
+  Plan unfused = p;
+  unfused.cross_entropy = CrossEntropy::kUnfused;
+  const double logits_per_rank = 2.0 * 1024 * static_cast<double>(padded_vocab(m, 2)) / 2.0;
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, unfused, 1).activations_bytes -
+                       memory_on_stage(m, p, 1).activations_bytes,
+                   8.0 * logits_per_rank);
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, unfused, 0).activations_bytes,
+                   memory_on_stage(m, p, 0).activations_bytes);
+  auto bytes_of = [](const std::vector<Task>& tasks, std::string_view name) {
+    for (const Task& t : tasks)
+      if (t.name == name) return t.bytes;
+    return -1.0;
+  };
+  // bf16 logits: forward 2 + 16 against 2 + 8, backward 20 + 2 against 4 + 2.
+  EXPECT_DOUBLE_EQ(bytes_of(head_forward_tasks(m, unfused), "cross_entropy"),
+                   logits_per_rank * 18.0);
+  EXPECT_DOUBLE_EQ(bytes_of(head_forward_tasks(m, p), "cross_entropy"), logits_per_rank * 10.0);
+  EXPECT_DOUBLE_EQ(bytes_of(head_backward_tasks(m, unfused), "cross_entropy_bwd"),
+                   logits_per_rank * 22.0);
+  EXPECT_DOUBLE_EQ(bytes_of(head_backward_tasks(m, p), "cross_entropy_bwd"),
+                   logits_per_rank * 6.0);
+}
+
 TEST(Memory, MixedPrecisionAdamIsSixteenBytesPerParameter) {
   EXPECT_EQ(state_bytes_per_param(Precision::kBf16, Optimizer::kAdamW).total(), 16.0);
   EXPECT_EQ(state_bytes_per_param(Precision::kFp16, Optimizer::kAdamW).optimizer, 12.0);

@@ -746,7 +746,7 @@ TEST(PlanLoader, ContextParallelRoundTripsAndDefaultsToOne) {
                         {"p.json", "tp*cp*pp*dp = 2*16777216*2*2", "exceeds"}));
 }
 
-TEST(PlanLoader, AttentionKernelRoundTripsAndNeedsFusedAttention) {
+TEST(PlanLoader, AttentionKernelAndCrossEntropyRoundTrip) {
   auto generic = plan_from_json(basic_plan(), "p.json");
   ASSERT_TRUE(generic.ok()) << generic.status().message();
   EXPECT_EQ(generic->attention_kernel, AttentionKernel::kGeneric);
@@ -761,6 +761,16 @@ TEST(PlanLoader, AttentionKernelRoundTripsAndNeedsFusedAttention) {
   auto back = plan_from_json(plan_to_json(*fa2), "again");
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(plan_to_json(*back), plan_to_json(*fa2));
+  j["cross_entropy"] = "unfused";
+  auto ce = plan_from_json(j, "p.json");
+  ASSERT_TRUE(ce.ok()) << ce.status().message();
+  EXPECT_EQ(ce->cross_entropy, CrossEntropy::kUnfused);
+  EXPECT_EQ(plan_to_json(*ce).at("cross_entropy"), "unfused");
+  EXPECT_FALSE(plan_to_json(*generic).contains("cross_entropy"));
+  EXPECT_NE(describe(*ce).find(" unfused-ce"), std::string::npos) << describe(*ce);
+  j["cross_entropy"] = "chunked";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "cross_entropy", "chunked"}));
+  j.erase("cross_entropy");
   j["attention_kernel"] = "xformers";
   EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "attention_kernel", "xformers"}));
   j["attention_kernel"] = "cudnn";

@@ -234,6 +234,11 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
       {[](Plan& p) { p.fp8 = true; }, "fp8: "},
       {[](Plan& p) { p.recompute = Recompute::kSelectiveOp; },
        "the CPU executor does not support recompute selective-op"},
+      // Issue 23: other frameworks' loss and attention kernels.
+      {[](Plan& p) { p.cross_entropy = CrossEntropy::kUnfused; },
+       "the CPU executor does not support cross_entropy unfused"},
+      {[](Plan& p) { p.attention_kernel = AttentionKernel::kCudnn; },
+       "the CPU executor does not support attention_kernel cudnn"},
       {[](Plan& p) {
          p.recompute = Recompute::kFull;
          p.offload_checkpoints = true;
