@@ -11,11 +11,6 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
   auto no = [](const std::string& why) {
     return Status::Error("the CPU executor does not support " + why, ExitCode::kInvalidInput);
   };
-  if (p.schedule == Schedule::kDualPipe)
-    return Status::Error("schedule dualpipe: the executors do not run it yet (each micro-batch "
-                         "direction needs its own peers, both end stages a loss, and the two "
-                         "copies of every chunk summed gradients); plan files may name it",
-                         ExitCode::kInvalidInput);
   if (p.fp8)
     return Status::Error("fp8: the executors compute in fp32 (CPU) or bf16 (CUDA); plan and "
                          "simulate model FP8 training",

@@ -52,6 +52,9 @@ struct BlockShape {
   // `sp_norm`: positions whose gradient needs another group's sum before the DP reduction (the
   // tied table: embedding group; sequence-parallel norms: tp group). `summed`: tied, then sp_norm.
   Ranges decayed, tied, sp_norm, summed;
+  // The ranges the tensors cover (all but the padding): what DualPipe's mirror sum adds below
+  // ZeRO-2 (the cost model's dualpipe_mirror_grad_all_reduce counts the unpadded parameters).
+  Ranges filled;
 };
 
 // A stretch of a step timed by a backend's own clock (a GPU's events): its phase, start after
@@ -134,6 +137,13 @@ class Stage {
   virtual void all_reduce_grads(CommGroup g, const std::vector<BlockRange>& rs,
                                 std::string_view task) = 0;
   virtual void all_reduce_grad_shard(CommGroup g, std::size_t b, std::string_view task) = 0;
+  // ZeRO-2/3: sums every part's reduced shard of the block (dense and experts) over group g:
+  // DualPipe's mirror sum. A backend that does not run dualpipe refuses it before the step
+  // (its check_*_supports), so reaching this default is a broken invariant.
+  virtual void all_reduce_grad_shards(CommGroup g, std::size_t b, std::string_view task) {
+    TRAINPLAN_CHECK(false) << "backend does not sum whole shards (" << to_string(g) << ", block "
+                           << b << ", " << task << ")";
+  }
   // AdamW over the block's updated range (all of it, or with ZeRO its shard), optimizer step
   // `step` (from 1).
   virtual void update(std::size_t b, const AdamW& opt, std::int64_t step) = 0;

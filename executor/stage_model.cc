@@ -10,6 +10,37 @@ std::vector<Task> without_comm(std::vector<Task> tasks) {
   std::erase_if(tasks, [](const Task& t) { return t.kind == TaskKind::kComm; });
   return tasks;
 }
+
+// The layer blocks of each of the stage's chunks, found by their layers: the blocks are in
+// param_blocks_on_stage's order, which is chunk after chunk in local order, except on
+// dualpipe's second half of stages, which lists its two chunks in model order (so that a stage
+// and its mirror pair up block by block).
+std::vector<std::vector<std::size_t>> chunk_layer_blocks(const ModelSpec& model,
+                                                         const Plan& plan, std::int64_t stage,
+                                                         const std::vector<BlockLayout>& layouts) {
+  const std::vector<std::int64_t> layers = chunk_layers(plan, model);
+  std::vector<std::int64_t> first_layer(layers.size(), 0);
+  for (std::size_t c = 1; c < layers.size(); ++c)
+    first_layer[c] = first_layer[c - 1] + layers[c - 1];
+  std::vector<std::vector<std::size_t>> out;
+  std::size_t found = 0;
+  for (std::int64_t v = 0; v < plan.virtual_stages; ++v) {
+    const auto c = static_cast<std::size_t>(stage_chunk(plan, stage, v));
+    std::vector<std::size_t>& blocks = out.emplace_back();
+    for (std::size_t b = 0; b < layouts.size(); ++b)
+      if (layouts[b].kind == BlockKind::kLayer && layouts[b].layer >= first_layer[c] &&
+          layouts[b].layer < first_layer[c] + layers[c])
+        blocks.push_back(b);
+    TRAINPLAN_CHECK(static_cast<std::int64_t>(blocks.size()) == layers[c])
+        << "stage " << stage << " holds " << blocks.size() << " of chunk " << c << "'s "
+        << layers[c] << " layers";
+    found += blocks.size();
+  }
+  const std::size_t edges = (stage_holds_embedding(plan, stage) ? 1 : 0) +
+                            (stage_holds_head(plan, stage) ? 1 : 0);
+  TRAINPLAN_CHECK(found + edges == layouts.size()) << "block count mismatch";
+  return out;
+}
 }  // namespace
 
 StageGeometry stage_geometry(const ModelSpec& model, const Plan& plan, std::int64_t stage,
@@ -27,18 +58,13 @@ StageGeometry stage_geometry(const ModelSpec& model, const Plan& plan, std::int6
   x.tokens = plan.micro_batch_size * x.seq_tokens;
   x.sp = plan.sequence_parallel && plan.tp > 1;
   x.local_tokens = x.sp ? x.tokens / plan.tp : x.tokens;
-  x.first = stage == 0;
-  x.last = stage == head_stage(plan);
+  x.first = stage_holds_embedding(plan, stage);
+  x.last = stage_holds_head(plan, stage);
   g.layouts = stage_layouts(model, plan, stage, tp_rank, ep_rank);
-  // Layer blocks follow the embedding block, chunk after chunk (param_blocks_on_stage order).
-  const std::vector<std::int64_t> layers = chunk_layers(plan, model);
-  std::size_t next = x.first ? 1 : 0;
-  for (std::int64_t v = 0; v < plan.virtual_stages; ++v) {
-    std::vector<std::size_t>& blocks = g.chunk_blocks.emplace_back();
-    for (std::int64_t i = 0; i < layers[static_cast<std::size_t>(stage_chunk(plan, stage, v))]; ++i)
-      blocks.push_back(next++);
-  }
-  TRAINPLAN_CHECK(next + (x.last ? 1 : 0) == g.layouts.size()) << "block count mismatch";
+  g.chunk_blocks = chunk_layer_blocks(model, plan, stage, g.layouts);
+  g.num_model_chunks = plan.num_chunks();
+  for (std::int64_t v = 0; v < plan.virtual_stages; ++v)
+    g.model_chunks.push_back(stage_chunk(plan, stage, v));
   // Each backend's attention is one kernel call whichever attention the plan names.
   g.attention_task =
       tasks_between(without_comm(layer_forward_tasks(model, plan)), "qkv", "out_proj");

@@ -30,7 +30,9 @@ struct StageShape {
   std::int64_t seq_tokens = 0;       // this rank's tokens of each sequence: seq_len / cp
   std::int64_t tokens = 0;           // T = micro_batch_size * seq_tokens
   std::int64_t local_tokens = 0;     // T / tp with sequence parallelism, else T
-  bool first = false, last = false, sp = false;  // holds the embedding / the head
+  // Holds the embedding / the head and a loss (core/plan.h's stage_holds_embedding / _head:
+  // with dualpipe both end stages hold both).
+  bool first = false, last = false, sp = false;
   // The position in its whole sequence of token i (0 <= i < T) of a micro-batch on this rank.
   std::int64_t position(std::int64_t i) const {
     return cp_position(seq_len, {cp, cp_rank}, i % seq_tokens);
@@ -41,6 +43,10 @@ struct StageGeometry {
   StageShape shape;
   std::vector<BlockLayout> layouts;                    // param_blocks_on_stage order
   std::vector<std::vector<std::size_t>> chunk_blocks;  // layer blocks of each chunk
+  // The model chunk (core/plan.h's stage_chunk) of each of the stage's chunks, and how many
+  // model chunks there are (Plan::num_chunks).
+  std::vector<std::int64_t> model_chunks;
+  std::int64_t num_model_chunks = 1;
   // The cost-model tasks one attention kernel call covers, joined by '+' ("attention", or
   // "attn_scores+softmax+attn_values" when unfused), forward and backward; context
   // parallelism's collectives around it are traced by the Comm under their own names.
@@ -49,12 +55,16 @@ struct StageGeometry {
   // its own.
   bool head_reads_table = false;
 
-  // Model chunks on this stage (virtual_stages; chunk c is global chunk stage_chunk(plan,
-  // stage, c), core/plan.h).
+  // Model chunks on this stage (virtual_stages; chunk c is model chunk model_chunks[c]).
   std::int64_t num_chunks() const { return static_cast<std::int64_t>(chunk_blocks.size()); }
-  // Whether chunk c begins with the embedding / ends with the head and loss.
-  bool has_embedding(std::int64_t c) const { return shape.first && c == 0; }
-  bool has_head(std::int64_t c) const { return shape.last && c == num_chunks() - 1; }
+  // Whether chunk c begins with the embedding / ends with the head and loss: it is the first /
+  // the last model chunk (dualpipe's end stages hold one of each, in either order).
+  bool has_embedding(std::int64_t c) const {
+    return model_chunks[static_cast<std::size_t>(c)] == 0;
+  }
+  bool has_head(std::int64_t c) const {
+    return model_chunks[static_cast<std::size_t>(c)] == num_model_chunks - 1;
+  }
 };
 
 // Stage `stage` for TP rank `tp_rank`, CP rank `cp_rank` and EP rank `ep_rank`.

@@ -46,6 +46,22 @@ Result<std::unique_ptr<Trainer>> Trainer::make(const ModelSpec& model, const Pla
   return t;
 }
 
+namespace {
+// The ranges of a block's buffer that its tensors cover, adjacent ones merged: all of it but
+// the padding (one range; an MoE layer's dense part and experts are two).
+Ranges filled_ranges(const BlockLayout& l) {
+  Ranges out;
+  for (const TensorSlice& t : l.tensors) {
+    if (!out.empty() && out.back().first + out.back().second == t.offset) {
+      out.back().second += t.size();
+    } else {
+      out.emplace_back(t.offset, t.size());
+    }
+  }
+  return out;
+}
+}  // namespace
+
 void Trainer::init_blocks() {
   // ZeRO shards over the dp ranks, or with hybrid sharding over one shard group of them.
   const std::int64_t shards = plan_.zero_shard_ranks();
@@ -74,6 +90,7 @@ void Trainer::init_blocks() {
       if (s.sp_norm) b.sp_norm.emplace_back(s.offset, s.size());
     }
     std::sort(b.decayed.begin(), b.decayed.end());
+    b.filled = filled_ranges(l);
     b.summed = b.tied;
     b.summed.insert(b.summed.end(), b.sp_norm.begin(), b.sp_norm.end());
     stage_model_->init_block(i, b, std::move(full));
@@ -108,17 +125,20 @@ void Trainer::backward_done(std::size_t i) {
 
 // ---- the step ----
 
-// Pipeline neighbours: the stages of the chunks before and after (core/plan.h's chunk_stage:
-// with interleaving the last stage's chunk c feeds the first stage's chunk c + 1; in zb-v's V
-// the last stage feeds itself). Forward and backward messages have their own tags, so with
-// pp = 2 the two directions between one pair of ranks cannot be confused.
+// Pipeline neighbours: the stages of the chunks before and after on the micro-batch's
+// direction (core/plan.h's chunk_stage: with interleaving the last stage's chunk c feeds the
+// first stage's chunk c + 1; in zb-v's V the last stage feeds itself; dualpipe's second
+// direction runs from stage pp-1 up to stage 0). Forward and backward messages have their own
+// tags, so with pp = 2 the two kinds between one pair of ranks cannot be confused; with
+// dualpipe each (sender, receiver, tag) carries one direction's messages, in micro-batch order.
 namespace {
 constexpr int kForwardTag = 1, kBackwardTag = 2;
 }  // namespace
 
 void Trainer::send_message(int tag, std::int64_t peer_chunk, std::int64_t mb, const char* name) {
   Stage& net = *stage_model_;
-  const std::int64_t words = net.message_words(), peer = chunk_stage(plan_, peer_chunk);
+  const std::int64_t words = net.message_words();
+  const std::int64_t peer = chunk_stage(plan_, peer_chunk, pipeline_direction(plan_, mb));
   if (peer == stage_) {
     const float* data = net.send_buffer();
     local_messages_[{tag, mb}].assign(data, data + words);
@@ -130,7 +150,8 @@ void Trainer::send_message(int tag, std::int64_t peer_chunk, std::int64_t mb, co
 void Trainer::receive_message(int tag, std::int64_t peer_chunk, std::int64_t mb,
                               const char* name) {
   Stage& net = *stage_model_;
-  const std::int64_t words = net.message_words(), peer = chunk_stage(plan_, peer_chunk);
+  const std::int64_t words = net.message_words();
+  const std::int64_t peer = chunk_stage(plan_, peer_chunk, pipeline_direction(plan_, mb));
   if (peer != stage_) {
     comm_.recv(CommGroup::kPp, net.receive_buffer(), words, peer, tag, name);
     return;
@@ -160,9 +181,15 @@ void Trainer::forward(std::int64_t chunk, std::int64_t mb) {
   net.drop_messages();
 }
 
+bool Trainer::last_through_chunk(std::int64_t mb) const {
+  // Each chunk copy sees one direction's micro-batches (dualpipe: 0 .. M/2-1 or M/2 .. M-1).
+  const std::int64_t per_copy = chunk_copy_micro_batches(plan_);
+  return mb == (pipeline_direction(plan_, mb) + 1) * per_copy - 1;
+}
+
 void Trainer::backward(std::int64_t chunk, std::int64_t mb, bool input_only) {
   TraceScope micro_batch(trace_, {.pass = ' ', .micro_batch = static_cast<std::int32_t>(mb)});
-  if (!input_only) last_micro_batch_ = mb == plan_.num_micro_batches() - 1;
+  if (!input_only) last_micro_batch_ = last_through_chunk(mb);
   Stage& net = *stage_model_;
   const std::int64_t global = stage_chunk(plan_, stage_, chunk);
   if (!net.has_head(chunk)) receive_message(kBackwardTag, global + 1, mb, "recv_backward");
@@ -184,7 +211,7 @@ void Trainer::backward(std::int64_t chunk, std::int64_t mb, bool input_only) {
 // ZeRO-2/3 reduce-scatters, so the last micro-batch is the one whose W this is.
 void Trainer::weight(std::int64_t chunk, std::int64_t mb) {
   TraceScope micro_batch(trace_, {.pass = ' ', .micro_batch = static_cast<std::int32_t>(mb)});
-  last_micro_batch_ = mb == plan_.num_micro_batches() - 1;
+  last_micro_batch_ = last_through_chunk(mb);
   stage_model_->begin_phase("backward");
   stage_model_->backward_weight(chunk, mb);
   stage_model_->end_phase("backward");
@@ -199,7 +226,8 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch) {
     micro_batch_tokens(batch, s, mbs, M, dp_rank_, mb, in.data() + mb * T, out.data() + mb * T,
                        {plan_.cp, cp_rank_});
   stage_model_->load_tokens(in, out);
-  // The order the simulator plays (core/schedule.h: GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-V).
+  // The order the simulator plays (core/schedule.h: GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-V,
+  // DualPipe, whose steps name the direction as the local chunk).
   // zb-v orders its passes by their FLOP ratios, as the simulator does.
   const sim::PassCosts costs = plan_.schedule == Schedule::kZbV
                                    ? sim::zb_v_pass_costs(model_, plan_)
@@ -218,8 +246,10 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch) {
 
 Result<double> Trainer::reduce_loss() {
   const double loss_sum = stage_model_->loss_sum();
-  // The loss lives on the head's stage; its TP ranks hold the same value, so one counts it.
-  const bool reporter = stage_ == head_stage(plan_) && comm_.group_rank(CommGroup::kTp) == 0;
+  // The loss lives on the head's stage (dualpipe: on both end stages, each its direction's
+  // micro-batches); its TP ranks hold the same value, so one counts it.
+  const bool reporter =
+      stage_holds_head(plan_, stage_) && comm_.group_rank(CommGroup::kTp) == 0;
   const bool bad = reporter && !std::isfinite(loss_sum);
   // With the load-balancing loss: every rank holding MoE layers adds its share.
   double control[3] = {reporter && !bad ? loss_sum : 0.0, bad ? 1.0 : 0.0,
@@ -235,6 +265,29 @@ Result<double> Trainer::reduce_loss() {
                          ExitCode::kRuntime);
   }
   return control[0] / static_cast<double>(plan_.global_batch_size * model_.seq_len);
+}
+
+// DualPipe holds every model chunk twice, on stage s and its mirror pp-1-s, each copy training
+// on one direction's micro-batches: the two copies' gradients are summed (the cost model's
+// dualpipe_mirror_grad_all_reduce, over the embedding group, which dualpipe makes the mirror
+// pair; deepseek-ai/DualPipe's examples/example_dualpipe.py adds each module's gradient to its
+// mirror rank's). Both stages list their blocks in model order, so block i pairs with block i.
+// Below ZeRO-2 the whole gradient (its tensors, not the padding), before the data-parallel
+// reduction; ZeRO-2/3 keep only their reduced shard, which is summed after it.
+void Trainer::mirror_sum(std::size_t i, bool shard) {
+  if (plan_.schedule != Schedule::kDualPipe) return;
+  Stage& net = *stage_model_;
+  constexpr const char* kTask = "dualpipe_mirror_grad_all_reduce";
+  if (shard) {
+    net.all_reduce_grad_shards(CommGroup::kEmbedding, i, kTask);
+  } else if (blocks_[i].filled.size() == 1) {
+    net.all_reduce_grad(CommGroup::kEmbedding,
+                        {i, blocks_[i].filled[0].first, blocks_[i].filled[0].second}, kTask);
+  } else {
+    std::vector<BlockRange> ranges;
+    for (auto [off, n] : blocks_[i].filled) ranges.push_back({i, off, n});
+    net.all_reduce_grads(CommGroup::kEmbedding, ranges, kTask);
+  }
 }
 
 void Trainer::finish_gradients() {
@@ -255,6 +308,7 @@ void Trainer::finish_gradients() {
       net.all_reduce_grad(CommGroup::kEmbedding, {i, off, n}, "embedding_grad_all_reduce");
     // Traced under the block's layer, as the simulator's per-block reductions.
     TraceScope block(trace_, {.layer = static_cast<std::int32_t>(b.layer)});
+    if (plan_.zero_stage < 2) mirror_sum(i, false);
     switch (plan_.zero_stage) {
       case 0:
         if (b.expert_offset < 0) {
@@ -274,6 +328,7 @@ void Trainer::finish_gradients() {
         // The last micro-batch's reduce-scatter of a block with tied or SP-norm positions
         // (backward_done did the others'; their buffer is gone).
         if (net.has_grad(i)) net.reduce_scatter_grad(i);
+        mirror_sum(i, true);
         break;
     }
     // Hybrid sharding: the shard groups sum the step's reduced shards across each other.

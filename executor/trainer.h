@@ -1,6 +1,8 @@
 // The training step of one rank, exactly as the plan says, over a backend (stage.h): the
-// pipeline schedule (GPipe, 1F1B, interleaved 1F1B; replayed from core/schedule.h, the order
-// the simulator plays) over the stage's micro-batches, data parallelism (DDP all-reduce,
+// pipeline schedule (GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-V, DualPipe; replayed from
+// core/schedule.h, the order the simulator plays) over the stage's micro-batches (DualPipe:
+// both directions, a loss on both end stages and the two copies of every chunk's gradients
+// summed), data parallelism (DDP all-reduce,
 // ZeRO-1/2/3 with flat per-block buffers padded to a multiple of the shard ranks, ZeRO-2/3
 // reduce-scattering every micro-batch, hybrid sharding), and AdamW. Together with the backend's
 // stage model it issues the collectives of comm_volume_on_stage (core/cost/cost_model.h)
@@ -118,6 +120,11 @@ class Trainer final : private DpEvents {
   void send_message(int tag, std::int64_t peer_chunk, std::int64_t mb, const char* name);
   void receive_message(int tag, std::int64_t peer_chunk, std::int64_t mb, const char* name);
   Result<double> reduce_loss();
+  // Whether micro-batch mb is the last of the step through the chunk copy that runs it.
+  bool last_through_chunk(std::int64_t mb) const;
+  // DualPipe: sums block i's gradient (or, `shard`, its reduced ZeRO-2/3 shard) with the mirror
+  // stage's copy of the block; nothing for the other schedules.
+  void mirror_sum(std::size_t i, bool shard);
   void finish_gradients();
   void optimizer_step();
   void set_trace(StepTrace* trace, TraceClock::time_point origin);

@@ -90,11 +90,18 @@ class MpiComm final : public Comm {
     split(CommGroup::kPp, static_cast<int>(layout->group_color(Axis::kPp, rank)),
           static_cast<int>(me.pp));
     // Tied embeddings on two stages (splits_tied_embedding): the embedding's and the head's
-    // stage of one (tp, cp, dp) coordinate (Megatron-LM's embedding group).
-    const bool ends = splits_tied_embedding(plan) && (me.pp == 0 || me.pp == head_stage(plan));
-    split(CommGroup::kEmbedding,
-          ends ? static_cast<int>(me.tp + plan.tp * (me.cp + plan.cp * me.dp)) : MPI_UNDEFINED,
-          static_cast<int>(me.pp));
+    // stage of one (tp, cp, dp) coordinate (Megatron-LM's embedding group). DualPipe: every
+    // stage s with its mirror pp-1-s, which holds the other copy of its two chunks (the cost
+    // model's dualpipe_mirror_grad_all_reduce names this group).
+    const int coordinate = static_cast<int>(me.tp + plan.tp * (me.cp + plan.cp * me.dp));
+    const int pairs = static_cast<int>(plan.tp * plan.cp * plan.dp);
+    int embedding_color = MPI_UNDEFINED;
+    if (plan.schedule == Schedule::kDualPipe) {
+      embedding_color = coordinate + pairs * static_cast<int>(std::min(me.pp, plan.pp - 1 - me.pp));
+    } else if (splits_tied_embedding(plan) && (me.pp == 0 || me.pp == head_stage(plan))) {
+      embedding_color = coordinate;
+    }
+    split(CommGroup::kEmbedding, embedding_color, static_cast<int>(me.pp));
     return std::unique_ptr<Comm>(std::move(c));
   }
 

@@ -3,8 +3,8 @@
 // MPI_Comm_split(color = RankLayout::group_color); the cp group is the ranks that share each
 // sequence (context parallelism); the data-parallel group is the dp x cp ranks
 // that hold the same weights; the embedding group pairs the first and last pipeline stage of
-// the same (tp, cp, dp) coordinate. Every MPI call is checked: a failure throws
-// CommError with the call, file:line and MPI's error string.
+// the same (tp, cp, dp) coordinate (dualpipe: every stage s with its mirror pp-1-s). Every MPI
+// call is checked: a failure throws CommError with the call, file:line and MPI's error string.
 #pragma once
 
 #include <mpi.h>

@@ -92,6 +92,10 @@ class CpuStage final : public Stage, private BlockAccess {
     comm_.all_reduce(g, shard_grad(b, b.parts.front()), b.parts.front().shard, ReduceOp::kSum,
                      task);
   }
+  void all_reduce_grad_shards(CommGroup g, std::size_t i, std::string_view task) override {
+    Block& b = blocks_[i];
+    comm_.all_reduce(g, b.grad_shard.data(), b.owned, ReduceOp::kSum, task);
+  }
   void update(std::size_t i, const AdamW& opt, std::int64_t step) override;
   void all_gather_params(std::size_t i) override {
     Block& b = blocks_[i];

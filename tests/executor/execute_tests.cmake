@@ -59,6 +59,10 @@ string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;3;$<TARGET_FILE:execute>;--model;$
 _execute_test(context_parallel_uneven 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
               "-DREGEX=cp=3: seq_len=64 is not divisible by 2.cp = 6" -DMAX_SECONDS=30
               -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+# DualPipe through the tool (4 stages, both directions): runs on the corpus, writes its report.
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;4;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/dualpipe_pp4.json;--steps;3;--data;${PROJECT_SOURCE_DIR}/data/kjv-genesis.txt;--out;${_out}/dualpipe_pp4.json")
+_execute_test(dualpipe_pp4 120 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=zero
+              "-DREGEX=wrote .*dualpipe_pp4.json" -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
 # Mixture of experts through the tool: 4 experts over 2 EP ranks writes a report with the ep
 # group's bytes; over tp 2 without sequence parallelism it is refused naming the field.
 string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/tests/executor/models/tiny-moe.json;--plan;${_plans}/moe_ep2.json;--steps;3;--data;${PROJECT_SOURCE_DIR}/data/kjv-genesis.txt;--out;${_out}/moe_ep2.json")

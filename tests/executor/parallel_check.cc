@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
                   : kv["schedule"] == "interleaved" ? Schedule::kInterleaved
                   : kv["schedule"] == "zb-h1"       ? Schedule::kZbH1
                   : kv["schedule"] == "zb-v"        ? Schedule::kZbV
+                  : kv["schedule"] == "dualpipe"    ? Schedule::kDualPipe
                                                     : Schedule::k1F1B;
   plan.virtual_stages = std::stoll(kv["vs"]);
   plan.recompute = kv["recompute"] == "full"        ? Recompute::kFull

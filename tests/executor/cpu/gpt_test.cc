@@ -1,6 +1,6 @@
 // The whole single-stage GPT (embedding, 2 blocks, tied head, cross-entropy; and with a dense
 // and an MoE block): its hand-written backward against central finite differences of the loss,
-// and layout-independent initialisation. Run: ctest -R executor_kernels
+// layout-independent initialisation, and DualPipe's stage geometry. Run: ctest -R executor_kernels
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include "executor/comm.h"
 #include "executor/cpu/gpt.h"
 #include "executor/params.h"
+#include "executor/stage_model.h"
 
 namespace trainplan::executor {
 namespace {
@@ -310,13 +311,52 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
   zb.schedule = Schedule::kZbV;
   zb.virtual_stages = 2;
   EXPECT_TRUE(check_executor_supports(m, zb).ok());
-  // DualPipe is refused, naming it (both executors share this check).
+  // And dualpipe (both directions, every chunk twice): the pp2_dualpipe and pp4_dualpipe
+  // checks; the CUDA executor refuses it on its own (tests/executor/cuda/gpt_cuda_test.cc).
   zb.schedule = Schedule::kDualPipe;
-  const Status dual = check_executor_supports(m, zb);
-  ASSERT_FALSE(dual.ok());
-  EXPECT_EQ(dual.code(), ExitCode::kInvalidInput);
-  EXPECT_EQ(dual.message().rfind("schedule dualpipe: the executors do not run it", 0), 0u)
-      << dual.message();
+  EXPECT_TRUE(check_executor_supports(m, zb).ok());
+}
+
+// DualPipe's placement as the stage model reads it: stage s's chunk 0 is model chunk s (fed at
+// stage 0), its chunk 1 a copy of chunk pp-1-s (fed at stage pp-1); each holds its layers'
+// blocks, the end stages the embedding and the head of both; a stage and its mirror hold the
+// same blocks in the same order, so that their gradients sum block by block.
+TEST(StageGeometry, DualPipeHoldsEachChunkTwiceAndPairsMirrorsBlockByBlock) {
+  ModelSpec m = small_model();
+  m.num_layers = 8;
+  for (const std::int64_t pp : {2, 4}) {
+    Plan p = single_plan(Recompute::kNone);
+    p.pp = pp;
+    p.schedule = Schedule::kDualPipe;
+    p.virtual_stages = 2;
+    p.global_batch_size = 2 * pp * p.micro_batch_size;
+    ASSERT_TRUE(validate_plan(p).ok());
+    const std::int64_t per_chunk = m.num_layers / pp;
+    for (std::int64_t s = 0; s < pp; ++s) {
+      SCOPED_TRACE("pp " + std::to_string(pp) + " stage " + std::to_string(s));
+      const StageGeometry g = stage_geometry(m, p, s, 0);
+      ASSERT_EQ(g.num_chunks(), 2);
+      for (std::int64_t local = 0; local < 2; ++local) {
+        const std::int64_t chunk = local == 0 ? s : pp - 1 - s;
+        const auto& blocks = g.chunk_blocks[static_cast<std::size_t>(local)];
+        ASSERT_EQ(static_cast<std::int64_t>(blocks.size()), per_chunk);
+        for (std::size_t i = 0; i < blocks.size(); ++i)
+          EXPECT_EQ(g.layouts[blocks[i]].layer, chunk * per_chunk + static_cast<std::int64_t>(i));
+        EXPECT_EQ(g.has_embedding(local), chunk == 0);
+        EXPECT_EQ(g.has_head(local), chunk == pp - 1);
+      }
+      const bool end = s == 0 || s == pp - 1;
+      EXPECT_EQ(g.shape.first, end);
+      EXPECT_EQ(g.shape.last, end);
+      const StageGeometry mirror = stage_geometry(m, p, pp - 1 - s, 0);
+      ASSERT_EQ(mirror.layouts.size(), g.layouts.size());
+      for (std::size_t b = 0; b < g.layouts.size(); ++b) {
+        EXPECT_EQ(mirror.layouts[b].kind, g.layouts[b].kind);
+        EXPECT_EQ(mirror.layouts[b].layer, g.layouts[b].layer);
+        EXPECT_EQ(mirror.layouts[b].size, g.layouts[b].size);
+      }
+    }
+  }
 }
 
 }  // namespace
