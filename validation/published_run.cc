@@ -581,9 +581,8 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
                                    : "unfused (source dated before FlashAttention entered "
                                      "Megatron-LM and PyTorch, early 2023)"));
   }
-  // The attention kernel is read when the entry names it, and otherwise left generic: the
-  // frameworks' defaults (Transformer Engine: cuDNN on Hopper; torchtitan's PyTorch:
-  // FlashAttention-2) were tried as the reader's defaults and did not hold across families
+  // The attention kernel is read when the entry names it (where its source pins the kernel
+  // whose rates are published), and otherwise left generic: no framework default is assumed
   // (bench/results/published-2026-11-25b/NOTES.md, "Attention kernel rates").
   if (attention_kernel >= 0) p.attention_kernel = static_cast<AttentionKernel>(attention_kernel);
   if (cross_entropy >= 0) p.cross_entropy = static_cast<CrossEntropy>(cross_entropy);
