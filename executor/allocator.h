@@ -1,9 +1,10 @@
-// The CPU executor's process-wide allocation policy. Every micro-batch allocates its activations
-// afresh and frees them after its backward; with glibc's defaults, freed memory above the trim
-// threshold goes back to the kernel and large blocks are mmap'ed per allocation, so every
-// micro-batch faults its activation pages in again (measured on the tiny GPT: GELU's forward
-// ran at half its isolated speed). Keeping freed memory mapped makes later micro-batches reuse
-// the pages, which is what a caching allocator does on a GPU. Resident memory then stays at its
+// The CPU executor's process-wide allocation policy. The first step allocates the buffers and
+// later ones reuse them (executor/cpu/workspace.h); what is still freed and allocated again (an
+// MoE layer's routed experts, Eigen's parallel products, OpenMPI's buffers) would, with glibc's
+// defaults, go back to the kernel above the trim threshold or be mmap'ed per allocation, and
+// fault its pages in again each time (measured before the buffers were reused, on the tiny GPT:
+// GELU's forward ran at half its isolated speed). Keeping freed memory mapped reuses the pages,
+// which is what a caching allocator does on a GPU. Resident memory then stays at its
 // high-water mark, which is what `execute` reports as peak memory anyway.
 //
 // Called once by the programs that run the executor (tools/execute.cc, tools/calibrate.cc),

@@ -221,7 +221,11 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch) {
   // This replica's micro-batches: inputs and targets, (M, T) each.
   const std::int64_t M = plan_.num_micro_batches(), mbs = plan_.micro_batch_size;
   const std::int64_t s = model_.seq_len, T = mbs * s / plan_.cp;
-  std::vector<std::int32_t> in(static_cast<std::size_t>(M * T)), out(in.size());
+  // Kept from step to step, as the schedule: a step allocates nothing (issue 28).
+  std::vector<std::int32_t>& in = mb_inputs_;
+  std::vector<std::int32_t>& out = mb_targets_;
+  in.resize(static_cast<std::size_t>(M * T));
+  out.resize(in.size());
   for (std::int64_t mb = 0; mb < M; ++mb)
     micro_batch_tokens(batch, s, mbs, M, dp_rank_, mb, in.data() + mb * T, out.data() + mb * T,
                        {plan_.cp, cp_rank_});
@@ -229,10 +233,13 @@ void Trainer::run_schedule(const std::vector<std::int32_t>& batch) {
   // The order the simulator plays (core/schedule.h: GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-V,
   // DualPipe, whose steps name the direction as the local chunk).
   // zb-v orders its passes by their FLOP ratios, as the simulator does.
-  const sim::PassCosts costs = plan_.schedule == Schedule::kZbV
-                                   ? sim::zb_v_pass_costs(model_, plan_)
-                                   : sim::PassCosts{};
-  for (const sim::PipeStep& p : sim::stage_schedule(plan_, stage_, costs)) {
+  if (schedule_.empty()) {
+    const sim::PassCosts costs = plan_.schedule == Schedule::kZbV
+                                     ? sim::zb_v_pass_costs(model_, plan_)
+                                     : sim::PassCosts{};
+    schedule_ = sim::stage_schedule(plan_, stage_, costs);
+  }
+  for (const sim::PipeStep& p : schedule_) {
     if (p.forward) {
       forward(p.virtual_chunk, p.micro_batch);
     } else if (p.part == sim::BackwardPart::kWeight) {
@@ -296,7 +303,8 @@ void Trainer::finish_gradients() {
   // over the TP group (Megatron-LM all-reduces them, "allreduce_sequence_parallel_grads").
   // One all-reduce of all of the stage's norms (the cost model lists one per block: the same
   // bytes).
-  std::vector<BlockRange> norms;
+  std::vector<BlockRange>& norms = sp_norms_;  // kept: a step allocates nothing (issue 28)
+  norms.clear();
   for (std::size_t i = 0; i < blocks_.size(); ++i)
     for (auto [off, n] : blocks_[i].sp_norm) norms.push_back({i, off, n});
   if (!norms.empty()) net.all_reduce_grads(CommGroup::kTp, norms, "tp_sp_norm_grad_all_reduce");

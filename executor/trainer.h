@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "core/schedule.h"
 #include "core/status.h"
 #include "executor/comm.h"
 #include "executor/params.h"
@@ -139,6 +140,9 @@ class Trainer final : private DpEvents {
   std::unique_ptr<Stage> stage_model_;
   std::vector<BlockShape> blocks_;
   bool last_micro_batch_ = false;
+  std::vector<std::int32_t> mb_inputs_, mb_targets_;  // run_schedule's, (M, T) each
+  std::vector<sim::PipeStep> schedule_;  // this stage's passes in order, made by the first step
+  std::vector<BlockRange> sp_norms_;     // finish_gradients' sequence-parallel norm ranges
   std::map<std::pair<int, std::int64_t>, std::vector<float>> local_messages_;  // (tag, mb)
   StepTrace* trace_ = nullptr;  // during a traced step only
 };

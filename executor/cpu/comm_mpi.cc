@@ -175,9 +175,13 @@ class MpiComm final : public Comm {
                std::string_view) override {
     // Non-blocking with its own copy, so that two stages sending to each other at once (1F1B's
     // steady state) cannot deadlock in rendezvous.
-    buffers_.emplace_back(data, data + n);
+    // The buffers are kept from step to step (a step allocates nothing, issue 28): the next
+    // free one is refilled, a new one added only past the most sends ever outstanding.
+    if (next_free_ == buffers_.end()) next_free_ = buffers_.emplace(buffers_.end());
+    std::vector<float>& buffer = *next_free_++;
+    buffer.assign(data, data + n);
     pending_.push_back(MPI_REQUEST_NULL);
-    TRAINPLAN_MPI_CALL(MPI_Isend(buffers_.back().data(), to_int(n), MPI_FLOAT, static_cast<int>(peer),
+    TRAINPLAN_MPI_CALL(MPI_Isend(buffer.data(), to_int(n), MPI_FLOAT, static_cast<int>(peer),
                        kTagBase + tag, comm(g), &pending_.back()));
   }
   void do_recv(CommGroup g, float* data, std::int64_t n, std::int64_t peer, int tag,
@@ -190,7 +194,7 @@ class MpiComm final : public Comm {
     TRAINPLAN_MPI_CALL(MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(),
                          MPI_STATUSES_IGNORE));
     pending_.clear();
-    buffers_.clear();
+    next_free_ = buffers_.begin();
   }
   void do_barrier(CommGroup g) override { TRAINPLAN_MPI_CALL(MPI_Barrier(comm(g))); }
   void do_control_all_reduce(double* data, std::int64_t n, ReduceOp op) override {
@@ -214,6 +218,7 @@ class MpiComm final : public Comm {
   std::array<std::int64_t, kNumCommGroups> sizes_{}, ranks_{};
   std::vector<MPI_Request> pending_;
   std::list<std::vector<float>> buffers_;  // a list: growing it never moves a posted buffer
+  std::list<std::vector<float>>::iterator next_free_ = buffers_.end();  // the first not posted
 };
 
 }  // namespace

@@ -17,6 +17,33 @@ namespace {
 // would differ.
 using Floats = std::vector<float, Eigen::aligned_allocator<float>>;
 
+// Freed block buffers (a ZeRO-3 block's gathered parameters, a ZeRO-2/3 block's full
+// gradient), kept for the next block of the same size instead of given back to the C library,
+// so that a step past the first allocates nothing (executor/cpu/workspace.h says why). What is
+// live is what the cost model counts; the pool holds the rest of the high-water mark.
+class FloatsPool {
+ public:
+  // `v` with n elements (contents unspecified), from a freed buffer of that size if any.
+  void take(Floats& v, std::size_t n) {
+    for (std::size_t i = 0; i < free_.size(); ++i) {
+      if (free_[i].size() != n) continue;
+      v.swap(free_[i]);
+      free_[i].swap(free_.back());
+      free_.pop_back();
+      return;
+    }
+    v.resize(n);
+  }
+  // Frees v's buffer into the pool; v is left empty.
+  void give(Floats& v) {
+    if (v.empty()) return;
+    free_.emplace_back().swap(v);
+  }
+
+ private:
+  std::vector<Floats> free_;
+};
+
 class CpuStage final : public Stage, private BlockAccess {
  public:
   CpuStage(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
@@ -58,10 +85,8 @@ class CpuStage final : public Stage, private BlockAccess {
     net_->backward_weight(chunk, mb);
   }
   const float* send_buffer() override { return produced_.data(); }
-  void drop_messages() override {
-    received_ = Mat();
-    produced_ = Mat();
-  }
+  // The messages' buffers are kept: every pass's are the same size (local tokens x hidden).
+  void drop_messages() override {}
   double loss_sum() override { return loss_sum_; }
   double aux_loss_sum() override { return net_->aux_loss_trained() - aux_start_; }
 
@@ -69,13 +94,13 @@ class CpuStage final : public Stage, private BlockAccess {
   void init_block(std::size_t i, const BlockShape& shape, std::vector<float> full) override;
   void gather_params(std::size_t i) override {
     Block& b = blocks_[i];
-    b.param.resize(static_cast<std::size_t>(b.shape.padded));
+    if (b.param.empty()) pool_.take(b.param, static_cast<std::size_t>(b.shape.padded));
     for (const Part& part : b.parts)
       comm_.all_gather(part.group, b.param_shard.data() + part.local, b.param.data() + part.offset,
                        part.shard,
                        part.expert ? "zero3_expert_param_all_gather" : "zero3_param_all_gather");
   }
-  void free_params(std::size_t i) override { Floats().swap(blocks_[i].param); }
+  void free_params(std::size_t i) override { pool_.give(blocks_[i].param); }
   bool has_grad(std::size_t i) const override { return !blocks_[i].grad.empty(); }
   void ensure_grad(std::size_t i) override { grads(i); }
   void hold_summed(std::size_t i) override;
@@ -187,6 +212,8 @@ class CpuStage final : public Stage, private BlockAccess {
   std::int64_t hidden_ = 0;
   std::unique_ptr<StageModel> net_;
   std::vector<Block> blocks_;
+  FloatsPool pool_;
+  std::vector<float> joined_;  // all_reduce_grads' ranges, one after another
   std::vector<std::int32_t> inputs_, targets_;
   Mat received_, produced_;  // the pass's pipeline messages
   double loss_sum_ = 0, aux_start_ = 0;
@@ -223,7 +250,8 @@ void CpuStage::init_block(std::size_t i, const BlockShape& shape, std::vector<fl
 float* CpuStage::grads(std::size_t i) {
   Block& b = blocks_[i];
   if (b.grad.empty()) {  // ZeRO-2/3: a fresh buffer for this micro-batch's backward
-    b.grad.assign(static_cast<std::size_t>(b.shape.padded), 0.0f);
+    pool_.take(b.grad, static_cast<std::size_t>(b.shape.padded));
+    std::fill(b.grad.begin(), b.grad.end(), 0.0f);
     if (!b.held.empty()) {  // with the tied / SP-norm sums set aside by earlier micro-batches
       auto from = b.held.begin();
       for (auto [off, n] : b.shape.summed) {
@@ -276,12 +304,13 @@ void CpuStage::reduce_scatter_grad(std::size_t i) {
     float* into = b.grad_shard.data() + part.local;
     for (std::int64_t j = 0; j < part.shard; ++j) into[j] += shard[j];
   }
-  if (plan_.zero_stage >= 2) Floats().swap(b.grad);  // freed: the next micro-batch allocates it
+  if (plan_.zero_stage >= 2) pool_.give(b.grad);  // freed: the next micro-batch takes one
 }
 
 void CpuStage::all_reduce_grads(CommGroup g, const std::vector<BlockRange>& rs,
                                 std::string_view task) {
-  std::vector<float> joined;
+  std::vector<float>& joined = joined_;
+  joined.clear();  // keeps its capacity
   for (const BlockRange& r : rs) {
     const auto from = blocks_[r.block].grad.begin() + r.offset;
     joined.insert(joined.end(), from, from + r.count);

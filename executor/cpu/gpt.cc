@@ -43,6 +43,55 @@ struct StageModel::LayerParams {
   float* g[kNumLayerTensors];  // null unless asked for (backward)
 };
 
+// Each function's temporaries, kept from call to call so that a micro-batch after the first
+// allocates none (workspace.h): each is named for the one function that uses it, as a full
+// recompute runs a layer's forward inside the backward. The pass slots carry the activation
+// (or its gradient) from layer to layer: a layer writes its output into the slot its input is
+// not in.
+struct StageModel::Scratch {
+  Mat fwd_slot[2], bwd_slot[2], recompute_x, recompute_out;
+  Mat kv_mine, kv_all;                                        // gather_kv
+  Mat kvg_all, kvg_mine;                                      // reduce_scatter_kv_grad
+  Mat mlp_partial;                                            // dense_mlp_forward
+  Mat lf_gathered, lf_k_full, lf_v_full, lf_partial, lf_o, lf_m, lf_moe_partial;  // layer_forward
+  Mat mb_gathered, mb_dg, mb_da, mb_dy;                       // dense_mlp_backward
+  Mat moeb_dm, moeb_y, moeb_dy;                               // moe_mlp_backward
+  Mat lb_dyl, lb_gathered, lb_dy, lb_dn, lb_dx1, lb_dattn, lb_dq, lb_dk, lb_dv;  // layer_backward
+  Mat ab_k_full, ab_v_full, ab_out, ab_dk_full, ab_dv_full;  // attention_core_backward
+  Mat emb_e, emb_gathered;                                    // embedding_forward / _backward
+  Mat head_y, head_logits, head_dy, head_dyl;                 // head_forward / head_backward
+  Vec head_max, head_sum, head_target;                        // head_forward
+};
+
+// One held-back weight gradient of a B pass: dW (rows x cols, at `offset` in block `block`'s
+// gradients) += x^T dy, run by the micro-batch's W pass; x and dy are copies from the pools.
+struct StageModel::DeferredGrad {
+  std::string_view task;
+  std::size_t block = 0, offset = 0;
+  std::int64_t rows = 0, cols = 0;
+  Mat x, dy;
+};
+
+Mat& StageModel::take(Mat& m, Eigen::Index rows, Eigen::Index cols) {
+  mats_.take(m, rows, cols);
+  return m;
+}
+
+// A layer's cache back to the pools (all of it, or all but its input x under full recompute).
+// The routed experts' buffers are sized by the routing, which changes from step to step: they
+// are freed instead, as a pool keyed by size would only grow with them.
+void StageModel::release(LayerCache& c, bool keep_input) {
+  if (!keep_input) mats_.give(c.x);
+  for (Mat* m : {&c.ln1, &c.q, &c.k, &c.v, &c.probs, &c.attn, &c.x1, &c.ln2, &c.a, &c.g,
+                 &c.moe.probs, &c.moe.combined, &c.moe.shared_a, &c.moe.shared_g})
+    mats_.give(*m);
+  for (Vec* v : {&c.ln1_mean, &c.ln1_rstd, &c.ln2_mean, &c.ln2_rstd}) vecs_.give(*v);
+  c.moe.x.clear();
+  c.moe.a.clear();
+  c.moe.g.clear();
+  c.complete = false;
+}
+
 
 StageModel::StageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
                        BlockAccess& access)
@@ -51,7 +100,8 @@ StageModel::StageModel(const ModelSpec& model, const Plan& plan, std::int64_t st
       model_(model),
       plan_(plan),
       comm_(comm),
-      access_(access) {
+      access_(access),
+      scratch_(std::make_unique<Scratch>()) {
   for (std::int64_t j = 0; j < x_.seq_tokens; ++j) q_positions_.push_back(x_.position(j));
 }
 
@@ -88,7 +138,8 @@ void StageModel::reduce_scatter_tokens(const Mat& full, Mat& local, std::string_
 void StageModel::gather_kv(const Mat& k, const Mat& v, Mat& k_full, Mat& v_full,
                            std::string_view task) {
   const std::int64_t T = x_.tokens, w = k.cols(), cp = x_.cp;
-  Mat mine(T, 2 * w), all(cp * T, 2 * w);
+  Mat& mine = take(scratch_->kv_mine, T, 2 * w);
+  Mat& all = take(scratch_->kv_all, cp * T, 2 * w);
   mine << k, v;
   comm_.all_gather(CommGroup::kCp, mine.data(), all.data(), mine.size(), task);
   const std::int64_t b = plan_.micro_batch_size, sl = x_.seq_tokens, s = x_.seq_len;
@@ -109,7 +160,8 @@ void StageModel::reduce_scatter_kv_grad(const Mat& dk_full, const Mat& dv_full, 
                                         Mat& dv) {
   const std::int64_t T = x_.tokens, w = dk_full.cols(), cp = x_.cp;
   const std::int64_t b = plan_.micro_batch_size, sl = x_.seq_tokens, s = x_.seq_len;
-  Mat all(cp * T, 2 * w), mine(T, 2 * w);
+  Mat& all = take(scratch_->kvg_all, cp * T, 2 * w);
+  Mat& mine = take(scratch_->kvg_mine, T, 2 * w);
   for (std::int64_t r = 0; r < cp; ++r)
     for (std::int64_t i = 0; i < b; ++i)
       for (std::int64_t j = 0; j < sl; ++j) {
@@ -129,37 +181,29 @@ void StageModel::dense_mlp_forward(std::size_t block, const Mat& y2, LayerCache&
   const std::int64_t h = model_.hidden_size, fr = layouts_[block].tensors[kW1].cols;
   TraceSpan span(trace_);
   span.begin("fc1");
-  linear_forward(y2, ConstMatMap(P.p[kW1], h, fr), P.p[kB1], c.a);
+  linear_forward(y2, ConstMatMap(P.p[kW1], h, fr), P.p[kB1], take(c.a, y2.rows(), fr));
   span.begin("gelu");
-  gelu_forward(c.a, c.g);
+  gelu_forward(c.a, take(c.g, y2.rows(), fr));
   span.begin("fc2");
-  Mat partial;
+  Mat& partial = scratch_->mlp_partial;
   linear_forward(c.g, ConstMatMap(P.p[kW2], fr, h), nullptr, partial);
   span.end();
-  mlp_tp_exit(partial, m);
+  tp_sum(partial, m, "tp_reduce_scatter_mlp", "tp_all_reduce_mlp");
 }
 
-// Megatron's g after the MLP: sum the TP ranks' partial outputs (reduce-scatter them over the
-// tokens with SP).
-void StageModel::mlp_tp_exit(Mat& partial, Mat& m) {
+// Megatron's g after a row-parallel layer, and the backward of its f before a column-parallel
+// one: the TP ranks' partial sums `partial` (T rows) summed into `out`, by an all-reduce, or
+// with SP by a reduce-scatter over the tokens (T/tp rows). The two names are the cost model's
+// tasks for the two cases (the byte check matches them); `partial` is left in an unspecified
+// state (the all-reduce swaps it into `out`).
+void StageModel::tp_sum(Mat& partial, Mat& out, std::string_view reduce_scatter_task,
+                        std::string_view all_reduce_task) {
   if (x_.sp) {
-    reduce_scatter_tokens(partial, m, "tp_reduce_scatter_mlp");
+    reduce_scatter_tokens(partial, out, reduce_scatter_task);
   } else {
     comm_.all_reduce(CommGroup::kTp, partial.data(), partial.size(), ReduceOp::kSum,
-                     "tp_all_reduce_mlp");
-    m.swap(partial);
-  }
-}
-
-// The backward of Megatron's f before the MLP: sum the TP ranks' partial input gradients dy
-// into dyl (reduce-scatter them over the tokens with SP).
-void StageModel::mlp_tp_entry_backward(Mat& dy, Mat& dyl) {
-  if (x_.sp) {
-    reduce_scatter_tokens(dy, dyl, "tp_reduce_scatter_mlp_grad");
-  } else {
-    comm_.all_reduce(CommGroup::kTp, dy.data(), dy.size(), ReduceOp::kSum,
-                     "tp_all_reduce_mlp_grad");
-    dyl.swap(dy);
+                     all_reduce_task);
+    out.swap(partial);
   }
 }
 
@@ -168,10 +212,13 @@ void StageModel::layer_forward(std::size_t block, const Mat& x, LayerCache& c, M
   const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp;
   const std::int64_t heads = model_.num_attention_heads / plan_.tp;
   TraceSpan span(trace_);
+  const Eigen::Index Tl = x.rows(), T = x_.tokens;
+  Scratch& w = *scratch_;
+  take_cache(c, Tl, T, qr, heads);
   span.begin("norm1");
   c.x = x;
   layernorm_forward(x, P.p[kLn1G], P.p[kLn1B], c.ln1, c.ln1_mean, c.ln1_rstd);
-  Mat gathered;
+  Mat& gathered = w.lf_gathered;
   const Mat* y1 = &c.ln1;
   if (x_.sp) {
     span.end();
@@ -185,28 +232,21 @@ void StageModel::layer_forward(std::size_t block, const Mat& x, LayerCache& c, M
   if (x_.cp > 1) {
     // The whole sequences' K and V for this rank's queries; only this rank's rows are kept.
     span.end();
-    Mat k_full, v_full;
-    gather_kv(c.k, c.v, k_full, v_full, "cp_all_gather_kv");
+    gather_kv(c.k, c.v, w.lf_k_full, w.lf_v_full, "cp_all_gather_kv");
     span.begin(attention_task_);
-    attention_forward(c.q, k_full, v_full, plan_.micro_batch_size, q_positions_, heads,
+    attention_forward(c.q, w.lf_k_full, w.lf_v_full, plan_.micro_batch_size, q_positions_, heads,
                       c.probs, c.attn);
   } else {
     span.begin(attention_task_);
-    attention_forward(c.q, c.k, c.v, plan_.micro_batch_size, model_.seq_len, heads, c.probs,
+    attention_forward(c.q, c.k, c.v, plan_.micro_batch_size, q_positions_, heads, c.probs,
                       c.attn);
   }
-  if (plan_.recompute == Recompute::kSelective) c.probs.resize(0, 0);
+  if (plan_.recompute == Recompute::kSelective) mats_.give(c.probs);
   span.begin("out_proj");
-  Mat partial, o;
+  Mat &partial = w.lf_partial, &o = w.lf_o;
   linear_forward(c.attn, ConstMatMap(P.p[kWo], qr, h), nullptr, partial);
   span.end();
-  if (x_.sp) {
-    reduce_scatter_tokens(partial, o, "tp_reduce_scatter_attn");
-  } else {
-    comm_.all_reduce(CommGroup::kTp, partial.data(), partial.size(), ReduceOp::kSum,
-                     "tp_all_reduce_attn");
-    o.swap(partial);
-  }
+  tp_sum(partial, o, "tp_reduce_scatter_attn", "tp_all_reduce_attn");
   span.begin("residual1");  // the row-parallel bias, then the residual (as the cost model)
   o.rowwise() += ConstRowMap(P.p[kBo], h);
   c.x1 = x + o;
@@ -219,19 +259,19 @@ void StageModel::layer_forward(std::size_t block, const Mat& x, LayerCache& c, M
     y2 = &gathered;
   }
   span.end();
-  Mat m;
+  Mat& m = w.lf_m;
   const bool moe = layouts_[block].expert_offset >= 0;
   if (moe) {
-    Mat moe_partial;
+    Mat& moe_partial = w.lf_moe_partial;
     moe_forward(block, *y2, c.moe, moe_partial);
-    mlp_tp_exit(moe_partial, m);
+    tp_sum(moe_partial, m, "tp_reduce_scatter_mlp", "tp_all_reduce_mlp");
   } else {
     dense_mlp_forward(block, *y2, c, m);
   }
   span.begin("residual2");  // the row-parallel bias, then the residual (as the cost model)
   if (!moe) m.rowwise() += ConstRowMap(P.p[kB2], h);
   out = c.x1 + m;
-  span.end();  // before the temporaries are freed
+  span.end();
   c.complete = true;
 }
 
@@ -243,22 +283,19 @@ void StageModel::dense_mlp_backward(std::size_t block, LayerCache& c, const Mat&
   TraceSpan span(trace_);
   // MLP. g's backward: with SP, gather the output gradient of the row-parallel fc2 (it also
   // gives b2's gradient over every token, identical on all TP ranks).
-  Mat gathered;
+  Scratch& w = *scratch_;
+  Mat &gathered = w.mb_gathered, &dg = w.mb_dg, &da = w.mb_da, &dy = w.mb_dy;
   const Mat* dm = &dout;
   if (x_.sp) {
     gather_tokens(dout, gathered, "tp_all_gather_mlp_grad");
     dm = &gathered;
   }
-  Mat dg, da, dy;
   span.begin("fc2_dgrad");
   dg.noalias() = *dm * ConstMatMap(P.p[kW2], fr, h).transpose();
   span.begin("fc2_wgrad");
   weight_grad(block, kW2, fr, h, c.g, *dm, P.g[kB2], "fc2_wgrad");
   span.begin("gelu_bwd");
   gelu_backward(c.a, dg, da);
-  // Each activation gradient is freed once used, as autograd does; the cost model's
-  // layer_backward_workspace_bytes counts what is alive at once.
-  dg.resize(0, 0);
   span.begin("fc1_dgrad");
   dy.noalias() = da * ConstMatMap(P.p[kW1], h, fr).transpose();
   const Mat* y2 = &c.ln2;
@@ -271,15 +308,14 @@ void StageModel::dense_mlp_backward(std::size_t block, LayerCache& c, const Mat&
   span.begin("fc1_wgrad");
   weight_grad(block, kW1, h, fr, *y2, da, P.g[kB1], "fc1_wgrad");
   span.end();
-  da.resize(0, 0);
-  mlp_tp_entry_backward(dy, dyl);
+  tp_sum(dy, dyl, "tp_reduce_scatter_mlp_grad", "tp_all_reduce_mlp_grad");
 }
 
 // An MoE layer's MLP backward, between the TP collectives the dense MLP's has: with SP, the
 // output gradient and the norm2 output are gathered (the cost model regathers the input last;
 // here it is gathered first, as the shared experts' weight gradient needs it: the same bytes).
 void StageModel::moe_mlp_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dyl) {
-  Mat dm_gathered, y_gathered, dy;
+  Mat &dm_gathered = scratch_->moeb_dm, &y_gathered = scratch_->moeb_y, &dy = scratch_->moeb_dy;
   const Mat* dm = &dout;
   const Mat* y = &c.ln2;
   if (x_.sp) {
@@ -289,7 +325,7 @@ void StageModel::moe_mlp_backward(std::size_t block, LayerCache& c, const Mat& d
     y = &y_gathered;
   }
   moe_backward(block, *y, c.moe, *dm, dy);
-  mlp_tp_entry_backward(dy, dyl);
+  tp_sum(dy, dyl, "tp_reduce_scatter_mlp_grad", "tp_all_reduce_mlp_grad");
 }
 
 void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dx) {
@@ -297,19 +333,20 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dou
   const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp;
   const std::int64_t heads = model_.num_attention_heads / plan_.tp;
   TraceSpan span(trace_);
-  Mat dyl, gathered, dy;
+  Scratch& w = *scratch_;
+  Mat &dyl = w.lb_dyl, &gathered = w.lb_gathered, &dy = w.lb_dy, &dn = w.lb_dn,
+      &dx1 = w.lb_dx1, &dattn = w.lb_dattn, &dq = w.lb_dq, &dk = w.lb_dk, &dv = w.lb_dv;
   if (layouts_[block].expert_offset >= 0) {
     moe_mlp_backward(block, c, dout, dyl);
   } else {
     dense_mlp_backward(block, c, dout, dyl);
   }
-  Mat dn;
   span.begin("norm2_bwd");
   layernorm_backward(dyl, c.x1, P.p[kLn2G], c.ln2_mean, c.ln2_rstd, dn, P.g[kLn2G], P.g[kLn2B]);
   // The residual's gradient passes through unchanged; its one operation is this sum at the
   // branch point, so the span comes after norm2_bwd (the cost model lists it first).
   span.begin("residual2_bwd");
-  Mat dx1 = dout + dn;
+  dx1 = dout + dn;
 
   // Attention.
   const Mat* dop = &dx1;
@@ -318,13 +355,11 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dou
     gather_tokens(dx1, gathered, "tp_all_gather_attn_grad");
     dop = &gathered;
   }
-  Mat dattn;
   span.begin("out_proj_dgrad");
   dattn.noalias() = *dop * ConstMatMap(P.p[kWo], qr, h).transpose();
   span.begin("out_proj_wgrad");
   weight_grad(block, kWo, qr, h, c.attn, *dop, P.g[kBo], "out_proj_wgrad");
   span.end();
-  Mat dq, dk, dv;
   attention_core_backward(c, dattn, heads, dq, dk, dv);
   span.begin("qkv_dgrad");
   dy.noalias() = dq * ConstMatMap(P.p[kWq], h, qr).transpose();
@@ -341,18 +376,12 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dou
   weight_grad(block, kWk, h, qr, *y1, dk, P.g[kBk], "qkv_wgrad");
   weight_grad(block, kWv, h, qr, *y1, dv, P.g[kBv], "qkv_wgrad");
   span.end();
-  if (x_.sp) {
-    reduce_scatter_tokens(dy, dyl, "tp_reduce_scatter_attn_grad");
-  } else {
-    comm_.all_reduce(CommGroup::kTp, dy.data(), dy.size(), ReduceOp::kSum,
-                     "tp_all_reduce_attn_grad");
-    dyl.swap(dy);
-  }
+  tp_sum(dy, dyl, "tp_reduce_scatter_attn_grad", "tp_all_reduce_attn_grad");
   span.begin("norm1_bwd");
   layernorm_backward(dyl, c.x, P.p[kLn1G], c.ln1_mean, c.ln1_rstd, dn, P.g[kLn1G], P.g[kLn1B]);
   span.begin("residual1_bwd");  // as residual2_bwd: the sum at the branch point
   dx = dx1 + dn;
-  span.end();  // before the temporaries are freed
+  span.end();
 }
 
 void StageModel::attention_core_backward(LayerCache& c, const Mat& dattn, std::int64_t heads,
@@ -360,39 +389,31 @@ void StageModel::attention_core_backward(LayerCache& c, const Mat& dattn, std::i
   TraceSpan span(trace_);
   // Context parallelism: the forward kept only this rank's K and V, so they are gathered again
   // (the cost model's cp_all_gather_kv_bwd).
-  Mat k_full, v_full;
+  Scratch& w = *scratch_;
   const bool cp = x_.cp > 1;
-  if (cp) gather_kv(c.k, c.v, k_full, v_full, "cp_all_gather_kv_bwd");
-  const Mat& k = cp ? k_full : c.k;
-  const Mat& v = cp ? v_full : c.v;
-  auto forward = [&](Mat& out) {
-    if (cp) {
-      attention_forward(c.q, k, v, plan_.micro_batch_size, q_positions_, heads, c.probs, out);
-    } else {
-      attention_forward(c.q, k, v, plan_.micro_batch_size, model_.seq_len, heads, c.probs, out);
-    }
-  };
+  if (cp) gather_kv(c.k, c.v, w.ab_k_full, w.ab_v_full, "cp_all_gather_kv_bwd");
+  const Mat& k = cp ? w.ab_k_full : c.k;
+  const Mat& v = cp ? w.ab_v_full : c.v;
+  const std::int64_t b = plan_.micro_batch_size;
   if (c.probs.size() == 0) {
     // Selective recompute: rebuild the softmax (Korthikanti et al. 2022, sec. 5).
     TraceScope recompute(trace_, {.pass = 'R'});
     span.begin(attention_task_);
-    Mat unused;
-    forward(unused);
+    take(c.probs, b * heads * static_cast<std::int64_t>(q_positions_.size()), k.rows() / b);
+    attention_forward(c.q, k, v, b, q_positions_, heads, c.probs, w.ab_out);
     span.end();
   }
   span.begin(attention_bwd_task_);
   if (!cp) {
-    attention_backward(c.q, k, v, c.probs, dattn, plan_.micro_batch_size, model_.seq_len, heads,
-                       dq, dk, dv);
-    c.probs.resize(0, 0);
+    attention_backward(c.q, k, v, c.probs, dattn, b, q_positions_, heads, dq, dk, dv);
+    mats_.give(c.probs);
     return;
   }
-  Mat dk_full, dv_full;
-  attention_backward(c.q, k, v, c.probs, dattn, plan_.micro_batch_size, q_positions_, heads, dq,
-                     dk_full, dv_full);
-  c.probs.resize(0, 0);
+  attention_backward(c.q, k, v, c.probs, dattn, b, q_positions_, heads, dq, w.ab_dk_full,
+                     w.ab_dv_full);
+  mats_.give(c.probs);
   span.end();
-  reduce_scatter_kv_grad(dk_full, dv_full, dk, dv);
+  reduce_scatter_kv_grad(w.ab_dk_full, w.ab_dv_full, dk, dv);
 }
 
 void StageModel::embedding_forward(const std::int32_t* tokens, Mat& out) {
@@ -403,26 +424,20 @@ void StageModel::embedding_forward(const std::int32_t* tokens, Mat& out) {
   TraceSpan span(trace_);
   span.begin("embedding");
   // Vocabulary-parallel lookup: rows outside this rank's slice contribute zeros.
-  Mat e = Mat::Zero(x_.tokens, h);
+  Mat& e = scratch_->emb_e;
+  e.setZero(x_.tokens, h);
   for (std::int64_t i = 0; i < x_.tokens; ++i) {
     const std::int64_t row = tokens[i] - wte.row0;
     if (row >= 0 && row < wte.rows) e.row(i) = ConstRowMap(p + wte.offset + row * h, h);
   }
   span.end();
-  std::int64_t first_token = 0;
-  if (x_.sp) {
-    reduce_scatter_tokens(e, out, "tp_reduce_scatter_embedding");
-    first_token = x_.tp_rank * x_.local_tokens;
-  } else {
-    comm_.all_reduce(CommGroup::kTp, e.data(), e.size(), ReduceOp::kSum,
-                     "tp_all_reduce_embedding");
-    out.swap(e);
-  }
+  tp_sum(e, out, "tp_reduce_scatter_embedding", "tp_all_reduce_embedding");
+  const std::int64_t first_token = x_.sp ? x_.tp_rank * x_.local_tokens : 0;
   span.begin("embedding");  // the positions, added after the vocabulary-parallel sum
   const float* wpe = p + l.tensors[kWpe].offset;
   for (std::int64_t i = 0; i < out.rows(); ++i)
     out.row(i) += ConstRowMap(wpe + x_.position(first_token + i) * h, h);
-  span.end();  // before the temporaries are freed
+  span.end();
 }
 
 void StageModel::embedding_backward(const std::int32_t* tokens, const Mat& dout) {
@@ -430,7 +445,7 @@ void StageModel::embedding_backward(const std::int32_t* tokens, const Mat& dout)
   const TensorSlice& wte = l.tensors[kWte];
   float* g = access_.grads(0);
   const std::int64_t h = model_.hidden_size;
-  Mat gathered;
+  Mat& gathered = scratch_->emb_gathered;
   const Mat* d = &dout;
   if (x_.sp) {
     gather_tokens(dout, gathered, "tp_all_gather_embedding_grad");
@@ -465,10 +480,15 @@ double StageModel::head_forward(MicroBatch& s, const Mat& x, const std::int32_t*
   const std::int64_t v0 = x_.tp_rank * vr, T = x_.tokens;
   TraceSpan span(trace_);
   span.begin("final_norm");
-  s.head_in = x;
+  Scratch& w = *scratch_;
+  take(s.head_in, x.rows(), h) = x;
   s.targets.assign(targets, targets + T);
   s.loss_scale = scale;
-  Mat y;
+  Mat& y = w.head_y;
+  vecs_.take(s.lnf_mean, x.rows());
+  vecs_.take(s.lnf_rstd, x.rows());
+  take(s.lnf, T, h);
+  take(s.probs, T, vr);
   layernorm_forward(x, p + l.tensors[kLnfG].offset, p + l.tensors[kLnfB].offset, y, s.lnf_mean,
                     s.lnf_rstd);
   if (x_.sp) {
@@ -478,7 +498,7 @@ double StageModel::head_forward(MicroBatch& s, const Mat& x, const std::int32_t*
     s.lnf.swap(y);
   }
   span.begin("lm_head");
-  Mat logits;  // (T, V/tp), float32 (Megatron keeps the cross-entropy in fp32 as well)
+  Mat& logits = w.head_logits;  // (T, V/tp), float32 (Megatron keeps the cross-entropy in fp32 as well)
   logits.noalias() = s.lnf * ConstMatMap(head_weights(), vr, h).transpose();
   if (logits_sink_ != nullptr) logits_sink_->insert(logits_sink_->end(), logits.data(),
                                                     logits.data() + logits.size());
@@ -488,16 +508,19 @@ double StageModel::head_forward(MicroBatch& s, const Mat& x, const std::int32_t*
   if (valid < vr)
     logits.rightCols(vr - valid).setConstant(-std::numeric_limits<float>::infinity());
   // Megatron's vocabulary-parallel cross-entropy: three all-reduces of T floats.
-  Eigen::VectorXf mx = logits.rowwise().maxCoeff();
+  Vec& mx = w.head_max;
+  mx = logits.rowwise().maxCoeff();
   span.end();
   comm_.all_reduce(CommGroup::kTp, mx.data(), T, ReduceOp::kMax, "tp_all_reduce_logit_max");
   span.begin("cross_entropy");
   s.probs = (logits.colwise() - mx).array().exp().matrix();
-  Eigen::VectorXf sum = s.probs.rowwise().sum();
+  Vec& sum = w.head_sum;
+  sum = s.probs.rowwise().sum();
   span.end();
   comm_.all_reduce(CommGroup::kTp, sum.data(), T, ReduceOp::kSum, "tp_all_reduce_sum_exp");
   span.begin("cross_entropy");
-  Eigen::VectorXf target = Eigen::VectorXf::Zero(T);
+  Vec& target = w.head_target;
+  target.setZero(T);
   for (std::int64_t i = 0; i < T; ++i) {
     const std::int64_t col = targets[i] - v0;
     if (col >= 0 && col < vr) target[i] = logits(i, col);
@@ -510,7 +533,7 @@ double StageModel::head_forward(MicroBatch& s, const Mat& x, const std::int32_t*
   for (std::int64_t i = 0; i < T; ++i)
     loss += std::log(static_cast<double>(sum[i])) + mx[i] - target[i];
   s.probs.array().colwise() /= sum.array();
-  span.end();  // before the temporaries are freed
+  span.end();
   return loss;
 }
 
@@ -529,30 +552,64 @@ void StageModel::head_backward(MicroBatch& s, Mat& dx) {
     if (col >= 0 && col < vr) dlogits(i, col) -= 1.0f;
   }
   dlogits *= s.loss_scale;
-  Mat dy;
+  Mat& dy = scratch_->head_dy;
   span.begin("lm_head_dgrad");
   dy.noalias() = dlogits * ConstMatMap(head_weights(), vr, h);
   span.begin("lm_head_wgrad");
   if (deferring_ == nullptr) {
     MatMap(head_grads(), vr, h).noalias() += dlogits.transpose() * s.lnf;
   } else {
-    deferring_->grads.emplace_back("lm_head_wgrad", [this, vr, h, dl = Mat(dlogits), x = s.lnf] {
-      MatMap(head_grads(), vr, h).noalias() += dl.transpose() * x;
-    });
+    const auto [block, offset] = head_matrix();
+    defer_weight_grad("lm_head_wgrad", block, offset, vr, h, dlogits, s.lnf);
   }
   span.end();
-  Mat dyl;
-  if (x_.sp) {
-    reduce_scatter_tokens(dy, dyl, "tp_reduce_scatter_head_grad");
-  } else {
-    comm_.all_reduce(CommGroup::kTp, dy.data(), dy.size(), ReduceOp::kSum,
-                     "tp_all_reduce_head_grad");
-    dyl.swap(dy);
-  }
+  Mat& dyl = scratch_->head_dyl;
+  tp_sum(dy, dyl, "tp_reduce_scatter_head_grad", "tp_all_reduce_head_grad");
   span.begin("final_norm_bwd");
   layernorm_backward(dyl, s.head_in, p + l.tensors[kLnfG].offset, s.lnf_mean, s.lnf_rstd, dx,
                      g + l.tensors[kLnfG].offset, g + l.tensors[kLnfB].offset);
-  span.end();  // before the temporaries are freed
+  span.end();
+}
+
+// The cache of layer `b`'s forward: every buffer at its shape, from the pools (workspace.h).
+void StageModel::take_cache(LayerCache& c, Eigen::Index Tl, Eigen::Index T, Eigen::Index qr,
+                            std::int64_t heads) {
+  const Eigen::Index h = model_.hidden_size;
+  const auto sq = static_cast<Eigen::Index>(q_positions_.size());
+  for (Mat* m : {&c.x, &c.ln1, &c.x1, &c.ln2}) take(*m, Tl, h);
+  for (Mat* m : {&c.q, &c.k, &c.v, &c.attn}) take(*m, T, qr);
+  take(c.probs, plan_.micro_batch_size * heads * sq, model_.seq_len);
+  for (Vec* v : {&c.ln1_mean, &c.ln1_rstd, &c.ln2_mean, &c.ln2_rstd}) vecs_.take(*v, Tl);
+}
+
+// The pass slot that does not hold `in` (gpt.cc's Scratch).
+StageModel::Slot StageModel::other_slot(Mat* slots, Slot in) {
+  return {in.m == &slots[0] ? &slots[1] : &slots[0]};
+}
+
+// A micro-batch's state: a released one if any (its vectors keep their capacity; its matrices
+// come from the pools as the passes take them).
+StageModel::MicroBatch& StageModel::start_micro_batch(std::int64_t chunk, std::int64_t mb,
+                                                      std::size_t layers) {
+  std::unique_ptr<MicroBatch> state;
+  if (spare_batches_.empty()) {
+    state = std::make_unique<MicroBatch>();
+  } else {
+    state = std::move(spare_batches_.back());
+    spare_batches_.pop_back();
+  }
+  state->layers.resize(layers);
+  in_flight_.push_back({chunk, mb, std::move(state)});
+  return *in_flight_.back().state;
+}
+
+void StageModel::finish_micro_batch(std::size_t at) {
+  MicroBatch& s = *in_flight_[at].state;
+  for (LayerCache& c : s.layers) release(c, /*keep_input=*/false);
+  for (Mat* m : {&s.head_in, &s.lnf, &s.probs}) mats_.give(*m);
+  for (Vec* v : {&s.lnf_mean, &s.lnf_rstd}) vecs_.give(*v);
+  spare_batches_.push_back(std::move(in_flight_[at].state));
+  in_flight_.erase(in_flight_.begin() + static_cast<std::ptrdiff_t>(at));
 }
 
 // The steps of a chunk's pass on host matrices; stage_model.h orders them.
@@ -561,9 +618,8 @@ double StageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int32
                            float loss_scale) {
   loss_scale_ = loss_scale;
   routing_hash_ = 0;
-  auto state = std::make_unique<MicroBatch>();
-  MicroBatch& s = *state;
-  s.layers.resize(chunk_blocks_[static_cast<std::size_t>(chunk)].size());
+  MicroBatch& s =
+      start_micro_batch(chunk, mb, chunk_blocks_[static_cast<std::size_t>(chunk)].size());
   struct Steps {
     StageModel& m;
     MicroBatch& s;
@@ -571,34 +627,32 @@ double StageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int32
     const Mat* input;
     Mat* output;
     float loss_scale;
-    Mat embed() {
+    Mat* slots = m.scratch_->fwd_slot;
+    Slot embed() {
       s.tokens.assign(tokens, tokens + m.x_.tokens);
-      Mat h;
-      m.embedding_forward(tokens, h);
-      return h;
+      m.embedding_forward(tokens, slots[0]);
+      return {&slots[0]};
     }
-    Mat received() { return *input; }
-    Mat layer(std::size_t i, std::size_t b, Mat& h) {
-      Mat out;
-      m.layer_forward(b, h, s.layers[i], out);
+    Slot received() { return {const_cast<Mat*>(input)}; }  // read only
+    Slot layer(std::size_t i, std::size_t b, Slot h) {
+      const Slot out = other_slot(slots, h);
+      m.layer_forward(b, *h.m, s.layers[i], *out.m);
       return out;
     }
     void keep_input_only(std::size_t i) {
-      LayerCache kept;  // only the layer input, or this TP rank's rows of it (partitioned)
-      if (m.plan_.partition_activations) {
-        const std::int64_t rows = m.x_.tokens / m.plan_.tp;
-        kept.x = s.layers[i].x.middleRows(m.x_.tp_rank * rows, rows);
-      } else {
-        kept.x = std::move(s.layers[i].x);
-      }
-      s.layers[i] = std::move(kept);
+      LayerCache& c = s.layers[i];
+      m.release(c, /*keep_input=*/true);
+      if (!m.plan_.partition_activations) return;
+      // Only this TP rank's rows of the input (ZeRO-R's partitioned checkpoint).
+      const std::int64_t rows = m.x_.tokens / m.plan_.tp;
+      Mat& part = m.take(m.scratch_->recompute_x, rows, c.x.cols());
+      part = c.x.middleRows(m.x_.tp_rank * rows, rows);
+      c.x.swap(part);
     }
-    double head(Mat& h) { return m.head_forward(s, h, targets, loss_scale); }
-    void send(Mat& h) { output->swap(h); }
+    double head(Slot h) { return m.head_forward(s, *h.m, targets, loss_scale); }
+    void send(Slot h) { output->swap(*h.m); }
   } steps{*this, s, tokens, targets, input, output, loss_scale};
-  const double loss = forward_chunk<Mat>(geo_, chunk, pass_context(), steps);
-  in_flight_[{chunk, mb}] = std::move(state);
-  return loss;
+  return forward_chunk<Slot>(geo_, chunk, pass_context(), steps);
 }
 
 namespace {
@@ -619,52 +673,57 @@ class DeferredDone final : public DpEvents {
 
 void StageModel::backward(std::int64_t chunk, std::int64_t mb, const Mat* grad_output,
                           Mat* grad_input) {
-  auto it = in_flight_.find({chunk, mb});
-  TRAINPLAN_CHECK(it != in_flight_.end()) << "backward of micro-batch " << mb << " chunk "
+  std::size_t at = 0;
+  while (at < in_flight_.size() && (in_flight_[at].chunk != chunk || in_flight_[at].mb != mb))
+    ++at;
+  TRAINPLAN_CHECK(at < in_flight_.size()) << "backward of micro-batch " << mb << " chunk "
                                           << chunk << " without its forward";
   struct Steps {
     StageModel& m;
     MicroBatch& s;
     const Mat* grad_output;
     Mat* grad_input;
-    Mat head_backward() {
-      Mat d;
-      m.head_backward(s, d);
-      return d;
+    Mat* slots = m.scratch_->bwd_slot;
+    Slot head_backward() {
+      m.head_backward(s, slots[0]);
+      return {&slots[0]};
     }
-    Mat received() { return *grad_output; }
+    Slot received() { return {const_cast<Mat*>(grad_output)}; }  // read only
     bool complete(std::size_t i) const { return s.layers[i].complete; }
-    Mat recompute_input(std::size_t i) {
+    Slot recompute_input(std::size_t i) {
       LayerCache& c = s.layers[i];
-      if (!m.plan_.partition_activations) return std::move(c.x);
-      Mat x;
+      Mat& x = m.scratch_->recompute_x;
+      if (!m.plan_.partition_activations) {
+        x.swap(c.x);  // layer_forward copies it back into the cache
+        return {&x};
+      }
+      m.take(x, m.x_.tokens, c.x.cols());
       m.gather_tokens(c.x, x, "tp_all_gather_checkpoint");  // ZeRO-R: the rows of every TP rank
-      c.x = Mat();
-      return x;
+      m.mats_.give(c.x);
+      return {&x};
     }
-    void recompute(std::size_t i, std::size_t b, Mat& x) {
-      Mat unused;
+    void recompute(std::size_t i, std::size_t b, Slot x) {
       m.recomputing_ = true;
-      m.layer_forward(b, x, s.layers[i], unused);
+      m.layer_forward(b, *x.m, s.layers[i], m.scratch_->recompute_out);
       m.recomputing_ = false;
     }
-    Mat layer_backward(std::size_t i, std::size_t b, Mat& d) {
-      Mat dx;
-      m.layer_backward(b, s.layers[i], d, dx);
+    Slot layer_backward(std::size_t i, std::size_t b, Slot d) {
+      const Slot dx = other_slot(slots, d);
+      m.layer_backward(b, s.layers[i], *d.m, *dx.m);
       return dx;
     }
-    void drop(std::size_t i) { s.layers[i] = LayerCache{}; }
-    void embedding_backward(Mat& d) { m.embedding_backward(s.tokens.data(), d); }
-    void send(Mat& d) { grad_input->swap(d); }
-  } steps{*this, *it->second, grad_output, grad_input};
+    void drop(std::size_t i) { m.release(s.layers[i], /*keep_input=*/false); }
+    void embedding_backward(Slot d) { m.embedding_backward(s.tokens.data(), *d.m); }
+    void send(Slot d) { grad_input->swap(*d.m); }
+  } steps{*this, *in_flight_[at].state, grad_output, grad_input};
   if (deferring_ == nullptr) {
-    backward_chunk<Mat>(geo_, chunk, pass_context(), steps);
+    backward_chunk<Slot>(geo_, chunk, pass_context(), steps);
   } else {
     // B pass: the blocks' backward_done calls wait for W (backward_weight).
     DeferredDone events(access_, deferring_->done);
-    backward_chunk<Mat>(geo_, chunk, {plan_, model_.tie_word_embeddings, events, trace_}, steps);
+    backward_chunk<Slot>(geo_, chunk, {plan_, model_.tie_word_embeddings, events, trace_}, steps);
   }
-  in_flight_.erase(it);
+  finish_micro_batch(at);
 }
 
 void StageModel::weight_grad(std::size_t block, std::size_t tensor, std::int64_t rows,
@@ -678,36 +737,64 @@ void StageModel::weight_grad(std::size_t block, std::size_t tensor, std::int64_t
     return;
   }
   if (db != nullptr) RowMap(db, dy.cols()) += dy.colwise().sum();
-  // The gradient buffer is looked up when W runs: under ZeRO-2/3 another micro-batch's W may
-  // have reduce-scattered and freed the one B wrote its bias gradients into.
-  deferring_->grads.emplace_back(task, [this, block, offset, rows, cols, xs = Mat(x), dys = Mat(dy)] {
-    MatMap(access_.grads(block) + offset, rows, cols).noalias() += xs.transpose() * dys;
-  });
+  defer_weight_grad(task, block, offset, rows, cols, x, dy);
+}
+
+// The gradient buffer is looked up when W runs: under ZeRO-2/3 another micro-batch's W may have
+// reduce-scattered and freed the one B wrote its bias gradients into.
+void StageModel::defer_weight_grad(std::string_view task, std::size_t block, std::size_t offset,
+                                   std::int64_t rows, std::int64_t cols, const Mat& x,
+                                   const Mat& dy) {
+  DeferredGrad& d = deferring_->grads.emplace_back();
+  d.task = task;
+  d.block = block;
+  d.offset = offset;
+  d.rows = rows;
+  d.cols = cols;
+  take(d.x, x.rows(), x.cols()) = x;
+  take(d.dy, dy.rows(), dy.cols()) = dy;
 }
 
 void StageModel::backward_input(std::int64_t chunk, std::int64_t mb, const Mat* grad_output,
                                 Mat* grad_input) {
-  WeightPass& w = weight_passes_[{chunk, mb}];
-  deferring_ = &w;
+  WeightPass* w = nullptr;
+  if (spare_passes_.empty()) {
+    weight_passes_.push_back({chunk, mb, std::make_unique<WeightPass>()});
+  } else {
+    weight_passes_.push_back({chunk, mb, std::move(spare_passes_.back())});
+    spare_passes_.pop_back();
+  }
+  w = weight_passes_.back().pass.get();
+  deferring_ = w;
   backward(chunk, mb, grad_output, grad_input);
   deferring_ = nullptr;
 }
 
 void StageModel::backward_weight(std::int64_t chunk, std::int64_t mb) {
-  auto it = weight_passes_.find({chunk, mb});
-  TRAINPLAN_CHECK(it != weight_passes_.end())
+  std::size_t at = 0;
+  while (at < weight_passes_.size() &&
+         (weight_passes_[at].chunk != chunk || weight_passes_[at].mb != mb))
+    ++at;
+  TRAINPLAN_CHECK(at < weight_passes_.size())
       << "weight pass of micro-batch " << mb << " chunk " << chunk << " without its B pass";
+  WeightPass& w = *weight_passes_[at].pass;
   {
     TraceScope weight(trace_, {.pass = 'W'});
     TraceSpan span(trace_);
-    for (auto& [task, run] : it->second.grads) {
-      span.begin(task);
-      run();
+    for (DeferredGrad& d : w.grads) {
+      span.begin(d.task);
+      MatMap(access_.grads(d.block) + d.offset, d.rows, d.cols).noalias() +=
+          d.x.transpose() * d.dy;
+      mats_.give(d.x);
+      mats_.give(d.dy);
     }
     span.end();
   }
-  for (std::size_t b : it->second.done) access_.backward_done(b);
-  weight_passes_.erase(it);
+  for (std::size_t b : w.done) access_.backward_done(b);
+  w.grads.clear();  // capacity kept for the pass's next use
+  w.done.clear();
+  spare_passes_.push_back(std::move(weight_passes_[at].pass));
+  weight_passes_.erase(weight_passes_.begin() + static_cast<std::ptrdiff_t>(at));
 }
 
 }  // namespace trainplan::executor

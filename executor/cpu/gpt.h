@@ -13,8 +13,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -23,6 +21,7 @@
 #include "executor/comm.h"
 #include "executor/cpu/kernels.h"
 #include "executor/cpu/moe.h"
+#include "executor/cpu/workspace.h"
 #include "executor/params.h"
 #include "executor/stage.h"
 #include "executor/stage_model.h"
@@ -54,8 +53,8 @@ class StageModel final : public StageModelBase {
   double forward(std::int64_t chunk, std::int64_t mb, const std::int32_t* tokens,
                  const std::int32_t* targets, const Mat* input, Mat* output, float loss_scale);
   // Backward of micro-batch `mb` through `chunk`: the head chunk starts from its loss, the
-  // others from `grad_output`; all but the embedding chunk write `grad_input`. Frees the
-  // micro-batch's state.
+  // others from `grad_output`; all but the embedding chunk write `grad_input`. Releases the
+  // micro-batch's state to the pools (workspace.h).
   void backward(std::int64_t chunk, std::int64_t mb, const Mat* grad_output, Mat* grad_input);
   // Zero-bubble schedules (Qi et al. 2023, sec. 2; core/schedule.h): the backward split in two.
   // backward_input is `backward` with every weight-gradient GEMM (dW += X^T dY) and every
@@ -83,6 +82,25 @@ class StageModel final : public StageModelBase {
   struct LayerCache;
   struct MicroBatch;
   struct LayerParams;
+  struct Scratch;
+  struct DeferredGrad;
+  // An activation (or its gradient) between layers of a pass: a pass slot of Scratch, or the
+  // received message (read only).
+  struct Slot {
+    Mat* m = nullptr;
+  };
+  static Slot other_slot(Mat* slots, Slot in);
+
+  // Buffers (workspace.h): `take` gives m the shape from the pool, `release` returns a layer's
+  // cache to it.
+  Mat& take(Mat& m, Eigen::Index rows, Eigen::Index cols);
+  void release(LayerCache& c, bool keep_input);
+  void take_cache(LayerCache& c, Eigen::Index Tl, Eigen::Index T, Eigen::Index qr,
+                  std::int64_t heads);
+  MicroBatch& start_micro_batch(std::int64_t chunk, std::int64_t mb, std::size_t layers);
+  void finish_micro_batch(std::size_t at);  // its index in in_flight_
+  void defer_weight_grad(std::string_view task, std::size_t block, std::size_t offset,
+                         std::int64_t rows, std::int64_t cols, const Mat& x, const Mat& dy);
 
   LayerParams layer_params(std::size_t block, bool with_grads);
   void layer_forward(std::size_t block, const Mat& x, LayerCache& c, Mat& out);
@@ -90,8 +108,10 @@ class StageModel final : public StageModelBase {
   void dense_mlp_forward(std::size_t block, const Mat& y2, LayerCache& c, Mat& m);
   void dense_mlp_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dyl);
   void moe_mlp_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dyl);
-  void mlp_tp_exit(Mat& partial, Mat& m);
-  void mlp_tp_entry_backward(Mat& dy, Mat& dyl);
+  // Megatron's g (forward) and f's backward: the TP sum of partial rows, by all-reduce or, with
+  // SP, reduce-scatter, named by the cost-model task of each.
+  void tp_sum(Mat& partial, Mat& out, std::string_view reduce_scatter_task,
+              std::string_view all_reduce_task);
   // An MoE layer's MLP (executor/cpu/moe.h) on the (gathered) norm2 output y: out is this TP
   // rank's partial sum of the MLP's output; backward takes its gradient dm and writes this
   // rank's partial sum of y's.
@@ -129,8 +149,15 @@ class StageModel final : public StageModelBase {
   Plan plan_;
   Comm& comm_;
   BlockAccess& access_;
-  std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<MicroBatch>>
-      in_flight_;  // by (chunk, micro-batch)
+  BufferPool<Mat> mats_;
+  BufferPool<Vec> vecs_;
+  std::unique_ptr<Scratch> scratch_;
+  struct InFlight {
+    std::int64_t chunk, mb;
+    std::unique_ptr<MicroBatch> state;
+  };
+  std::vector<InFlight> in_flight_;  // few: a linear search finds one
+  std::vector<std::unique_ptr<MicroBatch>> spare_batches_;  // finished, kept for reuse
   TraceRecorder* trace_ = nullptr;
   float loss_scale_ = 0;
   double aux_loss_sum_ = 0, aux_loss_trained_ = 0;
@@ -138,11 +165,16 @@ class StageModel final : public StageModelBase {
   std::uint64_t routing_hash_ = 0;  // the last forward's (the same every micro-batch): MoE's aux weight
   // A micro-batch's W pass, collected by its B pass (backward_input).
   struct WeightPass {
-    std::vector<std::pair<std::string_view, std::function<void()>>> grads;  // (task, dW +=)
+    std::vector<DeferredGrad> grads;
     std::vector<std::size_t> done;  // blocks whose backward_done waits for W
   };
   WeightPass* deferring_ = nullptr;  // set during backward_input
-  std::map<std::pair<std::int64_t, std::int64_t>, WeightPass> weight_passes_;
+  struct PendingWeightPass {
+    std::int64_t chunk, mb;
+    std::unique_ptr<WeightPass> pass;
+  };
+  std::vector<PendingWeightPass> weight_passes_;
+  std::vector<std::unique_ptr<WeightPass>> spare_passes_;  // run, kept for reuse
   std::vector<float>* logits_sink_ = nullptr;
   std::vector<std::int64_t> q_positions_;  // each sequence's tokens on this rank, by position
 };

@@ -42,7 +42,10 @@ void layernorm_backward(const Mat& dy, const Mat& x, const float* gamma, const V
   dx.resize(n, h);
   ConstRowMap g(gamma, h);
   RowMap dg(dgamma, h), db(dbeta, h);
-  Eigen::RowVectorXf xhat(h), dxhat(h);
+  // Per-thread workspace: sized by the first call of each width, so a step allocates nothing.
+  thread_local Eigen::RowVectorXf xhat, dxhat;
+  xhat.resize(h);
+  dxhat.resize(h);
   for (Eigen::Index i = 0; i < n; ++i) {
     xhat = (x.row(i).array() - mean[i]) * rstd[i];
     dg.array() += dy.row(i).array() * xhat.array();
@@ -69,8 +72,9 @@ void gelu_forward(const Mat& x, Mat& y) {
 
 void gelu_backward(const Mat& x, const Mat& dy, Mat& dx) {
   const auto v = x.array();
-  const Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> t =
-      (kSqrt2OverPi * (v + kGeluCubic * v.cube())).tanh();
+  // Per-thread workspace (as layernorm_backward's): tanh once per element, kept for two uses.
+  thread_local Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> t;
+  t = (kSqrt2OverPi * (v + kGeluCubic * v.cube())).tanh();
   dx.resize(x.rows(), x.cols());
   dx.array() = dy.array() * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t.square()) * kSqrt2OverPi *
                                                       (1.0f + 3.0f * kGeluCubic * v.square()));
@@ -121,7 +125,9 @@ void attention_forward(const Mat& q, const Mat& k, const Mat& v, std::int64_t ba
       const auto ka = k.block(b * sk, a * hd, sk, hd);
       const auto va = v.block(b * sk, a * hd, sk, hd);
       auto p = probs.block((b * heads + a) * sq, 0, sq, sk);
-      p.noalias() = (qa * ka.transpose()) * scale;
+      // The product, then the scale: (A B) s as one expression evaluates A B into a temporary.
+      p.noalias() = qa * ka.transpose();
+      p *= scale;
       for (std::int64_t i = 0; i < sq; ++i) {
         // Causal mask: the query at position pos attends to keys 0..pos.
         const std::int64_t n = q_positions[static_cast<std::size_t>(i)] + 1;
@@ -145,7 +151,8 @@ void attention_backward(const Mat& q, const Mat& k, const Mat& v, const Mat& pro
   dq.resize(q.rows(), q.cols());
   dk.resize(k.rows(), k.cols());
   dv.resize(v.rows(), v.cols());
-  Mat dp(sq, sk);
+  thread_local Mat dp;  // per-thread workspace, as layernorm_backward's
+  dp.resize(sq, sk);
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t a = 0; a < heads; ++a) {
       const auto p = probs.block((b * heads + a) * sq, 0, sq, sk);

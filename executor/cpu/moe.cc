@@ -89,7 +89,7 @@ void StageModel::moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& se
   span.begin("router");
   Mat logits;
   linear_forward(y, ConstMatMap(p + l.tensors[kRouter].offset, h, E), nullptr, logits);
-  softmax_rows(logits, c.probs);
+  softmax_rows(logits, take(c.probs, T, E));
   c.experts = top_k(c.probs, k);
   for (std::int32_t e : c.experts)  // FNV-1a over the choices
     routing_hash_ = (routing_hash_ ^ static_cast<std::uint64_t>(e + 1)) * 0x100000001b3ULL;
@@ -163,7 +163,7 @@ void StageModel::moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& 
   const bool shared = model_.shared_expert_ffn_size > 0;
   // With tp > 1 each expert's fc1 is column- and fc2 row-parallel (f / tp each), so this rank's
   // outputs are partial sums; the row-parallel biases are added on TP rank 0 only, and the
-  // layer's TP sum after the MLP (mlp_tp_exit) completes them.
+  // layer's TP sum after the MLP (tp_sum) completes them.
   const std::int64_t f = l.tensors[expert_tensor(shared, 0, kExpW1)].cols;
   const bool bias_rank = comm_.group_rank(CommGroup::kTp) == 0;
   Mat send, recv;
@@ -192,7 +192,7 @@ void StageModel::moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& 
     rows.scatter(j, o, outputs);
   }
   span.end();
-  c.combined.resize(T * k, h);
+  take(c.combined, T * k, h);
   comm_.all_to_all_v(CommGroup::kEp, outputs.data(), c.recv_counts, c.combined.data(),
                      c.send_counts, "ep_combine");
   span.begin("expert_fc2");  // the gate-weighted sum of each token's k outputs
@@ -206,9 +206,9 @@ void StageModel::moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& 
     const std::int64_t fs = l.tensors[kSharedW1].cols;
     span.begin("shared_fc1");
     linear_forward(y, ConstMatMap(p + l.tensors[kSharedW1].offset, h, fs),
-                   p + l.tensors[kSharedB1].offset, c.shared_a);
+                   p + l.tensors[kSharedB1].offset, take(c.shared_a, T, fs));
     span.begin("shared_act");
-    gelu_forward(c.shared_a, c.shared_g);
+    gelu_forward(c.shared_a, take(c.shared_g, T, fs));
     span.begin("shared_fc2");
     Mat o;
     linear_forward(c.shared_g, ConstMatMap(p + l.tensors[kSharedW2].offset, fs, h),

@@ -1,11 +1,12 @@
 // Heap allocations inside a training step of the CPU executor (issue 28: "no allocation in the
 // step"). This binary replaces malloc (glibc) to count every allocation, so it is its own
-// executable. It runs a small GPT on one rank (local backend) and checks the steady state:
-// once the first steps have sized every buffer, each step makes the same number of allocations
-// of the same bytes (nothing grows from step to step) and, under execute's allocation policy
-// (executor/allocator.h), faults no page in; it prints the count, the bytes, the time spent in
-// the allocator and the page faults per step. Not built with TRAINPLAN_SANITIZE (ASan owns
-// malloc there).
+// executable. It runs small GPTs on one rank (local backend) under a set of plans (ZeRO 0-3,
+// selective and full recompute, a zero-bubble schedule, several micro-batches) and checks the
+// steady state: once the first step has sized every buffer, a step makes no heap allocation at
+// all, and, under execute's allocation policy (executor/allocator.h), faults no page in. It
+// prints the count, the bytes, the time spent in the allocator and the page faults per step;
+// with STEP_ALLOCATIONS_TRACE=1 it also prints the call stack of each allocation of step 3.
+// Not built with TRAINPLAN_SANITIZE (ASan owns malloc there).
 // Run: ctest -R executor_step_allocations --output-on-failure (the counts are printed).
 #include <gtest/gtest.h>
 
@@ -15,12 +16,20 @@
 #include <cstdlib>
 #include <ctime>
 
+#include <execinfo.h>
+#include <unistd.h>
+
 #include <sys/resource.h>
 
 #include "executor/allocator.h"
 #include "executor/comm.h"
 #include "executor/cpu/cpu_stage.h"
 #include "executor/data.h"
+#ifdef TRAINPLAN_HAVE_MPI
+#include <mpi.h>
+
+#include "executor/cpu/comm_mpi.h"
+#endif
 #include "tests/core/test_util.h"
 
 // glibc's allocator entry points, wrapped by the definitions below: a program's own malloc
@@ -35,6 +44,23 @@ namespace {
 std::atomic<long long> g_allocations{0};
 std::atomic<long long> g_bytes{0};
 std::atomic<long long> g_ns{0};  // time inside the C library's allocator
+std::atomic<long long> g_mpi_allocations{0};  // inside MPI calls (the PMPI wrappers below)
+thread_local bool t_in_mpi = false;
+bool g_trace = false;             // print each allocation's call stack (STEP_ALLOCATIONS_TRACE)
+thread_local bool t_in_trace = false;
+
+// The call stack of an allocation, to stderr (backtrace_symbols_fd does not allocate; the
+// first backtrace() may, which the guard keeps from recursing).
+void print_stack() {
+  if (t_in_trace) return;
+  t_in_trace = true;
+  void* frames[24];
+  const int n = backtrace(frames, 24);
+  static const char kRule[] = "---- allocation\n";
+  (void)!write(2, kRule, sizeof(kRule) - 1);
+  backtrace_symbols_fd(frames, n, 2);
+  t_in_trace = false;
+}
 
 long long now_ns() {
   timespec t;
@@ -45,11 +71,16 @@ long long now_ns() {
 // Counts one allocation of `bytes` and the time `allocate` takes.
 template <class F>
 auto counted(std::size_t bytes, F allocate) {
+  if (t_in_mpi) {  // OpenMPI's own: counted apart
+    g_mpi_allocations.fetch_add(1, std::memory_order_relaxed);
+    return allocate();
+  }
   const long long t0 = now_ns();
   auto result = allocate();
   g_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
   g_allocations.fetch_add(1, std::memory_order_relaxed);
   g_bytes.fetch_add(static_cast<long long>(bytes), std::memory_order_relaxed);
+  if (g_trace) print_stack();
   return result;
 }
 }  // namespace
@@ -73,6 +104,57 @@ int posix_memalign(void** out, std::size_t alignment, std::size_t bytes) noexcep
 }
 }
 
+#ifdef TRAINPLAN_HAVE_MPI
+// The MPI calls of a step (executor/cpu/comm_mpi.cc), through MPI's profiling interface (the
+// MPI standard, "Profiling Interface": a program's MPI_X replaces the library's, which stays
+// reachable as PMPI_X): allocations inside them are OpenMPI's, counted apart.
+namespace {
+struct InMpi {
+  InMpi() { t_in_mpi = true; }
+  ~InMpi() { t_in_mpi = false; }
+};
+}  // namespace
+extern "C" {
+int MPI_Allreduce(const void* in, void* out, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
+  InMpi mpi;
+  return PMPI_Allreduce(in, out, n, t, op, c);
+}
+int MPI_Reduce_scatter_block(const void* in, void* out, int n, MPI_Datatype t, MPI_Op op,
+                             MPI_Comm c) {
+  InMpi mpi;
+  return PMPI_Reduce_scatter_block(in, out, n, t, op, c);
+}
+int MPI_Allgather(const void* in, int n, MPI_Datatype t, void* out, int m, MPI_Datatype u,
+                  MPI_Comm c) {
+  InMpi mpi;
+  return PMPI_Allgather(in, n, t, out, m, u, c);
+}
+int MPI_Alltoall(const void* in, int n, MPI_Datatype t, void* out, int m, MPI_Datatype u,
+                 MPI_Comm c) {
+  InMpi mpi;
+  return PMPI_Alltoall(in, n, t, out, m, u, c);
+}
+int MPI_Alltoallv(const void* in, const int* n, const int* at, MPI_Datatype t, void* out,
+                  const int* m, const int* to, MPI_Datatype u, MPI_Comm c) {
+  InMpi mpi;
+  return PMPI_Alltoallv(in, n, at, t, out, m, to, u, c);
+}
+int MPI_Isend(const void* data, int n, MPI_Datatype t, int peer, int tag, MPI_Comm c,
+              MPI_Request* r) {
+  InMpi mpi;
+  return PMPI_Isend(data, n, t, peer, tag, c, r);
+}
+int MPI_Recv(void* data, int n, MPI_Datatype t, int peer, int tag, MPI_Comm c, MPI_Status* s) {
+  InMpi mpi;
+  return PMPI_Recv(data, n, t, peer, tag, c, s);
+}
+int MPI_Waitall(int n, MPI_Request* r, MPI_Status* s) {
+  InMpi mpi;
+  return PMPI_Waitall(n, r, s);
+}
+}
+#endif
+
 namespace trainplan::executor {
 namespace {
 
@@ -93,51 +175,156 @@ struct Count {
   long long allocations, bytes, allocator_ns, step_ns, page_faults;
 };
 
-// Five steps of `model` with micro-batches of `micro` sequences, two per step; prints each
-// step's count and checks that steps 3 to 5 (optimizer state made, every buffer sized once)
-// allocate alike and fault no pages in.
-void expect_steady(const ModelSpec& model, std::int64_t micro) {
-  // The allocation policy `execute` runs with (executor/allocator.h); glibc only.
-  if (!keep_freed_memory_mapped()) GTEST_SKIP() << "the C library ignores mallopt";
-  Plan plan;
-  plan.micro_batch_size = micro;
-  plan.global_batch_size = 2 * micro;
-  plan.precision = Precision::kFp32;
-  auto comm = make_local_comm();
-  auto trainer = make_cpu_trainer(model, plan, {}, *comm);
+// Five steps of `model` under `plan` (micro-batches of plan.micro_batch_size, several per step);
+// prints each step's count and checks that steps 2 to 5 (every buffer sized by the first) make
+// no heap allocation and, on one rank (`faults`), fault no pages in: under MPI, OpenMPI's own
+// allocations and shared-memory transport fault a few pages per step.
+void expect_no_step_allocations(const ModelSpec& model, const Plan& plan, Comm& comm,
+                                bool faults) {
+  auto trainer = make_cpu_trainer(model, plan, {}, comm);
   ASSERT_TRUE(trainer.ok()) << trainer.status().message();
+  const bool trace = std::getenv("STEP_ALLOCATIONS_TRACE") != nullptr;
   std::vector<Count> per_step;
   for (int s = 0; s < 5; ++s) {
     // Built outside the counted region.
     const auto batch = random_batch(3, s, plan.global_batch_size, model.seq_len, 256);
+    g_trace = trace && s == 2;
     const long long a0 = g_allocations.load(), b0 = g_bytes.load(), n0 = g_ns.load();
-    const long long f0 = minor_faults(), t0 = now_ns();
+    const long long f0 = minor_faults(), t0 = now_ns(), m0 = g_mpi_allocations.load();
     auto r = (*trainer)->step(batch);
     const long long step_ns = now_ns() - t0;
     per_step.push_back({g_allocations.load() - a0, g_bytes.load() - b0, g_ns.load() - n0, step_ns,
                         minor_faults() - f0});
+    g_trace = false;
     ASSERT_TRUE(r.ok()) << r.status().message();
+    const long long in_mpi = g_mpi_allocations.load() - m0;
     const Count& c = per_step.back();
-    std::printf("step %d: %lld allocations, %lld bytes, %.1f us in the allocator of a %.1f ms "
-                "step, %lld page faults\n", s + 1, c.allocations, c.bytes, c.allocator_ns / 1e3,
-                c.step_ns / 1e6, c.page_faults);
+    std::printf("rank %lld, %s, step %d: %lld allocations, %lld bytes, %.1f us in the allocator of a %.1f "
+                "ms step, %lld page faults; %lld allocations inside MPI calls\n",
+                static_cast<long long>(comm.world_rank()), describe(plan).c_str(), s + 1,
+                c.allocations, c.bytes, c.allocator_ns / 1e3, c.step_ns / 1e6, c.page_faults,
+                in_mpi);
   }
-  for (std::size_t s = 3; s < 5; ++s) {
-    EXPECT_EQ(per_step[s].allocations, per_step[2].allocations) << "step " << s + 1;
-    EXPECT_EQ(per_step[s].bytes, per_step[2].bytes) << "step " << s + 1;
+  for (std::size_t s = 1; s < 5; ++s) {
+    EXPECT_EQ(per_step[s].allocations, 0) << describe(plan) << ", step " << s + 1;
+    EXPECT_EQ(per_step[s].bytes, 0) << describe(plan) << ", step " << s + 1;
   }
-  // Under that policy the steady steps reuse pages already mapped: what the first step faulted
-  // in (its activations) is not faulted in again. Measured: 0 from step 2 on; the bound leaves
-  // room for the kernel's own bookkeeping faults.
-  for (std::size_t s = 2; s < 5; ++s)
+  // With nothing allocated the steady steps touch only pages the first step mapped. The bound
+  // leaves room for the kernel's own bookkeeping faults.
+  for (std::size_t s = 2; s < 5 && faults; ++s)
     EXPECT_LE(per_step[s].page_faults, per_step[0].page_faults / 100) << "step " << s + 1;
 }
 
-TEST(StepAllocations, SmallGptStepsAllocateAlike) { expect_steady(gpt(2, 64, 4, 32), 2); }
+void expect_no_step_allocations(const ModelSpec& model, const Plan& plan) {
+  // The allocation policy `execute` runs with (executor/allocator.h); glibc only.
+  if (!keep_freed_memory_mapped()) GTEST_SKIP() << "the C library ignores mallopt";
+  auto comm = make_local_comm();
+  expect_no_step_allocations(model, plan, *comm, /*faults=*/true);
+}
+
+Plan one_rank(std::int64_t micro, std::int64_t micro_batches) {
+  Plan plan;
+  plan.micro_batch_size = micro;
+  plan.global_batch_size = micro_batches * micro;
+  plan.precision = Precision::kFp32;
+  return plan;
+}
+
+TEST(StepAllocations, SmallGptStepsAllocateNothing) {
+  expect_no_step_allocations(gpt(2, 64, 4, 32), one_rank(2, 2));
+}
 
 // Issue 28's speed shape (bench/scripts/executor_cpu_speed.sh) with 2 micro-batches of 4: about
 // a second of steps on a loaded 2-core machine.
-TEST(StepAllocations, Issue28ShapeStepsAllocateAlike) { expect_steady(gpt(4, 256, 4, 128), 4); }
+TEST(StepAllocations, Issue28ShapeStepsAllocateNothing) {
+  expect_no_step_allocations(gpt(4, 256, 4, 128), one_rank(4, 2));
+}
+
+// ZeRO 1-3 on one rank run the sharded code paths: ZeRO-2/3 free a block's full gradient after
+// its reduce-scatter, ZeRO-3 its gathered parameters after use (into the pool, workspace.h).
+TEST(StepAllocations, ZeroStagesAllocateNothing) {
+  for (int stage : {1, 2, 3}) {
+    Plan plan = one_rank(2, 3);
+    plan.zero_stage = stage;
+    expect_no_step_allocations(gpt(2, 64, 4, 32), plan);
+  }
+}
+
+// Recompute releases a layer's cache but its input in the forward and rebuilds it in the
+// backward (full), or rebuilds the softmax only (selective).
+TEST(StepAllocations, RecomputeAllocatesNothing) {
+  for (Recompute r : {Recompute::kSelective, Recompute::kFull}) {
+    Plan plan = one_rank(2, 2);
+    plan.recompute = r;
+    expect_no_step_allocations(gpt(3, 64, 4, 32), plan);
+  }
+  Plan partial = one_rank(2, 2);  // the first layer recomputed, the others kept
+  partial.recompute = Recompute::kFull;
+  partial.recompute_num_layers = 1;
+  expect_no_step_allocations(gpt(3, 64, 4, 32), partial);
+}
+
+#ifdef TRAINPLAN_HAVE_MPI
+// The plans that need several ranks, under `mpirun -np 4` (CTest executor_step_allocations_mpi):
+// tensor and sequence parallelism, context parallelism, pipelines (1F1B, interleaved, ZB-H1),
+// ZeRO sharded over dp. Every allocation of the process is counted, OpenMPI's included.
+bool under_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
+void expect_no_step_allocations_mpi(const ModelSpec& model, const Plan& plan) {
+  if (!under_mpirun()) GTEST_SKIP() << "run under mpirun -np 4";
+  if (!keep_freed_memory_mapped()) GTEST_SKIP() << "the C library ignores mallopt";
+  int ready = 0;
+  MPI_Initialized(&ready);
+  if (ready == 0) {
+    MPI_Init(nullptr, nullptr);
+    std::atexit([] { MPI_Finalize(); });
+  }
+  auto comm = make_mpi_comm(plan, MPI_COMM_WORLD);
+  ASSERT_TRUE(comm.ok()) << comm.status().message();
+  expect_no_step_allocations(model, plan, **comm, /*faults=*/false);
+}
+
+Plan four_ranks(std::int64_t tp, std::int64_t cp, std::int64_t pp, std::int64_t dp) {
+  Plan plan = one_rank(2, 4 / dp);
+  plan.global_batch_size *= dp;
+  plan.tp = tp;
+  plan.cp = cp;
+  plan.pp = pp;
+  plan.dp = dp;
+  return plan;
+}
+
+TEST(StepAllocationsMpi, TensorSequenceAndPipelineParallel) {
+  Plan plan = four_ranks(2, 1, 2, 1);
+  plan.sequence_parallel = true;
+  plan.zero_stage = 1;
+  expect_no_step_allocations_mpi(gpt(4, 64, 4, 32), plan);
+}
+
+TEST(StepAllocationsMpi, ContextParallelZero3) {
+  Plan plan = four_ranks(1, 2, 1, 2);
+  plan.zero_stage = 3;
+  expect_no_step_allocations_mpi(gpt(2, 64, 4, 32), plan);
+}
+
+TEST(StepAllocationsMpi, InterleavedPipelineZero2) {
+  Plan plan = four_ranks(1, 1, 2, 2);
+  plan.schedule = Schedule::kInterleaved;
+  plan.virtual_stages = 2;
+  plan.zero_stage = 2;
+  expect_no_step_allocations_mpi(gpt(4, 64, 4, 32), plan);
+}
+
+// ZB-H1 holds the weight gradients back from B to W (copies of x and dy); each TP rank keeps its
+// rows of a recomputed layer's input (partitioned activations).
+TEST(StepAllocationsMpi, ZeroBubbleWithPartitionedFullRecompute) {
+  Plan plan = four_ranks(2, 1, 2, 1);
+  plan.schedule = Schedule::kZbH1;
+  plan.recompute = Recompute::kFull;
+  plan.partition_activations = true;
+  expect_no_step_allocations_mpi(gpt(4, 64, 4, 32), plan);
+}
+#endif
 
 }  // namespace
 }  // namespace trainplan::executor

@@ -3,8 +3,9 @@
 # GPUs, `execute --scale-down` of that plan under mpirun (oversubscribed), `simulate` of the
 # scaled model and plan it wrote, and `compare`, whose bytes per group must be exact. GPT-3 175B
 # (tp 4 with SP, ZeRO-3, partial full recompute, NVMe offload dropped), Llama 3 8B (cp 4 and
-# cp 4 x dp 2: context parallelism) and Llama 3 70B (cp 2 x tp 4 with SP, ZeRO-3). Then the
-# option's errors. About 15 s on 2 cores.
+# cp 4 x dp 2: context parallelism), Llama 3 70B (cp 2 x tp 4 with SP, ZeRO-3) and Mixtral 8x7B
+# (MoE: tp 2 with SP, pp 2, ZB-H1; its loss must fall and its load-balancing loss be printed).
+# Then the option's errors. About 25 s on 2 cores.
 # Usage: scale_down_cli_test.sh TOOLS_DIR SOURCE_DIR   (registered with CTest by CMakeLists.txt)
 set -u
 tools="$1"; src="$2"
@@ -19,12 +20,12 @@ fi
 plan="$tools/plan"; simulate="$tools/simulate"; execute="$tools/execute"; compare="$tools/compare"
 mpirun=(timeout 120 mpirun --oversubscribe --allow-run-as-root --mca btl_vader_single_copy_mechanism none)
 
-# loop NAME MODEL GPUS EXPECTED-LAYOUT EXPECTED-CHANGE
+# loop NAME MODEL GPUS EXPECTED-LAYOUT EXPECTED-CHANGE; execute's output stays in $out
 loop() {
   local name="$1" model="$src/models/$2" gpus="$3" layout="$4" change="$5"
   "$plan" --model "$model" --gpus "$gpus" --emit-plan "$tmp/$name.plan.json" --quiet >/dev/null
   check "$name: plan --emit-plan wrote a plan" -- test -s "$tmp/$name.plan.json"
-  local out rc
+  local rc
   out="$("${mpirun[@]}" -np "$gpus" "$execute" --model "$model" --plan "$tmp/$name.plan.json" \
          --scale-down --write-scaled "$tmp/$name.scaled" --steps 3 --data "$src/data/kjv-genesis.txt" \
          --out "$tmp/$name.measured.json" 2>&1)"; rc=$?
@@ -48,6 +49,16 @@ loop llama3-8b-8 llama3-8b.json 8 "tp=1 cp=4 pp=1 dp=2 zero=1" \
   "execute: scale-down: num_kv_heads"
 loop llama3-70b-8 llama3-70b.json 8 "tp=4 cp=2 pp=1 dp=1 zero=3" \
   "execute: scale-down: hidden_size 8192 -> "
+
+# MoE: expert parallelism's plan as `plan` recommends it on 4 GPUs (README's MoE loop). Trained on
+# the corpus, the language-model loss falls from the first step to the last, and every step
+# line carries the load-balancing loss ("aux").
+loop mixtral-4 mixtral-8x7b.json 4 "tp=2 pp=2 dp=1 zero=1 mbs=1 zb-h1 recompute=none sp" \
+  "execute: scale-down: activation swiglu -> gelu"
+losses=($(sed -n 's/^step .*  loss \([0-9.]*\)  aux .*/\1/p' <<<"$out"))
+check "mixtral-4: 3 step lines with aux (got ${#losses[@]})" -- test "${#losses[@]}" = 3
+check "mixtral-4: loss falls (${losses[*]})" -- \
+  awk -v first="${losses[0]:-0}" -v last="${losses[2]:-0}" 'BEGIN { exit !(last < first) }'
 
 # Errors: --write-scaled alone; a plan that does not fit the model, refused before anything runs.
 tiny="$src/models/tiny.json"; g3="$src/models/gpt3.json"
