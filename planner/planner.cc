@@ -333,6 +333,10 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
         if (!sim.ok()) return sim.status();
         if (sim->peak_memory_bytes > usable) {
           dropped.insert(plan_to_json(search.ranked[i].plan).dump());
+          if (!search.least_simulated_drop ||
+              sim->peak_memory_bytes < search.least_simulated_drop->peak_bytes)
+            search.least_simulated_drop = PlanSearch::SimulatedDrop{
+                describe(search.ranked[i].plan), sim->peak_memory, sim->peak_memory_bytes};
           char buf[120];
           std::snprintf(buf, sizeof buf, ": the simulated peak %.1f GB exceeds the usable %.1f GB",
                         sim->peak_memory_bytes / 1e9, usable / 1e9);

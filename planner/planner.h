@@ -122,6 +122,15 @@ struct PlanSearch {
   std::vector<std::pair<double, double>> feasible_estimates;
   Rejections rejections;         // by reason code (planner/prune.h)
   TieBreak ties;                 // how ranked.front() was chosen among near-equal candidates
+  // Of the candidates the refinement dropped because their simulated peak exceeds the usable
+  // memory (RejectReason::kMemorySimulated), the one with the lowest peak: what "nothing fits"
+  // names when the simulator dropped every candidate that fit by the estimate.
+  struct SimulatedDrop {
+    std::string plan;           // describe()
+    MemoryBreakdown breakdown;  // its peak rank's, as simulated
+    double peak_bytes = 0;
+  };
+  std::optional<SimulatedDrop> least_simulated_drop;
 };
 
 struct PlanResult {

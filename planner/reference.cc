@@ -105,6 +105,16 @@ ReferenceLayout usual_layout(const ModelSpec& model, const ClusterSpec& cluster,
           "no layout of TP up to a node, PP across nodes and ZeRO-1 fits in memory"};
 }
 
+namespace {
+// The largest of model states, activations and buffers in `b`.
+std::string largest_part(const MemoryBreakdown& b) {
+  const double states = b.weights_bytes + b.gradients_bytes + b.optimizer_bytes;
+  return states >= b.activations_bytes && states >= b.buffers_bytes ? "model states"
+         : b.activations_bytes >= b.buffers_bytes                   ? "activations"
+                                                                    : "buffers";
+}
+}  // namespace
+
 std::optional<MemoryCause> least_memory_cause(const ModelSpec& model, const ClusterSpec& cluster,
                                               const PlannerOptions& options,
                                               std::int64_t global_batch) {
@@ -130,12 +140,17 @@ std::optional<MemoryCause> least_memory_cause(const ModelSpec& model, const Clus
     }
   }
   if (!best) return best;
-  const MemoryBreakdown& b = best->breakdown;
-  const double states = b.weights_bytes + b.gradients_bytes + b.optimizer_bytes;
-  best->what = states >= b.activations_bytes && states >= b.buffers_bytes ? "model states"
-               : b.activations_bytes >= b.buffers_bytes                   ? "activations"
-                                                                          : "buffers";
+  best->what = largest_part(best->breakdown);
   return best;
+}
+
+std::optional<MemoryCause> simulated_memory_cause(const PlanSearch& search) {
+  if (!search.least_simulated_drop || !search.ranked.empty()) return std::nullopt;
+  const PlanSearch::SimulatedDrop& d = *search.least_simulated_drop;
+  MemoryCause cause{largest_part(d.breakdown), d.plan, d.breakdown, d.peak_bytes};
+  cause.simulated = true;
+  cause.dropped = search.rejections.count(RejectReason::kMemorySimulated);
+  return cause;
 }
 
 }  // namespace trainplan

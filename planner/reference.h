@@ -47,9 +47,17 @@ struct MemoryCause {
   std::string plan;           // describe() of the least-memory configuration
   MemoryBreakdown breakdown;  // its peak stage's
   double peak_bytes = 0;
+  // Simulated: configurations did fit by the estimate, but the refinement's simulation put
+  // every one over the usable memory (`dropped` of them); `plan` is the one with the lowest
+  // simulated peak. Otherwise the least-memory configuration by the estimate.
+  bool simulated = false;
+  std::int64_t dropped = 0;
 };
 std::optional<MemoryCause> least_memory_cause(const ModelSpec& model, const ClusterSpec& cluster,
                                               const PlannerOptions& options,
                                               std::int64_t global_batch);
+// The cause when the refinement dropped every candidate that fit by the estimate (`search`
+// has a least_simulated_drop), else nothing.
+std::optional<MemoryCause> simulated_memory_cause(const PlanSearch& search);
 
 }  // namespace trainplan

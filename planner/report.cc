@@ -172,14 +172,22 @@ std::string compare_reference(const Candidate& pick, const ReferenceLayout& ref,
   return os.str();
 }
 
-// "Nothing fits" names what fills memory in the least-memory configuration.
+// "Nothing fits" names what fills memory in the least-memory configuration, or, when the
+// simulator dropped every configuration that fit by the estimate, in the one it simulated lowest.
 void memory_cause(std::ostringstream& os, const ReportContext& ctx) {
   if (!ctx.memory_cause) return;
   const MemoryCause& m = *ctx.memory_cause;
   const MemoryBreakdown& b = m.breakdown;
-  os << "The cause is " << m.what << ": the configuration that needs the least memory ("
-     << m.plan << ") still needs " << fmt("%.1f", m.peak_bytes / kGB) << " GB per GPU: model states "
-     << fmt("%.1f", (b.weights_bytes + b.gradients_bytes + b.optimizer_bytes) / kGB)
+  if (m.simulated)
+    os << "The cause is " << m.what << ", as simulated: the " << m.dropped
+       << " configurations that fit by the estimate all exceed the usable memory in the event "
+          "simulator; the lowest simulated peak ("
+       << m.plan << ") is " << fmt("%.1f", m.peak_bytes / kGB) << " GB per GPU: model states ";
+  else
+    os << "The cause is " << m.what << ": the configuration that needs the least memory ("
+       << m.plan << ") still needs " << fmt("%.1f", m.peak_bytes / kGB)
+       << " GB per GPU: model states ";
+  os << fmt("%.1f", (b.weights_bytes + b.gradients_bytes + b.optimizer_bytes) / kGB)
      << " GB (weights " << fmt("%.1f", b.weights_bytes / kGB) << ", gradients "
      << fmt("%.1f", b.gradients_bytes / kGB) << ", optimizer " << fmt("%.1f", b.optimizer_bytes / kGB)
      << "), activations " << fmt("%.1f", b.activations_bytes / kGB) << " GB, buffers "
@@ -307,7 +315,9 @@ std::string default_batch_source(const ModelSpec& model) {
 void add_usual_references(ReportContext& ctx, const PlanResult& result, const RefineFn& refine) {
   const std::int64_t gbs = result.search.global_batch_size;
   if (!result.fits()) {
-    ctx.memory_cause = least_memory_cause(*ctx.model, *ctx.cluster, *ctx.options, gbs);
+    ctx.memory_cause = simulated_memory_cause(result.search);
+    if (!ctx.memory_cause)
+      ctx.memory_cause = least_memory_cause(*ctx.model, *ctx.cluster, *ctx.options, gbs);
     return;
   }
   ctx.references.push_back(usual_layout(*ctx.model, *ctx.cluster, *ctx.options, gbs, refine));
@@ -379,7 +389,8 @@ std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
 
   // Say "nothing fits in memory" only when memory is what rejected configurations; otherwise
   // every one failed a structural check, listed below.
-  if (!s.rejections.has(RejectReason::kMemory))
+  if (!s.rejections.has(RejectReason::kMemory) &&
+      !s.rejections.has(RejectReason::kMemorySimulated))
     os << "No configuration is feasible on " << c.total_gpus()
        << " GPUs, and none was rejected for memory: each failed a check listed below.\n";
   else
@@ -551,10 +562,14 @@ Json plan_report_to_json(const PlanResult& r, const ReportContext& ctx) {
   const std::vector<std::string> warnings = plan_warnings(r);
   if (!warnings.empty()) j["warnings"] = warnings;
   if (!ctx.batch_source.empty()) j["batch_source"] = ctx.batch_source;
-  if (ctx.memory_cause)
+  if (ctx.memory_cause) {
     j["memory_cause"] = {{"what", ctx.memory_cause->what},
                          {"least_memory_plan", ctx.memory_cause->plan},
                          {"peak_memory_bytes", ctx.memory_cause->peak_bytes}};
+    // Only when the simulator dropped them all, so that other outputs keep their bytes.
+    if (ctx.memory_cause->simulated)
+      j["memory_cause"]["dropped_by_simulation"] = ctx.memory_cause->dropped;
+  }
   return j;
 }
 

@@ -110,6 +110,13 @@ void Engine::try_start(std::int32_t s) {
   if (op.pending > 0) return;
   st.busy = true;
   op.start = now_;
+  // A program with --all-ranks holds tens of millions of ops (GPT-3 on 512 ranks: 1.3 GB), and
+  // the first read of a stream's next op, when its predecessor ended, missed the cache on
+  // almost every op (perf: 93% of try_start's samples on that one load). What finish_op will
+  // read is known now, and thousands of events pass before the op ends: fetch it while it runs.
+  if (op.next_in_stream >= 0)
+    __builtin_prefetch(&ops_[static_cast<std::size_t>(op.next_in_stream)]);
+  if (op.succ_count > 0) __builtin_prefetch(&succ_[static_cast<std::size_t>(op.succ_begin)]);
   if (op.collective < 0) {
     push(now_ + op.duration, id, 0);
   } else {
@@ -204,6 +211,11 @@ void Engine::arrive(std::int32_t ci) {
 void Engine::finish_op(std::int32_t id) {
   Op& op = ops_[static_cast<std::size_t>(id)];
   op.end = now_;
+  // The successors' records are read below, one after another: ask for all of them at once.
+  for (std::int32_t k = 0; k < op.succ_count; ++k) {
+    const std::int32_t s = succ_[static_cast<std::size_t>(op.succ_begin + k)];
+    __builtin_prefetch(&ops_[static_cast<std::size_t>(s)]);
+  }
   if (progress_ && (++finished_ & 0xFFFF) == 0)
     progress_(finished_, static_cast<std::int64_t>(ops_.size()));
   Stream& st = streams_[static_cast<std::size_t>(op.stream)];

@@ -2,7 +2,8 @@
 # Issue 24's long phases, before and after: `plan --simulate-top 200` (the simulator's
 # refinement) and `simulate --all-ranks` on GPT-3 over 512 GPUs, each with the tools of BEFORE
 # (a build of the commit before the change) and AFTER on one thread and on every core, with
-# wall time and peak RSS; the outputs of one thread and every core compared byte for byte; and
+# wall time and peak RSS; the outputs of one thread and every core compared byte for byte, and
+# those of BEFORE and AFTER (less the build stamp, git_commit); and
 # a trace of GPT-3 on 1,024 ranks (std::bad_alloc before: not rerun here) refused with its size.
 #   bench/scripts/parallel_speed.sh BEFORE_BUILD AFTER_BUILD OUT_DIR
 # Writes OUT_DIR/summary.md (the figures) and the raw outputs beside it.
@@ -48,6 +49,14 @@ timed "simulate gpt3 1024 GPUs --all-ranks --trace" after 0 "$out/trace1024.txt"
   for pair in "plan.t1.json plan.t0.json" "g3.t1.json g3.t0.json" "sim.t1.json sim.t0.json"; do
     set -- $pair
     if cmp -s "$out/$1" "$out/$2"; then echo "- $1 and $2: byte-identical"; else echo "- $1 and $2: DIFFER"; fi
+  done
+  for pair in "plan.before.json plan.t1.json" "g3.before.json g3.t1.json" "sim.before.json sim.t1.json"; do
+    set -- $pair
+    if cmp -s <(grep -v '"git_commit"' "$out/$1") <(grep -v '"git_commit"' "$out/$2"); then
+      echo "- $1 and $2: byte-identical but for the build stamp"
+    else
+      echo "- $1 and $2: DIFFER"
+    fi
   done
   echo "- the 1,024-rank trace: $(tail -1 "$out/trace1024.txt.err")"
   echo "- trace file left behind: $(ls "$out" | grep -c 'gpt3-1024.trace' || true)"

@@ -1,7 +1,8 @@
 // Tests of the recommendation's context (issue 24): the default batch by model size and GPU
-// count, the usual layout and a baseline costed beside the pick, the cause of "nothing fits",
-// the warning on context parallelism forced by a small batch, and refinement by the simulator
-// giving the same ranking on one thread as on many.
+// count, the usual layout and a baseline costed beside the pick, the cause of "nothing fits"
+// (the estimate's, or the simulator's when it dropped every candidate), the warning on context
+// parallelism forced by a small batch, and refinement by the simulator giving the same ranking
+// on one thread as on many.
 #include "planner/reference.h"
 
 #include <gtest/gtest.h>
@@ -133,6 +134,58 @@ TEST(NothingFits, NamesModelStatesOrActivationsFromTheBreakdown) {
   EXPECT_EQ(act->what, "activations") << act->plan;
   const MemoryBreakdown& b = act->breakdown;
   EXPECT_GT(b.activations_bytes, b.weights_bytes + b.gradients_bytes + b.optimizer_bytes);
+}
+
+// The simulator finds every configuration that fits by the estimate over the usable memory:
+// nothing fits, and the cause is the simulated one (the lowest simulated peak and its largest
+// part), not the estimate's least-memory configuration, which the estimate says fits.
+TEST(NothingFits, NamesTheSimulatedPeakWhenTheSimulatorDropsEveryCandidate) {
+  const ModelSpec m = load_repo_model("gpt2-774m.json");
+  const ClusterSpec c = cluster("H100-80GB", 8);
+  PlannerOptions opt;
+  opt.simulate_top = 2;
+  // Activations a whole device more than the estimate's: every candidate is over memory.
+  const RefineFn over = [&](const Plan& p) -> Result<Estimate> {
+    Estimate e = Estimator(m, c, std::nullopt).estimate(p);
+    e.peak_memory.activations_bytes += c.gpu.hbm_bytes;
+    e.peak_memory_bytes += c.gpu.hbm_bytes;
+    return e;
+  };
+  auto r = plan_training(m, c, opt, over);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_FALSE(r->fits());
+  const PlanSearch& s = r->search;
+  const std::int64_t dropped = s.rejections.count(RejectReason::kMemorySimulated);
+  EXPECT_GT(dropped, 8 * opt.simulate_top);  // searched again past the kept candidates
+  ASSERT_TRUE(s.least_simulated_drop.has_value());
+  EXPECT_GT(s.least_simulated_drop->peak_bytes, c.gpu.hbm_bytes);
+  ReportContext ctx{&m, &c, &opt, {}, {}, {}, {}};
+  add_usual_references(ctx, *r, over);
+  ASSERT_TRUE(ctx.memory_cause.has_value());
+  EXPECT_TRUE(ctx.memory_cause->simulated);
+  EXPECT_EQ(ctx.memory_cause->what, "activations");
+  EXPECT_EQ(ctx.memory_cause->plan, s.least_simulated_drop->plan);
+  const std::string text = format_plan_report(*r, ctx);
+  EXPECT_NE(text.find("Nothing fits in GPU memory."), std::string::npos) << text;
+  EXPECT_NE(text.find("The cause is activations, as simulated: the " + std::to_string(dropped) +
+                      " configurations that fit by the estimate all exceed the usable memory"),
+            std::string::npos)
+      << text;
+  const Json j = plan_report_to_json(*r, ctx);
+  EXPECT_EQ(j["memory_cause"]["what"], "activations");
+  EXPECT_EQ(j["memory_cause"]["least_memory_plan"], s.least_simulated_drop->plan);
+  EXPECT_EQ(j["memory_cause"]["dropped_by_simulation"], dropped);
+  EXPECT_TRUE(j["recommendation"].is_null() || r->offload_search.has_value());
+}
+
+// Without simulated drops the cause is the estimate's least-memory configuration, and the JSON
+// has no dropped_by_simulation.
+TEST(NothingFits, WithoutSimulatedDropsTheCauseIsTheEstimates) {
+  PlanSearch s;
+  EXPECT_FALSE(simulated_memory_cause(s).has_value());
+  s.least_simulated_drop = PlanSearch::SimulatedDrop{"p", {}, 1e11};
+  s.ranked.emplace_back();  // something fits after all
+  EXPECT_FALSE(simulated_memory_cause(s).has_value());
 }
 
 TEST(PlanWarnings, ContextParallelismForcedByASmallBatch) {
