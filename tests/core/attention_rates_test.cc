@@ -59,6 +59,15 @@ struct AttentionCase {
   }
 };
 
+// The rates a plan naming `kernel` runs at on the preset `gpu`.
+Result<DeviceRates> rates_for(AttentionKernel kernel, const char* gpu) {
+  Plan plan;
+  plan.attention_kernel = kernel;
+  auto g = gpu_preset(gpu);
+  EXPECT_TRUE(g.ok()) << gpu;
+  return plan_rates(plan, *g, std::nullopt);
+}
+
 const Task& task_named(const std::vector<Task>& tasks, std::string_view name) {
   for (const Task& t : tasks)
     if (t.name == name) return t;
@@ -68,13 +77,12 @@ const Task& task_named(const std::vector<Task>& tasks, std::string_view name) {
 
 TEST(AttentionRates, TaskTimeIsExecutedFlopsAtTheScaledRate) {
   AttentionCase c;
-  c.plan.attention_kernel = AttentionKernel::kFlash2;
-  auto gpu = gpu_preset("H100-96GB");
-  ASSERT_TRUE(gpu.ok());
-  auto rates = plan_rates(c.plan, *gpu, std::nullopt);
+  auto rates = rates_for(AttentionKernel::kFlash2, "H100-96GB");
   ASSERT_TRUE(rates.ok()) << rates.status().message();
-  const Task& fwd = task_named(layer_forward_tasks(c.model, c.plan), "attention");
-  const Task& bwd = task_named(layer_backward_tasks(c.model, c.plan), "attention_bwd");
+  const std::vector<Task> forward = layer_forward_tasks(c.model, c.plan);
+  const std::vector<Task> backward = layer_backward_tasks(c.model, c.plan);
+  const Task& fwd = task_named(forward, "attention");
+  const Task& bwd = task_named(backward, "attention_bwd");
   EXPECT_FALSE(fwd.backward);
   EXPECT_TRUE(bwd.backward);
   // The 96 GB part's 912.2 TFLOP/s against the measured SXM5's 989.4.
@@ -84,8 +92,7 @@ TEST(AttentionRates, TaskTimeIsExecutedFlopsAtTheScaledRate) {
   EXPECT_NEAR(task_time_s(bwd, *rates) - rates->kernel_overhead_s,
               bwd.executed_flops / (318.0 * 333.0 / 370.0 * kTFLOP * scale), 1e-12);
   // The generic model is unchanged by the field's existence.
-  c.plan.attention_kernel = AttentionKernel::kGeneric;
-  auto generic = plan_rates(c.plan, *gpu, std::nullopt);
+  auto generic = rates_for(AttentionKernel::kGeneric, "H100-96GB");
   ASSERT_TRUE(generic.ok());
   const double generic_rate = generic->peak_flops_per_s * generic->gemm_efficiency *
                               generic->attention_efficiency *
@@ -95,19 +102,17 @@ TEST(AttentionRates, TaskTimeIsExecutedFlopsAtTheScaledRate) {
 }
 
 TEST(AttentionRates, PlanRatesRefusesAKernelWithoutPublishedRates) {
-  AttentionCase c;
-  c.plan.attention_kernel = AttentionKernel::kFlash3;
-  auto a100 = gpu_preset("A100-80GB");
-  ASSERT_TRUE(a100.ok());
-  auto r = plan_rates(c.plan, *a100, std::nullopt);
+  auto r = rates_for(AttentionKernel::kFlash3, "A100-80GB");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("attention_kernel=flash3"), std::string::npos);
   EXPECT_NE(r.status().message().find("A100-80GB (architecture 'ampere')"), std::string::npos);
   // A custom GPU without a base preset has no architecture.
-  GpuSpec custom = *a100;
+  GpuSpec custom = *gpu_preset("A100-80GB");
   custom.name = "mine";
   custom.architecture.clear();
-  r = plan_rates(c.plan, custom, std::nullopt);
+  Plan plan;
+  plan.attention_kernel = AttentionKernel::kFlash3;
+  r = plan_rates(plan, custom, std::nullopt);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("architecture 'unknown'"), std::string::npos);
 }
