@@ -6,7 +6,8 @@
 //
 // Every rank measures at once (one thread per rank, as the executor runs); rank 0 fits and
 // writes. The executor's own code per cost-model task (traced training steps of the --models
-// at each --micro-batches and --tp; calibration/executor_probe.h), its GEMM over an m,n,k sweep,
+// at each --micro-batches and --tp; an MoE model with ep over the dp ranks and SP with tp > 1;
+// calibration/executor_probe.h), its GEMM over an m,n,k sweep,
 // STREAM bandwidth, and (with 2+ ranks) MPI collectives in nccl-tests' columns; then
 // least-squares fits (calibration/fit.h). With -np 1 the profile has no links.
 // Tested by tests/calibration/tools_test.cc.
@@ -89,9 +90,21 @@ void idle_until_rank0_done() {
   }
 }
 
+// An MoE model's experts over as many of the dp ranks as divide its experts, so that the probe
+// times the dispatch and combine all-to-alls (ep 1 has none) as well as the router and experts.
+std::int64_t probe_expert_parallel(const ModelSpec& model, std::int64_t dp) {
+  if (!model.is_moe()) return 1;
+  std::int64_t ep = dp;
+  while (ep > 1 && (dp % ep != 0 || model.num_experts % ep != 0)) --ep;
+  return ep;
+}
+
 // The plans whose steps the executor runs to time its tasks: each model, micro-batch size and
 // tensor-parallel degree that divides the world (data parallel over the rest, so that every
-// rank computes at once, as in the plans calibrated for), one micro-batch per step.
+// rank computes at once, as in the plans calibrated for), one micro-batch per step. An MoE
+// model's probe has expert parallelism (probe_expert_parallel) and, with tp > 1, sequence
+// parallelism, which the executor requires for MoE with tp > 1 as Megatron-LM does
+// (validate_args: "When using MoE and tensor parallelism, sequence parallelism must be used").
 std::vector<Plan> probe_plans(const Setup& s, const ModelSpec& model, int world) {
   std::vector<Plan> plans;
   for (std::int64_t tp : s.tps) {
@@ -100,6 +113,8 @@ std::vector<Plan> probe_plans(const Setup& s, const ModelSpec& model, int world)
       Plan p;
       p.tp = tp;
       p.dp = world / tp;
+      p.ep = probe_expert_parallel(model, p.dp);
+      p.sequence_parallel = model.is_moe() && tp > 1;
       p.micro_batch_size = b;
       p.global_batch_size = b * p.dp;
       p.precision = Precision::kFp32;
