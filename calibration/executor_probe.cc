@@ -274,7 +274,8 @@ Result<ProbeSamples> time_executor_tasks(const ModelSpec& model, const Plan& pla
   if (!trainer.ok()) return trainer.status();
   const std::string probe = model.name + ", tp " + std::to_string(plan.tp) +
                             (plan.ep > 1 ? ", ep " + std::to_string(plan.ep) : "") +
-                            ", micro-batch " + std::to_string(plan.micro_batch_size);
+                            ", micro-batch " + std::to_string(plan.micro_batch_size) +
+                            (plan.attention == AttentionImpl::kFused ? ", fused attention" : "");
   std::vector<std::vector<executor::TraceEvent>> steps_events;
   executor::TraceRecorder recorder;
   for (int k = 0; k < warmup + steps; ++k) {

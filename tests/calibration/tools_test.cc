@@ -123,6 +123,28 @@ TEST(CalibrateTool, AnMoeModelIsProfiledWithBothLayerKindsAndItsAllToAlls) {
   fs::remove_all(dir);
 }
 
+// --attention fused probes the fused attention that plans with cp > 1 run: its samples carry the
+// cost model's "attention" task. A value that is neither implementation is a usage error.
+TEST(CalibrateTool, FusedAttentionIsProbedOnRequest) {
+  const fs::path dir = temp_dir("calibrate-fused");
+  const std::string base = mpirun(1) + (kTools / "calibrate").string() +
+                           " --quick --micro-batches 1 --tp 1 --out " +
+                           (dir / "profile.json").string();
+  Outcome r = run(base + " --attention fused");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::set<std::string> tasks;
+  const Json profile = read_json(dir / "profile.json");
+  for (const Json& t : profile["measurements"]["tasks"])
+    for (const Json& name : t["tasks"]) tasks.insert(name.get<std::string>());
+  EXPECT_TRUE(tasks.count("attention")) << r.output;
+  EXPECT_FALSE(tasks.count("attn_scores")) << r.output;
+  r = run(base + " --attention flash");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--attention: 'flash' is neither fused nor unfused"), std::string::npos)
+      << r.output;
+  fs::remove_all(dir);
+}
+
 TEST(CalibrateTool, OneRankSkipsCollectives) {
   const fs::path dir = temp_dir("calibrate1");
   const Outcome r = run(mpirun(1) + (kTools / "calibrate").string() + " --quick --micro-batches 1 " +
