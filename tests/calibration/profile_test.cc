@@ -156,6 +156,24 @@ TEST(Profile, TheRankSkewBecomesTheProfilesComputeSpread) {
   EXPECT_NE(err.status().message().find("-0.1"), std::string::npos) << err.status().message();
 }
 
+// Ranks sharing their cores with other processes can measure a spread above the profile's
+// bound of 1 (111% at load 14 on 2 cores): it is held at 1, the profile loads back, and the
+// summary says what was measured.
+TEST(Profile, ASpreadAboveOneIsHeldAtOneAndReported) {
+  Measurements m = tiny_measurements();
+  m.skew = {{"p", 2, 100e-6, 90e-6}, {"p", 2, 100e-6, 80e-6}, {"p", 2, 100e-6, 70e-6}};
+  auto cal = calibrate_from(m, {"Test CPU", 2, 1, "2025-01-01T00:00:00Z"});
+  ASSERT_TRUE(cal.ok()) << cal.status().message();
+  EXPECT_NEAR(cal->measured_rank_compute_spread, 0.8 * std::sqrt(std::numbers::pi), 1e-12);
+  EXPECT_EQ(cal->profile.rank_compute_spread, 1.0);
+  auto back = hardware_profile_from_json(profile_json(*cal, m), "profile.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->rank_compute_spread, 1.0);
+  EXPECT_NE(format_fit_summary(*cal).find("spread measured 141.8%, held at 100%"),
+            std::string::npos)
+      << format_fit_summary(*cal);
+}
+
 TEST(Profile, OneRankHasNoLinks) {
   Measurements m = tiny_measurements();
   m.collectives.clear();
