@@ -85,7 +85,7 @@ TEST(CalibrateTool, QuickUnderTwoRanksWritesALoadableProfile) {
     EXPECT_GE(s["slowest_excess_us"].get<double>(), 0) << s.dump();
   }
   EXPECT_GE(p->rank_compute_spread, 0);
-  EXPECT_LT(p->rank_compute_spread, 1);
+  EXPECT_LE(p->rank_compute_spread, 1);  // held at 1 when other processes share the cores
   EXPECT_NE(r.output.find("rank compute spread"), std::string::npos);
   auto c = cluster_from_json(read_json(dir / "cluster.json"), "cluster.json");
   ASSERT_TRUE(c.ok()) << c.status().message();
