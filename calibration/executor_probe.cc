@@ -5,36 +5,39 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 
 #include "executor/data.h"
 #include "executor/cpu/cpu_stage.h"
 #include "core/cost/cost_model.h"
+#include "core/cost/step_tasks.h"
 #include "core/cost/straggler.h"
 
 namespace trainplan::calibration {
 
 namespace {
 
-// Every task one rank of `stage` can run in a step: the layers' forward, backward and
-// recompute, the embedding and head, the DP/ZeRO collectives of its parameter blocks at every
-// point, and the optimizer step.
-std::vector<Task> step_tasks(const ModelSpec& m, const Plan& p, std::int64_t stage) {
+// Every task one rank of `stage` can run in a step (core/cost/step_tasks.h): each layer kind's
+// forward, backward and recompute (an MoE model with dense_layers runs both kinds: "fc1" is a
+// dense layer's, "router" and "expert_fc1" an expert layer's), the embedding and head, the DP/ZeRO
+// collectives of its parameter blocks at every point, and the optimizer step.
+std::vector<Task> all_step_tasks(const ModelSpec& m, const Plan& p, std::int64_t stage) {
+  const StepTasks st = step_tasks(m, p, stage);
   std::vector<Task> all;
-  for (auto* list : {&layer_forward_tasks, &layer_backward_tasks, &layer_recompute_tasks,
-                     &embedding_forward_tasks, &embedding_backward_tasks, &head_forward_tasks,
-                     &head_backward_tasks}) {
-    const std::vector<Task> t = (*list)(m, p);
-    all.insert(all.end(), t.begin(), t.end());
+  auto add = [&all](const std::vector<Task>& t) { all.insert(all.end(), t.begin(), t.end()); };
+  for (const LayerTasks& layer : st.micro_batch.layer) {
+    add(layer.forward);
+    add(layer.backward);
+    add(layer.recompute);
   }
-  for (const ParamBlock& b : param_blocks_on_stage(m, p, stage))
-    for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kBeforeRecompute,
-                          DpPoint::kBeforeBackward, DpPoint::kAfterBackward,
-                          DpPoint::kAfterLastBackward, DpPoint::kAfterOptimizer}) {
-      const std::vector<Task> t = dp_block_tasks(p, b, point);
-      all.insert(all.end(), t.begin(), t.end());
-    }
-  all.push_back(optimizer_task(m, p, stage));
+  for (const auto* list : {&st.micro_batch.embedding_forward, &st.micro_batch.embedding_backward,
+                           &st.micro_batch.head_forward, &st.micro_batch.head_backward})
+    add(*list);
+  for (std::size_t b = 0; b < st.blocks.size(); ++b)
+    for (std::size_t point = 0; point < kDpPointCount; ++point)
+      add(st.dp(b, static_cast<DpPoint>(point)));
+  all.push_back(st.optimizer);
   return all;
 }
 
@@ -147,7 +150,7 @@ double rank_compute_spread(const std::vector<SkewSample>& samples) {
 Result<std::vector<TaskSample>> task_samples_from_events(
     const std::vector<std::vector<executor::TraceEvent>>& steps, const ModelSpec& model,
     const Plan& plan, std::int64_t stage, const std::string& probe) {
-  const auto tasks = compute_tasks_by_name(step_tasks(model, plan, stage));
+  const auto tasks = compute_tasks_by_name(all_step_tasks(model, plan, stage));
   // One occurrence of a task is every span of its name in one context of one step (the
   // optimizer's span is cut where ZeRO's all-gathers run between its blocks): spans are summed by
   // (name, pass, micro-batch, layer) per step.
@@ -192,29 +195,59 @@ Result<std::vector<TaskSample>> task_samples_from_events(
   return out;
 }
 
+namespace {
+
+// The cost-model collective a traced call carries out, or nothing. Three ways to match:
+// - an expert all-to-all (ep group) sends as many rows as the router sent to each expert (a
+//   combine returns what this rank's experts received), not the cost model's balanced T*k: it is
+//   matched by name, at the task's size, its routing imbalance left in its time;
+// - any other call, by name, group and bytes sent;
+// - a call that does several of the step's tasks of one name at once (the trainer's one
+//   tp_sp_norm_grad_all_reduce for all of a stage's norms, where the cost model lists one per
+//   block: the same bytes), when its bytes are theirs summed: one task of the summed size.
+std::optional<Task> cost_model_collective(const std::vector<Task>& comm,
+                                          const executor::TraceEvent& e) {
+  const bool routed = *e.group == CommGroup::kEp;
+  std::optional<Task> fused;
+  std::int64_t fused_sent = 0;
+  for (const Task& t : comm) {
+    if (t.name != e.task || t.group != *e.group) continue;
+    if (routed || t.bytes_sent() == e.bytes_sent) return t;
+    if (!fused) {
+      fused = t;
+      fused->message_bytes = 0;
+    }
+    fused->message_bytes += t.message_bytes;
+    fused_sent += t.bytes_sent();
+  }
+  if (fused && fused_sent == e.bytes_sent) return fused;
+  return std::nullopt;
+}
+
+}  // namespace
+
 Result<std::vector<CollectiveSample>> collective_samples_from_events(
     const std::vector<std::vector<executor::TraceEvent>>& steps, const ModelSpec& model,
     const Plan& plan, std::int64_t stage, const std::string& probe) {
-  std::vector<Task> comm = step_tasks(model, plan, stage);
+  std::vector<Task> comm = all_step_tasks(model, plan, stage);
   std::erase_if(comm, [](const Task& t) { return t.kind != TaskKind::kComm; });
   std::map<std::pair<std::string, std::int64_t>, std::vector<std::vector<double>>> times;
-  std::map<std::pair<std::string, std::int64_t>, const Task*> task_of;
+  std::map<std::pair<std::string, std::int64_t>, Task> task_of;
   for (std::size_t k = 0; k < steps.size(); ++k) {
     for (const executor::TraceEvent& e : steps[k]) {
       // Pipeline sends and receives are no collective's sample (a send returns before
       // delivery, a receive's time is its wait).
       if (!e.group.has_value() || *e.group == CommGroup::kPp) continue;
-      const auto key = std::make_pair(e.task, e.bytes_sent);
+      const bool routed = *e.group == CommGroup::kEp;  // one sample whatever the size
+      const auto key = std::make_pair(e.task, routed ? std::int64_t{-1} : e.bytes_sent);
       if (!task_of.count(key)) {
-        const auto it = std::find_if(comm.begin(), comm.end(), [&](const Task& t) {
-          return t.name == e.task && t.bytes_sent() == e.bytes_sent && t.group == *e.group;
-        });
-        if (it == comm.end())
+        std::optional<Task> task = cost_model_collective(comm, e);
+        if (!task)
           return Status::Error("executor trace (" + probe + "): collective '" + e.task + "' of " +
                                    std::to_string(e.bytes_sent) +
                                    " bytes sent is not a collective of the cost model",
                                ExitCode::kInternal);
-        task_of[key] = &*it;
+        task_of.emplace(key, *task);
       }
       auto& per_step = times[key];
       per_step.resize(steps.size());
@@ -223,7 +256,7 @@ Result<std::vector<CollectiveSample>> collective_samples_from_events(
   }
   std::vector<CollectiveSample> out;
   for (auto& [key, t] : times) {
-    const Task& task = *task_of.at(key);
+    const Task& task = task_of.at(key);
     CollectiveSample c;
     c.collective = task.collective;
     c.group_size = task.group_size;
@@ -239,8 +272,10 @@ Result<ProbeSamples> time_executor_tasks(const ModelSpec& model, const Plan& pla
                                          executor::Comm& comm, int warmup, int steps) {
   auto trainer = executor::make_cpu_trainer(model, plan, executor::TrainOptions{}, comm);
   if (!trainer.ok()) return trainer.status();
-  const std::string probe = model.name + ", tp " + std::to_string(plan.tp) + ", micro-batch " +
-                            std::to_string(plan.micro_batch_size);
+  const std::string probe = model.name + ", tp " + std::to_string(plan.tp) +
+                            (plan.ep > 1 ? ", ep " + std::to_string(plan.ep) : "") +
+                            ", micro-batch " + std::to_string(plan.micro_batch_size) +
+                            (plan.attention == AttentionImpl::kFused ? ", fused attention" : "");
   std::vector<std::vector<executor::TraceEvent>> steps_events;
   executor::TraceRecorder recorder;
   for (int k = 0; k < warmup + steps; ++k) {

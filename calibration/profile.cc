@@ -87,7 +87,11 @@ Result<Calibration> calibrate_from(const Measurements& m, const MachineIdentity&
   p.date = id.date;
   p.rates = c.compute.rates;
   p.baseline_memory_bytes = m.baseline.hwm_bytes;
-  p.rank_compute_spread = rank_compute_spread(m.skew);
+  // The profile's bound (core/cost/compute_model.cc) is 1: a larger spread means the ranks
+  // shared their cores with other processes while measured (seen at 111% at load 14 on 2
+  // cores), and the normal straggler model would give negative times. Held at 1 and reported.
+  c.measured_rank_compute_spread = rank_compute_spread(m.skew);
+  p.rank_compute_spread = std::min(1.0, c.measured_rank_compute_spread);
   // Links from the executor's own collectives in its steps when there are any (what plans'
   // collectives cost there), else from the benchmark loop.
   const std::vector<CollectiveSample>& link_samples =
@@ -292,6 +296,13 @@ std::string format_fit_summary(const Calibration& c) {
                 "simulator waits for the expected straggler)\n",
                 100 * c.profile.rank_compute_spread);
   os << line;
+  if (c.measured_rank_compute_spread > c.profile.rank_compute_spread) {
+    std::snprintf(line, sizeof line,
+                  "  warning: the ranks' compute spread measured %.1f%%, held at 100%%: other "
+                  "processes shared the cores while calibrating\n",
+                  100 * c.measured_rank_compute_spread);
+    os << line;
+  }
   os << "# fit residuals (task_time_s against measured)\n";
   stats("gemm", c.compute.gemm);
   stats("memory kernels", c.compute.memory);

@@ -48,6 +48,10 @@ struct Calibration {
   bool has_link_fit = false;
   bool links_from_steps = false;  // fitted to step_collectives, not the benchmark loop
   LinkFit links;
+  // The spread the skew samples gave before it was held at the profile's bound of 1 (a rank's
+  // compute with a standard deviation above its mean: other processes sharing the cores);
+  // equal to profile.rank_compute_spread when within it.
+  double measured_rank_compute_spread = 0;
 };
 
 // Now, UTC, ISO 8601 ("2026-11-22T03:24:37Z"): MachineIdentity::date.

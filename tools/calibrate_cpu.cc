@@ -6,7 +6,8 @@
 //
 // Every rank measures at once (one thread per rank, as the executor runs); rank 0 fits and
 // writes. The executor's own code per cost-model task (traced training steps of the --models
-// at each --micro-batches and --tp; calibration/executor_probe.h), its GEMM over an m,n,k sweep,
+// at each --micro-batches and --tp; an MoE model with ep over the dp ranks and SP with tp > 1;
+// calibration/executor_probe.h), its GEMM over an m,n,k sweep,
 // STREAM bandwidth, and (with 2+ ranks) MPI collectives in nccl-tests' columns; then
 // least-squares fits (calibration/fit.h). With -np 1 the profile has no links.
 // Tested by tests/calibration/tools_test.cc.
@@ -70,6 +71,10 @@ Result<std::vector<ModelSpec>> load_models(const cli::Args& args) {
 struct Setup {
   std::vector<ModelSpec> models;
   std::vector<std::int64_t> micro_batches, tps;
+  // Attention implementations to probe: unfused (the default: scores, softmax and values as
+  // three tasks) and/or fused (one "attention" task, what a plan with cp > 1 must use; its
+  // samples give the profile's attention_efficiency, calibration/fit.h).
+  std::vector<AttentionImpl> attentions = {AttentionImpl::kUnfused};
   bool quick = false;
   // Ranks that compute at once: all (the plans that use every rank of the node) or 1 (rank 0
   // alone while the others sleep: what a one-rank plan sees; on a CPU the ranks share caches
@@ -89,25 +94,45 @@ void idle_until_rank0_done() {
   }
 }
 
+// An MoE model's experts over as many of the dp ranks as divide its experts, so that the probe
+// times the dispatch and combine all-to-alls (ep 1 has none) as well as the router and experts.
+std::int64_t probe_expert_parallel(const ModelSpec& model, std::int64_t dp) {
+  if (!model.is_moe()) return 1;
+  std::int64_t ep = dp;
+  while (ep > 1 && (dp % ep != 0 || model.num_experts % ep != 0)) --ep;
+  return ep;
+}
+
 // The plans whose steps the executor runs to time its tasks: each model, micro-batch size and
 // tensor-parallel degree that divides the world (data parallel over the rest, so that every
-// rank computes at once, as in the plans calibrated for), one micro-batch per step.
+// rank computes at once, as in the plans calibrated for), one micro-batch per step. An MoE
+// model's probe has expert parallelism (probe_expert_parallel) and, with tp > 1, sequence
+// parallelism, which the executor requires for MoE with tp > 1 as Megatron-LM does
+// (validate_args: "When using MoE and tensor parallelism, sequence parallelism must be used").
+Plan probe_plan(const ModelSpec& model, std::int64_t world, std::int64_t tp,
+                std::int64_t micro_batch, AttentionImpl attention) {
+  Plan p;
+  p.tp = tp;
+  p.dp = world / tp;
+  p.ep = probe_expert_parallel(model, p.dp);
+  p.sequence_parallel = model.is_moe() && tp > 1;
+  p.micro_batch_size = micro_batch;
+  p.global_batch_size = micro_batch * p.dp;
+  p.precision = Precision::kFp32;
+  p.attention = attention;
+  p.schedule = Schedule::k1F1B;
+  return p;
+}
+
 std::vector<Plan> probe_plans(const Setup& s, const ModelSpec& model, int world) {
   std::vector<Plan> plans;
   for (std::int64_t tp : s.tps) {
     if (world % tp != 0) continue;
-    for (std::int64_t b : s.micro_batches) {
-      Plan p;
-      p.tp = tp;
-      p.dp = world / tp;
-      p.micro_batch_size = b;
-      p.global_batch_size = b * p.dp;
-      p.precision = Precision::kFp32;
-      p.attention = AttentionImpl::kUnfused;
-      p.schedule = Schedule::k1F1B;
-      if (!validate_plan(p).ok() || !check_plan_fits_model(p, model).ok()) continue;
-      plans.push_back(p);
-    }
+    for (std::int64_t b : s.micro_batches)
+      for (AttentionImpl attention : s.attentions) {
+        const Plan p = probe_plan(model, world, tp, b, attention);
+        if (validate_plan(p).ok() && check_plan_fits_model(p, model).ok()) plans.push_back(p);
+      }
   }
   return plans;
 }
@@ -189,6 +214,15 @@ Status configure(const cli::Args& args, int world, Config& c) {
   auto mbs = args.get_int_list("micro-batches", "1,2,4", 1, 4096);
   if (!mbs.ok()) return mbs.status();
   c.setup.micro_batches = *mbs;
+  if (args.has("attention")) {
+    c.setup.attentions.clear();
+    for (const std::string& a : cli::split_list(args.get("attention"))) {
+      if (a != "fused" && a != "unfused")
+        return Status::Error("--attention: '" + a + "' is neither fused nor unfused",
+                             ExitCode::kUsage);
+      c.setup.attentions.push_back(a == "fused" ? AttentionImpl::kFused : AttentionImpl::kUnfused);
+    }
+  }
   auto tps = args.get_int_list("tp", "1,2", 1, 4096);
   if (!tps.ok()) return tps.status();
   c.setup.tps = *tps;
@@ -228,6 +262,8 @@ int run(int argc, char** argv, int rank, int world) {
                   {"models", true, "comma-separated model JSONs whose shapes to measure"},
                   {"micro-batches", true, "micro-batch sizes to measure (default 1,2,4)"},
                   {"tp", true, "tensor-parallel degrees to measure (default 1,2)"},
+                  {"attention", true, "attention implementations to measure: unfused (the "
+                                      "default), fused, or both (plans with cp > 1 need fused)"},
                   {"ranks-per-node", true, "ranks in the cluster file (default: -np)"},
                   {"max-message", true, "largest collective message in bytes (default 2^26 = "
                                         "67.1 MB; 2^22 = 4.2 MB with --quick)"},

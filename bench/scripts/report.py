@@ -14,7 +14,12 @@ if none was), shown with the predicted and measured times of the round nearest t
 round's error listed; the number of tries
 each round took is read from runs/NAME.attempts.
 
-    python3 bench/scripts/report.py [--drift-pct 5] [--targets 15,7,10] bench/results/cpu-<date>
+runs/NAME.contention (written since cpu-2026-11-25) holds "other_cpu_pct X load1 L own_cpu_s O
+wall_s W" for the kept attempt: the share of all cores' time that other processes took while the
+plan ran. With it, an attempt is steady only if X is also at most OTHER_PCT; without it (older
+studies), the references alone decide.
+
+    python3 bench/scripts/report.py [--drift-pct 5] [--other-pct 10] [--targets 15,7,10] DIR
 
 --targets: every plan's step-time error, the median's and peak memory's, in percent (issue 6:
 15,7,10 on CPU, the default; the GPU script, bench/gpu/predicted_vs_measured.sh, asks 10,10,10).
@@ -37,12 +42,17 @@ def load_runs(out):
             sys.exit(f"report: {path}: field 'schema': expected trainplan.compare/1")
         plan = json.load(open(os.path.join(out, "runs", name + ".plan.json")))
         step = next(r for r in cmp["rows"] if r["quantity"] == "step_time")
+        measured_path = os.path.join(out, "runs", name + ".measured.json")
+        measured = json.load(open(measured_path)) if os.path.exists(measured_path) else {}
         runs.append({
             "name": name,
             "ranks": plan["tp"] * plan.get("cp", 1) * plan["pp"] * plan["dp"],
             "plan": plan,
             "predicted_step_s": step["predicted"],
             "measured_step_s": step["measured"],
+            # On a shared machine, the step that ran with the least interference: a lower bound
+            # of the plan's step time there, not its time (the median is), shown beside it.
+            "fastest_step_s": min(measured.get("step_times_s") or [step["measured"]]),
             "step_error_pct": cmp["step_time_error_pct"],
             "bytes_exact": cmp["bytes_exact"],
             "max_abs_memory_error_pct": cmp["max_abs_memory_error_pct"],
@@ -100,7 +110,7 @@ def reference_runs(round_dir):
     return runs
 
 
-def add_brackets(round_dir, runs, drift_pct):
+def add_brackets(round_dir, runs, drift_pct, other_pct):
     """Adds to each run the reference step times around it and whether they agreed."""
     refs = reference_runs(round_dir)
     labels = [label for label, _ in refs]
@@ -112,6 +122,15 @@ def add_brackets(round_dir, runs, drift_pct):
             if not text.isdigit():
                 sys.exit(f"report: {attempts}: expected a count of attempts, got {text!r}")
             r["attempts"] = int(text)
+        contention = os.path.join(round_dir, "runs", r["name"] + ".contention")
+        if os.path.exists(contention):
+            fields = open(contention).read().split()
+            try:
+                values = dict(zip(fields[0::2], (float(v) for v in fields[1::2])))
+                r["other_cpu_pct"], r["load1"] = values["other_cpu_pct"], values["load1"]
+            except (ValueError, KeyError):
+                sys.exit(f"report: {contention}: expected 'other_cpu_pct X load1 L ...', got "
+                         f"{' '.join(fields)!r}")
         if r["name"] not in labels:
             continue
         k = labels.index(r["name"])
@@ -123,7 +142,8 @@ def add_brackets(round_dir, runs, drift_pct):
             continue
         after = refs[k][1]
         r["reference_around_ms"] = [before, after]
-        r["reference_steady"] = abs(after - before) <= drift_pct / 100.0 * (before + after) / 2
+        r["reference_steady"] = (abs(after - before) <= drift_pct / 100.0 * (before + after) / 2
+                                 and r.get("other_cpu_pct", 0.0) <= other_pct)
 
 
 def median_rounds(round_runs):
@@ -147,6 +167,7 @@ def median_rounds(round_runs):
         r["round_step_errors_pct"] = [x["step_error_pct"] for _, x in by_name[name]]
         r["round_steady"] = [bool(x.get("reference_steady")) for _, x in by_name[name]]
         r["round_attempts"] = [x["attempts"] for _, x in by_name[name]]
+        r["round_other_cpu_pct"] = [x.get("other_cpu_pct") for _, x in by_name[name]]
         r["steady_rounds"] = len(steady)
         r["bytes_exact"] = all(x["bytes_exact"] for _, x in by_name[name])
         r["max_abs_memory_error_pct"] = max(x["max_abs_memory_error_pct"]
@@ -168,17 +189,19 @@ def first_profile(round_dirs):
 def main():
     global STEP_TARGET_PCT, MEDIAN_TARGET_PCT, MEMORY_TARGET_PCT
     args = sys.argv[1:]
-    drift_pct = 5.0
-    while len(args) >= 3 and args[0] in ("--drift-pct", "--targets"):
+    drift_pct, other_pct = 5.0, 10.0
+    while len(args) >= 3 and args[0] in ("--drift-pct", "--other-pct", "--targets"):
         try:
             if args[0] == "--drift-pct":
                 drift_pct = float(args[1])
+            elif args[0] == "--other-pct":
+                other_pct = float(args[1])
             else:
                 STEP_TARGET_PCT, MEDIAN_TARGET_PCT, MEMORY_TARGET_PCT = (
                     float(x) for x in args[1].split(","))
         except ValueError:
             sys.exit(f"report: {args[0]}: '{args[1]}' is not "
-                     + ("a number" if args[0] == "--drift-pct" else "three numbers like 15,7,10"))
+                     + ("three numbers like 15,7,10" if args[0] == "--targets" else "a number"))
         args = args[2:]
     if len(args) != 1:
         sys.exit(__doc__)
@@ -189,7 +212,7 @@ def main():
         round_dirs = [out]
     all_round_runs = [load_runs(d) for d in round_dirs]
     for d, runs in zip(round_dirs, all_round_runs):
-        add_brackets(d, runs, drift_pct)
+        add_brackets(d, runs, drift_pct, other_pct)
     runs = median_rounds(all_round_runs)
     if not runs:
         sys.exit(f"report: no runs/*.compare.json under {out}")
@@ -200,6 +223,9 @@ def main():
         "plans": len(runs),
         "rounds": len(round_dirs),
         "drift_limit_pct": drift_pct,
+        "other_cpu_limit_pct": other_pct,
+        "load1_range": [min((x["load1"] for x in samples if "load1" in x), default=None),
+                        max((x["load1"] for x in samples if "load1" in x), default=None)],
         "steady_samples": sum(bool(x.get("reference_steady")) for x in samples),
         "samples": len(samples),
         "attempts": sum(x["attempts"] for x in samples),
@@ -233,8 +259,11 @@ def main():
           "plan in each round is an attempt: the reference plan (dp 2, both cores), a calibration "
           "of the kind the plan needs, the prediction, the run, and the reference plan again; the "
           f"attempt is steady when the two reference runs agree within {drift_pct:g}% (the "
-          "machine ran at one speed from the calibration to the run), and an unsteady one was "
-          "tried again. Per plan and round, `round-K/runs/`: "
+          "machine ran at one speed from the calibration to the run)"
+          + (f" and other processes took at most {other_pct:g}% of the cores' time while the "
+             "plan ran (the percentage in brackets per round)"
+             if any("other_cpu_pct" in x for x in samples) else "")
+          + ", and an unsteady one was tried again. Per plan and round, `round-K/runs/`: "
           "`NAME.{plan,profile,predicted,measured,compare}.json`, `NAME.calibrate.txt`, the "
           "predicted and measured Chrome traces `NAME.{predicted,measured}_trace.json` and their "
           "per-task difference `NAME.trace_diff.txt`. A plan's error is its median over its "
@@ -244,16 +273,22 @@ def main():
           + (" Plans with no steady round (their rows use every round): "
              + ", ".join(summary["plans_without_steady_round"]) + "."
              if summary["plans_without_steady_round"] else ""), "",
-          "| plan | ranks | predicted (ms, round nearest) | measured (ms, round nearest) | median error | error per round (s: steady; attempts) | steady rounds | bytes exact | peak memory max abs error |",
-          "|---|---:|---:|---:|---:|---|---:|:---:|---:|"]
+          "| plan | ranks | predicted (ms, round nearest) | measured (ms, round nearest) | fastest step (ms) | median error | error per round (s: steady; attempts; other processes' CPU share) | steady rounds | bytes exact | peak memory max abs error |",
+          "|---|---:|---:|---:|---:|---:|---|---:|:---:|---:|"]
     for r in runs:
         per_round = ", ".join(
-            f"{e:+.1f}%{' s' if st else ''} ({a})" for e, st, a in
-            zip(r["round_step_errors_pct"], r["round_steady"], r["round_attempts"]))
+            f"{e:+.1f}%{' s' if st else ''} ({a}{'' if o is None else f'; {o:.0f}%'})"
+            for e, st, a, o in zip(r["round_step_errors_pct"], r["round_steady"],
+                                   r["round_attempts"], r["round_other_cpu_pct"]))
         md.append(f"| {r['name']} | {r['ranks']} | {r['predicted_step_s'] * 1e3:.2f} | "
-                  f"{r['measured_step_s'] * 1e3:.2f} | {r['step_error_pct']:+.1f}% | "
+                  f"{r['measured_step_s'] * 1e3:.2f} | {r['fastest_step_s'] * 1e3:.2f} | "
+                  f"{r['step_error_pct']:+.1f}% | "
                   f"{per_round} | {r['steady_rounds']} of {len(r['round_steady'])} | "
                   f"{yes(r['bytes_exact'])} | {r['max_abs_memory_error_pct']:.1f}% |")
+    if summary["load1_range"][0] is not None:
+        md += ["", "Load average (1 min) at the start of the kept attempts: "
+               f"{summary['load1_range'][0]:g} to {summary['load1_range'][1]:g} "
+               f"on {os.cpu_count()} cores."]
     md += ["", "Median signed step-time error of each round: " + ", ".join(
         "n/a" if e is None else f"{e:+.1f}%" for e in summary["round_median_signed_step_error_pct"])]
     md += ["", "| target (issue 6) | figure | met |", "|---|---:|:---:|",

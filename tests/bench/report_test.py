@@ -117,6 +117,42 @@ class ReportTest(unittest.TestCase):
             self.assertEqual(runs["b"]["steady_rounds"], 0)
             self.assertEqual(report["device"], "cpu: round")
 
+    def test_other_processes_cpu_share_gates_a_round_and_is_reported(self):
+        with tempfile.TemporaryDirectory() as root:
+            # Both rounds' references agree; round 1's run shared the cores (40% of their time
+            # went to other processes), round 2's did not. The fastest step is shown.
+            make_round(root, 1, [("a", 20, 30)], [("a:before", 10), ("a", 10)])
+            make_round(root, 2, [("a", 20, 21)], [("a:before", 10), ("a", 10)])
+            write(os.path.join(root, "round-1", "runs", "a.contention"),
+                  "other_cpu_pct 40.0 load1 6.5 own_cpu_s 1.0 wall_s 1.2\n")
+            write(os.path.join(root, "round-2", "runs", "a.contention"),
+                  "other_cpu_pct 3.0 load1 0.9 own_cpu_s 1.1 wall_s 0.6\n")
+            write(os.path.join(root, "round-2", "runs", "a.measured.json"),
+                  json.dumps({"step_times_s": [0.025, 0.019, 0.021]}))
+            done = run_report(root)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            report = load(os.path.join(root, "report.json"))
+            a = report["runs"][0]
+            self.assertEqual(a["round_steady"], [False, True])
+            self.assertAlmostEqual(a["step_error_pct"], err(20, 21))
+            self.assertEqual(a["round_other_cpu_pct"], [40.0, 3.0])
+            self.assertAlmostEqual(a["fastest_step_s"], 0.019)
+            self.assertEqual(report["summary"]["load1_range"], [0.9, 6.5])
+            with open(os.path.join(root, "report.md")) as f:
+                md = f.read()
+            self.assertIn("(1; 40%)", md)
+            self.assertIn("at most 10% of the cores' time", md)
+            # With a 50% limit both rounds count.
+            done = run_report(root, "--other-pct", "50")
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertEqual(load(os.path.join(root, "report.json"))["runs"][0]["steady_rounds"], 2)
+
+    def test_a_malformed_contention_file_names_the_file(self):
+        with tempfile.TemporaryDirectory() as root:
+            make_round(root, 1, [("a", 20, 20)], [("a:before", 10), ("a", 10)])
+            write(os.path.join(root, "round-1", "runs", "a.contention"), "other_cpu_pct busy\n")
+            self.assert_fails_naming(root, "a.contention", "other_cpu_pct busy")
+
     def assert_fails_naming(self, root, *names):
         done = run_report(root)
         self.assertNotEqual(done.returncode, 0)

@@ -3,6 +3,8 @@
 // spans mapped to the cost model's tasks.
 #include "calibration/profile.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -11,6 +13,7 @@
 #include <numbers>
 
 #include "calibration/executor_probe.h"
+#include "core/cost/step_tasks.h"
 #include "executor/comm.h"
 
 #include "core/cluster_spec.h"
@@ -153,6 +156,24 @@ TEST(Profile, TheRankSkewBecomesTheProfilesComputeSpread) {
   EXPECT_NE(err.status().message().find("-0.1"), std::string::npos) << err.status().message();
 }
 
+// Ranks sharing their cores with other processes can measure a spread above the profile's
+// bound of 1 (111% at load 14 on 2 cores): it is held at 1, the profile loads back, and the
+// summary says what was measured.
+TEST(Profile, ASpreadAboveOneIsHeldAtOneAndReported) {
+  Measurements m = tiny_measurements();
+  m.skew = {{"p", 2, 100e-6, 90e-6}, {"p", 2, 100e-6, 80e-6}, {"p", 2, 100e-6, 70e-6}};
+  auto cal = calibrate_from(m, {"Test CPU", 2, 1, "2025-01-01T00:00:00Z"});
+  ASSERT_TRUE(cal.ok()) << cal.status().message();
+  EXPECT_NEAR(cal->measured_rank_compute_spread, 0.8 * std::sqrt(std::numbers::pi), 1e-12);
+  EXPECT_EQ(cal->profile.rank_compute_spread, 1.0);
+  auto back = hardware_profile_from_json(profile_json(*cal, m), "profile.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->rank_compute_spread, 1.0);
+  EXPECT_NE(format_fit_summary(*cal).find("spread measured 141.8%, held at 100%"),
+            std::string::npos)
+      << format_fit_summary(*cal);
+}
+
 TEST(Profile, OneRankHasNoLinks) {
   Measurements m = tiny_measurements();
   m.collectives.clear();
@@ -195,6 +216,51 @@ TEST(ExecutorProbe, EveryComputeTaskOfTheStepIsTimed) {
     if (s.name == "fc1") {
       EXPECT_EQ(s.calls, 8);
     }
+}
+
+// An MoE model with a dense first layer, 4 experts top-2 and a shared expert: the layer kinds
+// calibrate has to tell apart (the dense layer's "fc1", the expert layers' router and experts).
+ModelSpec small_moe_model() {
+  ModelSpec model = small_model();
+  model.num_layers = 3;
+  model.num_experts = 4;
+  model.experts_per_token = 2;
+  model.ffn_hidden_size = 32;
+  model.shared_expert_ffn_size = 16;
+  model.dense_layers = {0};
+  model.dense_ffn_hidden_size = 64;
+  return model;
+}
+
+// Both layer kinds of an MoE model with dense layers are timed in one step: the dense MLP's
+// GEMMs (once per micro-batch: one dense layer) and the router, the experts and the shared
+// expert (twice: two expert layers), each under its own cost-model task.
+TEST(ExecutorProbe, AnMoeModelWithDenseLayersHasBothKindsTimed) {
+  const ModelSpec model = small_moe_model();
+  const Plan plan = one_rank_plan(2);
+  auto comm = executor::make_local_comm();
+  auto probe = time_executor_tasks(model, plan, *comm, 1, 2);
+  ASSERT_TRUE(probe.ok()) << probe.status().message();
+  std::map<std::string, std::int64_t> calls;
+  for (const TaskSample& s : probe->tasks)
+    for (const Task& t : s.tasks) calls[std::string(t.name)] += s.calls;
+  for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+    const ModelSpec lm = layer_model(model, kind);
+    for (auto* list : {&layer_forward_tasks, &layer_backward_tasks})
+      for (const Task& t : (*list)(lm, plan))
+        // The CPU executor's MoE layer does its token permutations and regroupings inside its
+        // router and expert spans (executor/cpu/moe.cc), so the cost model's moe_permute,
+        // moe_regroup and their inverses have no span of their own and are not sampled: the
+        // fit sees their time in the router's and the experts' samples.
+        if (t.kind != TaskKind::kComm && !std::string(t.name).starts_with("moe_")) {
+          EXPECT_TRUE(calls.count(std::string(t.name))) << t.name;
+        }
+  }
+  // 2 micro-batches x 2 steps: the dense layer once per micro-batch, the expert layers twice.
+  EXPECT_EQ(calls["fc1"], 4);
+  EXPECT_EQ(calls["router"], 8);
+  EXPECT_EQ(calls["expert_fc1"], 8);
+  EXPECT_EQ(calls["shared_fc1"], 8);
 }
 
 executor::TraceEvent event(std::string task, char pass, std::int64_t begin_ns,
@@ -277,6 +343,81 @@ TEST(ExecutorProbe, CollectivesBecomeSamplesOfTheirCostModelTask) {
   auto bad = collective_samples_from_events(wrong, small_model(), plan, 0, "unit");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'tp_all_reduce_attn' of 7 bytes"), std::string::npos);
+}
+
+// An expert all-to-all sends what the router chose, not the balanced T*k rows the cost model
+// costs: a dispatch or combine of any size is a sample of its task, at the task's size. Other
+// collectives still need their exact size.
+TEST(ExecutorProbe, ExpertAllToAllsAreSamplesAtTheirTasksSize) {
+  const ModelSpec model = small_moe_model();
+  Plan plan = one_rank_plan(1);
+  plan.dp = 2;
+  plan.ep = 2;
+  plan.global_batch_size = 2;
+  std::vector<Task> tasks = layer_forward_tasks(layer_model(model, LayerKind::kMoe), plan);
+  const auto combine = std::find_if(tasks.begin(), tasks.end(),
+                                    [](const Task& t) { return t.name == "ep_combine"; });
+  ASSERT_NE(combine, tasks.end());
+  auto a2a = [](std::int64_t bytes_sent, std::int64_t begin_ns, std::int64_t end_ns) {
+    executor::TraceEvent e = event("ep_combine", 'F', begin_ns, end_ns);
+    e.track = executor::TraceTrack::kEp;
+    e.group = CommGroup::kEp;
+    e.bytes_sent = bytes_sent;
+    return e;
+  };
+  // Two expert layers per step, each rank's combine 10% off the balanced size either way.
+  const std::int64_t balanced = combine->bytes_sent();
+  const std::vector<std::vector<executor::TraceEvent>> steps = {
+      {a2a(balanced * 9 / 10, 0, 1000), a2a(balanced * 11 / 10, 2000, 5000)},
+      {a2a(balanced, 0, 2000), a2a(balanced, 3000, 5000)}};
+  auto samples = collective_samples_from_events(steps, model, plan, 0, "unit");
+  ASSERT_TRUE(samples.ok()) << samples.status().message();
+  ASSERT_EQ(samples->size(), 1u);
+  EXPECT_EQ((*samples)[0].collective, Collective::kAllToAll);
+  EXPECT_EQ((*samples)[0].group_size, 2);
+  EXPECT_EQ((*samples)[0].bytes, combine->message_bytes);
+  EXPECT_DOUBLE_EQ((*samples)[0].time_s, 2000e-9);
+
+  // A collective that is no task of the plan is still an error naming it.
+  std::vector<std::vector<executor::TraceEvent>> wrong = steps;
+  wrong[0][0].task = "ep_mystery";
+  auto bad = collective_samples_from_events(wrong, model, plan, 0, "unit");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'ep_mystery'"), std::string::npos);
+}
+
+// The trainer sums all of a stage's sequence-parallel norm gradients in one all-reduce where the
+// cost model lists one per block: the call is one sample of the blocks' summed size; a call of
+// any other size is still an error.
+TEST(ExecutorProbe, OneCallForSeveralBlocksIsOneSampleOfTheirSummedSize) {
+  const ModelSpec model = small_moe_model();
+  Plan plan = one_rank_plan(1);
+  plan.tp = 2;
+  plan.sequence_parallel = true;
+  const StepTasks st = step_tasks(model, plan, 0);
+  std::int64_t message = 0, sent = 0, blocks = 0;
+  for (std::size_t b = 0; b < st.blocks.size(); ++b)
+    for (const Task& t : st.dp(b, DpPoint::kAfterLastBackward))
+      if (t.name == "tp_sp_norm_grad_all_reduce") {
+        message += t.message_bytes;
+        sent += t.bytes_sent();
+        ++blocks;
+      }
+  ASSERT_GT(blocks, 1);
+  executor::TraceEvent e = event("tp_sp_norm_grad_all_reduce", 'O', 0, 4000);
+  e.track = executor::TraceTrack::kTp;
+  e.group = CommGroup::kTp;
+  e.bytes_sent = sent;
+  auto samples = collective_samples_from_events({{e}}, model, plan, 0, "unit");
+  ASSERT_TRUE(samples.ok()) << samples.status().message();
+  ASSERT_EQ(samples->size(), 1u);
+  EXPECT_EQ((*samples)[0].collective, Collective::kAllReduce);
+  EXPECT_EQ((*samples)[0].bytes, message);
+  EXPECT_DOUBLE_EQ((*samples)[0].time_s, 4000e-9);
+  e.bytes_sent = sent + 4;
+  auto bad = collective_samples_from_events({{e}}, model, plan, 0, "unit");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'tp_sp_norm_grad_all_reduce' of"), std::string::npos);
 }
 
 // A rank waits at collectives and receives; a send returns at once; compute after the last
