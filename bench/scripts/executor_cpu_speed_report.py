@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The report of bench/scripts/executor_cpu_speed.sh: OUT/rounds.json -> OUT/report.md.
+"""The report of bench/scripts/executor_cpu_speed.sh: OUT/rounds.json -> OUT/report.md and
+OUT/tokens_per_s.svg.
 
   executor_cpu_speed_report.py OUT STEPS WARMUP LOAD...
 
@@ -8,9 +9,12 @@ report gives the median tokens/s over the rounds and two paired ratios, each the
 rounds of a ratio taken within one round (a busy machine slows a round's runs alike): the
 implementation against PyTorch, and the first `execute` row (one thread) against the
 implementation, the issue's "`execute` relative to it". LOAD: the 1-minute load averages
-sampled before each round and after the last, reported as their range.
+sampled before each round and after the last, reported as their range. The chart draws each
+implementation's median tokens/s as a bar and every round as a dot on it, so a busy machine's
+spread is visible beside the medians.
 Tested by tests/bench/speed_report_test.py.
 """
+import html
 import json
 import statistics
 import sys
@@ -45,6 +49,35 @@ def table(rounds):
     return "\n".join(lines)
 
 
+def svg_chart(rounds):
+    """Median tokens/s per implementation (bars) with each round's figure (dots), as SVG text."""
+    names = list(dict.fromkeys(r["implementation"] for r in rounds))
+    top = max(r["tokens_per_s"] for r in rounds) * 1.1
+    bar_px, gap_px, left_px, plot_h_px = 60, 40, 60, 220
+    width_px = left_px + len(names) * (bar_px + gap_px) + gap_px
+    height_px = plot_h_px + 90
+
+    def y(value):
+        return 20 + plot_h_px * (1 - value / top)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width_px}" height="{height_px}" '
+           'font-family="sans-serif" font-size="11">',
+           f'<text x="{left_px}" y="12">tokens/s per implementation: median (bar), rounds (dots)</text>',
+           f'<line x1="{left_px}" y1="{y(0):.1f}" x2="{width_px - 10}" y2="{y(0):.1f}" stroke="black"/>']
+    for i, name in enumerate(names):
+        values = [r["tokens_per_s"] for r in rounds if r["implementation"] == name]
+        x = left_px + gap_px + i * (bar_px + gap_px)
+        median = statistics.median(values)
+        out.append(f'<rect x="{x}" y="{y(median):.1f}" width="{bar_px}" height="{y(0) - y(median):.1f}" '
+                   'fill="#6b9bd1"/>')
+        out += [f'<circle cx="{x + bar_px / 2}" cy="{y(v):.1f}" r="3" fill="black"/>' for v in values]
+        out.append(f'<text x="{x}" y="{y(median) - 4:.1f}">{median:,.0f}</text>')
+        for k, word in enumerate(name.replace(",", "").split()[:4]):
+            out.append(f'<text x="{x}" y="{y(0) + 14 + 12 * k:.1f}">{html.escape(word)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 def main():
     out, steps, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     loads = [float(x) for x in sys.argv[4:]]
@@ -57,7 +90,9 @@ def main():
     llmc_losses = [r["last_loss"] for r in rounds if "last_loss" in r]
     if llmc_losses:
         text += f"\nllm.c's loss at its last step: {', '.join(f'{x:.3f}' for x in llmc_losses)}.\n"
+    text += "\n![tokens/s](tokens_per_s.svg)\n"
     open(f"{out}/report.md", "w").write(text)
+    open(f"{out}/tokens_per_s.svg", "w").write(svg_chart(rounds))
     print(text)
 
 
