@@ -51,6 +51,7 @@
 #include "executor/trace.h"
 #include "executor/cpu/cpu_stage.h"
 #include "executor/cpu/kernels.h"
+#include "executor/cpu/moe.h"
 #include "core/cost/cost_model.h"
 #include "core/step_report.h"
 #include "core/units.h"
@@ -305,7 +306,10 @@ Json dump_meta(const Setup& s) {
               {"vocab_size", s.model.vocab_size}, {"num_layers", s.model.num_layers},
               {"hidden_size", s.model.hidden_size}, {"num_heads", s.model.num_attention_heads},
               {"ffn_hidden_size", s.model.ffn_hidden_size},
-              {"tie_word_embeddings", s.model.tie_word_embeddings}};
+              {"tie_word_embeddings", s.model.tie_word_embeddings},
+              {"experts_per_token", s.model.experts_per_token},
+              {"router_aux_loss_coef",
+               s.model.router_aux_loss_coef.value_or(executor::kDefaultMoeAuxLossCoeff)}};
 }
 
 Status write_initial_weights(const Setup& s, const Trainer& t) {

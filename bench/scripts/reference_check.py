@@ -5,7 +5,8 @@
 its first step (PREFIX.step1.tpt: the batch, the logits, every gradient), in the format of
 executor/tensor_file.h. This script loads the same weights into a PyTorch GPT written here from
 the model's equations (pre-norm LayerNorm, tanh GELU, learned positions, causal softmax
-attention, tied or separate head), rebuilds the executor's batches from the corpus with the
+attention, tied or separate head; for a mixture-of-experts model, the MoE layer of
+executor/cpu/moe.h: see Gpt.moe), rebuilds the executor's batches from the corpus with the
 same splitmix64 order (executor/data.cc), and checks:
 
   1. step 1: the batch, the logits, the loss and every gradient, within the fp32 tolerances
@@ -92,6 +93,9 @@ class Gpt:
     def __init__(self, meta, weights):
         self.meta = meta
         self.params = {k: v.clone().requires_grad_(True) for k, v in weights.items()}
+        self.moe_layers = sum(1 for name in weights if name.endswith(".router"))
+        self.route_margin = math.inf
+        self.aux = []
 
     def logits(self, tokens):
         m, p = self.meta, self.params
@@ -109,21 +113,76 @@ class Gpt:
             att = scores.masked_fill(~mask, float("-inf")).softmax(-1) @ v
             x = x + att.transpose(1, 2).reshape(b, s, h) @ w("wo") + w("bo")
             y = F.layer_norm(x, (h,), w("ln2.g"), w("ln2.b"), eps=1e-5)
-            x = x + F.gelu(y @ w("w1") + w("b1"), approximate="tanh") @ w("w2") + w("b2")
+            if f"h{layer}.router" in p:
+                x = x + self.moe(f"h{layer}.", y)
+            else:
+                x = x + self.mlp(f"h{layer}.", y)
         x = F.layer_norm(x, (h,), p["lnf.g"], p["lnf.b"], eps=1e-5)
         head = p["wte"] if m["tie_word_embeddings"] else p["lm_head"]
         return (x @ head.T).reshape(b * s, -1)
 
+    def mlp(self, prefix, y):
+        w = lambda name: self.params[prefix + name]
+        return F.gelu(y @ w("w1") + w("b1"), approximate="tanh") @ w("w2") + w("b2")
+
+    def moe(self, prefix, y):
+        """An MoE layer's MLP from executor/cpu/moe.h's equations, written independently of it.
+
+        Router: probabilities P = softmax(y Wr) over the E experts (Wr: h x E, no bias); each
+        token goes to its k most probable experts and its output is the sum of their outputs
+        weighted by their probabilities, not renormalised (GShard, Lepikhin et al. 2020, sec.
+        2.2; Switch Transformer, Fedus et al. 2022, eq. 2 for k = 1). Dropless: no capacity.
+        Shared experts (hL.shared.*) add a dense MLP on every token. The load-balancing loss
+        (Switch, eqs. 4-6) of each micro-batch of T tokens is coeff * E * sum_i f_i P_i, f_i the
+        fraction of the T*k assignments that chose expert i (a count: no gradient) and P_i the
+        mean probability of expert i; each micro-batch's term is weighted by 1 / micro-batches,
+        and the terms are collected in self.aux for the objective.
+        """
+        m, p = self.meta, self.params
+        b, s, h = y.shape
+        k = m["experts_per_token"]
+        x = y.reshape(b * s, h)
+        probs = (x @ p[prefix + "router"]).softmax(-1)  # (N, E)
+        E = probs.shape[1]
+        gates, chosen = probs.topk(k, dim=-1)  # (N, k) each, most probable first
+        out = torch.zeros_like(x)
+        for e in range(E):
+            token, slot = (chosen == e).nonzero(as_tuple=True)
+            if token.numel():
+                out = out.index_add(0, token, gates[token, slot, None] *
+                                    self.mlp(f"{prefix}e{e}.", x[token]))
+        if prefix + "shared.w1" in p:
+            out = out + self.mlp(prefix + "shared.", x)
+        # Each micro-batch's load-balancing loss, from its own tokens.
+        micro_batches = b // m["micro_batch_size"]
+        tokens = m["micro_batch_size"] * s
+        counts = F.one_hot(chosen, E).sum(1).reshape(micro_batches, tokens, E).sum(1)
+        f = counts.to(probs.dtype) / (tokens * k)  # (M, E)
+        mean_probs = probs.reshape(micro_batches, tokens, E).mean(1)  # (M, E)
+        self.aux.append(m["router_aux_loss_coef"] / micro_batches * E *
+                        (f * mean_probs).sum())
+        # The smallest gap between a token's k-th and (k+1)-th probabilities: below ~1e-6 the
+        # two implementations' rounding may route that token differently.
+        if k < E:
+            top = probs.detach().topk(k + 1, dim=-1).values
+            self.route_margin = min(self.route_margin, (top[:, k - 1] - top[:, k]).min().item())
+        return out.reshape(b, s, h)
+
     def loss(self, batch):
+        """The logits, the language-model loss (what execute reports) and the objective that
+        is differentiated (the loss plus the MoE layers' load-balancing losses)."""
+        self.aux = []
         logits = self.logits(batch[:, :-1])
         vocab = self.meta["vocab_size"]  # padding rows of the table are not classes
-        return logits, F.cross_entropy(logits[:, :vocab], batch[:, 1:].reshape(-1))
+        lm = F.cross_entropy(logits[:, :vocab], batch[:, 1:].reshape(-1))
+        return logits, lm, lm + sum(self.aux)
 
 
 def decayed(name):
-    """The executor decays matrices (params.cc: wte, wpe, lm_head, wq/wk/wv/wo, w1, w2)."""
+    """The executor decays matrices (params.cc: wte, wpe, lm_head, wq/wk/wv/wo, w1, w2 of every
+    MLP, shared and routed experts included, and the router)."""
     return name in ("wte", "wpe", "lm_head") or name.split(".")[-1] in (
-        "wq", "wk", "wv", "wo", "w1", "w2")
+        "wq", "wk", "wv", "wo", "w1", "w2", "router")
 
 
 def check_first_step(model, step1, corpus, seed):
@@ -134,8 +193,13 @@ def check_first_step(model, step1, corpus, seed):
     print(f"batch of step 1: {'identical' if same_batch else 'DIFFERENT'} "
           f"({batch.shape[0]} sequences of {batch.shape[1]} tokens)")
     ok &= same_batch
-    logits, loss = model.loss(batch)
-    loss.backward()
+    logits, loss, objective = model.loss(batch)
+    objective.backward()
+    if model.moe_layers:
+        print(f"MoE: {model.moe_layers} layers, top-{meta['experts_per_token']}, load-balancing "
+              f"loss {objective.item() - loss.item():.6e} (coefficient "
+              f"{meta['router_aux_loss_coef']:g}); smallest top-k probability gap "
+              f"{model.route_margin:.2e}")
     vocab = meta["vocab_size"]
     d_logits = (logits[:, :vocab].detach() - step1["logits"][:, :vocab]).abs().max().item()
     d_loss = abs(loss.item() - meta["loss"])
@@ -174,8 +238,8 @@ def loss_curve(model, corpus, seed, steps, lr):
                              model.meta["seq_len"])
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        _, loss = model.loss(batch)
-        loss.backward()
+        _, loss, objective = model.loss(batch)
+        objective.backward()
         opt.step()
         sched.step()
         losses.append(loss.item())
