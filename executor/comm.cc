@@ -71,6 +71,13 @@ void Comm::all_to_all_v(CommGroup g, const float* in,
 
 std::vector<std::int64_t> Comm::exchange_counts(CommGroup g,
                                                 const std::vector<std::int64_t>& send) {
+  std::vector<std::int64_t> out;
+  exchange_counts(g, send, out);
+  return out;
+}
+
+void Comm::exchange_counts(CommGroup g, const std::vector<std::int64_t>& send,
+                           std::vector<std::int64_t>& out) {
   const std::int64_t n = group_size(g);
   const auto per = static_cast<std::int64_t>(send.size()) / n;
   if (per * n != static_cast<std::int64_t>(send.size()))
@@ -78,13 +85,12 @@ std::vector<std::int64_t> Comm::exchange_counts(CommGroup g,
                     std::to_string(send.size()) + " values for " + std::to_string(n) +
                     " members");
   const Clock::time_point t0 = Clock::now();
-  std::vector<std::int64_t> out(send.size());
+  out.resize(send.size());
   do_exchange_counts(g, send.data(), out.data(), per);
   control_.bytes_sent += bytes_sent_per_rank(
       Collective::kAllToAll, static_cast<std::int64_t>(send.size() * sizeof(std::int64_t)), n);
   control_.time_s += seconds_between(t0, Clock::now());
   ++control_.calls;
-  return out;
 }
 
 void Comm::send(CommGroup g, const float* data, std::int64_t count_, std::int64_t peer, int tag,

@@ -92,6 +92,9 @@ class Comm {
   // (the cost model lists no task for it, nor does Megatron-Core's token dispatcher count its
   // own): counted as control traffic, not under g.
   std::vector<std::int64_t> exchange_counts(CommGroup g, const std::vector<std::int64_t>& send);
+  // The same into `out` (resized to send's size: no allocation once it has that capacity).
+  void exchange_counts(CommGroup g, const std::vector<std::int64_t>& send,
+                       std::vector<std::int64_t>& out);
   // Point-to-point by group rank. send returns at once (the data is copied); wait_sends()
   // completes every outstanding send. recv blocks until the data has arrived. Messages with
   // the same peer and tag arrive in the order they were sent. Traced pipeline sends are named

@@ -141,7 +141,12 @@ void Trainer::send_message(int tag, std::int64_t peer_chunk, std::int64_t mb, co
   const std::int64_t peer = chunk_stage(plan_, peer_chunk, pipeline_direction(plan_, mb));
   if (peer == stage_) {
     const float* data = net.send_buffer();
-    local_messages_[{tag, mb}].assign(data, data + words);
+    auto slot = std::find_if(local_messages_.begin(), local_messages_.end(),
+                             [](const LocalMessage& m) { return m.mb < 0; });
+    if (slot == local_messages_.end()) slot = local_messages_.emplace(local_messages_.end());
+    slot->tag = tag;
+    slot->mb = mb;
+    slot->data.assign(data, data + words);
     return;
   }
   comm_.send(CommGroup::kPp, net.send_buffer(), words, peer, tag, name);
@@ -156,11 +161,12 @@ void Trainer::receive_message(int tag, std::int64_t peer_chunk, std::int64_t mb,
     comm_.recv(CommGroup::kPp, net.receive_buffer(), words, peer, tag, name);
     return;
   }
-  const auto it = local_messages_.find({tag, mb});
+  const auto it = std::find_if(local_messages_.begin(), local_messages_.end(),
+                               [&](const LocalMessage& m) { return m.tag == tag && m.mb == mb; });
   TRAINPLAN_CHECK(it != local_messages_.end())
       << "schedule reads micro-batch " << mb << "'s message before this stage wrote it";
-  std::copy(it->second.begin(), it->second.end(), net.receive_buffer());
-  local_messages_.erase(it);
+  std::copy(it->data.begin(), it->data.end(), net.receive_buffer());
+  it->mb = -1;
 }
 
 void Trainer::forward(std::int64_t chunk, std::int64_t mb) {

@@ -143,7 +143,15 @@ class Trainer final : private DpEvents {
   std::vector<std::int32_t> mb_inputs_, mb_targets_;  // run_schedule's, (M, T) each
   std::vector<sim::PipeStep> schedule_;  // this stage's passes in order, made by the first step
   std::vector<BlockRange> sp_norms_;     // finish_gradients' sequence-parallel norm ranges
-  std::map<std::pair<int, std::int64_t>, std::vector<float>> local_messages_;  // (tag, mb)
+  // Messages a stage sends itself (zb-v's V turns on the last stage), until read: slots kept
+  // from step to step, a free one refilled (every message has the same size), so that a step
+  // allocates nothing; a new slot only past the most messages ever waiting.
+  struct LocalMessage {
+    int tag = 0;
+    std::int64_t mb = -1;  // -1: free
+    std::vector<float> data;
+  };
+  std::vector<LocalMessage> local_messages_;
   StepTrace* trace_ = nullptr;  // during a traced step only
 };
 

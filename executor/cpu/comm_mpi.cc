@@ -150,9 +150,13 @@ class MpiComm final : public Comm {
   }
   void do_all_to_all_v(CommGroup g, const float* in, const std::vector<std::int64_t>& send_counts,
                        float* out, const std::vector<std::int64_t>& recv_counts) override {
-    std::vector<int> sc, sd, rc, rd;
+    // Members, kept from call to call (a step allocates nothing, issue 28).
+    std::vector<int> &sc = a2a_send_counts_, &sd = a2a_send_at_, &rc = a2a_recv_counts_,
+                     &rd = a2a_recv_at_;
     auto lay_out = [](const std::vector<std::int64_t>& counts, std::vector<int>& c,
                       std::vector<int>& at) {
+      c.clear();
+      at.clear();
       std::int64_t next = 0;
       for (std::int64_t k : counts) {
         c.push_back(to_int(k));
@@ -219,6 +223,7 @@ class MpiComm final : public Comm {
   std::vector<MPI_Request> pending_;
   std::list<std::vector<float>> buffers_;  // a list: growing it never moves a posted buffer
   std::list<std::vector<float>>::iterator next_free_ = buffers_.end();  // the first not posted
+  std::vector<int> a2a_send_counts_, a2a_send_at_, a2a_recv_counts_, a2a_recv_at_;  // Alltoallv
 };
 
 }  // namespace

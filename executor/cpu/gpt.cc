@@ -78,17 +78,14 @@ Mat& StageModel::take(Mat& m, Eigen::Index rows, Eigen::Index cols) {
 }
 
 // A layer's cache back to the pools (all of it, or all but its input x under full recompute).
-// The routed experts' buffers are sized by the routing, which changes from step to step: they
-// are freed instead, as a pool keyed by size would only grow with them.
+// The routed experts' buffers have the same sizes every step (moe.h), so they pool as well.
 void StageModel::release(LayerCache& c, bool keep_input) {
   if (!keep_input) mats_.give(c.x);
   for (Mat* m : {&c.ln1, &c.q, &c.k, &c.v, &c.probs, &c.attn, &c.x1, &c.ln2, &c.a, &c.g,
-                 &c.moe.probs, &c.moe.combined, &c.moe.shared_a, &c.moe.shared_g})
+                 &c.moe.probs, &c.moe.combined, &c.moe.shared_a, &c.moe.shared_g, &c.moe.x,
+                 &c.moe.a, &c.moe.g})
     mats_.give(*m);
   for (Vec* v : {&c.ln1_mean, &c.ln1_rstd, &c.ln2_mean, &c.ln2_rstd}) vecs_.give(*v);
-  c.moe.x.clear();
-  c.moe.a.clear();
-  c.moe.g.clear();
   c.complete = false;
 }
 
@@ -727,8 +724,8 @@ void StageModel::backward(std::int64_t chunk, std::int64_t mb, const Mat* grad_o
 }
 
 void StageModel::weight_grad(std::size_t block, std::size_t tensor, std::int64_t rows,
-                             std::int64_t cols, const Mat& x, const Mat& dy, float* db,
-                             std::string_view task) {
+                             std::int64_t cols, const ConstMatRef& x, const ConstMatRef& dy,
+                             float* db, std::string_view task) {
   const std::size_t offset = layouts_[block].tensors[tensor].offset;
   if (deferring_ == nullptr) {
     MatMap dw(access_.grads(block) + offset, rows, cols);
@@ -743,8 +740,8 @@ void StageModel::weight_grad(std::size_t block, std::size_t tensor, std::int64_t
 // The gradient buffer is looked up when W runs: under ZeRO-2/3 another micro-batch's W may have
 // reduce-scattered and freed the one B wrote its bias gradients into.
 void StageModel::defer_weight_grad(std::string_view task, std::size_t block, std::size_t offset,
-                                   std::int64_t rows, std::int64_t cols, const Mat& x,
-                                   const Mat& dy) {
+                                   std::int64_t rows, std::int64_t cols, const ConstMatRef& x,
+                                   const ConstMatRef& dy) {
   DeferredGrad& d = deferring_->grads.emplace_back();
   d.task = task;
   d.block = block;

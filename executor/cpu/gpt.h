@@ -100,7 +100,8 @@ class StageModel final : public StageModelBase {
   MicroBatch& start_micro_batch(std::int64_t chunk, std::int64_t mb, std::size_t layers);
   void finish_micro_batch(std::size_t at);  // its index in in_flight_
   void defer_weight_grad(std::string_view task, std::size_t block, std::size_t offset,
-                         std::int64_t rows, std::int64_t cols, const Mat& x, const Mat& dy);
+                         std::int64_t rows, std::int64_t cols, const ConstMatRef& x,
+                         const ConstMatRef& dy);
 
   LayerParams layer_params(std::size_t block, bool with_grads);
   void layer_forward(std::size_t block, const Mat& x, LayerCache& c, Mat& out);
@@ -120,7 +121,7 @@ class StageModel final : public StageModelBase {
   void moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& send);
   void moe_aux_loss(MoeCache& c);
   void moe_shared_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dm, Mat& dy);
-  Mat moe_experts_backward(std::size_t block, MoeCache& c, const Mat& dout_rows);
+  void moe_experts_backward(std::size_t block, MoeCache& c, const Mat& dout_rows, Mat& dx_rows);
   void moe_router_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dgates,
                            Mat& dy);
   void embedding_forward(const std::int32_t* tokens, Mat& out);
@@ -130,7 +131,7 @@ class StageModel final : public StageModelBase {
   // dW += x^T dy into tensor `tensor` (rows x cols) of block `block`'s gradients, now or, in a
   // B pass, in the micro-batch's W pass; the bias gradient (db, when given) now.
   void weight_grad(std::size_t block, std::size_t tensor, std::int64_t rows, std::int64_t cols,
-                   const Mat& x, const Mat& dy, float* db, std::string_view task);
+                   const ConstMatRef& x, const ConstMatRef& dy, float* db, std::string_view task);
   // Context parallelism: [K | V] of the cp group in sequence order, and its backward.
   void gather_kv(const Mat& k, const Mat& v, Mat& k_full, Mat& v_full, std::string_view task);
   void reduce_scatter_kv_grad(const Mat& dk_full, const Mat& dv_full, Mat& dk, Mat& dv);
@@ -152,6 +153,7 @@ class StageModel final : public StageModelBase {
   BufferPool<Mat> mats_;
   BufferPool<Vec> vecs_;
   std::unique_ptr<Scratch> scratch_;
+  MoeScratch moe_scratch_;  // moe.cc's temporaries
   struct InFlight {
     std::int64_t chunk, mb;
     std::unique_ptr<MicroBatch> state;

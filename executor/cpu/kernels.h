@@ -22,6 +22,9 @@ using MatMap = Eigen::Map<Mat>;
 using ConstMatMap = Eigen::Map<const Mat>;
 using RowMap = Eigen::Map<Eigen::RowVectorXf>;
 using ConstRowMap = Eigen::Map<const Eigen::RowVectorXf>;
+// A view of a whole matrix or of a block of rows of one (Eigen::Ref: binds to a Mat or a Map
+// without a copy), for the kernels whose callers pass either.
+using ConstMatRef = Eigen::Ref<const Mat>;
 
 inline constexpr float kLayerNormEps = 1e-5f;
 
@@ -45,8 +48,17 @@ void gelu_backward(const Mat& x, const Mat& dy, Mat& dx);
 // y = x W + b with W (in, out) and b (out) (b may be null).
 void linear_forward(const Mat& x, const ConstMatMap& w, const float* b, Mat& y);
 // dx = dy W^T (skipped when dx is null), dW += x^T dy, db += column sums of dy.
-void linear_backward(const Mat& x, const ConstMatMap& w, const Mat& dy, Mat* dx, MatMap& dw,
-                     float* db);
+void linear_backward(const ConstMatRef& x, const ConstMatMap& w, const ConstMatRef& dy, Mat* dx,
+                     MatMap& dw, float* db);
+
+// The same three on rows of larger buffers, the output already shaped by the caller: an MoE
+// layer's experts, whose row counts follow the routing, work in buffers sized once for the most
+// rows they can receive (moe.cc), so that no step allocates. The element-wise kernels treat
+// their rows as one run of elements; gelu_backward_rows keeps its tanh in fixed-size chunks on
+// the stack instead of a workspace sized by the call.
+void gelu_forward_rows(const ConstMatMap& x, MatMap y);
+void gelu_backward_rows(const ConstMatMap& x, const ConstMatMap& dy, MatMap dx);
+void linear_forward_rows(const ConstMatMap& x, const ConstMatMap& w, const float* b, MatMap y);
 
 // Causal multi-head attention over `batch` sequences of `seq` tokens: q, k, v (batch*seq,
 // heads*head_dim), out (batch*seq, heads*head_dim); probs (batch*heads*seq, seq) keeps the

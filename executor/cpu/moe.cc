@@ -3,6 +3,7 @@
 // layer_backward_tasks), and each stretch of math between them by the compute task it is.
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "executor/cpu/gpt.h"
 #include "executor/cpu/moe.h"
@@ -12,10 +13,13 @@ namespace trainplan::executor {
 namespace {
 
 // The k best experts of each token by probability, ties to the lower index (so that the
-// parallel and single-process runs, whose probabilities agree, route alike).
-std::vector<std::int32_t> top_k(const Mat& probs, std::int64_t k) {
+// parallel and single-process runs, whose probabilities agree, route alike), into `out` (T*k);
+// `order` (E) is its workspace.
+void top_k(const Mat& probs, std::int64_t k, std::vector<std::int32_t>& order,
+           std::vector<std::int32_t>& out) {
   const std::int64_t T = probs.rows(), E = probs.cols();
-  std::vector<std::int32_t> out(static_cast<std::size_t>(T * k)), order(static_cast<std::size_t>(E));
+  out.resize(static_cast<std::size_t>(T * k));
+  order.resize(static_cast<std::size_t>(E));
   for (std::int64_t t = 0; t < T; ++t) {
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
@@ -25,51 +29,55 @@ std::vector<std::int32_t> top_k(const Mat& probs, std::int64_t k) {
                       });
     std::copy_n(order.begin(), k, out.begin() + t * k);
   }
-  return out;
 }
 
-void softmax_rows(const Mat& logits, Mat& probs) {
-  probs = (logits.colwise() - logits.rowwise().maxCoeff()).array().exp().matrix();
-  probs.array().colwise() /= probs.rowwise().sum().array();
+// `row` (T) is its workspace: the rows' maxima, then their sums.
+void softmax_rows(const Mat& logits, Eigen::VectorXf& row, Mat& probs) {
+  row = logits.rowwise().maxCoeff();
+  probs = (logits.colwise() - row).array().exp().matrix();
+  row = probs.rowwise().sum();
+  probs.array().colwise() /= row.array();
 }
 
-// Rows [first, first + n) of `from` as one matrix per local expert, or back: the received
-// buffer holds, for each EP member in turn, its rows for local expert 0, 1, ...
+// The rows this rank's experts received, in two orders: as all_to_all_v delivers them (member
+// order: each EP member's rows for local expert 0, 1, ...) and expert-major (local expert j's
+// rows from every member together, at MoeCache::expert_row0[j]), where each expert's GEMMs run.
 struct ExpertRows {
   std::int64_t members = 1, local = 1;
-  const std::vector<std::int64_t>* recv_rows = nullptr;  // (members, local)
+  const MoeCache* c = nullptr;
   std::int64_t count(std::int64_t s, std::int64_t j) const {
-    return (*recv_rows)[static_cast<std::size_t>(s * local + j)];
+    return c->recv_rows[static_cast<std::size_t>(s * local + j)];
   }
-  // Calls fn(buffer row, expert row) for every row of local expert j.
-  template <class Fn>
-  void for_rows(std::int64_t j, Fn&& fn) const {
-    std::int64_t at = 0, row = 0;
+  std::int64_t row0(std::int64_t j) const { return c->expert_row0[static_cast<std::size_t>(j)]; }
+  std::int64_t rows(std::int64_t j) const { return row0(j + 1) - row0(j); }
+  std::int64_t total() const { return row0(local); }
+  // Copies the rows of `from` (`width` floats each) into `to` in the other order.
+  void permute(const Mat& from, Mat& to, bool to_expert_major) const {
+    const std::int64_t width = from.cols();
+    std::int64_t member_row = 0;
     for (std::int64_t s = 0; s < members; ++s)
       for (std::int64_t e = 0; e < local; ++e) {
+        std::int64_t expert_row = row0(e);
+        for (std::int64_t before = 0; before < s; ++before) expert_row += count(before, e);
         const std::int64_t n = count(s, e);
-        if (e == j)
-          for (std::int64_t i = 0; i < n; ++i) fn(at + i, row++);
-        at += n;
+        const std::int64_t src = to_expert_major ? member_row : expert_row;
+        const std::int64_t dst = to_expert_major ? expert_row : member_row;
+        std::copy_n(from.data() + src * width, n * width, to.data() + dst * width);
+        member_row += n;
       }
-  }
-  std::int64_t rows(std::int64_t j) const {
-    std::int64_t n = 0;
-    for (std::int64_t s = 0; s < members; ++s) n += count(s, j);
-    return n;
-  }
-  Mat gather(std::int64_t j, const Mat& buffer) const {
-    Mat out(rows(j), buffer.cols());
-    for_rows(j, [&](std::int64_t b, std::int64_t r) { out.row(r) = buffer.row(b); });
-    return out;
-  }
-  void scatter(std::int64_t j, const Mat& m, Mat& buffer) const {
-    for_rows(j, [&](std::int64_t b, std::int64_t r) { buffer.row(b) = m.row(r); });
   }
 };
 
 ExpertRows expert_rows(const Comm& comm, const ModelSpec& m, const Plan& p, const MoeCache& c) {
-  return {comm.group_size(CommGroup::kEp), m.num_experts / p.ep, &c.recv_rows};
+  return {comm.group_size(CommGroup::kEp), m.num_experts / p.ep, &c};
+}
+
+// Rows [row0, row0 + n) of a buffer as a matrix.
+MatMap rows_of(Mat& m, std::int64_t row0, std::int64_t n) {
+  return MatMap(m.data() + row0 * m.cols(), n, m.cols());
+}
+ConstMatMap rows_of(const Mat& m, std::int64_t row0, std::int64_t n) {
+  return ConstMatMap(m.data() + row0 * m.cols(), n, m.cols());
 }
 
 }  // namespace
@@ -78,6 +86,7 @@ ExpertRows expert_rows(const Comm& comm, const ModelSpec& m, const Plan& p, cons
 void StageModel::moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& send) {
   const BlockLayout& l = layouts_[block];
   const float* p = access_.params(block);
+  MoeScratch& w = moe_scratch_;
   const std::int64_t h = model_.hidden_size, E = model_.num_experts,
                      k = model_.experts_per_token, T = y.rows();
   const std::int64_t members = comm_.group_size(CommGroup::kEp), local = E / plan_.ep;
@@ -87,40 +96,46 @@ void StageModel::moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& se
                  static_cast<float>(plan_.micro_batch_size * model_.seq_len);
   TraceSpan span(trace_);
   span.begin("router");
-  Mat logits;
-  linear_forward(y, ConstMatMap(p + l.tensors[kRouter].offset, h, E), nullptr, logits);
-  softmax_rows(logits, take(c.probs, T, E));
-  c.experts = top_k(c.probs, k);
+  linear_forward(y, ConstMatMap(p + l.tensors[kRouter].offset, h, E), nullptr, w.logits);
+  softmax_rows(w.logits, w.row, take(c.probs, T, E));
+  top_k(c.probs, k, w.order, c.experts);
   for (std::int32_t e : c.experts)  // FNV-1a over the choices
     routing_hash_ = (routing_hash_ ^ static_cast<std::uint64_t>(e + 1)) * 0x100000001b3ULL;
-  // Token-expert pairs grouped by expert (so by EP member), tokens in order within each.
-  std::vector<std::vector<std::int64_t>> by_expert(static_cast<std::size_t>(E));
-  for (std::int64_t pair = 0; pair < T * k; ++pair)
-    by_expert[static_cast<std::size_t>(c.experts[static_cast<std::size_t>(pair)])].push_back(pair);
+  // Token-expert pairs grouped by expert (so by EP member), tokens in order within each: a
+  // counting sort, expert e's pairs from row pair_at[e].
   c.assigned.assign(static_cast<std::size_t>(E), 0);
-  c.row_of_pair.assign(static_cast<std::size_t>(T * k), 0);
-  c.send_counts.assign(static_cast<std::size_t>(members), 0);
-  std::vector<std::int64_t> per_expert(static_cast<std::size_t>(members * local), 0);
+  for (std::int32_t e : c.experts) ++c.assigned[static_cast<std::size_t>(e)];
+  w.pair_at.assign(static_cast<std::size_t>(E), 0);
+  for (std::int64_t e = 1; e < E; ++e)
+    w.pair_at[static_cast<std::size_t>(e)] =
+        w.pair_at[static_cast<std::size_t>(e - 1)] + c.assigned[static_cast<std::size_t>(e - 1)];
+  c.row_of_pair.resize(static_cast<std::size_t>(T * k));
   send.resize(T * k, h);
-  std::int64_t row = 0;
-  for (std::int64_t e = 0; e < E; ++e) {
-    const auto& pairs = by_expert[static_cast<std::size_t>(e)];
-    const auto n = static_cast<std::int64_t>(pairs.size());
-    c.assigned[static_cast<std::size_t>(e)] = n;
-    per_expert[static_cast<std::size_t>(e)] = n;  // member e / local, its expert e % local
-    c.send_counts[static_cast<std::size_t>(e / local)] += n * h;
-    for (std::int64_t pair : pairs) {
-      c.row_of_pair[static_cast<std::size_t>(pair)] = row;
-      send.row(row++) = y.row(pair / k);
-    }
+  for (std::int64_t pair = 0; pair < T * k; ++pair) {
+    const std::int64_t row =
+        w.pair_at[static_cast<std::size_t>(c.experts[static_cast<std::size_t>(pair)])]++;
+    c.row_of_pair[static_cast<std::size_t>(pair)] = row;
+    send.row(row) = y.row(pair / k);
   }
+  // Per EP member (expert e is member e / local's expert e % local): floats, and rows per expert.
+  c.send_counts.assign(static_cast<std::size_t>(members), 0);
+  w.per_expert.assign(c.assigned.begin(), c.assigned.end());
+  for (std::int64_t e = 0; e < E; ++e)
+    c.send_counts[static_cast<std::size_t>(e / local)] +=
+        c.assigned[static_cast<std::size_t>(e)] * h;
   span.end();
   moe_aux_loss(c);
-  c.recv_rows = comm_.exchange_counts(CommGroup::kEp, per_expert);
+  comm_.exchange_counts(CommGroup::kEp, w.per_expert, c.recv_rows);
   c.recv_counts.assign(static_cast<std::size_t>(members), 0);
+  c.expert_row0.assign(static_cast<std::size_t>(local + 1), 0);
   for (std::int64_t s = 0; s < members; ++s)
-    for (std::int64_t j = 0; j < local; ++j)
-      c.recv_counts[static_cast<std::size_t>(s)] += c.recv_rows[static_cast<std::size_t>(s * local + j)] * h;
+    for (std::int64_t j = 0; j < local; ++j) {
+      const std::int64_t n = c.recv_rows[static_cast<std::size_t>(s * local + j)];
+      c.recv_counts[static_cast<std::size_t>(s)] += n * h;
+      c.expert_row0[static_cast<std::size_t>(j + 1)] += n;
+    }
+  for (std::int64_t j = 0; j < local; ++j)
+    c.expert_row0[static_cast<std::size_t>(j + 1)] += c.expert_row0[static_cast<std::size_t>(j)];
 }
 
 // The load-balancing loss's value (its gradient is moe_router_backward's), over the micro-batch's
@@ -130,20 +145,23 @@ void StageModel::moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& se
 // before switch_load_balancing_loss_func). The counts travel as control traffic, as the
 // dispatch's counts do: the cost model lists no collective for them.
 void StageModel::moe_aux_loss(MoeCache& c) {
+  MoeScratch& w = moe_scratch_;
   const std::int64_t E = model_.num_experts, k = model_.experts_per_token;
   c.aux_tokens = c.probs.rows() * plan_.cp;
   if (plan_.cp > 1) {
     const std::int64_t n = comm_.group_size(CommGroup::kCp);
-    std::vector<std::int64_t> mine;
-    for (std::int64_t s = 0; s < n; ++s) mine.insert(mine.end(), c.assigned.begin(), c.assigned.end());
-    const std::vector<std::int64_t> all = comm_.exchange_counts(CommGroup::kCp, mine);
+    w.cp_mine.clear();
+    for (std::int64_t s = 0; s < n; ++s)
+      w.cp_mine.insert(w.cp_mine.end(), c.assigned.begin(), c.assigned.end());
+    comm_.exchange_counts(CommGroup::kCp, w.cp_mine, w.cp_all);
     for (std::int64_t e = 0; e < E; ++e) {
       std::int64_t sum = 0;
-      for (std::int64_t s = 0; s < n; ++s) sum += all[static_cast<std::size_t>(s * E + e)];
+      for (std::int64_t s = 0; s < n; ++s) sum += w.cp_all[static_cast<std::size_t>(s * E + e)];
       c.assigned[static_cast<std::size_t>(e)] = sum;
     }
   }
-  const Eigen::RowVectorXf prob_sums = c.probs.colwise().sum();
+  w.prob_sums = c.probs.colwise().sum();
+  const Eigen::RowVectorXf& prob_sums = w.prob_sums;
   const auto tokens = static_cast<double>(c.aux_tokens);
   double aux = 0;
   for (std::int64_t e = 0; e < E; ++e)
@@ -159,6 +177,7 @@ void StageModel::moe_aux_loss(MoeCache& c) {
 void StageModel::moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& out) {
   const BlockLayout& l = layouts_[block];
   const float* p = access_.params(block);
+  MoeScratch& w = moe_scratch_;
   const std::int64_t h = model_.hidden_size, k = model_.experts_per_token, T = y.rows();
   const bool shared = model_.shared_expert_ffn_size > 0;
   // With tp > 1 each expert's fc1 is column- and fc2 row-parallel (f / tp each), so this rank's
@@ -166,37 +185,38 @@ void StageModel::moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& 
   // layer's TP sum after the MLP (tp_sum) completes them.
   const std::int64_t f = l.tensors[expert_tensor(shared, 0, kExpW1)].cols;
   const bool bias_rank = comm_.group_rank(CommGroup::kTp) == 0;
-  Mat send, recv;
-  moe_route(block, y, c, send);
+  moe_route(block, y, c, w.send);
   const ExpertRows rows = expert_rows(comm_, model_, plan_, c);
-  recv.resize(std::accumulate(c.recv_counts.begin(), c.recv_counts.end(), std::int64_t{0}) / h, h);
-  comm_.all_to_all_v(CommGroup::kEp, send.data(), c.send_counts, recv.data(), c.recv_counts,
+  const std::int64_t capacity = moe_capacity_rows(rows.members, T, k, rows.local);
+  w.recv.resize(capacity, h);
+  comm_.all_to_all_v(CommGroup::kEp, w.send.data(), c.send_counts, w.recv.data(), c.recv_counts,
                      "ep_dispatch");
   TraceSpan span(trace_);
-  c.x.assign(static_cast<std::size_t>(rows.local), Mat());
-  c.a = c.g = c.x;
-  Mat outputs(recv.rows(), h);
+  take(c.x, capacity, h);
+  take(c.a, capacity, f);
+  take(c.g, capacity, f);
+  w.expert_out.resize(capacity, h);
+  w.outputs.resize(capacity, h);
+  rows.permute(w.recv, c.x, /*to_expert_major=*/true);
   for (std::int64_t j = 0; j < rows.local; ++j) {
-    auto t = [&](ExpertTensor w) {
-      return p + l.tensors[expert_tensor(shared, j, w)].offset;
-    };
-    const auto J = static_cast<std::size_t>(j);
+    auto t = [&](ExpertTensor e) { return p + l.tensors[expert_tensor(shared, j, e)].offset; };
+    const std::int64_t r0 = rows.row0(j), n = rows.rows(j);
     span.begin("expert_fc1");
-    c.x[J] = rows.gather(j, recv);
-    linear_forward(c.x[J], ConstMatMap(t(kExpW1), h, f), t(kExpB1), c.a[J]);
+    linear_forward_rows(rows_of(std::as_const(c.x), r0, n), ConstMatMap(t(kExpW1), h, f),
+                        t(kExpB1), rows_of(c.a, r0, n));
     span.begin("gelu");
-    gelu_forward(c.a[J], c.g[J]);
+    gelu_forward_rows(rows_of(std::as_const(c.a), r0, n), rows_of(c.g, r0, n));
     span.begin("expert_fc2");
-    Mat o;
-    linear_forward(c.g[J], ConstMatMap(t(kExpW2), f, h), bias_rank ? t(kExpB2) : nullptr, o);
-    rows.scatter(j, o, outputs);
+    linear_forward_rows(rows_of(std::as_const(c.g), r0, n), ConstMatMap(t(kExpW2), f, h),
+                        bias_rank ? t(kExpB2) : nullptr, rows_of(w.expert_out, r0, n));
   }
+  rows.permute(w.expert_out, w.outputs, /*to_expert_major=*/false);
   span.end();
   take(c.combined, T * k, h);
-  comm_.all_to_all_v(CommGroup::kEp, outputs.data(), c.recv_counts, c.combined.data(),
+  comm_.all_to_all_v(CommGroup::kEp, w.outputs.data(), c.recv_counts, c.combined.data(),
                      c.send_counts, "ep_combine");
   span.begin("expert_fc2");  // the gate-weighted sum of each token's k outputs
-  out = Mat::Zero(T, h);
+  out.setZero(T, h);
   for (std::int64_t pair = 0; pair < T * k; ++pair) {
     const std::int64_t t = pair / k;
     const float gate = c.probs(t, c.experts[static_cast<std::size_t>(pair)]);
@@ -210,10 +230,9 @@ void StageModel::moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& 
     span.begin("shared_act");
     gelu_forward(c.shared_a, take(c.shared_g, T, fs));
     span.begin("shared_fc2");
-    Mat o;
     linear_forward(c.shared_g, ConstMatMap(p + l.tensors[kSharedW2].offset, fs, h),
-                   bias_rank ? p + l.tensors[kSharedB2].offset : nullptr, o);
-    out += o;
+                   bias_rank ? p + l.tensors[kSharedB2].offset : nullptr, w.shared_o);
+    out += w.shared_o;
   }
   span.end();
 }
@@ -225,9 +244,9 @@ void StageModel::moe_shared_backward(std::size_t block, const Mat& y, MoeCache& 
   const float* p = access_.params(block);
   float* g = access_.grads(block);
   const std::int64_t h = model_.hidden_size, fs = l.tensors[kSharedW1].cols;
+  Mat &dg = moe_scratch_.sb_dg, &da = moe_scratch_.sb_da;
   TraceSpan span(trace_);
   span.begin("shared_fc2_dgrad");
-  Mat dg, da;
   dg.noalias() = dm * ConstMatMap(p + l.tensors[kSharedW2].offset, fs, h).transpose();
   span.begin("shared_fc2_wgrad");
   weight_grad(block, kSharedW2, fs, h, c.shared_g, dm, g + l.tensors[kSharedB2].offset,
@@ -242,38 +261,46 @@ void StageModel::moe_shared_backward(std::size_t block, const Mat& y, MoeCache& 
   span.end();
 }
 
-// The local experts' backward on the combine's gradient rows; returns their input gradients in
-// the received buffer's layout.
-Mat StageModel::moe_experts_backward(std::size_t block, MoeCache& c, const Mat& dout_rows) {
+// The local experts' backward on the combine's gradient rows (member order, as received);
+// writes their input gradients to dx_rows in the same order.
+void StageModel::moe_experts_backward(std::size_t block, MoeCache& c, const Mat& dout_rows,
+                                      Mat& dx_rows) {
   const BlockLayout& l = layouts_[block];
   const float* p = access_.params(block);
   float* grads = access_.grads(block);
+  MoeScratch& w = moe_scratch_;
   const bool shared = model_.shared_expert_ffn_size > 0;
   const std::int64_t h = model_.hidden_size,
                      f = l.tensors[expert_tensor(shared, 0, kExpW1)].cols;  // f / tp
   const ExpertRows rows = expert_rows(comm_, model_, plan_, c);
-  Mat dx_rows(dout_rows.rows(), h);
+  const Eigen::Index capacity = c.x.rows();
+  w.eb_d.resize(capacity, h);
+  w.eb_dg.resize(capacity, f);
+  w.eb_da.resize(capacity, f);
+  w.eb_dx.resize(capacity, h);
+  rows.permute(dout_rows, w.eb_d, /*to_expert_major=*/true);
   TraceSpan span(trace_);
   for (std::int64_t j = 0; j < rows.local; ++j) {
-    const auto J = static_cast<std::size_t>(j);
-    auto at = [&](ExpertTensor w) { return l.tensors[expert_tensor(shared, j, w)].offset; };
-    const Mat d = rows.gather(j, dout_rows);
-    Mat dg, da, dx;
+    auto at = [&](ExpertTensor e) { return l.tensors[expert_tensor(shared, j, e)].offset; };
+    const std::int64_t r0 = rows.row0(j), n = rows.rows(j);
+    const ConstMatMap d = rows_of(std::as_const(w.eb_d), r0, n);
+    MatMap dg = rows_of(w.eb_dg, r0, n), da = rows_of(w.eb_da, r0, n);
     span.begin("expert_fc2_dgrad");
     dg.noalias() = d * ConstMatMap(p + at(kExpW2), f, h).transpose();
     span.begin("expert_fc2_wgrad");
-    weight_grad(block, expert_tensor(shared, j, kExpW2), f, h, c.g[J], d, grads + at(kExpB2),
-                "expert_fc2_wgrad");
+    weight_grad(block, expert_tensor(shared, j, kExpW2), f, h, rows_of(std::as_const(c.g), r0, n),
+                d, grads + at(kExpB2), "expert_fc2_wgrad");
     span.begin("gelu_bwd");
-    gelu_backward(c.a[J], dg, da);
+    gelu_backward_rows(rows_of(std::as_const(c.a), r0, n), rows_of(std::as_const(w.eb_dg), r0, n),
+                       da);
     span.begin("expert_fc1_dgrad");
-    dx.noalias() = da * ConstMatMap(p + at(kExpW1), h, f).transpose();
-    rows.scatter(j, dx, dx_rows);
+    rows_of(w.eb_dx, r0, n).noalias() = da * ConstMatMap(p + at(kExpW1), h, f).transpose();
     span.begin("expert_fc1_wgrad");
-    weight_grad(block, expert_tensor(shared, j, kExpW1), h, f, c.x[J], da, grads + at(kExpB1),
-                "expert_fc1_wgrad");
+    weight_grad(block, expert_tensor(shared, j, kExpW1), h, f, rows_of(std::as_const(c.x), r0, n),
+                da, grads + at(kExpB1), "expert_fc1_wgrad");
   }
-  return dx_rows;
+  span.end();
+  rows.permute(w.eb_dx, dx_rows, /*to_expert_major=*/false);
 }
 
 // The router's backward: from the gates' gradient and the load-balancing loss's to the logits
@@ -282,6 +309,7 @@ void StageModel::moe_router_backward(std::size_t block, const Mat& y, MoeCache& 
                                      const Mat& dgates, Mat& dy) {
   const BlockLayout& l = layouts_[block];
   const float* p = access_.params(block);
+  MoeScratch& w = moe_scratch_;
   const std::int64_t h = model_.hidden_size, E = model_.num_experts,
                      k = model_.experts_per_token, T = y.rows();
   TraceSpan span(trace_);
@@ -291,7 +319,8 @@ void StageModel::moe_router_backward(std::size_t block, const Mat& y, MoeCache& 
   // outputs) and so the router's are partial sums over TP (summed by the layer's
   // tp_*_mlp_grad and, for the router's weight, the sequence-parallel gradient sum): the
   // loss's own term is added on TP rank 0 only.
-  Mat dprobs = Mat::Zero(T, E);
+  Mat& dprobs = w.rb_dprobs;
+  dprobs.setZero(T, E);
   const auto tokens = static_cast<double>(c.aux_tokens);  // the whole sequences' (cp)
   for (std::int64_t e = 0; e < E && comm_.group_rank(CommGroup::kTp) == 0; ++e) {
     const double f_e = static_cast<double>(c.assigned[static_cast<std::size_t>(e)]) /
@@ -302,8 +331,9 @@ void StageModel::moe_router_backward(std::size_t block, const Mat& y, MoeCache& 
   for (std::int64_t pair = 0; pair < T * k; ++pair)
     dprobs(pair / k, c.experts[static_cast<std::size_t>(pair)]) += dgates(pair / k, pair % k);
   // Softmax backward: dlogits = P * (dP - sum_j P_j dP_j), per row.
-  const Eigen::VectorXf dot = c.probs.cwiseProduct(dprobs).rowwise().sum();
-  const Mat dlogits = c.probs.cwiseProduct(dprobs.colwise() - dot);
+  w.rb_dot = c.probs.cwiseProduct(dprobs).rowwise().sum();
+  Mat& dlogits = w.rb_dlogits;
+  dlogits = c.probs.cwiseProduct(dprobs.colwise() - w.rb_dot);
   dy.noalias() += dlogits * ConstMatMap(p + l.tensors[kRouter].offset, h, E).transpose();
   span.begin("router_wgrad");
   weight_grad(block, kRouter, h, E, y, dlogits, nullptr, "router_wgrad");
@@ -312,14 +342,17 @@ void StageModel::moe_router_backward(std::size_t block, const Mat& y, MoeCache& 
 
 void StageModel::moe_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dm,
                               Mat& dy) {
+  MoeScratch& w = moe_scratch_;
   const std::int64_t h = model_.hidden_size, k = model_.experts_per_token, T = y.rows();
-  dy = Mat::Zero(T, h);
+  dy.setZero(T, h);
   if (model_.shared_expert_ffn_size > 0) moe_shared_backward(block, y, c, dm, dy);
   // Combine's backward: each pair's output row gets gate * dm of its token; the gate gets the
   // dot product of dm with the expert's output.
   TraceSpan span(trace_);
   span.begin("expert_fc2_dgrad");
-  Mat dsend(T * k, h), dgates(T, k);
+  Mat &dsend = w.dsend, &dgates = w.dgates;
+  dsend.resize(T * k, h);
+  dgates.resize(T, k);
   for (std::int64_t pair = 0; pair < T * k; ++pair) {
     const std::int64_t t = pair / k, row = c.row_of_pair[static_cast<std::size_t>(pair)];
     const float gate = c.probs(t, c.experts[static_cast<std::size_t>(pair)]);
@@ -327,12 +360,13 @@ void StageModel::moe_backward(std::size_t block, const Mat& y, MoeCache& c, cons
     dgates(t, pair % k) = dm.row(t).dot(c.combined.row(row));
   }
   span.end();
-  Mat drecv(std::accumulate(c.recv_counts.begin(), c.recv_counts.end(), std::int64_t{0}) / h, h);
-  comm_.all_to_all_v(CommGroup::kEp, dsend.data(), c.send_counts, drecv.data(), c.recv_counts,
+  w.drecv.resize(c.x.rows(), h);
+  w.dx_rows.resize(c.x.rows(), h);
+  comm_.all_to_all_v(CommGroup::kEp, dsend.data(), c.send_counts, w.drecv.data(), c.recv_counts,
                      "ep_combine_bwd");
-  const Mat dx_rows = moe_experts_backward(block, c, drecv);
-  comm_.all_to_all_v(CommGroup::kEp, dx_rows.data(), c.recv_counts, dsend.data(), c.send_counts,
-                     "ep_dispatch_bwd");
+  moe_experts_backward(block, c, w.drecv, w.dx_rows);
+  comm_.all_to_all_v(CommGroup::kEp, w.dx_rows.data(), c.recv_counts, dsend.data(),
+                     c.send_counts, "ep_dispatch_bwd");
   // Dispatch's backward: each token sums the input gradients of its k copies, in slot order.
   span.begin("expert_fc1_dgrad");
   for (std::int64_t pair = 0; pair < T * k; ++pair)

@@ -36,6 +36,11 @@ namespace trainplan::executor {
 // (Fedus et al. 2022, sec. 2.2), also Megatron-Core examples' moe_aux_loss_coeff.
 inline constexpr float kDefaultMoeAuxLossCoeff = 1e-2f;
 
+// The routed experts' buffers are sized by the most rows this rank's experts can receive
+// (moe_capacity_rows), not by what the routing sends them, so that their sizes, and so the
+// buffers, are the same from step to step (no step allocates: workspace.h); the rows in use are
+// the first expert_row0[local], local expert j's at [expert_row0[j], expert_row0[j + 1]).
+// Untouched rows cost no memory: the pages are faulted in as rows are first written.
 struct MoeCache {
   Mat probs;                              // (T, E) router softmax
   std::vector<std::int32_t> experts;      // (T, k) chosen experts, best first
@@ -45,10 +50,39 @@ struct MoeCache {
   std::int64_t aux_tokens = 0;            // the tokens they come from (T x cp)
   std::vector<std::int64_t> send_counts, recv_counts;  // floats per EP member
   std::vector<std::int64_t> recv_rows;    // (ep, local experts) rows received per expert
-  std::vector<Mat> x, a, g;               // per local expert: input rows, fc1 out, GELU out
+  std::vector<std::int64_t> expert_row0;  // (local + 1) each local expert's first row in x, a, g
+  Mat x, a, g;                            // (capacity, h), (capacity, f), (capacity, f): the
+                                          // local experts' input rows, fc1 out, GELU out
   Mat combined;                           // (T*k, h) expert outputs, dispatch order
   Mat shared_a, shared_g;                 // shared experts: fc1 out, GELU out
   float aux_weight = 0;                   // coeff / micro-batches in the global batch
+};
+
+// The most rows an EP rank's experts can receive from a micro-batch of T tokens: every member
+// of the ep group sends each token at most once to each of this rank's `local` experts, and at
+// most k times in all.
+inline std::int64_t moe_capacity_rows(std::int64_t members, std::int64_t tokens, std::int64_t k,
+                                      std::int64_t local) {
+  return members * tokens * (k < local ? k : local);
+}
+
+// The temporaries of moe.cc's functions, kept from call to call, each named for the function
+// that uses it (as gpt.cc's Scratch); "capacity" as in MoeCache.
+struct MoeScratch {
+  Mat logits;                                     // moe_route: (T, E)
+  Eigen::VectorXf row;                            // moe_route's softmax: (T)
+  std::vector<std::int32_t> order;                // moe_route's top k: (E)
+  std::vector<std::int64_t> pair_at, per_expert;  // moe_route: (E), (ep * local)
+  std::vector<std::int64_t> cp_mine, cp_all;      // moe_aux_loss, cp > 1: (cp * E) each
+  Eigen::RowVectorXf prob_sums;                   // moe_aux_loss: (E)
+  Mat send, recv, expert_out, outputs, shared_o;  // moe_forward: (T*k, h), (capacity, h) x3,
+                                                  // (T, h)
+  Mat sb_dg, sb_da;                               // moe_shared_backward: (T, fs)
+  Mat dsend, dgates, drecv, dx_rows;              // moe_backward: (T*k, h), (T, k),
+                                                  // (capacity, h) x2
+  Mat eb_d, eb_dg, eb_da, eb_dx;                  // moe_experts_backward: (capacity, h|f|f|h)
+  Mat rb_dprobs, rb_dlogits;                      // moe_router_backward: (T, E)
+  Eigen::VectorXf rb_dot;                         // moe_router_backward: (T)
 };
 
 }  // namespace trainplan::executor

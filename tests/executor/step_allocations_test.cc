@@ -1,11 +1,13 @@
 // Heap allocations inside a training step of the CPU executor (issue 28: "no allocation in the
 // step"). This binary replaces malloc (glibc) to count every allocation, so it is its own
 // executable. It runs small GPTs on one rank (local backend) under a set of plans (ZeRO 0-3,
-// selective and full recompute, a zero-bubble schedule, several micro-batches) and checks the
-// steady state: once the first step has sized every buffer, a step makes no heap allocation at
-// all, and, under execute's allocation policy (executor/allocator.h), faults no page in. It
-// prints the count, the bytes, the time spent in the allocator and the page faults per step;
-// with STEP_ALLOCATIONS_TRACE=1 it also prints the call stack of each allocation of step 3.
+// selective and full recompute, a zero-bubble schedule, several micro-batches, an MoE model)
+// and under mpirun -np 4 (tensor, sequence, context, pipeline and expert parallelism; ZB-H1,
+// zb-v, DualPipe), and checks the steady state: once the first step has sized every buffer, a
+// step makes no heap allocation at all, and, on one rank under execute's allocation policy
+// (executor/allocator.h), faults no page in. It prints the count, the bytes, the time spent in
+// the allocator and the page faults per step; with STEP_ALLOCATIONS_TRACE=1 it also prints the
+// call stack of each allocation of step 3.
 // Not built with TRAINPLAN_SANITIZE (ASan owns malloc there).
 // Run: ctest -R executor_step_allocations --output-on-failure (the counts are printed).
 #include <gtest/gtest.h>
@@ -165,6 +167,20 @@ ModelSpec gpt(int layers, int hidden, int heads, int seq_len) {
   return m;
 }
 
+// tests/executor/models/tiny-moe.json's shape at `layers` layers: a dense first layer, then MoE
+// layers of 4 experts top-2 with a shared expert. The routed experts receive a different number
+// of rows every micro-batch; their buffers are sized for the most they can receive (moe.h).
+ModelSpec moe(int layers) {
+  ModelSpec m = gpt(layers, 64, 4, 32);
+  m.ffn_hidden_size = 64;
+  m.num_experts = 4;
+  m.experts_per_token = 2;
+  m.shared_expert_ffn_size = 32;
+  m.dense_layers = {0};
+  m.dense_ffn_hidden_size = 128;
+  return m;
+}
+
 long long minor_faults() {
   rusage u;
   getrusage(RUSAGE_SELF, &u);
@@ -182,7 +198,7 @@ struct Count {
 void expect_no_step_allocations(const ModelSpec& model, const Plan& plan, Comm& comm,
                                 bool faults) {
   auto trainer = make_cpu_trainer(model, plan, {}, comm);
-  ASSERT_TRUE(trainer.ok()) << trainer.status().message();
+  ASSERT_TRUE(trainer.ok()) << describe(plan) << ": " << trainer.status().message();
   const bool trace = std::getenv("STEP_ALLOCATIONS_TRACE") != nullptr;
   std::vector<Count> per_step;
   for (int s = 0; s < 5; ++s) {
@@ -264,6 +280,15 @@ TEST(StepAllocations, RecomputeAllocatesNothing) {
   expect_no_step_allocations(gpt(3, 64, 4, 32), partial);
 }
 
+// An MoE model on one rank: router, top-k, the counting sort of the dispatch, all four
+// experts, the load-balancing loss; with full recompute the layer routes again in the backward.
+TEST(StepAllocations, MixtureOfExpertsAllocatesNothing) {
+  expect_no_step_allocations(moe(3), one_rank(2, 3));
+  Plan recompute = one_rank(2, 2);
+  recompute.recompute = Recompute::kFull;
+  expect_no_step_allocations(moe(3), recompute);
+}
+
 #ifdef TRAINPLAN_HAVE_MPI
 // The plans that need several ranks, under `mpirun -np 4` (CTest executor_step_allocations_mpi):
 // tensor and sequence parallelism, context parallelism, pipelines (1F1B, interleaved, ZB-H1),
@@ -322,6 +347,33 @@ TEST(StepAllocationsMpi, ZeroBubbleWithPartitionedFullRecompute) {
   plan.schedule = Schedule::kZbH1;
   plan.recompute = Recompute::kFull;
   plan.partition_activations = true;
+  expect_no_step_allocations_mpi(gpt(4, 64, 4, 32), plan);
+}
+
+// Expert parallelism: the dispatch and combine all-to-alls in ep groups of 2, each rank's two
+// experts receiving what the routing sends them, and the expert gradients' data-parallel sum.
+TEST(StepAllocationsMpi, ExpertParallel) {
+  Plan plan = four_ranks(1, 1, 1, 4);
+  plan.ep = 2;
+  plan.global_batch_size = plan.micro_batch_size * plan.dp * 2;  // 2 micro-batches per replica
+  expect_no_step_allocations_mpi(moe(3), plan);
+}
+
+// zb-v's V: the last stage feeds itself (the trainer's same-stage messages).
+TEST(StepAllocationsMpi, ZeroBubbleV) {
+  Plan plan = four_ranks(1, 1, 2, 2);
+  plan.schedule = Schedule::kZbV;
+  plan.virtual_stages = 2;
+  expect_no_step_allocations_mpi(gpt(4, 64, 4, 32), plan);
+}
+
+// DualPipe: two directions, each stage holding a copy of its mirror stage's chunk, on 2 stages
+// of 2 data-parallel replicas (4 micro-batches each, the fewest it takes).
+TEST(StepAllocationsMpi, DualPipe) {
+  Plan plan = four_ranks(1, 1, 2, 2);
+  plan.schedule = Schedule::kDualPipe;
+  plan.virtual_stages = 2;
+  plan.global_batch_size = plan.micro_batch_size * plan.dp * 2 * plan.pp;
   expect_no_step_allocations_mpi(gpt(4, 64, 4, 32), plan);
 }
 #endif
