@@ -4,6 +4,11 @@
 # loss and gradients, and both 50-step loss curves (bench/scripts/reference_check.py).
 #
 #   bench/scripts/executor_reference_study.sh BUILD_DIR OUT_DIR [SEED...]   (default: 1234 7 99)
+#   REFERENCE_MODEL=moe bench/scripts/executor_reference_study.sh ...
+#
+# REFERENCE_MODEL=moe runs the same shape as a mixture of experts instead (a dense first layer,
+# then 8 experts of width 512, top-2, with a shared expert of width 512: the layer of
+# executor/cpu/moe.h) in 2 micro-batches of 4, so that each has its own load-balancing loss.
 #
 # Writes OUT_DIR/seed-S/{check.txt,curves.json} and OUT_DIR/report.md (per seed: the check's
 # verdict, the largest curve difference, and the steps where either curve jumps by more than
@@ -21,14 +26,30 @@ done
 [ -n "$python" ] || { echo "executor_reference_study: needs python3 with PyTorch" >&2; exit 1; }
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 mkdir -p "$out"
-cat > "$out/model.json" <<'JSON'
+case "${REFERENCE_MODEL:-dense}" in
+  dense)
+    cat > "$out/model.json" <<'JSON'
 {"name": "issue 28 shape", "source": "bench/scripts/executor_reference_study.sh",
  "num_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "ffn_hidden_size": 1024,
  "vocab_size": 256, "seq_len": 128, "tie_word_embeddings": true, "activation": "gelu",
  "norm": "layernorm", "position_embedding": "learned", "bias": true, "dropout": false}
 JSON
-echo '{"tp": 1, "pp": 1, "dp": 1, "micro_batch_size": 8, "global_batch_size": 8, "precision": "fp32"}' \
-  > "$out/plan.json"
+    echo '{"tp": 1, "pp": 1, "dp": 1, "micro_batch_size": 8, "global_batch_size": 8, "precision": "fp32"}' \
+      > "$out/plan.json" ;;
+  moe)
+    cat > "$out/model.json" <<'JSON'
+{"name": "issue 28 shape, MoE", "source": "bench/scripts/executor_reference_study.sh",
+ "num_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "ffn_hidden_size": 512,
+ "vocab_size": 256, "seq_len": 128, "tie_word_embeddings": true, "activation": "gelu",
+ "norm": "layernorm", "position_embedding": "learned", "bias": true, "dropout": false,
+ "num_experts": 8, "experts_per_token": 2, "shared_expert_ffn_size": 512,
+ "dense_layers": [0], "dense_ffn_hidden_size": 1024}
+JSON
+    echo '{"tp": 1, "pp": 1, "dp": 1, "micro_batch_size": 4, "global_batch_size": 8, "precision": "fp32"}' \
+      > "$out/plan.json" ;;
+  *) echo "executor_reference_study: REFERENCE_MODEL=${REFERENCE_MODEL} is neither dense nor moe" >&2
+     exit 2 ;;
+esac
 data="$root/data/kjv-genesis.txt"
 for seed in "${seeds[@]}"; do
   d="$out/seed-$seed"
