@@ -104,6 +104,39 @@ TEST(Kernels, LinearBackwardMatchesFiniteDifferences) {
   expect_close(db.data(), numeric_grad(b.data(), b.size(), w, f), "db");
 }
 
+// The rows kernels (an MoE layer's experts, on views of a buffer sized for the most rows they
+// can receive) give the Mat kernels' values exactly, on a block of rows in the middle of a
+// larger buffer, with more elements than gelu_backward_rows' 4096-element chunk so that the
+// chunk boundary and the scalar tail are crossed; the rows outside the block are not touched.
+TEST(Kernels, RowsKernelsEqualTheMatKernelsOnAViewOfRows) {
+  std::mt19937 gen(5);
+  const std::int64_t rows = 70, f = 64, h = 16, r0 = 9;  // 70 x 64 = 4480 elements
+  Mat x = random_mat(rows, h, gen), w1 = random_mat(h, f, gen), b1 = random_mat(1, f, gen);
+  Mat dy = random_mat(rows, f, gen, 2.0f);
+  Mat a, g, da;
+  linear_forward(x, ConstMatMap(w1.data(), h, f), b1.data(), a);
+  gelu_forward(a, g);
+  gelu_backward(a, dy, da);
+  // The same rows at r0 of buffers with 100 rows, the rest a sentinel.
+  const float kSentinel = -7.0f;
+  Mat xb = Mat::Constant(100, h, kSentinel), ab = Mat::Constant(100, f, kSentinel);
+  Mat gb = ab, dyb = ab, dab = ab;
+  xb.middleRows(r0, rows) = x;
+  dyb.middleRows(r0, rows) = dy;
+  auto view = [&](Mat& m) { return MatMap(m.data() + r0 * m.cols(), rows, m.cols()); };
+  auto cview = [&](const Mat& m) { return ConstMatMap(m.data() + r0 * m.cols(), rows, m.cols()); };
+  linear_forward_rows(cview(xb), ConstMatMap(w1.data(), h, f), b1.data(), view(ab));
+  gelu_forward_rows(cview(ab), view(gb));
+  gelu_backward_rows(cview(ab), cview(dyb), view(dab));
+  EXPECT_EQ(Mat(ab.middleRows(r0, rows)), a);
+  EXPECT_EQ(Mat(gb.middleRows(r0, rows)), g);
+  EXPECT_EQ(Mat(dab.middleRows(r0, rows)), da);
+  for (const Mat* m : {&ab, &gb, &dab}) {
+    EXPECT_TRUE((m->topRows(r0).array() == kSentinel).all());
+    EXPECT_TRUE((m->bottomRows(100 - r0 - rows).array() == kSentinel).all());
+  }
+}
+
 TEST(Kernels, AttentionMatchesNaiveReference) {
   std::mt19937 gen(4);
   const std::int64_t batch = 2, seq = 5, heads = 2, hd = 3;
