@@ -60,6 +60,14 @@ std::string_view to_string(AttentionKernel k) {
 std::string_view to_string(CrossEntropy c) {
   return c == CrossEntropy::kFused ? "fused" : "unfused";
 }
+std::string_view to_string(Fp8Scaling s) {
+  switch (s) {
+    case Fp8Scaling::kCurrent: return "current";
+    case Fp8Scaling::kDelayed: return "delayed";
+    case Fp8Scaling::kBlock: return "block";
+  }
+  return "?";
+}
 std::string_view to_string(GradPrecision g) {
   return g == GradPrecision::kCompute ? "compute" : "fp32";
 }
@@ -109,6 +117,9 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   if (r.get_choice("grad_precision", c, {"compute", "fp32"}, false))
     p.grad_precision = static_cast<GradPrecision>(c);
   r.get_bool("fp8", p.fp8, false);
+  if (r.get_choice("fp8_scaling", c, {"current", "delayed", "block"}, false))
+    p.fp8_scaling = static_cast<Fp8Scaling>(c);
+  r.get_bool("fp8_weight_cache", p.fp8_weight_cache, false);
   r.get_bool("ep_overlap", p.ep_overlap, false);
   r.get_bool("tp_comm_overlap", p.tp_comm_overlap, false);
   r.get_int_list("layers_per_stage", p.layers_per_stage, 1, ModelLimits::kMaxLayers, false);
@@ -150,6 +161,8 @@ Json plan_to_json(const Plan& p) {
     j["cross_entropy"] = std::string(to_string(p.cross_entropy));
   j["grad_precision"] = std::string(to_string(p.grad_precision));
   if (p.fp8) j["fp8"] = true;  // written only when used, as cp
+  if (p.fp8_scaling != Fp8Scaling::kCurrent) j["fp8_scaling"] = std::string(to_string(p.fp8_scaling));
+  if (p.fp8_weight_cache) j["fp8_weight_cache"] = true;
   if (p.ep_overlap) j["ep_overlap"] = true;
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
   if (!p.layers_per_stage.empty()) j["layers_per_stage"] = p.layers_per_stage;
@@ -174,6 +187,8 @@ std::string describe(const Plan& p) {
   if (p.grad_precision == GradPrecision::kFp32 && p.precision != Precision::kFp32)
     os << " fp32-grads";
   if (p.fp8) os << " fp8";
+  if (p.fp8 && p.fp8_scaling != Fp8Scaling::kCurrent) os << "-" << to_string(p.fp8_scaling);
+  if (p.fp8 && p.fp8_weight_cache) os << "-wcache";
   if (p.attention_kernel != AttentionKernel::kGeneric)
     os << " attention=" << to_string(p.attention_kernel);
   if (p.cross_entropy == CrossEntropy::kUnfused) os << " unfused-ce";
@@ -306,6 +321,9 @@ Status validate_plan(const Plan& p) {
   if (p.fp8 && p.precision == Precision::kFp32)
     return err("fp8 needs precision bf16 or fp16 (FP8 GEMMs, the rest in 16 bits), the plan has "
                "precision fp32");
+  if (!p.fp8 && (p.fp8_scaling != Fp8Scaling::kCurrent || p.fp8_weight_cache))
+    return err(std::string(p.fp8_weight_cache ? "fp8_weight_cache" : "fp8_scaling") +
+               " describes FP8 casts and needs fp8 true, the plan has fp8 false");
   if (p.ep_overlap && p.ep < 2)
     return err("ep_overlap needs ep >= 2 (there is no expert all-to-all to overlap)");
   // Megatron-Core's constraints on overlap_moe_expert_parallel_comm (Megatron Bridge's

@@ -67,6 +67,15 @@ enum class CrossEntropy { kFused, kUnfused };
 // for bf16 (its --accumulate-allreduce-grads-in-fp32, main_grad; its distributed optimizer's
 // table counts 18 bytes per parameter for bf16 weights with fp32 gradients).
 enum class GradPrecision { kCompute, kFp32 };
+// How an FP8 tensor's scale is found (core/cost/tasks.cc, apply_fp8). current: from this
+// tensor's amax, one extra read of it before the cast (Transformer Engine's
+// Float8CurrentScaling; torchao float8's dynamic tensorwise scaling). delayed: from the amax
+// history of earlier steps, the amax recorded during the cast itself (Transformer Engine's
+// DelayedScaling, the only TE recipe before TE 2.2 and NeMo's default through 2024). block:
+// one scale per block of elements found inside the cast kernel from the block itself, one read
+// (MXFP8's 32-element blocks with an 8-bit scale, TE's MXFP8BlockScaling on Blackwell;
+// DeepSeek-V3's 1x128 and 128x128 tiles, arXiv:2412.19437 sec. 3.3.2).
+enum class Fp8Scaling { kCurrent, kDelayed, kBlock };
 
 std::string_view to_string(Schedule s);
 std::string_view to_string(Recompute r);
@@ -77,6 +86,7 @@ std::string_view to_string(AttentionImpl a);
 std::string_view to_string(AttentionKernel k);
 std::string_view to_string(CrossEntropy c);
 std::string_view to_string(GradPrecision g);
+std::string_view to_string(Fp8Scaling s);
 
 struct Plan {
   std::int64_t tp = 1;                 // tensor-parallel degree (Megatron column/row split)
@@ -129,6 +139,11 @@ struct Plan {
   // FP8 tensor-core rate; weights, activations, gradients and every other kernel stay in
   // `precision` (bf16 or fp16). Needs a GPU with FP8 tensor cores (Hopper or newer).
   bool fp8 = false;
+  Fp8Scaling fp8_scaling = Fp8Scaling::kCurrent;  // with fp8
+  // With fp8: each weight cast to FP8 once per step and reused by the step's other
+  // micro-batches (Transformer Engine's is_first_microbatch, passed by Megatron-Core's TE
+  // layers); false: cast on every micro-batch (torchao float8).
+  bool fp8_weight_cache = false;
   // Expert all-to-all overlapped across micro-batches (Megatron-Core's
   // overlap_moe_expert_parallel_comm; DeepSeek-V3's DualPipe, arXiv:2412.19437 sec. 3.2.1): in
   // the 1F1B steady state each backward runs merged with the forward that follows it, so one's

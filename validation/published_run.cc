@@ -529,6 +529,10 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   r.get_choice("cross_entropy", cross_entropy, {"fused", "unfused"}, false);
   int grads = -1;
   r.get_choice("grad_precision", grads, {"compute", "fp32"}, false);
+  int fp8_scaling = -1;
+  r.get_choice("fp8_scaling", fp8_scaling, {"current", "delayed", "block"}, false);
+  bool fp8_weight_cache = false;
+  r.get_bool("fp8_weight_cache", fp8_weight_cache, false);
   r.accept("confidence");
   std::string notes;
   if (const auto it = entry.find("notes"); entry.is_object() && it != entry.end()) {
@@ -586,6 +590,12 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   // (bench/results/published-2026-11-25b/NOTES.md, "Attention kernel rates").
   if (attention_kernel >= 0) p.attention_kernel = static_cast<AttentionKernel>(attention_kernel);
   if (cross_entropy >= 0) p.cross_entropy = static_cast<CrossEntropy>(cross_entropy);
+  // The FP8 recipe, where the entry names it from its source's recipe and framework version;
+  // otherwise current scaling with a cast per micro-batch (the plan's default).
+  if (fp8_scaling >= 0) p.fp8_scaling = static_cast<Fp8Scaling>(fp8_scaling);
+  p.fp8_weight_cache = fp8_weight_cache;
+  if (p.fp8 && fp8_scaling < 0)
+    run.assumptions.push_back("fp8_scaling: current (not given)");
   const auto sp = parallel->find("sequence_parallel");
   if ((sp == parallel->end() || sp->is_null()) && p.tp > 1) {
     // Sequence parallelism (Korthikanti et al., arXiv:2205.05198) is what TP runs published

@@ -358,11 +358,20 @@ const Task& find_task(const std::vector<Task>& tasks, std::string_view name) {
 // FP8 training (Plan::fp8): the linear layers' GEMMs (QKV, output projection, the MLP's and
 // the experts', forward and backward) take one-byte operands at the FP8 rate; the attention
 // core, the router and the LM head keep the compute precision (Transformer Engine's and
-// torchao float8's defaults). Each FP8 operand is made by a memory-bound cast that reads the
-// 16-bit tensor twice (its amax, then the scaled cast) and writes it once and once transposed
-// for the other GEMM that uses it (Transformer Engine's cast_transpose): (2e + 2) bytes per
-// element. Forward GEMMs cast their input and weight; a backward pass casts the incoming
-// gradient once, before its data-gradient GEMM (the weight-gradient GEMM reuses it).
+// torchao float8's defaults). Each FP8 operand is made by a memory-bound cast that writes it
+// once and once transposed for the other GEMM that uses it (Transformer Engine's
+// cast_transpose) and reads the 16-bit tensor once per pass: two passes under current scaling
+// (the tensor's amax, then the scaled cast: TE's Float8CurrentScaling, torchao's dynamic
+// tensorwise scaling), one under delayed scaling (the scale comes from the amax history of
+// earlier steps and the cast records this tensor's amax as it goes: TE's DelayedScaling,
+// transformer_engine/common/recipe/__init__.py); one also under block scaling, whose scales come
+// from the block being cast, written beside it (one byte per 32 elements for MXFP8, OCP
+// Microscaling Formats spec v1.0; fewer for DeepSeek-V3's 128-element tiles). Forward GEMMs cast their input and weight; a
+// backward pass casts the incoming gradient once, before its data-gradient GEMM (the
+// weight-gradient GEMM reuses it). Under Plan::fp8_weight_cache the weight's cast is made on
+// the step's first micro-batch only and reused by the others (TE's Linear is_first_microbatch,
+// "caching of the FP8 versions of the weights", which Megatron-Core's TE layers pass:
+// megatron/core/extensions/transformer_engine.py), so each micro-batch carries 1/M of it.
 namespace {
 
 bool is_linear_gemm(std::string_view name) {
@@ -373,10 +382,24 @@ bool is_linear_gemm(std::string_view name) {
   return false;
 }
 
-void apply_fp8(std::vector<Task>& tasks, double e) {
+// Bytes moved per element cast to FP8: `passes` reads of the e-byte tensor, two 1-byte writes
+// (the tensor and its transpose), and under block scaling two 1-byte scales per 32 elements.
+double fp8_cast_bytes_per_element(const Plan& p, double e) {
+  constexpr double kMxBlockElements = 32.0;  // OCP Microscaling Formats v1.0, MXFP8
+  switch (p.fp8_scaling) {
+    case Fp8Scaling::kCurrent: return 2.0 * e + 2.0;
+    case Fp8Scaling::kDelayed: return e + 2.0;
+    case Fp8Scaling::kBlock: return e + 2.0 + 2.0 / kMxBlockElements;
+  }
+  return 2.0 * e + 2.0;
+}
+
+void apply_fp8(std::vector<Task>& tasks, double e, const Plan& p) {
   std::vector<Task> out;
   out.reserve(tasks.size() * 2);
-  const double cast_bytes_per_element = 2.0 * e + 2.0;
+  const double cast_bytes_per_element = fp8_cast_bytes_per_element(p, e);
+  const double weight_share =
+      p.fp8_weight_cache ? 1.0 / d(std::max<std::int64_t>(1, p.num_micro_batches())) : 1.0;
   auto ends_with = [](std::string_view s, std::string_view suffix) {
     return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
   };
@@ -387,7 +410,7 @@ void apply_fp8(std::vector<Task>& tasks, double e) {
         out.push_back(memory("fp8_cast_grad", cast_bytes_per_element * mk,
                              MemoryKernel::kElementwise));
       } else if (!ends_with(t.name, "_wgrad")) {
-        out.push_back(memory("fp8_cast", cast_bytes_per_element * (mk + kn),
+        out.push_back(memory("fp8_cast", cast_bytes_per_element * (mk + weight_share * kn),
                              MemoryKernel::kElementwise));
       }
       t.fp8 = true;
@@ -453,7 +476,7 @@ void add_matmul_parts(std::vector<Task>& out, const Task& t, const Shape& x) {
 
 std::vector<Task> layer_forward_tasks(const ModelSpec& m, const Plan& p) {
   std::vector<Task> out = layer_forward_tasks_unscaled(m, p);
-  if (p.fp8) apply_fp8(out, shape_of(m, p).e);
+  if (p.fp8) apply_fp8(out, shape_of(m, p).e, p);
   return without_trivial_comm(out);
 }
 
@@ -589,7 +612,7 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
     }
   }
   out.push_back(memory("norm1_bwd", 2.0 * norm_bytes(x), MemoryKernel::kNorm));
-  if (p.fp8) apply_fp8(out, x.e);
+  if (p.fp8) apply_fp8(out, x.e, p);
   return without_trivial_comm(out);
 }
 
@@ -644,7 +667,7 @@ std::vector<Task> op_checkpoint_recompute_tasks(const ModelSpec& m, const Plan& 
       out.push_back(t);
     }
   }
-  if (p.fp8) apply_fp8(out, x.e);
+  if (p.fp8) apply_fp8(out, x.e, p);
   return without_trivial_comm(out);
 }
 }  // namespace

@@ -781,6 +781,54 @@ TEST(ContextParallel, GatheredKvIsATransientBufferOfTheLayer) {
                    layer_backward_workspace_bytes(longer, wide));
 }
 
+// The cast's bytes per element under each scaling (e = 2 for bf16): current reads the tensor
+// twice (amax, then cast), delayed and block once; each writes the FP8 tensor and its
+// transpose, block also a one-byte scale per 32 elements of each. A cached weight is cast on
+// the step's first micro-batch only: each of the M micro-batches carries 1/M of its cast.
+TEST(Fp8, CastBytesFollowTheScalingAndTheWeightCache) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  Plan p;
+  p.tp = 2;
+  p.dp = 4;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 32;  // M = 8 micro-batches per replica
+  p.fp8 = true;
+  auto qkv_cast = [&](const Plan& plan, double* input_elems, double* weight_elems) {
+    const std::vector<Task> fwd = layer_forward_tasks(m, plan);
+    for (std::size_t i = 1; i < fwd.size(); ++i)
+      if (fwd[i].name == "qkv") {
+        *input_elems = double(fwd[i].m) * double(fwd[i].k);
+        *weight_elems = double(fwd[i].k) * double(fwd[i].n);
+        return fwd[i - 1].bytes;
+      }
+    ADD_FAILURE() << "no qkv task";
+    return 0.0;
+  };
+  double in = 0, w = 0;
+  const double current = qkv_cast(p, &in, &w);
+  EXPECT_GT(in, 0.0);
+  EXPECT_DOUBLE_EQ(current, 6.0 * (in + w));  // current: 2e + 2
+  Plan delayed = p;
+  delayed.fp8_scaling = Fp8Scaling::kDelayed;
+  EXPECT_DOUBLE_EQ(qkv_cast(delayed, &in, &w), 4.0 * (in + w));  // e + 2
+  Plan block = p;
+  block.fp8_scaling = Fp8Scaling::kBlock;
+  EXPECT_DOUBLE_EQ(qkv_cast(block, &in, &w), (4.0 + 2.0 / 32.0) * (in + w));
+  Plan cached = delayed;
+  cached.fp8_weight_cache = true;
+  ASSERT_EQ(cached.num_micro_batches(), 8);
+  EXPECT_DOUBLE_EQ(qkv_cast(cached, &in, &w), 4.0 * (in + w / 8.0));
+  // The gradient's cast follows the scaling too; the cache is about weights only.
+  auto grad_cast_bytes = [&](const Plan& plan) {
+    double total = 0;
+    for (const Task& t : layer_backward_tasks(m, plan))
+      if (t.name == "fp8_cast_grad") total += t.bytes;
+    return total;
+  };
+  EXPECT_DOUBLE_EQ(grad_cast_bytes(delayed) / grad_cast_bytes(p), 4.0 / 6.0);
+  EXPECT_DOUBLE_EQ(grad_cast_bytes(cached), grad_cast_bytes(delayed));
+}
+
 TEST(Fp8, LinearGemmsRunInFp8AfterTheirCastsAndNothingElseChanges) {
   const ModelSpec m = load_repo_model("llama3-8b.json");
   Plan p;

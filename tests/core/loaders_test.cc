@@ -746,6 +746,39 @@ TEST(PlanLoader, ContextParallelRoundTripsAndDefaultsToOne) {
                         {"p.json", "tp*cp*pp*dp = 2*16777216*2*2", "exceeds"}));
 }
 
+TEST(PlanLoader, Fp8RecipeRoundTripsAndNeedsFp8) {
+  Json j = basic_plan();
+  j["fp8"] = true;
+  auto plain = plan_from_json(j, "p.json");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->fp8_scaling, Fp8Scaling::kCurrent);
+  EXPECT_FALSE(plain->fp8_weight_cache);
+  EXPECT_FALSE(plan_to_json(*plain).contains("fp8_scaling"));  // written only when set
+  EXPECT_FALSE(plan_to_json(*plain).contains("fp8_weight_cache"));
+  j["fp8_scaling"] = "delayed";
+  j["fp8_weight_cache"] = true;
+  auto te = plan_from_json(j, "p.json");
+  ASSERT_TRUE(te.ok()) << te.status().message();
+  EXPECT_EQ(te->fp8_scaling, Fp8Scaling::kDelayed);
+  EXPECT_TRUE(te->fp8_weight_cache);
+  EXPECT_EQ(plan_to_json(*te).at("fp8_scaling"), "delayed");
+  EXPECT_NE(describe(*te).find(" fp8-delayed-wcache"), std::string::npos) << describe(*te);
+  auto back = plan_from_json(plan_to_json(*te), "again");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(plan_to_json(*back), plan_to_json(*te));
+  j["fp8_scaling"] = "block";
+  auto mx = plan_from_json(j, "p.json");
+  ASSERT_TRUE(mx.ok());
+  EXPECT_EQ(mx->fp8_scaling, Fp8Scaling::kBlock);
+  j["fp8_scaling"] = "rowwise";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "fp8_scaling", "rowwise"}));
+  j["fp8_scaling"] = "delayed";
+  j["fp8"] = false;
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "fp8_weight_cache", "fp8 false"}));
+  j.erase("fp8_weight_cache");
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "fp8_scaling", "fp8 false"}));
+}
+
 TEST(PlanLoader, AttentionKernelAndCrossEntropyRoundTrip) {
   auto generic = plan_from_json(basic_plan(), "p.json");
   ASSERT_TRUE(generic.ok()) << generic.status().message();

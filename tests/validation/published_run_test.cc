@@ -387,6 +387,27 @@ TEST(PublishedRun, Fp8RunsTrainLinearGemmsInFp8) {
   EXPECT_TRUE(r.plan.fp8);
   EXPECT_EQ(r.plan.precision, Precision::kBf16);
   EXPECT_TRUE(has_assumption(r, "precision fp8"));
+  EXPECT_EQ(r.plan.fp8_scaling, Fp8Scaling::kCurrent);
+  EXPECT_FALSE(r.plan.fp8_weight_cache);
+  EXPECT_TRUE(has_assumption(r, "fp8_scaling: current (not given)"));
+}
+
+// The FP8 recipe is read where the entry names it, and then not said to be assumed; on a run
+// that is not FP8 it is an error naming the field.
+TEST(PublishedRun, Fp8RecipeFromTheEntry) {
+  Json e = llama_entry();
+  e["precision"] = "fp8";
+  e["fp8_scaling"] = "delayed";
+  e["fp8_weight_cache"] = true;
+  const PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.plan.fp8_scaling, Fp8Scaling::kDelayed);
+  EXPECT_TRUE(r.plan.fp8_weight_cache);
+  EXPECT_FALSE(has_assumption(r, "fp8_scaling"));
+  e["fp8_scaling"] = "tilewise";
+  EXPECT_NE(map_error(e).find("fp8_scaling"), std::string::npos);
+  e["fp8_scaling"] = "block";
+  e["precision"] = "bf16";
+  EXPECT_NE(map_error(e).find("needs fp8 true"), std::string::npos) << map_error(e);
 }
 
 // DeepSeek-V3's shape in the schema's spelling: the experts' width makes ffn_hidden the dense
