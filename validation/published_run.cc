@@ -321,6 +321,9 @@ Status read_parallel(const Json& j, const std::string& where, std::int64_t num_g
   r.get_int("global_batch", p.global_batch_size, 1, PL::kMaxBatch, true);
   int schedule = -1;
   r.get_choice("schedule", schedule, {"naive", "gpipe", "1f1b", "interleaved"}, false);
+  // Plan::layers_per_stage: a framework's own uneven split (nanotron balances its pipeline
+  // stages by block cost, the LM head counted as vocab x hidden; models/base.py build_model).
+  r.get_int_list("layers_per_stage", p.layers_per_stage, 1, ModelLimits::kMaxLayers, false);
   bool overlap = true;
   const bool has_overlap = r.get_bool("overlap_grad_reduce", overlap, false);
   TRAINPLAN_RETURN_IF_ERROR(r.finish(true));
@@ -618,7 +621,8 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   }
   apply_schedule_defaults(run);
   TRAINPLAN_RETURN_IF_ERROR(apply_selective_ac_option(run, where));
-  if (run.model.num_layers % p.num_chunks() != 0 && p.num_chunks() <= run.model.num_layers) {
+  if (p.layers_per_stage.empty() && run.model.num_layers % p.num_chunks() != 0 &&
+      p.num_chunks() <= run.model.num_layers) {
     p.layers_per_stage = balanced_chunk_layers(run.model.num_layers, p.num_chunks());
     std::string split;
     for (std::int64_t n : p.layers_per_stage) split += (split.empty() ? "" : ",") + std::to_string(n);

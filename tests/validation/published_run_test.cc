@@ -229,6 +229,31 @@ TEST(PublishedRun, UnevenLayersGiveTheEndStagesFewer) {
   EXPECT_TRUE(map_ok(e).plan.layers_per_stage.empty());
 }
 
+TEST(PublishedRun, AGivenLayerSplitIsKeptAndChecked) {
+  // nanotron's cost-balanced split of a 16-layer model over 2 stages (the LM head's cost on the
+  // last stage): kept as given, even where the layers would also divide evenly.
+  Json e = llama_entry();
+  e["model"]["layers"] = 16;
+  e["hardware"]["num_gpus"] = 2;
+  e["parallel"] = Json::parse(R"({"tp": 1, "pp": 2, "dp": 1, "micro_batch": 1,
+      "global_batch": 8, "layers_per_stage": [11, 5]})");
+  EXPECT_EQ(map_ok(e).plan.layers_per_stage, (std::vector<std::int64_t>{11, 5}));
+  // Uneven layer counts keep the given split too, with no balanced-split assumption.
+  e["model"]["layers"] = 17;
+  e["parallel"]["layers_per_stage"] = Json::parse("[11, 6]");
+  const PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.plan.layers_per_stage, (std::vector<std::int64_t>{11, 6}));
+  EXPECT_FALSE(has_assumption(r, "layers per model chunk"));
+  // A split that does not add up to the model, or has a stage too many, or an empty stage.
+  e["parallel"]["layers_per_stage"] = Json::parse("[11, 5]");
+  EXPECT_NE(map_error(e).find("layers_per_stage sums to 16, the model has num_layers=17"),
+            std::string::npos);
+  e["parallel"]["layers_per_stage"] = Json::parse("[6, 6, 5]");
+  EXPECT_NE(map_error(e).find("layers_per_stage has 3"), std::string::npos);
+  e["parallel"]["layers_per_stage"] = Json::parse("[17, 0]");
+  EXPECT_NE(map_error(e).find("field 'layers_per_stage'"), std::string::npos);
+}
+
 TEST(PublishedRun, MissingShapeFieldsAndGpuDescriptions) {
   Json e = gpt_entry();
   e["model"].erase("vocab");
