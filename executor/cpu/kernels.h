@@ -47,6 +47,10 @@ void linear_forward(const Mat& x, const ConstMatMap& w, const float* b, Mat& y);
 // dx = dy W^T (skipped when dx is null), dW += x^T dy, db += column sums of dy.
 void linear_backward(const Mat& x, const ConstMatMap& w, const Mat& dy, Mat* dx, MatMap& dw,
                      float* db);
+// linear_backward's two products on their own (calibrate times each): dx = dy W^T, and
+// dW += x^T dy.
+void linear_input_gradient(const ConstMatMap& w, const Mat& dy, Mat& dx);
+void linear_weight_gradient(const Mat& x, const Mat& dy, MatMap& dw);
 
 // Causal multi-head attention over `batch` sequences of `seq` tokens: q, k, v (batch*seq,
 // heads*head_dim), out (batch*seq, heads*head_dim); probs (batch*heads*seq, seq) keeps the
