@@ -236,8 +236,8 @@ std::string format_task_table(const std::vector<TaskSample>& samples,
       const Task& t = s.tasks.front();
       const GemmDirection d = gemm_direction(t);
       name = "gemm " + std::to_string(t.m) + "x" + std::to_string(t.n) + "x" +
-             std::to_string(t.k) +
-             (d == GemmDirection::kForward ? "" : " " + std::string(to_string(d)));
+             std::to_string(t.k);
+      if (d != GemmDirection::kForward) name.append(" ").append(to_string(d));
     }
     std::snprintf(line, sizeof line, "  %-34s %-30s %10.2f %9.2f %9.2f %+7.1f\n", name.c_str(),
                   s.probe.c_str(), s.time_s * 1e6, gflops, fit * 1e6,
