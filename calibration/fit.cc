@@ -150,6 +150,81 @@ bool has_kind(const TaskSample& s, TaskKind kind) {
                      [&](const Task& t) { return t.kind == kind; });
 }
 
+// A GEMM of a backward direction (dX = dY W^T, dW = X^T dY): fitted after the forward ones.
+bool is_backward_gemm(const Task& t) {
+  return t.kind == TaskKind::kGemm && gemm_direction(t) != GemmDirection::kForward;
+}
+
+// Rows of the joint linear fit: no fused attention and no backward-direction GEMM. Those are
+// fitted after it, as ratios to its forward GEMM rate (direction_ratio).
+bool in_linear_fit(const TaskSample& s) {
+  return !has_kind(s, TaskKind::kAttention) &&
+         std::none_of(s.tasks.begin(), s.tasks.end(), is_backward_gemm);
+}
+
+// The median over samples of how much faster the tasks that `of` selects run than `r`
+// predicts for them: each sample's time less its other tasks' modelled time (and the selected
+// tasks' overheads) is the selected tasks' measured share; the ratio is their modelled
+// compute time over that share. Samples with another task that `exclude` selects stay out
+// (their share could not be split). 0 when no sample has the tasks.
+template <class Of, class Exclude>
+double direction_ratio(const std::vector<TaskSample>& samples, const DeviceRates& r, Of&& of,
+                       Exclude&& exclude) {
+  std::vector<double> ratios;
+  for (const TaskSample& s : samples) {
+    double others = 0, selected = 0, overheads = 0;
+    bool any = false, mixed = false;
+    for (const Task& t : s.tasks) {
+      const double tt = task_time_s(t, r);
+      if (of(t)) {
+        any = true;
+        selected += tt - r.kernel_overhead_s;
+        overheads += r.kernel_overhead_s;
+      } else {
+        mixed = mixed || exclude(t);
+        others += tt;
+      }
+    }
+    const double left = s.time_s - others - overheads;
+    if (any && !mixed && left > 0 && selected > 0) ratios.push_back(selected / left);
+  }
+  if (ratios.empty()) return 0;
+  std::nth_element(ratios.begin(), ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2),
+                   ratios.end());
+  return ratios[ratios.size() / 2];
+}
+
+// The backward GEMMs' own efficiencies (dX = dY W^T and dW = X^T dY, whose transposed
+// operands Eigen packs differently from the forward's): the forward's efficiency times the
+// median ratio of that direction's samples; 0 (the forward's applies) without samples.
+void fit_gemm_directions(const std::vector<TaskSample>& samples, DeviceRates& r) {
+  for (GemmDirection d : {GemmDirection::kInputGradient, GemmDirection::kWeightGradient}) {
+    const double ratio = direction_ratio(
+        samples, r,
+        [&](const Task& t) { return t.kind == TaskKind::kGemm && gemm_direction(t) == d; },
+        [](const Task& t) { return is_backward_gemm(t) || t.kind == TaskKind::kAttention; });
+    const double e = ratio > 0 ? std::clamp(r.gemm_efficiency * ratio, 1e-6, 1.0) : 0.0;
+    (d == GemmDirection::kInputGradient ? r.gemm_input_gradient_efficiency
+                                        : r.gemm_weight_gradient_efficiency) = e;
+  }
+}
+
+// Fused attention (Dao et al. 2022), forward and backward apart: the efficiency of each is
+// the median ratio of its samples at attention efficiency 1 (the GEMM rate). The forward's is
+// 1 without samples; the backward's is 0 without samples (the forward's then applies).
+void fit_attention_directions(const std::vector<TaskSample>& samples, DeviceRates& r) {
+  r.attention_efficiency = 1.0;
+  r.attention_backward_efficiency = 0.0;
+  double eff[2] = {0, 0};
+  for (bool backward : {false, true})
+    eff[backward] = direction_ratio(
+        samples, r,
+        [&](const Task& t) { return t.kind == TaskKind::kAttention && t.backward == backward; },
+        [](const Task& t) { return t.kind == TaskKind::kAttention; });
+  if (eff[0] > 0) r.attention_efficiency = std::clamp(eff[0], 1e-3, 10.0);
+  if (eff[1] > 0) r.attention_backward_efficiency = std::clamp(eff[1], 1e-3, 10.0);
+}
+
 }  // namespace
 
 double sample_time_s(const TaskSample& s, const DeviceRates& r) {
@@ -167,20 +242,20 @@ Result<ComputeFit> fit_compute(const std::vector<TaskSample>& samples, double st
                            ") has a non-positive time");
     if (s.tasks.empty())
       return Status::Error("compute fit: sample '" + s.name + "' (" + s.probe + ") has no tasks");
-    if (!has_kind(s, TaskKind::kMemory) && !has_kind(s, TaskKind::kAttention)) ++gemm_only;
+    if (!has_kind(s, TaskKind::kMemory) && in_linear_fit(s)) ++gemm_only;
   }
   if (gemm_only < 3)
-    return Status::Error("compute fit: need at least 3 GEMM samples, got " +
+    return Status::Error("compute fit: need at least 3 forward GEMM samples (Y = X W), got " +
                          std::to_string(gemm_only));
 
   // Relative least squares; then once more without the outliers (a measurement that a
   // neighbouring process disturbed): rows off by more than 3x the median residual and 25%.
-  // Samples with a fused-attention task are left out: its rate is the GEMMs' times
-  // attention_efficiency, fitted after the GEMMs (below).
+  // Samples with a fused-attention task or a backward-direction GEMM are left out: their rates
+  // are ratios to the forward GEMM rate, fitted after it (below).
   std::vector<bool> fit_row(samples.size());
   std::size_t fit_rows = 0;
   for (std::size_t i = 0; i < samples.size(); ++i)
-    fit_rows += (fit_row[i] = !has_kind(samples[i], TaskKind::kAttention)) ? 1 : 0;
+    fit_rows += (fit_row[i] = in_linear_fit(samples[i])) ? 1 : 0;
   std::vector<bool> keep = fit_row;
   auto lf = fit_linear(samples, keep, o);
   if (!lf) return Status::Error("compute fit: no tile size gave a positive GEMM rate");
@@ -220,7 +295,6 @@ Result<ComputeFit> fit_compute(const std::vector<TaskSample>& samples, double st
   r.sm_count = o.parallel_units;
   r.kernel_overhead_s = x(kOverhead);
   r.transcendental_s = x(kTranscendental);
-  r.attention_efficiency = 1.0;
 
   // Memory kinds: B = 1/x; a kind whose coefficient was held at zero costs only its overhead
   // and runs at the machine's bandwidth (efficiency 1).
@@ -262,25 +336,8 @@ Result<ComputeFit> fit_compute(const std::vector<TaskSample>& samples, double st
     r.memory_efficiency =
         mem_time > 0 ? std::clamp(mem_bytes / mem_time / r.hbm_bytes_per_s, 1e-6, 1.0) : 1.0;
 
-  // Fused attention (Dao et al. 2022): each sample's attention time is what its other tasks
-  // and the attention task's overhead leave; the efficiency is the GEMM-rate time of its FLOPs
-  // over that, the median over samples (1 without any).
-  std::vector<double> attention_eff;
-  for (const TaskSample& s : samples) {
-    if (!has_kind(s, TaskKind::kAttention)) continue;
-    double others = 0, at_gemm_rate = 0;
-    for (const Task& t : s.tasks) {
-      const double tt = task_time_s(t, r);  // attention_efficiency is still 1
-      if (t.kind == TaskKind::kAttention) at_gemm_rate += tt - r.kernel_overhead_s;
-      else others += tt;
-    }
-    const double left = s.time_s - others - r.kernel_overhead_s;
-    if (left > 0 && at_gemm_rate > 0) attention_eff.push_back(at_gemm_rate / left);
-  }
-  if (!attention_eff.empty()) {
-    std::sort(attention_eff.begin(), attention_eff.end());
-    r.attention_efficiency = std::clamp(attention_eff[attention_eff.size() / 2], 1e-3, 10.0);
-  }
+  fit_gemm_directions(samples, r);
+  fit_attention_directions(samples, r);
 
   // Residuals of the simulator's own formula (sums of task_time_s, roofline max included).
   std::vector<double> pred[4], meas[4];

@@ -69,14 +69,19 @@ struct ComputeFit {
   std::int64_t outliers = 0;  // samples left out of the final fit
 };
 
-// Fits DeviceRates to the samples. peak_flops_per_s becomes the best measured one-GEMM rate (or
-// P if the fit's asymptote is higher), gemm_efficiency = P / peak; hbm_bytes_per_s is
-// `stream_bytes_per_s` (or the fastest kind's B if higher), each measured kind's efficiency is
-// B_kind / hbm and memory_efficiency (kinds not measured, GEMMs' memory term) is the
-// elementwise kind's, or without it the measured kinds' total bytes over total time, / hbm.
-// Samples with a fused-attention task (kAttention) stay out of that fit; attention_efficiency
-// is then the median over them of the attention's GEMM-rate time over its measured share (1
-// without such samples: the CPU executor's attention is unfused).
+// Fits DeviceRates to the samples. peak_flops_per_s becomes the best measured one-GEMM rate of
+// any direction (or P if the fit's asymptote is higher), gemm_efficiency = P / peak;
+// hbm_bytes_per_s is `stream_bytes_per_s` (or the fastest kind's B if higher), each measured
+// kind's efficiency is B_kind / hbm and memory_efficiency (kinds not measured, GEMMs' memory
+// term) is the elementwise kind's, or without it the measured kinds' total bytes over total
+// time, / hbm.
+// Samples with a backward-direction GEMM (gemm_direction: dX = dY W^T, dW = X^T dY) or a
+// fused-attention task (kAttention) stay out of that fit, which is then the forward product's.
+// Each backward direction's efficiency is gemm_efficiency times the median over its samples of
+// the tasks' forward-rate time over their measured share (0, i.e. the forward's, without
+// samples). attention_efficiency and attention_backward_efficiency are the same median over
+// forward and backward attention samples apart, at the GEMM rate (1 and 0 without samples:
+// the CPU executor's default attention is unfused).
 // Errors: too few samples, a sample without tasks or time, no positive rate.
 Result<ComputeFit> fit_compute(const std::vector<TaskSample>& samples, double stream_bytes_per_s,
                                const ComputeFitOptions& options = {});

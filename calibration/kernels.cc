@@ -63,14 +63,56 @@ std::vector<GemmShape> gemm_sweep_shapes(const std::vector<std::int64_t>& sizes)
   return out;
 }
 
-TaskSample time_gemm(const GemmShape& s, const TimingOptions& o) {
+namespace {
+// The sweep task's name carries its direction (gemm_direction reads the suffix).
+std::string_view sweep_name(GemmDirection d) {
+  switch (d) {
+    case GemmDirection::kForward: return "sweep";
+    case GemmDirection::kInputGradient: return "sweep_dgrad";
+    case GemmDirection::kWeightGradient: return "sweep_wgrad";
+  }
+  return "sweep";
+}
+
+// Times the executor's product of `direction` whose output is m x n with reduction k (the
+// task's shape), on operands laid out as the executor holds them: a linear layer's weight W
+// is (in, out) row-major, so
+//  - forward, Y (m x n) = X (m x k) W (k x n);
+//  - input gradient, dX (m x n) = dY (m x k) W^T, W (n x k);
+//  - weight gradient, dW (m x n) += X^T dY, X (k x m), dY (k x n).
+double time_product(const GemmShape& s, GemmDirection direction, const TimingOptions& o,
+                    std::int64_t& calls) {
   using executor::ConstMatMap;
   using executor::Mat;
+  using executor::MatMap;
+  Mat out = Mat::Zero(s.m, s.n);
+  double seconds = 0;
+  if (direction == GemmDirection::kForward) {
+    const Mat x = Mat::Random(s.m, s.k), w = Mat::Random(s.k, s.n);
+    seconds = median_call_time(o, calls, [&] {
+      executor::linear_forward(x, ConstMatMap(w.data(), s.k, s.n), nullptr, out);
+    });
+  } else if (direction == GemmDirection::kInputGradient) {
+    const Mat dy = Mat::Random(s.m, s.k), w = Mat::Random(s.n, s.k);
+    seconds = median_call_time(o, calls, [&] {
+      executor::linear_input_gradient(ConstMatMap(w.data(), s.n, s.k), dy, out);
+    });
+  } else {
+    const Mat x = Mat::Random(s.k, s.m), dy = Mat::Random(s.k, s.n);
+    MatMap dw(out.data(), s.m, s.n);
+    seconds = median_call_time(o, calls, [&] { executor::linear_weight_gradient(x, dy, dw); });
+  }
+  g_sink = g_sink + out(0, 0);
+  return seconds;
+}
+}  // namespace
+
+TaskSample time_gemm(const GemmShape& s, const TimingOptions& o, GemmDirection direction) {
   TaskSample r;
-  r.name = "sweep";
+  r.name = std::string(sweep_name(direction));
   r.probe = "sweep";
   Task t;
-  t.name = "sweep";
+  t.name = sweep_name(direction);
   t.kind = TaskKind::kGemm;
   t.m = s.m;
   t.n = s.n;
@@ -78,13 +120,7 @@ TaskSample time_gemm(const GemmShape& s, const TimingOptions& o) {
   t.flops = t.executed_flops = 2.0 * d(s.m) * d(s.n) * d(s.k);
   t.bytes = 4.0 * (d(s.m) * d(s.k) + d(s.k) * d(s.n) + d(s.m) * d(s.n));
   r.tasks.push_back(t);
-  const Mat x = Mat::Random(s.m, s.k);
-  const Mat w = Mat::Random(s.k, s.n);
-  Mat y;
-  r.time_s = median_call_time(o, r.calls, [&] {
-    executor::linear_forward(x, ConstMatMap(w.data(), s.k, s.n), nullptr, y);
-  });
-  g_sink = g_sink + y(0, 0);
+  r.time_s = time_product(s, direction, o, r.calls);
   return r;
 }
 

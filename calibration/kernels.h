@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cost/compute_model.h"
 #include "core/cost/cost_model.h"
 
 namespace trainplan::calibration {
@@ -39,9 +40,13 @@ struct GemmShape {
 };
 // A sweep of m, n, k (each of `sizes`).
 std::vector<GemmShape> gemm_sweep_shapes(const std::vector<std::int64_t>& sizes);
-// The executor's forward GEMM (linear_forward without bias, float32, row-major) at one shape,
-// as a one-GEMM sample named "sweep".
-TaskSample time_gemm(const GemmShape& shape, const TimingOptions& options);
+// One of the executor's three linear-layer products (float32, row-major; executor/cpu/kernels.h)
+// at one shape, the output m x n with reduction k: the forward's linear_forward (no bias), the
+// input gradient's linear_input_gradient (dY W^T) or the weight gradient's
+// linear_weight_gradient (dW += X^T dY). A one-GEMM sample named "sweep", "sweep_dgrad" or
+// "sweep_wgrad" (gemm_direction reads the suffix).
+TaskSample time_gemm(const GemmShape& shape, const TimingOptions& options,
+                     GemmDirection direction = GemmDirection::kForward);
 
 // STREAM-style kernels (McCalpin): copy a=b, scale a=s*b, add a=b+c, triad a=b+s*c, over
 // arrays of `array_bytes` each. Bytes counted as STREAM does (no write-allocate traffic).

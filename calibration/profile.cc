@@ -232,10 +232,12 @@ std::string format_task_table(const std::vector<TaskSample>& samples,
     const double fit = sample_time_s(s, fitted);
     const double gflops = s.flops() > 0 ? s.flops() / s.time_s / 1e9 : 0.0;
     std::string name = s.name;
-    if (s.name == "sweep") {
+    if (s.probe == "sweep") {
       const Task& t = s.tasks.front();
+      const GemmDirection d = gemm_direction(t);
       name = "gemm " + std::to_string(t.m) + "x" + std::to_string(t.n) + "x" +
              std::to_string(t.k);
+      if (d != GemmDirection::kForward) name.append(" ").append(to_string(d));
     }
     std::snprintf(line, sizeof line, "  %-34s %-30s %10.2f %9.2f %9.2f %+7.1f\n", name.c_str(),
                   s.probe.c_str(), s.time_s * 1e6, gflops, fit * 1e6,
@@ -277,6 +279,20 @@ std::string format_fit_summary(const Calibration& c) {
                 r.peak_flops_per_s / 1e9, r.gemm_efficiency, r.k_half, r.tile_m, r.tile_n,
                 static_cast<long long>(r.sm_count), r.hbm_bytes_per_s / 1e9, r.memory_efficiency,
                 r.kernel_overhead_s * 1e6);
+  os << line;
+  std::snprintf(line, sizeof line,
+                "  gemm efficiency by direction: forward %.3f, input gradient %.3f, weight "
+                "gradient %.3f%s\n",
+                r.gemm_efficiency, gemm_efficiency_of(r, GemmDirection::kInputGradient),
+                gemm_efficiency_of(r, GemmDirection::kWeightGradient),
+                r.gemm_input_gradient_efficiency > 0 || r.gemm_weight_gradient_efficiency > 0
+                    ? ""
+                    : " (not measured apart)");
+  os << line;
+  std::snprintf(line, sizeof line,
+                "  fused attention: forward %.3f, backward %.3f of the GEMM rate%s\n",
+                r.attention_efficiency, attention_efficiency_of(r, true),
+                r.attention_backward_efficiency > 0 ? "" : " (backward not measured apart)");
   os << line;
   for (std::size_t k = 0; k < kMemoryKernelCount; ++k) {
     if (!c.compute.measured_kind[k]) continue;

@@ -168,11 +168,15 @@ Result<Measurements> measure_compute(const Setup& s, int rank, int world) {
       m.skew.insert(m.skew.end(), samples->skew.begin(), samples->skew.end());
     }
   }
-  log("the executor's GEMM over a sweep of shapes");
+  log("the executor's GEMMs (forward, input and weight gradient) over a sweep of shapes");
   const std::vector<std::int64_t> sweep =
       s.quick ? std::vector<std::int64_t>{16, 64, 256}
               : std::vector<std::int64_t>{16, 64, 128, 256, 512, 1024};
-  for (const GemmShape& g : gemm_sweep_shapes(sweep)) m.tasks.push_back(time_gemm(g, t));
+  // The three products a linear layer runs (forward, input gradient, weight gradient): their
+  // transposed operands run at different rates, and the profile keeps each direction's.
+  for (GemmDirection d : {GemmDirection::kForward, GemmDirection::kInputGradient,
+                          GemmDirection::kWeightGradient})
+    for (const GemmShape& g : gemm_sweep_shapes(sweep)) m.tasks.push_back(time_gemm(g, t, d));
   log("STREAM bandwidth");
   const std::vector<double> arrays =
       s.quick ? std::vector<double>{256 * kKiB, 32 * kMiB, 128 * kMiB}

@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <sstream>
 
+#include "core/plan.h"
+#include "core/rank_layout.h"
 #include "core/units.h"
 
 namespace trainplan::validation {
@@ -56,6 +59,54 @@ std::string human(double v, const std::string& unit) {
   return buf;
 }
 
+// The report group of the MoE dispatch and combine all-to-alls, whose per-rank bytes the
+// router decides.
+constexpr std::string_view kRoutedGroup = "ep";
+
+// Bytes sent in the routed group per measured rank: predicted (from the rank's predicted
+// figure) and measured.
+struct RoutedBytes {
+  double predicted = 0, measured = 0;
+};
+
+// The ep groups of the measured plan, as lists of ranks; one group of every measured rank
+// when the report has no plan to place its ranks with.
+std::vector<std::vector<std::int64_t>> ep_groups(const StepReport& m,
+                                                 const std::map<std::int64_t, RoutedBytes>& by_rank) {
+  std::vector<std::vector<std::int64_t>> groups;
+  std::optional<RankLayout> layout;
+  if (!m.plan.is_null())
+    if (auto plan = plan_from_json(m.plan, "measured plan"); plan.ok())
+      if (auto l = RankLayout::make(*plan); l.ok()) layout = *l;
+  std::set<std::int64_t> seen;
+  for (const auto& [rank, _] : by_rank) {
+    if (seen.count(rank)) continue;
+    std::vector<std::int64_t> g;
+    if (layout && rank < layout->world_size()) g = layout->group(Axis::kEp, rank);
+    else
+      for (const auto& [r, __] : by_rank) g.push_back(r);
+    for (std::int64_t r : g) seen.insert(r);
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+// One "bytes_group_sum" row per ep group: the sum over its measured ranks, which routing does
+// not change.
+void add_routed_group_sums(const StepReport& m, const std::map<std::int64_t, RoutedBytes>& by_rank,
+                           Comparison& c) {
+  for (const std::vector<std::int64_t>& g : ep_groups(m, by_rank)) {
+    double pb = 0, mb = 0;
+    for (std::int64_t r : g)
+      if (auto it = by_rank.find(r); it != by_rank.end()) {
+        pb += it->second.predicted;
+        mb += it->second.measured;
+      }
+    c.rows.push_back(row("bytes_group_sum", "bytes", g.front(), std::string(kRoutedGroup), pb, mb));
+    if (pb != mb) c.bytes_exact = false;
+  }
+}
+
 }  // namespace
 
 Result<Comparison> compare_reports(const StepReport& p, std::string_view pname,
@@ -82,6 +133,7 @@ Result<Comparison> compare_reports(const StepReport& p, std::string_view pname,
   c.rows.push_back(row("step_time", "s", -1, "", p.step_time_s, m.step_time_s));
   c.step_time_error_pct = *c.rows.back().error_pct;
 
+  std::map<std::int64_t, RoutedBytes> routed;
   std::vector<RankStep> measured_ranks = m.ranks;
   std::sort(measured_ranks.begin(), measured_ranks.end(),
             [](const RankStep& a, const RankStep& b) { return a.rank < b.rank; });
@@ -110,10 +162,17 @@ Result<Comparison> compare_reports(const StepReport& p, std::string_view pname,
       const GroupComm mg = mr.comm.count(g) ? mr.comm.at(g) : GroupComm{};
       add(row("comm_time", "s", mr.rank, g, pg.time_s, mg.time_s));
       add(row("comm_exposed", "s", mr.rank, g, pg.exposed_s, mg.exposed_s));
-      add(row("bytes_sent", "bytes", mr.rank, g, pg.bytes_sent, mg.bytes_sent));
-      if (pg.bytes_sent != mg.bytes_sent) c.bytes_exact = false;
+      CompareRow bytes = row("bytes_sent", "bytes", mr.rank, g, pg.bytes_sent, mg.bytes_sent);
+      if (g == kRoutedGroup) {
+        bytes.informational = true;
+        routed[mr.rank] = {pg.bytes_sent, mg.bytes_sent};
+      } else if (pg.bytes_sent != mg.bytes_sent) {
+        c.bytes_exact = false;
+      }
+      add(std::move(bytes));
     }
   }
+  if (!routed.empty()) add_routed_group_sums(m, routed, c);
   std::set<std::string> groups;
   for (const auto& [g, _] : p.bytes_per_group) groups.insert(g);
   for (const auto& [g, _] : m.bytes_per_group) groups.insert(g);
@@ -130,7 +189,7 @@ std::string format_comparison_table(const Comparison& c) {
   std::ostringstream os;
   char line[256];
   os << "# predicted: " << c.predicted_source << "\n# measured:  " << c.measured_source << "\n";
-  std::snprintf(line, sizeof line, "# %-13s %5s %-10s %16s %16s %9s\n", "quantity", "rank",
+  std::snprintf(line, sizeof line, "# %-15s %5s %-10s %16s %16s %9s\n", "quantity", "rank",
                 "group", "predicted", "measured", "error%");
   os << line;
   for (const CompareRow& r : c.rows) {
@@ -139,9 +198,10 @@ std::string format_comparison_table(const Comparison& c) {
     char err[32];
     if (r.error_pct) std::snprintf(err, sizeof err, "%+9.1f", *r.error_pct);
     else std::snprintf(err, sizeof err, "%9s", "n/a");
-    std::snprintf(line, sizeof line, "  %-13s %5s %-10s %16s %16s %s\n", r.quantity.c_str(),
+    std::snprintf(line, sizeof line, "  %-15s %5s %-10s %16s %16s %s%s\n", r.quantity.c_str(),
                   rank.c_str(), r.group.empty() ? "-" : r.group.c_str(),
-                  human(r.predicted, r.unit).c_str(), human(r.measured, r.unit).c_str(), err);
+                  human(r.predicted, r.unit).c_str(), human(r.measured, r.unit).c_str(), err,
+                  r.informational ? "  (i)" : "");
     os << line;
   }
   std::snprintf(line, sizeof line,
@@ -152,6 +212,10 @@ std::string format_comparison_table(const Comparison& c) {
   if (std::any_of(c.rows.begin(), c.rows.end(),
                   [](const CompareRow& r) { return r.predicted_from_rank >= 0; }))
     os << "# *: predicted figure taken from the simulated rank of the same stage\n";
+  if (std::any_of(c.rows.begin(), c.rows.end(),
+                  [](const CompareRow& r) { return r.informational; }))
+    os << "# (i): information, not checked: the router decides each rank's share of the ep "
+          "all-to-alls; bytes_group_sum (the ep group's ranks, from the first) is checked\n";
   return os.str();
 }
 
@@ -173,6 +237,7 @@ Json comparison_to_json(const Comparison& c) {
     if (r.rank >= 0) rj["rank"] = r.rank;
     if (!r.group.empty()) rj["group"] = r.group;
     if (r.predicted_from_rank >= 0) rj["predicted_from_rank"] = r.predicted_from_rank;
+    if (r.informational) rj["informational"] = true;
     rows.push_back(rj);
   }
   j["rows"] = rows;

@@ -21,6 +21,37 @@ DeviceRates device_rates(const GpuSpec& gpu, Precision precision) {
   return r;
 }
 
+GemmDirection gemm_direction(const Task& t) {
+  constexpr std::string_view kInputSuffix = "_dgrad";
+  if (t.kind != TaskKind::kGemm) return GemmDirection::kForward;
+  if (is_weight_gradient_task(t)) return GemmDirection::kWeightGradient;
+  if (t.name.size() >= kInputSuffix.size() &&
+      t.name.substr(t.name.size() - kInputSuffix.size()) == kInputSuffix)
+    return GemmDirection::kInputGradient;
+  return GemmDirection::kForward;
+}
+
+std::string_view to_string(GemmDirection d) {
+  switch (d) {
+    case GemmDirection::kForward: return "forward";
+    case GemmDirection::kInputGradient: return "input_gradient";
+    case GemmDirection::kWeightGradient: return "weight_gradient";
+  }
+  return "forward";
+}
+
+double gemm_efficiency_of(const DeviceRates& r, GemmDirection d) {
+  double e = 0;
+  if (d == GemmDirection::kInputGradient) e = r.gemm_input_gradient_efficiency;
+  if (d == GemmDirection::kWeightGradient) e = r.gemm_weight_gradient_efficiency;
+  return e > 0 ? e : r.gemm_efficiency;
+}
+
+double attention_efficiency_of(const DeviceRates& r, bool backward) {
+  return backward && r.attention_backward_efficiency > 0 ? r.attention_backward_efficiency
+                                                         : r.attention_efficiency;
+}
+
 double memory_efficiency_of(const DeviceRates& r, MemoryKernel k) {
   const double e = r.memory_kernel_efficiency[static_cast<std::size_t>(k)];
   return e > 0 ? e : r.memory_efficiency;
@@ -52,7 +83,7 @@ double attention_flops_per_s(const Task& t, const DeviceRates& r) {
                                       << to_string(r.attention_kernel) << " (plan_rates checks)";
     return rate->flops_per_s * r.peak_flops_per_s / rate->measured_peak_flops_per_s;
   }
-  return r.peak_flops_per_s * r.gemm_efficiency * r.attention_efficiency *
+  return r.peak_flops_per_s * r.gemm_efficiency * attention_efficiency_of(r, t.backward) *
          gemm_shape_efficiency(r, t.m, t.n, t.k, t.batch);
 }
 }  // namespace
@@ -66,8 +97,8 @@ double task_time_s(const Task& t, const DeviceRates& r) {
       const double peak = t.fp8 ? r.fp8_peak_flops_per_s : r.peak_flops_per_s;
       TRAINPLAN_CHECK(peak > 0) << "task " << t.name << ": no " << (t.fp8 ? "FP8 " : "")
                                 << "peak rate (plan_rates checks FP8 plans)";
-      compute = t.executed_flops /
-                (peak * r.gemm_efficiency * gemm_shape_efficiency(r, t.m, t.n, t.k, t.batch));
+      compute = t.executed_flops / (peak * gemm_efficiency_of(r, gemm_direction(t)) *
+                                    gemm_shape_efficiency(r, t.m, t.n, t.k, t.batch));
       break;
     }
     case TaskKind::kAttention:
@@ -96,7 +127,16 @@ Result<HardwareProfile> hardware_profile_from_json(const Json& j, std::string_vi
     p.rates.fp8_peak_flops_per_s = v * kTFLOP;
   r.get_double("gemm_efficiency", p.rates.gemm_efficiency, 1e-6, 1.0, true);
   r.get_double("memory_efficiency", p.rates.memory_efficiency, 1e-6, 1.0, true);
+  // Profiles written before the directions were measured apart have none of these three:
+  // the single figures then apply to every direction (gemm_efficiency_of,
+  // attention_efficiency_of).
+  r.get_double("gemm_input_gradient_efficiency", p.rates.gemm_input_gradient_efficiency, 1e-6,
+               1.0, false);
+  r.get_double("gemm_weight_gradient_efficiency", p.rates.gemm_weight_gradient_efficiency, 1e-6,
+               1.0, false);
   r.get_double("attention_efficiency", p.rates.attention_efficiency, 1e-6, 10.0, false);
+  r.get_double("attention_backward_efficiency", p.rates.attention_backward_efficiency, 1e-6, 10.0,
+               false);
   r.get_int("parallel_units", p.rates.sm_count, 1, 1000000, true);
   r.get_double("tile_m", p.rates.tile_m, 1, 4096, false);
   r.get_double("tile_n", p.rates.tile_n, 1, 4096, false);
@@ -145,7 +185,13 @@ Json hardware_profile_to_json(const HardwareProfile& p) {
   if (p.rates.fp8_peak_flops_per_s > 0) j["fp8_peak_TFLOPs"] = p.rates.fp8_peak_flops_per_s / kTFLOP;
   j["gemm_efficiency"] = p.rates.gemm_efficiency;
   j["memory_efficiency"] = p.rates.memory_efficiency;
+  if (p.rates.gemm_input_gradient_efficiency > 0)
+    j["gemm_input_gradient_efficiency"] = p.rates.gemm_input_gradient_efficiency;
+  if (p.rates.gemm_weight_gradient_efficiency > 0)
+    j["gemm_weight_gradient_efficiency"] = p.rates.gemm_weight_gradient_efficiency;
   j["attention_efficiency"] = p.rates.attention_efficiency;
+  if (p.rates.attention_backward_efficiency > 0)
+    j["attention_backward_efficiency"] = p.rates.attention_backward_efficiency;
   Json by_kernel = Json::object();
   for (std::size_t k = 0; k < kMemoryKernelCount; ++k)
     if (p.rates.memory_kernel_efficiency[k] > 0)

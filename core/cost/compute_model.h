@@ -28,12 +28,22 @@ struct DeviceRates {
   double peak_flops_per_s = 0;
   double fp8_peak_flops_per_s = 0;  // FP8 GEMMs (Task::fp8); 0: the device has no FP8 rate
   double hbm_bytes_per_s = 0;
-  double gemm_efficiency = 0.8;    // large-GEMM fraction of peak
+  double gemm_efficiency = 0.8;    // large-GEMM fraction of peak (the forward product's)
+  // The backward products' own fractions of peak (GemmDirection); 0 means gemm_efficiency.
+  // On a CPU the transposed operands of dX = dY W^T and dW += X^T dY run at other rates than
+  // the forward's Y = X W (Eigen packs a transposed operand differently); `calibrate` measures
+  // the three. The GPU presets leave them at 0.
+  double gemm_input_gradient_efficiency = 0;
+  double gemm_weight_gradient_efficiency = 0;
   double memory_efficiency = 0.8;  // streaming-kernel fraction of bandwidth
   // Per kind of memory-bound kernel (MemoryKernel), its own fraction of bandwidth; 0 means
   // memory_efficiency. `calibrate` measures them; the GPU presets leave them at 0.
   std::array<double, kMemoryKernelCount> memory_kernel_efficiency{};
   double attention_efficiency = 0.6;  // fused attention kernel, fraction of gemm rate
+  // The fused attention backward's own fraction (Task::backward); 0 means
+  // attention_efficiency. A CPU's fused kernel runs its forward and backward at different
+  // fractions of the GEMM rate; `calibrate --attention fused` measures both.
+  double attention_backward_efficiency = 0;
   // A named attention kernel (Plan::attention_kernel) on a GPU architecture with published
   // rates for it: fused attention is timed at those (attention_rates.h), scaled by this part's
   // peak against the measured part's. kGeneric: attention_efficiency applies.
@@ -51,6 +61,20 @@ struct DeviceRates {
 };
 
 DeviceRates device_rates(const GpuSpec& gpu, Precision precision);
+
+// Which of a linear layer's three products a GEMM task is: the forward Y = X W, the input
+// gradient dX = dY W^T (tasks named "*_dgrad") or the weight gradient dW = X^T dY ("*_wgrad",
+// is_weight_gradient_task). Every other GEMM (unfused attention's batched products) counts as
+// forward.
+enum class GemmDirection { kForward, kInputGradient, kWeightGradient };
+GemmDirection gemm_direction(const Task& task);
+std::string_view to_string(GemmDirection d);
+// The fraction of peak a GEMM of this direction reaches: its own efficiency when the rates
+// have one, else gemm_efficiency.
+double gemm_efficiency_of(const DeviceRates& r, GemmDirection d);
+// The fused attention's fraction of the GEMM rate in this direction (backward: its own when
+// set, else attention_efficiency).
+double attention_efficiency_of(const DeviceRates& r, bool backward);
 
 // The fraction of bandwidth a memory-bound kernel of kind k reaches.
 double memory_efficiency_of(const DeviceRates& r, MemoryKernel k);

@@ -95,10 +95,18 @@ void linear_forward(const Mat& x, const ConstMatMap& w, const float* b, Mat& y) 
   if (b != nullptr) y.rowwise() += ConstRowMap(b, w.cols());
 }
 
+void linear_input_gradient(const ConstMatMap& w, const ConstMatRef& dy, Mat& dx) {
+  dx.noalias() = dy * w.transpose();
+}
+
+void linear_weight_gradient(const ConstMatRef& x, const ConstMatRef& dy, MatMap& dw) {
+  dw.noalias() += x.transpose() * dy;
+}
+
 void linear_backward(const ConstMatRef& x, const ConstMatMap& w, const ConstMatRef& dy, Mat* dx,
                      MatMap& dw, float* db) {
-  if (dx != nullptr) dx->noalias() = dy * w.transpose();
-  dw.noalias() += x.transpose() * dy;
+  if (dx != nullptr) linear_input_gradient(w, dy, *dx);
+  linear_weight_gradient(x, dy, dw);
   if (db != nullptr) RowMap(db, dy.cols()) += dy.colwise().sum();
 }
 

@@ -50,6 +50,10 @@ void linear_forward(const Mat& x, const ConstMatMap& w, const float* b, Mat& y);
 // dx = dy W^T (skipped when dx is null), dW += x^T dy, db += column sums of dy.
 void linear_backward(const ConstMatRef& x, const ConstMatMap& w, const ConstMatRef& dy, Mat* dx,
                      MatMap& dw, float* db);
+// linear_backward's two products on their own (calibrate times each): dx = dy W^T, and
+// dW += x^T dy.
+void linear_input_gradient(const ConstMatMap& w, const ConstMatRef& dy, Mat& dx);
+void linear_weight_gradient(const ConstMatRef& x, const ConstMatRef& dy, MatMap& dw);
 
 // The same three on rows of larger buffers, the output already shaped by the caller: an MoE
 // layer's experts, whose row counts follow the routing, work in buffers sized once for the most

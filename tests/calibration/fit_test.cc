@@ -140,6 +140,73 @@ TEST(FitCompute, AttentionEfficiencyIsOneWithoutFusedAttentionSamples) {
   EXPECT_EQ(fit->rates.attention_efficiency, 1.0);
 }
 
+Task named(Task t, std::string_view name) {
+  t.name = name;
+  return t;
+}
+
+// The backward products (dX = dY W^T, dW = X^T dY) and the fused attention's backward at rates
+// of their own: each is recovered, and the forward fit is what it would be without them.
+TEST(FitCompute, RecoversEachDirectionsEfficiency) {
+  DeviceRates r = truth();
+  r.gemm_input_gradient_efficiency = 0.9;
+  r.gemm_weight_gradient_efficiency = 0.6;
+  r.attention_efficiency = 0.35;
+  r.attention_backward_efficiency = 0.9;
+  std::vector<TaskSample> samples = synthetic_samples(r);
+  for (std::int64_t m : {16, 64, 256})
+    for (std::int64_t k : {32, 128}) {
+      samples.push_back(sample({named(gemm(m, 64, k, 1), "fc1_dgrad")}, r));
+      samples.push_back(sample({named(gemm(64, m, k, 1), "fc2_wgrad")}, r));
+      // A weight gradient beside a memory-bound task (the bias gradient) in one span.
+      samples.push_back(sample({named(gemm(m, m, k, 1), "out_proj_wgrad"),
+                                memory(4.0 * m * k, MemoryKernel::kElementwise)},
+                               r));
+      Task bwd = fused_attention(m, 16, 4);
+      bwd.backward = true;
+      samples.push_back(sample({fused_attention(m, 16, 4)}, r));
+      samples.push_back(sample({bwd}, r));
+    }
+  // A span with both backward products cannot be split between them: it stays out.
+  TaskSample both = sample({named(gemm(64, 64, 64, 1), "fc1_dgrad"),
+                            named(gemm(64, 64, 64, 1), "fc1_wgrad")},
+                           r);
+  both.time_s *= 5;
+  samples.push_back(both);
+  auto fit = fit_compute(samples, /*stream_bytes_per_s=*/20e9);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_NEAR(fit->fitted_flops_per_s, 80e9, 80e9 * kRel);  // the forward's, undisturbed
+  EXPECT_NEAR(fit->rates.gemm_efficiency, 1.0, kRel);
+  EXPECT_NEAR(fit->rates.gemm_input_gradient_efficiency, 0.9, 0.9 * 1e-6);
+  EXPECT_NEAR(fit->rates.gemm_weight_gradient_efficiency, 0.6, 0.6 * 1e-6);
+  EXPECT_NEAR(fit->rates.attention_efficiency, 0.35, 0.35 * 1e-6);
+  EXPECT_NEAR(fit->rates.attention_backward_efficiency, 0.9, 0.9 * 1e-6);
+  EXPECT_EQ(fit->outliers, 0);
+}
+
+// Without backward-direction samples the profile has no direction efficiencies (0): the
+// forward's single figure then applies to every direction (compute_model.h).
+TEST(FitCompute, NoDirectionEfficiencyWithoutItsSamples) {
+  auto fit = fit_compute(synthetic_samples(truth()), 20e9);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_EQ(fit->rates.gemm_input_gradient_efficiency, 0.0);
+  EXPECT_EQ(fit->rates.gemm_weight_gradient_efficiency, 0.0);
+  EXPECT_EQ(fit->rates.attention_backward_efficiency, 0.0);
+}
+
+// Only backward-direction GEMM samples: the forward fit has nothing to stand on.
+TEST(FitCompute, NeedsForwardGemmSamples) {
+  const DeviceRates r = truth();
+  std::vector<TaskSample> samples;
+  for (std::int64_t m : {16, 64, 256, 512})
+    samples.push_back(sample({named(gemm(m, 64, 64, 1), "fc1_wgrad")}, r));
+  auto fit = fit_compute(samples, 20e9);
+  ASSERT_FALSE(fit.ok());
+  EXPECT_NE(fit.status().message().find("need at least 3 forward GEMM samples"),
+            std::string::npos)
+      << fit.status().message();
+}
+
 TEST(FitCompute, RecoversKnownRatesExactly) {
   const DeviceRates r = truth();
   auto fit = fit_compute(synthetic_samples(r), /*stream_bytes_per_s=*/20e9);

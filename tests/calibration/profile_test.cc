@@ -63,7 +63,10 @@ Measurements tiny_measurements() {
   Measurements m;
   TimingOptions fast;
   fast.min_time_s = 0.001;
-  for (const GemmShape& g : gemm_sweep_shapes({8, 32, 64})) m.tasks.push_back(time_gemm(g, fast));
+  for (GemmDirection d : {GemmDirection::kForward, GemmDirection::kInputGradient,
+                          GemmDirection::kWeightGradient})
+    for (const GemmShape& g : gemm_sweep_shapes({8, 32, 64}))
+      m.tasks.push_back(time_gemm(g, fast, d));
   for (std::int64_t b : {1, 2}) {
     auto comm = executor::make_local_comm();
     auto samples = time_executor_tasks(small_model(), one_rank_plan(b), *comm, 1, 2);
@@ -112,7 +115,36 @@ TEST(Profile, WritesJsonThatTheLoadersAccept) {
   EXPECT_NEAR(cluster->intra_node_bytes_per_s, 5e9, 5e9 * 1e-6);
   EXPECT_FALSE(format_fit_summary(*cal).empty());
   EXPECT_NE(format_task_table(m.tasks, cal->profile.rates).find("fc1_wgrad"), std::string::npos);
+  // The backward products were timed (sweep and probe): the profile has their efficiencies,
+  // and the tables name each sweep's direction.
+  EXPECT_GT(back->rates.gemm_input_gradient_efficiency, 0);
+  EXPECT_GT(back->rates.gemm_weight_gradient_efficiency, 0);
+  EXPECT_LE(back->rates.gemm_weight_gradient_efficiency, 1.0);
+  EXPECT_TRUE(j.contains("gemm_weight_gradient_efficiency"));
+  EXPECT_NE(format_task_table(m.tasks, cal->profile.rates).find("64x64x64 weight_gradient"),
+            std::string::npos);
+  EXPECT_NE(format_fit_summary(*cal).find("gemm efficiency by direction"), std::string::npos);
   EXPECT_NE(format_collective_table(m.collectives).find("busbw"), std::string::npos);
+}
+
+// Each sweep direction times its own product of the executor (the output m x n, reduction k)
+// and names it so that gemm_direction reads it back.
+TEST(Profile, GemmSweepTimesEachDirection) {
+  TimingOptions fast;
+  fast.min_time_s = 0.001;
+  const GemmShape shape{48, 24, 40};
+  for (GemmDirection d : {GemmDirection::kForward, GemmDirection::kInputGradient,
+                          GemmDirection::kWeightGradient}) {
+    const TaskSample s = time_gemm(shape, fast, d);
+    ASSERT_EQ(s.tasks.size(), 1u);
+    EXPECT_EQ(gemm_direction(s.tasks[0]), d) << s.name;
+    EXPECT_EQ(s.probe, "sweep");
+    EXPECT_EQ(s.tasks[0].m, 48);
+    EXPECT_EQ(s.tasks[0].k, 40);
+    EXPECT_DOUBLE_EQ(s.flops(), 2.0 * 48 * 24 * 40);
+    EXPECT_GT(s.time_s, 0) << s.name;
+    EXPECT_GE(s.calls, fast.min_calls) << s.name;
+  }
 }
 
 TEST(Profile, AGpuMachineIsNamedAsOneAndItsClusterCarriesTheGpusName) {

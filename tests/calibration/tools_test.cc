@@ -74,6 +74,11 @@ TEST(CalibrateTool, QuickUnderTwoRanksWritesALoadableProfile) {
   EXPECT_TRUE(p->has_links);
   EXPECT_GT(p->rates.peak_flops_per_s, 1e8);
   EXPECT_GT(p->baseline_memory_bytes, 1e6);
+  // The three linear-layer products are measured apart (issue 28: Eigen's transposed weight
+  // gradients ran slower than the forward's efficiency allowed).
+  EXPECT_GT(p->rates.gemm_input_gradient_efficiency, 0);
+  EXPECT_GT(p->rates.gemm_weight_gradient_efficiency, 0);
+  EXPECT_NE(r.output.find("gemm efficiency by direction"), std::string::npos) << r.output;
   EXPECT_FALSE(j["measurements"]["collectives"].empty());
   // Both ranks' compute between waits, one sample per traced step of each probe plan (tp 1 and
   // tp 2 at the default micro-batches, 3 steps each with --quick), and the spread from them.
@@ -138,6 +143,9 @@ TEST(CalibrateTool, FusedAttentionIsProbedOnRequest) {
     for (const Json& name : t["tasks"]) tasks.insert(name.get<std::string>());
   EXPECT_TRUE(tasks.count("attention")) << r.output;
   EXPECT_FALSE(tasks.count("attn_scores")) << r.output;
+  // Forward and backward attention are fitted apart.
+  EXPECT_TRUE(tasks.count("attention_bwd")) << r.output;
+  EXPECT_TRUE(profile.contains("attention_backward_efficiency")) << r.output;
   r = run(base + " --attention flash");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--attention: 'flash' is neither fused nor unfused"), std::string::npos)

@@ -862,6 +862,9 @@ TEST(HardwareProfileLoader, FieldErrors) {
       {"gemm_efficiency", 1.01, {"1.01"}},
       {"memory_efficiency", 0, {"0"}},
       {"attention_efficiency", 11, {"11"}},
+      {"attention_backward_efficiency", 0, {"0"}},
+      {"gemm_input_gradient_efficiency", 1.5, {"1.5"}},
+      {"gemm_weight_gradient_efficiency", -0.2, {"-0.2"}},
       {"parallel_units", 0, {"0"}},
       {"parallel_units", 2.5, {"2.5"}},
       {"tile_m", 0, {"0"}},
@@ -884,6 +887,58 @@ TEST(HardwareProfileLoader, FieldErrors) {
           << c.field << ": message lacks \"" << e << "\": " << r.status().message();
     }
   }
+}
+
+// A GEMM task of each direction, same shape, so only the efficiency tells their times apart.
+Task direction_gemm(std::string_view name) {
+  Task t;
+  t.name = name;
+  t.kind = TaskKind::kGemm;
+  t.m = t.n = t.k = 512;
+  t.flops = t.executed_flops = 2.0 * 512 * 512 * 512;
+  return t;
+}
+
+// A profile written before calibrate measured the directions apart (no direction keys) still
+// loads, and every GEMM direction and both attention directions take its single figures; a
+// profile with them times each direction at its own and writes them back.
+TEST(HardwareProfileLoader, DirectionEfficienciesFallBackToTheSingleFigures) {
+  auto old = hardware_profile_from_json(basic_profile(), "hw.json");
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  const Task fwd = direction_gemm("fc2"), dgrad = direction_gemm("fc2_dgrad"),
+             wgrad = direction_gemm("fc2_wgrad");
+  EXPECT_EQ(gemm_direction(fwd), GemmDirection::kForward);
+  EXPECT_EQ(gemm_direction(dgrad), GemmDirection::kInputGradient);
+  EXPECT_EQ(gemm_direction(wgrad), GemmDirection::kWeightGradient);
+  EXPECT_DOUBLE_EQ(task_time_s(dgrad, old->rates), task_time_s(fwd, old->rates));
+  EXPECT_DOUBLE_EQ(task_time_s(wgrad, old->rates), task_time_s(fwd, old->rates));
+  EXPECT_DOUBLE_EQ(attention_efficiency_of(old->rates, true), old->rates.attention_efficiency);
+  const Json written = hardware_profile_to_json(*old);
+  EXPECT_FALSE(written.contains("gemm_input_gradient_efficiency"));
+  EXPECT_FALSE(written.contains("attention_backward_efficiency"));
+
+  Json j = basic_profile();  // gemm_efficiency 0.7
+  j["gemm_input_gradient_efficiency"] = 0.35;
+  j["gemm_weight_gradient_efficiency"] = 0.28;
+  j["attention_efficiency"] = 0.5;
+  j["attention_backward_efficiency"] = 1.5;
+  auto p = hardware_profile_from_json(j, "hw.json");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const double t_fwd = task_time_s(fwd, p->rates) - p->rates.kernel_overhead_s;
+  EXPECT_NEAR((task_time_s(dgrad, p->rates) - p->rates.kernel_overhead_s) / t_fwd, 2.0, 1e-12);
+  EXPECT_NEAR((task_time_s(wgrad, p->rates) - p->rates.kernel_overhead_s) / t_fwd, 2.5, 1e-12);
+  Task attention = direction_gemm("attention");
+  attention.kind = TaskKind::kAttention;
+  Task attention_bwd = attention;
+  attention_bwd.backward = true;
+  EXPECT_NEAR((task_time_s(attention, p->rates) - p->rates.kernel_overhead_s) /
+                  (task_time_s(attention_bwd, p->rates) - p->rates.kernel_overhead_s),
+              3.0, 1e-12);
+  auto again = hardware_profile_from_json(hardware_profile_to_json(*p), "again.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_DOUBLE_EQ(again->rates.gemm_input_gradient_efficiency, 0.35);
+  EXPECT_DOUBLE_EQ(again->rates.gemm_weight_gradient_efficiency, 0.28);
+  EXPECT_DOUBLE_EQ(again->rates.attention_backward_efficiency, 1.5);
 }
 
 // The baseline memory is written in MB; a profile of earlier versions gives it in MiB, which is
