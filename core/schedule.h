@@ -22,8 +22,10 @@
 //    W passes filling where nothing else is ready), with a simpler rule: the pass that can
 //    start earliest, on ties B of the first chunk, B of the second, F of the second, F of the
 //    first, and W where the stage would otherwise wait; a pass that depends on a neighbouring
-//    stage waits a pipeline send longer (PassCosts::communication, the reference's c_cost; the
-//    simulator gives it, the executor orders with none). Peak: 2pp chunk activations on every
+//    stage waits a pipeline send longer (PassCosts::communication, the reference's c_cost;
+//    tested in tests/simulator/schedule_test.cc; the simulator and the executor both order
+//    with none yet: played with it the order was faster on some plans, slower on others).
+//    Peak: 2pp chunk activations on every
 //    stage = pp micro-batches of a 1F1B stage, 1F1B's first stage (the paper's "same memory as
 //    1F1B"). With T_F = T_B = T_W per chunk the step takes 6M + pp - 1 passes for pp <= 4 (the
 //    lower bound: the last stage cannot start before pp - 1), a few more for larger pp

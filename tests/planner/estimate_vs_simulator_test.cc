@@ -152,8 +152,7 @@ TEST(EstimateVsSimulator, ZbVStepIsWhatTheSimulatorPlays) {
   // The simulator's zb-v gains little on zb-h1 with M = 2pp: its W passes are shorter than B
   // (the equal-time bound assumes them equal) and it sends twice the pipeline messages; the
   // estimate, which takes zb-h1's closed form when it is the larger, stays within 20%. Measured
-  // here: zb-h1 0.0807 s estimated / 0.0745 simulated, zb-v 0.0767 / 0.0687 (0.0734 with the
-  // order built blind to the pipeline sends, PassCosts::communication 0).
+  // here: zb-h1 0.0807 s estimated / 0.0745 simulated, zb-v 0.0767 / 0.0734.
   EXPECT_LT(sim_v, sim_h1);
   EXPECT_NEAR(est_v, sim_v, 0.2 * sim_v);
 }
