@@ -46,12 +46,14 @@ struct Preset {
   double nvme_GBps = 0;     // NVMe sustained bandwidth per node
 };
 
-// NVMe per reference node (vendor datasheets: DGX-1 4x 1.92 TB SSD; DGX-2 8x 3.84 TB NVMe;
-// DGX A100 320 GB 4x 3.84 TB, 640 GB 8x 3.84 TB; DGX H100/H200/B200 8x 3.84 TB U.2 NVMe).
-// Bandwidth is drives x an assumed sustained write rate per drive (what an offloaded step
-// writes back): 2 GB/s for the PCIe gen3 drives of DGX-1/2, 3.5 GB/s for gen4 U.2 drives
-// (datacenter U.2 sheets give 2-4 GB/s sequential write and 3-7 read). Assumptions, not
-// measurements: give the cluster's fio figure as nvme_GBps_per_node.
+// NVMe per reference node. Capacity, cited (vendor datasheets: DGX-1 4x 1.92 TB SSD; DGX-2 8x
+// 3.84 TB NVMe; DGX A100 320 GB 4x 3.84 TB, 640 GB 8x 3.84 TB; DGX H100/H200/B200 8x 3.84 TB
+// U.2 NVMe). Bandwidth, ASSUMED: drives x a sustained write rate per drive (what an offloaded
+// step writes back), 2 GB/s for the PCIe gen3 drives of DGX-1/2, 3.5 GB/s for gen4 U.2 drives
+// (datacenter U.2 sheets give 2-4 GB/s sequential write and 3-7 read). No vendor figure
+// replaces it: the DGX user guides and datasheets give the drives' count and capacity only,
+// and the drive model inside a DGX varies by shipment, so no one drive datasheet applies.
+// docs/inputs.md says so; give the cluster's fio figure as nvme_GBps_per_node.
 void add_nvme(std::vector<Preset>& presets) {
   for (Preset& p : presets) {
     const std::string& n = p.gpu.name;

@@ -123,8 +123,10 @@ class VGreedy {
   }
 
   // When pass kind k of stage s could start after its dependency in the V (chunk s forward on
-  // stage s, then chunk 2pp-1-s back up; the backward the other way), or never yet.
+  // stage s, then chunk 2pp-1-s back up; the backward the other way), or never yet. A
+  // dependency on a neighbouring stage arrives a send later (PassCosts::communication).
   double ready_at(int k, std::int64_t s) {
+    const double c = costs_.communication;
     const auto& n = next_[idx(s)];
     const std::int64_t j = n[static_cast<std::size_t>(k)];
     const bool last = s == pp_ - 1;
@@ -132,11 +134,18 @@ class VGreedy {
     if ((k == kF0 || k == kF1) && held_[idx(s)] >= cap_) return kNever;
     if (k == kF0 && reserve_ && held_[idx(s)] + (n[kF0] - n[kF1]) + 1 > cap_) return kNever;
     switch (k) {
-      case kF0: return s == 0 ? 0.0 : done(kF0, s - 1, j);
-      case kF1: return j >= n[kF0] ? kNever : last ? done(kF0, s, j) : done(kF1, s + 1, j);
-      case kB1: return j >= n[kF1] ? kNever : s == 0 ? done(kF1, s, j) : done(kB1, s - 1, j);
-      default: return j >= n[kB1] ? kNever : last ? done(kB1, s, j) : done(kB0, s + 1, j);
+      case kF0: return s == 0 ? 0.0 : done(kF0, s - 1, j) + c;
+      case kF1: return j >= n[kF0] ? kNever : last ? done(kF0, s, j) : done(kF1, s + 1, j) + c;
+      case kB1: return j >= n[kF1] ? kNever : s == 0 ? done(kF1, s, j) : done(kB1, s - 1, j) + c;
+      default: return j >= n[kB1] ? kNever : last ? done(kB1, s, j) : done(kB0, s + 1, j) + c;
     }
+  }
+
+  // Whether pass kind k on stage s sends its output to a neighbouring stage (not at the V's
+  // turns: chunk 0's forward and chunk 1's backward on the last stage, the loss on stage 0).
+  bool sends(int k, std::int64_t s) const {
+    const bool last = s == pp_ - 1;
+    return k == kF0 || k == kB1 ? !last : s > 0;
   }
 
   // Stage s's next pass: the earliest-starting F or B (by priority on ties), or a pending W
@@ -166,6 +175,7 @@ class VGreedy {
     }
     const std::int64_t j = next_[idx(s)][static_cast<std::size_t>(c.kind)]++;
     done(c.kind, s, j) = free_[idx(s)];
+    if (costs_.sender_waits && sends(c.kind, s)) free_[idx(s)] += costs_.communication;
     const std::int64_t chunk = c.kind == kF0 || c.kind == kB0 ? 0 : 1;
     if (c.kind == kF0 || c.kind == kF1) {
       out.push_back({true, BackwardPart::kWhole, j, chunk});
@@ -238,18 +248,20 @@ class DualPipeOrder {
     }
   }
   // Steps 4-5: forward-backward pairs of opposite directions (each F directly followed by
-  // the B it overlaps with, F&B), whole backwards.
+  // the B it overlaps with, F&B), whole backwards. The two middle stages run their first pair
+  // one after the other, not overlapped (the reference's "to further reduce bubble size").
   void steady() {
     const std::int64_t pairs = half_m_ - 2 * half_pp_ + h_ + 1;
+    const bool middle = h_ == half_pp_ - 1;
     for (std::int64_t i = 0; i < pairs; ++i) {
-      forward(0);
+      forward(0, !(i == 0 && middle));
       backward(1, false);
-      forward(1);
+      forward(1, true);
       backward(0, false);
     }
     for (std::int64_t i = 0; i < half_pp_ - h_ - 1; ++i) {
       backward(1, false);
-      forward(1);
+      forward(1, true);
       backward(0, false);
     }
   }
@@ -276,9 +288,10 @@ class DualPipeOrder {
   // Direction 0 carries micro-batches 0 .. M/2-1, direction 1 the rest.
   std::int64_t micro_batch(std::int64_t dir, std::int64_t j) const { return dir * half_m_ + j; }
 
-  void forward(int phase) {
+  void forward(int phase, bool overlap_next = false) {
     const std::int64_t dir = direction(phase);
-    out_.push_back({true, BackwardPart::kWhole, micro_batch(dir, forwards_[idx(dir)]++), dir});
+    out_.push_back({true, BackwardPart::kWhole, micro_batch(dir, forwards_[idx(dir)]++), dir,
+                    overlap_next});
   }
   void backward(int phase, bool split) {
     const std::int64_t dir = direction(phase);
@@ -323,6 +336,11 @@ PassCosts zb_v_pass_costs(const ModelSpec& model, const Plan& plan) {
   return c;
 }
 
+PassCosts with_send_time(PassCosts costs, double send_s, double forward_s) {
+  if (send_s > 0 && forward_s > 0) costs.communication = costs.forward * send_s / forward_s;
+  return costs;
+}
+
 bool splits_backward(const Plan& p) {
   return p.schedule == Schedule::kZbH1 || p.schedule == Schedule::kZbV ||
          p.schedule == Schedule::kDualPipe;
@@ -339,10 +357,12 @@ std::vector<PipeStep> stage_schedule(const Plan& p, std::int64_t stage, const Pa
     case Schedule::kDualPipe: return schedule_dualpipe(p.pp, stage, m);
     case Schedule::kZbV: {
       // One greedy builds every stage's order; the simulator asks for each stage in turn.
-      thread_local std::tuple<std::int64_t, std::int64_t, double, double, double> key{-1, -1, 0, 0, 0};
+      thread_local std::tuple<std::int64_t, std::int64_t, double, double, double, double, bool>
+          key{-1, -1, 0, 0, 0, 0, false};
       thread_local std::vector<std::vector<PipeStep>> all;
       const auto now = std::make_tuple(p.pp, m, costs.forward, costs.backward_input,
-                                       costs.backward_weight);
+                                       costs.backward_weight, costs.communication,
+                                       costs.sender_waits);
       if (key != now) {
         all = schedule_zb_v(p.pp, m, costs);
         key = now;

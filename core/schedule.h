@@ -21,7 +21,11 @@
 //    passes with their F, B and W costs and a memory cap of 2pp chunk activations per stage,
 //    W passes filling where nothing else is ready), with a simpler rule: the pass that can
 //    start earliest, on ties B of the first chunk, B of the second, F of the second, F of the
-//    first, and W where the stage would otherwise wait. Peak: 2pp chunk activations on every
+//    first, and W where the stage would otherwise wait; a pass that depends on a neighbouring
+//    stage waits a pipeline send longer (PassCosts::communication, the reference's c_cost;
+//    tested in tests/simulator/schedule_test.cc; the simulator and the executor both order
+//    with none yet: played with it the order was faster on some plans, slower on others).
+//    Peak: 2pp chunk activations on every
 //    stage = pp micro-batches of a 1F1B stage, 1F1B's first stage (the paper's "same memory as
 //    1F1B"). With T_F = T_B = T_W per chunk the step takes 6M + pp - 1 passes for pp <= 4 (the
 //    lower bound: the last stage cannot start before pp - 1), a few more for larger pp
@@ -46,6 +50,10 @@ struct PipeStep {
   std::int64_t micro_batch = 0;
   // 0..v-1; the model chunk is stage_chunk(plan, stage, it); dualpipe: the direction
   std::int64_t virtual_chunk = 0;
+  // DualPipe's F&B (DeepSeek-V3, arXiv:2412.19437, sec. 3.2.1; deepseek-ai/DualPipe's
+  // _forward_backward_chunk): this forward and the backward after it, of the other direction,
+  // run as one overlapped pair, each one's communication while the other computes.
+  bool overlap_next = false;
 };
 
 std::vector<PipeStep> schedule_gpipe(std::int64_t micro_batches);
@@ -62,12 +70,24 @@ std::vector<PipeStep> schedule_dualpipe(std::int64_t pp, std::int64_t stage,
                                         std::int64_t micro_batches);
 // What one chunk's F, B and W passes cost, in any one unit: the ZB-V greedy places passes by
 // when they can start (the reference's scheduler takes its f, b and w costs the same way).
+// `communication`: one pipeline send between neighbouring stages in the same unit, added to
+// every dependency that crosses stages (the V's turns stay on their stage and take none), as
+// the reference's PipelineGraph adds its c_cost (zbv.py, try_v_schedule: a pass on the next
+// stage starts no sooner than end_time + c_cost; Qi et al. 2023 sec. 3 give their automatic
+// schedules the communication time between stages the same way).
 struct PassCosts {
-  double forward = 1, backward_input = 1, backward_weight = 1;
+  double forward = 1, backward_input = 1, backward_weight = 1, communication = 0;
+  // The sending stage waits for its send too (Megatron-LM's batch_isend_irecv + wait, the
+  // simulator's default, SimOptions::overlap_p2p false); false: only the receiver waits.
+  bool sender_waits = false;
 };
 // A layer's FLOPs of each pass (core/cost's forward, input-gradient and weight-gradient tasks),
-// the ratios the simulator and the executor both order zb-v by.
+// the ratios the simulator and the executor both order zb-v by; communication 0.
 PassCosts zb_v_pass_costs(const ModelSpec& model, const Plan& plan);
+// The same costs with a pipeline send of `send_s` seconds, given in forward-FLOP units through
+// the forward's time `forward_s` (the simulator's rates: a send takes as long as
+// forward * send_s / forward_s FLOPs of forward). Unchanged when either time is not positive.
+PassCosts with_send_time(PassCosts costs, double send_s, double forward_s);
 // All stages' orders at once (the greedy builds them together).
 std::vector<std::vector<PipeStep>> schedule_zb_v(std::int64_t pp, std::int64_t micro_batches,
                                                  const PassCosts& costs = {});

@@ -315,6 +315,7 @@ class Builder {
 
   std::int32_t compute(RankState& rs, TimeNs ns, OpMeta meta) {
     meta.pipeline = meta.pass == 'F' || meta.pass == 'B' || meta.pass == 'R' || meta.pass == 'W';
+    ns = beside_all_to_all(ns);
     const std::int32_t id = new_op(rs, StreamKind::kCompute, ns, meta);
     for (std::int32_t w : rs.wait) eng_.add_dep(w, id);
     rs.wait.clear();
@@ -477,7 +478,10 @@ class Builder {
         rs.wait.clear();
         rs.wait.push_back(id);
         // A merged pass pair changes turns at each expert all-to-all (merged_pair).
-        if (window_ && t.group == CommGroup::kEp) ++segment_;
+        if (window_ && t.group == CommGroup::kEp) {
+          if (pair_sm_slowdown_ != 1.0 && chain_ == 0) first_all_to_all_ns_.push_back(all_to_all_ns(rs, t));
+          ++segment_;
+        }
       } else {
         OpMeta m = meta;
         m.name = t.name;
@@ -935,36 +939,120 @@ class Builder {
     for (std::size_t i = 0; i < blocks.size(); ++i)
       if (blocks[i].kind == BlockKind::kLayer) rs.block_of_layer[blocks[i].layer] = i;
     rs.backwards_done.assign(blocks.size(), 0);
-    // zb-v orders its passes by their costs: FLOP ratios, or equal under uniform_compute.
-    const PassCosts costs = plan_.schedule == Schedule::kZbV && !opt_.uniform_compute
-                                ? zb_v_pass_costs(model_, plan_)
-                                : PassCosts{};
-    const std::vector<PipeStep> steps = stage_schedule(plan_, rs.stage, costs);
+    const std::vector<PipeStep> steps = stage_schedule(plan_, rs.stage, zb_v_costs());
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const PipeStep& step = steps[i];
-      split_ = step.part == BackwardPart::kInput;
-      if (plan_.ep_overlap && !step.forward && i + 1 < steps.size() && steps[i + 1].forward) {
+      const bool has_next = i + 1 < steps.size();
+      if (plan_.ep_overlap && !step.forward && has_next && steps[i + 1].forward) {
         merged_pair(rs, step, steps[i + 1]);
         ++i;
-      } else if (step.forward) {
-        forward(rs, step.micro_batch, step.virtual_chunk);
-      } else if (step.part == BackwardPart::kWeight) {
-        weight_pass(rs, step.micro_batch, step.virtual_chunk);
+      } else if (step.overlap_next && opt_.dualpipe_overlap && has_next) {
+        fb_pair(rs, step, steps[i + 1]);
+        ++i;
       } else {
-        backward(rs, step.micro_batch, step.virtual_chunk);
+        pass(rs, step);
       }
     }
     optimizer(rs);
   }
 
+  // zb-v orders its passes by their costs: FLOP ratios, or equal under uniform_compute, as the
+  // executor does. Not the send time (PassCosts::communication): played here with it, the
+  // order was faster on some plans and slower on others (GPT-3 on 32 H100s, M 1024: bubble
+  // 0.015 -> 0.144; notes/issue-26-zbsim.md), so it stays out until the greedy is tuned.
+  PassCosts zb_v_costs() const {
+    if (plan_.schedule != Schedule::kZbV || opt_.uniform_compute) return {};
+    return zb_v_pass_costs(model_, plan_);
+  }
+
+  void pass(RankState& rs, const PipeStep& step) {
+    split_ = step.part == BackwardPart::kInput;
+    if (step.forward) {
+      forward(rs, step.micro_batch, step.virtual_chunk);
+    } else if (step.part == BackwardPart::kWeight) {
+      weight_pass(rs, step.micro_batch, step.virtual_chunk);
+    } else {
+      backward(rs, step.micro_batch, step.virtual_chunk);
+    }
+  }
+
+  // DualPipe's F&B (PipeStep::overlap_next): a forward and the backward of the other direction
+  // after it, merged as merged_pair merges its pairs, so each one's expert all-to-alls and
+  // pipeline send travel while the other computes (DeepSeek-V3, arXiv:2412.19437, sec. 3.2.1,
+  // fig. 4). While the other pass's all-to-all is in flight, compute gets the SMs the
+  // all-to-all kernels leave it (dualpipe_comm_sm_slowdown): the backward's segment k runs
+  // beside the forward's k-th all-to-all, the forward's segment k >= 1 beside the backward's
+  // (k-1)-th, each for the all-to-all's uncontended time. The pipeline sends are NCCL p2p as on
+  // every other schedule, whose SMs are not modelled.
+  void fb_pair(RankState& rs, const PipeStep& fwd, const PipeStep& bwd) {
+    TRAINPLAN_CHECK(fwd.forward && !bwd.forward && bwd.part == BackwardPart::kWhole)
+        << "dualpipe F&B pairs a forward with a whole backward";
+    if (plan_.ep > 1) {
+      pair_sm_slowdown_ = dualpipe_comm_sm_slowdown(cluster_.gpu.sm_count);
+      other_all_to_all_ns_ = backward_all_to_alls_ns(rs, bwd);
+      first_all_to_all_ns_.clear();
+      beside_segment_ = beside_chain_ = -1;
+    }
+    merged_pair(rs, fwd, bwd);
+    pair_sm_slowdown_ = 1.0;
+  }
+
+  // The uncontended times of the expert all-to-alls a whole backward of `step`'s chunk issues
+  // (its recompute's too), in order.
+  std::vector<TimeNs> backward_all_to_alls_ns(RankState& rs, const PipeStep& step) {
+    const std::size_t c = chunk_index(step.virtual_chunk, rs.stage);
+    std::vector<TimeNs> out;
+    for (std::int64_t l = first_layer_[c] + layers_[c] - 1; l >= first_layer_[c]; --l) {
+      const LayerWork& w = work(l);
+      for (const TimedTasks* tt : {&w.rec, &w.bwd}) {
+        if (tt == &w.rec && !recomputes_layer(plan_, l)) continue;
+        for (const Task& t : tt->tasks)
+          if (t.kind == TaskKind::kComm && t.group == CommGroup::kEp)
+            out.push_back(all_to_all_ns(rs, t));
+      }
+    }
+    return out;
+  }
+
+  // An expert all-to-all's time on an idle network (the topology's alpha-beta demand).
+  TimeNs all_to_all_ns(RankState& rs, const Task& t) {
+    if (opt_.free_communication) return 0;
+    auto it = all_to_all_ns_.find(t.message_bytes);
+    if (it != all_to_all_ns_.end()) return it->second;
+    const NetDemand demand = topo_.collective_demand(
+        t.collective, t.message_bytes, group_info(rs, CommGroup::kEp).ranks, SumAlgorithm::kRing,
+        [](std::int32_t l) { return l; }, t.spread);
+    return all_to_all_ns_[t.message_bytes] = to_ns(demand.latency_s + demand.transfer_s);
+  }
+
+  // fb_pair: a compute op of `ns` at full rate, stretched for the part of it that runs beside
+  // the other pass's all-to-all (at 1/slowdown of the rate while the all-to-all is in flight).
+  TimeNs beside_all_to_all(TimeNs ns) {
+    if (pair_sm_slowdown_ == 1.0 || window_ == nullptr) return ns;
+    const std::vector<TimeNs>& other = chain_ == 1 ? first_all_to_all_ns_ : other_all_to_all_ns_;
+    const std::int32_t k = chain_ == 1 ? segment_ : segment_ - 1;
+    if (k < 0 || k >= static_cast<std::int32_t>(other.size())) return ns;
+    if (k != beside_segment_ || chain_ != beside_chain_) {
+      beside_segment_ = k;
+      beside_chain_ = chain_;
+      beside_left_ns_ = other[static_cast<std::size_t>(k)];
+    }
+    const double s = pair_sm_slowdown_;
+    const double slowed = std::min(static_cast<double>(ns) * s, static_cast<double>(beside_left_ns_));
+    beside_left_ns_ -= static_cast<TimeNs>(std::llround(slowed));
+    return static_cast<TimeNs>(std::llround(slowed + static_cast<double>(ns) - slowed / s));
+  }
+
   // Plan::ep_overlap: a backward and the forward after it as two chains of one merged pass
-  // (Megatron-Core's combined 1F1B; DeepSeek's DualPipe). Each chain is cut at its expert
-  // all-to-alls into segments, and every stream of the rank runs the pair's ops in the order
-  // (segment, chain, issue): the backward's segment k, the forward's segment k, then segment
-  // k + 1 of each, so one chain's dispatch or combine travels while the other computes. A
-  // chain's ops depend only on its own earlier ops (and on ops before the pair), always earlier
-  // in that order, so no stream can wait on an op queued behind it.
-  void merged_pair(RankState& rs, const PipeStep& bwd, const PipeStep& fwd) {
+  // (Megatron-Core's combined 1F1B); fb_pair: a forward and the backward after it (DualPipe).
+  // Each chain is cut at its expert all-to-alls into segments, and every stream of the rank
+  // runs the pair's ops in the order (segment, chain, issue): the first pass's segment k, the
+  // second's segment k, then segment k + 1 of each, so one chain's dispatch or combine travels
+  // while the other computes. A chain's ops depend only on its own earlier ops (and on ops
+  // before the pair), always earlier in that order, so no stream can wait on an op queued
+  // behind it. Without all-to-alls the first pass's ops all come first; the second pass's
+  // compute does not wait for the first's pipeline send.
+  void merged_pair(RankState& rs, const PipeStep& first, const PipeStep& second) {
     const std::int32_t first_stream = stream(rs, StreamKind::kCompute);
     std::array<std::int32_t, kStreamsPerRank> tails{};
     for (std::int32_t k = 0; k < kStreamsPerRank; ++k) tails[k] = eng_.stream_tail(first_stream + k);
@@ -974,13 +1062,13 @@ class Builder {
     window_ = &window;
     chain_ = 0;
     segment_ = 0;
-    backward(rs, bwd.micro_batch, bwd.virtual_chunk);
+    pass(rs, first);
     std::vector<std::int32_t> wait_after = rs.wait;
-    rs.last_compute = last_before;  // the forward chain does not follow the backward's ops
+    rs.last_compute = last_before;  // the second chain does not follow the first's ops
     rs.wait = wait_before;
     chain_ = 1;
     segment_ = 0;
-    forward(rs, fwd.micro_batch, fwd.virtual_chunk);
+    pass(rs, second);
     window_ = nullptr;
     wait_after.insert(wait_after.end(), rs.wait.begin(), rs.wait.end());
     rs.wait = std::move(wait_after);
@@ -1052,6 +1140,14 @@ class Builder {
   std::vector<WindowOp>* window_ = nullptr;  // the pair being built, if any
   std::vector<std::int32_t> fetched_;        // checkpoint fetches of the chunk in backward
   std::int32_t chain_ = 0, segment_ = 0;
+  // fb_pair: the slowdown of compute beside an all-to-all; the backward's all-to-all times
+  // (known before the forward is built) and the forward's (as it is built); the segment whose
+  // all-to-all the compute being added runs beside, and what is left of that all-to-all.
+  double pair_sm_slowdown_ = 1.0;
+  std::vector<TimeNs> other_all_to_all_ns_, first_all_to_all_ns_;
+  std::int32_t beside_segment_ = -1, beside_chain_ = -1;
+  TimeNs beside_left_ns_ = 0;
+  std::map<std::int64_t, TimeNs> all_to_all_ns_;  // by message bytes
 
   // What one layer of a kind does and keeps, per micro-batch.
   struct LayerWork {

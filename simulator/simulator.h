@@ -59,6 +59,10 @@ struct SimOptions {
   // false (Megatron-LM's default): the compute stream waits for its pipeline sends to finish
   // (batch_isend_irecv + wait). true: sends run behind compute (--overlap-p2p-communication).
   bool overlap_p2p = false;
+  // DualPipe's F&B pairs overlapped (DeepSeek-V3 sec. 3.2.1; PipeStep::overlap_next). false:
+  // each pair's forward, then its backward, as deepseek-ai/DualPipe runs them for a module
+  // without overlapped_forward_backward (tests compare the two).
+  bool dualpipe_overlap = true;
   // When > 0 and the plan has more micro-batches than this, play two shorter steps (M1 and
   // M1 + pp micro-batches, M1 >= 2 pp) and extrapolate linearly in M. A pipeline of identical
   // micro-batches repeats the same pattern every micro-batch once filled, so times, bytes and

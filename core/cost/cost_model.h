@@ -191,6 +191,14 @@ double tp_overlapped_pair_s(double comm_s, double gemm_s, std::int64_t tp,
 // (sm_count - 16); a partner GEMM after its collective (a ring exchange) by nothing. 1 when the
 // GPU's SM count is unknown (0) or too small.
 double tp_overlap_sm_slowdown(std::int64_t sm_count, bool partner_before_collective);
+// DualPipe's F&B pairs (DeepSeek-V3, arXiv:2412.19437): the expert all-to-all's dispatch and
+// combine kernels run on SMs set aside for them while the other pass computes on the rest.
+// DeepSeek-V3 gives them 20 SMs (sec. 3.2.2: 20 SMs suffice to use IB and NVLink fully; sec.
+// 3.5.1: "20 out of the 132 SMs available in the H800 GPU"), so compute beside them is slowed
+// by sm_count / (sm_count - 20). The 20 is kept on every GPU (the kernels' need follows the
+// links they drive, not the GPU's size: an assumption off the H800). 1 when the SM count is
+// unknown (0) or too small.
+double dualpipe_comm_sm_slowdown(std::int64_t sm_count);
 
 // Tokens of one micro-batch on one rank: micro_batch_size * seq_len / cp (context parallelism
 // splits each sequence over cp ranks).

@@ -813,6 +813,12 @@ double tp_overlap_sm_slowdown(std::int64_t sm_count, bool partner_before_collect
   return d(sm_count) / d(sm_count - kUserbufferSms);
 }
 
+double dualpipe_comm_sm_slowdown(std::int64_t sm_count) {
+  constexpr std::int64_t kCommSms = 20;  // DeepSeek-V3 sec. 3.2.2 / 3.5.1 (cost_model.h)
+  if (sm_count <= 2 * kCommSms) return 1.0;
+  return d(sm_count) / d(sm_count - kCommSms);
+}
+
 std::int64_t pipeline_message_bytes(const ModelSpec& m, const Plan& p) {
   const Shape x = shape_of(m, p);
   return std::llround(d(x.norm_tokens) * d(x.h) * x.e);

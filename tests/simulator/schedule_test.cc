@@ -225,6 +225,80 @@ TEST(Schedule, ZbVWithACheapWeightPassStillCompletes) {
   }
 }
 
+// A zb-v order replayed in order with its pass costs and a send of `c` between neighbouring
+// stages (the V's turns on stage 0 and pp-1 take none): the step's length.
+double replay_zb_v(const std::vector<std::vector<sim::PipeStep>>& order, std::int64_t m,
+                   const sim::PassCosts& cost, double c) {
+  const auto u = [](std::int64_t i) { return static_cast<std::size_t>(i); };
+  const auto pp = static_cast<std::int64_t>(order.size());
+  // done[kind][(stage * 2 + chunk) * m + mb]: when F (0) or B (1) ended.
+  std::vector<std::vector<double>> done(2, std::vector<double>(u(pp * 2 * m), -1.0));
+  auto at = [&](int kind, std::int64_t s, std::int64_t chunk, std::int64_t mb) -> double& {
+    return done[u(kind)][u((s * 2 + chunk) * m + mb)];
+  };
+  std::vector<std::size_t> pos(u(pp), 0);
+  std::vector<double> free(u(pp), 0.0);
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (std::int64_t s = 0; s < pp; ++s) {
+      for (; pos[u(s)] < order[u(s)].size(); ++pos[u(s)], moved = true) {
+        const sim::PipeStep& st = order[u(s)][pos[u(s)]];
+        const std::int64_t ch = st.virtual_chunk, mb = st.micro_batch;
+        const bool last = s == pp - 1;
+        double ready = 0;
+        if (st.forward && ch == 0 && s > 0) ready = at(0, s - 1, 0, mb) < 0 ? -1 : at(0, s - 1, 0, mb) + c;
+        if (st.forward && ch == 1) ready = last ? at(0, s, 0, mb) : at(0, s + 1, 1, mb) < 0 ? -1 : at(0, s + 1, 1, mb) + c;
+        if (st.part == sim::BackwardPart::kInput && ch == 1)
+          ready = s == 0 ? at(0, s, 1, mb) : at(1, s - 1, 1, mb) < 0 ? -1 : at(1, s - 1, 1, mb) + c;
+        if (st.part == sim::BackwardPart::kInput && ch == 0)
+          ready = last ? at(1, s, 1, mb) : at(1, s + 1, 0, mb) < 0 ? -1 : at(1, s + 1, 0, mb) + c;
+        if (ready < 0) break;
+        const double t = st.forward ? cost.forward
+                         : st.part == sim::BackwardPart::kInput ? cost.backward_input
+                                                                 : cost.backward_weight;
+        free[u(s)] = std::max(free[u(s)], ready) + t;
+        if (st.part != sim::BackwardPart::kWeight) at(st.forward ? 0 : 1, s, ch, mb) = free[u(s)];
+      }
+    }
+  }
+  for (std::int64_t s = 0; s < pp; ++s) EXPECT_EQ(pos[u(s)], order[u(s)].size()) << "stuck";
+  return *std::max_element(free.begin(), free.end());
+}
+
+// ZB-V's order built with the send time between stages (PassCosts::communication, the
+// reference's c_cost): replayed with that send, never longer than the order built without it,
+// shorter in most of these cases, and never below the bound: the last stage starts after pp-1
+// forwards and sends and then runs its 6M passes. Complete and within the 2pp cap.
+TEST(Schedule, ZbVOrderBuiltWithTheSendTimeIsNoLongerWithSends) {
+  int shorter = 0, cases = 0;
+  for (std::int64_t k : {2, 4, 8}) {
+    for (std::int64_t m : {2 * k, 4 * k}) {
+      for (double c : {0.25, 1.0, 2.0}) {
+        SCOPED_TRACE("K=" + std::to_string(k) + " M=" + std::to_string(m) + " c=" + std::to_string(c));
+        const sim::PassCosts with{1, 1, 1, c}, without{1, 1, 1, 0};
+        const auto order = sim::schedule_zb_v(k, m, with);
+        const double step = replay_zb_v(order, m, with, c);
+        const double blind = replay_zb_v(sim::schedule_zb_v(k, m, without), m, with, c);
+        EXPECT_LE(step, blind + 1e-9);
+        EXPECT_GE(step, 6.0 * static_cast<double>(m) + static_cast<double>(k - 1) * (1 + c) - 1e-9);
+        shorter += step < blind - 1e-9;
+        ++cases;
+        for (const auto& steps : order) {
+          ASSERT_EQ(steps.size(), static_cast<std::size_t>(6 * m));
+          std::int64_t held = 0, peak = 0;
+          for (const auto& st : steps) {
+            held += st.forward ? 1 : st.part == sim::BackwardPart::kWeight ? -1 : 0;
+            peak = std::max(peak, held);
+          }
+          EXPECT_LE(peak, 2 * k);
+        }
+      }
+    }
+  }
+  std::printf("zb-v with sends: %d of %d orders shorter than the send-blind order\n", shorter, cases);
+  EXPECT_GT(shorter, cases / 2);
+}
+
 // DualPipe's orders replayed in order on every stage (each pass starts when its stage is free
 // and its dependency in its direction is done; communication free): the simulator does not
 // play dualpipe yet, so the test replays core/schedule's order itself.
@@ -301,6 +375,36 @@ TEST(Schedule, DualPipeOrdersRunEveryPassOnceInItsDirection) {
         for (std::size_t j = 0; j < f.size(); ++j)
           EXPECT_TRUE(f[j] == 1 && b[j] == 1 && w[j] == 1)
               << "pp " << pp << " M " << m << " stage " << s << " micro-batch " << j;
+      }
+    }
+  }
+}
+
+// DualPipe's F&B pairs (PipeStep::overlap_next), as deepseek-ai/DualPipe's step() calls
+// _forward_backward_chunk: two per step-4 iteration (F0 with B1, F1 with B0) and one per step-5
+// iteration (F1 with B0), each a forward followed by a whole backward of the other direction;
+// the two middle stages run their first step-4 pair unpaired. No other step is marked.
+TEST(Schedule, DualPipePairsEachSteadyForwardWithTheNextBackwardAsTheReferenceDoes) {
+  for (std::int64_t pp : {2, 4, 6, 8}) {
+    for (std::int64_t m : {2 * pp, 2 * pp + 2, 4 * pp, std::int64_t{20}}) {
+      for (std::int64_t s = 0; s < pp; ++s) {
+        const std::vector<sim::PipeStep> order = sim::schedule_dualpipe(pp, s, m);
+        std::int64_t pairs = 0;
+        for (std::size_t i = 0; i < order.size(); ++i) {
+          if (!order[i].overlap_next) continue;
+          ++pairs;
+          ASSERT_LT(i + 1, order.size());
+          const sim::PipeStep& b = order[i + 1];
+          EXPECT_TRUE(order[i].forward);
+          EXPECT_FALSE(b.forward);
+          EXPECT_EQ(b.part, sim::BackwardPart::kWhole);
+          EXPECT_NE(b.virtual_chunk, order[i].virtual_chunk) << "a pair spans both directions";
+          EXPECT_FALSE(b.overlap_next);
+        }
+        const std::int64_t half_pp = pp / 2, h = std::min(s, pp - 1 - s);
+        const std::int64_t step4 = m / 2 - pp + h + 1, step5 = half_pp - h - 1;
+        const std::int64_t middle = h == half_pp - 1 ? 1 : 0;
+        EXPECT_EQ(pairs, 2 * step4 + step5 - middle) << "pp " << pp << " M " << m << " stage " << s;
       }
     }
   }

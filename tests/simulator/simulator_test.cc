@@ -4,6 +4,7 @@
 
 #include "core/cost/cost_model.h"
 #include "core/json_util.h"
+#include "core/schedule.h"
 #include "tests/simulator/test_util.h"
 
 namespace trainplan {
@@ -453,6 +454,63 @@ TEST(Simulator, TpCommOverlapHidesCollectivesBehindTheirGemms) {
   // (regression: it was counted as bubble, 16.6% for Llama 3 8B at tp=8 without a pipeline).
   EXPECT_LT(plain.report.bubble_fraction, 0.01);
   EXPECT_LE(overlapped.report.bubble_fraction, plain.report.bubble_fraction);
+}
+
+// DualPipe's F&B pairs overlapped (DeepSeek-V3 sec. 3.2.1): against the same order played
+// pair by pair (SimOptions::dualpipe_overlap false), the same bytes; the all-to-alls travel
+// beside the other pass's compute, so less of them is exposed and the step is shorter; and the
+// compute beside an all-to-all runs on 112 of 132 SMs (dualpipe_comm_sm_slowdown).
+//  - Closed form (uniform compute: a layer's F one op of 1 unit, B 2 units, each followed by
+//    its two all-to-alls, here about 19 us each, longer than any compute op slowed): in a pair
+//    of L-layer chunks the backward's compute of each layer runs beside one of the forward's
+//    all-to-alls and the forward's compute of layers 2..L beside one of the backward's, so
+//    each pair adds exactly (s - 1)(2L + (L - 1)) units of compute.
+//  - Real compute, ep 8 over two nodes: the overlapped step against 1F1B's on the same plan.
+TEST(Simulator, DualPipeOverlapsEachPairsAllToAllsWithTheOtherPassOnTheSmsLeft) {
+  const ModelSpec m = testing::moe_model();  // 8 MoE layers: 2 per chunk at pp 4
+  for (std::int64_t ep : {2, 8}) {
+    SCOPED_TRACE("ep " + std::to_string(ep));
+    Plan p = testing::make_plan(1, 4, ep, 1, 16 * ep, Schedule::kDualPipe, 2);
+    p.ep = ep;
+    const ClusterSpec c = testing::cluster_for(p);
+    const double s = dualpipe_comm_sm_slowdown(c.gpu.sm_count);
+    ASSERT_NEAR(s, 132.0 / 112.0, 1e-12);
+    for (bool uniform : {true, false}) {
+      SimOptions on, off;
+      on.uniform_compute = off.uniform_compute = uniform;
+      off.dualpipe_overlap = false;
+      const SimResult a = testing::simulate_ok(m, c, p, on), b = testing::simulate_ok(m, c, p, off);
+      EXPECT_EQ(a.report.bytes_per_group, b.report.bytes_per_group);
+      EXPECT_LT(a.report.step_time_s, b.report.step_time_s);
+      for (std::size_t i = 0; i < a.report.ranks.size(); ++i) {
+        const RankStep& x = a.report.ranks[i];
+        const RankStep& y = b.report.ranks[i];
+        EXPECT_LT(x.comm.at("ep").exposed_s, (uniform ? 1.0 : 0.5) * y.comm.at("ep").exposed_s);
+        EXPECT_GT(x.compute_s, y.compute_s);
+        if (!uniform) continue;
+        std::int64_t pairs = 0;
+        for (const sim::PipeStep& st : sim::schedule_dualpipe(4, static_cast<std::int64_t>(i), 16))
+          pairs += st.overlap_next;
+        const std::int64_t layers = 2;
+        const double unit_s = 1e-6;
+        EXPECT_NEAR(x.compute_s - y.compute_s,
+                    static_cast<double>(pairs) * (s - 1) * static_cast<double>(3 * layers - 1) * unit_s,
+                    static_cast<double>(pairs) * 3e-9)
+            << "stage " << i;
+      }
+      if (uniform) continue;
+      Plan q = p;
+      q.schedule = Schedule::k1F1B;
+      q.virtual_stages = 1;
+      const SimResult o = testing::simulate_ok(m, c, q, on);
+      EXPECT_LT(a.report.step_time_s, 0.95 * o.report.step_time_s);
+      EXPECT_LT(a.report.bubble_fraction, 0.5 * o.report.bubble_fraction);
+      std::printf("ep %lld: step dualpipe %.4f ms (pair by pair %.4f), 1f1b %.4f; bubble %.3f (%.3f), %.3f\n",
+                  static_cast<long long>(ep), 1e3 * a.report.step_time_s, 1e3 * b.report.step_time_s,
+                  1e3 * o.report.step_time_s, a.report.bubble_fraction, b.report.bubble_fraction,
+                  o.report.bubble_fraction);
+    }
+  }
 }
 
 TEST(Simulator, Zero3HoldsGatheredParameters) {
