@@ -77,6 +77,24 @@ TEST(EngineQueue, EventsAtOneTimeLeaveInPushOrder) {
   EXPECT_TRUE(queue.empty());
 }
 
+// A queue made after another was dropped on the thread starts empty at time 0: only the
+// storage is reused.
+TEST(EngineQueue, AQueueAfterAnotherStartsEmptyAtTimeZero) {
+  {
+    EventQueue first;
+    for (std::uint64_t i = 0; i < 1000; ++i)
+      first.push({static_cast<TimeNs>(1000 + i * 7919 % 997), i, 0, 0});
+    first.pop();
+  }
+  EventQueue second;
+  EXPECT_TRUE(second.empty());
+  EXPECT_EQ(second.last_time(), 0);
+  EXPECT_FALSE(second.has_due_at_last_time());
+  second.push({5, 0, 9, 0});
+  EXPECT_EQ(second.pop().id, 9);
+  EXPECT_TRUE(second.empty());
+}
+
 // Going back in time is a bug in the engine: the queue stops with the two times.
 TEST(EngineQueueDeathTest, APushBeforeTheLastTimeTakenIsABrokenInvariant) {
   EventQueue queue;
