@@ -286,6 +286,10 @@ std::int64_t Engine::run() {
   link_count_.assign(link_flows_.size(), 0);
   if (compute_spread_ > 0) ready_.assign(ops_.size(), Arrival{});
 
+  // The queue holds about one event per busy stream: a radix heap pays off with many
+  // (--all-ranks on hundreds of ranks), a binary heap with few (one rank per stage).
+  constexpr std::size_t kRadixStreams = 64 * 8;  // 64 simulated ranks
+  queue_.use_binary_heap(streams_.size() < kRadixStreams);
   for (std::int32_t s = 0; s < static_cast<std::int32_t>(streams_.size()); ++s) try_start(s);
   for (;;) {
     Event ev;

@@ -19,9 +19,12 @@ struct Later {
 
 // Pushes at or after the last time taken, with many ties (small gaps, a few far events) and
 // times that cross high bits, popping in between; every pop is checked against the reference.
-TEST(EngineQueue, PopsInTheBinaryHeapsOrderOnARandomMonotoneWorkload) {
+class EngineQueueKinds : public ::testing::TestWithParam<bool> {};
+
+TEST_P(EngineQueueKinds, PopsInTheBinaryHeapsOrderOnARandomMonotoneWorkload) {
   std::mt19937_64 rng(24);
   EventQueue queue;
+  queue.use_binary_heap(GetParam());
   std::priority_queue<Event, std::vector<Event>, Later> reference;
   std::uint64_t seq = 0;
   TimeNs now = 0;
@@ -59,8 +62,9 @@ TEST(EngineQueue, PopsInTheBinaryHeapsOrderOnARandomMonotoneWorkload) {
 }
 
 // Ties at the queue's time keep push order, also those pushed after the time was reached.
-TEST(EngineQueue, EventsAtOneTimeLeaveInPushOrder) {
+TEST_P(EngineQueueKinds, EventsAtOneTimeLeaveInPushOrder) {
   EventQueue queue;
+  queue.use_binary_heap(GetParam());
   queue.push({50, 0, 0, 0});
   queue.push({7, 1, 1, 0});
   queue.push({50, 2, 2, 0});
@@ -76,6 +80,8 @@ TEST(EngineQueue, EventsAtOneTimeLeaveInPushOrder) {
   EXPECT_EQ(queue.pop().id, 2);
   EXPECT_TRUE(queue.empty());
 }
+
+INSTANTIATE_TEST_SUITE_P(RadixAndBinary, EngineQueueKinds, ::testing::Values(false, true));
 
 // A queue made after another was dropped on the thread starts empty at time 0: only the
 // storage is reused.
@@ -101,6 +107,12 @@ TEST(EngineQueueDeathTest, APushBeforeTheLastTimeTakenIsABrokenInvariant) {
   queue.push({100, 0, 0, 0});
   queue.pop();
   EXPECT_DEATH(queue.push({99, 1, 1, 0}), "event at 99 ns pushed after one at 100 ns");
+}
+
+TEST(EngineQueueDeathTest, TheKindIsChosenOnlyWhileEmpty) {
+  EventQueue queue;
+  queue.push({1, 0, 0, 0});
+  EXPECT_DEATH(queue.use_binary_heap(true), "chosen while it is empty");
 }
 
 TEST(EngineQueueDeathTest, FrontOfAnEmptyQueueIsABrokenInvariant) {
