@@ -1,4 +1,5 @@
-// The event loop's queue of future events (engine.cc): a monotone radix heap. Tested by
+// The event loop's queue of future events (engine.cc): a monotone radix heap for programs of
+// many ranks, a binary heap for small ones (use_binary_heap). Tested by
 // tests/simulator/engine_queue_test.cc (against a binary heap on the same pushes and pops) and,
 // through the engine, by every simulator test and the zoo's golden outputs.
 //
