@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <queue>
 #include <sstream>
 
 #include "core/status.h"
@@ -98,8 +97,7 @@ void Engine::push(TimeNs t, std::int32_t id, std::int32_t version) {
     due_now_.push_back(Event{t, seq_++, id, version});
     return;
   }
-  heap_.push_back(Event{t, seq_++, id, version});
-  std::push_heap(heap_.begin(), heap_.end(), Later{});
+  queue_.push(Event{t, seq_++, id, version});
 }
 
 void Engine::try_start(std::int32_t s) {
@@ -287,22 +285,25 @@ std::int64_t Engine::run() {
   joins_.shrink_to_fit();
   link_count_.assign(link_flows_.size(), 0);
   if (compute_spread_ > 0) ready_.assign(ops_.size(), Arrival{});
-  heap_.reserve(1024);
 
+  // The queue holds about one event per busy stream: a radix heap pays off with many
+  // (--all-ranks on hundreds of ranks), a binary heap with few (one rank per stage).
+  constexpr std::size_t kRadixStreams = 64 * 8;  // 64 simulated ranks
+  queue_.use_binary_heap(streams_.size() < kRadixStreams);
   for (std::int32_t s = 0; s < static_cast<std::int32_t>(streams_.size()); ++s) try_start(s);
   for (;;) {
     Event ev;
+    // The queue's time is now_ (it moves only when the loop takes from it), so what it holds
+    // due now comes first only with a lower sequence number; the rest of it is later.
     if (due_head_ < due_now_.size() &&
-        (heap_.empty() || heap_.front().time > now_ || heap_.front().seq > due_now_[due_head_].seq)) {
+        (!queue_.has_due_at_last_time() || queue_.front().seq > due_now_[due_head_].seq)) {
       ev = due_now_[due_head_++];
       if (due_head_ == due_now_.size()) {
         due_now_.clear();
         due_head_ = 0;
       }
-    } else if (!heap_.empty()) {
-      std::pop_heap(heap_.begin(), heap_.end(), Later{});
-      ev = heap_.back();
-      heap_.pop_back();
+    } else if (!queue_.empty()) {
+      ev = queue_.pop();
     } else {
       break;
     }

@@ -19,6 +19,7 @@
 
 #include "core/cost/straggler.h"
 #include "core/units.h"
+#include "simulator/engine_queue.h"
 
 namespace trainplan::sim {
 
@@ -140,18 +141,6 @@ class Engine {
     TimeNs ready = -1;
     TimeNs lane_work = 0;
   };
-  struct Event {
-    TimeNs time;
-    std::uint64_t seq;
-    std::int32_t id;       // >= 0: op completes; < 0: collective ~id completes
-    std::int32_t version;
-  };
-  struct Later {
-    bool operator()(const Event& a, const Event& b) const {
-      return a.time != b.time ? a.time > b.time : a.seq > b.seq;
-    }
-  };
-
   void push(TimeNs t, std::int32_t id, std::int32_t version);
   void try_start(std::int32_t stream);
   void arrive(std::int32_t collective);
@@ -177,9 +166,9 @@ class Engine {
   std::vector<std::int32_t> succ_;
   std::vector<std::int32_t> link_count_;
   std::vector<std::vector<std::int32_t>> link_flows_;  // active collectives per link
-  std::vector<Event> heap_;
-  // Events due now (zero-length ops), in order: they skip the heap. Every entry has time now_
-  // and a larger sequence number than any heap event it is taken before.
+  EventQueue queue_;  // future events (engine_queue.h)
+  // Events due now (zero-length ops), in order: they skip the queue. Every entry has time now_
+  // and a larger sequence number than any queued event it is taken before.
   std::vector<Event> due_now_;
   std::size_t due_head_ = 0;
   std::vector<std::int32_t> scratch_;
