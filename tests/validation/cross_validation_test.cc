@@ -36,9 +36,15 @@ namespace {
 // median from 28.9% to 9.9%, a 28-run NVIDIA dgxc family joined the corpus, and FlashAttention-2's
 // published rates timed the runs whose source pins it: 9.58% and 46.2% over 170 runs, tightened
 // to 9.7% and 47%, memory to 10.5% (bench/results/published-2026-11-25b/NOTES.md).
-constexpr double kMedianRatchet = 0.097;
-constexpr double kP90Ratchet = 0.47;
-constexpr double kMemoryMedianRatchet = 0.105;
+// 2026-11-25 (third study): loosened to 11.6%, 45% and 18%, said in
+// bench/results/published-2026-11-25c/NOTES.md. Two new families joined (34 runs): nanotron's
+// Ultra-Scale Playbook, held out at 24% (+45%, memory 34%), and torchtitan's async-TP runs. On
+// that 204-run corpus the old model measured 11.8%, 48.5%, memory 17.6%; the FP8 recipe as
+// frameworks run it (delayed scaling, weight casts cached over micro-batches) brings it to
+// 11.49%, 44.3%, memory 17.6%. The ratchets hold the larger corpus's figures from here.
+constexpr double kMedianRatchet = 0.116;
+constexpr double kP90Ratchet = 0.45;
+constexpr double kMemoryMedianRatchet = 0.18;
 
 Json read_json(const std::string& relative) {
   std::ifstream in(std::string(TRAINPLAN_SOURCE_DIR) + "/" + relative);
