@@ -785,14 +785,20 @@ TEST(ContextParallel, GatheredKvIsATransientBufferOfTheLayer) {
 // twice (amax, then cast), delayed and block once; each writes the FP8 tensor and its
 // transpose, block also a one-byte scale per 32 elements of each. A cached weight is cast on
 // the step's first micro-batch only: each of the M micro-batches carries 1/M of its cast.
-TEST(Fp8, CastBytesFollowTheScalingAndTheWeightCache) {
-  const ModelSpec m = load_repo_model("llama3-8b.json");
+// Llama 3 8B's plan for the FP8 tests: tp 2, dp 4, one sequence per micro-batch.
+Plan fp8_test_plan(std::int64_t global_batch_size, bool fp8) {
   Plan p;
   p.tp = 2;
   p.dp = 4;
   p.micro_batch_size = 1;
-  p.global_batch_size = 32;  // M = 8 micro-batches per replica
-  p.fp8 = true;
+  p.global_batch_size = global_batch_size;
+  p.fp8 = fp8;
+  return p;
+}
+
+TEST(Fp8, CastBytesFollowTheScalingAndTheWeightCache) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  const Plan p = fp8_test_plan(32, true);  // M = 8 micro-batches per replica
   auto qkv_cast = [&](const Plan& plan, double* input_elems, double* weight_elems) {
     const std::vector<Task> fwd = layer_forward_tasks(m, plan);
     for (std::size_t i = 1; i < fwd.size(); ++i)
@@ -831,13 +837,8 @@ TEST(Fp8, CastBytesFollowTheScalingAndTheWeightCache) {
 
 TEST(Fp8, LinearGemmsRunInFp8AfterTheirCastsAndNothingElseChanges) {
   const ModelSpec m = load_repo_model("llama3-8b.json");
-  Plan p;
-  p.tp = 2;
-  p.dp = 4;
-  p.micro_batch_size = 1;
-  p.global_batch_size = 8;
-  Plan f = p;
-  f.fp8 = true;
+  const Plan p = fp8_test_plan(8, false);
+  const Plan f = fp8_test_plan(8, true);
   const std::vector<Task> fwd = layer_forward_tasks(m, f), base = layer_forward_tasks(m, p);
   int fp8_gemms = 0, casts = 0;
   for (const Task& t : fwd) {
