@@ -38,6 +38,9 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
     return no("attention_kernel " + std::string(to_string(p.attention_kernel)) +
               " (a GPU kernel's published rates, for plan and simulate): use generic");
   if (m.is_mla()) return no("multi-head latent attention (kv_lora_rank > 0)");
+  if (m.router_groups > 0)
+    return no("group-limited routing (router_groups=" + std::to_string(m.router_groups) +
+              "); it routes each token's top-k over every expert");
   if (m.v_dim() != m.head_dim)
     return no("v_head_dim=" + std::to_string(m.v_dim()) + " different from head_dim=" +
               std::to_string(m.head_dim));

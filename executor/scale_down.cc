@@ -117,6 +117,9 @@ void to_executor_model(ModelSpec& m, Changes& c) {
   c.set("position_embedding", m.position, PositionKind::kLearned, gpt);
   c.set("bias", m.bias, true, gpt);
   c.set("dropout", m.dropout, false, "the executor trains without dropout");
+  c.set("router_groups", m.router_groups, std::int64_t{0},
+        "group-limited routing -> top-k over every expert: the CPU executor routes so");
+  c.set("router_group_topk", m.router_group_topk, std::int64_t{0}, "no groups");
 }
 
 // Layers that stay dense in an MoE stack: those below the new layer count, at least one MoE
@@ -137,6 +140,12 @@ void to_executor_plan(Plan& p, Changes& c) {
   c.set("precision", p.precision, Precision::kFp32,
         "the CPU executor computes and communicates float32");
   c.set("fp8", p.fp8, false, "the CPU executor computes in float32");
+  c.set("fp8_scaling", p.fp8_scaling, Fp8Scaling::kCurrent, "no FP8 casts");
+  c.set("fp8_weight_cache", p.fp8_weight_cache, false, "no FP8 casts");
+  c.set("attention_kernel", p.attention_kernel, AttentionKernel::kGeneric,
+        "the CPU executor runs its own attention kernel");
+  c.set("cross_entropy", p.cross_entropy, CrossEntropy::kFused,
+        "the CPU executor runs its own loss");
   c.set("offload", p.offload, Offload::kNone,
         "on a CPU the host is the device: nothing to offload to");
   c.set("offload_device", p.offload_device, OffloadDevice::kCpu, "nothing is offloaded");

@@ -131,6 +131,33 @@ TEST(ScaleDown, MixtureOfExpertsStaysOne) {
   EXPECT_EQ(r->plan.ep, 8);
 }
 
+// DeepSeek-V3's group-limited routing becomes top-k over every expert, and an FP8 plan written
+// as Transformer Engine runs it (delayed scaling, cached weights) loses its FP8 fields with its
+// FP8, so the scaled plan is still one the planner accepts; each change is listed.
+TEST(ScaleDown, GroupedRoutingAndTheFp8RecipeAreDropped) {
+  ModelSpec m = zoo("mixtral-8x7b.json");
+  m.router_groups = 4;
+  m.router_group_topk = 2;
+  Plan p;
+  p.dp = 8;
+  p.ep = 8;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 512;
+  p.fp8 = true;
+  p.fp8_scaling = Fp8Scaling::kDelayed;
+  p.fp8_weight_cache = true;
+  p.attention_kernel = AttentionKernel::kFlash2;
+  auto r = scale_down(m, p);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(check_executor_supports(r->model, r->plan).ok())
+      << check_executor_supports(r->model, r->plan).message();
+  EXPECT_EQ(r->model.router_groups, 0);
+  EXPECT_FALSE(r->plan.fp8_weight_cache);
+  for (const char* what : {"router_groups 4 -> 0", "fp8_scaling delayed -> current",
+                           "fp8_weight_cache true -> false", "attention_kernel flash2 -> generic"})
+    EXPECT_TRUE(lists(*r, what)) << what;
+}
+
 TEST(ScaleDown, APlanThatDoesNotFitItsModelIsRefusedNamingTheField) {
   Plan p;
   p.tp = 5;

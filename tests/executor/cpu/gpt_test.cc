@@ -222,6 +222,14 @@ TEST(Params, UnsupportedModelsAreRejectedWithAReason) {
   ModelSpec narrow_v = m;
   narrow_v.v_head_dim = m.head_dim / 2;
   EXPECT_NE(check_executor_supports(narrow_v, p).message().find("v_head_dim"), std::string::npos);
+  // Group-limited routing (DeepSeek-V3's) would be routed as plain top-k: refused by name.
+  ModelSpec grouped = m;
+  grouped.num_experts = 8;
+  grouped.experts_per_token = 2;
+  grouped.router_groups = 4;
+  grouped.router_group_topk = 2;
+  EXPECT_NE(check_executor_supports(grouped, p).message().find("router_groups=4"),
+            std::string::npos);
 }
 
 // Plan fields that plan and simulate model and the executor does not run: each is rejected
