@@ -302,6 +302,8 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
     Plan probe;
     probe.precision = options.precision;
     probe.fp8 = options.fp8;
+    probe.fp8_scaling = options.fp8_scaling;
+    probe.fp8_weight_cache = options.fp8_weight_cache;
     TRAINPLAN_RETURN_IF_ERROR(validate_plan(probe));
     auto rates = plan_rates(probe, cluster.gpu, options.hardware);
     if (!rates.ok()) return rates.status();

@@ -30,6 +30,8 @@ struct PlannerOptions {
   AttentionImpl attention = AttentionImpl::kFused;
   GradPrecision grad_precision = GradPrecision::kCompute;
   bool fp8 = false;                     // every candidate trains its linear GEMMs in FP8 (Plan::fp8)
+  Fp8Scaling fp8_scaling = Fp8Scaling::kCurrent;  // with fp8: Plan::fp8_scaling of every candidate
+  bool fp8_weight_cache = false;                  // with fp8: Plan::fp8_weight_cache
   // MoE: candidates that can (ep > 1; pp = 1 with 1F1B or pp > 1 interleaved; not full
   // recompute or ZeRO-3) overlap their expert all-to-all across micro-batches (Plan::ep_overlap).
   bool ep_overlap = false;

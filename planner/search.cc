@@ -219,6 +219,8 @@ Plan plan_with_options(const PlannerOptions& o, std::int64_t tp, std::int64_t cp
   p.attention = o.attention;
   p.grad_precision = o.grad_precision;
   p.fp8 = o.fp8;
+  p.fp8_scaling = o.fp8_scaling;
+  p.fp8_weight_cache = o.fp8_weight_cache;
   return p;
 }
 

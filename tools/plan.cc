@@ -188,6 +188,12 @@ int run(int argc, char** argv) {
       {"memory-headroom", true, "fraction of GPU memory kept free (default 0.10)"},
       {"allow-cross-node-tp", false, "consider tensor parallelism across nodes"},
       {"fp8", false, "train the linear layers' GEMMs in FP8 (Hopper or newer)"},
+      {"fp8-scaling", true,
+       "with --fp8: current (default; amax then cast, TE Float8CurrentScaling, torchao), delayed "
+       "(amax history, TE DelayedScaling, Megatron/NeMo before TE 2.2) or block (MXFP8)"},
+      {"fp8-weight-cache", false,
+       "with --fp8: weights cast once per step and reused by its micro-batches (Transformer "
+       "Engine under Megatron-Core)"},
       {"tp-comm-overlap", false,
        "overlap sequence parallelism's TP all-gathers and reduce-scatters with the GEMMs beside "
        "them (Megatron-Core's --tp-comm-overlap, PyTorch async TP)"},
@@ -275,8 +281,9 @@ int run(int argc, char** argv) {
                              "' (expected one of: " + allowed + ")",
                          ExitCode::kUsage);
   };
-  int precision = 0, optimizer = 0, attention = 0, grad_precision = 0;
+  int precision = 0, optimizer = 0, attention = 0, grad_precision = 0, fp8_scaling = 0;
   for (const Status& st : {choice("precision", {"bf16", "fp16", "fp32"}, precision),
+                           choice("fp8-scaling", {"current", "delayed", "block"}, fp8_scaling),
                            choice("optimizer", {"adamw", "sgd", "sgd-momentum"}, optimizer),
                            choice("attention", {"fused", "unfused"}, attention),
                            choice("grad-precision", {"compute", "fp32"}, grad_precision)})
@@ -289,6 +296,13 @@ int run(int argc, char** argv) {
   opt.optimizer = static_cast<Optimizer>(optimizer);
   opt.attention = static_cast<AttentionImpl>(attention);
   opt.grad_precision = static_cast<GradPrecision>(grad_precision);
+  opt.fp8_scaling = static_cast<Fp8Scaling>(fp8_scaling);
+  opt.fp8_weight_cache = args.has("fp8-weight-cache");
+  if (!opt.fp8 && (args.has("fp8-scaling") || opt.fp8_weight_cache))
+    return cli::fail("plan", Status::Error(std::string(args.has("fp8-scaling") ? "--fp8-scaling"
+                                                                               : "--fp8-weight-cache") +
+                                               " describes FP8 casts and needs --fp8",
+                                           ExitCode::kUsage));
   const bool json = args.has("json");
   cli::Progress refining("plan", "simulating the best candidates", cli::progress_mode(args));
   opt.refine_progress = [&](std::int64_t done, std::int64_t total) { refining.update(done, total); };

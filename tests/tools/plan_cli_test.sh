@@ -75,6 +75,13 @@ expect 4 "the plan needs tp*cp*pp*dp" -- "$tools/simulate" --model "$src/models/
 expect 4 "fp8: A100-80GB has no FP8 tensor-core rate" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 8 --gpu A100-80GB --fp8
 expect 0 "Recommendation: tp=" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 8 --fp8 --emit-plan "$tmp/fp8.json"
 if grep -q '"fp8": true' "$tmp/fp8.json"; then passed=$((passed + 1)); else echo "FAIL: plan --fp8 emitted no fp8 plan"; failures=$((failures + 1)); fi
+# The FP8 recipe as Transformer Engine under Megatron-Core runs it reaches the emitted plan;
+# without --fp8 it is a usage error naming the flag, and an unknown scaling names the choices.
+expect 0 "Recommendation: tp=" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 8 --fp8 --fp8-scaling delayed --fp8-weight-cache --emit-plan "$tmp/fp8te.json"
+if grep -q '"fp8_scaling": "delayed"' "$tmp/fp8te.json" && grep -q '"fp8_weight_cache": true' "$tmp/fp8te.json"; then passed=$((passed + 1)); else echo "FAIL: plan --fp8-scaling delayed --fp8-weight-cache emitted neither field"; failures=$((failures + 1)); fi
+expect 2 "--fp8-scaling describes FP8 casts and needs --fp8" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 8 --fp8-scaling delayed
+expect 2 "--fp8-weight-cache describes FP8 casts and needs --fp8" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 8 --fp8-weight-cache
+expect 2 "--fp8-scaling: unknown value 'rowwise' (expected one of: current, delayed, block)" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 8 --fp8 --fp8-scaling rowwise
 expect 2 "--max-cp: value 0 is out of range" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --max-cp 0
 out="$("$plan" --model "$src/models/llama3-8b.json" --seq-len 131072 --gpus 16 --max-cp 1 2>&1)"
 if grep -q "cp above --max-cp" <<<"$out" && ! grep -Eq '^Recommendation: tp=[0-9]+ cp=' <<<"$out"; then
