@@ -254,6 +254,30 @@ TEST(PublishedRun, AGivenLayerSplitIsKeptAndChecked) {
   EXPECT_NE(map_error(e).find("field 'layers_per_stage'"), std::string::npos);
 }
 
+TEST(PublishedRun, ZeroBubbleH1ScheduleIsReadAndChecked) {
+  // Qi et al. 2024 (arXiv:2401.10241) Table 3's 1.5B model: 22 layers on 8 pipeline stages,
+  // one fewer on the end stages, run with ZB-1p (ZB-H1's order, Table 5).
+  Json e = gpt_entry();
+  e["model"]["layers"] = 22;
+  e["model"]["seq_len"] = 1024;
+  e["hardware"]["num_gpus"] = 8;
+  e["parallel"] = Json::parse(R"({"tp": 1, "pp": 8, "dp": 1, "micro_batch": 6,
+      "global_batch": 144, "schedule": "zb-h1", "layers_per_stage": [2, 3, 3, 3, 3, 3, 3, 2]})");
+  const PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.plan.schedule, Schedule::kZbH1);
+  EXPECT_EQ(r.plan.layers_per_stage, (std::vector<std::int64_t>{2, 3, 3, 3, 3, 3, 3, 2}));
+  // The plan's own check: a zero-bubble order needs a pipeline.
+  e["model"]["layers"] = 24;
+  e["parallel"] = Json::parse(R"({"tp": 1, "pp": 1, "dp": 8, "micro_batch": 6,
+      "global_batch": 144, "schedule": "zb-h1"})");
+  EXPECT_NE(map_error(e).find("schedule zb-h1 needs pp >= 2"), std::string::npos);
+  // ZB-2p has no order of its own in the plan: refused by name, not mapped to another.
+  e["parallel"]["schedule"] = "zb-2p";
+  const std::string err = map_error(e);
+  EXPECT_NE(err.find("field 'schedule'"), std::string::npos) << err;
+  EXPECT_NE(err.find("unknown value \"zb-2p\""), std::string::npos) << err;
+}
+
 TEST(PublishedRun, MissingShapeFieldsAndGpuDescriptions) {
   Json e = gpt_entry();
   e["model"].erase("vocab");
