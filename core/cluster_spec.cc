@@ -31,6 +31,12 @@ double GpuSpec::peak_flops_per_s(Precision p) const {
   return 0;
 }
 
+double in_step_gemm_efficiency(const GpuSpec& gpu, double share) {
+  const double achievable = gpu.achievable_matmul_fraction > 0 ? gpu.achievable_matmul_fraction
+                                                               : kUnmeasuredMatmulFraction;
+  return std::min(1.0, share * achievable);
+}
+
 namespace {
 
 // Node-level defaults that come with each GPU preset (a DGX/HGX node of that GPU).
@@ -67,6 +73,26 @@ void add_nvme(std::vector<Preset>& presets) {
 
 // Per-step ring latencies: NCCL's own tuning model puts a ring hop at a few microseconds over
 // NVLink and more across InfiniBand; these are defaults for `calibrate` to replace.
+// Measured maximum achievable matmul fractions (GpuSpec::achievable_matmul_fraction): S. Bekman,
+// "Machine Learning Engineering", compute/accelerator/README.md, MAMF table (bf16). Parts
+// built on a measured die take that die's figure: H800, H200 ("H200 is the same") and the 96 GB
+// H100 are H100 dies; the 96 GB part's fraction applies to its estimated peak. This workplace's
+// H200 measured 769-798 TFLOP/s on an 8192^3 bf16 GEMM (0.78-0.81), in line. V100 has no row.
+void add_achievable_matmul(std::vector<Preset>& p) {
+  for (Preset& preset : p) {
+    GpuSpec& g = preset.gpu;
+    const std::string_view n = g.name;
+    if (n.starts_with("A100")) {
+      g.achievable_matmul_fraction = 271.2 / 312;  // A100 SXM
+    } else if (n.starts_with("H100") || n.starts_with("H200") || n.starts_with("H800")) {
+      g.achievable_matmul_fraction = 794.5 / 989;
+    } else if (n.starts_with("B200")) {
+      g.achievable_matmul_fraction = 1745.0 / 2250;
+    }
+    g.gemm_efficiency = in_step_gemm_efficiency(g, kPresetGemmShare);
+  }
+}
+
 constexpr double kIntraLatencyUs = 2.0;
 constexpr double kInterLatencyUs = 6.0;
 
@@ -162,6 +188,7 @@ std::vector<Preset> presets() {
                               : n.starts_with("V100") ? "volta"
                                                       : "hopper";
   }
+  add_achievable_matmul(p);
   add_nvme(p);
   return p;
 }
@@ -270,6 +297,8 @@ Json gpu_to_json(const GpuSpec& g) {
   j["nvlink_GBps"] = g.nvlink_bytes_per_s / kGB;
   j["sm_count"] = g.sm_count;
   j["gemm_efficiency"] = g.gemm_efficiency;
+  if (g.achievable_matmul_fraction > 0)
+    j["achievable_matmul_fraction"] = g.achievable_matmul_fraction;
   j["memory_efficiency"] = g.memory_efficiency;
   j["source"] = g.source;
   return j;
@@ -305,7 +334,11 @@ Result<GpuSpec> gpu_from_json(const Json& j, const std::string& where) {
   if (r.get_double("hbm_GBps", v, 1e-12, 1e6, need)) g.hbm_bytes_per_s = v * kGB;
   if (r.get_double("nvlink_GBps", v, 0, 1e6, false)) g.nvlink_bytes_per_s = v * kGB;
   r.get_int("sm_count", g.sm_count, 1, 100000, need);
-  r.get_double("gemm_efficiency", g.gemm_efficiency, 0.01, 1.0, false);
+  r.get_double("achievable_matmul_fraction", g.achievable_matmul_fraction, 0.01, 1.0, false);
+  // Not given: the presets' share of the part's achievable matmul rate (its own, or the one it
+  // takes from its base, or kUnmeasuredMatmulFraction).
+  if (!r.get_double("gemm_efficiency", g.gemm_efficiency, 0.01, 1.0, false))
+    g.gemm_efficiency = in_step_gemm_efficiency(g, kPresetGemmShare);
   r.get_double("memory_efficiency", g.memory_efficiency, 0.01, 1.0, false);
   r.get_string("source", g.source, false);
   int arch = 0;

@@ -32,7 +32,7 @@ struct Score {
 };
 
 double distance(const EfficiencyPoint& a, const EfficiencyPoint& b) {
-  return std::hypot(a.gemm_efficiency - b.gemm_efficiency,
+  return std::hypot(a.gemm_share - b.gemm_share,
                     a.memory_efficiency - b.memory_efficiency);
 }
 
@@ -107,8 +107,8 @@ ErrorStats error_stats(const std::vector<double>& signed_errors) {
 
 std::vector<EfficiencyPoint> default_efficiency_grid() {
   std::vector<EfficiencyPoint> grid;
-  for (int g = 0; g <= 6; ++g)
-    for (int m = 0; m <= 2; ++m) grid.push_back({0.60 + 0.05 * g, 0.45 + 0.15 * m});
+  for (int g = 0; g <= 7; ++g)
+    for (int m = 0; m <= 2; ++m) grid.push_back({0.65 + 0.05 * g, 0.45 + 0.15 * m});
   return grid;
 }
 

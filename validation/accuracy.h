@@ -5,8 +5,8 @@
 // one family share whatever made them fast or slow (the framework's overheads, the cluster, the
 // authors' FLOP convention), so a constant chosen by looking at a family's runs would flatter
 // its prediction. Cross-validation therefore chooses the model's measured-efficiency constants
-// (GpuSpec::gemm_efficiency and memory_efficiency, the two the presets set by looking at
-// measurements; see core/cluster_spec.h) on every family but one, then predicts that one; the
+// (the GEMMs' share of each part's achievable matmul rate, and memory_efficiency; see
+// core/cluster_spec.h) on every family but one, then predicts that one; the
 // held-out predictions of every family together give the headline.
 //
 // Used by `simulate --published FILE --cross-validate`; tested by
@@ -19,6 +19,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "core/cluster_spec.h"
 
 namespace trainplan {
 
@@ -46,12 +48,15 @@ struct FamilyStats {
 
 // The constants cross-validation chooses: a point of a small grid.
 struct EfficiencyPoint {
-  double gemm_efficiency = 0.8;
-  double memory_efficiency = 0.6;
+  // The step's GEMMs as a share of the part's maximum achievable matmul rate
+  // (in_step_gemm_efficiency, core/cluster_spec.h): one share for every GPU generation, so each
+  // part's measured MAMF fraction sets how its GEMMs differ from another part's.
+  double gemm_share = kPresetGemmShare;
+  double memory_efficiency = GpuSpec{}.memory_efficiency;
 };
-// The grid searched: gemm 0.60..0.90 by 0.05 (cuBLAS large-GEMM fractions measured from 0.6 on
-// A100 to 0.9 on well-shaped H100 GEMMs; see hardware.json) x memory 0.45..0.75 by 0.15 (the
-// LayerNorm measurement of core/cluster_spec.h at 0.35-0.4 up to near-copy 0.75).
+// The grid searched: GEMM share 0.65..1.00 by 0.05 (GEMM efficiency from 0.50 of peak on a
+// B200 to 0.87 on an A100) x memory 0.45..0.75 by 0.15 (the LayerNorm measurement of
+// core/cluster_spec.h at 0.35-0.4 up to near-copy 0.75).
 std::vector<EfficiencyPoint> default_efficiency_grid();
 
 struct CrossValidation {

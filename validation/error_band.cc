@@ -51,13 +51,12 @@ CrossValidation cross_validate_published(const std::vector<const PublishedRun*>&
   for (const PublishedRun* r : runs) families.push_back(r->family.key());
   auto evaluate = [&](std::size_t i, const EfficiencyPoint& point) {
     PublishedRun run = *runs[i];
-    run.cluster.gpu.gemm_efficiency = point.gemm_efficiency;
+    run.cluster.gpu.gemm_efficiency = in_step_gemm_efficiency(run.cluster.gpu, point.gemm_share);
     run.cluster.gpu.memory_efficiency = point.memory_efficiency;
     auto sim = simulate_step(run.model, run.cluster, run.plan, run.options);
     return sim.ok() ? run_errors(compare_published_run(run, sim->report)) : RunErrors{};
   };
-  const GpuSpec preset_gpu;
-  const EfficiencyPoint presets{preset_gpu.gemm_efficiency, preset_gpu.memory_efficiency};
+  const EfficiencyPoint presets;
   return cross_validate(families, default_efficiency_grid(), presets, evaluate, threads);
 }
 

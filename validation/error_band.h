@@ -23,8 +23,9 @@
 namespace trainplan {
 
 // Leave-one-family-out over published runs: each run simulated at every point of
-// default_efficiency_grid() (the run's GpuSpec::gemm_efficiency and memory_efficiency set to the
-// point) and at the presets' constants, over `threads` threads.
+// default_efficiency_grid() (the run's GEMM efficiency set to the point's share of its part's
+// achievable matmul rate, its memory_efficiency to the point's) and at the presets' constants,
+// over `threads` threads.
 CrossValidation cross_validate_published(const std::vector<const PublishedRun*>& runs,
                                          unsigned threads);
 

@@ -78,8 +78,17 @@ def main():
         return 2
     at_presets = {f["family"]: f for f in presets["summary"]["by_family"]}
     folds = {f["family"]: f for f in cv["folds"]}
+
+    def rounded(value):
+        return round(value, 2) if isinstance(value, float) else value
+
+    def gemm_of(point):
+        # "gemm_share" (a share of each part's achievable matmul rate) since 2026-11-25;
+        # "gemm_efficiency" (one fraction of peak for every part) in earlier studies.
+        return rounded(point.get("gemm_share", point.get("gemm_efficiency", "-")))
+
     lines = ["| family (source / framework / GPU) | runs | presets: median, p90, mean | "
-             "cross-validated: median, p90, mean | chosen gemm, memory | memory: median, mean (n) |",
+             "cross-validated: median, p90, mean | chosen gemm share, memory | memory: median, mean (n) |",
              "|---|---:|---|---|---|---|"]
     for f in cv["by_family"]:
         p = at_presets.get(f["family"], {}).get("throughput")
@@ -88,7 +97,7 @@ def main():
         mm, _, ms, mn = stats_cell(f["memory"])
         fold = folds.get(f["family"], {})
         lines.append(f"| {f['family']} | {n} | {pm}, {pp}, {ps} | {m}, {q}, {s} | "
-                     f"{fold.get('gemm_efficiency', '-')}, {fold.get('memory_efficiency', '-')} | "
+                     f"{gemm_of(fold)}, {rounded(fold.get('memory_efficiency', '-'))} | "
                      + (f"{mm}, {ms} ({mn})" if mn != "0" else "-") + " |")
     t, mem = cv["throughput"], cv["memory"]
     pt = cv["presets"]["throughput"]
@@ -99,8 +108,8 @@ def main():
         f"- Memory where published, held out: median {pct(mem['median_abs'])}, mean "
         f"{spct(mem['mean_signed'])} over {mem['runs']} runs.",
         f"- For comparison only: the presets' constants {pct(pt['median_abs'])} / "
-        f"{pct(pt['p90_abs'])} / {spct(pt['mean_signed'])}; one fit over every run (gemm "
-        f"{fa['gemm_efficiency']}, memory {fa['memory_efficiency']}) "
+        f"{pct(pt['p90_abs'])} / {spct(pt['mean_signed'])}; one fit over every run (gemm share "
+        f"{gemm_of(fa)}, memory {fa['memory_efficiency']}) "
         f"{pct(fa['throughput']['median_abs'])} / {pct(fa['throughput']['p90_abs'])} / "
         f"{spct(fa['throughput']['mean_signed'])}.",
         f"- Runs in the corpus: {presets['summary']['runs']}; simulated: "

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <initializer_list>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -448,6 +449,62 @@ TEST(ClusterLoader, CustomGpuErrors) {
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->gpu.peak_bf16_flops_per_s, 0.0);
   EXPECT_DOUBLE_EQ(c->gpu.peak_fp16_flops_per_s, 125e12);
+}
+
+// GEMM efficiency per generation: each preset's measured maximum achievable matmul fraction
+// (core/cluster_spec.h, Bekman's MAMF table) times the one share the corpus fit chose.
+TEST(GpuPresets, GemmEfficiencyIsTheShareOfEachPartsAchievableMatmulRate) {
+  const std::vector<std::pair<const char*, double>> measured = {
+      {"A100-80GB", 271.2 / 312}, {"H100-80GB", 794.5 / 989}, {"H200-141GB", 794.5 / 989},
+      {"H800-80GB", 794.5 / 989}, {"B200-192GB", 1745.0 / 2250}};
+  for (const auto& [name, fraction] : measured) {
+    auto g = gpu_preset(name);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    EXPECT_DOUBLE_EQ(g->achievable_matmul_fraction, fraction) << name;
+    EXPECT_DOUBLE_EQ(g->gemm_efficiency, kPresetGemmShare * fraction) << name;
+    EXPECT_DOUBLE_EQ(g->memory_efficiency, kPresetMemoryEfficiency) << name;
+  }
+  // No measurement for V100: the assumed fraction, said in its constant.
+  auto v100 = gpu_preset("V100-32GB");
+  ASSERT_TRUE(v100.ok());
+  EXPECT_EQ(v100->achievable_matmul_fraction, 0.0);
+  EXPECT_DOUBLE_EQ(v100->gemm_efficiency, kPresetGemmShare * kUnmeasuredMatmulFraction);
+  // A share above what the part can reach is capped at its peak.
+  EXPECT_DOUBLE_EQ(in_step_gemm_efficiency(*v100, 2.0), 1.0);
+}
+
+TEST(ClusterLoader, CustomGpuGemmEfficiencyFollowsItsAchievableMatmulFraction) {
+  // Not given: the presets' share of the part's own fraction, else of the assumed one.
+  Json j = custom_gpu_cluster();
+  auto c = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_DOUBLE_EQ(c->gpu.gemm_efficiency, kPresetGemmShare * kUnmeasuredMatmulFraction);
+  j["gpu"]["achievable_matmul_fraction"] = 0.7;
+  c = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_DOUBLE_EQ(c->gpu.achievable_matmul_fraction, 0.7);
+  EXPECT_DOUBLE_EQ(c->gpu.gemm_efficiency, kPresetGemmShare * 0.7);
+  // Given: kept as given.
+  j["gpu"]["gemm_efficiency"] = 0.5;
+  c = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_DOUBLE_EQ(c->gpu.gemm_efficiency, 0.5);
+  // A base's fraction carries over, and an override of it moves the derived efficiency.
+  j = Json::parse(R"({"num_nodes": 1, "gpus_per_node": 8,
+                      "gpu": {"name": "A100 tuned", "base": "A100-80GB",
+                              "achievable_matmul_fraction": 0.9}})");
+  c = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_DOUBLE_EQ(c->gpu.gemm_efficiency, kPresetGemmShare * 0.9);
+  // Out of range: named with its value.
+  for (double bad : {0.0, 1.2}) {
+    j = custom_gpu_cluster();
+    j["gpu"]["achievable_matmul_fraction"] = bad;
+    std::ostringstream value;
+    value << bad;
+    EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"),
+                          {"c.json", "'achievable_matmul_fraction'", value.str()}));
+  }
 }
 
 // Volta: V100 presets by datasheet name, DGX-2's 16 GPUs per node, fp16 only.
