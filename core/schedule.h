@@ -68,6 +68,12 @@ std::vector<PipeStep> schedule_zb_h1(std::int64_t pp, std::int64_t stage,
 // rules). Micro-batches 0 .. M/2-1 go in direction 0, the rest in direction 1.
 std::vector<PipeStep> schedule_dualpipe(std::int64_t pp, std::int64_t stage,
                                         std::int64_t micro_batches);
+// How many F&B pairs (PipeStep::overlap_next) stage `stage`'s DualPipe order holds, in closed
+// form from the reference's phase lengths: two per step-4 iteration, one per step-5 iteration,
+// less the middle stages' first step-4 pair, which runs unpaired. The planner's estimate
+// credits each pair's overlap (tests/simulator/schedule_test.cc counts the order's marks).
+std::int64_t dualpipe_overlapped_pairs(std::int64_t pp, std::int64_t stage,
+                                       std::int64_t micro_batches);
 // What one chunk's F, B and W passes cost, in any one unit: the ZB-V greedy places passes by
 // when they can start (the reference's scheduler takes its f, b and w costs the same way).
 // `communication`: one pipeline send between neighbouring stages in the same unit, added to
@@ -88,9 +94,18 @@ PassCosts zb_v_pass_costs(const ModelSpec& model, const Plan& plan);
 // the forward's time `forward_s` (the simulator's rates: a send takes as long as
 // forward * send_s / forward_s FLOPs of forward). Unchanged when either time is not positive.
 PassCosts with_send_time(PassCosts costs, double send_s, double forward_s);
-// All stages' orders at once (the greedy builds them together).
+// All stages' orders at once (the greedy builds them together). With a send
+// (costs.communication > 0) the send-blind order and send-aware ones (waits of 0, one and two
+// sends approved before a W fills them, or a lower-priority pass takes the stage) are each
+// replayed with the sends (zb_v_step_length); a send-aware order is kept only where it replays
+// at least 1% shorter than the send-blind one: never longer than the send-blind order.
 std::vector<std::vector<PipeStep>> schedule_zb_v(std::int64_t pp, std::int64_t micro_batches,
                                                  const PassCosts& costs = {});
+// A zb-v order replayed on every stage in order: each pass starts when its stage is free and
+// its dependency in the V has ended (a send later across stages; the sender held for it too
+// when costs.sender_waits). The step's length in the costs' unit.
+double zb_v_step_length(const std::vector<std::vector<PipeStep>>& order,
+                        std::int64_t micro_batches, const PassCosts& costs);
 // Whether the plan's schedule splits the backward into B and W steps.
 bool splits_backward(const Plan& plan);
 // The schedule of `stage` for the plan's schedule kind (`costs`: zb-v's pass costs).

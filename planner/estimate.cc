@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/schedule.h"
+
 namespace trainplan {
 
 namespace {
@@ -239,6 +241,7 @@ Estimator::StageTimes Estimator::stage_times(const Plan& plan, const MicroBatchT
   StageTimes st;
   st.layers = layers_on_stage(plan, model_, s);
   const double ep_fwd = add_layer_times(plan, mb, s, st);
+  st.ep_fwd = ep_fwd;
   if (plan.ep_overlap && st.ep > 0) hide_expert_all_to_all(ep_fwd, st);
   if (stage_holds_embedding(plan, s)) add_edge_times(mb.embedding, st);
   if (stage_holds_head(plan, s)) add_edge_times(mb.head, st);
@@ -251,7 +254,7 @@ Estimator::StageTimes Estimator::stage_times(const Plan& plan, const MicroBatchT
 // or head), so a micro-batch's share of the stage's work is half of what it holds.
 void Estimator::halve_for_two_directions(StageTimes& st) {
   for (double* x : {&st.fwd, &st.bwd, &st.compute, &st.tp, &st.ep, &st.cp, &st.pp,
-                    &st.weight_gradient, &st.edge})
+                    &st.weight_gradient, &st.edge, &st.ep_fwd})
     *x /= 2.0;
 }
 
@@ -319,10 +322,11 @@ double Estimator::interleaved_steady_s(const Plan& plan, const std::vector<Stage
 // no better than zb-h1 (bench/results/schedule-bubbles-2026-11-24), so the estimate takes the
 // larger of the two closed forms and the search does not rank zb-v ahead on a promise.
 // Fills the pipeline figures of `e`, and the busiest stage's parts per step.
-void Estimator::pipeline(const Plan& plan, const CostedStages& c, Estimate& e) {
+void Estimator::pipeline(const Plan& plan, const CostedStages& c, Estimate& e) const {
   const std::int64_t pp = plan.pp, M = plan.num_micro_batches(), v = plan.virtual_stages;
   double t_max = 0, t_sum = 0, t0 = 0, w_sum = 0, w_of_max = 0, f_sum = 0, f_last = 0;
   StageTimes busiest;
+  std::int64_t busiest_stage = 0;
   for (std::size_t i = 0; i < c.stages.size(); ++i) {
     const std::int64_t s = c.stages[i];
     const StageTimes& st = c.times[i];
@@ -338,6 +342,7 @@ void Estimator::pipeline(const Plan& plan, const CostedStages& c, Estimate& e) {
       t_max = t;
       w_of_max = st.weight_gradient;
       busiest = st;
+      busiest_stage = s;
     }
   }
   if (pp == 1) {
@@ -347,12 +352,7 @@ void Estimator::pipeline(const Plan& plan, const CostedStages& c, Estimate& e) {
   } else if (plan.schedule == Schedule::kZbH1) {
     e.pipeline_s = std::max(d(M) * t_max, d(M - 1) * t_max + t_sum - 2.0 * (w_sum - w_of_max));
   } else if (plan.schedule == Schedule::kDualPipe) {
-    // DeepSeek-V3 Table 2: bubble (pp/2 - 1)(F&B + B - 3W) on a stage's chunk, B the whole
-    // backward; F&B = F + B (a forward and a backward share the device; DeepSeek-V3 overlaps
-    // their communication, not their compute). An upper bound: core/schedule's order replayed
-    // idles (pp/2 - 1)(F + B_input - W) (tests/simulator/schedule_test.cc).
-    const double f = busiest.fwd, b = busiest.bwd, w = busiest.weight_gradient;
-    e.pipeline_s = d(M) * t_max + d(pp / 2 - 1) * std::max(0.0, f + 2.0 * b - 3.0 * w);
+    e.pipeline_s = dualpipe_pipeline_s(plan, busiest_stage, busiest, t_max);
   } else if (plan.schedule == Schedule::kZbV) {
     const double zb_h1 =
         std::max(d(M) * t_max, d(M - 1) * t_max + t_sum - 2.0 * (w_sum - w_of_max));
@@ -366,6 +366,41 @@ void Estimator::pipeline(const Plan& plan, const CostedStages& c, Estimate& e) {
   e.ep_comm_s = d(M) * busiest.ep;
   e.cp_comm_s = d(M) * busiest.cp;
   e.pp_comm_s = d(M) * busiest.pp;
+}
+
+// DualPipe (DeepSeek-V3, arXiv:2412.19437, sec. 3.2.1, fig. 4 and Table 2). An F&B pair, a
+// forward and the other direction's backward overlapped, takes what the simulator's fb_pair
+// plays, in closed form: each pass's expert all-to-alls (A) travel while the other pass
+// computes (C: the pair's compute and blocking collectives), and so does the forward's pipeline
+// send, which the backward no longer waits for. Beside an all-to-all compute runs on the SMs its
+// kernels leave (DeepSeek-V3 sec. 3.2.2 / 3.5.1: 20 of the H800's 132; slowdown s =
+// dualpipe_comm_sm_slowdown), so an all-to-all of a hidden beside compute stretches it by
+// a (1 - 1/s); compute shorter than A / s leaves the rest of A exposed:
+//   pair = max(A + send_F, C + A (1 - 1/s)),  saving = F + B - pair per pair.
+double dualpipe_fb_pair_s(double compute_s, double all_to_all_s, double forward_send_s,
+                          double sm_slowdown) {
+  const double stretch = all_to_all_s * (1.0 - 1.0 / sm_slowdown);
+  return std::max(all_to_all_s + forward_send_s, compute_s + stretch);
+}
+
+// The busiest stage runs dualpipe_overlapped_pairs of them (core/schedule) among its M forwards
+// and backwards. Its idle: Table 2's (pp/2 - 1)(F&B + B - 3W) is an upper bound; core/schedule's
+// order, replayed with F&B = F + B, idles exactly (pp/2 - 1)(F&B - 2W) = (pp/2 - 1)(F + B_input
+// - W) where F >= B_input, and at most (pp/2 - 1)(F&B - 2W + B_input - F) where B_input > F
+// (tests/simulator/schedule_test.cc, DualPipeBubbleAndActivationsAgainstDeepSeekV3Table2);
+// the estimate takes that. With Table 2's bound it was 11-12% high at pp 8 on the MoE test
+// model (tests/planner/estimate_vs_simulator_test.cc).
+double Estimator::dualpipe_pipeline_s(const Plan& plan, std::int64_t stage, const StageTimes& st,
+                                      double t_max) const {
+  const std::int64_t pp = plan.pp, M = plan.num_micro_batches();
+  const double s = plan.ep > 1 ? dualpipe_comm_sm_slowdown(cluster_.gpu.sm_count) : 1.0;
+  const double send_f = st.pp / 2.0, a2a = st.ep;
+  const double pair = dualpipe_fb_pair_s(st.fwd + st.bwd - a2a - send_f, a2a, send_f, s);
+  const double saving = std::max(0.0, st.fwd + st.bwd - pair);
+  const double pairs = d(sim::dualpipe_overlapped_pairs(pp, stage, M));
+  const double f_and_b = st.fwd + st.bwd - saving, w = st.weight_gradient;
+  const double idle = f_and_b - 2.0 * w + std::max(0.0, st.bwd - w - st.fwd);
+  return d(M) * t_max - pairs * saving + d(pp / 2 - 1) * std::max(0.0, idle);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -51,6 +51,14 @@ struct Estimate {
   double nvme_bytes_per_step = 0;
 };
 
+// DualPipe's F&B pair in closed form (planner/estimate.cc, dualpipe_pipeline_s): a forward
+// and a backward whose compute and blocking collectives take `compute_s` together, whose expert
+// all-to-alls take `all_to_all_s` and whose forward sends `forward_send_s`, overlapped with
+// compute slowed by `sm_slowdown` beside an all-to-all. Tested by
+// tests/planner/estimate_vs_simulator_test.cc.
+double dualpipe_fb_pair_s(double compute_s, double all_to_all_s, double forward_send_s,
+                          double sm_slowdown);
+
 class Estimator {
  public:
   // A measured profile replaces the preset's rates and adds its baseline memory. Its rank
@@ -98,6 +106,7 @@ class Estimator {
   struct StageTimes {
     double fwd = 0, bwd = 0, compute = 0, tp = 0, ep = 0, cp = 0, pp = 0;
     double weight_gradient = 0;  // of bwd, the W passes (zero-bubble schedules move them)
+    double ep_fwd = 0;  // of ep, the forward's all-to-alls (the rest: backward and recompute)
     double edge = 0;  // the embedding's or head's forward + backward, on the end stages
     std::int64_t layers = 0;
     std::int64_t recomputed = 0;  // layers fully recomputed
@@ -117,7 +126,9 @@ class Estimator {
   static void hide_expert_all_to_all(double ep_fwd, StageTimes& st);
   static void add_edge_times(const PassTimes& pt, StageTimes& st);
   static void add_pipeline_sends(const Plan& plan, std::int64_t s, double p2p_s, StageTimes& st);
-  static void pipeline(const Plan& plan, const CostedStages& c, Estimate& e);
+  void pipeline(const Plan& plan, const CostedStages& c, Estimate& e) const;
+  double dualpipe_pipeline_s(const Plan& plan, std::int64_t stage, const StageTimes& st,
+                             double t_max) const;
   static double interleaved_steady_s(const Plan& plan, const std::vector<StageTimes>& times,
                                      double t_max);
   // After the pipeline: a stage's data-parallel collectives, optimizer step and offload.

@@ -956,13 +956,35 @@ class Builder {
     optimizer(rs);
   }
 
-  // zb-v orders its passes by their costs: FLOP ratios, or equal under uniform_compute, as the
-  // executor does. Not the send time (PassCosts::communication): played here with it, the
-  // order was faster on some plans and slower on others (GPT-3 on 32 H100s, M 1024: bubble
-  // 0.015 -> 0.144; notes/issue-26-zbsim.md), so it stays out until the greedy is tuned.
+  // zb-v orders its passes by their costs: FLOP ratios with the pipeline send between two
+  // stages in the same unit (the send of one micro-batch's activations over the link between
+  // stage 0's and stage 1's first ranks, which every neighbour pair shares under the default
+  // rank order; the sender held for it as this simulator's blocking p2p holds it), or equal
+  // costs and no send under uniform_compute. schedule_zb_v keeps the send-aware order only
+  // where its replay with the sends is shorter than the send-blind order's.
   PassCosts zb_v_costs() const {
     if (plan_.schedule != Schedule::kZbV || opt_.uniform_compute) return {};
-    return zb_v_pass_costs(model_, plan_);
+    if (!opt_.zb_v_send_aware) return zb_v_pass_costs(model_, plan_);
+    double layer_forward_s = 0;
+    for (const Task& t : layer_forward_tasks(model_, plan_))
+      if (t.kind != TaskKind::kComm) layer_forward_s += task_time_s(t, rates_);
+    const double chunk_forward_s = layer_forward_s * d(model_.num_layers) / d(layers_.size());
+    PassCosts costs =
+        with_send_time(zb_v_pass_costs(model_, plan_), pipeline_send_s(), chunk_forward_s);
+    costs.sender_waits = !opt_.overlap_p2p;
+    return costs;
+  }
+
+  // One pipeline send between the first ranks of stages 0 and 1 (collectives.h's alpha-beta
+  // time over NVLink inside a node, the NIC across nodes); 0 with free communication.
+  double pipeline_send_s() const {
+    if (opt_.free_communication || plan_.pp < 2) return 0.0;
+    const bool same_node =
+        topo_.node_of(layout_.rank({0, 0, 0})) == topo_.node_of(layout_.rank({0, 0, 1}));
+    return ring_collective_time_s(
+        Collective::kSendRecv, pp_message_bytes_, 2,
+        same_node ? cluster_.intra_node_bytes_per_s : cluster_.inter_node_bytes_per_s,
+        same_node ? cluster_.intra_node_latency_s : cluster_.inter_node_latency_s);
   }
 
   void pass(RankState& rs, const PipeStep& step) {
@@ -1062,10 +1084,15 @@ class Builder {
     window_ = &window;
     chain_ = 0;
     segment_ = 0;
+    const std::int32_t gate_before = rs.prefetch_gate;
     pass(rs, first);
     std::vector<std::int32_t> wait_after = rs.wait;
     rs.last_compute = last_before;  // the second chain does not follow the first's ops
     rs.wait = wait_before;
+    // Nor do its ZeRO-3 gathers wait for the first chain's compute (the prefetch gate): that
+    // op runs after the second chain's own compute in the merged order, and a dualpipe pair
+    // under ZeRO-3 deadlocked (Mixtral 8x7B, pp 8, dp 8, ep 8).
+    rs.prefetch_gate = gate_before;
     chain_ = 1;
     segment_ = 0;
     pass(rs, second);

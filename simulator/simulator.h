@@ -63,6 +63,10 @@ struct SimOptions {
   // each pair's forward, then its backward, as deepseek-ai/DualPipe runs them for a module
   // without overlapped_forward_backward (tests compare the two).
   bool dualpipe_overlap = true;
+  // zb-v's order built with the pipeline send time (core/schedule.h schedule_zb_v: kept only
+  // where it replays shorter than the send-blind order). false: the send-blind order
+  // (`simulate --zb-v-send-blind`; the study schedules-zbv-dualpipe-estimate compares them).
+  bool zb_v_send_aware = true;
   // When > 0 and the plan has more micro-batches than this, play two shorter steps (M1 and
   // M1 + pp micro-batches, M1 >= 2 pp) and extrapolate linearly in M. A pipeline of identical
   // micro-batches repeats the same pattern every micro-batch once filled, so times, bytes and

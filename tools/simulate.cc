@@ -285,7 +285,8 @@ int run_cross_validation(const std::vector<PublishedEntry>& entries, bool as_jso
 int run_published(const cli::Args& args) {
   for (const char* o : {"plan", "model", "cluster", "gpus", "gpu", "gpus-per-node", "hardware",
                         "seq-len", "out", "trace", "all-ranks", "rank-order", "dp-algorithm",
-                        "html", "trace-limit-gb", "memory-headroom", "threads"})
+                        "html", "trace-limit-gb", "memory-headroom", "threads",
+                        "zb-v-send-blind"})
     if (args.has(o))
       return cli::fail(kProgram, Status::Error(std::string("--published takes no --") + o +
                                                    ": each entry gives its model, plan and cluster",
@@ -400,6 +401,8 @@ int run(int argc, char** argv) {
       {"rank-order", true, "rank placement, innermost axis first (default tp,cp,dp,pp; cp may be "
                            "left out and then follows tp)"},
       {"dp-algorithm", true, "data-parallel gradient sum: ring (default) or gather-broadcast"},
+      {"zb-v-send-blind", false, "zb-v: order the passes without the pipeline send time "
+                                 "(default: a send-aware order where it replays shorter)"},
       {"published", true, "published measured runs (JSON list) to simulate and compare"},
       {"family", true, "with --published: only the runs whose family (source / framework / GPU) "
                        "contains TEXT"},
@@ -435,6 +438,7 @@ int run(int argc, char** argv) {
   SimOptions opt;
   opt.hardware = *hardware;
   opt.all_ranks = args.has("all-ranks");
+  opt.zb_v_send_aware = !args.has("zb-v-send-blind");
   opt.rank_order = args.get("rank-order", "tp,cp,dp,pp");
   opt.collect_trace = args.has("trace");
   const std::string algo = args.get("dp-algorithm", "ring");
