@@ -18,7 +18,8 @@
 #
 # Writes OUT_DIR/seed-S/{check.txt,curves.json} and OUT_DIR/report.md (per seed: the check's
 # verdict, the largest curve difference, and the steps where either curve jumps by more than
-# 1 nat over the previous step). About 2 minutes per seed on an idle core.
+# 1 nat over the previous step). About 2 minutes per seed on an idle core (MoE: four reference
+# curves, about 5).
 set -euo pipefail
 build="$1" out="$2"
 shift 2

@@ -13,6 +13,9 @@ same splitmix64 order (executor/data.cc), and checks:
      below;
   2. the loss curve: N steps of torch.optim.AdamW with the executor's settings, against the
      `loss` list of execute's report (--executor-report), within --curve-tolerance per step.
+     For an MoE model the executor's routing of every step (PREFIX.routing.tpt) is compared
+     with the reference's, and replayed where a token sits within rounding of a tie
+     (ROUTE_TIE_ATOL, Routing; --routing free|both to see the curves without it).
 
 Exit status 0 when every check holds, 1 otherwise, 77 (CTest's skip) when torch is missing.
 Run by bench/scripts/reference_check.sh (which builds the inputs) and by the test

@@ -51,7 +51,7 @@ def row(seed, c, skip):
 
 def svg_chart(curves):
     """Per seed, log10 |executor - torch| per step: free (dashed) and replayed (solid)."""
-    w, h, left, top, plot_w, plot_h = 720, 360, 60, 20, 620, 290
+    w, h, left, top, plot_w, plot_h = 760, 360, 60, 20, 660, 290
     steps = max(len(c["executor"]) for c in curves.values())
     lo, hi = math.log10(FLOOR), 0.0
     colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
@@ -73,9 +73,9 @@ def svg_chart(curves):
         x, _ = xy(max(s - 1, 0), 1)
         out.append(f'<text x="{x:.1f}" y="{top + plot_h + 14}" text-anchor="middle">'
                    f'{max(s, 1)}</text>')
-    out.append(f'<text x="{left + plot_w / 2}" y="{h - 6}" text-anchor="middle">step '
-               f'(|executor - torch| loss; dashed: torch routes freely, solid: replays the '
-               f'executor\'s routing at near-ties; mark: first routing difference)</text>')
+    out.append(f'<text x="{left + plot_w / 2}" y="{h - 6}" text-anchor="middle">step: '
+               f'|executor - torch| loss, dashed torch routing freely, solid replaying at '
+               f'near-ties; vertical: first routing difference</text>')
     for n, (seed, c) in enumerate(sorted(curves.items())):
         colour = colours[n % len(colours)]
         for key, dash in (("torch_free", ' stroke-dasharray="4 3"'), ("torch_replay", "")):

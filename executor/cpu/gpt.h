@@ -103,7 +103,7 @@ class StageModel final : public StageModelBase {
   MicroBatch& start_micro_batch(std::int64_t chunk, std::int64_t mb, std::size_t layers);
   void finish_micro_batch(std::size_t at);  // its index in in_flight_
   // `capacity_rows` (0: x's rows) sizes the copies of x and dy: a routed expert's rows change
-  // with the routing, so its copies are taken at the layer's fixed capacity (moe.h) and the
+  // with the routing, so its copies are taken at an expert's capacity (moe.h) and the
   // pool finds them again next step.
   void defer_weight_grad(std::string_view task, std::size_t block, std::size_t offset,
                          std::int64_t rows, std::int64_t cols, const ConstMatRef& x,

@@ -6,7 +6,8 @@
 # in one gradient of the dump fails the check (the tolerances are tight enough to matter). The
 # same for the MoE test model (router, routed and shared experts, the load-balancing loss). Then
 # the 50-step loss curve of an MoE model at issue 28's shape with half its widths, PyTorch
-# replaying the executor's routing at near-ties, and a routing dump spoiled beyond a tie caught.
+# replaying the executor's routing at near-ties, and a routing dump spoiled beyond a tie caught;
+# a missing or short routing dump is an error that says so.
 # Exits 77 (CTest: skipped, with the reason) when no python3 with PyTorch is installed
 # (python3-torch; scripts/setup.sh installs it with TRAINPLAN_REFERENCE_DEPS=1).
 # Usage: reference_check_test.sh MPIRUN... -- EXECUTE SOURCE_DIR OUT_DIR
@@ -130,3 +131,36 @@ fi
 grep -q "beyond rounding of a tie: step 2, MoE layer 0, token row 0:" "$out/curve-spoiled.txt" ||
   { cat "$out/curve-spoiled.txt"; exit 1; }
 echo "reference_check_test: a routing choice beyond a tie is caught"
+# A routing dump that is missing, or shorter than the curve, is an error that says so.
+mkdir -p "$out/short"
+for part in init step1; do cp "$out/curve.$part.tpt" "$out/short/curve.$part.tpt"; done
+cp "$out/curve-spoiled.json" "$out/short/curve.json"
+expect_error() {  # WHAT REGEX
+  if "$python" "$src/bench/scripts/reference_check.py" --prefix "$out/short/curve" \
+       --data "$src/data/kjv-genesis.txt" --executor-report "$out/short/curve.json" \
+       > "$out/short/check.txt" 2>&1; then
+    echo "reference_check_test: $1 passed"; exit 1
+  fi
+  grep -q "$2" "$out/short/check.txt" || { cat "$out/short/check.txt"; exit 1; }
+  echo "reference_check_test: $1 is an error naming it"
+}
+expect_error "a missing routing dump" "curve.routing.tpt is missing"
+"$python" - "$out/curve" "$out/short/curve" <<'PY'
+import json, struct, sys
+import numpy as np
+src, dst = sys.argv[1], sys.argv[2]
+blob = open(src + ".routing.tpt", "rb").read()
+(n,) = struct.unpack("<Q", blob[8:16])
+header = json.loads(blob[16:16 + n])
+data = np.frombuffer(blob, dtype="<f4", offset=16 + n)
+parts, offset = [], 0
+for t in header["tensors"]:  # keep step 1 only
+    step = int(np.prod(t["shape"][1:]))
+    parts.append(data[t["offset"]:t["offset"] + step])
+    t["shape"][0], t["offset"] = 1, offset
+    offset += step
+text = json.dumps(header).encode()
+open(dst + ".routing.tpt", "wb").write(b"TPTENS01" + struct.pack("<Q", len(text)) + text +
+                                       np.concatenate(parts).astype("<f4").tobytes())
+PY
+expect_error "a routing dump shorter than the curve" "routing dump has 1 steps, the curve asks for step 2"

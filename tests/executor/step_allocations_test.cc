@@ -369,7 +369,7 @@ TEST(StepAllocationsMpi, ZeroBubbleV) {
 }
 
 // An MoE model under zero-bubble schedules: the W pass holds each routed expert's rows back,
-// a number that follows the routing; the copies are taken at the layer's capacity (moe.h), so
+// a number that follows the routing; the copies are taken at an expert's capacity (moe.h), so
 // the pools find them again (ZB-H1 and zb-v, pp 2 x dp 2 with ep 2). ZB-H1 on this layout
 // settles one step later, MoE or not (the dense model of these tests makes one allocation of
 // a micro-batch's activation, 16 KiB, in step 2 and none after, on the first stage): the
