@@ -8,9 +8,9 @@ which runs reference_check.py --routing both per seed).
 Reads OUT_DIR/seed-S/curves.json (and curves-skip-idle.json: the reference as it ran before
 2026-11-25, idle experts left out of AdamW) and writes OUT_DIR/report-moe.md (one row per seed:
 the first differently routed token with both sides' top-k gaps, how far the free curves agree
-before it and where they part, the replayed curve, and both again with idle experts skipped) and OUT_DIR/curves.svg (per seed, the
-|executor - torch| loss difference per step, free and replayed, on a log scale, with the step
-of the first routing difference marked).
+before it and where they part, the replayed curve, and both again with idle experts skipped)
+and OUT_DIR/curves.svg (per seed, the |executor - torch| loss difference per step, free and
+replayed, on a log scale, with the step of the first routing difference marked).
 """
 import json
 import math
