@@ -27,6 +27,14 @@
 
 namespace trainplan::executor {
 
+// An MoE layer's routing, for the PyTorch reference check (execute --dump-reference): per
+// forward of a layer on this rank's T tokens, the router's probabilities (T, num_experts) and
+// the chosen experts (T, experts_per_token), best first, both row-major, appended.
+struct RoutingCapture {
+  std::vector<float> probs;
+  std::vector<std::int32_t> experts;
+};
+
 // The data-parallel points of a micro-batch's pass: the stage model reports them (through its
 // backend's block access) and the Trainer acts on them.
 class DpEvents {
@@ -166,6 +174,12 @@ class Stage {
   // From now on, appends the head's logits of every micro-batch, (T, padded vocab / tp)
   // row-major, to `sink` (null: stop); an error where the backend cannot.
   virtual Status capture_logits(std::vector<float>* sink) = 0;
+  // From now on, appends what every MoE layer's router decides in each forward (recomputes
+  // left out), in the order the forwards run, to `sink` (null: stop); an error where the
+  // backend cannot (the CUDA backend has no MoE layer).
+  virtual Status capture_routing(RoutingCapture* /*sink*/) {
+    return Status::Error("this backend does not capture the MoE routing");
+  }
 
   // ---- tracing and timing ----
   // Installs `trace` (a recorder of the backend's kind; null: uninstall) in the stage model and

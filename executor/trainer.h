@@ -102,6 +102,9 @@ class Trainer final : private DpEvents {
   // row-major, to `sink` (null: stop). For the reference check; an error on a backend that does
   // not capture them.
   Status capture_logits(std::vector<float>* sink) { return stage_model_->capture_logits(sink); }
+  // From now on, appends every MoE layer's routing per forward (stage.h, RoutingCapture) to
+  // `sink` (null: stop). For the reference check.
+  Status capture_routing(RoutingCapture* sink) { return stage_model_->capture_routing(sink); }
   const Stage& backend_stage() const { return *stage_model_; }
 
  private:

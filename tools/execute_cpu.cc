@@ -333,6 +333,29 @@ Status write_first_step(const Setup& s, const std::vector<std::int32_t>& batch,
   return cli::write_file_atomic(s.dump + ".step1.tpt", encode_tensors(out, meta));
 }
 
+// With --dump-reference on an MoE model, PREFIX.routing.tpt: every step's routing, as the
+// reference check compares it (bench/scripts/reference_check.py --routing): the router's
+// probabilities, shape (steps, micro-batches, MoE layers, tokens, experts), and the chosen
+// experts, best first (steps, micro-batches, MoE layers, tokens, k), as floats.
+Status write_routing(const Setup& s, std::int64_t steps, RoutingCapture routing) {
+  std::int64_t moe_layers = 0;
+  for (std::int64_t l = 0; l < s.model.num_layers; ++l) moe_layers += s.model.layer_is_moe(l);
+  const std::int64_t micro_batches = s.plan.global_batch_size / s.plan.micro_batch_size,
+                     tokens = s.plan.micro_batch_size * s.model.seq_len,
+                     forwards = steps * micro_batches * moe_layers;
+  TRAINPLAN_CHECK(static_cast<std::int64_t>(routing.probs.size()) ==
+                  forwards * tokens * s.model.num_experts)
+      << "routing captured: " << routing.probs.size() << " probabilities for " << forwards
+      << " layer forwards of " << tokens << " tokens";
+  const std::vector<std::int64_t> shape = {steps, micro_batches, moe_layers, tokens};
+  std::vector<NamedTensor> out(2);
+  out[0] = {"probs", shape, std::move(routing.probs)};
+  out[0].shape.push_back(s.model.num_experts);
+  out[1] = {"experts", shape, std::vector<float>(routing.experts.begin(), routing.experts.end())};
+  out[1].shape.push_back(s.model.experts_per_token);
+  return cli::write_file_atomic(s.dump + ".routing.tpt", encode_tensors(out, dump_meta(s)));
+}
+
 // Per-rank figures gathered to rank 0, in this order.
 enum Field { kStage, kPeakMemory, kCompute, kOptimizer, kFirstGroup };
 constexpr CommGroup kGroups[] = {CommGroup::kTp,        CommGroup::kPp,
@@ -368,8 +391,9 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
                                   "rank, as simulate --trace lays it out (written by rank 0)"},
                   {"dump-reference", true,
                    "PREFIX: write PREFIX.init.tpt (initial weights) and PREFIX.step1.tpt (tokens, "
-                   "logits, gradients of step 1) for the PyTorch reference check (1 rank; "
-                   "executor/tensor_file.h)"},
+                   "logits, gradients of step 1), and for an MoE model PREFIX.routing.tpt (every "
+                   "step's router probabilities and chosen experts), for the PyTorch reference "
+                   "check (1 rank; executor/tensor_file.h)"},
                   {"scale-down", false,
                    "run the plan's layout on a model shrunk to a laptop's size (widths, "
                    "vocabulary 256, sequence, layers, batch; bf16 -> fp32 and what else the CPU "
@@ -411,9 +435,14 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   Comm& c = **comm;
 
   std::vector<float> first_logits;
+  RoutingCapture routing;  // --dump-reference on an MoE model: every step's
+  const bool dump_routing = !s.dump.empty() && s.model.is_moe();
   if (!s.dump.empty()) {
     if (const Status w = write_initial_weights(s, t); !w.ok()) return cli::fail(kProgram, w);
     TRAINPLAN_CHECK(t.capture_logits(&first_logits).ok()) << "the CPU backend captures logits";
+  }
+  if (dump_routing) {
+    TRAINPLAN_CHECK(t.capture_routing(&routing).ok()) << "the CPU backend captures routing";
   }
 
   long fault_rank = -1, fault_step = -1;
@@ -460,6 +489,11 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
                 << std::setprecision(4) << r->seconds << " s  "
                 << std::setprecision(0) << tokens_per_step / r->seconds << " tokens/s"
                 << std::defaultfloat << std::setprecision(6) << std::endl;
+  }
+  if (dump_routing) {
+    TRAINPLAN_CHECK(t.capture_routing(nullptr).ok()) << "the CPU backend captures routing";
+    if (const Status w = write_routing(s, s.steps, std::move(routing)); !w.ok())
+      return cli::fail(kProgram, w);
   }
 
   // Per-rank figures, per measured step.

@@ -9,10 +9,17 @@
 # REFERENCE_MODEL=moe runs the same shape as a mixture of experts instead (a dense first layer,
 # then 8 experts of width 512, top-2, with a shared expert of width 512: the layer of
 # executor/cpu/moe.h) in 2 micro-batches of 4, so that each has its own load-balancing loss.
+# Its reference runs twice (reference_check.py --routing both): routing on its own, and
+# replaying the executor's routing at near-ties (the check); bench/scripts/
+# reference_check_moe_report.py then writes OUT_DIR/report-moe.md (where the routing first
+# differs, both sides' gaps there, where the free curves part) and OUT_DIR/curves.svg. The
+# reference also runs as it did before 2026-11-25 (--skip-idle-experts: an expert that no token
+# chose got no gradient, and AdamW skipped it), for the report's last columns.
 #
 # Writes OUT_DIR/seed-S/{check.txt,curves.json} and OUT_DIR/report.md (per seed: the check's
 # verdict, the largest curve difference, and the steps where either curve jumps by more than
-# 1 nat over the previous step). About 2 minutes per seed on an idle core.
+# 1 nat over the previous step). About 2 minutes per seed on an idle core (MoE: four reference
+# curves, about 5).
 set -euo pipefail
 build="$1" out="$2"
 shift 2
@@ -51,6 +58,8 @@ JSON
      exit 2 ;;
 esac
 data="$root/data/kjv-genesis.txt"
+routing=()
+[ "${REFERENCE_MODEL:-dense}" = moe ] && routing=(--routing both)
 for seed in "${seeds[@]}"; do
   d="$out/seed-$seed"
   mkdir -p "$d"
@@ -58,7 +67,14 @@ for seed in "${seeds[@]}"; do
     --plan "$out/plan.json" --steps 50 --data "$data" --seed "$seed" --out "$d/execute.json" \
     --dump-reference "$d/weights" >/dev/null
   "$python" "$root/bench/scripts/reference_check.py" --prefix "$d/weights" --data "$data" \
-    --executor-report "$d/execute.json" --curve-json "$d/curves.json" > "$d/check.txt" || true
+    --executor-report "$d/execute.json" --curve-json "$d/curves.json" "${routing[@]}" \
+    > "$d/check.txt" || true
+  # And as this check ran before 2026-11-25: an expert no token chose got no gradient in the
+  # reference, so AdamW skipped it there and stepped it in the executor.
+  [ "${REFERENCE_MODEL:-dense}" = moe ] &&
+    { "$python" "$root/bench/scripts/reference_check.py" --prefix "$d/weights" --data "$data" \
+        --executor-report "$d/execute.json" --curve-json "$d/curves-skip-idle.json" \
+        --routing both --skip-idle-experts > "$d/check-skip-idle.txt" || true; }
   echo "seed $seed done" >&2
 done
 "$python" - "$out" "${seeds[@]}" <<'PY'
@@ -96,3 +112,6 @@ for s in seeds:
 open(f"{out}/report.md", "w").write("\n".join(rows) + "\n")
 print("\n".join(rows))
 PY
+if [ "${REFERENCE_MODEL:-dense}" = moe ]; then
+  "$python" "$root/bench/scripts/reference_check_moe_report.py" "$out" "${seeds[@]}"
+fi

@@ -13,6 +13,9 @@ same splitmix64 order (executor/data.cc), and checks:
      below;
   2. the loss curve: N steps of torch.optim.AdamW with the executor's settings, against the
      `loss` list of execute's report (--executor-report), within --curve-tolerance per step.
+     For an MoE model the executor's routing of every step (PREFIX.routing.tpt) is compared
+     with the reference's, and replayed where a token sits within rounding of a tie
+     (ROUTE_TIE_ATOL, Routing; --routing free|both to see the curves without it).
 
 Exit status 0 when every check holds, 1 otherwise, 77 (CTest's skip) when torch is missing.
 Run by bench/scripts/reference_check.sh (which builds the inputs) and by the test
@@ -21,6 +24,7 @@ executor_reference_check (tests/executor/CMakeLists.txt, a reduced shape).
 import argparse
 import json
 import math
+import os
 import statistics
 import struct
 import sys
@@ -45,6 +49,21 @@ GRAD_RTOL = 1e-3           # max |executor - torch| / max |torch|, per gradient 
 # query leaves its softmax unchanged), so both sides hold rounding noise there. A tensor's
 # scale is therefore at least this fraction of the largest gradient of the model.
 GRAD_FLOOR = 1e-3
+# Routing at a near-tie (an MoE model's loss curve). Top-k is discontinuous: where a token's
+# k-th and (k+1)-th router probabilities are within rounding of each other, the two
+# implementations may pick different experts, after which they train different models
+# (bench/results/executor-reference-moe-2026-11-25/: seed 1234 first differs at step 4 on a
+# token whose gap is 2.6e-6 on the executor's side and 8.5e-7 on PyTorch's, the curves agree
+# within 1.1e-5 until then and part by 0.31 after). So the curve check replays the executor's
+# routing (execute --dump-reference's PREFIX.routing.tpt) where its choice is within rounding
+# of a tie in the reference's own probabilities: the k-th best of them less the weakest of the
+# executor's experts is at most twice the two sides' difference on that token's
+# probabilities, plus ROUTE_TIE_ATOL. That holds whenever the executor's experts are the top k
+# of its own probabilities, ties to the lower index, so a choice beyond it (a FAIL) is a defect
+# of the executor's top-k or tie rule, or of the dump. The two sides' router probabilities are
+# reported per step: with the routing replayed they stay within 1e-5 for 20 steps and then
+# drift apart as the dense curves do (the study's NOTES).
+ROUTE_TIE_ATOL = 1e-6
 
 MASK64 = (1 << 64) - 1
 
@@ -96,6 +115,8 @@ class Gpt:
         self.moe_layers = sum(1 for name in weights if name.endswith(".router"))
         self.route_margin = math.inf
         self.aux = []
+        self.routing = None  # a Routing: compare with (and replay) the executor's decisions
+        self.idle_experts = 0  # (layer, step) pairs in which an expert got no token
 
     def logits(self, tokens):
         m, p = self.meta, self.params
@@ -144,13 +165,22 @@ class Gpt:
         x = y.reshape(b * s, h)
         probs = (x @ p[prefix + "router"]).softmax(-1)  # (N, E)
         E = probs.shape[1]
-        gates, chosen = probs.topk(k, dim=-1)  # (N, k) each, most probable first
+        chosen = probs.topk(k, dim=-1).indices  # (N, k), most probable first
+        if self.routing is not None:
+            chosen = self.routing.route(probs.detach(), chosen)
+        gates = probs.gather(1, chosen)  # (N, k)
         out = torch.zeros_like(x)
         for e in range(E):
+            # An expert that no token chose still takes part (its gradient is zero, not
+            # absent), so that AdamW steps it as the executor and Megatron-Core do (their
+            # gradient buffers are zeroed and stepped whole); torch.optim skips a parameter
+            # whose .grad is None.
             token, slot = (chosen == e).nonzero(as_tuple=True)
-            if token.numel():
-                out = out.index_add(0, token, gates[token, slot, None] *
-                                    self.mlp(f"{prefix}e{e}.", x[token]))
+            self.idle_experts += token.numel() == 0
+            if token.numel() == 0 and self.meta.get("skip_idle_experts"):
+                continue
+            out = out.index_add(0, token, gates[token, slot, None] *
+                                self.mlp(f"{prefix}e{e}.", x[token]))
         if prefix + "shared.w1" in p:
             out = out + self.mlp(prefix + "shared.", x)
         # Each micro-batch's load-balancing loss, from its own tokens.
@@ -176,6 +206,87 @@ class Gpt:
         vocab = self.meta["vocab_size"]  # padding rows of the table are not classes
         lm = F.cross_entropy(logits[:, :vocab], batch[:, 1:].reshape(-1))
         return logits, lm, lm + sum(self.aux)
+
+
+class Routing:
+    """The executor's routing, step by step (execute --dump-reference's PREFIX.routing.tpt:
+    probs (steps, micro-batches, MoE layers, tokens, E) and experts (..., k)), against the
+    reference's own decisions on the same step. Gpt.moe calls route() once per MoE layer.
+
+    A token is routed differently when its set of k experts differs. The first such token is
+    kept with both sides' probabilities, to show whether it sat within rounding of a tie. With
+    `replay`, a token the executor routed differently takes the executor's experts when they
+    are, in the reference's probabilities, within rounding of its top k (the k-th best minus
+    the weakest of the executor's); a choice beyond it is counted as a
+    violation and not replayed. The tolerance is ROUTE_TIE_ATOL's rule: twice the two sides'
+    difference on that token's probabilities, plus `tolerance`.
+    """
+
+    def __init__(self, path, tolerance, replay):
+        if not os.path.exists(path):
+            raise SystemExit(f"reference_check: {path} is missing: an MoE model's curve needs the "
+                             "executor's routing (execute --dump-reference writes it)")
+        meta, t = read_tensors(path)
+        self.probs, self.experts = t["probs"], t["experts"].long()
+        self.steps, self.micro_batches, self.layers, self.tokens, self.E = self.probs.shape
+        self.tolerance, self.replay = tolerance, replay
+        self.step = self.layer = 0
+        self.first = None          # the first differently routed token (a dict)
+        self.differing = 0         # tokens routed differently, replayed or not
+        self.violations = []       # (step, layer, token, slack) beyond the tolerance
+        self.prob_diff = []        # per step: max |executor - reference| router probability
+        self.differing_per_step = []
+
+    def start_step(self, step):
+        self.step, self.layer = step, 0
+        self.prob_diff.append(0.0)
+        self.differing_per_step.append(0)
+
+    def route(self, probs, chosen):
+        if self.step >= self.steps:
+            raise SystemExit(f"reference_check: the routing dump has {self.steps} steps, "
+                             f"the curve asks for step {self.step + 1}")
+        k = chosen.shape[1]
+        theirs = self.experts[self.step, :, self.layer].reshape(-1, k)
+        p_theirs = self.probs[self.step, :, self.layer].reshape(-1, self.E)
+        self.prob_diff[-1] = max(self.prob_diff[-1], (p_theirs - probs).abs().max().item())
+        differ = (theirs.sort(1).values != chosen.sort(1).values).any(1)
+        if differ.any():
+            kth = probs.topk(k, dim=-1).values[:, k - 1]
+            slack = kth - probs.gather(1, theirs).min(1).values  # >= 0; 0 at an exact tie
+            apart = (p_theirs - probs).abs().max(1).values  # the two sides, per token
+            within = differ & (slack <= 2 * apart + self.tolerance)
+            rows = differ.nonzero().flatten().tolist()
+            self.differing += len(rows)
+            self.differing_per_step[-1] += len(rows)
+            if self.first is None:
+                self.first = self.describe(rows[0], probs, p_theirs, chosen, theirs,
+                                           slack[rows[0]].item())
+            for r in (differ & ~within).nonzero().flatten().tolist():
+                self.violations.append((self.step + 1, self.layer, r, slack[r].item()))
+            if self.replay:
+                chosen = torch.where(within[:, None], theirs, chosen)
+        self.layer += 1
+        return chosen
+
+    def describe(self, row, probs, p_theirs, ours, theirs, slack):
+        """Both sides' view of one token: its experts, their probabilities, and the gap between
+        the k-th and (k+1)-th probability on each side."""
+        k = ours.shape[1]
+
+        def gap(p):
+            top = p.topk(k + 1).values
+            return (top[k - 1] - top[k]).item()
+
+        return {"step": self.step + 1, "moe_layer": self.layer,
+                "micro_batch": row // self.tokens, "token": row % self.tokens,
+                "executor_experts": theirs[row].tolist(),
+                "torch_experts": ours[row].tolist(),
+                "executor_probs": [round(v, 9) for v in p_theirs[row].tolist()],
+                "torch_probs": [round(v, 9) for v in probs[row].tolist()],
+                "executor_gap": gap(p_theirs[row]), "torch_gap": gap(probs[row]),
+                "row_prob_diff": (p_theirs[row] - probs[row]).abs().max().item(),
+                "slack": slack}
 
 
 def decayed(name):
@@ -237,6 +348,8 @@ def loss_curve(model, corpus, seed, steps, lr):
         batch = corpus_batch(corpus, seed, step, model.meta["global_batch_size"],
                              model.meta["seq_len"])
         t0 = time.perf_counter()
+        if model.routing is not None:
+            model.routing.start_step(step)
         opt.zero_grad(set_to_none=True)
         _, loss, objective = model.loss(batch)
         objective.backward()
@@ -247,6 +360,82 @@ def loss_curve(model, corpus, seed, steps, lr):
     return losses, seconds
 
 
+def curve_diffs(ours, theirs):
+    """|executor - torch| per step and the step (from 1) of the largest."""
+    diffs = [abs(a - b) for a, b in zip(ours, theirs)]
+    return diffs, max(range(len(diffs)), key=diffs.__getitem__)
+
+
+def routed_curve(meta, weights, corpus, steps, routing):
+    model = Gpt(meta, weights)
+    model.routing = routing
+    losses, _ = loss_curve(model, corpus, meta["seed"], steps, meta["lr"])
+    return losses, model.idle_experts
+
+
+def report_routing(label, routing, diffs):
+    """What the routing comparison found; with a free run, where its curve parts."""
+    first = routing.first
+    print(f"routing ({label}): {routing.differing} tokens routed differently over "
+          f"{len(routing.prob_diff)} steps, {len(routing.violations)} beyond rounding of a tie "
+          f"(2 x the sides' difference + {routing.tolerance:g}); router probabilities within "
+          f"{max(routing.prob_diff):.2e} of the executor's at every step")
+    if first is None:
+        return
+    print(f"  first at step {first['step']}, MoE layer {first['moe_layer']}, micro-batch "
+          f"{first['micro_batch']}, token {first['token']}: executor experts "
+          f"{first['executor_experts']} (gap {first['executor_gap']:.2e}), torch "
+          f"{first['torch_experts']} (gap {first['torch_gap']:.2e}); the two sides' "
+          f"probabilities of that token differ by up to {first['row_prob_diff']:.2e}")
+    if label == "free":
+        before = max(diffs[:first["step"]], default=0.0)
+        apart = next((i + 1 for i, d in enumerate(diffs) if d > 1e-3), None)
+        print(f"  free curves: max |diff| {before:.2e} through step {first['step']}, first "
+              f"above 1e-3 at step {apart}, max {max(diffs):.4f}")
+    for step, layer, row, slack in routing.violations[:5]:
+        print(f"  beyond rounding of a tie: step {step}, MoE layer {layer}, token row {row}: the "
+              f"executor's experts are {slack:.2e} below torch's k-th probability")
+
+
+def compare_curves(args, meta, weights, corpus):
+    """The executor's loss curve (its report) against the reference's over as many steps. For
+    an MoE model the reference replays the executor's routing at near-ties (Routing; --routing
+    free: it routes on its own, the curves then part after the first differently routed
+    token, and --routing both runs both, deciding on the replayed one)."""
+    with open(args.executor_report) as f:
+        ours = json.load(f)["loss"]
+    steps, moe = len(ours), any(n.endswith(".router") for n in weights)
+    record = {"seed": meta["seed"], "executor": ours}
+    ok = True
+    if not moe:
+        theirs, _ = loss_curve(Gpt(meta, weights), corpus, meta["seed"], steps, meta["lr"])
+    else:
+        path = args.prefix + ".routing.tpt"
+        modes = {"replay": ["replay"], "free": ["free"], "both": ["free", "replay"]}
+        for mode in modes[args.routing]:
+            routing = Routing(path, args.routing_tolerance, replay=mode == "replay")
+            theirs, idle = routed_curve(meta, weights, corpus, steps, routing)
+            diffs, _ = curve_diffs(ours, theirs)
+            report_routing(mode, routing, diffs)
+            print(f"  experts that no token chose: {idle} (layer, step) cases")
+            record[f"torch_{mode}"] = theirs
+            record[f"routing_{mode}"] = {"first": routing.first,
+                                         "differing_per_step": routing.differing_per_step,
+                                         "prob_diff": routing.prob_diff,
+                                         "violations": len(routing.violations)}
+            ok &= mode == "free" or not routing.violations
+    record["torch"] = theirs
+    diffs, worst = curve_diffs(ours, theirs)
+    print(f"loss curve over {steps} steps: max |diff| {diffs[worst]:.2e} at step "
+          f"{worst + 1} (executor {ours[worst]:.4f}, torch {theirs[worst]:.4f}; "
+          f"tolerance {args.curve_tolerance:g}); last step executor {ours[-1]:.4f}, "
+          f"torch {theirs[-1]:.4f}")
+    if args.curve_json:
+        with open(args.curve_json, "w") as f:
+            json.dump(record, f)
+    return ok and diffs[worst] <= args.curve_tolerance
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--prefix", required=True, help="execute --dump-reference PREFIX")
@@ -255,6 +444,15 @@ def main():
     ap.add_argument("--curve-tolerance", type=float, default=0.02,
                     help="largest |loss difference| allowed at any step")
     ap.add_argument("--curve-json", help="write both loss curves here")
+    ap.add_argument("--routing", choices=("replay", "free", "both"), default="replay",
+                    help="MoE curve: replay the executor's routing at near-ties (the check), "
+                         "route freely (the curves part), or both (decides on replay)")
+    ap.add_argument("--routing-tolerance", type=float, default=ROUTE_TIE_ATOL,
+                    help="how far below the reference's k-th probability a replayed choice may "
+                         "be, beyond twice the two sides' difference on the token")
+    ap.add_argument("--skip-idle-experts", action="store_true",
+                    help="study only: an expert no token chose gets no gradient, so AdamW skips "
+                         "it (this script's behaviour before 2026-11-25), instead of a zero one")
     ap.add_argument("--time-steps", type=int, default=0,
                     help="only time this many training steps on one thread (the first two are "
                          "warm-up) and print {\"tokens_per_s\": median} as JSON")
@@ -276,21 +474,10 @@ def main():
         corpus = f.read()
     seed = meta["seed"]
     meta["loss"] = step_meta["loss"]
+    meta["skip_idle_experts"] = args.skip_idle_experts
     ok = check_first_step(Gpt(meta, weights), step1, corpus, seed)
     if args.executor_report:
-        with open(args.executor_report) as f:
-            ours = json.load(f)["loss"]
-        theirs, _ = loss_curve(Gpt(meta, weights), corpus, seed, len(ours), meta["lr"])
-        diffs = [abs(a - b) for a, b in zip(ours, theirs)]
-        worst = max(range(len(diffs)), key=diffs.__getitem__)
-        print(f"loss curve over {len(ours)} steps: max |diff| {diffs[worst]:.4f} at step "
-              f"{worst + 1} (executor {ours[worst]:.4f}, torch {theirs[worst]:.4f}; "
-              f"tolerance {args.curve_tolerance:g}); last step executor {ours[-1]:.4f}, "
-              f"torch {theirs[-1]:.4f}")
-        ok &= diffs[worst] <= args.curve_tolerance
-        if args.curve_json:
-            with open(args.curve_json, "w") as f:
-                json.dump({"seed": seed, "executor": ours, "torch": theirs}, f)
+        ok &= compare_curves(args, meta, weights, corpus)
     print("reference_check: " + ("PASS" if ok else "FAIL"))
     return 0 if ok else 1
 

@@ -142,6 +142,10 @@ class CpuStage final : public Stage, private BlockAccess {
     net_->capture_logits(sink);
     return Status::Ok();
   }
+  Status capture_routing(RoutingCapture* sink) override {
+    net_->capture_routing(sink);
+    return Status::Ok();
+  }
 
   // ---- tracing ----
   void set_trace(StepTrace* trace, TraceClock::time_point origin) override {

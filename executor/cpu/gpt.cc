@@ -64,11 +64,12 @@ struct StageModel::Scratch {
 };
 
 // One held-back weight gradient of a B pass: dW (rows x cols, at `offset` in block `block`'s
-// gradients) += x^T dy, run by the micro-batch's W pass; x and dy are copies from the pools.
+// gradients) += x^T dy, run by the micro-batch's W pass; x and dy are copies from the pools,
+// in their first `used_rows` rows.
 struct StageModel::DeferredGrad {
   std::string_view task;
   std::size_t block = 0, offset = 0;
-  std::int64_t rows = 0, cols = 0;
+  std::int64_t rows = 0, cols = 0, used_rows = 0;
   Mat x, dy;
 };
 
@@ -725,7 +726,7 @@ void StageModel::backward(std::int64_t chunk, std::int64_t mb, const Mat* grad_o
 
 void StageModel::weight_grad(std::size_t block, std::size_t tensor, std::int64_t rows,
                              std::int64_t cols, const ConstMatRef& x, const ConstMatRef& dy,
-                             float* db, std::string_view task) {
+                             float* db, std::string_view task, std::int64_t capacity_rows) {
   const std::size_t offset = layouts_[block].tensors[tensor].offset;
   if (deferring_ == nullptr) {
     MatMap dw(access_.grads(block) + offset, rows, cols);
@@ -734,22 +735,26 @@ void StageModel::weight_grad(std::size_t block, std::size_t tensor, std::int64_t
     return;
   }
   if (db != nullptr) RowMap(db, dy.cols()) += dy.colwise().sum();
-  defer_weight_grad(task, block, offset, rows, cols, x, dy);
+  defer_weight_grad(task, block, offset, rows, cols, x, dy, capacity_rows);
 }
 
 // The gradient buffer is looked up when W runs: under ZeRO-2/3 another micro-batch's W may have
 // reduce-scattered and freed the one B wrote its bias gradients into.
 void StageModel::defer_weight_grad(std::string_view task, std::size_t block, std::size_t offset,
                                    std::int64_t rows, std::int64_t cols, const ConstMatRef& x,
-                                   const ConstMatRef& dy) {
+                                   const ConstMatRef& dy, std::int64_t capacity_rows) {
+  TRAINPLAN_CHECK(capacity_rows == 0 || capacity_rows >= x.rows())
+      << task << ": " << x.rows() << " rows over a capacity of " << capacity_rows;
+  const std::int64_t copy_rows = capacity_rows > 0 ? capacity_rows : x.rows();
   DeferredGrad& d = deferring_->grads.emplace_back();
   d.task = task;
   d.block = block;
   d.offset = offset;
   d.rows = rows;
   d.cols = cols;
-  take(d.x, x.rows(), x.cols()) = x;
-  take(d.dy, dy.rows(), dy.cols()) = dy;
+  d.used_rows = x.rows();
+  take(d.x, copy_rows, x.cols()).topRows(d.used_rows) = x;
+  take(d.dy, copy_rows, dy.cols()).topRows(d.used_rows) = dy;
 }
 
 void StageModel::backward_input(std::int64_t chunk, std::int64_t mb, const Mat* grad_output,
@@ -781,7 +786,7 @@ void StageModel::backward_weight(std::int64_t chunk, std::int64_t mb) {
     for (DeferredGrad& d : w.grads) {
       span.begin(d.task);
       MatMap(access_.grads(d.block) + d.offset, d.rows, d.cols).noalias() +=
-          d.x.transpose() * d.dy;
+          d.x.topRows(d.used_rows).transpose() * d.dy.topRows(d.used_rows);
       mats_.give(d.x);
       mats_.give(d.dy);
     }

@@ -77,6 +77,9 @@ class StageModel final : public StageModelBase {
   std::uint64_t routing_fingerprint() const { return routing_hash_; }
   // Appends each micro-batch's logits (T, padded vocab / tp) to `sink` (null: stop).
   void capture_logits(std::vector<float>* sink) { logits_sink_ = sink; }
+  // Appends every MoE layer's routing per forward, recomputes left out (stage.h), to `sink`
+  // (null: stop).
+  void capture_routing(RoutingCapture* sink) { routing_sink_ = sink; }
 
  private:
   struct LayerCache;
@@ -99,9 +102,12 @@ class StageModel final : public StageModelBase {
                   std::int64_t heads);
   MicroBatch& start_micro_batch(std::int64_t chunk, std::int64_t mb, std::size_t layers);
   void finish_micro_batch(std::size_t at);  // its index in in_flight_
+  // `capacity_rows` (0: x's rows) sizes the copies of x and dy: a routed expert's rows change
+  // with the routing, so its copies are taken at an expert's capacity (moe.h) and the
+  // pool finds them again next step.
   void defer_weight_grad(std::string_view task, std::size_t block, std::size_t offset,
                          std::int64_t rows, std::int64_t cols, const ConstMatRef& x,
-                         const ConstMatRef& dy);
+                         const ConstMatRef& dy, std::int64_t capacity_rows = 0);
 
   LayerParams layer_params(std::size_t block, bool with_grads);
   void layer_forward(std::size_t block, const Mat& x, LayerCache& c, Mat& out);
@@ -130,8 +136,10 @@ class StageModel final : public StageModelBase {
   void head_backward(MicroBatch& s, Mat& dx);
   // dW += x^T dy into tensor `tensor` (rows x cols) of block `block`'s gradients, now or, in a
   // B pass, in the micro-batch's W pass; the bias gradient (db, when given) now.
+  // `capacity_rows`: as defer_weight_grad's.
   void weight_grad(std::size_t block, std::size_t tensor, std::int64_t rows, std::int64_t cols,
-                   const ConstMatRef& x, const ConstMatRef& dy, float* db, std::string_view task);
+                   const ConstMatRef& x, const ConstMatRef& dy, float* db, std::string_view task,
+                   std::int64_t capacity_rows = 0);
   // Context parallelism: [K | V] of the cp group in sequence order, and its backward.
   void gather_kv(const Mat& k, const Mat& v, Mat& k_full, Mat& v_full, std::string_view task);
   void reduce_scatter_kv_grad(const Mat& dk_full, const Mat& dv_full, Mat& dk, Mat& dv);
@@ -178,6 +186,7 @@ class StageModel final : public StageModelBase {
   std::vector<PendingWeightPass> weight_passes_;
   std::vector<std::unique_ptr<WeightPass>> spare_passes_;  // run, kept for reuse
   std::vector<float>* logits_sink_ = nullptr;
+  RoutingCapture* routing_sink_ = nullptr;
   std::vector<std::int64_t> q_positions_;  // each sequence's tokens on this rank, by position
 };
 

@@ -101,6 +101,12 @@ void StageModel::moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& se
   top_k(c.probs, k, w.order, c.experts);
   for (std::int32_t e : c.experts)  // FNV-1a over the choices
     routing_hash_ = (routing_hash_ ^ static_cast<std::uint64_t>(e + 1)) * 0x100000001b3ULL;
+  if (routing_sink_ != nullptr && !recomputing_) {
+    routing_sink_->probs.insert(routing_sink_->probs.end(), c.probs.data(),
+                                c.probs.data() + c.probs.size());
+    routing_sink_->experts.insert(routing_sink_->experts.end(), c.experts.begin(),
+                                  c.experts.end());
+  }
   // Token-expert pairs grouped by expert (so by EP member), tokens in order within each: a
   // counting sort, expert e's pairs from row pair_at[e].
   c.assigned.assign(static_cast<std::size_t>(E), 0);
@@ -274,6 +280,7 @@ void StageModel::moe_experts_backward(std::size_t block, MoeCache& c, const Mat&
                      f = l.tensors[expert_tensor(shared, 0, kExpW1)].cols;  // f / tp
   const ExpertRows rows = expert_rows(comm_, model_, plan_, c);
   const Eigen::Index capacity = c.x.rows();
+  const std::int64_t expert_capacity = moe_expert_capacity_rows(rows.members, c.probs.rows());
   w.eb_d.resize(capacity, h);
   w.eb_dg.resize(capacity, f);
   w.eb_da.resize(capacity, f);
@@ -289,7 +296,7 @@ void StageModel::moe_experts_backward(std::size_t block, MoeCache& c, const Mat&
     dg.noalias() = d * ConstMatMap(p + at(kExpW2), f, h).transpose();
     span.begin("expert_fc2_wgrad");
     weight_grad(block, expert_tensor(shared, j, kExpW2), f, h, rows_of(std::as_const(c.g), r0, n),
-                d, grads + at(kExpB2), "expert_fc2_wgrad");
+                d, grads + at(kExpB2), "expert_fc2_wgrad", expert_capacity);
     span.begin("gelu_bwd");
     gelu_backward_rows(rows_of(std::as_const(c.a), r0, n), rows_of(std::as_const(w.eb_dg), r0, n),
                        da);
@@ -297,7 +304,7 @@ void StageModel::moe_experts_backward(std::size_t block, MoeCache& c, const Mat&
     rows_of(w.eb_dx, r0, n).noalias() = da * ConstMatMap(p + at(kExpW1), h, f).transpose();
     span.begin("expert_fc1_wgrad");
     weight_grad(block, expert_tensor(shared, j, kExpW1), h, f, rows_of(std::as_const(c.x), r0, n),
-                da, grads + at(kExpB1), "expert_fc1_wgrad");
+                da, grads + at(kExpB1), "expert_fc1_wgrad", expert_capacity);
   }
   span.end();
   rows.permute(w.eb_dx, dx_rows, /*to_expert_major=*/false);

@@ -66,6 +66,13 @@ inline std::int64_t moe_capacity_rows(std::int64_t members, std::int64_t tokens,
   return members * tokens * (k < local ? k : local);
 }
 
+// The most rows one expert can receive from a micro-batch of T tokens: each member of the ep
+// group sends it each token at most once. A zero-bubble W pass copies an expert's rows into
+// buffers of this many (StageModel::defer_weight_grad), so that the pools find them again.
+inline std::int64_t moe_expert_capacity_rows(std::int64_t members, std::int64_t tokens) {
+  return members * tokens;
+}
+
 // The temporaries of moe.cc's functions, kept from call to call, each named for the function
 // that uses it (as gpt.cc's Scratch); "capacity" as in MoeCache.
 struct MoeScratch {

@@ -192,11 +192,11 @@ struct Count {
 };
 
 // Five steps of `model` under `plan` (micro-batches of plan.micro_batch_size, several per step);
-// prints each step's count and checks that steps 2 to 5 (every buffer sized by the first) make
-// no heap allocation and, on one rank (`faults`), fault no pages in: under MPI, OpenMPI's own
-// allocations and shared-memory transport fault a few pages per step.
+// prints each step's count and checks that steps `first_steady` to 5 (every buffer sized by the
+// steps before) make no heap allocation and, on one rank (`faults`), fault no pages in: under
+// MPI, OpenMPI's own allocations and shared-memory transport fault a few pages per step.
 void expect_no_step_allocations(const ModelSpec& model, const Plan& plan, Comm& comm,
-                                bool faults) {
+                                bool faults, std::size_t first_steady = 2) {
   auto trainer = make_cpu_trainer(model, plan, {}, comm);
   ASSERT_TRUE(trainer.ok()) << describe(plan) << ": " << trainer.status().message();
   const bool trace = std::getenv("STEP_ALLOCATIONS_TRACE") != nullptr;
@@ -221,7 +221,7 @@ void expect_no_step_allocations(const ModelSpec& model, const Plan& plan, Comm& 
                 c.allocations, c.bytes, c.allocator_ns / 1e3, c.step_ns / 1e6, c.page_faults,
                 in_mpi);
   }
-  for (std::size_t s = 1; s < 5; ++s) {
+  for (std::size_t s = first_steady - 1; s < 5; ++s) {
     EXPECT_EQ(per_step[s].allocations, 0) << describe(plan) << ", step " << s + 1;
     EXPECT_EQ(per_step[s].bytes, 0) << describe(plan) << ", step " << s + 1;
   }
@@ -295,7 +295,8 @@ TEST(StepAllocations, MixtureOfExpertsAllocatesNothing) {
 // ZeRO sharded over dp. Every allocation of the process is counted, OpenMPI's included.
 bool under_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
 
-void expect_no_step_allocations_mpi(const ModelSpec& model, const Plan& plan) {
+void expect_no_step_allocations_mpi(const ModelSpec& model, const Plan& plan,
+                                    std::size_t first_steady = 2) {
   if (!under_mpirun()) GTEST_SKIP() << "run under mpirun -np 4";
   if (!keep_freed_memory_mapped()) GTEST_SKIP() << "the C library ignores mallopt";
   int ready = 0;
@@ -306,7 +307,7 @@ void expect_no_step_allocations_mpi(const ModelSpec& model, const Plan& plan) {
   }
   auto comm = make_mpi_comm(plan, MPI_COMM_WORLD);
   ASSERT_TRUE(comm.ok()) << comm.status().message();
-  expect_no_step_allocations(model, plan, **comm, /*faults=*/false);
+  expect_no_step_allocations(model, plan, **comm, /*faults=*/false, first_steady);
 }
 
 Plan four_ranks(std::int64_t tp, std::int64_t cp, std::int64_t pp, std::int64_t dp) {
@@ -365,6 +366,23 @@ TEST(StepAllocationsMpi, ZeroBubbleV) {
   plan.schedule = Schedule::kZbV;
   plan.virtual_stages = 2;
   expect_no_step_allocations_mpi(gpt(4, 64, 4, 32), plan);
+}
+
+// An MoE model under zero-bubble schedules: the W pass holds each routed expert's rows back,
+// a number that follows the routing; the copies are taken at an expert's capacity (moe.h), so
+// the pools find them again (ZB-H1 and zb-v, pp 2 x dp 2 with ep 2). ZB-H1 on this layout
+// settles one step later, MoE or not (the dense model of these tests makes one allocation of
+// a micro-batch's activation, 16 KiB, in step 2 and none after, on the first stage): the
+// stage's pass slots keep the buffers the pipeline's sends swap into them, so step 2 starts
+// with buffers parked that step 1 had not parked yet at its peak. Steps 3-5 are its steady state.
+TEST(StepAllocationsMpi, MixtureOfExpertsZeroBubble) {
+  for (Schedule schedule : {Schedule::kZbH1, Schedule::kZbV}) {
+    Plan plan = four_ranks(1, 1, 2, 2);
+    plan.schedule = schedule;
+    if (schedule == Schedule::kZbV) plan.virtual_stages = 2;
+    plan.ep = 2;
+    expect_no_step_allocations_mpi(moe(4), plan, schedule == Schedule::kZbH1 ? 3 : 2);
+  }
 }
 
 // DualPipe: two directions, each stage holding a copy of its mirror stage's chunk, on 2 stages

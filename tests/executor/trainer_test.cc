@@ -108,6 +108,43 @@ TEST(Trainer, HooksGiveGradientsAndLogitsBeforeTheUpdate) {
   EXPECT_EQ(logits.size(), 4u * 16u * 256u);  // 2 micro-batches of (2 * 16, padded vocab)
 }
 
+// The routing the reference check replays (execute --dump-reference's PREFIX.routing.tpt): one
+// record per MoE layer forward, recomputes left out, each token's experts the top k of its
+// probabilities (best first, ties to the lower index), the probabilities a softmax.
+TEST(Trainer, CapturesTheRoutingOfEveryMoeForwardButNotRecomputes) {
+  ModelSpec moe = tiny();
+  moe.num_experts = 4;
+  moe.experts_per_token = 2;
+  for (Recompute r : {Recompute::kNone, Recompute::kFull}) {
+    Plan p = one_rank();
+    p.recompute = r;
+    auto c = make_local_comm();
+    auto t = make_cpu_trainer(moe, p, {}, *c);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    RoutingCapture routing;
+    ASSERT_TRUE((*t)->capture_routing(&routing).ok());
+    ASSERT_TRUE((*t)->step(random_batch(1, 0, 4, 16, 256)).ok());
+    ASSERT_TRUE((*t)->capture_routing(nullptr).ok());
+    ASSERT_TRUE((*t)->step(random_batch(1, 1, 4, 16, 256)).ok());  // not captured
+    // 2 micro-batches x 2 MoE layers x 32 tokens.
+    const std::size_t rows = 2 * 2 * 32;
+    ASSERT_EQ(routing.probs.size(), rows * 4) << to_string(r);
+    ASSERT_EQ(routing.experts.size(), rows * 2) << to_string(r);
+    for (std::size_t row = 0; row < rows; ++row) {
+      const float* prob = &routing.probs[row * 4];
+      const std::int32_t first = routing.experts[row * 2], second = routing.experts[row * 2 + 1];
+      EXPECT_NEAR(prob[0] + prob[1] + prob[2] + prob[3], 1.0f, 1e-6f);
+      ASSERT_NE(first, second);
+      for (std::int32_t e = 0; e < 4; ++e) {
+        if (e == first || e == second) continue;
+        EXPECT_TRUE(prob[second] > prob[e] || (prob[second] == prob[e] && second < e))
+            << "row " << row << ": expert " << e << " beats the chosen " << second;
+      }
+      EXPECT_TRUE(prob[first] > prob[second] || (prob[first] == prob[second] && first < second));
+    }
+  }
+}
+
 TEST(Trainer, WarmUpScalesTheFirstUpdate) {
   // AdamW's first update is lr * sign-like(g) per element: a 4-step warm-up makes it a quarter.
   auto first_change = [](std::int64_t warmup) {
