@@ -44,14 +44,7 @@ JSON
     echo '{"tp": 1, "pp": 1, "dp": 1, "micro_batch_size": 8, "global_batch_size": 8, "precision": "fp32"}' \
       > "$out/plan.json" ;;
   moe)
-    cat > "$out/model.json" <<'JSON'
-{"name": "issue 28 shape, MoE", "source": "bench/scripts/executor_reference_study.sh",
- "num_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "ffn_hidden_size": 512,
- "vocab_size": 256, "seq_len": 128, "tie_word_embeddings": true, "activation": "gelu",
- "norm": "layernorm", "position_embedding": "learned", "bias": true, "dropout": false,
- "num_experts": 8, "experts_per_token": 2, "shared_expert_ffn_size": 512,
- "dense_layers": [0], "dense_ffn_hidden_size": 1024}
-JSON
+    cp "$root/bench/scripts/issue28_moe.model.json" "$out/model.json"
     echo '{"tp": 1, "pp": 1, "dp": 1, "micro_batch_size": 4, "global_batch_size": 8, "precision": "fp32"}' \
       > "$out/plan.json" ;;
   *) echo "executor_reference_study: REFERENCE_MODEL=${REFERENCE_MODEL} is neither dense nor moe" >&2

@@ -21,14 +21,8 @@ mkdir -p "$out"
 mpirun=(mpirun --oversubscribe)
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
 model="$out/model.json" dense="$out/dense.json"
-cat > "$model" <<'JSON'
-{"name": "issue 28 shape, MoE", "source": "bench/scripts/moe_memory_study.sh",
- "num_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "ffn_hidden_size": 512,
- "vocab_size": 256, "seq_len": 128, "tie_word_embeddings": true, "activation": "gelu",
- "norm": "layernorm", "position_embedding": "learned", "bias": true, "dropout": false,
- "num_experts": 8, "experts_per_token": 2, "shared_expert_ffn_size": 512,
- "dense_layers": [0], "dense_ffn_hidden_size": 1024}
-JSON
+# The MoE shape both MoE studies use (executor_reference_study.sh REFERENCE_MODEL=moe).
+cp "$root/bench/scripts/issue28_moe.model.json" "$model"
 # The same shape dense (every layer's MLP 1024 wide): what the MoE layers add.
 cat > "$dense" <<'JSON'
 {"name": "issue 28 shape", "source": "bench/scripts/moe_memory_study.sh",
