@@ -58,7 +58,12 @@ std::string_view to_string(AttentionKernel k) {
   return "?";
 }
 std::string_view to_string(CrossEntropy c) {
-  return c == CrossEntropy::kFused ? "fused" : "unfused";
+  switch (c) {
+    case CrossEntropy::kFused: return "fused";
+    case CrossEntropy::kUnfused: return "unfused";
+    case CrossEntropy::kCast: return "cast";
+  }
+  return "?";
 }
 std::string_view to_string(Fp8Scaling s) {
   switch (s) {
@@ -71,8 +76,16 @@ std::string_view to_string(Fp8Scaling s) {
 std::string_view to_string(ZeroGather g) {
   return g == ZeroGather::kFlat ? "flat" : "per-tensor";
 }
+std::string_view to_string(ZeroCollectives c) {
+  return c == ZeroCollectives::kFlat ? "flat" : "per-rank";
+}
 std::string_view to_string(Elementwise e) {
-  return e == Elementwise::kFused ? "fused" : "eager";
+  switch (e) {
+    case Elementwise::kFused: return "fused";
+    case Elementwise::kEager: return "eager";
+    case Elementwise::kEagerSwiglu: return "eager-swiglu";
+  }
+  return "?";
 }
 std::string_view to_string(GradPrecision g) {
   return g == GradPrecision::kCompute ? "compute" : "fp32";
@@ -118,14 +131,17 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
     p.attention = static_cast<AttentionImpl>(c);
   if (r.get_choice("attention_kernel", c, {"generic", "flash2", "cudnn", "flash3"}, false))
     p.attention_kernel = static_cast<AttentionKernel>(c);
-  if (r.get_choice("cross_entropy", c, {"fused", "unfused"}, false))
+  if (r.get_choice("cross_entropy", c, {"fused", "unfused", "cast"}, false))
     p.cross_entropy = static_cast<CrossEntropy>(c);
   if (r.get_choice("grad_precision", c, {"compute", "fp32"}, false))
     p.grad_precision = static_cast<GradPrecision>(c);
   if (r.get_choice("zero3_gather", c, {"flat", "per-tensor"}, false))
     p.zero3_gather = static_cast<ZeroGather>(c);
-  if (r.get_choice("elementwise", c, {"fused", "eager"}, false))
+  if (r.get_choice("zero1_collectives", c, {"flat", "per-rank"}, false))
+    p.zero1_collectives = static_cast<ZeroCollectives>(c);
+  if (r.get_choice("elementwise", c, {"fused", "eager", "eager-swiglu"}, false))
     p.elementwise = static_cast<Elementwise>(c);
+  r.get_bool("ddp_bucket_copy", p.ddp_bucket_copy, false);
   r.get_bool("fp8", p.fp8, false);
   if (r.get_choice("fp8_scaling", c, {"current", "delayed", "block"}, false))
     p.fp8_scaling = static_cast<Fp8Scaling>(c);
@@ -172,8 +188,11 @@ Json plan_to_json(const Plan& p) {
   j["grad_precision"] = std::string(to_string(p.grad_precision));
   if (p.zero3_gather != ZeroGather::kFlat)  // written only when set, as cp
     j["zero3_gather"] = std::string(to_string(p.zero3_gather));
+  if (p.zero1_collectives != ZeroCollectives::kFlat)  // written only when set, as cp
+    j["zero1_collectives"] = std::string(to_string(p.zero1_collectives));
   if (p.elementwise != Elementwise::kFused)  // written only when set, as cp
     j["elementwise"] = std::string(to_string(p.elementwise));
+  if (p.ddp_bucket_copy) j["ddp_bucket_copy"] = true;  // written only when set, as cp
   if (p.fp8) j["fp8"] = true;  // written only when used, as cp
   if (p.fp8_scaling != Fp8Scaling::kCurrent) j["fp8_scaling"] = std::string(to_string(p.fp8_scaling));
   if (p.fp8_weight_cache) j["fp8_weight_cache"] = true;
@@ -206,8 +225,12 @@ std::string describe(const Plan& p) {
   if (p.attention_kernel != AttentionKernel::kGeneric)
     os << " attention=" << to_string(p.attention_kernel);
   if (p.cross_entropy == CrossEntropy::kUnfused) os << " unfused-ce";
+  if (p.cross_entropy == CrossEntropy::kCast) os << " cast-ce";
+  if (p.ddp_bucket_copy) os << " ddp-bucket-copy";
   if (p.zero3_gather == ZeroGather::kPerTensor) os << " zero3-gather=per-tensor";
+  if (p.zero1_collectives == ZeroCollectives::kPerRank) os << " zero1-collectives=per-rank";
   if (p.elementwise == Elementwise::kEager) os << " eager";
+  if (p.elementwise == Elementwise::kEagerSwiglu) os << " eager-swiglu";
   if (p.ep_overlap) os << " ep-overlap";
   if (p.tp_comm_overlap) os << " tp-overlap";
   if (!p.layers_per_stage.empty()) {
@@ -263,6 +286,13 @@ Status validate_plan(const Plan& p) {
     return err("zero3_gather=" + std::string(to_string(p.zero3_gather)) +
                " says how ZeRO-3 gathers parameters; the plan has zero_stage " +
                std::to_string(p.zero_stage));
+  if (p.ddp_bucket_copy && p.zero_stage > 1)
+    return err("ddp_bucket_copy=true says how PyTorch DDP holds gradients; the plan has "
+               "zero_stage " + std::to_string(p.zero_stage) + " (DDP runs with ZeRO 0 or 1)");
+  if (p.zero1_collectives != ZeroCollectives::kFlat && p.zero_stage != 1)
+    return err("zero1_collectives=" + std::string(to_string(p.zero1_collectives)) +
+               " says how ZeRO-1 reduces gradients and gathers parameters; the plan has "
+               "zero_stage " + std::to_string(p.zero_stage));
   if (p.dp % p.ep != 0)
     return err("ep=" + std::to_string(p.ep) + " does not divide dp=" + std::to_string(p.dp));
   if (p.zero_shard_size < 0 || p.zero_shard_size > kMax)

@@ -60,7 +60,14 @@ enum class AttentionKernel { kGeneric, kFlash2, kCudnn, kFlash3 };
 // ran it (train.py loss_fn; compiled only from torchtitan commit bbb1b616, April 2025): an fp32
 // copy, the log-softmax output kept for the backward, and in the backward the dense gradient of
 // the log-probabilities and of the logits beside it, 12 bytes per logit at once.
-enum class CrossEntropy { kFused, kUnfused };
+// cast: the logits cast to an fp32 copy first, then a Megatron-style vocab-parallel loss written
+// as separate PyTorch ops into a third buffer that it keeps as the softmax (nanotron 0.5,
+// huggingface/nanotron e24d2483: models/llama.py Loss calls sharded_cross_entropy(..., dtype=
+// torch.float); parallel/tensor_parallel/functional.py _ShardedCrossEntropy: max, subtract, exp
+// in place, sum, divide in place): at the forward's end the bf16 logits, the fp32 copy and the
+// fp32 softmax are alive at once, 2 + 4 + 4 = 10 bytes per logit (core/cost/memory.cc), and
+// the kernels move the bytes of each op (core/cost/tasks.cc).
+enum class CrossEntropy { kFused, kUnfused, kCast };
 // The gradients' precision. compute: as the weights (ZeRO's accounting, Rajbhandari et al. 2019
 // sec. 3.1: 2 + 2 + 12 bytes per parameter with mixed-precision Adam). fp32: gradients
 // accumulated over micro-batches and reduced over data parallelism in fp32, as Megatron-LM does
@@ -79,13 +86,35 @@ enum class GradPrecision { kCompute, kFp32 };
 // do implicit memcpy". So each tensor pays a collective's latency, waits for the compute queued
 // before it, and adds world-size copy launches (core/cost/data_parallel.cc).
 enum class ZeroGather { kFlat, kPerTensor };
+// How ZeRO-1 moves gradients and parameters between a rank's full copy and the data-parallel
+// shards. flat: one reduce-scatter of each gradient bucket and one all-gather of the updated
+// parameters, each over a flat buffer the collective reads and writes in place (Megatron-Core's
+// distributed optimizer, DeepSpeed's ZeRO-1/2, PyTorch FSDP's flat parameter). per-rank:
+// nanotron 0.5's ZeroDistributedOptimizer (huggingface/nanotron at e24d2483, the Ultra-Scale
+// Playbook's benchmark branch), whose collectives take Python lists of one tensor per
+// data-parallel rank: the gradient hook (optim/gradient_accumulator.py, get_fp32_accum_hook)
+// flattens each DDP bucket's fp32 gradients once per rank (distributed.py,
+// reduce_scatter_coalesced: one _flatten_dense_tensors per group rank) and PyTorch's
+// ProcessGroupNCCL::reduce_scatter copies each list entry into its flat buffer
+// ("inputFlattened[i][j].copy_(inputTensors[i][j], true)"), then each tensor's reduced shard is
+// copied back; after the optimizer step (optim/zero.py, _all_gather_params; distributed.py,
+// all_gather_coalesced) the updated parameters are flattened once per rank, gathered into a
+// list that ProcessGroupNCCL::allgather fills with one copy per rank
+// ("outputTensors[i][j].copy_(outputFlattened[i][j], true)"), and copied back one tensor per
+// rank (_unflatten_dense_tensors, then copy_). Launches per bucket and per step grow with the
+// data-parallel size times the tensors (core/cost/data_parallel.cc).
+enum class ZeroCollectives { kFlat, kPerRank };
 // How the layer's elementwise work runs. fused: one kernel per norm and per activation, rotary
 // embedding folded into its neighbours (Megatron-LM's and Transformer Engine's fused kernels,
 // torch.compile's Inductor fusion; the model as it was before this field). eager: PyTorch eager
 // mode's ATen kernels, one per op, with fp32 intermediates, as torchtitan's Llama code issues
 // them with compile off (RMSNorm, apply_rotary_emb, FeedForward's SwiGLU; their byte counts,
 // launches and saved tensors in core/cost/tasks.cc and memory.cc).
-enum class Elementwise { kFused, kEager };
+// eager-swiglu: fused norms and rotary embedding, SwiGLU as PyTorch eager's silu then a product
+// (nanotron 0.5's GLUActivation, models/llama.py at e24d2483: act(gate) * up, beside its Triton
+// RMSNorm and flash-attn's rotary kernel): the eager SwiGLU's kernels and the silu output autograd
+// keeps, nothing else of eager.
+enum class Elementwise { kFused, kEager, kEagerSwiglu };
 // How an FP8 tensor's scale is found (core/cost/tasks.cc, apply_fp8). current: from this
 // tensor's amax, one extra read of it before the cast (Transformer Engine's
 // Float8CurrentScaling; torchao float8's dynamic tensorwise scaling). delayed: from the amax
@@ -106,6 +135,7 @@ std::string_view to_string(AttentionKernel k);
 std::string_view to_string(CrossEntropy c);
 std::string_view to_string(GradPrecision g);
 std::string_view to_string(ZeroGather g);
+std::string_view to_string(ZeroCollectives c);
 std::string_view to_string(Elementwise e);
 std::string_view to_string(Fp8Scaling s);
 
@@ -156,6 +186,14 @@ struct Plan {
   CrossEntropy cross_entropy = CrossEntropy::kFused;
   GradPrecision grad_precision = GradPrecision::kCompute;
   ZeroGather zero3_gather = ZeroGather::kFlat;  // with zero_stage 3
+  ZeroCollectives zero1_collectives = ZeroCollectives::kFlat;  // with zero_stage 1
+  // PyTorch DDP without gradient_as_bucket_view (its default): the Reducer keeps its own copy of
+  // every gradient in its buckets, in the parameters' precision, beside the parameters' .grad
+  // (PyTorch's DistributedDataParallel documentation: gradient_as_bucket_view "can reduce peak
+  // memory usage, where the saved memory size will be equal to the total gradients size").
+  // nanotron 0.5 builds DDP so (trainer.py at e24d2483) and accumulates into its own fp32
+  // buffer besides. Memory only (core/cost/memory.cc). Needs zero_stage 0 or 1 (DDP).
+  bool ddp_bucket_copy = false;
   Elementwise elementwise = Elementwise::kFused;
   // FP8 training (Micikevicius et al. 2022, arXiv:2209.05433; Transformer Engine, torchao
   // float8): the transformer layers' linear GEMMs take FP8 operands, scaled per tensor, at the

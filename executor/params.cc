@@ -33,7 +33,7 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
   // frameworks' kernels for plan and simulate.
   if (p.cross_entropy != CrossEntropy::kFused)
     return no("cross_entropy " + std::string(to_string(p.cross_entropy)) +
-              " (PyTorch's eager loss, modelled by plan and simulate): use fused");
+              " (another framework's loss, modelled by plan and simulate): use fused");
   if (p.attention_kernel != AttentionKernel::kGeneric)
     return no("attention_kernel " + std::string(to_string(p.attention_kernel)) +
               " (a GPU kernel's published rates, for plan and simulate): use generic");
@@ -67,6 +67,13 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
     return no("zero3_gather " + std::string(to_string(p.zero3_gather)) +
               " (DeepSpeed 0.3-0.5's gather per parameter tensor, modelled by plan and "
               "simulate): the executors gather each block flat; use flat");
+  if (p.zero1_collectives != ZeroCollectives::kFlat)
+    return no("zero1_collectives " + std::string(to_string(p.zero1_collectives)) +
+              " (nanotron 0.5's ZeRO-1 list collectives, one tensor per rank, modelled by plan "
+              "and simulate): the executors reduce and gather each block flat; use flat");
+  if (p.ddp_bucket_copy)
+    return no("ddp_bucket_copy (PyTorch DDP's second copy of the gradients, modelled by plan "
+              "and simulate): the executors keep one gradient buffer; leave it false");
   if (p.elementwise != Elementwise::kFused)
     return no("elementwise " + std::string(to_string(p.elementwise)) +
               " (PyTorch eager's unfused norm, rotary and activation kernels, modelled by plan "

@@ -153,6 +153,9 @@ void to_executor_plan(Plan& p, Changes& c) {
         "on a CPU the host is the device: nothing to offload to");
   c.set("zero3_gather", p.zero3_gather, ZeroGather::kFlat,
         "the executors gather each block's parameters flat");
+  c.set("zero1_collectives", p.zero1_collectives, ZeroCollectives::kFlat,
+        "the executors reduce and gather each block's shards flat");
+  c.set("ddp_bucket_copy", p.ddp_bucket_copy, false, "the executors keep one gradient buffer");
   c.set("elementwise", p.elementwise, Elementwise::kFused,
         "the executors run each norm and activation as one kernel");
   c.set("tp_comm_overlap", p.tp_comm_overlap, false,

@@ -666,8 +666,9 @@ class Builder {
     return last;
   }
 
-  // A kernel PyTorch launches on the collective's stream after it (Plan::zero3_gather
-  // per-tensor: the list all-gather's copies into each rank's view).
+  // A kernel PyTorch launches on the collective's stream beside it (Plan::zero3_gather
+  // per-tensor: the list all-gather's copies into each rank's view; Plan::zero1_collectives
+  // per-rank: the list reduce-scatter's and all-gather's flattens and copies).
   std::int32_t dp_stream_kernel(RankState& rs, const Task& t, OpMeta meta) {
     meta.name = t.name;
     const TimeNs ns = opt_.uniform_compute ? 0 : to_ns(task_time_s(t, rates_));
@@ -1046,9 +1047,10 @@ class Builder {
                           [](const Task& t) { return t.group != CommGroup::kEmbedding; });
     for (const Task& t : rs.deferred) {
       OpMeta dm;
-      const std::int32_t id = collective(rs, t, dm);
+      const std::int32_t id = t.kind == TaskKind::kComm ? collective(rs, t, dm)
+                                                        : dp_stream_kernel(rs, t, dm);
       eng_->add_dep(rs.last_compute, id);
-      note_sync(rs, t, id);
+      if (t.kind == TaskKind::kComm) note_sync(rs, t, id);
     }
   }
 

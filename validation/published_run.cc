@@ -531,13 +531,17 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   r.get_choice("attention_kernel", attention_kernel, {"generic", "flash2", "cudnn", "flash3"},
                false);
   int cross_entropy = -1;
-  r.get_choice("cross_entropy", cross_entropy, {"fused", "unfused"}, false);
+  r.get_choice("cross_entropy", cross_entropy, {"fused", "unfused", "cast"}, false);
   int grads = -1;
   r.get_choice("grad_precision", grads, {"compute", "fp32"}, false);
   int zero3_gather = -1;
   r.get_choice("zero3_gather", zero3_gather, {"flat", "per-tensor"}, false);
+  int zero1_collectives = -1;
+  r.get_choice("zero1_collectives", zero1_collectives, {"flat", "per-rank"}, false);
   int elementwise = -1;
-  r.get_choice("elementwise", elementwise, {"fused", "eager"}, false);
+  r.get_choice("elementwise", elementwise, {"fused", "eager", "eager-swiglu"}, false);
+  bool ddp_bucket_copy = false;
+  r.get_bool("ddp_bucket_copy", ddp_bucket_copy, false);
   int fp8_scaling = -1;
   r.get_choice("fp8_scaling", fp8_scaling, {"current", "delayed", "block"}, false);
   bool fp8_weight_cache = false;
@@ -601,8 +605,13 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   if (cross_entropy >= 0) p.cross_entropy = static_cast<CrossEntropy>(cross_entropy);
   // How ZeRO-3 gathered, where the entry names its framework version's way (Plan::zero3_gather).
   if (zero3_gather >= 0) p.zero3_gather = static_cast<ZeroGather>(zero3_gather);
+  // How ZeRO-1 reduces and gathers, where the entry names its framework's way
+  // (Plan::zero1_collectives).
+  if (zero1_collectives >= 0) p.zero1_collectives = static_cast<ZeroCollectives>(zero1_collectives);
   // Eager PyTorch's unfused kernels, where the entry's source states compile was off.
   if (elementwise >= 0) p.elementwise = static_cast<Elementwise>(elementwise);
+  // PyTorch DDP's bucket copy of the gradients, where the entry names its framework's way.
+  p.ddp_bucket_copy = ddp_bucket_copy;
   // The FP8 recipe, where the entry names it from its source's recipe and framework version;
   // otherwise current scaling with a cast per micro-batch (the plan's default).
   if (fp8_scaling >= 0) p.fp8_scaling = static_cast<Fp8Scaling>(fp8_scaling);

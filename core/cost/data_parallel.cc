@@ -5,6 +5,7 @@
 // Tested by tests/core/cost_model_test.cc (DP block tasks, ZeRO points and buffers).
 #include "core/cost/cost_model.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/cost/internal.h"
@@ -75,6 +76,52 @@ void add_per_tensor_gathers(std::vector<Task>& out, std::string_view name, CommG
     out.push_back(copies);
   }
 }
+
+// Plan::zero1_collectives per-rank (nanotron 0.5; sources at the enum). The gradients arrive in
+// PyTorch DDP buckets of 25 MiB in the parameters' precision (DistributedDataParallel's default
+// bucket_cap_mb, which nanotron's benchmark config also sets); the simulator reduces a block
+// at once, so a block counts the buckets its gradients fill.
+constexpr double kDdpBucketBytes = 25.0 * 1024.0 * 1024.0;
+
+// Before the reduce-scatter: per bucket the hook flattens the fp32 gradients once per rank of
+// the group (reduce_scatter_coalesced) and ProcessGroupNCCL copies each of the n list entries
+// into its flat input, each pass reading and writing the block's gradients once; after it, each
+// tensor's reduced shard is copied back into the gradient buffer. All counted before the
+// collective (the copies back are one launch per tensor and a 1/n of the bytes).
+void add_per_rank_grad_copies(std::vector<Task>& out, std::int64_t n, std::int64_t params,
+                              std::int64_t tensors, double param_bytes, double grad_bytes) {
+  if (params <= 0 || n <= 1) return;
+  const auto buckets = static_cast<std::int64_t>(
+      std::max(1.0, std::ceil(d(params) * param_bytes / kDdpBucketBytes)));
+  Task copies = memory("zero1_grad_rank_copies",
+                       (2.0 * 2.0 * d(params) + 2.0 * d(params) / d(n)) * grad_bytes,
+                       MemoryKernel::kElementwise);
+  copies.launches = buckets * 2 * n + std::max<std::int64_t>(1, tensors);
+  out.push_back(copies);
+}
+
+// Around the parameter all-gather: before it, one flatten per rank of that rank's slices of
+// every tensor (all_gather_coalesced's output lists; the whole block read and written) and the
+// flatten of this rank's own shard; after it, ProcessGroupNCCL's copy out of the flat output
+// into each of the n list entries and one copy per rank and tensor back into the parameters
+// (_unflatten_dense_tensors, copy_), each reading and writing the whole block once.
+void add_per_rank_gather(std::vector<Task>& out, std::string_view name, CommGroup group,
+                         std::int64_t n, std::int64_t params, std::int64_t tensors,
+                         double bytes_per_element) {
+  if (params <= 0 || n <= 1) return;
+  const std::int64_t pieces = std::max<std::int64_t>(1, tensors);
+  Task flatten = memory("zero1_gather_rank_flatten",
+                        (2.0 * d(params) + 2.0 * d(params) / d(n)) * bytes_per_element,
+                        MemoryKernel::kElementwise);
+  flatten.launches = n + 1;
+  out.push_back(flatten);
+  out.push_back(comm(name, Collective::kAllGather, group, n,
+                     d(padded(params, n)) * bytes_per_element));
+  Task copies = memory("zero1_gather_rank_copies", 2.0 * 2.0 * d(params) * bytes_per_element,
+                       MemoryKernel::kElementwise);
+  copies.launches = n * (pieces + 1);
+  out.push_back(copies);
+}
 }  // namespace
 
 std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint point) {
@@ -135,6 +182,10 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
                            p.tp, d(b.tp_replicated_params) * g));
       if (p.zero_stage == 0) add("dp_grad_all_reduce", "expert_dp_grad_all_reduce",
                                  Collective::kAllReduce);
+      if (p.zero_stage == 1 && p.zero1_collectives == ZeroCollectives::kPerRank) {
+        add_per_rank_grad_copies(out, dense, b.dense_params, b.tensors, e, g);
+        add_per_rank_grad_copies(out, expert, b.expert_params, b.expert_tensors, e, g);
+      }
       if (p.zero_stage == 1) add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
                                  Collective::kReduceScatter);
       // Hybrid sharding: the shard groups sum the step's reduced shards across each other once,
@@ -145,8 +196,14 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
                            p.zero_replicas(), d(padded(b.dense_params, dense) / dense) * g));
       break;
     case DpPoint::kAfterOptimizer:
-      if (p.zero_stage == 1 || p.zero_stage == 2)
+      if (p.zero_stage == 1 && p.zero1_collectives == ZeroCollectives::kPerRank) {
+        add_per_rank_gather(out, "zero_param_all_gather", CommGroup::kDp, dense, b.dense_params,
+                            b.tensors, e);
+        add_per_rank_gather(out, "zero_expert_param_all_gather", CommGroup::kExpertDp, expert,
+                            b.expert_params, b.expert_tensors, e);
+      } else if (p.zero_stage == 1 || p.zero_stage == 2) {
         add("zero_param_all_gather", "zero_expert_param_all_gather", Collective::kAllGather);
+      }
       break;
   }
   return without_trivial_comm(out);

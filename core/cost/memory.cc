@@ -212,6 +212,9 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   };
   mem.weights_bytes = sb.weights * shard(dense, expert, p.zero_stage >= 3);
   mem.gradients_bytes = sb.gradients * shard(dense, expert, p.zero_stage >= 2);
+  // PyTorch DDP's own bucket copy of every gradient, in the parameters' precision
+  // (Plan::ddp_bucket_copy; DDP runs unsharded, ZeRO 0 or 1).
+  if (p.ddp_bucket_copy) mem.gradients_bytes += sb.weights * (dense + expert);
   const double opt = sb.optimizer * shard(dense, expert, p.zero_stage >= 1);
   place_offloaded_states(p, opt, mem);
   // Activations: stored bytes per layer and micro-batch, times the layers of this stage, times
@@ -281,7 +284,8 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
     // The cross-entropy's fp32 buffers per logit (Plan::cross_entropy): fused, the softmax it
     // keeps, 4*s*b*V/t (Korthikanti et al. 2022, sec. 4.3); unfused (PyTorch eager), at the
     // backward's start the kept log-softmax output, the gradient nll_loss writes for it and the
-    // gradient log_softmax's backward writes, 12 bytes.
+    // gradient log_softmax's backward writes, 12 bytes; cast (nanotron), at the forward's end
+    // the logits, their fp32 copy and the kept softmax, 10 bytes with bf16 logits.
     mem.activations_bytes += cross_entropy_bytes_per_logit(p) * d(x.tokens) *
                              d(padded_vocab(m, p.tp)) / d(p.tp);
   }
@@ -307,7 +311,14 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
 }
 
 double cross_entropy_bytes_per_logit(const Plan& p) {
-  return p.cross_entropy == CrossEntropy::kUnfused ? 12.0 : 4.0;
+  switch (p.cross_entropy) {
+    case CrossEntropy::kFused: return 4.0;
+    case CrossEntropy::kUnfused: return 12.0;
+    // nanotron's loss at the forward's end: the logits in their precision, the fp32 copy the
+    // cast wrote and the fp32 softmax the Function keeps (Plan::cross_entropy).
+    case CrossEntropy::kCast: return bytes_per_element(p.precision) + 4.0 + 4.0;
+  }
+  return 4.0;
 }
 
 double zero3_fetches_per_micro_batch(const Plan& p) {

@@ -104,7 +104,7 @@ Shape shape_of(const ModelSpec& m, const Plan& p) {
   const bool eager = p.elementwise == Elementwise::kEager;
   x.eager_norm = eager && m.norm == NormKind::kRmsNorm;
   x.eager_rope = eager && m.position == PositionKind::kRope && !x.mla;
-  x.eager_swiglu = eager && x.swiglu;
+  x.eager_swiglu = (eager || p.elementwise == Elementwise::kEagerSwiglu) && x.swiglu;
   return x;
 }
 
@@ -805,11 +805,17 @@ std::vector<Task> head_forward_tasks(const ModelSpec& m, const Plan& p) {
   // A softmax over the vocabulary slice (exp per logit) and the loss: the softmax kind.
   // Unfused (PyTorch eager): the cast writes an fp32 copy, log_softmax reads it twice (the
   // row's max and sum, then the output pass) and writes the log-probabilities.
+  // Cast (nanotron's _ShardedCrossEntropy, Plan::cross_entropy): the cast writes an fp32 copy,
+  // then max reads it, the subtraction reads it and writes the shifted logits, exp and the
+  // division rewrite those in place and the sum reads them: 2 + 4 + 4 + 8 + 8 + 4 + 8 bytes per
+  // logit in the kernels of those six ops.
   const bool unfused = p.cross_entropy == CrossEntropy::kUnfused;
-  Task ce = memory("cross_entropy",
-                   d(x.tokens) * d(v_rank) * (x.e + (unfused ? 4.0 * 4.0 : 2.0 * 4.0)),
+  const bool cast = p.cross_entropy == CrossEntropy::kCast;
+  const double forward_fp32 = cast ? 4.0 + 4.0 + 8.0 + 8.0 + 4.0 + 8.0 : unfused ? 4.0 * 4.0 : 2.0 * 4.0;
+  Task ce = memory("cross_entropy", d(x.tokens) * d(v_rank) * (x.e + forward_fp32),
                    MemoryKernel::kSoftmax);
   ce.transcendentals = d(x.tokens) * d(v_rank);  // an exp per logit
+  if (cast) ce.launches = 6;
   out.push_back(ce);
   // Megatron's vocab-parallel cross-entropy all-reduces the max, the sum of exponentials and
   // the target logit: three fp32 values per token.
@@ -826,10 +832,16 @@ std::vector<Task> head_backward_tasks(const ModelSpec& m, const Plan& p) {
   // Probabilities minus the one-hot target, scaled: elementwise. Unfused (PyTorch eager):
   // nll_loss's backward writes a zero-filled fp32 gradient, log_softmax's backward reads it and
   // the kept output and writes its own, and the cast back reads that and writes the logits'.
+  // Cast (nanotron): the one-hot subtraction in place, the in-place scaling by the loss's
+  // gradient (reads and writes the fp32 softmax) and the cast's backward to the logits' type.
+  const bool cast = p.cross_entropy == CrossEntropy::kCast;
   const double per_logit = p.cross_entropy == CrossEntropy::kUnfused ? 4.0 + 3.0 * 4.0 + 4.0 + x.e
-                                                                      : 4.0 + x.e;
-  out.push_back(memory("cross_entropy_bwd", d(x.tokens) * d(v_rank) * per_logit,
-                       MemoryKernel::kElementwise));
+                           : cast                                    ? 8.0 + 4.0 + x.e
+                                                                     : 4.0 + x.e;
+  Task ce_bwd = memory("cross_entropy_bwd", d(x.tokens) * d(v_rank) * per_logit,
+                       MemoryKernel::kElementwise);
+  if (cast) ce_bwd.launches = 2;
+  out.push_back(ce_bwd);
   Task head = gemm("lm_head", x.tokens, v_rank, x.h, 1, x.e);
   head.flops = 2.0 * d(x.tokens) * d(m.vocab_size) / d(p.tp) * d(x.h);
   add_gemm_backward(out, head, "lm_head_dgrad", "lm_head_wgrad", x.e);

@@ -228,6 +228,70 @@ TEST(Memory, Fp32GradientsAreEighteenBytesPerParameterAndReduceInFp32) {
   }
 }
 
+// Plan::zero1_collectives per-rank (nanotron 0.5's ZeRO-1): before the gradient reduce-scatter,
+// 2 x n launches per 25 MiB DDP bucket plus one per tensor, reading and writing the fp32
+// gradients twice; around the parameter all-gather, n + 1 flatten launches before it and
+// n x (tensors + 1) copy launches after it. The collectives themselves are the flat ones.
+TEST(DataParallel, PerRankZero1CopiesGrowWithGroupSizeAndTensors) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  for (const std::int64_t n : {2, 8, 128}) {
+    SCOPED_TRACE(n);
+    Plan flat = plan_of(1, 1, n, 1, n);
+    flat.zero_stage = 1;
+    flat.grad_precision = GradPrecision::kFp32;
+    Plan per = flat;
+    per.zero1_collectives = ZeroCollectives::kPerRank;
+    const std::vector<ParamBlock> blocks = param_blocks_on_stage(m, per, 0);
+    const ParamBlock& layer = blocks[1];
+    ASSERT_EQ(layer.kind, BlockKind::kLayer);
+    ASSERT_EQ(layer.tensors, 6);
+    const double params = static_cast<double>(layer.dense_params);
+    // Llama 3 8B's layer: 218M parameters, 436 MB in bf16: 17 buckets of 25 MiB.
+    const std::int64_t buckets =
+        static_cast<std::int64_t>(std::ceil(params * 2.0 / (25.0 * 1024 * 1024)));
+    EXPECT_EQ(buckets, 17);
+
+    const std::vector<Task> rs_flat = dp_block_tasks(flat, layer, DpPoint::kAfterLastBackward);
+    const std::vector<Task> rs_per = dp_block_tasks(per, layer, DpPoint::kAfterLastBackward);
+    ASSERT_EQ(rs_flat.size(), 1u);
+    ASSERT_EQ(rs_per.size(), 2u);
+    EXPECT_EQ(rs_per[0].kind, TaskKind::kMemory);
+    EXPECT_EQ(rs_per[0].name, "zero1_grad_rank_copies");
+    EXPECT_EQ(rs_per[0].launches, buckets * 2 * n + 6);
+    EXPECT_DOUBLE_EQ(rs_per[0].bytes,
+                     (4.0 * params + 2.0 * params / static_cast<double>(n)) * 4.0);
+    EXPECT_EQ(rs_per[1].kind, TaskKind::kComm);
+    EXPECT_EQ(rs_per[1].collective, Collective::kReduceScatter);
+    EXPECT_EQ(rs_per[1].message_bytes, rs_flat[0].message_bytes);
+
+    const std::vector<Task> ag_flat = dp_block_tasks(flat, layer, DpPoint::kAfterOptimizer);
+    const std::vector<Task> ag_per = dp_block_tasks(per, layer, DpPoint::kAfterOptimizer);
+    ASSERT_EQ(ag_flat.size(), 1u);
+    ASSERT_EQ(ag_per.size(), 3u);
+    EXPECT_EQ(ag_per[0].name, "zero1_gather_rank_flatten");
+    EXPECT_EQ(ag_per[0].launches, n + 1);
+    EXPECT_EQ(ag_per[1].kind, TaskKind::kComm);
+    EXPECT_EQ(ag_per[1].collective, Collective::kAllGather);
+    EXPECT_EQ(ag_per[1].message_bytes, ag_flat[0].message_bytes);
+    EXPECT_EQ(ag_per[2].name, "zero1_gather_rank_copies");
+    EXPECT_EQ(ag_per[2].launches, n * 7);
+    EXPECT_DOUBLE_EQ(ag_per[2].bytes, 4.0 * params * 2.0);
+    // Nothing else changes: the other points are the flat plan's.
+    for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kBeforeBackward,
+                          DpPoint::kAfterBackward}) {
+      EXPECT_EQ(dp_block_tasks(per, layer, point).size(),
+                dp_block_tasks(flat, layer, point).size());
+    }
+  }
+  // One rank: nothing to reduce or gather, no copies.
+  Plan one = plan_of(1, 1, 1, 1, 1);
+  one.zero_stage = 1;
+  one.zero1_collectives = ZeroCollectives::kPerRank;
+  const ParamBlock layer = param_blocks_on_stage(load_repo_model("llama3-8b.json"), one, 0)[1];
+  EXPECT_TRUE(dp_block_tasks(one, layer, DpPoint::kAfterLastBackward).empty());
+  EXPECT_TRUE(dp_block_tasks(one, layer, DpPoint::kAfterOptimizer).empty());
+}
+
 // Plan::zero3_gather per-tensor (DeepSpeed 0.3.11-0.5.4): a layer's gather becomes one
 // all-gather per parameter tensor (GPT-3's layer, Megatron-LM's layout: two LayerNorms with
 // biases, QKV and the output projection, fc1 and fc2, each with a bias: 12; Llama's: two
@@ -343,6 +407,81 @@ TEST(Tasks, EagerElementwiseMovesTheUnfusedBytesInTheUnfusedLaunches) {
     EXPECT_EQ(gf[i].name, ge[i].name);
     EXPECT_DOUBLE_EQ(gf[i].bytes, ge[i].bytes);
     EXPECT_EQ(gf[i].launches, ge[i].launches);
+  }
+}
+
+// Plan::elementwise eager-swiglu (nanotron's GLUActivation beside fused norms and rotary): the
+// eager SwiGLU's bytes, launches and kept silu output, and nothing of the eager norms or rotary.
+TEST(Tasks, EagerSwigluAloneKeepsNormsAndRotaryFused) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  Plan fused = plan_of(1, 1, 8, 1, 8);
+  Plan eager = fused, glu = fused;
+  eager.elementwise = Elementwise::kEager;
+  glu.elementwise = Elementwise::kEagerSwiglu;
+  const double e = 2.0;
+  const double T = static_cast<double>(m.seq_len), f = static_cast<double>(m.ffn_hidden_size);
+  const std::vector<Task> ff = layer_forward_tasks(m, fused), gf = layer_forward_tasks(m, glu);
+  const std::vector<Task> ef = layer_forward_tasks(m, eager);
+  const std::vector<Task> fb = layer_backward_tasks(m, fused), gb = layer_backward_tasks(m, glu);
+  const std::vector<Task> eb = layer_backward_tasks(m, eager);
+  for (const char* norm : {"norm1", "norm2"}) {
+    EXPECT_DOUBLE_EQ(task_named(gf, norm).bytes, task_named(ff, norm).bytes);
+    EXPECT_EQ(task_named(gf, norm).launches, 1);
+  }
+  EXPECT_FALSE(has_task(gf, "rope"));
+  EXPECT_FALSE(has_task(gb, "rope_bwd"));
+  EXPECT_DOUBLE_EQ(task_named(gf, "swiglu").bytes, task_named(ef, "swiglu").bytes);
+  EXPECT_EQ(task_named(gf, "swiglu").launches, task_named(ef, "swiglu").launches);
+  EXPECT_DOUBLE_EQ(task_named(gb, "swiglu_bwd").bytes, task_named(eb, "swiglu_bwd").bytes);
+  EXPECT_EQ(task_named(gb, "swiglu_bwd").launches, task_named(eb, "swiglu_bwd").launches);
+  EXPECT_EQ(task_named(head_forward_tasks(m, glu), "final_norm").launches, 1);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, glu) - layer_activation_bytes(m, fused), e * T * f);
+  // A GELU model has no SwiGLU: unchanged.
+  const ModelSpec g = load_repo_model("gpt3.json");
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(g, glu), layer_activation_bytes(g, fused));
+}
+
+// Plan::cross_entropy cast (nanotron's loss): 10 bytes per bf16 logit at the forward's end (the
+// logits, their fp32 copy, the kept softmax) against the fused loss's 4, on the head's stage
+// only; its six forward and two backward ops move their own bytes.
+TEST(Memory, CastCrossEntropyHoldsTheLogitsTheirFp32CopyAndTheSoftmax) {
+  const ModelSpec m = testing::gpt_model(4, 512, 8, 1024, 32000);
+  Plan p = plan_of(2, 2, 1, 2, 8);
+  Plan cast = p;
+  cast.cross_entropy = CrossEntropy::kCast;
+  EXPECT_DOUBLE_EQ(cross_entropy_bytes_per_logit(cast), 10.0);
+  const double logits_per_rank = 2.0 * 1024 * static_cast<double>(padded_vocab(m, 2)) / 2.0;
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, cast, 1).activations_bytes -
+                       memory_on_stage(m, p, 1).activations_bytes,
+                   6.0 * logits_per_rank);
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, cast, 0).activations_bytes,
+                   memory_on_stage(m, p, 0).activations_bytes);
+  const Task& fwd = task_named(head_forward_tasks(m, cast), "cross_entropy");
+  EXPECT_DOUBLE_EQ(fwd.bytes, logits_per_rank * (2.0 + 36.0));
+  EXPECT_EQ(fwd.launches, 6);
+  const Task& bwd = task_named(head_backward_tasks(m, cast), "cross_entropy_bwd");
+  EXPECT_DOUBLE_EQ(bwd.bytes, logits_per_rank * (8.0 + 4.0 + 2.0));
+  EXPECT_EQ(bwd.launches, 2);
+}
+
+// Plan::ddp_bucket_copy: PyTorch DDP's bucket copy of every gradient, in the parameters'
+// precision, unsharded; nothing else changes.
+TEST(Memory, DdpBucketCopyAddsAGradientCopyInTheParametersPrecision) {
+  const ModelSpec m = gpt3();
+  for (int zero : {0, 1}) {
+    SCOPED_TRACE(zero);
+    Plan p = plan_of(8, 4, 4, 1, 64);
+    p.zero_stage = zero;
+    p.grad_precision = GradPrecision::kFp32;
+    Plan copy = p;
+    copy.ddp_bucket_copy = true;
+    for (std::int64_t stage : {0, 3}) {
+      const StageParameters sp = parameters_on_stage(m, p, stage);
+      const MemoryBreakdown a = memory_on_stage(m, p, stage), b = memory_on_stage(m, copy, stage);
+      EXPECT_DOUBLE_EQ(b.gradients_bytes - a.gradients_bytes, 2.0 * (sp.dense + sp.expert));
+      EXPECT_DOUBLE_EQ(b.activations_bytes, a.activations_bytes);
+      EXPECT_DOUBLE_EQ(b.optimizer_bytes, a.optimizer_bytes);
+    }
   }
 }
 

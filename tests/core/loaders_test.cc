@@ -862,6 +862,37 @@ TEST(PlanLoader, Zero3GatherRoundTripAndErrors) {
                         {"p.json", "zero3_gather=per-tensor", "zero_stage 1"}));
 }
 
+// zero1_collectives: written only when per-rank, shown in the description, refused by name when
+// the value is unknown or the plan is not ZeRO-1.
+TEST(PlanLoader, Zero1CollectivesRoundTripAndErrors) {
+  Json j = basic_plan();
+  j["zero_stage"] = 1;
+  auto flat = plan_from_json(j, "p.json");
+  ASSERT_TRUE(flat.ok()) << flat.status().message();
+  EXPECT_EQ(flat->zero1_collectives, ZeroCollectives::kFlat);
+  EXPECT_FALSE(plan_to_json(*flat).contains("zero1_collectives"));
+  j["zero1_collectives"] = "per-rank";
+  auto per = plan_from_json(j, "p.json");
+  ASSERT_TRUE(per.ok()) << per.status().message();
+  EXPECT_EQ(per->zero1_collectives, ZeroCollectives::kPerRank);
+  EXPECT_EQ(plan_to_json(*per).at("zero1_collectives"), "per-rank");
+  EXPECT_NE(describe(*per).find(" zero1-collectives=per-rank"), std::string::npos)
+      << describe(*per);
+  auto back = plan_from_json(plan_to_json(*per), "again");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(plan_to_json(*back), plan_to_json(*per));
+  j["zero1_collectives"] = "per-tensor";
+  EXPECT_TRUE(
+      FailsWith(plan_from_json(j, "p.json"), {"p.json", "zero1_collectives", "per-tensor"}));
+  j["zero1_collectives"] = "per-rank";
+  for (int stage : {0, 2, 3}) {
+    j["zero_stage"] = stage;
+    EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
+                          {"p.json", "zero1_collectives=per-rank",
+                           "zero_stage " + std::to_string(stage)}));
+  }
+}
+
 // elementwise: written only when eager, shown in the description, refused by name when the
 // value is unknown.
 TEST(PlanLoader, ElementwiseRoundTripAndErrors) {
@@ -881,6 +912,37 @@ TEST(PlanLoader, ElementwiseRoundTripAndErrors) {
   EXPECT_EQ(plan_to_json(*back), plan_to_json(*eager));
   j["elementwise"] = "compiled";
   EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "elementwise", "compiled"}));
+  j["elementwise"] = "eager-swiglu";
+  auto glu = plan_from_json(j, "p.json");
+  ASSERT_TRUE(glu.ok()) << glu.status().message();
+  EXPECT_EQ(glu->elementwise, Elementwise::kEagerSwiglu);
+  EXPECT_EQ(plan_to_json(*glu).at("elementwise"), "eager-swiglu");
+  EXPECT_NE(describe(*glu).find(" eager-swiglu"), std::string::npos) << describe(*glu);
+}
+
+// ddp_bucket_copy: written only when true, shown in the description, refused where the plan
+// shards gradients (DDP runs with ZeRO 0 or 1).
+TEST(PlanLoader, DdpBucketCopyRoundTripAndErrors) {
+  Json j = basic_plan();
+  auto none = plan_from_json(j, "p.json");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_FALSE(none->ddp_bucket_copy);
+  EXPECT_FALSE(plan_to_json(*none).contains("ddp_bucket_copy"));
+  j["ddp_bucket_copy"] = true;
+  for (int zero : {0, 1}) {
+    j["zero_stage"] = zero;
+    auto copy = plan_from_json(j, "p.json");
+    ASSERT_TRUE(copy.ok()) << copy.status().message();
+    EXPECT_TRUE(copy->ddp_bucket_copy);
+    EXPECT_EQ(plan_to_json(*copy).at("ddp_bucket_copy"), true);
+    EXPECT_NE(describe(*copy).find(" ddp-bucket-copy"), std::string::npos) << describe(*copy);
+  }
+  j["zero_stage"] = 2;
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
+                        {"p.json", "ddp_bucket_copy=true", "zero_stage 2"}));
+  j["zero_stage"] = 1;
+  j["ddp_bucket_copy"] = "yes";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "ddp_bucket_copy"}));
 }
 
 TEST(PlanLoader, AttentionKernelAndCrossEntropyRoundTrip) {
@@ -905,6 +967,12 @@ TEST(PlanLoader, AttentionKernelAndCrossEntropyRoundTrip) {
   EXPECT_EQ(plan_to_json(*ce).at("cross_entropy"), "unfused");
   EXPECT_FALSE(plan_to_json(*generic).contains("cross_entropy"));
   EXPECT_NE(describe(*ce).find(" unfused-ce"), std::string::npos) << describe(*ce);
+  j["cross_entropy"] = "cast";
+  auto cast = plan_from_json(j, "p.json");
+  ASSERT_TRUE(cast.ok()) << cast.status().message();
+  EXPECT_EQ(cast->cross_entropy, CrossEntropy::kCast);
+  EXPECT_EQ(plan_to_json(*cast).at("cross_entropy"), "cast");
+  EXPECT_NE(describe(*cast).find(" cast-ce"), std::string::npos) << describe(*cast);
   j["cross_entropy"] = "chunked";
   EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "cross_entropy", "chunked"}));
   j.erase("cross_entropy");

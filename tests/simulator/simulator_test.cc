@@ -61,6 +61,10 @@ std::vector<std::pair<const char*, std::pair<ModelSpec, Plan>>> symmetric_cases(
   per_tensor.zero_stage = 3;
   per_tensor.zero3_gather = ZeroGather::kPerTensor;
   out.push_back({"zero3, per-tensor gathers", {gpt, per_tensor}});
+  Plan per_rank = testing::make_plan(1, 2, 4, 1, 8);
+  per_rank.zero_stage = 1;
+  per_rank.zero1_collectives = ZeroCollectives::kPerRank;
+  out.push_back({"zero1, per-rank list collectives", {gpt, per_rank}});
   Plan hsdp = testing::make_plan(2, 2, 4, 1, 8);
   hsdp.zero_stage = 3;
   hsdp.zero_shard_size = 2;  // a shard group per node of 4 GPUs, replicated across nodes
@@ -312,6 +316,42 @@ TEST(Simulator, PerTensorZero3GathersSerialiseWithCompute) {
   // The same parameters travel, each piece padded to the group.
   EXPECT_GE(per.report.bytes_per_group.at("dp"), flat.report.bytes_per_group.at("dp"));
   EXPECT_LE(per.report.bytes_per_group.at("dp"), 1.001 * flat.report.bytes_per_group.at("dp"));
+}
+
+// Plan::zero1_collectives per-rank: the list collectives' flattens and copies run on the
+// data-parallel stream beside the reduce-scatter and the all-gather (nanotron's ZeRO-1). The
+// step's end waits for the gather's copies, so the step grows by at least them; with the
+// gradients' copies before the reduce-scatter the optimizer starts later too. The collectives
+// carry the same bytes as the flat plan's.
+TEST(Simulator, PerRankZero1CopiesLengthenTheStep) {
+  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
+  Plan p = testing::make_plan(1, 1, 32, 1, 64);
+  p.zero_stage = 1;
+  const ClusterSpec c = testing::cluster_for(p, "H100-SXM5-80GB");
+  SimOptions traced;
+  traced.collect_trace = true;
+  const SimResult flat = testing::simulate_ok(gpt, c, p, traced);
+  p.zero1_collectives = ZeroCollectives::kPerRank;
+  const SimResult per = testing::simulate_ok(gpt, c, p, traced);
+  for (const char* name : {"zero1_grad_rank_copies", "zero1_gather_rank_flatten",
+                           "zero1_gather_rank_copies"}) {
+    EXPECT_EQ(flat.trace_json.find(name), std::string::npos) << name;
+    EXPECT_NE(per.trace_json.find(name), std::string::npos) << name;
+  }
+  const DeviceRates r = device_rates(c.gpu, p.precision);
+  double gather_copies_s = 0;
+  for (const ParamBlock& b : param_blocks_on_stage(gpt, p, 0))
+    for (const Task& t : dp_block_tasks(p, b, DpPoint::kAfterOptimizer))
+      if (t.kind == TaskKind::kMemory) gather_copies_s += task_time_s(t, r);
+  EXPECT_GT(gather_copies_s, 0.0);
+  EXPECT_GE(per.report.step_time_s, flat.report.step_time_s + gather_copies_s - 1e-9);
+  EXPECT_DOUBLE_EQ(per.report.bytes_per_group.at("dp"), flat.report.bytes_per_group.at("dp"));
+  // Without overlapped gradient reduction the copies are issued with the held-back collectives.
+  SimOptions held = traced;
+  held.overlap_grad_reduce = false;
+  const SimResult per_held = testing::simulate_ok(gpt, c, p, held);
+  EXPECT_NE(per_held.trace_json.find("zero1_grad_rank_copies"), std::string::npos);
+  EXPECT_GE(per_held.report.step_time_s, per.report.step_time_s - 1e-9);
 }
 
 // ZeRO-Infinity's tiers on the timeline (Rajbhandari et al. 2021): the device keeps no weight

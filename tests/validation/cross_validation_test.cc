@@ -58,9 +58,13 @@ namespace {
 // norm, rotary and SwiGLU kernels and their saved intermediates (Plan::elementwise eager) on the
 // five runs whose sources say compile was off: 8.53%, 37.8%, memory 9.79% over 247 and 49 runs:
 // tightened to 8.6%, 38.0%, 10.0%.
-constexpr double kMedianRatchet = 0.086;
-constexpr double kP90Ratchet = 0.380;
-constexpr double kMemoryMedianRatchet = 0.100;
+// 2026-11-25 (bench/results/published-2026-11-25-nanotron/): nanotron 0.5's framework
+// behaviours from its code on the Ultra-Scale Playbook rows (Plan::zero1_collectives per-rank,
+// ddp_bucket_copy, cross_entropy cast, elementwise eager-swiglu): 7.84%, 36.8%, memory 9.47%
+// over 247 and 49 runs: tightened to 7.9%, 37.0%, 9.6%.
+constexpr double kMedianRatchet = 0.079;
+constexpr double kP90Ratchet = 0.370;
+constexpr double kMemoryMedianRatchet = 0.096;
 
 Json read_json(const std::string& relative) {
   std::ifstream in(std::string(TRAINPLAN_SOURCE_DIR) + "/" + relative);

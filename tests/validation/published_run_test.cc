@@ -145,6 +145,42 @@ TEST(PublishedRun, Zero3GatherOnlyWhenTheEntryNamesIt) {
   EXPECT_NE(map_error(e).find("zero3_gather"), std::string::npos);
 }
 
+// How ZeRO-1 reduced and gathered: flat unless the entry names its framework's way; a bad value
+// is refused naming the field, and per-rank on a plan that is not ZeRO-1 is refused by the
+// plan's own check.
+TEST(PublishedRun, Zero1CollectivesOnlyWhenTheEntryNamesIt) {
+  Json e = gpt_entry();
+  e["parallel"]["zero_stage"] = 1;
+  EXPECT_EQ(map_ok(e).plan.zero1_collectives, ZeroCollectives::kFlat);
+  e["zero1_collectives"] = "per-rank";
+  EXPECT_EQ(map_ok(e).plan.zero1_collectives, ZeroCollectives::kPerRank);
+  e["zero1_collectives"] = "per-bucket";
+  EXPECT_NE(map_error(e).find("zero1_collectives"), std::string::npos);
+  e["zero1_collectives"] = "per-rank";
+  e["parallel"]["zero_stage"] = 0;
+  EXPECT_NE(map_error(e).find("zero1_collectives=per-rank"), std::string::npos);
+}
+
+// nanotron's memory behaviours only where the entry names them: the cast loss, eager SwiGLU and
+// DDP's bucket copy; bad values refused naming the field.
+TEST(PublishedRun, NanotronLossSwigluAndDdpCopyOnlyWhenTheEntryNamesThem) {
+  Json e = gpt_entry();
+  EXPECT_EQ(map_ok(e).plan.cross_entropy, CrossEntropy::kFused);
+  EXPECT_FALSE(map_ok(e).plan.ddp_bucket_copy);
+  e["cross_entropy"] = "cast";
+  e["elementwise"] = "eager-swiglu";
+  e["ddp_bucket_copy"] = true;
+  const PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.plan.cross_entropy, CrossEntropy::kCast);
+  EXPECT_EQ(r.plan.elementwise, Elementwise::kEagerSwiglu);
+  EXPECT_TRUE(r.plan.ddp_bucket_copy);
+  e["ddp_bucket_copy"] = 1;
+  EXPECT_NE(map_error(e).find("ddp_bucket_copy"), std::string::npos);
+  e["ddp_bucket_copy"] = true;
+  e["parallel"]["zero_stage"] = 3;
+  EXPECT_NE(map_error(e).find("ddp_bucket_copy=true"), std::string::npos);
+}
+
 // Eager PyTorch's elementwise kernels only where the entry says compile was off; a bad value
 // is refused naming the field.
 TEST(PublishedRun, ElementwiseOnlyWhenTheEntryNamesIt) {

@@ -254,6 +254,19 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
          p.zero3_gather = ZeroGather::kPerTensor;
        },
        "the CPU executor does not support zero3_gather per-tensor"},
+      // nanotron's ZeRO-1 list collectives are simulated, not executed.
+      {[](Plan& p) {
+         p.zero_stage = 1;
+         p.zero1_collectives = ZeroCollectives::kPerRank;
+       },
+       "the CPU executor does not support zero1_collectives per-rank"},
+      // nanotron's loss, eager SwiGLU and DDP bucket copy are simulated, not executed.
+      {[](Plan& p) { p.cross_entropy = CrossEntropy::kCast; },
+       "the CPU executor does not support cross_entropy cast"},
+      {[](Plan& p) { p.elementwise = Elementwise::kEagerSwiglu; },
+       "the CPU executor does not support elementwise eager-swiglu"},
+      {[](Plan& p) { p.ddp_bucket_copy = true; },
+       "the CPU executor does not support ddp_bucket_copy"},
       // PyTorch eager's unfused norm, rotary and activation kernels are simulated, not executed.
       {[](Plan& p) { p.elementwise = Elementwise::kEager; },
        "the CPU executor does not support elementwise eager"},
