@@ -1,7 +1,7 @@
 // The offload tiers of the CPU executor (executor/offload.h) against the same plan without
 // offload, under mpirun:
 //   mpirun -np N offload_check dp=2 zero=3 offload=optimizer+params device=nvme prefetch=1
-//       pp=1 mbs=2 gbs=8 steps=3
+//       pp=1 mbs=2 gbs=8 steps=3 recompute=none
 // Every rank trains the plan with offload and the same plan without it (offload none), both
 // with the MPI backend, in the same process, on the same random batches, then checks:
 //  1. the loss of every step is bitwise the plan's without offload, and so is every parameter
@@ -9,7 +9,9 @@
 //     only where they live differs);
 //  2. the bytes moved between the tiers in every step equal the cost model's
 //     offload_traffic_on_stage for this rank's stage exactly (device to host, host to device,
-//     NVMe read, NVMe write; the tiny model's blocks need no padding over dp 2, checked);
+//     NVMe read, NVMe write; the tiny model's blocks need no padding over dp 2, checked), up to
+//     parallel_check's documented difference under full recompute: the executor gathers, and so
+//     streams in, no embedding or head shard before a recompute;
 //  3. the memory account (executor/memory_account.h) holds no AdamW moments on the device and
 //     counts the offloaded states off it (nvme: the file's size, host: the rest);
 //  4. nvme: the rank's file exists under the directory while the trainer lives, and is gone
@@ -60,6 +62,7 @@ int check(std::map<std::string, std::string> kv, int rank) {
   plan.global_batch_size = std::stoll(kv["gbs"]);
   plan.precision = Precision::kFp32;
   plan.attention = AttentionImpl::kUnfused;
+  plan.recompute = kv["recompute"] == "full" ? Recompute::kFull : Recompute::kNone;
   plan.offload = kv["offload"] == "optimizer+params" ? Offload::kOptimizerParams
                                                      : Offload::kOptimizer;
   plan.offload_device = kv["device"] == "nvme" ? OffloadDevice::kNvme : OffloadDevice::kCpu;
@@ -101,7 +104,20 @@ int check(std::map<std::string, std::string> kv, int rank) {
     // padded blocks'.
     for (const BlockLayout& l : a.backend_stage().layouts())
       if (l.size % plan.zero_shard_ranks() != 0) fail << " block of " << l.size << " padded";
-    const OffloadTraffic want = offload_traffic_on_stage(model, plan, a.stage());
+    OffloadTraffic want = offload_traffic_on_stage(model, plan, a.stage());
+    if (plan.offload == Offload::kOptimizerParams && plan.recompute == Recompute::kFull) {
+      // The documented difference of parallel_check (trainer.h): the cost model gathers every
+      // block before a full recompute, the executor the layers only (it recomputes no embedding
+      // or head), so their shards are streamed in once less per micro-batch.
+      const double micro_batches = static_cast<double>(plan.num_micro_batches());
+      double not_recomputed = 0;
+      for (const BlockLayout& l : a.backend_stage().layouts())
+        if (l.kind != BlockKind::kLayer)
+          not_recomputed += static_cast<double>(l.size / plan.zero_shard_ranks() * 4);
+      want.host_to_device_bytes -= not_recomputed * micro_batches;
+      if (plan.offload_device == OffloadDevice::kNvme)
+        want.nvme_read_bytes -= not_recomputed * micro_batches;
+    }
     for (std::int64_t k = 0; k < steps; ++k) {
       const auto batch = random_batch(1234, k, plan.global_batch_size, model.seq_len,
                                       model.vocab_size);
@@ -164,7 +180,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> kv = {{"dp", "1"},      {"pp", "1"},     {"zero", "0"},
                                            {"mbs", "2"},     {"gbs", "8"},    {"steps", "3"},
                                            {"offload", "optimizer"}, {"device", "cpu"},
-                                           {"prefetch", "1"}};
+                                           {"prefetch", "1"}, {"recompute", "none"}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const auto eq = a.find('=');
