@@ -105,4 +105,58 @@ Status OffloadFile::write(std::int64_t offset, const void* from, std::int64_t by
   return Status::Ok();
 }
 
+BackgroundReader::BackgroundReader() : thread_([this] { run(); }) {}
+
+BackgroundReader::~BackgroundReader() {
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return !has_job_; });
+    stop_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+}
+
+void BackgroundReader::start(const OffloadFile& file, std::int64_t offset, void* into,
+                             std::int64_t bytes) {
+  TRAINPLAN_CHECK(!pending_) << "a background read is already in flight";
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    file_ = &file;
+    offset_ = offset;
+    into_ = into;
+    bytes_ = bytes;
+    has_job_ = true;
+    finished_ = false;
+  }
+  pending_ = true;
+  wake_.notify_one();
+}
+
+Status BackgroundReader::wait() {
+  TRAINPLAN_CHECK(pending_) << "no background read to wait for";
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [this] { return finished_; });
+  pending_ = false;
+  return status_;
+}
+
+void BackgroundReader::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [this] { return has_job_ || stop_; });
+    if (stop_) return;
+    const OffloadFile* file = file_;
+    const std::int64_t offset = offset_, bytes = bytes_;
+    void* into = into_;
+    lock.unlock();
+    Status s = file->read(offset, into, bytes);
+    lock.lock();
+    status_ = std::move(s);
+    has_job_ = false;
+    finished_ = true;
+    done_.notify_all();
+  }
+}
+
 }  // namespace trainplan::executor

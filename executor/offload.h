@@ -21,9 +21,12 @@
 // training run against the same plan without offload, under MPI).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "core/status.h"
 
@@ -75,6 +78,35 @@ class OffloadFile {
   std::string path_;
   int fd_ = -1;
   std::int64_t size_ = 0;
+};
+
+// One read at a time on a thread of its own, started once: what the NVMe tier's prefetch runs
+// (the next block's states read while one is updated). A read allocates nothing, so that a step
+// with offload allocates nothing either (issue 28's allocation-free step).
+class BackgroundReader {
+ public:
+  BackgroundReader();
+  ~BackgroundReader();  // waits for a read in flight
+  BackgroundReader(const BackgroundReader&) = delete;
+  BackgroundReader& operator=(const BackgroundReader&) = delete;
+  // Starts reading `bytes` at `offset` of `file` into `into`; the one before must have been
+  // waited for.
+  void start(const OffloadFile& file, std::int64_t offset, void* into, std::int64_t bytes);
+  bool busy() const { return pending_; }  // started and not waited for (the caller's thread)
+  // Waits for the read started last and returns its status.
+  Status wait();
+
+ private:
+  void run();
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  const OffloadFile* file_ = nullptr;
+  std::int64_t offset_ = 0, bytes_ = 0;
+  void* into_ = nullptr;
+  bool has_job_ = false, finished_ = false, stop_ = false;
+  bool pending_ = false;
+  Status status_;
+  std::thread thread_;  // last: started once the rest is set
 };
 
 }  // namespace trainplan::executor

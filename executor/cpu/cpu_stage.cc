@@ -3,7 +3,6 @@
 #include "executor/cpu/cpu_stage.h"
 
 #include <algorithm>
-#include <future>
 
 #include "executor/cpu/gpt.h"
 #include "executor/cpu/kernels.h"
@@ -200,6 +199,10 @@ class CpuStage final : public Stage, private BlockAccess {
     bool expert = false;
     std::int64_t owned() const { return offset + rank * shard; }  // in the block
   };
+  // A range AdamW updates: its offset in the block, its count, its offset in the updated range.
+  struct Updated {
+    std::int64_t offset = 0, count = 0, local = 0;
+  };
   struct Block {
     BlockShape shape;
     std::vector<Part> parts;          // dense, then experts
@@ -219,12 +222,10 @@ class CpuStage final : public Stage, private BlockAccess {
     Floats host_m, host_v;            // (n each) offload_device cpu: AdamW's moments
     std::int64_t file_offset = 0;     // nvme: bytes into the file of the moments (m then v,
                                       // 2n floats), then with optimizer+params the shard (n)
+    std::vector<Updated> updated;     // offload: updated_ranges(), kept so that a step
+                                      // allocates nothing
   };
-  // The ranges AdamW updates, as (offset in the block, count, offset in the updated range):
-  // ZeRO 0 the whole block, ZeRO >= 1 this rank's share of each part.
-  struct Updated {
-    std::int64_t offset = 0, count = 0, local = 0;
-  };
+  // The ranges AdamW updates: ZeRO 0 the whole block, ZeRO >= 1 this rank's share of each part.
   std::vector<Updated> updated_ranges(const Block& b) const {
     if (plan_.zero_stage == 0) return {{0, b.shape.padded, 0}};
     std::vector<Updated> out;
@@ -281,14 +282,14 @@ class CpuStage final : public Stage, private BlockAccess {
   OffloadOptions offload_options_;
   bool offload_ = false, offload_params_ = false, nvme_ = false;
   std::int64_t largest_updated_ = 0;  // the largest block's n
-  std::unique_ptr<OffloadFile> file_;  // nvme; before next_read_, which may be reading it
+  std::unique_ptr<OffloadFile> file_;  // nvme; before reader_, which may be reading it
   Floats grad_in_;    // (largest n) optimizer: a block's gradient shard copied to the host
   Floats states_[2];  // (2 x largest n each) nvme: a block's moments read from the file; the
                       // other one receives the next block's while this one is updated
   Floats fetched_;    // (largest n) optimizer+params: the shard streamed in for a gather
   Floats bounce_;     // (largest n) nvme and optimizer+params: the shard read from the file
-  std::future<Status> next_read_;  // nvme prefetch: the next block's moments
-  std::size_t next_block_ = 0;     // which block next_read_ reads (valid() only)
+  std::unique_ptr<BackgroundReader> reader_;  // nvme prefetch: the next block's moments
+  std::size_t next_block_ = 0;                 // which block reader_ reads (busy() only)
   OffloadBytes moved_;  // since the step began
   Status io_;           // the first offload I/O error
 };
@@ -339,7 +340,8 @@ void CpuStage::init_block(std::size_t i, const BlockShape& shape, std::vector<fl
   } else {
     // The host's copy of the updated parameters, and (cpu) the moments beside it; nvme's
     // moments go to the file (place_offloaded).
-    for (const Updated& r : updated_ranges(b))
+    b.updated = updated_ranges(b);
+    for (const Updated& r : b.updated)
       b.host_master.insert(b.host_master.end(), full.begin() + r.offset,
                            full.begin() + r.offset + r.count);
     if (!nvme_) {
@@ -488,6 +490,7 @@ Status CpuStage::place_offloaded() {
   file_ = std::move(*file);
   for (Floats& buffer : states_) buffer.resize(2 * largest);
   if (offload_params_) bounce_.resize(largest);
+  if (offload_options_.prefetch) reader_ = std::make_unique<BackgroundReader>();
   // The initial states: zero moments, and the initial shard (not counted: before any step).
   std::fill(states_[0].begin(), states_[0].end(), 0.0f);
   for (const Block& b : blocks_) {
@@ -518,7 +521,7 @@ const float* CpuStage::stream_in(Block& b) {
 void CpuStage::offload_update(std::size_t i, const AdamW& opt, std::int64_t step) {
   Block& b = blocks_[i];
   const std::int64_t n = updated(b), fb = n * static_cast<std::int64_t>(sizeof(float));
-  const std::vector<Updated> ranges = updated_ranges(b);
+  const std::vector<Updated>& ranges = b.updated;
   // The reduced gradient shard on the host (ZeRO-Offload, Ren et al. 2021, sec. 4.1: over PCIe
   // once per step); optimizer+params accumulated it there micro-batch by micro-batch.
   const float* g = b.host_grad.data();
@@ -537,24 +540,20 @@ void CpuStage::offload_update(std::size_t i, const AdamW& opt, std::int64_t step
   float* v = b.host_v.data();
   Floats& states = states_[i % 2];
   if (nvme_) {
-    if (next_read_.valid() && next_block_ == i) {
-      note(next_read_.get());
+    if (reader_ && reader_->busy() && next_block_ == i) {
+      note(reader_->wait());
     } else {
-      if (next_read_.valid()) note(next_read_.get());  // a stale prefetch: not this block's
+      if (reader_ && reader_->busy()) note(reader_->wait());  // a stale prefetch: not this block's
       note(file_->read(b.file_offset, states.data(), 2 * fb));
     }
     moved_.nvme_read += static_cast<double>(2 * fb);
     m = states.data();
     v = states.data() + n;
-    if (offload_options_.prefetch && i + 1 < blocks_.size()) {
+    if (reader_ && i + 1 < blocks_.size()) {
       const Block& after = blocks_[i + 1];
       next_block_ = i + 1;
-      next_read_ = std::async(std::launch::async,
-                              [file = file_.get(), at = after.file_offset,
-                               into = states_[(i + 1) % 2].data(),
-                               bytes = 2 * updated(after) * static_cast<std::int64_t>(sizeof(float))] {
-                                return file->read(at, into, bytes);
-                              });
+      reader_->start(*file_, after.file_offset, states_[(i + 1) % 2].data(),
+                     2 * updated(after) * static_cast<std::int64_t>(sizeof(float)));
     }
   }
   // The same AdamW calls as update() without offload, on the host's copy.
