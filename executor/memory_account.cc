@@ -10,7 +10,8 @@ const char* memory_use_name(MemoryUse use) {
   static constexpr std::array<const char*, kNumMemoryUses> kNames = {
       "weights",          "gradients",           "optimizer",
       "kept_for_backward", "kept_for_weight_pass", "weight_pass_copies",
-      "scratch",          "comm_buffers",        "pooled"};
+      "scratch",          "comm_buffers",        "pooled",
+      "offload_host",     "offload_nvme"};
   return kNames[static_cast<std::size_t>(use)];
 }
 
@@ -32,11 +33,17 @@ double MemoryAccount::bytes_of(MemoryUse use) const {
   return sum;
 }
 
-double MemoryAccount::total_bytes() const {
+double MemoryAccount::all_bytes() const {
   double sum = 0;
   for (const MemoryItem& item : items_) sum += item.bytes;
   return sum;
 }
+
+double MemoryAccount::off_device_bytes() const {
+  return bytes_of(MemoryUse::kOffloadHost) + bytes_of(MemoryUse::kOffloadNvme);
+}
+
+double MemoryAccount::total_bytes() const { return all_bytes() - off_device_bytes(); }
 
 double MemoryAccount::in_use_bytes() const {
   return total_bytes() - bytes_of(MemoryUse::kPooled);
@@ -59,6 +66,9 @@ Json memory_account_to_json(const MemoryAccount& account) {
                     {"buffers", item.buffers}});
   return Json{{"in_use_bytes", account.in_use_bytes()},
               {"pooled_bytes", account.bytes_of(MemoryUse::kPooled)},
+              {"off_device_bytes",
+               {{"host", account.bytes_of(MemoryUse::kOffloadHost)},
+                {"nvme", account.bytes_of(MemoryUse::kOffloadNvme)}}},
               {"by_use", by_use},
               {"items", list}};
 }

@@ -32,8 +32,11 @@ enum class MemoryUse {
   kScratch,                // temporaries kept from call to call (workspace.h)
   kCommBuffers,            // pipeline messages, their receive buffers
   kPooled,                 // released buffers kept for reuse (workspace.h): resident, idle
+  // Off the device (Plan::offload, executor/offload.h): not in in_use_bytes or total_bytes.
+  kOffloadHost,            // offloaded states and their staging buffers in host memory
+  kOffloadNvme,            // offloaded states in the rank's NVMe-tier file (its size)
 };
-inline constexpr int kNumMemoryUses = 9;
+inline constexpr int kNumMemoryUses = 11;
 
 // "weights", "gradients", ... (the JSON's names).
 const char* memory_use_name(MemoryUse use);
@@ -52,16 +55,18 @@ class MemoryAccount {
   void add(std::string_view name, MemoryUse use, double bytes);
   const std::vector<MemoryItem>& items() const { return items_; }
   double bytes_of(MemoryUse use) const;
-  // Everything but the pooled buffers: what the step is using.
+  // Everything on the device but the pooled buffers: what the step is using.
   double in_use_bytes() const;
-  double total_bytes() const;  // in use and pooled: what the executor holds
+  double total_bytes() const;  // in use and pooled: what the executor holds on the device
+  double off_device_bytes() const;  // offloaded: host memory and the NVMe-tier file
 
  private:
+  double all_bytes() const;  // every item, on the device or not
   std::vector<MemoryItem> items_;
 };
 
-// {"in_use_bytes", "pooled_bytes", "by_use": {use: bytes}, "items": [{name, use, bytes,
-// buffers}]}, items largest first.
+// {"in_use_bytes", "pooled_bytes", "off_device_bytes": {"host", "nvme"}, "by_use": {use:
+// bytes}, "items": [{name, use, bytes, buffers}]}, items largest first.
 Json memory_account_to_json(const MemoryAccount& account);
 
 }  // namespace trainplan::executor

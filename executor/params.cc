@@ -55,9 +55,6 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
               ": it computes and communicates float32, so the plan must say \"precision\": \"fp32\" "
               "for its byte counts to be comparable");
   if (p.optimizer != Optimizer::kAdamW) return no("optimizer " + std::string(to_string(p.optimizer)) + " (AdamW only)");
-  if (p.offload != Offload::kNone)
-    return no("offload " + std::string(to_string(p.offload)) + " (offload_device " +
-              std::string(to_string(p.offload_device)) + ")");
   if (p.offload_checkpoints)
     return Status::Error("offload_checkpoints: the executors keep checkpoints in device memory "
                          "(on the CPU executor host and device are one memory); plan and "

@@ -104,8 +104,9 @@ inline std::size_t expert_tensor(bool shared_experts, std::int64_t j, ExpertTens
 enum EmbeddingTensor : std::size_t { kWte, kWpe };
 enum HeadTensor : std::size_t { kLnfG, kLnfB, kHeadW };  // kHeadW only when the head holds a matrix
 
-// What the CPU executor supports, as a reason when it does not (GPT shape, fp32, AdamW,
-// no offload; MoE with expert parallelism at tp = cp = 1 and ZeRO 0).
+// What the CPU executor supports, as a reason when it does not (GPT shape, fp32, AdamW; MoE
+// with expert parallelism at tp = cp = 1 and ZeRO 0). Offload (Plan::offload) is the CPU
+// backend's (executor/cpu/cpu_stage.h); the CUDA backend refuses it itself.
 Status check_executor_supports(const ModelSpec& model, const Plan& plan);
 
 // The blocks of `stage` for TP rank `tp_rank` and EP rank `ep_rank` (which num_experts / ep

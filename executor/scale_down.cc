@@ -147,7 +147,8 @@ void to_executor_plan(Plan& p, Changes& c) {
   c.set("cross_entropy", p.cross_entropy, CrossEntropy::kFused,
         "the CPU executor runs its own loss");
   c.set("offload", p.offload, Offload::kNone,
-        "on a CPU the host is the device: nothing to offload to");
+        "a scaled-down model's states fit in memory (the CPU executor runs the offload tiers "
+        "of an fp32 plan, the nvme tier with --offload-dir)");
   c.set("offload_device", p.offload_device, OffloadDevice::kCpu, "nothing is offloaded");
   c.set("offload_checkpoints", p.offload_checkpoints, false,
         "on a CPU the host is the device: nothing to offload to");

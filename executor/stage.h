@@ -23,6 +23,7 @@
 #include "core/status.h"
 #include "executor/comm.h"
 #include "executor/memory_account.h"
+#include "executor/offload.h"
 #include "executor/params.h"
 #include "executor/trace.h"
 
@@ -181,6 +182,18 @@ class Stage {
   virtual Status capture_routing(RoutingCapture* /*sink*/) {
     return Status::Error("this backend does not capture the MoE routing");
   }
+
+  // ---- offload tiers (offload.h; Plan::offload) ----
+  // After every block is initialised: a backend that offloads puts the offloaded states in
+  // their tier (the NVMe file created and filled); an error says why it cannot. A backend that
+  // does not offload refuses such plans in its check_*_supports.
+  virtual Status place_offloaded() { return Status::Ok(); }
+  // The bytes moved between the tiers since the step began (load_tokens).
+  virtual OffloadBytes offload_bytes() const { return {}; }
+  // The first offload I/O error of the run (reads and writes happen inside the void operations
+  // above; states that could not be read or written leave the run unusable, so it stays); the
+  // Trainer fails the step with it.
+  virtual Status offload_status() const { return Status::Ok(); }
 
   // ---- memory ----
   // Adds every buffer the backend holds now to `account` (memory_account.h); nothing where the

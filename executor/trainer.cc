@@ -49,6 +49,7 @@ Result<std::unique_ptr<Trainer>> Trainer::make(const ModelSpec& model, const Pla
   DpEvents& events = *t;  // a private base: only Trainer may convert
   t->stage_model_ = backend.make_stage(t->stage_, c, events);
   t->init_blocks();
+  TRAINPLAN_RETURN_IF_ERROR(t->stage_model_->place_offloaded());
   return t;
 }
 
@@ -425,6 +426,8 @@ Result<StepResult> Trainer::step(const std::vector<std::int32_t>& batch, StepTra
   } untrace{this};
   TRAINPLAN_RETURN_IF_ERROR(check_batch(batch));
   run_schedule(batch);
+  // An offloaded shard that could not be read leaves garbage in the pass: say that, not the loss.
+  TRAINPLAN_RETURN_IF_ERROR(stage_model_->offload_status());
   Result<double> loss = reduce_loss();
   if (!loss.ok()) return loss.status();
   stage_model_->begin_phase("gradient_sync");
@@ -438,7 +441,9 @@ Result<StepResult> Trainer::step(const std::vector<std::int32_t>& batch, StepTra
   stage_model_->begin_phase("optimizer");
   optimizer_step();
   stage_model_->end_phase("optimizer");
+  TRAINPLAN_RETURN_IF_ERROR(stage_model_->offload_status());
   StepResult r;
+  r.offload = stage_model_->offload_bytes();
   stage_model_->finish_step(r.phase_s, r.spans);
   r.optimizer_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();

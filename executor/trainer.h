@@ -26,6 +26,7 @@
 #include "core/schedule.h"
 #include "core/status.h"
 #include "executor/comm.h"
+#include "executor/offload.h"
 #include "executor/params.h"
 #include "executor/stage.h"
 #include "executor/trace.h"
@@ -48,6 +49,9 @@ struct TrainOptions {
   // Called once per step after the gradients are complete and before AdamW reads them (the
   // reference check dumps them here with Trainer::for_each_grad). Optional.
   std::function<void(const Trainer&)> before_optimizer;
+  // Where the offloaded states go (Plan::offload, offload.h): offload_device nvme needs a
+  // directory; ignored without offload.
+  OffloadOptions offload;
 };
 
 struct StepResult {
@@ -58,6 +62,7 @@ struct StepResult {
   double aux_loss = 0;
   double seconds = 0;  // wall time of the step on this rank
   double optimizer_seconds = 0;  // of which the AdamW update (and ZeRO-1/2's all-gather)
+  OffloadBytes offload;  // moved between the offload tiers (zero without offload)
   // A backend's own timings (a GPU's events per phase on its compute stream); empty on CPU.
   std::map<std::string, double> phase_s;
   std::vector<PhaseSpan> spans;

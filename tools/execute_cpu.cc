@@ -20,6 +20,12 @@
 // forward; core/schedule.h's order_costs); with it the executor runs the order simulate plays,
 // without it zb-v's send-blind order. The other schedules do not depend on it.
 //
+// Plans with offload (Plan::offload) keep the offloaded states apart from the executor's own
+// buffers (executor/offload.h): offload_device nvme in a file per rank under --offload-dir DIR
+// (created new, removed at exit; --offload-prefetch off reads each block's states only when
+// it is updated). The report's cluster.offload_bytes_per_step gives each rank's bytes per
+// measured step beside the cost model's.
+//
 // --scale-down runs a plan written for a zoo model (plan --emit-plan) on that model shrunk to
 // a laptop's size, keeping the plan's layout (executor/scale_down.h); it prints each change,
 // and --write-scaled PREFIX saves the model and plan that ran, for simulate and compare.
@@ -54,6 +60,7 @@
 #include "executor/cpu/comm_mpi.h"
 #include "executor/data.h"
 #include "executor/memory_account.h"
+#include "executor/offload.h"
 #include "executor/params.h"
 #include "executor/scale_down.h"
 #include "executor/tensor_file.h"
@@ -162,6 +169,7 @@ struct Setup {
   std::string memory_report;  // --memory-report FILE; empty: none
   std::string inject;  // "RANK:STEP": throw on that rank at that step (fault tests)
   std::string dump;    // --dump-reference prefix; empty: none
+  OffloadOptions offload;  // --offload-dir, --offload-prefetch
   sim::OrderInputs order;  // --cluster / --gpus, --hardware: the machine simulate was given
 };
 
@@ -210,6 +218,35 @@ Status apply_scale_down(const cli::Args& args, Setup& s, int mpi_rank) {
       cli::write_file_atomic(prefix + ".plan.json", plan_to_json(s.plan).dump(2) + "\n"));
   std::cerr << kProgram << ": scale-down: wrote " << prefix << ".model.json and " << prefix
             << ".plan.json\n";
+  return Status::Ok();
+}
+
+// --offload-dir DIR: where offload_device nvme keeps each rank's file (executor/offload.h); a
+// plan without it has nothing to put there. --offload-prefetch on|off: whether the next block's
+// states are read while one is updated.
+Status parse_offload(const cli::Args& args, Setup& s) {
+  const bool nvme = s.plan.offload != Offload::kNone && s.plan.offload_device == OffloadDevice::kNvme;
+  if (args.has("offload-dir") && !nvme)
+    return Status::Error("--offload-dir is for plans with offload_device nvme; this plan has "
+                         "offload " + std::string(to_string(s.plan.offload)) +
+                             (s.plan.offload == Offload::kNone
+                                  ? std::string()
+                                  : " on " + std::string(to_string(s.plan.offload_device))),
+                         ExitCode::kUsage);
+  if (nvme && !args.has("offload-dir"))
+    return Status::Error("the plan offloads to nvme (offload " +
+                             std::string(to_string(s.plan.offload)) +
+                             "): give --offload-dir DIR, a directory on the drive for the "
+                             "per-rank state files",
+                         ExitCode::kUsage);
+  if (nvme) {
+    s.offload.dir = args.get("offload-dir");
+    TRAINPLAN_RETURN_IF_ERROR(check_offload_dir(s.offload.dir, "--offload-dir"));
+  }
+  const std::string prefetch = args.has("offload-prefetch") ? args.get("offload-prefetch") : "on";
+  if (prefetch != "on" && prefetch != "off")
+    return Status::Error("--offload-prefetch '" + prefetch + "': use on or off", ExitCode::kUsage);
+  s.offload.prefetch = prefetch == "on";
   return Status::Ok();
 }
 
@@ -267,6 +304,7 @@ Result<Setup> parse(cli::Args& args, int argc, char** argv, int mpi_rank, int mp
   TRAINPLAN_RETURN_IF_ERROR(check_plan_world_size(s.plan, mpi_size));
   TRAINPLAN_RETURN_IF_ERROR(check_plan_fits_model(s.plan, s.model));
   TRAINPLAN_RETURN_IF_ERROR(parse_order_machine(args, s));
+  TRAINPLAN_RETURN_IF_ERROR(parse_offload(args, s));
   if (args.has("data") == args.has("random-tokens"))
     return Status::Error("give exactly one of --data FILE and --random-tokens", ExitCode::kUsage);
   if (args.has("data")) {
@@ -416,7 +454,11 @@ Status write_routing(const Setup& s, std::int64_t steps, RoutingCapture routing)
 }
 
 // Per-rank figures gathered to rank 0, in this order.
-enum Field { kStage, kPeakMemory, kCompute, kOptimizer, kFirstGroup };
+enum Field {
+  kStage, kPeakMemory, kCompute, kOptimizer,
+  kOffloadD2H, kOffloadH2D, kNvmeRead, kNvmeWrite,  // OffloadBytes per measured step
+  kFirstGroup
+};
 constexpr CommGroup kGroups[] = {CommGroup::kTp,        CommGroup::kPp,
                                  CommGroup::kDp,        CommGroup::kEmbedding,
                                  CommGroup::kDpReplica, CommGroup::kCp,
@@ -469,6 +511,11 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
                   {"gpus-per-node", true, "with --gpus: GPUs per node (default: the preset's)"},
                   {"hardware", true, "the measured profile simulate was given (calibrate's)",
                    "FILE"},
+                  {"offload-dir", true, "plans with offload_device nvme: the directory of each "
+                                        "rank's offloaded-state file (created new, removed at "
+                                        "exit)", "DIR"},
+                  {"offload-prefetch", true, "on (default) or off: read the next block's "
+                                             "offloaded states while one is updated (nvme)", "on|off"},
                   {"inject-fault", true, "RANK:STEP, tests only: that rank throws at that step"}});
   Result<Setup> setup = parse(args, argc, argv, rank, size);
   if (const int bad = agree(setup.status()); bad >= 0) {
@@ -489,6 +536,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   options.adamw.lr = static_cast<float>(s.lr);
   options.lr_warmup_steps = s.lr_warmup;
   options.order = s.order;
+  options.offload = s.offload;
   std::vector<NamedTensor> first_grads;  // --dump-reference: step 1's gradients
   if (!s.dump.empty())
     options.before_optimizer = [&first_grads](const Trainer& tr) {
@@ -527,6 +575,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
               << std::endl;
   std::vector<double> losses, times, aux_losses;
   double optimizer_s = 0;
+  OffloadBytes offloaded;  // over the measured steps
   TraceRecorder recorder;  // the last step's, with --trace
   for (std::int64_t k = 0; k < s.steps; ++k) {
     if (k == s.warmup) c.reset_counters();
@@ -550,7 +599,13 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
       const Status w = write_first_step(s, batch, std::move(first_logits), std::move(first_grads), r->loss);
       if (!w.ok()) return cli::fail(kProgram, w);
     }
-    if (k >= s.warmup) optimizer_s += r->optimizer_seconds;
+    if (k >= s.warmup) {
+      optimizer_s += r->optimizer_seconds;
+      offloaded.device_to_host += r->offload.device_to_host;
+      offloaded.host_to_device += r->offload.host_to_device;
+      offloaded.nvme_read += r->offload.nvme_read;
+      offloaded.nvme_write += r->offload.nvme_write;
+    }
     if (rank == 0)
       std::cout << "step " << std::setw(4) << k + 1 << "/" << s.steps << "  loss "
                 << std::fixed << std::setprecision(4) << r->loss
@@ -582,6 +637,10 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   }
   mine[kCompute] = (step_sum - comm_s) / measured;  // one thread: busy unless in a call
   mine[kOptimizer] = optimizer_s / measured;
+  mine[kOffloadD2H] = offloaded.device_to_host / measured;
+  mine[kOffloadH2D] = offloaded.host_to_device / measured;
+  mine[kNvmeRead] = offloaded.nvme_read / measured;
+  mine[kNvmeWrite] = offloaded.nvme_write / measured;
   std::vector<double> all(static_cast<std::size_t>(kFields * size));
   MPI_Gather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   std::vector<std::string> memory_parts;
@@ -607,6 +666,31 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
                        {"freed_memory_kept_mapped", freed_memory_kept_mapped},
                        {"control_bytes_per_step",
                         static_cast<double>(c.control_counters().bytes_sent) / measured}};
+    if (s.plan.offload != Offload::kNone) {
+      // Per rank and measured step (executor/offload.h; the cost model's
+      // offload_traffic_on_stage).
+      Json per_rank = Json::array();
+      for (int r = 0; r < size; ++r) {
+        const double* f = all.data() + static_cast<std::ptrdiff_t>(r) * kFields;
+        const OffloadTraffic want =
+            offload_traffic_on_stage(s.model, s.plan, static_cast<std::int64_t>(f[kStage]));
+        per_rank.push_back({{"rank", r},
+                            {"device_to_host_bytes", f[kOffloadD2H]},
+                            {"host_to_device_bytes", f[kOffloadH2D]},
+                            {"nvme_read_bytes", f[kNvmeRead]},
+                            {"nvme_write_bytes", f[kNvmeWrite]},
+                            {"cost_model",
+                             {{"device_to_host_bytes", want.device_to_host_bytes},
+                              {"host_to_device_bytes", want.host_to_device_bytes},
+                              {"nvme_read_bytes", want.nvme_read_bytes},
+                              {"nvme_write_bytes", want.nvme_write_bytes}}}});
+      }
+      rep.cluster["offload_bytes_per_step"] = per_rank;
+      rep.cluster["offload"] =
+          "offloaded states in host buffers apart from the executor's own (offload_device cpu: "
+          "the PCIe transfers are host copies) or in a file per rank under --offload-dir (nvme: "
+          "pread / pwrite); executor/offload.h";
+    }
     for (int r = 0; r < size; ++r) {
       const double* f = all.data() + static_cast<std::ptrdiff_t>(r) * kFields;
       RankStep rs;

@@ -52,8 +52,11 @@ class FloatsPool {
 class CpuStage final : public Stage, private BlockAccess {
  public:
   CpuStage(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
-           DpEvents& events)
-      : plan_(plan), comm_(comm), events_(events) {
+           DpEvents& events, OffloadOptions offload)
+      : plan_(plan), comm_(comm), events_(events), offload_options_(std::move(offload)) {
+    offload_ = plan.offload != Offload::kNone;
+    offload_params_ = plan.offload == Offload::kOptimizerParams;  // validate_plan: ZeRO-3
+    nvme_ = offload_ && plan.offload_device == OffloadDevice::kNvme;
     BlockAccess& access = *this;
     net_ = std::make_unique<StageModel>(model, plan, stage, comm, access);
     hidden_ = model.hidden_size;
@@ -70,6 +73,7 @@ class CpuStage final : public Stage, private BlockAccess {
     targets_ = targets;
     loss_sum_ = 0;
     aux_start_ = net_->aux_loss_trained();
+    moved_ = {};
   }
   float* receive_buffer() override {
     received_.resize(net_->shape().local_tokens, hidden_);
@@ -102,8 +106,9 @@ class CpuStage final : public Stage, private BlockAccess {
   void gather_params(std::size_t i) override {
     Block& b = blocks_[i];
     if (b.param.empty()) pool_.take(b.param, static_cast<std::size_t>(b.shape.padded));
+    const float* shard = offload_params_ ? stream_in(b) : b.param_shard.data();
     for (const Part& part : b.parts)
-      comm_.all_gather(part.group, b.param_shard.data() + part.local, b.param.data() + part.offset,
+      comm_.all_gather(part.group, shard + part.local, b.param.data() + part.offset,
                        part.shard,
                        part.expert ? "zero3_expert_param_all_gather" : "zero3_param_all_gather");
   }
@@ -126,7 +131,7 @@ class CpuStage final : public Stage, private BlockAccess {
   }
   void all_reduce_grad_shards(CommGroup g, std::size_t i, std::string_view task) override {
     Block& b = blocks_[i];
-    comm_.all_reduce(g, b.grad_shard.data(), b.owned, ReduceOp::kSum, task);
+    comm_.all_reduce(g, grad_shards(b), b.owned, ReduceOp::kSum, task);
   }
   void update(std::size_t i, const AdamW& opt, std::int64_t step) override;
   void all_gather_params(std::size_t i) override {
@@ -139,6 +144,7 @@ class CpuStage final : public Stage, private BlockAccess {
   void clear_grads(std::size_t i) override {
     Block& b = blocks_[i];
     std::fill(b.grad_shard.begin(), b.grad_shard.end(), 0.0f);
+    std::fill(b.host_grad.begin(), b.host_grad.end(), 0.0f);
     std::fill(b.grad.begin(), b.grad.end(), 0.0f);
   }
   void for_each_param(const std::function<void(const TensorSlice&, std::int64_t, std::int64_t,
@@ -153,6 +159,11 @@ class CpuStage final : public Stage, private BlockAccess {
     net_->capture_routing(sink);
     return Status::Ok();
   }
+
+  // ---- offload tiers ----
+  Status place_offloaded() override;
+  OffloadBytes offload_bytes() const override { return moved_; }
+  Status offload_status() const override { return io_; }
 
   // ---- tracing ----
   void set_trace(StepTrace* trace, TraceClock::time_point origin) override {
@@ -188,6 +199,10 @@ class CpuStage final : public Stage, private BlockAccess {
     bool expert = false;
     std::int64_t owned() const { return offset + rank * shard; }  // in the block
   };
+  // A range AdamW updates: its offset in the block, its count, its offset in the updated range.
+  struct Updated {
+    std::int64_t offset = 0, count = 0, local = 0;
+  };
   struct Block {
     BlockShape shape;
     std::vector<Part> parts;          // dense, then experts
@@ -199,7 +214,40 @@ class CpuStage final : public Stage, private BlockAccess {
     Floats held;                      // ZeRO-2/3: summed ranges kept between them
     Floats grad_shard;                // (owned) ZeRO-2/3: reduced gradient of the shards
     Floats m, v;                      // AdamW moments over the updated range
+    // Offload (offload.h), over the updated range (n = updated(), this rank's shards one after
+    // the other): off the device, and counted so in account_memory.
+    Floats host_master;               // (n) the parameters the host updates; optimizer+params:
+                                      // the rank's parameter shard itself
+    Floats host_grad;                 // (n) optimizer+params: the step's reduced gradient shard
+    Floats host_m, host_v;            // (n each) offload_device cpu: AdamW's moments
+    std::int64_t file_offset = 0;     // nvme: bytes into the file of the moments (m then v,
+                                      // 2n floats), then with optimizer+params the shard (n)
+    std::vector<Updated> updated;     // offload: updated_ranges(), kept so that a step
+                                      // allocates nothing
   };
+  // The ranges AdamW updates: ZeRO 0 the whole block, ZeRO >= 1 this rank's share of each part.
+  std::vector<Updated> updated_ranges(const Block& b) const {
+    if (plan_.zero_stage == 0) return {{0, b.shape.padded, 0}};
+    std::vector<Updated> out;
+    for (const Part& part : b.parts) out.push_back({part.owned(), part.shard, part.local});
+    return out;
+  }
+  std::int64_t updated(const Block& b) const {
+    return plan_.zero_stage == 0 ? b.shape.padded : b.owned;
+  }
+  // The step's reduced gradient shards of a ZeRO-2/3 block (every part's, one after another):
+  // on the host with optimizer+params.
+  float* grad_shards(Block& b) {
+    return offload_params_ ? b.host_grad.data() : b.grad_shard.data();
+  }
+  // optimizer+params: block b's parameter shard, streamed in for a gather (from the file with
+  // nvme); returns where it landed.
+  const float* stream_in(Block& b);
+  // AdamW over block i on the host (update() with offload).
+  void offload_update(std::size_t i, const AdamW& opt, std::int64_t step);
+  void note(const Status& s) {
+    if (io_.ok() && !s.ok()) io_ = s;
+  }
 
   // ---- BlockAccess: the stage model's view of the blocks ----
   void acquire(std::size_t b, DpPoint point) override { events_.acquire(b, point); }
@@ -213,7 +261,7 @@ class CpuStage final : public Stage, private BlockAccess {
   // A part's reduced shard of the step's gradient: in place in ZeRO-1's full gradient, in
   // ZeRO-2/3's shard accumulator.
   float* shard_grad(Block& b, const Part& part) {
-    return plan_.zero_stage == 1 ? b.grad.data() + part.owned() : b.grad_shard.data() + part.local;
+    return plan_.zero_stage == 1 ? b.grad.data() + part.owned() : grad_shards(b) + part.local;
   }
   std::vector<Part> parts_of(const BlockShape& shape) const;
 
@@ -230,6 +278,20 @@ class CpuStage final : public Stage, private BlockAccess {
   double loss_sum_ = 0, aux_start_ = 0;
   TraceRecorder* recorder_ = nullptr;
   std::unique_ptr<TraceSpan> span_;
+  // Offload (offload.h).
+  OffloadOptions offload_options_;
+  bool offload_ = false, offload_params_ = false, nvme_ = false;
+  std::int64_t largest_updated_ = 0;  // the largest block's n
+  std::unique_ptr<OffloadFile> file_;  // nvme; before reader_, which may be reading it
+  Floats grad_in_;    // (largest n) optimizer: a block's gradient shard copied to the host
+  Floats states_[2];  // (2 x largest n each) nvme: a block's moments read from the file; the
+                      // other one receives the next block's while this one is updated
+  Floats fetched_;    // (largest n) optimizer+params: the shard streamed in for a gather
+  Floats bounce_;     // (largest n) nvme and optimizer+params: the shard read from the file
+  std::unique_ptr<BackgroundReader> reader_;  // nvme prefetch: the next block's moments
+  std::size_t next_block_ = 0;                 // which block reader_ reads (busy() only)
+  OffloadBytes moved_;  // since the step began
+  Status io_;           // the first offload I/O error
 };
 
 // The blocks' buffers by use, the pipeline messages, and the stage model's (gpt.h).
@@ -242,7 +304,18 @@ void CpuStage::account_memory(MemoryAccount& account) const {
     account.add("block.grad_held", MemoryUse::kGradients, bytes(b.held));
     account.add("block.grad_shard", MemoryUse::kGradients, bytes(b.grad_shard));
     account.add("block.adam_moments", MemoryUse::kOptimizer, bytes(b.m) + bytes(b.v));
+    account.add("offload.host_params", MemoryUse::kOffloadHost, bytes(b.host_master));
+    account.add("offload.host_grad_shard", MemoryUse::kOffloadHost, bytes(b.host_grad));
+    account.add("offload.host_adam_moments", MemoryUse::kOffloadHost,
+                bytes(b.host_m) + bytes(b.host_v));
   }
+  account.add("offload.grad_staging", MemoryUse::kOffloadHost, bytes(grad_in_));
+  account.add("offload.nvme_read_buffers", MemoryUse::kOffloadHost,
+              bytes(states_[0]) + bytes(states_[1]) + bytes(bounce_));
+  account.add("offload.fetched_shard", MemoryUse::kWeights, bytes(fetched_));
+  if (file_)
+    account.add("offload.nvme_file", MemoryUse::kOffloadNvme,
+                static_cast<double>(file_->size_bytes()));
   account.add("block.pool", MemoryUse::kPooled, pool_.bytes());
   account.add("grad.joined_ranges", MemoryUse::kScratch, bytes(joined_));
   account.add("pipeline.received", MemoryUse::kCommBuffers, bytes(received_));
@@ -260,13 +333,32 @@ void CpuStage::init_block(std::size_t i, const BlockShape& shape, std::vector<fl
   // ZeRO-2/3 hold a block's full gradient only from its backward to its reduce-scatter
   // (grads() allocates it, reduce_scatter_grad frees it); below that, it lives for the step.
   if (plan_.zero_stage < 2) b.grad.assign(static_cast<std::size_t>(padded), 0.0f);
-  const std::int64_t updated = plan_.zero_stage >= 1 ? owned : padded;
-  b.m.assign(static_cast<std::size_t>(updated), 0.0f);
-  b.v.assign(static_cast<std::size_t>(updated), 0.0f);
+  const auto n = static_cast<std::size_t>(plan_.zero_stage >= 1 ? owned : padded);
+  if (!offload_) {
+    b.m.assign(n, 0.0f);
+    b.v.assign(n, 0.0f);
+  } else {
+    // The host's copy of the updated parameters, and (cpu) the moments beside it; nvme's
+    // moments go to the file (place_offloaded).
+    b.updated = updated_ranges(b);
+    for (const Updated& r : b.updated)
+      b.host_master.insert(b.host_master.end(), full.begin() + r.offset,
+                           full.begin() + r.offset + r.count);
+    if (!nvme_) {
+      b.host_m.assign(n, 0.0f);
+      b.host_v.assign(n, 0.0f);
+    }
+    if (offload_params_) b.host_grad.assign(n, 0.0f);
+    largest_updated_ = std::max(largest_updated_, static_cast<std::int64_t>(n));
+  }
   // ZeRO-1 reduce-scatters in place into its full gradient; ZeRO-2/3 accumulate each
-  // micro-batch's reduced shard, as their full gradient is freed in between.
-  if (plan_.zero_stage >= 2) b.grad_shard.assign(static_cast<std::size_t>(owned), 0.0f);
-  if (plan_.zero_stage == 3) {
+  // micro-batch's reduced shard, as their full gradient is freed in between (optimizer+params:
+  // on the host).
+  if (plan_.zero_stage >= 2 && !offload_params_)
+    b.grad_shard.assign(static_cast<std::size_t>(owned), 0.0f);
+  if (offload_params_) {
+    // The shard lives off the device (host_master; with nvme also the file).
+  } else if (plan_.zero_stage == 3) {
     for (const Part& part : b.parts)
       b.param_shard.insert(b.param_shard.end(), full.begin() + part.owned(),
                            full.begin() + part.owned() + part.shard);
@@ -330,8 +422,10 @@ void CpuStage::reduce_scatter_grad(std::size_t i) {
                          part.expert ? "zero_expert_grad_reduce_scatter"
                                      : "zero_grad_reduce_scatter");
     if (plan_.zero_stage < 2) continue;
-    float* into = b.grad_shard.data() + part.local;
+    // optimizer+params: the reduced shard goes to the host and is accumulated there.
+    float* into = grad_shards(b) + part.local;
     for (std::int64_t j = 0; j < part.shard; ++j) into[j] += shard[j];
+    if (offload_params_) moved_.device_to_host += static_cast<double>(part.shard * 4);
   }
   if (plan_.zero_stage >= 2) pool_.give(b.grad);  // freed: the next micro-batch takes one
 }
@@ -354,6 +448,10 @@ void CpuStage::all_reduce_grads(CommGroup g, const std::vector<BlockRange>& rs,
 }
 
 void CpuStage::update(std::size_t i, const AdamW& opt, std::int64_t step) {
+  if (offload_) {
+    offload_update(i, opt, step);
+    return;
+  }
   Block& b = blocks_[i];
   // Each updated range [off, off + n) of the block (ZeRO 0: the whole; ZeRO >= 1: this rank's
   // share of each part), its parameters and gradient there, and its moments from `local`.
@@ -374,12 +472,123 @@ void CpuStage::update(std::size_t i, const AdamW& opt, std::int64_t step) {
   for (const Part& part : b.parts) update_range(part.owned(), part.shard, part.local);
 }
 
+Status CpuStage::place_offloaded() {
+  if (!offload_) return Status::Ok();
+  const auto largest = static_cast<std::size_t>(largest_updated_);
+  if (!offload_params_) grad_in_.resize(largest);
+  if (offload_params_) fetched_.resize(largest);
+  if (!nvme_) return Status::Ok();
+  // The file: per block its moments (2n floats) and, with optimizer+params, its shard (n).
+  const std::int64_t per_param = offload_params_ ? 3 : 2;
+  std::int64_t bytes = 0;
+  for (Block& b : blocks_) {
+    b.file_offset = bytes;
+    bytes += per_param * updated(b) * static_cast<std::int64_t>(sizeof(float));
+  }
+  auto file = OffloadFile::create(offload_options_.dir, comm_.world_rank(), bytes);
+  if (!file.ok()) return file.status();
+  file_ = std::move(*file);
+  for (Floats& buffer : states_) buffer.resize(2 * largest);
+  if (offload_params_) bounce_.resize(largest);
+  if (offload_options_.prefetch) reader_ = std::make_unique<BackgroundReader>();
+  // The initial states: zero moments, and the initial shard (not counted: before any step).
+  std::fill(states_[0].begin(), states_[0].end(), 0.0f);
+  for (const Block& b : blocks_) {
+    const std::int64_t n = updated(b), fb = n * static_cast<std::int64_t>(sizeof(float));
+    TRAINPLAN_RETURN_IF_ERROR(file_->write(b.file_offset, states_[0].data(), 2 * fb));
+    if (offload_params_)
+      TRAINPLAN_RETURN_IF_ERROR(file_->write(b.file_offset + 2 * fb, b.host_master.data(), fb));
+  }
+  return Status::Ok();
+}
+
+const float* CpuStage::stream_in(Block& b) {
+  const std::int64_t n = updated(b);
+  const double bytes = static_cast<double>(n) * sizeof(float);
+  const float* from = b.host_master.data();
+  if (nvme_) {
+    // ZeRO-Infinity (sec. 5.1): the shard is read from NVMe into host memory, then copied in.
+    note(file_->read(b.file_offset + 2 * n * static_cast<std::int64_t>(sizeof(float)),
+                     bounce_.data(), n * static_cast<std::int64_t>(sizeof(float))));
+    moved_.nvme_read += bytes;
+    from = bounce_.data();
+  }
+  std::copy_n(from, n, fetched_.data());  // what ZeRO-Infinity puts on PCIe
+  moved_.host_to_device += bytes;
+  return fetched_.data();
+}
+
+void CpuStage::offload_update(std::size_t i, const AdamW& opt, std::int64_t step) {
+  Block& b = blocks_[i];
+  const std::int64_t n = updated(b), fb = n * static_cast<std::int64_t>(sizeof(float));
+  const std::vector<Updated>& ranges = b.updated;
+  // The reduced gradient shard on the host (ZeRO-Offload, Ren et al. 2021, sec. 4.1: over PCIe
+  // once per step); optimizer+params accumulated it there micro-batch by micro-batch.
+  const float* g = b.host_grad.data();
+  if (!offload_params_) {
+    for (const Updated& r : ranges) {
+      const float* from = plan_.zero_stage >= 2 ? b.grad_shard.data() + r.local
+                                                : b.grad.data() + r.offset;
+      std::copy_n(from, r.count, grad_in_.data() + r.local);
+    }
+    moved_.device_to_host += static_cast<double>(fb);
+    g = grad_in_.data();
+  }
+  // AdamW's moments: in host memory, or read from the file (ZeRO-Infinity, sec. 6.2), where the
+  // prefetch of the block before may have read them already.
+  float* m = b.host_m.data();
+  float* v = b.host_v.data();
+  Floats& states = states_[i % 2];
+  if (nvme_) {
+    if (reader_ && reader_->busy() && next_block_ == i) {
+      note(reader_->wait());
+    } else {
+      if (reader_ && reader_->busy()) note(reader_->wait());  // a stale prefetch: not this block's
+      note(file_->read(b.file_offset, states.data(), 2 * fb));
+    }
+    moved_.nvme_read += static_cast<double>(2 * fb);
+    m = states.data();
+    v = states.data() + n;
+    if (reader_ && i + 1 < blocks_.size()) {
+      const Block& after = blocks_[i + 1];
+      next_block_ = i + 1;
+      reader_->start(*file_, after.file_offset, states_[(i + 1) % 2].data(),
+                     2 * updated(after) * static_cast<std::int64_t>(sizeof(float)));
+    }
+  }
+  // The same AdamW calls as update() without offload, on the host's copy.
+  float* p = b.host_master.data();
+  for (const Updated& r : ranges)
+    for_each_decay_run(b.shape.decayed, r.offset, r.offset + r.count,
+                       [&](std::int64_t at, std::int64_t count, bool decay) {
+                         const std::int64_t j = r.local + at - r.offset;
+                         adamw_update(opt, step, count, p + j, g + j, m + j, v + j, decay);
+                       });
+  if (nvme_) {
+    note(file_->write(b.file_offset, states.data(), 2 * fb));
+    moved_.nvme_write += static_cast<double>(2 * fb);
+    if (offload_params_) {
+      note(file_->write(b.file_offset + 2 * fb, p, fb));
+      moved_.nvme_write += static_cast<double>(fb);
+    }
+  }
+  if (offload_params_) return;  // the shard stays off the device
+  // The updated parameters back to the device (ZeRO-Offload's second PCIe transfer).
+  for (const Updated& r : ranges) {
+    float* into = plan_.zero_stage == 3 ? b.param_shard.data() + r.local : b.param.data() + r.offset;
+    std::copy_n(p + r.local, r.count, into);
+  }
+  moved_.host_to_device += static_cast<double>(fb);
+}
+
 void CpuStage::for_each_param(const std::function<void(const TensorSlice&, std::int64_t,
                                                        std::int64_t, float)>& fn) const {
   const std::vector<BlockLayout>& layouts = net_->layouts();
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
-    // ZeRO-3 holds its shard of each part only; below that, the whole block.
+    // ZeRO-3 holds its shard of each part only (optimizer+params: on the host); below that,
+    // the whole block.
+    const Floats& shard = offload_params_ ? b.host_master : b.param_shard;
     if (plan_.zero_stage != 3) {
       for_each_element(layouts[i], 0, static_cast<std::int64_t>(b.param.size()),
                        [&](const TensorSlice& t, std::int64_t row, std::int64_t col,
@@ -392,7 +601,7 @@ void CpuStage::for_each_param(const std::function<void(const TensorSlice&, std::
                        [&](const TensorSlice& t, std::int64_t row, std::int64_t col,
                            std::int64_t at) {
                          fn(t, row, col,
-                            b.param_shard[static_cast<std::size_t>(part.local + at - begin)]);
+                            shard[static_cast<std::size_t>(part.local + at - begin)]);
                        });
     }
   }
@@ -414,17 +623,17 @@ Status CpuStage::for_each_grad(const std::function<void(const TensorSlice&, std:
 
 }  // namespace
 
-Backend cpu_backend(const ModelSpec& model, const Plan& plan) {
+Backend cpu_backend(const ModelSpec& model, const Plan& plan, const OffloadOptions& offload) {
   return Backend{
       .check_supports = check_executor_supports,
-      .make_stage = [model, plan](std::int64_t stage, Comm& comm, DpEvents& events) {
-        return std::unique_ptr<Stage>(new CpuStage(model, plan, stage, comm, events));
+      .make_stage = [model, plan, offload](std::int64_t stage, Comm& comm, DpEvents& events) {
+        return std::unique_ptr<Stage>(new CpuStage(model, plan, stage, comm, events, offload));
       }};
 }
 
 Result<std::unique_ptr<Trainer>> make_cpu_trainer(const ModelSpec& model, const Plan& plan,
                                                   const TrainOptions& options, Comm& comm) {
-  return Trainer::make(model, plan, options, &comm, cpu_backend(model, plan));
+  return Trainer::make(model, plan, options, &comm, cpu_backend(model, plan, options.offload));
 }
 
 }  // namespace trainplan::executor

@@ -4,6 +4,15 @@
 // only from a micro-batch's backward to its reduce-scatter) and AdamW's moments over the range it
 // updates.
 //
+// Offload (executor/offload.h): on a CPU host and "device" are one memory, so the tiers are
+// what can be done honestly there. The offloaded states sit in buffers of their own (counted
+// off the device by account_memory), the transfers ZeRO-Offload / ZeRO-Infinity put on PCIe are
+// copies between those and the device buffers, counted in bytes (OffloadBytes; the cost
+// model's offload_traffic_on_stage), and offload_device nvme keeps them in a real file, read
+// with pread and written with pwrite around each block's AdamW step (the next block's moments
+// read on a thread meanwhile, OffloadOptions::prefetch). AdamW runs the same calls on the same
+// values as without offload, so losses and weights are bitwise those of the plan without it.
+//
 // Tested against the single-process run by tests/executor/parallel_check.cc, and by
 // tests/executor/trainer_test.cc and tests/executor/trace_test.cc.
 #pragma once
@@ -15,8 +24,10 @@
 
 namespace trainplan::executor {
 
-// The CPU backend: check_executor_supports (params.h) and a CpuStage per rank.
-Backend cpu_backend(const ModelSpec& model, const Plan& plan);
+// The CPU backend: check_executor_supports (params.h) and a CpuStage per rank, which keeps the
+// states the plan offloads (Plan::offload) in host buffers apart from its "device" ones, or in a
+// file per rank under offload.dir (offload_device nvme; executor/offload.h).
+Backend cpu_backend(const ModelSpec& model, const Plan& plan, const OffloadOptions& offload = {});
 
 // A Trainer on the CPU backend over `comm` (which must outlive it).
 Result<std::unique_ptr<Trainer>> make_cpu_trainer(const ModelSpec& model, const Plan& plan,

@@ -33,6 +33,12 @@ Status check_cuda_executor_supports(const ModelSpec& m, const Plan& p) {
     return Status::Error("schedule dualpipe: the CUDA executor runs one direction of "
                          "micro-batches and each backward whole",
                          ExitCode::kInvalidInput);
+  if (p.offload != Offload::kNone)
+    return Status::Error("offload " + std::string(to_string(p.offload)) + " (offload_device " +
+                             std::string(to_string(p.offload_device)) +
+                             "): the CUDA executor keeps every state in device memory (the CPU "
+                             "executor, plan and simulate run the offload tiers)",
+                         ExitCode::kInvalidInput);
   Status s = check_executor_supports(m, as_fp32);
   if (!s.ok()) return s;
   // The CPU executor runs context parallelism (executor/cpu/gpt.cc); the CUDA attention kernel

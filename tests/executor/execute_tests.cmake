@@ -152,3 +152,31 @@ string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;$
 _execute_test(hardware_without_cluster_rejected 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
               "-DREGEX=execute: error: --hardware needs --cluster FILE or --gpus N"
               -DMAX_SECONDS=30 -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+
+# The offload tiers (executor/offload.h): an nvme plan runs with --offload-dir and reports its
+# bytes per step; without the flag, with a directory that is not there, over a file already
+# there (left alone), or with a plan that offloads nothing to nvme: an error naming the flag.
+file(MAKE_DIRECTORY ${_out}/offload-run ${_out}/offload-taken)
+file(WRITE ${_out}/offload-taken/trainplan-offload.rank0.bin "someone's file\n")
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/offload_nvme_zero3.json;--steps;3;--random-tokens;--out;${_out}/offload_nvme.json;--offload-dir;${_out}/offload-run;--memory-report;${_out}/offload_nvme.memory.json")
+_execute_test(offload_nvme 120 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=zero
+              "-DREGEX=wrote .*offload_nvme.json" -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/offload_nvme_zero3.json;--steps;2;--random-tokens;--out;${_out}/never.json")
+_execute_test(offload_nvme_no_dir 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
+              "-DREGEX=execute: error: .*give --offload-dir DIR" -DMAX_SECONDS=30
+              -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/offload_nvme_zero3.json;--steps;2;--random-tokens;--out;${_out}/never.json;--offload-dir;${_out}/no-such-offload-dir")
+_execute_test(offload_nvme_missing_dir 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
+              "-DREGEX=execute: error: --offload-dir '.*no-such-offload-dir'" -DMAX_SECONDS=30
+              -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/offload_nvme_zero3.json;--steps;2;--random-tokens;--out;${_out}/never.json;--offload-dir;${_out}/offload-taken")
+_execute_test(offload_nvme_file_exists 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
+              "-DREGEX=execute: error: .*trainplan-offload.rank0.bin' already exists; refusing to overwrite"
+              -DMAX_SECONDS=30 -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/offload_cpu.json;--steps;2;--random-tokens;--out;${_out}/never.json;--offload-dir;${_out}/offload-run")
+_execute_test(offload_dir_without_nvme 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
+              "-DREGEX=execute: error: --offload-dir is for plans with offload_device nvme; this plan has offload optimizer on cpu"
+              -DMAX_SECONDS=30 -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/offload_cpu.json;--steps;3;--random-tokens;--out;${_out}/offload_cpu.json")
+_execute_test(offload_cpu 120 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=zero
+              "-DREGEX=wrote .*offload_cpu.json" -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)

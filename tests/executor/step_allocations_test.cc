@@ -196,8 +196,9 @@ struct Count {
 // steps before) make no heap allocation and, on one rank (`faults`), fault no pages in: under
 // MPI, OpenMPI's own allocations and shared-memory transport fault a few pages per step.
 void expect_no_step_allocations(const ModelSpec& model, const Plan& plan, Comm& comm,
-                                bool faults, std::size_t first_steady = 2) {
-  auto trainer = make_cpu_trainer(model, plan, {}, comm);
+                                bool faults, std::size_t first_steady = 2,
+                                const TrainOptions& options = {}) {
+  auto trainer = make_cpu_trainer(model, plan, options, comm);
   ASSERT_TRUE(trainer.ok()) << describe(plan) << ": " << trainer.status().message();
   const bool trace = std::getenv("STEP_ALLOCATIONS_TRACE") != nullptr;
   std::vector<Count> per_step;
@@ -231,11 +232,12 @@ void expect_no_step_allocations(const ModelSpec& model, const Plan& plan, Comm& 
     EXPECT_LE(per_step[s].page_faults, per_step[0].page_faults / 100) << "step " << s + 1;
 }
 
-void expect_no_step_allocations(const ModelSpec& model, const Plan& plan) {
+void expect_no_step_allocations(const ModelSpec& model, const Plan& plan,
+                                const TrainOptions& options = {}) {
   // The allocation policy `execute` runs with (executor/allocator.h); glibc only.
   if (!keep_freed_memory_mapped()) GTEST_SKIP() << "the C library ignores mallopt";
   auto comm = make_local_comm();
-  expect_no_step_allocations(model, plan, *comm, /*faults=*/true);
+  expect_no_step_allocations(model, plan, *comm, /*faults=*/true, 2, options);
 }
 
 Plan one_rank(std::int64_t micro, std::int64_t micro_batches) {
@@ -264,6 +266,32 @@ TEST(StepAllocations, ZeroStagesAllocateNothing) {
     plan.zero_stage = stage;
     expect_no_step_allocations(gpt(2, 64, 4, 32), plan);
   }
+}
+
+// The offload tiers (executor/offload.h): the host's copies, the NVMe file's reads and writes and
+// the prefetch thread's reads (started once, before the steps) allocate nothing per step.
+TEST(StepAllocations, OffloadTiersAllocateNothing) {
+  char dir_template[] = "/tmp/trainplan-offload-alloc.XXXXXX";
+  const char* dir = ::mkdtemp(dir_template);
+  ASSERT_NE(dir, nullptr);
+  struct Tier {
+    Offload offload;
+    OffloadDevice device;
+    int zero;
+  };
+  for (const Tier& t : {Tier{Offload::kOptimizer, OffloadDevice::kCpu, 0},
+                        Tier{Offload::kOptimizer, OffloadDevice::kNvme, 2},
+                        Tier{Offload::kOptimizerParams, OffloadDevice::kCpu, 3},
+                        Tier{Offload::kOptimizerParams, OffloadDevice::kNvme, 3}}) {
+    Plan plan = one_rank(2, 3);
+    plan.zero_stage = t.zero;
+    plan.offload = t.offload;
+    plan.offload_device = t.device;
+    TrainOptions options;
+    options.offload.dir = dir;
+    expect_no_step_allocations(gpt(2, 64, 4, 32), plan, options);
+  }
+  ::rmdir(dir);
 }
 
 // Recompute releases a layer's cache but its input in the forward and rebuilds it in the

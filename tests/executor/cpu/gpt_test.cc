@@ -281,13 +281,6 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
          p.tp_comm_overlap = true;
        },
        "tp_comm_overlap: the executors run each TP collective whole"},
-      // Issue 26: ZeRO-Infinity's tiers are planned and simulated.
-      {[](Plan& p) {
-         p.zero_stage = 3;
-         p.offload = Offload::kOptimizerParams;
-         p.offload_device = OffloadDevice::kNvme;
-       },
-       "the CPU executor does not support offload optimizer+params (offload_device nvme)"},
   };
   for (const auto& c : cases) {
     Plan p = single_plan(Recompute::kNone);
@@ -296,6 +289,15 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
     ASSERT_FALSE(s.ok()) << c.message_start;
     EXPECT_EQ(s.code(), ExitCode::kInvalidInput);
     EXPECT_EQ(s.message().rfind(c.message_start, 0), 0u) << s.message();
+  }
+  // Issue 26: the CPU executor runs ZeRO-Offload and ZeRO-Infinity's tiers
+  // (executor/offload.h; tests/executor/offload_test.cc).
+  for (OffloadDevice device : {OffloadDevice::kCpu, OffloadDevice::kNvme}) {
+    Plan p = single_plan(Recompute::kNone);
+    p.zero_stage = 3;
+    p.offload = Offload::kOptimizerParams;
+    p.offload_device = device;
+    EXPECT_TRUE(check_executor_supports(m, p).ok()) << check_executor_supports(m, p).message();
   }
   // Mixture of experts runs with any ZeRO stage, with cp, and with tp under sequence
   // parallelism (executor/cpu/moe.h); the rest is refused.

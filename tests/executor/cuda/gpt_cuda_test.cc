@@ -339,6 +339,24 @@ TEST(CudaStageModelSupport, RejectsZeroBubbleSchedulesNamingThem) {
   }
 }
 
+TEST(CudaStageModelSupport, RejectsOffloadNamingIt) {
+  // Runs without a GPU: the CPU executor runs the offload tiers (executor/offload.h), the CUDA
+  // one keeps every state in device memory.
+  for (const auto& [offload, device, name] :
+       {std::tuple{Offload::kOptimizer, OffloadDevice::kCpu, "offload optimizer (offload_device cpu)"},
+        std::tuple{Offload::kOptimizerParams, OffloadDevice::kNvme,
+                   "offload optimizer+params (offload_device nvme)"}}) {
+    Plan p = plan_for(Precision::kBf16, Recompute::kNone);
+    p.zero_stage = 3;
+    p.offload = offload;
+    p.offload_device = device;
+    const Status s = check_cuda_executor_supports(small_model(), p);
+    EXPECT_FALSE(s.ok()) << name;
+    EXPECT_EQ(s.message().rfind(std::string(name) + ": the CUDA executor keeps every state", 0), 0u)
+        << s.message();
+  }
+}
+
 TEST(CudaStageModelSupport, RejectsDualPipeNamingIt) {
   // Runs without a GPU: one direction of micro-batches, whole backwards.
   Plan p = plan_for(Precision::kBf16, Recompute::kNone);

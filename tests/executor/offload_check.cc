@@ -1,0 +1,199 @@
+// The offload tiers of the CPU executor (executor/offload.h) against the same plan without
+// offload, under mpirun:
+//   mpirun -np N offload_check dp=2 zero=3 offload=optimizer+params device=nvme prefetch=1
+//       pp=1 mbs=2 gbs=8 steps=3 recompute=none
+// Every rank trains the plan with offload and the same plan without it (offload none), both
+// with the MPI backend, in the same process, on the same random batches, then checks:
+//  1. the loss of every step is bitwise the plan's without offload, and so is every parameter
+//     element this rank holds after the last step (AdamW runs the same calls on the same values;
+//     only where they live differs);
+//  2. the bytes moved between the tiers in every step equal the cost model's
+//     offload_traffic_on_stage for this rank's stage exactly (device to host, host to device,
+//     NVMe read, NVMe write; the tiny model's blocks need no padding over dp 2, checked), up to
+//     parallel_check's documented difference under full recompute: the executor gathers, and so
+//     streams in, no embedding or head shard before a recompute;
+//  3. the memory account (executor/memory_account.h) holds no AdamW moments on the device and
+//     counts the offloaded states off it (nvme: the file's size, host: the rest);
+//  4. nvme: the rank's file exists under the directory while the trainer lives, and is gone
+//     after.
+// Exit 0 when every rank passes; each rank prints one line.
+#include <mpi.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/cost/cost_model.h"
+#include "executor/cpu/comm_mpi.h"
+#include "executor/cpu/cpu_stage.h"
+#include "executor/data.h"
+#include "executor/offload.h"
+#include "tests/executor/tiny_model.h"
+
+using namespace trainplan;
+using namespace trainplan::executor;
+
+namespace {
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::vector<float> params_of(const Trainer& t) {
+  std::vector<float> out;
+  t.for_each_param([&](const TensorSlice&, std::int64_t, std::int64_t, float v) { out.push_back(v); });
+  return out;
+}
+
+int check(std::map<std::string, std::string> kv, int rank) {
+  const ModelSpec model = testing::tiny_gpt("tiny");
+  Plan plan;
+  plan.dp = std::stoll(kv["dp"]);
+  plan.pp = std::stoll(kv["pp"]);
+  plan.zero_stage = std::stoi(kv["zero"]);
+  plan.micro_batch_size = std::stoll(kv["mbs"]);
+  plan.global_batch_size = std::stoll(kv["gbs"]);
+  plan.precision = Precision::kFp32;
+  plan.attention = AttentionImpl::kUnfused;
+  plan.recompute = kv["recompute"] == "full" ? Recompute::kFull : Recompute::kNone;
+  plan.offload = kv["offload"] == "optimizer+params" ? Offload::kOptimizerParams
+                                                     : Offload::kOptimizer;
+  plan.offload_device = kv["device"] == "nvme" ? OffloadDevice::kNvme : OffloadDevice::kCpu;
+  Plan base = plan;
+  base.offload = Offload::kNone;
+  base.offload_device = OffloadDevice::kCpu;
+  const std::int64_t steps = std::stoll(kv["steps"]);
+  std::ostringstream fail;
+
+  char dir_template[] = "/tmp/trainplan-offload-check.XXXXXX";
+  const char* dir = ::mkdtemp(dir_template);
+  if (dir == nullptr) {
+    std::cout << "rank " << rank << ": FAIL mkdtemp: " << std::strerror(errno) << std::endl;
+    return 1;
+  }
+  auto comm_a = make_mpi_comm(plan, MPI_COMM_WORLD);
+  auto comm_b = make_mpi_comm(base, MPI_COMM_WORLD);
+  if (!comm_a.ok() || !comm_b.ok()) {
+    std::cout << "rank " << rank << ": FAIL comm" << std::endl;
+    return 1;
+  }
+  TrainOptions options;
+  options.offload.dir = dir;
+  options.offload.prefetch = kv["prefetch"] == "1";
+  const std::string file = offload_file_path(dir, (*comm_a)->world_rank());
+  {
+    auto with = make_cpu_trainer(model, plan, options, **comm_a);
+    auto without = make_cpu_trainer(model, base, TrainOptions{}, **comm_b);
+    if (!with.ok() || !without.ok()) {
+      std::cout << "rank " << rank << ": FAIL make: "
+                << (with.ok() ? without.status().message() : with.status().message()) << std::endl;
+      return 1;
+    }
+    Trainer& a = **with;
+    Trainer& b = **without;
+    const bool nvme = plan.offload_device == OffloadDevice::kNvme;
+    if (exists(file) != nvme) fail << " file " << file << (nvme ? " missing" : " made without nvme");
+    // No padding: the cost model's shard is the stage's parameters over dp, the executor's the
+    // padded blocks'.
+    for (const BlockLayout& l : a.backend_stage().layouts())
+      if (l.size % plan.zero_shard_ranks() != 0) fail << " block of " << l.size << " padded";
+    OffloadTraffic want = offload_traffic_on_stage(model, plan, a.stage());
+    if (plan.offload == Offload::kOptimizerParams && plan.recompute == Recompute::kFull) {
+      // The documented difference of parallel_check (trainer.h): the cost model gathers every
+      // block before a full recompute, the executor the layers only (it recomputes no embedding
+      // or head), so their shards are streamed in once less per micro-batch.
+      const double micro_batches = static_cast<double>(plan.num_micro_batches());
+      double not_recomputed = 0;
+      for (const BlockLayout& l : a.backend_stage().layouts())
+        if (l.kind != BlockKind::kLayer)
+          not_recomputed += static_cast<double>(l.size / plan.zero_shard_ranks() * 4);
+      want.host_to_device_bytes -= not_recomputed * micro_batches;
+      if (plan.offload_device == OffloadDevice::kNvme)
+        want.nvme_read_bytes -= not_recomputed * micro_batches;
+    }
+    for (std::int64_t k = 0; k < steps; ++k) {
+      const auto batch = random_batch(1234, k, plan.global_batch_size, model.seq_len,
+                                      model.vocab_size);
+      auto ra = a.step(batch);
+      auto rb = b.step(batch);
+      if (!ra.ok() || !rb.ok()) {
+        std::cout << "rank " << rank << ": FAIL step " << k + 1 << ": "
+                  << (ra.ok() ? rb.status().message() : ra.status().message()) << std::endl;
+        return 1;
+      }
+      if (std::memcmp(&ra->loss, &rb->loss, sizeof(double)) != 0)
+        fail << " step " << k + 1 << " loss " << ra->loss << " != " << rb->loss;
+      const OffloadBytes& got = ra->offload;
+      auto same = [&](const char* what, double g, double w) {
+        if (g != w) fail << " step " << k + 1 << " " << what << " " << g << " bytes, cost model " << w;
+      };
+      same("device_to_host", got.device_to_host, want.device_to_host_bytes);
+      same("host_to_device", got.host_to_device, want.host_to_device_bytes);
+      same("nvme_read", got.nvme_read, want.nvme_read_bytes);
+      same("nvme_write", got.nvme_write, want.nvme_write_bytes);
+      if (k == 0 && rank == 0)
+        std::cout << "rank 0: per step d2h " << got.device_to_host << " h2d " << got.host_to_device
+                  << " nvme read " << got.nvme_read << " write " << got.nvme_write << std::endl;
+    }
+    const std::vector<float> pa = params_of(a), pb = params_of(b);
+    if (pa.size() != pb.size() ||
+        std::memcmp(pa.data(), pb.data(), pa.size() * sizeof(float)) != 0) {
+      std::size_t diff = 0;
+      for (std::size_t i = 0; i < std::min(pa.size(), pb.size()); ++i) diff += pa[i] != pb[i];
+      fail << " weights differ (" << pa.size() << " vs " << pb.size() << " elements, " << diff
+           << " different)";
+    }
+    const MemoryAccount m = a.memory_account();
+    if (m.bytes_of(MemoryUse::kOptimizer) != 0)
+      fail << " " << m.bytes_of(MemoryUse::kOptimizer) << " bytes of moments on the device";
+    if (m.bytes_of(MemoryUse::kOffloadHost) <= 0) fail << " nothing counted in host memory";
+    if (nvme) {
+      struct stat st {};
+      ::stat(file.c_str(), &st);
+      if (m.bytes_of(MemoryUse::kOffloadNvme) != static_cast<double>(st.st_size))
+        fail << " nvme account " << m.bytes_of(MemoryUse::kOffloadNvme) << " != file size "
+             << st.st_size;
+    }
+    if (m.total_bytes() + m.off_device_bytes() <= m.total_bytes())
+      fail << " off-device bytes not apart";
+  }
+  if (exists(file)) fail << " " << file << " left behind";
+  ::rmdir(dir);
+  const std::string f = fail.str();
+  std::cout << "rank " << rank << ": " << (f.empty() ? "ok" : "FAIL" + f) << std::endl;
+  return f.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::map<std::string, std::string> kv = {{"dp", "1"},      {"pp", "1"},     {"zero", "0"},
+                                           {"mbs", "2"},     {"gbs", "8"},    {"steps", "3"},
+                                           {"offload", "optimizer"}, {"device", "cpu"},
+                                           {"prefetch", "1"}, {"recompute", "none"}};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto eq = a.find('=');
+    if (eq == std::string::npos || kv.count(a.substr(0, eq)) == 0) {
+      if (rank == 0) std::cerr << "offload_check: unknown argument '" << a << "'\n";
+      MPI_Finalize();
+      return 2;
+    }
+    kv[a.substr(0, eq)] = a.substr(eq + 1);
+  }
+  int bad = check(kv, rank);
+  int any = 0;
+  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return any;
+}
