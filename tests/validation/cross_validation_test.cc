@@ -58,8 +58,15 @@ namespace {
 // norm, rotary and SwiGLU kernels and their saved intermediates (Plan::elementwise eager) on the
 // five runs whose sources say compile was off: 8.53%, 37.8%, memory 9.79% over 247 and 49 runs:
 // tightened to 8.6%, 38.0%, 10.0%.
-constexpr double kMedianRatchet = 0.086;
-constexpr double kP90Ratchet = 0.380;
+// 2026-11-25 (bench/results/published-2026-11-25-corpus5/): 23 runs in nine new families joined,
+// no model change (MLPerf Training v3.1 / v4.1 / v5.0 / v5.1 result logs with their configs:
+// GPT-3 175B on 256-10,752 H100 and 64 B200, Llama 3.1 405B on 512-8,192 H100 and 256-448 B200,
+// Llama 3.1 8B on 8-256 B200; Paxml (JAX) GPT 5B / 175B with FSDP on 256 A100 and H100): 8.66%,
+// 35.0%, +7.2%, memory 9.79% over 270 and 49 runs. The new runs sit above the old median (most
+// miss by 7-23%) and below the old p90, and four families' folds chose other constants. The
+// median ratchet is loosened to hold the larger corpus (8.7%); the p90 is tightened to 35.5%.
+constexpr double kMedianRatchet = 0.087;
+constexpr double kP90Ratchet = 0.355;
 constexpr double kMemoryMedianRatchet = 0.100;
 
 Json read_json(const std::string& relative) {
