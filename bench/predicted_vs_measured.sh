@@ -117,7 +117,8 @@ busy_s() {
   awk -v hz="$(getconf CLK_TCK)" '/^cpu /{print ($2+$3+$4+$7+$8+$9)/hz; exit}' /proc/stat
 }
 
-# Runs `execute` for a plan and writes "other_cpu_pct OTHER load1 LOAD own_cpu_s OWN wall_s WALL"
+# Runs `execute` for a plan, with the cluster and profile simulate was given (so that zb-v runs
+# the order simulate plays, issue 26), and writes "other_cpu_pct OTHER load1 LOAD own_cpu_s OWN wall_s WALL"
 # to $run.contention: the share of all cores' time spent on other processes during the run.
 # Each rank runs under /usr/bin/time (mpirun's own rusage does not include its ranks).
 execute_watched() {
@@ -128,6 +129,7 @@ execute_watched() {
   RUN="$run" /usr/bin/time -f "%U %S" -o "$run.cpu.launcher" \
     "${MPIRUN[@]}" -np "$ranks" -x RUN sh -c '/usr/bin/time -f "%U %S" -o "$RUN.cpu.$OMPI_COMM_WORLD_RANK" "$@"' \
     sh "$TOOLS/execute" --model "$model" --plan "$run.plan.json" \
+    --cluster "$run.cluster.json" --hardware "$run.profile.json" \
     --steps "$STEPS" --warmup "$WARMUP" --random-tokens --out "$run.measured.json" \
     --trace "$run.measured_trace.json" > "$run.execute.txt" 2>&1 || return 1
   b1="$(busy_s)"; t1="$(date +%s.%N)"
