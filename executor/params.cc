@@ -67,6 +67,10 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
     return no("zero3_gather " + std::string(to_string(p.zero3_gather)) +
               " (DeepSpeed 0.3-0.5's gather per parameter tensor, modelled by plan and "
               "simulate): the executors gather each block flat; use flat");
+  if (p.zero3_recompute_gather != ZeroRecomputeGather::kAgain)
+    return no("zero3_recompute_gather " + std::string(to_string(p.zero3_recompute_gather)) +
+              " (FSDP's one gather for a recomputed layer's recompute and backward, modelled by "
+              "plan and simulate): the executors gather for each; use again");
   if (p.elementwise != Elementwise::kFused)
     return no("elementwise " + std::string(to_string(p.elementwise)) +
               " (PyTorch eager's unfused norm, rotary and activation kernels, modelled by plan "
