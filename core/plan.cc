@@ -87,6 +87,9 @@ std::string_view to_string(Elementwise e) {
   }
   return "?";
 }
+std::string_view to_string(ZeroRecomputeGather g) {
+  return g == ZeroRecomputeGather::kAgain ? "again" : "kept";
+}
 std::string_view to_string(GradPrecision g) {
   return g == GradPrecision::kCompute ? "compute" : "fp32";
 }
@@ -142,10 +145,13 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   if (r.get_choice("elementwise", c, {"fused", "eager", "eager-swiglu"}, false))
     p.elementwise = static_cast<Elementwise>(c);
   r.get_bool("ddp_bucket_copy", p.ddp_bucket_copy, false);
+  if (r.get_choice("zero3_recompute_gather", c, {"again", "kept"}, false))
+    p.zero3_recompute_gather = static_cast<ZeroRecomputeGather>(c);
   r.get_bool("fp8", p.fp8, false);
   if (r.get_choice("fp8_scaling", c, {"current", "delayed", "block"}, false))
     p.fp8_scaling = static_cast<Fp8Scaling>(c);
   r.get_bool("fp8_weight_cache", p.fp8_weight_cache, false);
+  r.get_bool("fp8_all_gather", p.fp8_all_gather, false);
   r.get_bool("ep_overlap", p.ep_overlap, false);
   r.get_bool("tp_comm_overlap", p.tp_comm_overlap, false);
   r.get_int_list("layers_per_stage", p.layers_per_stage, 1, ModelLimits::kMaxLayers, false);
@@ -193,9 +199,12 @@ Json plan_to_json(const Plan& p) {
   if (p.elementwise != Elementwise::kFused)  // written only when set, as cp
     j["elementwise"] = std::string(to_string(p.elementwise));
   if (p.ddp_bucket_copy) j["ddp_bucket_copy"] = true;  // written only when set, as cp
+  if (p.zero3_recompute_gather != ZeroRecomputeGather::kAgain)  // written only when set
+    j["zero3_recompute_gather"] = std::string(to_string(p.zero3_recompute_gather));
   if (p.fp8) j["fp8"] = true;  // written only when used, as cp
   if (p.fp8_scaling != Fp8Scaling::kCurrent) j["fp8_scaling"] = std::string(to_string(p.fp8_scaling));
   if (p.fp8_weight_cache) j["fp8_weight_cache"] = true;
+  if (p.fp8_all_gather) j["fp8_all_gather"] = true;  // written only when used, as cp
   if (p.ep_overlap) j["ep_overlap"] = true;
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
   if (!p.layers_per_stage.empty()) j["layers_per_stage"] = p.layers_per_stage;
@@ -222,6 +231,7 @@ std::string describe(const Plan& p) {
   if (p.fp8) os << " fp8";
   if (p.fp8 && p.fp8_scaling != Fp8Scaling::kCurrent) os << "-" << to_string(p.fp8_scaling);
   if (p.fp8 && p.fp8_weight_cache) os << "-wcache";
+  if (p.fp8 && p.fp8_all_gather) os << "-gather";
   if (p.attention_kernel != AttentionKernel::kGeneric)
     os << " attention=" << to_string(p.attention_kernel);
   if (p.cross_entropy == CrossEntropy::kUnfused) os << " unfused-ce";
@@ -231,6 +241,7 @@ std::string describe(const Plan& p) {
   if (p.zero1_collectives == ZeroCollectives::kPerRank) os << " zero1-collectives=per-rank";
   if (p.elementwise == Elementwise::kEager) os << " eager";
   if (p.elementwise == Elementwise::kEagerSwiglu) os << " eager-swiglu";
+  if (p.zero3_recompute_gather == ZeroRecomputeGather::kKept) os << " zero3-recompute-gather=kept";
   if (p.ep_overlap) os << " ep-overlap";
   if (p.tp_comm_overlap) os << " tp-overlap";
   if (!p.layers_per_stage.empty()) {
@@ -282,6 +293,10 @@ Status validate_plan(const Plan& p) {
                std::string(to_string(p.attention)));
   if (p.zero_stage < 0 || p.zero_stage > 3)
     return err("zero_stage=" + std::to_string(p.zero_stage) + " must be 0, 1, 2 or 3");
+  if (p.zero3_recompute_gather != ZeroRecomputeGather::kAgain && p.zero_stage != 3)
+    return err("zero3_recompute_gather=" + std::string(to_string(p.zero3_recompute_gather)) +
+               " says how ZeRO-3 gathers for a recompute; the plan has zero_stage " +
+               std::to_string(p.zero_stage));
   if (p.zero3_gather != ZeroGather::kFlat && p.zero_stage != 3)
     return err("zero3_gather=" + std::string(to_string(p.zero3_gather)) +
                " says how ZeRO-3 gathers parameters; the plan has zero_stage " +
@@ -371,6 +386,14 @@ Status validate_plan(const Plan& p) {
   if (p.fp8 && p.precision == Precision::kFp32)
     return err("fp8 needs precision bf16 or fp16 (FP8 GEMMs, the rest in 16 bits), the plan has "
                "precision fp32");
+  if (p.fp8_all_gather && !p.fp8)
+    return err("fp8_all_gather gathers FP8 weights and needs fp8 true, the plan has fp8 false");
+  if (p.fp8_all_gather && p.zero_stage != 3)
+    return err("fp8_all_gather is FSDP's all-gather of sharded weights and needs zero_stage 3, "
+               "the plan has zero_stage " + std::to_string(p.zero_stage));
+  if (p.fp8_all_gather && p.zero3_gather != ZeroGather::kFlat)
+    return err("fp8_all_gather is FSDP2's flat gather and needs zero3_gather flat, the plan has "
+               "zero3_gather " + std::string(to_string(p.zero3_gather)));
   if (!p.fp8 && (p.fp8_scaling != Fp8Scaling::kCurrent || p.fp8_weight_cache))
     return err(std::string(p.fp8_weight_cache ? "fp8_weight_cache" : "fp8_scaling") +
                " describes FP8 casts and needs fp8 true, the plan has fp8 false");

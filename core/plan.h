@@ -115,6 +115,14 @@ enum class ZeroCollectives { kFlat, kPerRank };
 // RMSNorm and flash-attn's rotary kernel): the eager SwiGLU's kernels and the silu output autograd
 // keeps, nothing else of eager.
 enum class Elementwise { kFused, kEager, kEagerSwiglu };
+// Whether ZeRO-3 gathers a fully recomputed layer's weights again for its recompute. again:
+// the recompute's forward gathers, then the backward gathers once more (DeepSpeed ZeRO-3, whose
+// hooks sit on every submodule and fire inside the recompute; the model as it was before this
+// field). kept: one gather before the recompute, kept through the layer's backward (PyTorch
+// FSDP2 applied around the checkpoint wrapper, as torchtitan does: fully_shard's pre-backward
+// hook on the block's outputs unshards it, and the recompute runs the wrapped module, whose
+// forward carries no FSDP hook).
+enum class ZeroRecomputeGather { kAgain, kKept };
 // How an FP8 tensor's scale is found (core/cost/tasks.cc, apply_fp8). current: from this
 // tensor's amax, one extra read of it before the cast (Transformer Engine's
 // Float8CurrentScaling; torchao float8's dynamic tensorwise scaling). delayed: from the amax
@@ -137,6 +145,7 @@ std::string_view to_string(GradPrecision g);
 std::string_view to_string(ZeroGather g);
 std::string_view to_string(ZeroCollectives c);
 std::string_view to_string(Elementwise e);
+std::string_view to_string(ZeroRecomputeGather g);
 std::string_view to_string(Fp8Scaling s);
 
 struct Plan {
@@ -194,6 +203,7 @@ struct Plan {
   // nanotron 0.5 builds DDP so (trainer.py at e24d2483) and accumulates into its own fp32
   // buffer besides. Memory only (core/cost/memory.cc). Needs zero_stage 0 or 1 (DDP).
   bool ddp_bucket_copy = false;
+  ZeroRecomputeGather zero3_recompute_gather = ZeroRecomputeGather::kAgain;  // with zero_stage 3
   Elementwise elementwise = Elementwise::kFused;
   // FP8 training (Micikevicius et al. 2022, arXiv:2209.05433; Transformer Engine, torchao
   // float8): the transformer layers' linear GEMMs take FP8 operands, scaled per tensor, at the
@@ -205,6 +215,14 @@ struct Plan {
   // micro-batches (Transformer Engine's is_first_microbatch, passed by Megatron-Core's TE
   // layers); false: cast on every micro-batch (torchao float8).
   bool fp8_weight_cache = false;
+  // With fp8 and zero_stage 3: FSDP2 all-gathers the linear layers' weights already cast to
+  // FP8, one byte per element instead of `precision`'s two (torchao float8's
+  // enable_fsdp_float8_all_gather with precompute_float8_dynamic_scale_for_fsdp:
+  // WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather casts the local fp32 shard with a scale
+  // precomputed once per step, torchao/float8/fsdp_utils.py). The norms, the embedding and the
+  // LM head (which torchtitan leaves out of float8) still travel in `precision`; the gathered
+  // weight needs no cast of its own (core/cost/data_parallel.cc, tasks.cc apply_fp8).
+  bool fp8_all_gather = false;
   // Expert all-to-all overlapped across micro-batches (Megatron-Core's
   // overlap_moe_expert_parallel_comm; DeepSeek-V3's DualPipe, arXiv:2412.19437 sec. 3.2.1): in
   // the 1F1B steady state each backward runs merged with the forward that follows it, so one's

@@ -71,6 +71,10 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
   if (p.ddp_bucket_copy)
     return no("ddp_bucket_copy (PyTorch DDP's second copy of the gradients, modelled by plan "
               "and simulate): the executors keep one gradient buffer; leave it false");
+  if (p.zero3_recompute_gather != ZeroRecomputeGather::kAgain)
+    return no("zero3_recompute_gather " + std::string(to_string(p.zero3_recompute_gather)) +
+              " (FSDP's one gather for a recomputed layer's recompute and backward, modelled by "
+              "plan and simulate): the executors gather for each; use again");
   if (p.elementwise != Elementwise::kFused)
     return no("elementwise " + std::string(to_string(p.elementwise)) +
               " (PyTorch eager's unfused norm, rotary and activation kernels, modelled by plan "

@@ -142,6 +142,7 @@ void to_executor_plan(Plan& p, Changes& c) {
   c.set("fp8", p.fp8, false, "the CPU executor computes in float32");
   c.set("fp8_scaling", p.fp8_scaling, Fp8Scaling::kCurrent, "no FP8 casts");
   c.set("fp8_weight_cache", p.fp8_weight_cache, false, "no FP8 casts");
+  c.set("fp8_all_gather", p.fp8_all_gather, false, "no FP8 weights to gather");
   c.set("attention_kernel", p.attention_kernel, AttentionKernel::kGeneric,
         "the CPU executor runs its own attention kernel");
   c.set("cross_entropy", p.cross_entropy, CrossEntropy::kFused,
@@ -157,6 +158,8 @@ void to_executor_plan(Plan& p, Changes& c) {
   c.set("zero1_collectives", p.zero1_collectives, ZeroCollectives::kFlat,
         "the executors reduce and gather each block's shards flat");
   c.set("ddp_bucket_copy", p.ddp_bucket_copy, false, "the executors keep one gradient buffer");
+  c.set("zero3_recompute_gather", p.zero3_recompute_gather, ZeroRecomputeGather::kAgain,
+        "the executors gather a recomputed layer's parameters for its recompute and backward");
   c.set("elementwise", p.elementwise, Elementwise::kFused,
         "the executors run each norm and activation as one kernel");
   c.set("tp_comm_overlap", p.tp_comm_overlap, false,

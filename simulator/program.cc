@@ -920,14 +920,27 @@ class Builder {
     if (fetched >= 0) rs.wait.push_back(fetched);
     // Full recompute runs the forward again in the layers it names; selective (unfused
     // attention) in every layer.
+    // Plan::zero3_recompute_gather kept: the recompute's gather serves the backward too, so its
+    // parameters are held until the backward ends.
+    const bool keep = full && plan_.zero3_recompute_gather == ZeroRecomputeGather::kKept;
+    std::int32_t kept_gather = -1;
     if (!w.rec.tasks.empty() && (full || plan_.recompute != Recompute::kFull)) {
       OpMeta rm = meta;
       rm.pass = 'R';
-      const std::int32_t r = block_pass(rs, bi, DpPoint::kBeforeRecompute, w.rec, rm);
+      std::int32_t r = -1;
+      if (keep) {
+        kept_gather = zero3_gather(rs, bi, DpPoint::kBeforeRecompute, rm);
+        const std::int32_t first = tasks(rs, w.rec, rm);
+        block_begin(rs, first >= 0 ? first : rs.last_compute);
+        r = kept_gather >= 0 ? kept_gather : first;
+      } else {
+        r = block_pass(rs, bi, DpPoint::kBeforeRecompute, w.rec, rm);
+      }
       if (full) mem(rs, r, false, MemKind::kActivations, w.act_bytes);
     }
     const std::int32_t pass =
         block_pass(rs, bi, DpPoint::kBeforeBackward, split_ ? w.bwd_input : w.bwd, meta);
+    zero3_release(rs, b, kept_gather);
     if (!split_) grad_buffer(rs, b, pass);
     const std::int32_t from = pass >= 0 ? pass : rs.last_compute;
     mem(rs, from, false, MemKind::kBuffers, w.workspace_bytes);

@@ -542,10 +542,14 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   r.get_choice("elementwise", elementwise, {"fused", "eager", "eager-swiglu"}, false);
   bool ddp_bucket_copy = false;
   r.get_bool("ddp_bucket_copy", ddp_bucket_copy, false);
+  int zero3_recompute_gather = -1;
+  r.get_choice("zero3_recompute_gather", zero3_recompute_gather, {"again", "kept"}, false);
   int fp8_scaling = -1;
   r.get_choice("fp8_scaling", fp8_scaling, {"current", "delayed", "block"}, false);
   bool fp8_weight_cache = false;
   r.get_bool("fp8_weight_cache", fp8_weight_cache, false);
+  bool fp8_all_gather = false;
+  r.get_bool("fp8_all_gather", fp8_all_gather, false);
   r.accept("confidence");
   std::string notes;
   if (const auto it = entry.find("notes"); entry.is_object() && it != entry.end()) {
@@ -612,10 +616,16 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   if (elementwise >= 0) p.elementwise = static_cast<Elementwise>(elementwise);
   // PyTorch DDP's bucket copy of the gradients, where the entry names its framework's way.
   p.ddp_bucket_copy = ddp_bucket_copy;
+  // FSDP around the checkpoint wrapper: one gather serves a recomputed layer's recompute and
+  // backward, where the entry names it from its framework's code (Plan::zero3_recompute_gather).
+  if (zero3_recompute_gather >= 0)
+    p.zero3_recompute_gather = static_cast<ZeroRecomputeGather>(zero3_recompute_gather);
   // The FP8 recipe, where the entry names it from its source's recipe and framework version;
   // otherwise current scaling with a cast per micro-batch (the plan's default).
   if (fp8_scaling >= 0) p.fp8_scaling = static_cast<Fp8Scaling>(fp8_scaling);
   p.fp8_weight_cache = fp8_weight_cache;
+  // FSDP's FP8 weight all-gather, where the entry's source states it (Plan::fp8_all_gather).
+  p.fp8_all_gather = fp8_all_gather;
   if (p.fp8 && fp8_scaling < 0)
     run.assumptions.push_back("fp8_scaling: current (not given)");
   const auto sp = parallel->find("sequence_parallel");

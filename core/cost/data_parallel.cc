@@ -36,8 +36,13 @@ std::int64_t expert_dp_cp(const Plan& p) { return p.dp / p.ep * p.cp; }
 
 std::int64_t dp_point_count(const Plan& p, const ParamBlock& b, DpPoint point) {
   switch (point) {
-    case DpPoint::kBeforeForward:
-    case DpPoint::kBeforeBackward: return chunk_copy_micro_batches(p) * (b.read_by_head ? 2 : 1);
+    case DpPoint::kBeforeForward: return chunk_copy_micro_batches(p) * (b.read_by_head ? 2 : 1);
+    case DpPoint::kBeforeBackward:
+      // Plan::zero3_recompute_gather kept: a recomputed layer's gather came before its recompute.
+      if (p.zero_stage == 3 && p.zero3_recompute_gather == ZeroRecomputeGather::kKept &&
+          b.kind == BlockKind::kLayer && b.recomputed)
+        return 0;
+      return chunk_copy_micro_batches(p) * (b.read_by_head ? 2 : 1);
     case DpPoint::kAfterBackward: return chunk_copy_micro_batches(p);
     case DpPoint::kBeforeRecompute: return b.recomputed ? chunk_copy_micro_batches(p) : 0;
     case DpPoint::kAfterLastBackward:
@@ -142,6 +147,20 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
                          d(padded(b.expert_params, expert)) * el));
   };
   auto gather = [&]() {
+    if (p.fp8 && p.fp8_all_gather && b.kind == BlockKind::kLayer) {
+      // Plan::fp8_all_gather: a layer's linear weights travel as FP8, one byte each; its norms
+      // (and an MoE router) stay in the compute precision; the experts' weights too (torchao's
+      // Float8Linear swaps nn.Linear modules, not grouped expert weights).
+      const std::int64_t wide = std::min(b.tp_replicated_params, b.dense_params);
+      const double bytes = d(padded(b.dense_params, dense)) + d(wide) * (e - 1.0);
+      if (b.dense_params > 0)
+        out.push_back(comm("zero3_param_all_gather", Collective::kAllGather, CommGroup::kDp,
+                           dense, bytes));
+      if (b.expert_params > 0)
+        out.push_back(comm("zero3_expert_param_all_gather", Collective::kAllGather,
+                           CommGroup::kExpertDp, expert, d(padded(b.expert_params, expert)) * e));
+      return;
+    }
     if (p.zero3_gather == ZeroGather::kFlat) {
       add("zero3_param_all_gather", "zero3_expert_param_all_gather", Collective::kAllGather);
       return;
@@ -151,10 +170,17 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
     add_per_tensor_gathers(out, "zero3_expert_param_all_gather", CommGroup::kExpertDp, expert,
                            b.expert_params, b.expert_tensors, e);
   };
+  // Plan::zero3_recompute_gather kept: a recomputed layer's one backward gather comes before
+  // its recompute and serves the backward too (FSDP2's pre-backward unshard; the checkpoint
+  // wrapper's recompute runs inside it).
+  const bool kept = p.zero3_recompute_gather == ZeroRecomputeGather::kKept &&
+                    b.kind == BlockKind::kLayer && b.recomputed;
   switch (point) {
     case DpPoint::kBeforeForward:
-    case DpPoint::kBeforeBackward:
       if (p.zero_stage == 3) gather();
+      break;
+    case DpPoint::kBeforeBackward:
+      if (p.zero_stage == 3 && !kept) gather();
       break;
     case DpPoint::kBeforeRecompute:
       // Only transformer layers are recomputed; the embedding and head are not gathered again.

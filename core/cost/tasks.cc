@@ -472,6 +472,16 @@ void apply_fp8(std::vector<Task>& tasks, double e, const Plan& p) {
   const double cast_bytes_per_element = fp8_cast_bytes_per_element(p, e);
   const double weight_share =
       p.fp8_weight_cache ? 1.0 / d(std::max<std::int64_t>(1, p.num_micro_batches())) : 1.0;
+  // Bytes per weight element that a forward's casts move. Plan::fp8_all_gather: the weight
+  // arrives cast; what remains is the cast of the local fp32 shard before each gather (read 4,
+  // write 1, over the shard ranks: fsdp_pre_all_gather, torchao/float8/fsdp_utils.py at
+  // eab345c) and one transposed copy of the gathered FP8 weight (read 1, write 1) for the
+  // data-gradient GEMM, which scaled_mm needs column-major (preprocess_addmm's
+  // b_data.t().contiguous().t(), torchao/float8/float8_ops.py at eab345c).
+  const double weight_bytes =
+      p.fp8_all_gather && p.zero_stage == 3
+          ? (kFp32Bytes + 1.0) / d(std::max<std::int64_t>(1, p.zero_shard_ranks())) + 2.0
+          : cast_bytes_per_element * weight_share;
   auto ends_with = [](std::string_view s, std::string_view suffix) {
     return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
   };
@@ -482,7 +492,7 @@ void apply_fp8(std::vector<Task>& tasks, double e, const Plan& p) {
         out.push_back(memory("fp8_cast_grad", cast_bytes_per_element * mk,
                              MemoryKernel::kElementwise));
       } else if (!ends_with(t.name, "_wgrad")) {
-        out.push_back(memory("fp8_cast", cast_bytes_per_element * (mk + weight_share * kn),
+        out.push_back(memory("fp8_cast", cast_bytes_per_element * mk + weight_bytes * kn,
                              MemoryKernel::kElementwise));
       }
       t.fp8 = true;

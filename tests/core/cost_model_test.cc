@@ -297,6 +297,41 @@ TEST(DataParallel, PerRankZero1CopiesGrowWithGroupSizeAndTensors) {
 // biases, QKV and the output projection, fc1 and fc2, each with a bias: 12; Llama's: two
 // RMSNorms and four bias-free projections: 6), each followed by one copy launch per rank, and
 // the bytes are the flat gather's up to each piece's padding to the group.
+// Plan::zero3_recompute_gather kept: a fully recomputed layer gathers once, before its
+// recompute, and not again before its backward; a layer that is not recomputed, the embedding
+// and the head gather as before, and gradients are reduced as before.
+TEST(DataParallel, KeptRecomputeGatherGathersARecomputedLayerOnce) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  Plan again = plan_of(1, 1, 8, 1, 8);
+  again.zero_stage = 3;
+  again.recompute = Recompute::kFull;
+  Plan kept = again;
+  kept.zero3_recompute_gather = ZeroRecomputeGather::kKept;
+  ASSERT_TRUE(validate_plan(kept).ok()) << validate_plan(kept).message();
+  int recomputed = 0;
+  for (const ParamBlock& b : param_blocks_on_stage(m, kept, 0)) {
+    const bool once = b.kind == BlockKind::kLayer && b.recomputed;
+    recomputed += once ? 1 : 0;
+    for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kBeforeRecompute,
+                          DpPoint::kBeforeBackward, DpPoint::kAfterBackward,
+                          DpPoint::kAfterLastBackward}) {
+      const std::size_t a = dp_block_tasks(again, b, point).size();
+      const std::size_t k = dp_block_tasks(kept, b, point).size();
+      if (once && point == DpPoint::kBeforeBackward) {
+        EXPECT_EQ(a, 1u);
+        EXPECT_EQ(k, 0u);
+      } else {
+        EXPECT_EQ(k, a);
+      }
+    }
+  }
+  EXPECT_EQ(recomputed, m.num_layers);
+  // Needs ZeRO-3, named in the error.
+  Plan zero2 = kept;
+  zero2.zero_stage = 2;
+  EXPECT_NE(validate_plan(zero2).message().find("zero3_recompute_gather=kept"), std::string::npos);
+}
+
 TEST(DataParallel, PerTensorZero3GathersOneCollectiveAndGroupSizeCopiesPerTensor) {
   const std::int64_t n = 8;
   for (const auto& [file, tensors] :
@@ -1090,6 +1125,72 @@ TEST(Fp8, CastBytesFollowTheScalingAndTheWeightCache) {
   };
   EXPECT_DOUBLE_EQ(grad_cast_bytes(delayed) / grad_cast_bytes(p), 4.0 / 6.0);
   EXPECT_DOUBLE_EQ(grad_cast_bytes(cached), grad_cast_bytes(delayed));
+}
+
+// Plan::fp8_all_gather: a layer's ZeRO-3 gathers carry its linear weights in one byte and its
+// norms in two; the embedding, the head and the gradients' reduce-scatter are unchanged. The
+// forward's weight cast becomes the shard's cast (read 4, write 1, over the shard ranks) plus
+// one transposed FP8 copy (read 1, write 1); the input's cast is unchanged.
+TEST(Fp8, AllGatherCarriesLinearWeightsInOneByteAndCastsTheShard) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  Plan p = fp8_test_plan(32, true);
+  p.zero_stage = 3;
+  Plan g = p;
+  g.fp8_all_gather = true;
+  ASSERT_TRUE(validate_plan(g).ok()) << validate_plan(g).message();
+  const std::vector<ParamBlock> blocks = param_blocks_on_stage(m, g, 0);
+  for (const ParamBlock& b : blocks) {
+    SCOPED_TRACE(static_cast<int>(b.kind));
+    for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kBeforeRecompute,
+                          DpPoint::kBeforeBackward, DpPoint::kAfterBackward}) {
+      const std::vector<Task> base = dp_block_tasks(p, b, point);
+      const std::vector<Task> fp8 = dp_block_tasks(g, b, point);
+      ASSERT_EQ(base.size(), fp8.size());
+      for (std::size_t i = 0; i < base.size(); ++i) {
+        const bool layer_gather = b.kind == BlockKind::kLayer &&
+                                  base[i].collective == Collective::kAllGather;
+        if (!layer_gather) {
+          EXPECT_EQ(fp8[i].message_bytes, base[i].message_bytes) << base[i].name;
+          continue;
+        }
+        // bf16: 2 bytes per parameter (padded to the shard ranks); fp8: 1 per linear weight,
+        // 2 per norm weight.
+        const double padded = static_cast<double>(base[i].message_bytes) / 2.0;
+        EXPECT_NEAR(static_cast<double>(fp8[i].message_bytes),
+                    padded + static_cast<double>(b.tp_replicated_params), 1.0);
+        EXPECT_LT(static_cast<double>(fp8[i].message_bytes),
+                  0.51 * static_cast<double>(base[i].message_bytes));
+      }
+    }
+  }
+  auto qkv_cast = [&](const Plan& plan, double* in, double* w) {
+    const std::vector<Task> fwd = layer_forward_tasks(m, plan);
+    for (std::size_t i = 1; i < fwd.size(); ++i)
+      if (fwd[i].name == "qkv") {
+        *in = double(fwd[i].m) * double(fwd[i].k);
+        *w = double(fwd[i].k) * double(fwd[i].n);
+        return fwd[i - 1].bytes;
+      }
+    ADD_FAILURE() << "no qkv task";
+    return 0.0;
+  };
+  double in = 0, w = 0;
+  const double plain = qkv_cast(p, &in, &w);
+  EXPECT_GT(w, 0.0);
+  EXPECT_DOUBLE_EQ(plain, 6.0 * (in + w));
+  ASSERT_EQ(g.zero_shard_ranks(), 4);
+  const double gathered = qkv_cast(g, &in, &w);
+  EXPECT_DOUBLE_EQ(gathered, 6.0 * in + (5.0 / 4.0 + 2.0) * w);
+  // Refused without fp8, without ZeRO-3 or with DeepSpeed's per-tensor gather, naming the field.
+  Plan no_fp8 = g;
+  no_fp8.fp8 = false;
+  EXPECT_NE(validate_plan(no_fp8).message().find("fp8_all_gather"), std::string::npos);
+  Plan zero1 = g;
+  zero1.zero_stage = 1;
+  EXPECT_NE(validate_plan(zero1).message().find("zero_stage 1"), std::string::npos);
+  Plan per = g;
+  per.zero3_gather = ZeroGather::kPerTensor;
+  EXPECT_NE(validate_plan(per).message().find("zero3_gather per-tensor"), std::string::npos);
 }
 
 TEST(Fp8, LinearGemmsRunInFp8AfterTheirCastsAndNothingElseChanges) {

@@ -836,6 +836,60 @@ TEST(PlanLoader, Fp8RecipeRoundTripsAndNeedsFp8) {
   EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "fp8_scaling", "fp8 false"}));
 }
 
+// zero3_recompute_gather: written only when kept, shown in the description, refused by name
+// when the value is unknown or the plan does not shard parameters.
+TEST(PlanLoader, Zero3RecomputeGatherRoundTripAndErrors) {
+  Json j = basic_plan();
+  j["zero_stage"] = 3;
+  auto again = plan_from_json(j, "p.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->zero3_recompute_gather, ZeroRecomputeGather::kAgain);
+  EXPECT_FALSE(plan_to_json(*again).contains("zero3_recompute_gather"));
+  j["zero3_recompute_gather"] = "kept";
+  auto kept = plan_from_json(j, "p.json");
+  ASSERT_TRUE(kept.ok()) << kept.status().message();
+  EXPECT_EQ(kept->zero3_recompute_gather, ZeroRecomputeGather::kKept);
+  EXPECT_EQ(plan_to_json(*kept).at("zero3_recompute_gather"), "kept");
+  EXPECT_NE(describe(*kept).find(" zero3-recompute-gather=kept"), std::string::npos);
+  auto back = plan_from_json(plan_to_json(*kept), "again");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(plan_to_json(*back), plan_to_json(*kept));
+  j["zero3_recompute_gather"] = "twice";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "zero3_recompute_gather", "twice"}));
+  j["zero3_recompute_gather"] = "kept";
+  j["zero_stage"] = 1;
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
+                        {"p.json", "zero3_recompute_gather=kept", "zero_stage 1"}));
+}
+
+// fp8_all_gather: written only when set, shown in the description, refused without fp8.
+TEST(PlanLoader, Fp8AllGatherRoundTripsAndNeedsFp8AndZero3) {
+  Json j = basic_plan();
+  j["fp8"] = true;
+  j["zero_stage"] = 3;
+  auto plain = plan_from_json(j, "p.json");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_FALSE(plain->fp8_all_gather);
+  EXPECT_FALSE(plan_to_json(*plain).contains("fp8_all_gather"));
+  j["fp8_all_gather"] = true;
+  auto g = plan_from_json(j, "p.json");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_TRUE(g->fp8_all_gather);
+  EXPECT_EQ(plan_to_json(*g).at("fp8_all_gather"), true);
+  EXPECT_NE(describe(*g).find(" fp8-gather"), std::string::npos) << describe(*g);
+  auto back = plan_from_json(plan_to_json(*g), "again");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(plan_to_json(*back), plan_to_json(*g));
+  j["fp8_all_gather"] = "yes";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "fp8_all_gather"}));
+  j["fp8_all_gather"] = true;
+  j["zero_stage"] = 2;
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"fp8_all_gather", "zero_stage 2"}));
+  j["zero_stage"] = 3;
+  j["fp8"] = false;
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"fp8_all_gather", "fp8 false"}));
+}
+
 // zero3_gather: written only when per-tensor, shown in the description, refused by name when
 // the value is unknown or the plan does not shard parameters.
 TEST(PlanLoader, Zero3GatherRoundTripAndErrors) {

@@ -134,6 +134,25 @@ TEST(ScaleDown, MixtureOfExpertsStaysOne) {
 // DeepSeek-V3's group-limited routing becomes top-k over every expert, and an FP8 plan written
 // as Transformer Engine runs it (delayed scaling, cached weights) loses its FP8 fields with its
 // FP8, so the scaled plan is still one the planner accepts; each change is listed.
+// FSDP's FP8 weight all-gather goes with the plan's FP8, listed.
+TEST(ScaleDown, Fp8AllGatherIsDroppedWithFp8) {
+  const ModelSpec m = zoo("llama3-8b.json");
+  Plan p;
+  p.dp = 8;
+  p.zero_stage = 3;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 64;
+  p.fp8 = true;
+  p.fp8_all_gather = true;
+  ASSERT_TRUE(validate_plan(p).ok()) << validate_plan(p).message();
+  auto r = scale_down(m, p);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(check_executor_supports(r->model, r->plan).ok())
+      << check_executor_supports(r->model, r->plan).message();
+  EXPECT_FALSE(r->plan.fp8_all_gather);
+  EXPECT_TRUE(lists(*r, "fp8_all_gather true -> false"));
+}
+
 TEST(ScaleDown, GroupedRoutingAndTheFp8RecipeAreDropped) {
   ModelSpec m = zoo("mixtral-8x7b.json");
   m.router_groups = 4;

@@ -354,6 +354,29 @@ TEST(Simulator, PerRankZero1CopiesLengthenTheStep) {
   EXPECT_GE(per_held.report.step_time_s, per.report.step_time_s - 1e-9);
 }
 
+// Plan::zero3_recompute_gather kept (FSDP2 around the checkpoint wrapper): each fully recomputed
+// layer is gathered twice per micro-batch instead of three times, so the dp bytes fall by a third
+// of the layers' gathers; the step is no longer, and the gathered weights are held through the
+// backward, so the peak is no lower than with the backward's own gather.
+TEST(Simulator, KeptRecomputeGatherGathersEachRecomputedLayerTwice) {
+  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
+  Plan p = testing::make_plan(1, 1, 8, 1, 32);
+  p.zero_stage = 3;
+  p.recompute = Recompute::kFull;
+  const ClusterSpec c = testing::cluster_for(p, "A100-80GB");
+  SimOptions traced;
+  traced.collect_trace = true;
+  const SimResult again = testing::simulate_ok(gpt, c, p, traced);
+  p.zero3_recompute_gather = ZeroRecomputeGather::kKept;
+  const SimResult kept = testing::simulate_ok(gpt, c, p, traced);
+  EXPECT_NE(again.trace_json.find("B mb0 L3 zero3_param_all_gather"), std::string::npos);
+  EXPECT_EQ(kept.trace_json.find("B mb0 L3 zero3_param_all_gather"), std::string::npos);
+  EXPECT_NE(kept.trace_json.find("R mb0 L3 zero3_param_all_gather"), std::string::npos);
+  EXPECT_LT(kept.report.bytes_per_group.at("dp"), again.report.bytes_per_group.at("dp"));
+  EXPECT_LE(kept.report.step_time_s, again.report.step_time_s + 1e-9);
+  EXPECT_GE(kept.report.ranks[0].peak_memory_bytes, again.report.ranks[0].peak_memory_bytes - 1.0);
+}
+
 // ZeRO-Infinity's tiers on the timeline (Rajbhandari et al. 2021): the device keeps no weight
 // or gradient shard; the shards stream in over PCIe before each gather (from NVMe first on the
 // NVMe tier) and the gradient shards go out, prefetched and overlapped with compute, and the step

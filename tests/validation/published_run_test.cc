@@ -518,6 +518,34 @@ TEST(PublishedRun, Fp8RecipeFromTheEntry) {
   EXPECT_NE(map_error(e).find("needs fp8 true"), std::string::npos) << map_error(e);
 }
 
+// FSDP's one gather for a recomputed layer only where the entry names it; a bad value is
+// refused naming the field.
+TEST(PublishedRun, Zero3RecomputeGatherOnlyWhenTheEntryNamesIt) {
+  Json e = llama_entry();
+  e["parallel"]["zero_stage"] = 3;
+  EXPECT_EQ(map_ok(e).plan.zero3_recompute_gather, ZeroRecomputeGather::kAgain);
+  e["zero3_recompute_gather"] = "kept";
+  EXPECT_EQ(map_ok(e).plan.zero3_recompute_gather, ZeroRecomputeGather::kKept);
+  e["zero3_recompute_gather"] = "once";
+  EXPECT_NE(map_error(e).find("zero3_recompute_gather"), std::string::npos);
+}
+
+// FSDP's FP8 weight all-gather only where the entry names it; on a run without ZeRO-3 it is
+// an error naming the field.
+TEST(PublishedRun, Fp8AllGatherOnlyWhenTheEntryNamesIt) {
+  Json e = llama_entry();
+  e["precision"] = "fp8";
+  e["parallel"]["zero_stage"] = 3;
+  EXPECT_FALSE(map_ok(e).plan.fp8_all_gather);
+  e["fp8_all_gather"] = true;
+  EXPECT_TRUE(map_ok(e).plan.fp8_all_gather);
+  e["fp8_all_gather"] = "on";
+  EXPECT_NE(map_error(e).find("fp8_all_gather"), std::string::npos);
+  e["fp8_all_gather"] = true;
+  e["parallel"]["zero_stage"] = 1;
+  EXPECT_NE(map_error(e).find("fp8_all_gather"), std::string::npos) << map_error(e);
+}
+
 // DeepSeek-V3's shape in the schema's spelling: the experts' width makes ffn_hidden the dense
 // layers', shared experts by count, the first k layers dense, latent attention; H800 preset.
 TEST(PublishedRun, NonUniformMoeAndLatentAttentionMap) {

@@ -270,6 +270,12 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
       // PyTorch eager's unfused norm, rotary and activation kernels are simulated, not executed.
       {[](Plan& p) { p.elementwise = Elementwise::kEager; },
        "the CPU executor does not support elementwise eager"},
+      // FSDP's one gather for a recomputed layer is simulated, not executed.
+      {[](Plan& p) {
+         p.zero_stage = 3;
+         p.zero3_recompute_gather = ZeroRecomputeGather::kKept;
+       },
+       "the CPU executor does not support zero3_recompute_gather kept"},
       {[](Plan& p) {
          p.recompute = Recompute::kFull;
          p.offload_checkpoints = true;

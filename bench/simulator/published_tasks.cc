@@ -1,0 +1,95 @@
+// One published run's layer, embedding and head tasks as the cost model prices them: for the
+// corpus entry whose id is ID, each task of a layer's forward, recompute and backward and of the
+// embedding and head passes with its time (task_time_s at the entry's device rates), bytes,
+// FLOPs and kernel launches, one JSON object per task on stdout, then one per pass with the
+// totals by kind. The diagnosis of bench/results/published-2026-11-25-compile/ (what
+// torch.compile removes from torchtitan's eager rows) reads it.
+//
+// Run: build/bench/simulator/published_tasks validation/corpus/published_runs.json ID
+// Tested by bench/simulator/CMakeLists.txt (CTest published_tasks_*: a run's tasks print; an
+// unknown id and an unreadable file are refused with a message and exit status 2).
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/cost/compute_model.h"
+#include "core/cost/cost_model.h"
+#include "core/json_util.h"
+#include "validation/published_run.h"
+
+namespace {
+
+using trainplan::Json;
+using trainplan::Task;
+using trainplan::TaskKind;
+
+void print_pass(const char* pass, const std::vector<Task>& tasks,
+                const trainplan::DeviceRates& rates) {
+  double total = 0, gemm = 0, memory = 0, attention = 0, bytes = 0;
+  std::int64_t launches = 0;
+  for (const Task& t : tasks) {
+    if (t.kind == TaskKind::kComm) continue;
+    const double s = trainplan::task_time_s(t, rates);
+    total += s;
+    (t.kind == TaskKind::kGemm ? gemm : t.kind == TaskKind::kMemory ? memory : attention) += s;
+    bytes += t.bytes;
+    launches += t.launches;
+    std::cout << Json{{"pass", pass},        {"task", std::string(t.name)},
+                      {"time_s", s},         {"bytes", t.bytes},
+                      {"flops", t.executed_flops}, {"launches", t.launches},
+                      {"fp8", t.fp8}}
+                     .dump()
+              << "\n";
+  }
+  std::cout << Json{{"pass", pass},      {"total_s", total},   {"gemm_s", gemm},
+                    {"memory_s", memory}, {"attention_s", attention}, {"bytes", bytes},
+                    {"launches", launches}}
+                   .dump()
+            << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::cerr << "usage: published_tasks RUNS.json ID\n";
+    return 2;
+  }
+  std::ifstream in(argv[1]);
+  if (!in) {
+    std::cerr << "published_tasks: cannot read '" << argv[1] << "'\n";
+    return 2;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  auto json = trainplan::parse_json_text(text.str(), argv[1]);
+  if (!json.ok() || !json->is_array()) {
+    std::cerr << "published_tasks: " << argv[1] << ": "
+              << (json.ok() ? "not a JSON list" : json.status().message()) << "\n";
+    return 2;
+  }
+  const std::string id = argv[2];
+  for (std::size_t i = 0; i < json->size(); ++i) {
+    auto run = trainplan::published_run_from_json((*json)[i], "entry " + std::to_string(i));
+    if (!run.ok() || run->id != id) continue;
+    auto rates = trainplan::plan_rates(run->plan, run->cluster.gpu, run->options.hardware);
+    if (!rates.ok()) {
+      std::cerr << "published_tasks: " << id << ": " << rates.status().message() << "\n";
+      return 2;
+    }
+    const auto& m = run->model;
+    const auto& p = run->plan;
+    print_pass("layer_forward", trainplan::layer_forward_tasks(m, p), *rates);
+    print_pass("layer_recompute", trainplan::layer_recompute_tasks(m, p), *rates);
+    print_pass("layer_backward", trainplan::layer_backward_tasks(m, p), *rates);
+    print_pass("embedding_forward", trainplan::embedding_forward_tasks(m, p), *rates);
+    print_pass("embedding_backward", trainplan::embedding_backward_tasks(m, p), *rates);
+    print_pass("head_forward", trainplan::head_forward_tasks(m, p), *rates);
+    print_pass("head_backward", trainplan::head_backward_tasks(m, p), *rates);
+    return 0;
+  }
+  std::cerr << "published_tasks: no simulated run with id '" << id << "' in " << argv[1] << "\n";
+  return 2;
+}
