@@ -61,9 +61,19 @@ namespace {
 // 2026-11-25 (bench/results/published-2026-11-25-nanotron/): nanotron 0.5's framework
 // behaviours from its code on the Ultra-Scale Playbook rows (Plan::zero1_collectives per-rank,
 // ddp_bucket_copy, cross_entropy cast, elementwise eager-swiglu): 7.84%, 36.8%, memory 9.47%
-// over 247 and 49 runs: tightened to 7.9%, 37.0%, 9.6%.
-constexpr double kMedianRatchet = 0.079;
-constexpr double kP90Ratchet = 0.370;
+// over 247 and 49 runs (on that branch alone).
+// 2026-11-25 (bench/results/published-2026-11-25h/, the session's merge): nanotron's behaviours
+// above, 23 runs in nine new families (MLPerf Training v3.1 / v4.1 / v5.0 / v5.1 with their
+// configs, Paxml), the Megatron-Bridge entries corrected from their recipes, the Llama 3 herd's
+// interleaved schedule, torchtitan's FSDP behaviours (Plan::fp8_all_gather,
+// zero3_recompute_gather): 9.2%, 31.7%, +6.8%, memory 9.5% over 270 and 49 runs. The median
+// rose: the new runs mostly miss by more than the old median (8.66% with them alone,
+// published-2026-11-25-corpus5/), and the folds' GEMM share sits on a tie between 0.9 and 0.95
+// (the fit over all runs is 0.9; 15 of 42 folds choose 0.95, which moves each such family's
+// held-out error away from zero where it was predicted too fast). Loosened to hold it: 9.3%;
+// p90 and memory tightened: 32.0%, 9.6%.
+constexpr double kMedianRatchet = 0.093;
+constexpr double kP90Ratchet = 0.320;
 constexpr double kMemoryMedianRatchet = 0.096;
 
 Json read_json(const std::string& relative) {
