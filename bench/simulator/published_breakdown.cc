@@ -13,14 +13,13 @@
 // Tested by bench/simulator/CMakeLists.txt (CTest published_breakdown_*: a family's runs print,
 // an unreadable file and a bad knob are refused with a message and exit status 2).
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <optional>
-#include <sstream>
 #include <string>
 
 #include "core/json_util.h"
 #include "simulator/simulator.h"
+#include "bench/simulator/read_runs.h"
 #include "validation/published_run.h"
 
 namespace {
@@ -69,19 +68,9 @@ int main(int argc, char** argv) {
     std::cerr << "usage: published_breakdown RUNS.json [FAMILY-OR-ID-FILTER]\n";
     return 2;
   }
-  std::ifstream in(argv[1]);
-  if (!in) {
-    std::cerr << "published_breakdown: cannot read '" << argv[1] << "'\n";
-    return 2;
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  auto json = trainplan::parse_json_text(text.str(), argv[1]);
-  if (!json.ok() || !json->is_array()) {
-    std::cerr << "published_breakdown: " << argv[1] << ": "
-              << (json.ok() ? "not a JSON list" : json.status().message()) << "\n";
-    return 2;
-  }
+  const std::optional<trainplan::Json> json =
+      trainplan::bench::read_runs_file(argv[1], "published_breakdown");
+  if (!json) return 2;
   const std::string filter = argc > 2 ? argv[2] : "";
   const std::optional<double> slowdown = argc > 3 ? positive(argv[3]) : 1.0;
   const std::optional<double> latency_x = argc > 4 ? positive(argv[4]) : 1.0;

@@ -8,15 +8,14 @@
 // Run: build/bench/simulator/published_tasks validation/corpus/published_runs.json ID
 // Tested by bench/simulator/CMakeLists.txt (CTest published_tasks_*: a run's tasks print; an
 // unknown id and an unreadable file are refused with a message and exit status 2).
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/cost/compute_model.h"
 #include "core/cost/cost_model.h"
 #include "core/json_util.h"
+#include "bench/simulator/read_runs.h"
 #include "validation/published_run.h"
 
 namespace {
@@ -57,19 +56,9 @@ int main(int argc, char** argv) {
     std::cerr << "usage: published_tasks RUNS.json ID\n";
     return 2;
   }
-  std::ifstream in(argv[1]);
-  if (!in) {
-    std::cerr << "published_tasks: cannot read '" << argv[1] << "'\n";
-    return 2;
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  auto json = trainplan::parse_json_text(text.str(), argv[1]);
-  if (!json.ok() || !json->is_array()) {
-    std::cerr << "published_tasks: " << argv[1] << ": "
-              << (json.ok() ? "not a JSON list" : json.status().message()) << "\n";
-    return 2;
-  }
+  const std::optional<trainplan::Json> json =
+      trainplan::bench::read_runs_file(argv[1], "published_tasks");
+  if (!json) return 2;
   const std::string id = argv[2];
   for (std::size_t i = 0; i < json->size(); ++i) {
     auto run = trainplan::published_run_from_json((*json)[i], "entry " + std::to_string(i));

@@ -1088,34 +1088,38 @@ Plan fp8_test_plan(std::int64_t global_batch_size, bool fp8) {
   return p;
 }
 
+// The bytes of the cast task before the qkv GEMM in one layer's forward; the GEMM's input and
+// weight element counts through input_elems and weight_elems.
+double qkv_cast_bytes(const ModelSpec& m, const Plan& plan, double* input_elems,
+                      double* weight_elems) {
+  const std::vector<Task> fwd = layer_forward_tasks(m, plan);
+  for (std::size_t i = 1; i < fwd.size(); ++i)
+    if (fwd[i].name == "qkv") {
+      *input_elems = double(fwd[i].m) * double(fwd[i].k);
+      *weight_elems = double(fwd[i].k) * double(fwd[i].n);
+      return fwd[i - 1].bytes;
+    }
+  ADD_FAILURE() << "no qkv task";
+  return 0.0;
+}
+
 TEST(Fp8, CastBytesFollowTheScalingAndTheWeightCache) {
   const ModelSpec m = load_repo_model("llama3-8b.json");
   const Plan p = fp8_test_plan(32, true);  // M = 8 micro-batches per replica
-  auto qkv_cast = [&](const Plan& plan, double* input_elems, double* weight_elems) {
-    const std::vector<Task> fwd = layer_forward_tasks(m, plan);
-    for (std::size_t i = 1; i < fwd.size(); ++i)
-      if (fwd[i].name == "qkv") {
-        *input_elems = double(fwd[i].m) * double(fwd[i].k);
-        *weight_elems = double(fwd[i].k) * double(fwd[i].n);
-        return fwd[i - 1].bytes;
-      }
-    ADD_FAILURE() << "no qkv task";
-    return 0.0;
-  };
   double in = 0, w = 0;
-  const double current = qkv_cast(p, &in, &w);
+  const double current = qkv_cast_bytes(m, p, &in, &w);
   EXPECT_GT(in, 0.0);
   EXPECT_DOUBLE_EQ(current, 6.0 * (in + w));  // current: 2e + 2
   Plan delayed = p;
   delayed.fp8_scaling = Fp8Scaling::kDelayed;
-  EXPECT_DOUBLE_EQ(qkv_cast(delayed, &in, &w), 4.0 * (in + w));  // e + 2
+  EXPECT_DOUBLE_EQ(qkv_cast_bytes(m, delayed, &in, &w), 4.0 * (in + w));  // e + 2
   Plan block = p;
   block.fp8_scaling = Fp8Scaling::kBlock;
-  EXPECT_DOUBLE_EQ(qkv_cast(block, &in, &w), (4.0 + 2.0 / 32.0) * (in + w));
+  EXPECT_DOUBLE_EQ(qkv_cast_bytes(m, block, &in, &w), (4.0 + 2.0 / 32.0) * (in + w));
   Plan cached = delayed;
   cached.fp8_weight_cache = true;
   ASSERT_EQ(cached.num_micro_batches(), 8);
-  EXPECT_DOUBLE_EQ(qkv_cast(cached, &in, &w), 4.0 * (in + w / 8.0));
+  EXPECT_DOUBLE_EQ(qkv_cast_bytes(m, cached, &in, &w), 4.0 * (in + w / 8.0));
   // The gradient's cast follows the scaling too; the cache is about weights only.
   auto grad_cast_bytes = [&](const Plan& plan) {
     double total = 0;
@@ -1163,23 +1167,12 @@ TEST(Fp8, AllGatherCarriesLinearWeightsInOneByteAndCastsTheShard) {
       }
     }
   }
-  auto qkv_cast = [&](const Plan& plan, double* in, double* w) {
-    const std::vector<Task> fwd = layer_forward_tasks(m, plan);
-    for (std::size_t i = 1; i < fwd.size(); ++i)
-      if (fwd[i].name == "qkv") {
-        *in = double(fwd[i].m) * double(fwd[i].k);
-        *w = double(fwd[i].k) * double(fwd[i].n);
-        return fwd[i - 1].bytes;
-      }
-    ADD_FAILURE() << "no qkv task";
-    return 0.0;
-  };
   double in = 0, w = 0;
-  const double plain = qkv_cast(p, &in, &w);
+  const double plain = qkv_cast_bytes(m, p, &in, &w);
   EXPECT_GT(w, 0.0);
   EXPECT_DOUBLE_EQ(plain, 6.0 * (in + w));
   ASSERT_EQ(g.zero_shard_ranks(), 4);
-  const double gathered = qkv_cast(g, &in, &w);
+  const double gathered = qkv_cast_bytes(m, g, &in, &w);
   EXPECT_DOUBLE_EQ(gathered, 6.0 * in + (5.0 / 4.0 + 2.0) * w);
   // Refused without fp8, without ZeRO-3 or with DeepSpeed's per-tensor gather, naming the field.
   Plan no_fp8 = g;
