@@ -491,10 +491,10 @@ TEST(Memory, CastCrossEntropyHoldsTheLogitsTheirFp32CopyAndTheSoftmax) {
                    6.0 * logits_per_rank);
   EXPECT_DOUBLE_EQ(memory_on_stage(m, cast, 0).activations_bytes,
                    memory_on_stage(m, p, 0).activations_bytes);
-  const Task& fwd = task_named(head_forward_tasks(m, cast), "cross_entropy");
+  const Task fwd = task_named(head_forward_tasks(m, cast), "cross_entropy");
   EXPECT_DOUBLE_EQ(fwd.bytes, logits_per_rank * (2.0 + 36.0));
   EXPECT_EQ(fwd.launches, 6);
-  const Task& bwd = task_named(head_backward_tasks(m, cast), "cross_entropy_bwd");
+  const Task bwd = task_named(head_backward_tasks(m, cast), "cross_entropy_bwd");
   EXPECT_DOUBLE_EQ(bwd.bytes, logits_per_rank * (8.0 + 4.0 + 2.0));
   EXPECT_EQ(bwd.launches, 2);
 }
