@@ -384,9 +384,11 @@ struct OffloadTraffic {
   double param_stream_bytes = 0;
   double nvme_param_read_bytes = 0;
 };
-// Parameter fetches per micro-batch with ZeRO-3: each block's forward and backward, and its
-// recompute under full recompute (the gathers the simulator issues).
-double zero3_fetches_per_micro_batch(const Plan& plan);
+// Times per step block b's ZeRO-3 shard is fetched (streamed in with offload
+// optimizer+params): before each of its gathers, as dp_point_count counts them (per micro-batch
+// its forward and backward, its recompute when recomputed, twice each for an embedding a head
+// in another chunk reads), which is where the simulator's zero3_gather fetches; 0 below ZeRO-3.
+double param_fetches_per_step(const Plan& plan, const ParamBlock& block);
 OffloadTraffic offload_traffic_on_stage(const ModelSpec& model, const Plan& plan,
                                         std::int64_t stage);
 

@@ -188,6 +188,29 @@ static void place_offloaded_states(const Plan& p, double optimizer_bytes, Memory
   mem.gradients_bytes = 0;
 }
 
+// The elements of block b's ZeRO shard on one rank (the simulator's shard_params).
+static double shard_elements(const Plan& p, const ParamBlock& b) {
+  return d(b.dense_params) / d(p.zero_shard_ranks()) + d(b.expert_params) / d(expert_dp_cp(p));
+}
+
+// offload optimizer+params on nvme: the host buffer a block's parameter shard is read into
+// from NVMe before it goes over PCIe, the largest block's on the stage. It is also what the
+// prefetch costs: ZeRO-Infinity (Rajbhandari et al. 2021, arXiv:2104.07857, sec. 6.2, the
+// "overlap-centric design") reads the parameters the next operators need while the current
+// ones compute, so the buffer holds the next block's shard between two gathers instead of
+// being free. One buffer is enough: a shard is copied out of it (to the device) before the
+// next read starts into it.
+static double nvme_param_read_buffer_bytes(const ModelSpec& m, const Plan& p,
+                                           std::int64_t stage) {
+  if (p.offload != Offload::kOptimizerParams || p.offload_device != OffloadDevice::kNvme)
+    return 0;
+  double largest = 0;
+  for_each_block_shape_on_stage(m, p, stage, [&](const ParamBlock& b) {
+    largest = std::max(largest, shard_elements(p, b));
+  });
+  return largest * bytes_per_element(p.precision);
+}
+
 double weight_pending_micro_batches(const Plan& p, std::int64_t stage) {
   if (p.schedule != Schedule::kZbH1) return 0.0;
   // core/schedule.cc schedule_zb_h1: stage s runs W of micro-batch j after B of j + s, so at
@@ -217,6 +240,7 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   if (p.ddp_bucket_copy) mem.gradients_bytes += sb.weights * (dense + expert);
   const double opt = sb.optimizer * shard(dense, expert, p.zero_stage >= 1);
   place_offloaded_states(p, opt, mem);
+  mem.host_param_bytes += nvme_param_read_buffer_bytes(m, p, stage);
   // Activations: stored bytes per layer and micro-batch, times the layers of this stage, times
   // the micro-batches in flight at the peak.
   const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
@@ -321,8 +345,45 @@ double cross_entropy_bytes_per_logit(const Plan& p) {
   return 4.0;
 }
 
-double zero3_fetches_per_micro_batch(const Plan& p) {
-  return p.recompute == Recompute::kFull ? 3.0 : 2.0;
+double param_fetches_per_step(const Plan& p, const ParamBlock& b) {
+  if (p.zero_stage != 3) return 0;
+  double n = 0;
+  for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kBeforeRecompute,
+                        DpPoint::kBeforeBackward}) {
+    std::int64_t count = dp_point_count(p, b, point);
+    // One rank per shard group gathers nothing, but the shard still comes in before every use
+    // (the simulator's zero3_gather), the backward's included.
+    if (count == 0 && point == DpPoint::kBeforeBackward && p.zero_shard_ranks() == 1)
+      count = chunk_copy_micro_batches(p) * (b.read_by_head ? 2 : 1);
+    n += d(count);
+  }
+  return n;
+}
+
+// The shard elements one rank streams in per step with offload optimizer+params: each block's
+// shard before each of its gathers (param_fetches_per_step), summed over the stage's blocks in
+// closed form (no allocation: the planner calls this per candidate), as param_blocks_on_stage
+// lists them (tests/core/cost_model_test.cc checks the two agree).
+static double streamed_shard_elements(const ModelSpec& m, const Plan& p, std::int64_t stage) {
+  double sum = 0;
+  auto add = [&](const ParamBlock& b, double copies) {
+    if (copies > 0) sum += copies * shard_elements(p, b) * param_fetches_per_step(p, b);
+  };
+  if (stage_holds_embedding(p, stage)) add(embedding_block(m, p), 1);
+  const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
+  const LayerKindCounts recomputed = recomputed_layer_kinds_on_stage(p, m, stage);
+  for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+    if (kinds.of(kind) == 0) continue;
+    with_layer_model(m, kind, [&](const ModelSpec& lm) {
+      ParamBlock b = layer_block(lm, p);
+      b.recomputed = true;
+      add(b, d(recomputed.of(kind)));
+      b.recomputed = false;
+      add(b, d(kinds.of(kind) - recomputed.of(kind)));
+    });
+  }
+  if (stage_holds_head(p, stage)) add(head_block(m, p), 1);
+  return sum;
 }
 
 OffloadTraffic offload_traffic_on_stage(const ModelSpec& m, const Plan& p, std::int64_t stage) {
@@ -349,7 +410,7 @@ OffloadTraffic offload_traffic_on_stage(const ModelSpec& m, const Plan& p, std::
     // micro-batch, forward, backward and recompute), and each micro-batch's reduced gradient
     // shard goes to the host to be accumulated there (Rajbhandari et al. 2021, sec. 5.1).
     const double M = d(chunk_copy_micro_batches(p));  // through each chunk on the stage
-    t.param_stream_bytes = params * e * zero3_fetches_per_micro_batch(p) * M;
+    t.param_stream_bytes = streamed_shard_elements(m, p, stage) * e;
     t.host_to_device_bytes = t.param_stream_bytes;
     t.device_to_host_bytes = params * grad_bytes_per_element(p) * M;
     if (nvme) {

@@ -659,20 +659,91 @@ TEST(Memory, OffloadTiersMoveStatesToHostAndNvmeWithTheirTraffic) {
   EXPECT_DOUBLE_EQ(t.host_to_device_bytes, params * 2.0 * 2.0 * static_cast<double>(M));
   EXPECT_DOUBLE_EQ(t.device_to_host_bytes, params * 2.0 * static_cast<double>(M));
   EXPECT_EQ(t.nvme_read_bytes + t.nvme_write_bytes, 0.0);
+  // Full recompute gathers the layers a third time (the embedding and head are not recomputed).
   p.recompute = Recompute::kFull;
+  double layers = 0;
+  for (const ParamBlock& b : param_blocks_on_stage(m, p, 0))
+    if (b.kind == BlockKind::kLayer) layers += static_cast<double>(b.dense_params) / 8.0;
   EXPECT_DOUBLE_EQ(offload_traffic_on_stage(m, p, 0).host_to_device_bytes,
-                   params * 2.0 * 3.0 * static_cast<double>(M));
+                   (params * 2.0 + layers) * 2.0 * static_cast<double>(M));
   p.recompute = Recompute::kNone;
   p.offload_device = OffloadDevice::kNvme;
   const MemoryBreakdown nvme = memory_on_stage(m, p, 0);
   EXPECT_EQ(nvme.host_optimizer_bytes, 0.0);
-  EXPECT_EQ(nvme.host_param_bytes, dev.gradients_bytes);
+  // The gradients, and the read buffer of the largest block's shard (the prefetch's).
+  double largest = 0;
+  for (const ParamBlock& b : param_blocks_on_stage(m, p, 0))
+    largest = std::max(largest, static_cast<double>(b.dense_params) / 8.0);
+  EXPECT_EQ(nvme.host_param_bytes, dev.gradients_bytes + largest * 2.0);
   EXPECT_EQ(nvme.nvme_bytes, dev.optimizer_bytes + dev.weights_bytes);
   t = offload_traffic_on_stage(m, p, 0);
   // Optimizer states read and written once per step (12 bytes per parameter with AdamW);
   // the parameter shard read for every fetch and written back once.
   EXPECT_DOUBLE_EQ(t.nvme_read_bytes, params * 12.0 + params * 2.0 * 2.0 * static_cast<double>(M));
   EXPECT_DOUBLE_EQ(t.nvme_write_bytes, params * 12.0 + params * 2.0);
+}
+
+// The parameter shards streamed in per step (offload optimizer+params) are each block's shard
+// times its gathers (dp_point_count: what the simulator's zero3_gather fetches and the CPU
+// executor streams in), summed in closed form: equal to the sum over param_blocks_on_stage for
+// partial and full recompute, zb-v's V (the tied embedding gathered again around the head in
+// the last chunk), dualpipe's two copies, MoE parts, hybrid sharding and one shard rank.
+TEST(Memory, ParamStreamIsEveryBlocksShardTimesItsGathers) {
+  const ModelSpec gpt = gpt3();
+  ModelSpec moe = gpt3();
+  moe.num_experts = 8;
+  moe.experts_per_token = 2;
+  struct Case {
+    const ModelSpec* m;
+    Plan p;
+  };
+  std::vector<Case> cases;
+  auto add = [&](const ModelSpec& m, Plan p) {
+    p.zero_stage = 3;
+    p.offload = Offload::kOptimizerParams;
+    cases.push_back({&m, p});
+  };
+  add(gpt, plan_of(8, 1, 8, 1, 64));
+  Plan p = plan_of(8, 1, 8, 1, 64);
+  p.recompute = Recompute::kFull;
+  add(gpt, p);
+  p.recompute_num_layers = 5;
+  add(gpt, p);
+  p = plan_of(1, 4, 8, 1, 64);
+  p.schedule = Schedule::kZbV;
+  p.virtual_stages = 2;
+  add(gpt, p);
+  p.schedule = Schedule::kDualPipe;
+  add(gpt, p);
+  p = plan_of(1, 1, 8, 1, 64);
+  p.zero_shard_size = 4;
+  add(gpt, p);
+  p = plan_of(1, 1, 1, 1, 64);  // one shard rank: fetched before every use all the same
+  add(gpt, p);
+  p = plan_of(1, 2, 8, 1, 64);
+  p.ep = 4;
+  add(moe, p);
+  for (const Case& c : cases) {
+    for (std::int64_t stage = 0; stage < c.p.pp; ++stage) {
+      double want = 0;
+      for (const ParamBlock& b : param_blocks_on_stage(*c.m, c.p, stage))
+        want += (static_cast<double>(b.dense_params) / static_cast<double>(c.p.zero_shard_ranks()) +
+                 static_cast<double>(b.expert_params) / static_cast<double>(expert_dp_cp(c.p))) *
+                param_fetches_per_step(c.p, b) * 2.0;
+      EXPECT_DOUBLE_EQ(offload_traffic_on_stage(*c.m, c.p, stage).param_stream_bytes, want)
+          << describe(c.p) << " stage " << stage;
+    }
+  }
+  // zb-v: stage 0 gathers the tied embedding 4 times per micro-batch (forward and backward of
+  // the first chunk and of the head's), every layer twice.
+  p = plan_of(1, 4, 8, 1, 64);
+  p.zero_stage = 3;
+  p.schedule = Schedule::kZbV;
+  p.virtual_stages = 2;
+  const std::vector<ParamBlock> blocks = param_blocks_on_stage(gpt, p, 0);
+  ASSERT_TRUE(blocks.front().read_by_head);
+  EXPECT_EQ(param_fetches_per_step(p, blocks.front()), 4.0 * static_cast<double>(p.num_micro_batches()));
+  EXPECT_EQ(param_fetches_per_step(p, blocks[1]), 2.0 * static_cast<double>(p.num_micro_batches()));
 }
 
 // Qi et al. 2023 (sec. 2): W is the weight-gradient GEMMs, B the rest; together they are the
