@@ -38,12 +38,18 @@ struct OffloadBytes {
   double host_to_device = 0;  // updated parameters back, or parameter shards streamed in
   double nvme_read = 0;
   double nvme_write = 0;
+  // Of nvme_read, what the prefetch read ahead on its thread (OffloadOptions::prefetch): the
+  // next block's moments during the optimizer step, and from the second step on the next
+  // gather's parameter shard (optimizer+params). Not a cost-model term: how much of the reading
+  // was overlapped.
+  double nvme_prefetched = 0;
 };
 
 // Where the offloaded states of a trainer go (TrainOptions::offload).
 struct OffloadOptions {
   std::string dir;      // offload_device nvme: the directory of the per-rank files
-  bool prefetch = true;  // nvme: read the next block's states on a thread while one is updated
+  bool prefetch = true;  // nvme: read the next block's states on a thread while one is updated,
+                         // and the next gather's parameter shard while a block computes
 };
 
 // The name of rank `rank`'s offload file under `dir` ("DIR/trainplan-offload.rank3.bin").

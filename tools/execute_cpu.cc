@@ -456,7 +456,7 @@ Status write_routing(const Setup& s, std::int64_t steps, RoutingCapture routing)
 // Per-rank figures gathered to rank 0, in this order.
 enum Field {
   kStage, kPeakMemory, kCompute, kOptimizer,
-  kOffloadD2H, kOffloadH2D, kNvmeRead, kNvmeWrite,  // OffloadBytes per measured step
+  kOffloadD2H, kOffloadH2D, kNvmeRead, kNvmeWrite, kNvmePrefetched,  // OffloadBytes per measured step
   kFirstGroup
 };
 constexpr CommGroup kGroups[] = {CommGroup::kTp,        CommGroup::kPp,
@@ -605,6 +605,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
       offloaded.host_to_device += r->offload.host_to_device;
       offloaded.nvme_read += r->offload.nvme_read;
       offloaded.nvme_write += r->offload.nvme_write;
+      offloaded.nvme_prefetched += r->offload.nvme_prefetched;
     }
     if (rank == 0)
       std::cout << "step " << std::setw(4) << k + 1 << "/" << s.steps << "  loss "
@@ -641,6 +642,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   mine[kOffloadH2D] = offloaded.host_to_device / measured;
   mine[kNvmeRead] = offloaded.nvme_read / measured;
   mine[kNvmeWrite] = offloaded.nvme_write / measured;
+  mine[kNvmePrefetched] = offloaded.nvme_prefetched / measured;
   std::vector<double> all(static_cast<std::size_t>(kFields * size));
   MPI_Gather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   std::vector<std::string> memory_parts;
@@ -679,6 +681,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
                             {"host_to_device_bytes", f[kOffloadH2D]},
                             {"nvme_read_bytes", f[kNvmeRead]},
                             {"nvme_write_bytes", f[kNvmeWrite]},
+                            {"nvme_prefetched_bytes", f[kNvmePrefetched]},
                             {"cost_model",
                              {{"device_to_host_bytes", want.device_to_host_bytes},
                               {"host_to_device_bytes", want.host_to_device_bytes},

@@ -2,6 +2,10 @@
 // offload, under mpirun:
 //   mpirun -np N offload_check dp=2 zero=3 offload=optimizer+params device=nvme prefetch=1
 //       pp=1 mbs=2 gbs=8 steps=3 recompute=none
+// and the other layouts: tp=2 sp=1 cp=2 ep=2 shard=2 (hybrid sharding) schedule=1f1b | zb-h1 |
+// zb-v | dualpipe | interleaved | gpipe vs=2 untied=1 layers=N (the model's otherwise)
+// model=tiny | tiny-moe
+// (tests/executor/models/tiny-moe.json, 4 experts top-2, layer 0 dense).
 // Every rank trains the plan with offload and the same plan without it (offload none), both
 // with the MPI backend, in the same process, on the same random batches, then checks:
 //  1. the loss of every step is bitwise the plan's without offload, and so is every parameter
@@ -9,9 +13,9 @@
 //     only where they live differs);
 //  2. the bytes moved between the tiers in every step equal the cost model's
 //     offload_traffic_on_stage for this rank's stage exactly (device to host, host to device,
-//     NVMe read, NVMe write; the tiny model's blocks need no padding over dp 2, checked), up to
-//     parallel_check's documented difference under full recompute: the executor gathers, and so
-//     streams in, no embedding or head shard before a recompute;
+//     NVMe read, NVMe write; the models' blocks need no padding over the shard groups, checked),
+//     the second step's and after with the parameter shards' prefetch (optimizer+params on
+//     nvme) among them;
 //  3. the memory account (executor/memory_account.h) holds no AdamW moments on the device and
 //     counts the offloaded states off it (nvme: the file's size, host: the rest);
 //  4. nvme: the rank's file exists under the directory while the trainer lives, and is gone
@@ -23,6 +27,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -30,6 +35,7 @@
 #include <vector>
 
 #include "core/cost/cost_model.h"
+#include "core/model_spec.h"
 #include "executor/cpu/comm_mpi.h"
 #include "executor/cpu/cpu_stage.h"
 #include "executor/data.h"
@@ -46,6 +52,13 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 std::vector<float> params_of(const Trainer& t) {
   std::vector<float> out;
   t.for_each_param([&](const TensorSlice&, std::int64_t, std::int64_t, float v) { out.push_back(v); });
@@ -53,15 +66,42 @@ std::vector<float> params_of(const Trainer& t) {
 }
 
 int check(std::map<std::string, std::string> kv, int rank) {
-  const ModelSpec model = testing::tiny_gpt("tiny");
+  ModelSpec model = testing::tiny_gpt("tiny");
+  if (kv["model"] == "tiny-moe") {
+    const std::string path = std::string(TRAINPLAN_SOURCE_DIR) + "/tests/executor/models/tiny-moe.json";
+    auto loaded = model_from_json(Json::parse(read_file(path)), path);
+    if (!loaded.ok()) {
+      std::cout << "rank " << rank << ": FAIL model: " << loaded.status().message() << std::endl;
+      return 1;
+    }
+    model = *loaded;
+  } else if (kv["model"] != "tiny") {
+    std::cout << "rank " << rank << ": FAIL model '" << kv["model"] << "' (tiny or tiny-moe)"
+              << std::endl;
+    return 1;
+  }
+  if (kv["untied"] == "1") model.tie_word_embeddings = false;
+  if (kv["layers"] != "0") model.num_layers = std::stoll(kv["layers"]);
   Plan plan;
   plan.dp = std::stoll(kv["dp"]);
   plan.pp = std::stoll(kv["pp"]);
+  plan.tp = std::stoll(kv["tp"]);
+  plan.cp = std::stoll(kv["cp"]);
+  plan.ep = std::stoll(kv["ep"]);
+  plan.sequence_parallel = kv["sp"] == "1";
   plan.zero_stage = std::stoi(kv["zero"]);
+  plan.zero_shard_size = std::stoll(kv["shard"]);
   plan.micro_batch_size = std::stoll(kv["mbs"]);
   plan.global_batch_size = std::stoll(kv["gbs"]);
+  plan.schedule = kv["schedule"] == "gpipe"         ? Schedule::kGpipe
+                  : kv["schedule"] == "interleaved" ? Schedule::kInterleaved
+                  : kv["schedule"] == "zb-h1"       ? Schedule::kZbH1
+                  : kv["schedule"] == "zb-v"        ? Schedule::kZbV
+                  : kv["schedule"] == "dualpipe"    ? Schedule::kDualPipe
+                                                    : Schedule::k1F1B;
+  plan.virtual_stages = std::stoll(kv["vs"]);
   plan.precision = Precision::kFp32;
-  plan.attention = AttentionImpl::kUnfused;
+  plan.attention = plan.cp > 1 ? AttentionImpl::kFused : AttentionImpl::kUnfused;
   plan.recompute = kv["recompute"] == "full" ? Recompute::kFull : Recompute::kNone;
   plan.offload = kv["offload"] == "optimizer+params" ? Offload::kOptimizerParams
                                                      : Offload::kOptimizer;
@@ -100,24 +140,16 @@ int check(std::map<std::string, std::string> kv, int rank) {
     Trainer& b = **without;
     const bool nvme = plan.offload_device == OffloadDevice::kNvme;
     if (exists(file) != nvme) fail << " file " << file << (nvme ? " missing" : " made without nvme");
-    // No padding: the cost model's shard is the stage's parameters over dp, the executor's the
-    // padded blocks'.
-    for (const BlockLayout& l : a.backend_stage().layouts())
-      if (l.size % plan.zero_shard_ranks() != 0) fail << " block of " << l.size << " padded";
-    OffloadTraffic want = offload_traffic_on_stage(model, plan, a.stage());
-    if (plan.offload == Offload::kOptimizerParams && plan.recompute == Recompute::kFull) {
-      // The documented difference of parallel_check (trainer.h): the cost model gathers every
-      // block before a full recompute, the executor the layers only (it recomputes no embedding
-      // or head), so their shards are streamed in once less per micro-batch.
-      const double micro_batches = static_cast<double>(plan.num_micro_batches());
-      double not_recomputed = 0;
-      for (const BlockLayout& l : a.backend_stage().layouts())
-        if (l.kind != BlockKind::kLayer)
-          not_recomputed += static_cast<double>(l.size / plan.zero_shard_ranks() * 4);
-      want.host_to_device_bytes -= not_recomputed * micro_batches;
-      if (plan.offload_device == OffloadDevice::kNvme)
-        want.nvme_read_bytes -= not_recomputed * micro_batches;
+    // No padding: the cost model's shard is the stage's parameters over the shard group (an MoE
+    // layer's experts over the expert data-parallel ranks), the executor's the padded blocks'.
+    for (const BlockLayout& l : a.backend_stage().layouts()) {
+      const std::int64_t dense = l.expert_offset >= 0 ? l.expert_offset : l.size;
+      if (dense % plan.zero_shard_ranks() != 0) fail << " block of " << l.size << " padded";
+      if (l.expert_offset >= 0 && l.expert_size % expert_dp_cp(plan) != 0)
+        fail << " experts of " << l.expert_size << " padded";
     }
+    const OffloadTraffic want = offload_traffic_on_stage(model, plan, a.stage());
+    double first_prefetched = 0;
     for (std::int64_t k = 0; k < steps; ++k) {
       const auto batch = random_batch(1234, k, plan.global_batch_size, model.seq_len,
                                       model.vocab_size);
@@ -138,9 +170,25 @@ int check(std::map<std::string, std::string> kv, int rank) {
       same("host_to_device", got.host_to_device, want.host_to_device_bytes);
       same("nvme_read", got.nvme_read, want.nvme_read_bytes);
       same("nvme_write", got.nvme_write, want.nvme_write_bytes);
+      // The prefetch reads ahead (the moments from the first step; with optimizer+params the
+      // shards from the second, along the first step's gathers), or nothing without it.
+      if (!options.offload.prefetch || !nvme) {
+        if (got.nvme_prefetched != 0) fail << " step " << k + 1 << " prefetched without prefetch";
+      } else if (got.nvme_prefetched > got.nvme_read) {
+        fail << " step " << k + 1 << " prefetched " << got.nvme_prefetched << " of "
+             << got.nvme_read << " bytes read";
+      } else if (plan.offload == Offload::kOptimizerParams && k > 0 &&
+                 got.nvme_prefetched <= first_prefetched) {
+        fail << " step " << k + 1 << " read no shard ahead (" << got.nvme_prefetched
+             << " bytes prefetched, " << first_prefetched << " in step 1)";
+      }
+      if (k == 0) first_prefetched = got.nvme_prefetched;
       if (k == 0 && rank == 0)
         std::cout << "rank 0: per step d2h " << got.device_to_host << " h2d " << got.host_to_device
                   << " nvme read " << got.nvme_read << " write " << got.nvme_write << std::endl;
+      if (k == steps - 1 && rank == 0 && nvme)
+        std::cout << "rank 0: step " << k + 1 << " read ahead " << got.nvme_prefetched << " of "
+                  << got.nvme_read << " nvme bytes" << std::endl;
     }
     const std::vector<float> pa = params_of(a), pb = params_of(b);
     if (pa.size() != pb.size() ||
@@ -180,7 +228,11 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> kv = {{"dp", "1"},      {"pp", "1"},     {"zero", "0"},
                                            {"mbs", "2"},     {"gbs", "8"},    {"steps", "3"},
                                            {"offload", "optimizer"}, {"device", "cpu"},
-                                           {"prefetch", "1"}, {"recompute", "none"}};
+                                           {"prefetch", "1"}, {"recompute", "none"},
+                                           {"tp", "1"},      {"cp", "1"},     {"ep", "1"},
+                                           {"sp", "0"},      {"shard", "0"},  {"schedule", "1f1b"},
+                                           {"vs", "1"},      {"untied", "0"}, {"model", "tiny"},
+                                           {"layers", "0"}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const auto eq = a.find('=');

@@ -170,7 +170,8 @@ TEST(OffloadTrainer, EveryTierMatchesThePlanWithoutOffloadBitwise) {
                         Case{Offload::kOptimizer, OffloadDevice::kNvme, 0, false},
                         Case{Offload::kOptimizer, OffloadDevice::kNvme, 2, true},
                         Case{Offload::kOptimizerParams, OffloadDevice::kCpu, 3, true},
-                        Case{Offload::kOptimizerParams, OffloadDevice::kNvme, 3, true}}) {
+                        Case{Offload::kOptimizerParams, OffloadDevice::kNvme, 3, true},
+                        Case{Offload::kOptimizerParams, OffloadDevice::kNvme, 3, false}}) {
     TempDir d;
     const Plan p = tiny_plan(c.offload, c.device, c.zero);
     Plan base = p;
@@ -200,6 +201,25 @@ TEST(OffloadTrainer, EveryTierMatchesThePlanWithoutOffloadBitwise) {
       EXPECT_EQ(ra->offload.nvme_read, want.nvme_read_bytes) << what;
       EXPECT_EQ(ra->offload.nvme_write, want.nvme_write_bytes) << what;
       EXPECT_GT(ra->offload.device_to_host, 0) << what;
+      // Read ahead: nothing without the prefetch; with it, on nvme, the moments of every block
+      // but the first, and from the second step (along the first step's gathers) the shard of
+      // every gather but the step's first.
+      if (!c.prefetch || c.device != OffloadDevice::kNvme) {
+        EXPECT_EQ(ra->offload.nvme_prefetched, 0) << what;
+        continue;
+      }
+      double moments = 0, first_moments = -1, shards = 0, first_shard = 0;
+      for (const BlockLayout& l : (*a)->backend_stage().layouts()) {
+        const double block = static_cast<double>(l.size) * 4.0;
+        if (first_moments < 0) first_moments = 2 * block;
+        moments += 2 * block;
+      }
+      if (c.offload == Offload::kOptimizerParams && k > 0) {
+        shards = want.nvme_param_read_bytes;
+        first_shard = first_moments / 2;  // the embedding's, gathered first
+      }
+      EXPECT_EQ(ra->offload.nvme_prefetched, moments - first_moments + shards - first_shard)
+          << what << " step " << k + 1;
     }
     std::vector<float> wa, wb;
     (*a)->for_each_param([&](const TensorSlice&, std::int64_t, std::int64_t, float v) { wa.push_back(v); });
