@@ -45,24 +45,30 @@ def main(raw, out):
         os.path.join(raw, "machine.txt")) else ""
     json.dump({"machine": machine, "cases": rows}, open(os.path.join(out, "report.json"), "w"),
               indent=2)
-    lines = ["# Offload tiers on the CPU executor: tiny model, dp 2, ZeRO-3", "",
+    model = re.search(r"^model: (.*)$", machine, re.M)
+    model = os.path.basename(model.group(1)) if model else "models/tiny.json"
+    lines = [f"# Offload tiers on the CPU executor: {model}, dp 2, ZeRO-3", "",
              "```", machine.strip(), "```", "",
              "| case | step s (median of rounds) | vs none | optimizer s (rank 0) | rounds |",
              "| --- | --- | --- | --- | --- |"]
     for case, r in rows.items():
-        lines.append(f"| {case} | {r['step_time_s']:.4f} | {r['vs_none']:.2f}x | "
+        vs = "-" if r["vs_none"] is None else f"{r['vs_none']:.2f}x"
+        lines.append(f"| {case} | {r['step_time_s']:.4f} | {vs} | "
                      f"{r['optimizer_s_rank0']:.4f} | {r['rounds']} |")
     lines += ["", "Bytes per step, rank 0 (executor / cost model; both ranks "
               "equal the cost model exactly where the last column says yes):", "",
-              "| case | device->host | host->device | NVMe read | NVMe write | all equal |",
-              "| --- | --- | --- | --- | --- | --- |"]
+              "| case | device->host | host->device | NVMe read | NVMe write | all equal | "
+              "NVMe read ahead |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
     for case, r in rows.items():
         if not r["offload_bytes_per_step"]:
             continue
         b = r["offload_bytes_per_step"][0]
         cells = [f"{b[k]:.0f} / {b['cost_model'][k]:.0f}" for k in KINDS]
+        ahead = b.get("nvme_prefetched_bytes")
         lines.append(f"| {case} | " + " | ".join(cells) +
-                     f" | {'yes' if r['bytes_equal_cost_model'] else 'NO'} |")
+                     f" | {'yes' if r['bytes_equal_cost_model'] else 'NO'} | "
+                     f"{'-' if ahead is None else f'{ahead:.0f}'} |")
     open(os.path.join(out, "report.md"), "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))
 
