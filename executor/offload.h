@@ -13,7 +13,8 @@
 //    goes to the host and is accumulated there, and nothing comes back after the step;
 //  - offload_device nvme (ZeRO-Infinity's infinity offload engine, sec. 6.2): the moments (and
 //    with optimizer+params the parameter shard) are in a file: read for the step (and for each
-//    gather), written after it.
+//    gather), written after it; with the prefetch, each read ahead on a thread (BackgroundReader)
+//    while the block before is updated or computes.
 // This is the executor's working store, not an input or output: a file created exclusively
 // under the directory the user names (execute --offload-dir) and removed when the run ends.
 //

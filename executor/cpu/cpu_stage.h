@@ -10,7 +10,8 @@
 // copies between those and the device buffers, counted in bytes (OffloadBytes; the cost
 // model's offload_traffic_on_stage), and offload_device nvme keeps them in a real file, read
 // with pread and written with pwrite around each block's AdamW step (the next block's moments
-// read on a thread meanwhile, OffloadOptions::prefetch). AdamW runs the same calls on the same
+// read on a thread meanwhile, OffloadOptions::prefetch; with optimizer+params also each
+// gather's parameter shard, read ahead along the first step's gather order). AdamW runs the same calls on the same
 // values as without offload, so losses and weights are bitwise those of the plan without it.
 //
 // Tested against the single-process run by tests/executor/parallel_check.cc, and by
