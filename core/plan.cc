@@ -90,6 +90,9 @@ std::string_view to_string(Elementwise e) {
 std::string_view to_string(ZeroRecomputeGather g) {
   return g == ZeroRecomputeGather::kAgain ? "again" : "kept";
 }
+std::string_view to_string(ZeroBackwardPrefetch p) {
+  return p == ZeroBackwardPrefetch::kAfterReduce ? "after-reduce" : "before-reduce";
+}
 std::string_view to_string(GradPrecision g) {
   return g == GradPrecision::kCompute ? "compute" : "fp32";
 }
@@ -147,6 +150,8 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   r.get_bool("ddp_bucket_copy", p.ddp_bucket_copy, false);
   if (r.get_choice("zero3_recompute_gather", c, {"again", "kept"}, false))
     p.zero3_recompute_gather = static_cast<ZeroRecomputeGather>(c);
+  if (r.get_choice("zero3_backward_prefetch", c, {"after-reduce", "before-reduce"}, false))
+    p.zero3_backward_prefetch = static_cast<ZeroBackwardPrefetch>(c);
   r.get_bool("fp8", p.fp8, false);
   if (r.get_choice("fp8_scaling", c, {"current", "delayed", "block"}, false))
     p.fp8_scaling = static_cast<Fp8Scaling>(c);
@@ -201,6 +206,8 @@ Json plan_to_json(const Plan& p) {
   if (p.ddp_bucket_copy) j["ddp_bucket_copy"] = true;  // written only when set, as cp
   if (p.zero3_recompute_gather != ZeroRecomputeGather::kAgain)  // written only when set
     j["zero3_recompute_gather"] = std::string(to_string(p.zero3_recompute_gather));
+  if (p.zero3_backward_prefetch != ZeroBackwardPrefetch::kAfterReduce)  // written only when set
+    j["zero3_backward_prefetch"] = std::string(to_string(p.zero3_backward_prefetch));
   if (p.fp8) j["fp8"] = true;  // written only when used, as cp
   if (p.fp8_scaling != Fp8Scaling::kCurrent) j["fp8_scaling"] = std::string(to_string(p.fp8_scaling));
   if (p.fp8_weight_cache) j["fp8_weight_cache"] = true;
@@ -242,6 +249,8 @@ std::string describe(const Plan& p) {
   if (p.elementwise == Elementwise::kEager) os << " eager";
   if (p.elementwise == Elementwise::kEagerSwiglu) os << " eager-swiglu";
   if (p.zero3_recompute_gather == ZeroRecomputeGather::kKept) os << " zero3-recompute-gather=kept";
+  if (p.zero3_backward_prefetch == ZeroBackwardPrefetch::kBeforeReduce)
+    os << " zero3-backward-prefetch=before-reduce";
   if (p.ep_overlap) os << " ep-overlap";
   if (p.tp_comm_overlap) os << " tp-overlap";
   if (!p.layers_per_stage.empty()) {
@@ -296,6 +305,10 @@ Status validate_plan(const Plan& p) {
   if (p.zero3_recompute_gather != ZeroRecomputeGather::kAgain && p.zero_stage != 3)
     return err("zero3_recompute_gather=" + std::string(to_string(p.zero3_recompute_gather)) +
                " says how ZeRO-3 gathers for a recompute; the plan has zero_stage " +
+               std::to_string(p.zero_stage));
+  if (p.zero3_backward_prefetch != ZeroBackwardPrefetch::kAfterReduce && p.zero_stage != 3)
+    return err("zero3_backward_prefetch=" + std::string(to_string(p.zero3_backward_prefetch)) +
+               " says when ZeRO-3 gathers the next block in the backward; the plan has zero_stage " +
                std::to_string(p.zero_stage));
   if (p.zero3_gather != ZeroGather::kFlat && p.zero_stage != 3)
     return err("zero3_gather=" + std::string(to_string(p.zero3_gather)) +

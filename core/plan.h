@@ -123,6 +123,22 @@ enum class Elementwise { kFused, kEager, kEagerSwiglu };
 // hook on the block's outputs unshards it, and the recompute runs the wrapped module, whose
 // forward carries no FSDP hook).
 enum class ZeroRecomputeGather { kAgain, kKept };
+// When ZeRO-3 issues the parameter gather of the block the backward reaches next, relative to
+// the gradient reduce-scatter of the block it is in. Both travel on one communicator, so the
+// data-parallel stream runs them in the order they are issued (the simulator's one in-order DP
+// stream). after-reduce: a block's gather is issued once the block above it has finished its
+// backward and issued its reduce-scatter, so it queues behind that reduce-scatter (the model as
+// it was before this field). before-reduce: PyTorch FSDP2's backward prefetch: the block's
+// pre-backward hook unshards it and then unshards the next block in backward order
+// (FSDPParamGroup.pre_backward -> _backward_prefetch, the reverse post-forward order,
+// torch/distributed/_composable/fsdp/_fsdp_param_group.py, PyTorch 2.5-2.7), before the
+// block's compute and its post-backward reduce-scatter (post_backward -> foreach_reduce). FSDP2's
+// separate all-gather and reduce-scatter CUDA streams do not let the two overlap on the wire:
+// both use the shard process group (_all_gather_process_group and _reduce_scatter_process_group
+// are mesh_info.shard_process_group), one NCCL communicator that runs one collective at a time
+// (PyTorch PRs 177015 and 186335, 2026, which add an opt-in separate reduce-scatter group for
+// that reason; issue 65299: "one process group to run single NCCL stream only").
+enum class ZeroBackwardPrefetch { kAfterReduce, kBeforeReduce };
 // How an FP8 tensor's scale is found (core/cost/tasks.cc, apply_fp8). current: from this
 // tensor's amax, one extra read of it before the cast (Transformer Engine's
 // Float8CurrentScaling; torchao float8's dynamic tensorwise scaling). delayed: from the amax
@@ -146,6 +162,7 @@ std::string_view to_string(ZeroGather g);
 std::string_view to_string(ZeroCollectives c);
 std::string_view to_string(Elementwise e);
 std::string_view to_string(ZeroRecomputeGather g);
+std::string_view to_string(ZeroBackwardPrefetch p);
 std::string_view to_string(Fp8Scaling s);
 
 struct Plan {
@@ -204,6 +221,7 @@ struct Plan {
   // buffer besides. Memory only (core/cost/memory.cc). Needs zero_stage 0 or 1 (DDP).
   bool ddp_bucket_copy = false;
   ZeroRecomputeGather zero3_recompute_gather = ZeroRecomputeGather::kAgain;  // with zero_stage 3
+  ZeroBackwardPrefetch zero3_backward_prefetch = ZeroBackwardPrefetch::kAfterReduce;  // with zero_stage 3
   Elementwise elementwise = Elementwise::kFused;
   // FP8 training (Micikevicius et al. 2022, arXiv:2209.05433; Transformer Engine, torchao
   // float8): the transformer layers' linear GEMMs take FP8 operands, scaled per tensor, at the

@@ -75,6 +75,11 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
     return no("zero3_recompute_gather " + std::string(to_string(p.zero3_recompute_gather)) +
               " (FSDP's one gather for a recomputed layer's recompute and backward, modelled by "
               "plan and simulate): the executors gather for each; use again");
+  if (p.zero3_backward_prefetch != ZeroBackwardPrefetch::kAfterReduce)
+    return no("zero3_backward_prefetch " + std::string(to_string(p.zero3_backward_prefetch)) +
+              " (FSDP2's gather of the next block issued before this block's reduce-scatter, "
+              "modelled by plan and simulate): the executors gather when the backward reaches a "
+              "block; use after-reduce");
   if (p.elementwise != Elementwise::kFused)
     return no("elementwise " + std::string(to_string(p.elementwise)) +
               " (PyTorch eager's unfused norm, rotary and activation kernels, modelled by plan "

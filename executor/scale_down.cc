@@ -160,6 +160,8 @@ void to_executor_plan(Plan& p, Changes& c) {
   c.set("ddp_bucket_copy", p.ddp_bucket_copy, false, "the executors keep one gradient buffer");
   c.set("zero3_recompute_gather", p.zero3_recompute_gather, ZeroRecomputeGather::kAgain,
         "the executors gather a recomputed layer's parameters for its recompute and backward");
+  c.set("zero3_backward_prefetch", p.zero3_backward_prefetch, ZeroBackwardPrefetch::kAfterReduce,
+        "the executors gather a block's parameters when its backward reaches it");
   c.set("elementwise", p.elementwise, Elementwise::kFused,
         "the executors run each norm and activation as one kernel");
   c.set("tp_comm_overlap", p.tp_comm_overlap, false,

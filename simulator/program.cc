@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -385,6 +386,14 @@ class Builder {
     std::map<std::int64_t, std::size_t> block_of_layer;
     std::vector<std::int64_t> backwards_done;  // per block
     std::int32_t prefetch_gate = -1;  // ZeRO-3: first compute op of the previous block
+    // Plan::zero3_backward_prefetch before-reduce: the gather issued ahead for the block the
+    // backward reaches next (op -1: none), and the block and point it serves.
+    std::int32_t ahead = -1;
+    std::size_t ahead_block = 0;
+    DpPoint ahead_point = DpPoint::kBeforeBackward;
+    // The last zero3_gather was one issued ahead: it began during the block before, so what
+    // the pass allocates starts with the pass's compute, not with the gather.
+    bool gathered_ahead = false;
     std::int32_t last_offload = -1;   // the latest gradient shard sent to the host
     std::vector<Task> deferred;       // collectives issued after the last backward
   };
@@ -685,6 +694,66 @@ class Builder {
   // ZeRO-3: gather a block's parameters before it computes (prefetched: the gather may start
   // once the previous block has started), and hold them until the block's compute ends.
   std::int32_t zero3_gather(RankState& rs, std::size_t bi, DpPoint point, OpMeta meta) {
+    rs.gathered_ahead = rs.ahead >= 0 && rs.ahead_block == bi && rs.ahead_point == point;
+    if (rs.gathered_ahead) {
+      // Issued ahead by the block before it in the backward (zero3_gather_ahead).
+      const std::int32_t g = rs.ahead;
+      rs.ahead = -1;
+      rs.wait.push_back(g);
+      return g;
+    }
+    const std::int32_t g = zero3_issue(rs, bi, point, meta);
+    if (g >= 0) rs.wait.push_back(g);
+    return g;
+  }
+
+  // Plan::zero3_backward_prefetch before-reduce: FSDP2's pre-backward hook, once this block's
+  // gather is waited for, issues the gather of the block the backward reaches next
+  // (FSDPParamGroup._backward_prefetch), before this block computes and reduce-scatters. The
+  // gather is placed on the DP stream now, ahead of this block's reduce-scatter; the next
+  // block's zero3_gather waits for it.
+  void zero3_gather_ahead(RankState& rs, std::size_t bi, DpPoint point, OpMeta meta) {
+    if (plan_.zero_stage != 3 ||
+        plan_.zero3_backward_prefetch != ZeroBackwardPrefetch::kBeforeReduce || rs.ahead >= 0)
+      return;
+    const std::int32_t g = zero3_issue(rs, bi, point, meta);
+    if (g < 0) return;
+    rs.ahead = g;
+    rs.ahead_block = bi;
+    rs.ahead_point = point;
+  }
+
+  // The first point at which layer i of chunk c gathers in its backward: before its recompute
+  // when the recompute gathers, else before its backward.
+  DpPoint backward_gather_point(const RankState& rs, std::size_t c, std::int64_t i) const {
+    const std::int64_t layer = first_layer_[c] + i;
+    const std::size_t bi = rs.block_of_layer.at(layer);
+    const LayerWork& w = work(layer);
+    const bool full = recomputes_layer(plan_, i);
+    const bool recomputes = !w.rec.tasks.empty() && (full || plan_.recompute != Recompute::kFull);
+    if (recomputes && dp_point_count(plan_, rs.step->blocks[bi], DpPoint::kBeforeRecompute) > 0)
+      return DpPoint::kBeforeRecompute;
+    return DpPoint::kBeforeBackward;
+  }
+  // Issues ahead the gather of the block after layer i of chunk c in the backward: layer i - 1,
+  // or the embedding below layer 0 of the first chunk.
+  // The gather keeps the pass and layer it serves in its name ("R mb0 L3 ...").
+  void gather_below_ahead(RankState& rs, std::size_t c, std::int64_t i, OpMeta meta) {
+    if (i > 0) {
+      const DpPoint point = backward_gather_point(rs, c, i - 1);
+      meta.layer = static_cast<std::int32_t>(first_layer_[c] + i - 1);
+      meta.pass = point == DpPoint::kBeforeRecompute ? 'R' : 'B';
+      zero3_gather_ahead(rs, rs.block_of_layer.at(first_layer_[c] + i - 1), point, meta);
+    } else if (c == 0) {
+      meta.layer = -1;
+      meta.pass = 'B';
+      zero3_gather_ahead(rs, 0, DpPoint::kBeforeBackward, meta);
+    }
+  }
+
+  // Issues a block's ZeRO-3 gather on the DP stream (and, offloaded, its shard's fetch) and
+  // holds its buffer from the gather's start; returns it (or -1). The caller decides who waits.
+  std::int32_t zero3_issue(RankState& rs, std::size_t bi, DpPoint point, OpMeta meta) {
     if (plan_.zero_stage != 3) return -1;
     const ParamBlock& b = rs.step->blocks[bi];
     // Offloaded parameters come over PCIe before every gather, and before every use when the
@@ -700,7 +769,6 @@ class Builder {
         plan_.zero3_gather == ZeroGather::kPerTensor ? rs.last_compute : -1;
     const std::int32_t g = gathers ? dp_tasks(rs, bi, point, after, gate, meta) : gate;
     if (g < 0) return -1;
-    rs.wait.push_back(g);
     const double bytes =
         d(b.dense_params + b.expert_params) * bytes_per_element(plan_.precision);
     mem(rs, g, false, MemKind::kBuffers, bytes);
@@ -790,14 +858,18 @@ class Builder {
     fetched_[static_cast<std::size_t>(i)] = h2d;
   }
 
-  // Runs `body` as one block pass; returns the first op of the pass.
+  // Runs `body` as one block pass; returns the first op of the pass (its gather, unless that
+  // was issued ahead during the block before). `ahead` (when set) runs between the pass's
+  // gather and its compute (zero3_gather_ahead).
   std::int32_t block_pass(RankState& rs, std::size_t bi, DpPoint point, const TimedTasks& tt,
-                          OpMeta meta) {
+                          OpMeta meta, const std::function<void()>& ahead = {}) {
     const std::int32_t g = zero3_gather(rs, bi, point, meta);
+    const bool gathered_ahead = rs.gathered_ahead;
+    if (ahead) ahead();
     const std::int32_t first = tasks(rs, tt, meta);
     block_begin(rs, first >= 0 ? first : rs.last_compute);
     zero3_release(rs, rs.step->blocks[bi], g);
-    return g >= 0 ? g : first;
+    return g >= 0 && !gathered_ahead ? g : first;
   }
 
   // A zero-time op on the compute stream that the neighbour's send completes (Megatron-LM's
@@ -880,7 +952,8 @@ class Builder {
       const std::size_t head = rs.step->blocks.size() - 1;
       const std::int32_t table = gather_table_for_head(rs, DpPoint::kBeforeBackward, meta);
       const std::int32_t pass =
-          block_pass(rs, head, DpPoint::kBeforeBackward, split_ ? head_b_input_ : head_b_, meta);
+          block_pass(rs, head, DpPoint::kBeforeBackward, split_ ? head_b_input_ : head_b_, meta,
+                     [&] { gather_below_ahead(rs, c, layers_[c], meta); });
       zero3_release(rs, rs.step->blocks.front(), table);
       if (!split_) grad_buffer(rs, rs.step->blocks[head], pass);
       if (edges) mem(rs, rs.last_compute, true, MemKind::kActivations, -logits_bytes_);
@@ -896,6 +969,7 @@ class Builder {
       if (edges) mem(rs, rs.last_compute, true, MemKind::kActivations, -embedding_out_bytes_);
       after_backward(rs, 0, meta);
     }
+    TRAINPLAN_CHECK(rs.ahead < 0) << "a ZeRO-3 gather issued ahead in the backward was not used";
     if (!split_) mem(rs, rs.last_compute, true, MemKind::kInFlight, -1.0);
     if (c > 0) {
       OpMeta sm = meta;
@@ -923,6 +997,11 @@ class Builder {
     // Plan::zero3_recompute_gather kept: the recompute's gather serves the backward too, so its
     // parameters are held until the backward ends.
     const bool keep = full && plan_.zero3_recompute_gather == ZeroRecomputeGather::kKept;
+    // Plan::zero3_backward_prefetch before-reduce: the layer below's gather is issued right
+    // after this layer's first gather of its backward, before its compute and reduce-scatter.
+    const DpPoint first_point = backward_gather_point(rs, c, i);
+    const std::function<void()> ahead = [&] { gather_below_ahead(rs, c, i, meta); };
+    const std::function<void()> none;
     std::int32_t kept_gather = -1;
     if (!w.rec.tasks.empty() && (full || plan_.recompute != Recompute::kFull)) {
       OpMeta rm = meta;
@@ -930,16 +1009,20 @@ class Builder {
       std::int32_t r = -1;
       if (keep) {
         kept_gather = zero3_gather(rs, bi, DpPoint::kBeforeRecompute, rm);
+        const bool gathered_ahead = rs.gathered_ahead;
+        if (first_point == DpPoint::kBeforeRecompute) ahead();
         const std::int32_t first = tasks(rs, w.rec, rm);
         block_begin(rs, first >= 0 ? first : rs.last_compute);
-        r = kept_gather >= 0 ? kept_gather : first;
+        r = kept_gather >= 0 && !gathered_ahead ? kept_gather : first;
       } else {
-        r = block_pass(rs, bi, DpPoint::kBeforeRecompute, w.rec, rm);
+        r = block_pass(rs, bi, DpPoint::kBeforeRecompute, w.rec, rm,
+                       first_point == DpPoint::kBeforeRecompute ? ahead : none);
       }
       if (full) mem(rs, r, false, MemKind::kActivations, w.act_bytes);
     }
     const std::int32_t pass =
-        block_pass(rs, bi, DpPoint::kBeforeBackward, split_ ? w.bwd_input : w.bwd, meta);
+        block_pass(rs, bi, DpPoint::kBeforeBackward, split_ ? w.bwd_input : w.bwd, meta,
+                   first_point == DpPoint::kBeforeBackward ? ahead : none);
     zero3_release(rs, b, kept_gather);
     if (!split_) grad_buffer(rs, b, pass);
     const std::int32_t from = pass >= 0 ? pass : rs.last_compute;

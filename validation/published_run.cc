@@ -544,6 +544,9 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   r.get_bool("ddp_bucket_copy", ddp_bucket_copy, false);
   int zero3_recompute_gather = -1;
   r.get_choice("zero3_recompute_gather", zero3_recompute_gather, {"again", "kept"}, false);
+  int zero3_backward_prefetch = -1;
+  r.get_choice("zero3_backward_prefetch", zero3_backward_prefetch,
+               {"after-reduce", "before-reduce"}, false);
   int fp8_scaling = -1;
   r.get_choice("fp8_scaling", fp8_scaling, {"current", "delayed", "block"}, false);
   bool fp8_weight_cache = false;
@@ -620,6 +623,10 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   // backward, where the entry names it from its framework's code (Plan::zero3_recompute_gather).
   if (zero3_recompute_gather >= 0)
     p.zero3_recompute_gather = static_cast<ZeroRecomputeGather>(zero3_recompute_gather);
+  // FSDP2's backward prefetch, issued before the block's reduce-scatter, where the entry names
+  // FSDP2 from its framework's code (Plan::zero3_backward_prefetch).
+  if (zero3_backward_prefetch >= 0)
+    p.zero3_backward_prefetch = static_cast<ZeroBackwardPrefetch>(zero3_backward_prefetch);
   // The FP8 recipe, where the entry names it from its source's recipe and framework version;
   // otherwise current scaling with a cast per micro-batch (the plan's default).
   if (fp8_scaling >= 0) p.fp8_scaling = static_cast<Fp8Scaling>(fp8_scaling);

@@ -862,6 +862,32 @@ TEST(PlanLoader, Zero3RecomputeGatherRoundTripAndErrors) {
                         {"p.json", "zero3_recompute_gather=kept", "zero_stage 1"}));
 }
 
+// zero3_backward_prefetch: written only when before-reduce, shown in the description, refused
+// by name when the value is unknown or the plan does not shard parameters.
+TEST(PlanLoader, Zero3BackwardPrefetchRoundTripAndErrors) {
+  Json j = basic_plan();
+  j["zero_stage"] = 3;
+  auto after = plan_from_json(j, "p.json");
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  EXPECT_EQ(after->zero3_backward_prefetch, ZeroBackwardPrefetch::kAfterReduce);
+  EXPECT_FALSE(plan_to_json(*after).contains("zero3_backward_prefetch"));
+  j["zero3_backward_prefetch"] = "before-reduce";
+  auto before = plan_from_json(j, "p.json");
+  ASSERT_TRUE(before.ok()) << before.status().message();
+  EXPECT_EQ(before->zero3_backward_prefetch, ZeroBackwardPrefetch::kBeforeReduce);
+  EXPECT_EQ(plan_to_json(*before).at("zero3_backward_prefetch"), "before-reduce");
+  EXPECT_NE(describe(*before).find(" zero3-backward-prefetch=before-reduce"), std::string::npos);
+  auto back = plan_from_json(plan_to_json(*before), "again");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(plan_to_json(*back), plan_to_json(*before));
+  j["zero3_backward_prefetch"] = "early";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "zero3_backward_prefetch", "early"}));
+  j["zero3_backward_prefetch"] = "before-reduce";
+  j["zero_stage"] = 0;
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
+                        {"p.json", "zero3_backward_prefetch=before-reduce", "zero_stage 0"}));
+}
+
 // fp8_all_gather: written only when set, shown in the description, refused without fp8.
 TEST(PlanLoader, Fp8AllGatherRoundTripsAndNeedsFp8AndZero3) {
   Json j = basic_plan();

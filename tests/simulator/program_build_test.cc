@@ -53,6 +53,12 @@ std::vector<BuildCase> build_cases() {
   z3.recompute = Recompute::kFull;
   z3.offload = Offload::kOptimizerParams;
   out.push_back({"zero3 offload", gpt, z3});
+  Plan fsdp2 = testing::make_plan(1, 2, 4, 1, 8, Schedule::kInterleaved, 2);
+  fsdp2.zero_stage = 3;
+  fsdp2.recompute = Recompute::kFull;
+  fsdp2.zero3_recompute_gather = ZeroRecomputeGather::kKept;
+  fsdp2.zero3_backward_prefetch = ZeroBackwardPrefetch::kBeforeReduce;
+  out.push_back({"zero3, FSDP2's backward prefetch", gpt, fsdp2});
   Plan ep = testing::make_plan(1, 2, 4, 1, 16, Schedule::kInterleaved, 2);
   ep.ep = 4;
   ep.ep_overlap = true;

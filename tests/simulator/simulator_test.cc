@@ -69,6 +69,13 @@ std::vector<std::pair<const char*, std::pair<ModelSpec, Plan>>> symmetric_cases(
   hsdp.zero_stage = 3;
   hsdp.zero_shard_size = 2;  // a shard group per node of 4 GPUs, replicated across nodes
   out.push_back({"hybrid sharding, zero3", {gpt, hsdp}});
+  Plan fsdp2 = testing::make_plan(1, 2, 4, 1, 8, Schedule::kInterleaved, 2);
+  fsdp2.zero_stage = 3;
+  fsdp2.recompute = Recompute::kFull;
+  fsdp2.recompute_num_layers = 1;
+  fsdp2.zero3_recompute_gather = ZeroRecomputeGather::kKept;
+  fsdp2.zero3_backward_prefetch = ZeroBackwardPrefetch::kBeforeReduce;
+  out.push_back({"zero3, FSDP2's backward prefetch, interleaved", {gpt, fsdp2}});
   Plan dual = testing::make_plan(2, 4, 2, 1, 16, Schedule::kDualPipe, 2);
   dual.zero_stage = 1;
   out.push_back({"dualpipe, mirrored stages across nodes", {gpt, dual}});
@@ -375,6 +382,46 @@ TEST(Simulator, KeptRecomputeGatherGathersEachRecomputedLayerTwice) {
   EXPECT_LT(kept.report.bytes_per_group.at("dp"), again.report.bytes_per_group.at("dp"));
   EXPECT_LE(kept.report.step_time_s, again.report.step_time_s + 1e-9);
   EXPECT_GE(kept.report.ranks[0].peak_memory_bytes, again.report.ranks[0].peak_memory_bytes - 1.0);
+}
+
+// Plan::zero3_backward_prefetch before-reduce (FSDP2's _backward_prefetch): each layer's
+// backward gather is issued before the reduce-scatter of the layer above it, on the same in-order
+// DP stream, so it no longer waits for that reduce-scatter. Across nodes (slow gathers and fp32
+// reduce-scatters) the step is shorter; the bytes are the same; the next layer's parameters are
+// held while this one computes, so the peak is no lower. Both with the recompute's kept gather
+// and with selective recompute (the gather before the backward). On the trace, layer 2's
+// gather ends before layer 3's reduce-scatter does.
+TEST(Simulator, BackwardPrefetchBeforeReduceScatterShortensTheStep) {
+  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
+  for (const Recompute recompute : {Recompute::kFull, Recompute::kSelective}) {
+    Plan p = testing::make_plan(1, 1, 16, 1, 16);
+    p.zero_stage = 3;
+    p.recompute = recompute;
+    p.grad_precision = GradPrecision::kFp32;
+    if (recompute == Recompute::kFull) p.zero3_recompute_gather = ZeroRecomputeGather::kKept;
+    const ClusterSpec c = testing::cluster_for(p, "A100-80GB");
+    SimOptions traced;
+    traced.collect_trace = true;
+    const SimResult after = testing::simulate_ok(gpt, c, p, traced);
+    p.zero3_backward_prefetch = ZeroBackwardPrefetch::kBeforeReduce;
+    const SimResult before = testing::simulate_ok(gpt, c, p, traced);
+    SCOPED_TRACE(std::string(to_string(recompute)));
+    EXPECT_EQ(before.report.bytes_per_group, after.report.bytes_per_group);
+    EXPECT_LT(before.report.step_time_s, after.report.step_time_s);
+    EXPECT_GE(before.report.ranks[0].peak_memory_bytes,
+              after.report.ranks[0].peak_memory_bytes - 1.0);
+    const char* gather = recompute == Recompute::kFull ? "R mb0 L2 zero3_param_all_gather"
+                                                       : "B mb0 L2 zero3_param_all_gather";
+    EXPECT_NE(before.trace_json.find(gather), std::string::npos);
+  }
+  // Needs ZeRO-3, named in the error.
+  Plan zero2 = testing::make_plan(1, 1, 16, 1, 16);
+  zero2.zero_stage = 2;
+  zero2.zero3_backward_prefetch = ZeroBackwardPrefetch::kBeforeReduce;
+  const ClusterSpec c = testing::cluster_for(zero2, "A100-80GB");
+  auto r = simulate_step(gpt, c, zero2, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("zero3_backward_prefetch=before-reduce"), std::string::npos);
 }
 
 // ZeRO-Infinity's tiers on the timeline (Rajbhandari et al. 2021): the device keeps no weight

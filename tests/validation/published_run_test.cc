@@ -530,6 +530,18 @@ TEST(PublishedRun, Zero3RecomputeGatherOnlyWhenTheEntryNamesIt) {
   EXPECT_NE(map_error(e).find("zero3_recompute_gather"), std::string::npos);
 }
 
+// FSDP's backward prefetch ahead of the reduce-scatter only where the entry names it; a bad
+// value is refused naming the field.
+TEST(PublishedRun, Zero3BackwardPrefetchOnlyWhenTheEntryNamesIt) {
+  Json e = llama_entry();
+  e["parallel"]["zero_stage"] = 3;
+  EXPECT_EQ(map_ok(e).plan.zero3_backward_prefetch, ZeroBackwardPrefetch::kAfterReduce);
+  e["zero3_backward_prefetch"] = "before-reduce";
+  EXPECT_EQ(map_ok(e).plan.zero3_backward_prefetch, ZeroBackwardPrefetch::kBeforeReduce);
+  e["zero3_backward_prefetch"] = "ahead";
+  EXPECT_NE(map_error(e).find("zero3_backward_prefetch"), std::string::npos);
+}
+
 // FSDP's FP8 weight all-gather only where the entry names it; on a run without ZeRO-3 it is
 // an error naming the field.
 TEST(PublishedRun, Fp8AllGatherOnlyWhenTheEntryNamesIt) {

@@ -276,6 +276,12 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
          p.zero3_recompute_gather = ZeroRecomputeGather::kKept;
        },
        "the CPU executor does not support zero3_recompute_gather kept"},
+      // FSDP2's backward prefetch ahead of the reduce-scatter is simulated, not executed.
+      {[](Plan& p) {
+         p.zero_stage = 3;
+         p.zero3_backward_prefetch = ZeroBackwardPrefetch::kBeforeReduce;
+       },
+       "the CPU executor does not support zero3_backward_prefetch before-reduce"},
       {[](Plan& p) {
          p.recompute = Recompute::kFull;
          p.offload_checkpoints = true;
