@@ -77,7 +77,12 @@ std::string_view to_string(ZeroGather g) {
   return g == ZeroGather::kFlat ? "flat" : "per-tensor";
 }
 std::string_view to_string(ZeroCollectives c) {
-  return c == ZeroCollectives::kFlat ? "flat" : "per-rank";
+  switch (c) {
+    case ZeroCollectives::kFlat: return "flat";
+    case ZeroCollectives::kPerRank: return "per-rank";
+    case ZeroCollectives::kAllReduce: return "all-reduce";
+  }
+  return "?";
 }
 std::string_view to_string(Elementwise e) {
   switch (e) {
@@ -143,11 +148,12 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
     p.grad_precision = static_cast<GradPrecision>(c);
   if (r.get_choice("zero3_gather", c, {"flat", "per-tensor"}, false))
     p.zero3_gather = static_cast<ZeroGather>(c);
-  if (r.get_choice("zero1_collectives", c, {"flat", "per-rank"}, false))
+  if (r.get_choice("zero1_collectives", c, {"flat", "per-rank", "all-reduce"}, false))
     p.zero1_collectives = static_cast<ZeroCollectives>(c);
   if (r.get_choice("elementwise", c, {"fused", "eager", "eager-swiglu"}, false))
     p.elementwise = static_cast<Elementwise>(c);
   r.get_bool("ddp_bucket_copy", p.ddp_bucket_copy, false);
+  r.get_bool("grad_accumulation_pass", p.grad_accumulation_pass, false);
   if (r.get_choice("zero3_recompute_gather", c, {"again", "kept"}, false))
     p.zero3_recompute_gather = static_cast<ZeroRecomputeGather>(c);
   if (r.get_choice("zero3_backward_prefetch", c, {"after-reduce", "before-reduce"}, false))
@@ -204,6 +210,7 @@ Json plan_to_json(const Plan& p) {
   if (p.elementwise != Elementwise::kFused)  // written only when set, as cp
     j["elementwise"] = std::string(to_string(p.elementwise));
   if (p.ddp_bucket_copy) j["ddp_bucket_copy"] = true;  // written only when set, as cp
+  if (p.grad_accumulation_pass) j["grad_accumulation_pass"] = true;  // written only when set
   if (p.zero3_recompute_gather != ZeroRecomputeGather::kAgain)  // written only when set
     j["zero3_recompute_gather"] = std::string(to_string(p.zero3_recompute_gather));
   if (p.zero3_backward_prefetch != ZeroBackwardPrefetch::kAfterReduce)  // written only when set
@@ -245,7 +252,9 @@ std::string describe(const Plan& p) {
   if (p.cross_entropy == CrossEntropy::kCast) os << " cast-ce";
   if (p.ddp_bucket_copy) os << " ddp-bucket-copy";
   if (p.zero3_gather == ZeroGather::kPerTensor) os << " zero3-gather=per-tensor";
-  if (p.zero1_collectives == ZeroCollectives::kPerRank) os << " zero1-collectives=per-rank";
+  if (p.zero1_collectives != ZeroCollectives::kFlat)
+    os << " zero1-collectives=" << to_string(p.zero1_collectives);
+  if (p.grad_accumulation_pass) os << " grad-accumulation-pass";
   if (p.elementwise == Elementwise::kEager) os << " eager";
   if (p.elementwise == Elementwise::kEagerSwiglu) os << " eager-swiglu";
   if (p.zero3_recompute_gather == ZeroRecomputeGather::kKept) os << " zero3-recompute-gather=kept";
@@ -321,6 +330,16 @@ Status validate_plan(const Plan& p) {
     return err("zero1_collectives=" + std::string(to_string(p.zero1_collectives)) +
                " says how ZeRO-1 reduces gradients and gathers parameters; the plan has "
                "zero_stage " + std::to_string(p.zero_stage));
+  if (p.grad_accumulation_pass && p.zero_stage > 1)
+    return err("grad_accumulation_pass=true says how an unsharded fp32 gradient buffer is "
+               "filled; the plan has zero_stage " + std::to_string(p.zero_stage) +
+               " (it runs with ZeRO 0 or 1)");
+  if (p.grad_accumulation_pass &&
+      (p.grad_precision != GradPrecision::kFp32 || p.precision == Precision::kFp32))
+    return err("grad_accumulation_pass=true adds 16-bit gradients into an fp32 buffer; the plan "
+               "has precision " + std::string(to_string(p.precision)) + " and grad_precision " +
+               std::string(to_string(p.grad_precision)) +
+               " (it needs a 16-bit precision and grad_precision fp32)");
   if (p.dp % p.ep != 0)
     return err("ep=" + std::to_string(p.ep) + " does not divide dp=" + std::to_string(p.dp));
   if (p.zero_shard_size < 0 || p.zero_shard_size > kMax)

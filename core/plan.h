@@ -103,7 +103,18 @@ enum class ZeroGather { kFlat, kPerTensor };
 // ("outputTensors[i][j].copy_(outputFlattened[i][j], true)"), and copied back one tensor per
 // rank (_unflatten_dense_tensors, then copy_). Launches per bucket and per step grow with the
 // data-parallel size times the tensors (core/cost/data_parallel.cc).
-enum class ZeroCollectives { kFlat, kPerRank };
+// all-reduce: DeepSpeed's BF16_Optimizer under its PipelineEngine (microsoft/DeepSpeed at
+// 56c52238, PR #1801 "bf16+pipeline parallelism", 2022-04-19; the branch BLOOM's tr11 README
+// names, olruwase/bf16-updates, became it): optimizer states and fp32 master weights sharded as
+// in ZeRO-1, but the fp32 gradients are all-reduced whole, not reduce-scattered
+// (runtime/pipe/engine.py _exec_reduce_grads -> _bf16_reduce_grads ->
+// buffered_allreduce_fallback over optimizer.get_grads_for_reduction(), the unsharded
+// fp32_groups_gradients_flat), each bucket flattened into a copy before the all-reduce and
+// copied back after it (engine.py allreduce_and_copy); after the step each rank's updated bf16
+// shard is all-gathered (bf16_optimizer.py step: all_gather_dp_groups). BLOOM's README: the
+// optimizer "doesn't shard the static fp32 buffer it reuses". Twice the gradient bytes of a
+// reduce-scatter on the wire.
+enum class ZeroCollectives { kFlat, kPerRank, kAllReduce };
 // How the layer's elementwise work runs. fused: one kernel per norm and per activation, rotary
 // embedding folded into its neighbours (Megatron-LM's and Transformer Engine's fused kernels,
 // torch.compile's Inductor fusion; the model as it was before this field). eager: PyTorch eager
@@ -220,6 +231,18 @@ struct Plan {
   // nanotron 0.5 builds DDP so (trainer.py at e24d2483) and accumulates into its own fp32
   // buffer besides. Memory only (core/cost/memory.cc). Needs zero_stage 0 or 1 (DDP).
   bool ddp_bucket_copy = false;
+  // Gradients accumulated over micro-batches by a separate pass instead of inside the weight-
+  // gradient GEMMs: each micro-batch's backward writes fresh `precision` gradients (the previous
+  // ones set to None first), then every parameter tensor's gradient is cast to fp32 and added
+  // into the fp32 accumulation buffer, two kernels per tensor. DeepSpeed's BF16_Optimizer
+  // (microsoft/DeepSpeed at 56c52238, runtime/bf16_optimizer.py update_hp_grads:
+  // "hp_grad.data.add_(lp.grad.data.to(hp_grad.dtype)...)", called after every micro-batch's
+  // backward by runtime/pipe/engine.py _exec_backward_pass; clear_lp_grads sets param.grad to
+  // None before it). Per micro-batch and parameter: the cast reads 2 bytes and writes 4, the add
+  // reads 4 + 4 and writes 4 (core/cost/tasks.cc); the `precision` gradients stay allocated
+  // beside the fp32 buffer (core/cost/memory.cc). Needs grad_precision fp32 and a 16-bit
+  // precision.
+  bool grad_accumulation_pass = false;
   ZeroRecomputeGather zero3_recompute_gather = ZeroRecomputeGather::kAgain;  // with zero_stage 3
   ZeroBackwardPrefetch zero3_backward_prefetch = ZeroBackwardPrefetch::kAfterReduce;  // with zero_stage 3
   Elementwise elementwise = Elementwise::kFused;

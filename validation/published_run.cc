@@ -537,7 +537,10 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   int zero3_gather = -1;
   r.get_choice("zero3_gather", zero3_gather, {"flat", "per-tensor"}, false);
   int zero1_collectives = -1;
-  r.get_choice("zero1_collectives", zero1_collectives, {"flat", "per-rank"}, false);
+  r.get_choice("zero1_collectives", zero1_collectives, {"flat", "per-rank", "all-reduce"},
+               false);
+  bool grad_accumulation_pass = false;
+  r.get_bool("grad_accumulation_pass", grad_accumulation_pass, false);
   int elementwise = -1;
   r.get_choice("elementwise", elementwise, {"fused", "eager", "eager-swiglu"}, false);
   bool ddp_bucket_copy = false;
@@ -619,6 +622,9 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   if (elementwise >= 0) p.elementwise = static_cast<Elementwise>(elementwise);
   // PyTorch DDP's bucket copy of the gradients, where the entry names its framework's way.
   p.ddp_bucket_copy = ddp_bucket_copy;
+  // A separate pass adding each micro-batch's 16-bit gradients into fp32, where the entry names
+  // its framework's optimizer doing so (Plan::grad_accumulation_pass).
+  p.grad_accumulation_pass = grad_accumulation_pass;
   // FSDP around the checkpoint wrapper: one gather serves a recomputed layer's recompute and
   // backward, where the entry names it from its framework's code (Plan::zero3_recompute_gather).
   if (zero3_recompute_gather >= 0)

@@ -127,6 +127,24 @@ void add_per_rank_gather(std::vector<Task>& out, std::string_view name, CommGrou
   copies.launches = n * (pieces + 1);
   out.push_back(copies);
 }
+
+// Plan::zero1_collectives all-reduce (DeepSpeed's BF16_Optimizer; sources at the enum): the
+// block's fp32 gradients all-reduced whole over the group, the bucket flattened into a copy
+// before the collective and copied back after it (engine.py allreduce_bucket's flatten,
+// allreduce_and_copy's buf.copy_), each copy reading and writing the gradients once. Buckets
+// hold up to 500M elements (buffered_allreduce_fallback's elements_per_buffer) and a block
+// fills one: a flatten and a copy back per block.
+void add_whole_grad_all_reduce(std::vector<Task>& out, std::string_view name, CommGroup group,
+                               std::int64_t n, std::int64_t params, double grad_bytes) {
+  if (params <= 0 || n <= 1) return;
+  Task flatten = memory("zero1_grad_flatten", 2.0 * d(params) * grad_bytes,
+                        MemoryKernel::kElementwise);
+  out.push_back(flatten);
+  out.push_back(comm(name, Collective::kAllReduce, group, n, d(params) * grad_bytes));
+  Task back = memory("zero1_grad_unflatten", 2.0 * d(params) * grad_bytes,
+                     MemoryKernel::kElementwise);
+  out.push_back(back);
+}
 }  // namespace
 
 std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint point) {
@@ -212,8 +230,15 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
         add_per_rank_grad_copies(out, dense, b.dense_params, b.tensors, e, g);
         add_per_rank_grad_copies(out, expert, b.expert_params, b.expert_tensors, e, g);
       }
-      if (p.zero_stage == 1) add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
-                                 Collective::kReduceScatter);
+      if (p.zero_stage == 1 && p.zero1_collectives == ZeroCollectives::kAllReduce) {
+        add_whole_grad_all_reduce(out, "zero1_grad_all_reduce", CommGroup::kDp, dense,
+                                  b.dense_params, g);
+        add_whole_grad_all_reduce(out, "zero1_expert_grad_all_reduce", CommGroup::kExpertDp,
+                                  expert, b.expert_params, g);
+      } else if (p.zero_stage == 1) {
+        add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
+            Collective::kReduceScatter);
+      }
       // Hybrid sharding: the shard groups sum the step's reduced shards across each other once,
       // after the last micro-batch (FSDP2's HSDP with the all-reduce skipped on the others,
       // set_requires_all_reduce; MiCS's hierarchical reduction, Zhang et al. 2022 sec. 3.3).

@@ -571,6 +571,23 @@ std::vector<Task> cost_internal::op_checkpoint_matmuls(const ModelSpec& m, const
   return out;
 }
 
+namespace {
+// Plan::grad_accumulation_pass (DeepSpeed's BF16_Optimizer.update_hp_grads; sources at the
+// field): after each micro-batch's backward, every parameter tensor of block b has its fresh
+// `precision` gradient cast to fp32 (reads e bytes, writes 4) and added into the fp32 buffer
+// (reads 4 + 4, writes 4): two kernels per tensor.
+void add_grad_accumulation_pass(std::vector<Task>& out, const ParamBlock& b, const Plan& p) {
+  if (!p.grad_accumulation_pass) return;
+  const double params = d(b.dense_params + b.expert_params);
+  if (params <= 0) return;
+  const double e = bytes_per_element(p.precision);
+  Task t = memory("grad_accumulation_pass", params * (e + 4.0 + 4.0 + 4.0 + 4.0),
+                  MemoryKernel::kElementwise);
+  t.launches = 2 * std::max<std::int64_t>(1, b.tensors + b.expert_tensors);
+  out.push_back(t);
+}
+}  // namespace
+
 std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
   const Shape x = shape_of(m, p);
   const std::vector<Task> fwd = layer_forward_tasks(m, p);
@@ -697,6 +714,7 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
   }
   out.push_back(norm_task("norm1_bwd", x, /*backward=*/true));
   if (p.fp8) apply_fp8(out, x.e, p);
+  add_grad_accumulation_pass(out, layer_block(m, p), p);
   return without_trivial_comm(out);
 }
 
@@ -799,6 +817,7 @@ std::vector<Task> embedding_backward_tasks(const ModelSpec& m, const Plan& p) {
     out.push_back(tp_gather("tp_all_gather_embedding_grad", x));
   out.push_back(memory("embedding_bwd", 2.0 * d(x.tokens) * d(x.h) * x.e,
                        MemoryKernel::kEmbedding));
+  add_grad_accumulation_pass(out, embedding_block(m, p), p);
   return without_trivial_comm(out);
 }
 
@@ -857,6 +876,7 @@ std::vector<Task> head_backward_tasks(const ModelSpec& m, const Plan& p) {
   add_gemm_backward(out, head, "lm_head_dgrad", "lm_head_wgrad", x.e);
   out.push_back(tp_exit("tp_all_reduce_head_grad", "tp_reduce_scatter_head_grad", x));
   out.push_back(norm_task("final_norm_bwd", x, /*backward=*/true));
+  add_grad_accumulation_pass(out, head_block(m, p), p);
   return without_trivial_comm(out);
 }
 

@@ -292,6 +292,89 @@ TEST(DataParallel, PerRankZero1CopiesGrowWithGroupSizeAndTensors) {
   EXPECT_TRUE(dp_block_tasks(one, layer, DpPoint::kAfterOptimizer).empty());
 }
 
+// Plan::zero1_collectives all-reduce (DeepSpeed's BF16_Optimizer under its PipelineEngine): the
+// block's fp32 gradients all-reduced whole, a flatten before and a copy back after, each reading
+// and writing the gradients once; the weights' all-gather after the step is the flat plan's.
+// On the wire an all-reduce moves twice a reduce-scatter's bytes.
+TEST(DataParallel, AllReduceZero1ReducesTheWholeGradientWithItsCopies) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  for (const std::int64_t n : {2, 8}) {
+    SCOPED_TRACE(n);
+    Plan flat = plan_of(1, 1, n, 1, n);
+    flat.zero_stage = 1;
+    flat.grad_precision = GradPrecision::kFp32;
+    Plan ar = flat;
+    ar.zero1_collectives = ZeroCollectives::kAllReduce;
+    const ParamBlock layer = param_blocks_on_stage(m, ar, 0)[1];
+    ASSERT_EQ(layer.kind, BlockKind::kLayer);
+    const double params = static_cast<double>(layer.dense_params);
+    const std::vector<Task> rs = dp_block_tasks(flat, layer, DpPoint::kAfterLastBackward);
+    const std::vector<Task> t = dp_block_tasks(ar, layer, DpPoint::kAfterLastBackward);
+    ASSERT_EQ(rs.size(), 1u);
+    ASSERT_EQ(t.size(), 3u);
+    EXPECT_EQ(t[0].name, "zero1_grad_flatten");
+    EXPECT_DOUBLE_EQ(t[0].bytes, 2.0 * params * 4.0);
+    EXPECT_EQ(t[1].kind, TaskKind::kComm);
+    EXPECT_EQ(t[1].collective, Collective::kAllReduce);
+    EXPECT_EQ(t[1].group_size, n);
+    EXPECT_DOUBLE_EQ(t[1].message_bytes, params * 4.0);
+    EXPECT_EQ(t[2].name, "zero1_grad_unflatten");
+    EXPECT_DOUBLE_EQ(t[2].bytes, 2.0 * params * 4.0);
+    EXPECT_NEAR(static_cast<double>(bytes_sent_per_rank(t[1].collective, t[1].message_bytes, n)) /
+                    static_cast<double>(
+                        bytes_sent_per_rank(rs[0].collective, rs[0].message_bytes, n)),
+                2.0, 1e-6);
+    const std::vector<Task> ag_flat = dp_block_tasks(flat, layer, DpPoint::kAfterOptimizer);
+    const std::vector<Task> ag = dp_block_tasks(ar, layer, DpPoint::kAfterOptimizer);
+    ASSERT_EQ(ag.size(), 1u);
+    EXPECT_EQ(ag[0].collective, Collective::kAllGather);
+    EXPECT_EQ(ag[0].message_bytes, ag_flat[0].message_bytes);
+  }
+}
+
+// Plan::grad_accumulation_pass (DeepSpeed's BF16_Optimizer.update_hp_grads): each block's
+// backward ends with a cast and an add per parameter tensor, 2 + 4 + 4 + 4 + 4 bytes per bf16
+// parameter; memory holds the bf16 gradients beside the fp32 buffer; nothing else changes.
+TEST(Tasks, GradAccumulationPassCastsAndAddsEveryGradientEachMicroBatch) {
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(4, 4, 2, 1, 16);
+  p.zero_stage = 1;
+  p.grad_precision = GradPrecision::kFp32;
+  Plan pass = p;
+  pass.grad_accumulation_pass = true;
+  const ParamBlock layer = param_blocks_on_stage(m, p, 1)[0];
+  ASSERT_EQ(layer.kind, BlockKind::kLayer);
+  auto named = [](const std::vector<Task>& tasks) {
+    for (const Task& t : tasks)
+      if (t.name == "grad_accumulation_pass") return t;
+    ADD_FAILURE() << "no grad_accumulation_pass task";
+    return Task{};
+  };
+  const std::vector<Task> a = layer_backward_tasks(m, p), b = layer_backward_tasks(m, pass);
+  ASSERT_EQ(b.size(), a.size() + 1);
+  const Task t = named(b);
+  EXPECT_EQ(t.kind, TaskKind::kMemory);
+  EXPECT_DOUBLE_EQ(t.bytes, static_cast<double>(layer.dense_params) * 18.0);
+  EXPECT_EQ(t.launches, 2 * layer.tensors);
+  const ParamBlock emb = param_blocks_on_stage(m, p, 0)[0];
+  ASSERT_EQ(emb.kind, BlockKind::kEmbedding);
+  EXPECT_DOUBLE_EQ(named(embedding_backward_tasks(m, pass)).bytes,
+                   static_cast<double>(emb.dense_params) * 18.0);
+  const std::vector<ParamBlock> last = param_blocks_on_stage(m, p, 3);
+  ASSERT_EQ(last.back().kind, BlockKind::kHead);
+  EXPECT_DOUBLE_EQ(named(head_backward_tasks(m, pass)).bytes,
+                   static_cast<double>(last.back().dense_params) * 18.0);
+  EXPECT_EQ(layer_forward_tasks(m, pass).size(), layer_forward_tasks(m, p).size());
+  for (std::int64_t stage : {0, 3}) {
+    const StageParameters sp = parameters_on_stage(m, p, stage);
+    const MemoryBreakdown x = memory_on_stage(m, p, stage), y = memory_on_stage(m, pass, stage);
+    EXPECT_DOUBLE_EQ(y.gradients_bytes - x.gradients_bytes, 2.0 * (sp.dense + sp.expert));
+    EXPECT_DOUBLE_EQ(y.optimizer_bytes, x.optimizer_bytes);
+  }
+  // A step's time grows by M passes per block (the simulator plays the micro-batch tasks).
+  EXPECT_GT(task_time_s(t, device_rates(*gpu_preset("A100-80GB"), Precision::kBf16)), 0.0);
+}
+
 // Plan::zero3_gather per-tensor (DeepSpeed 0.3.11-0.5.4): a layer's gather becomes one
 // all-gather per parameter tensor (GPT-3's layer, Megatron-LM's layout: two LayerNorms with
 // biases, QKV and the output projection, fc1 and fc2, each with a bias: 12; Llama's: two

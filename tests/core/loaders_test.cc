@@ -973,6 +973,54 @@ TEST(PlanLoader, Zero1CollectivesRoundTripAndErrors) {
   }
 }
 
+// zero1_collectives all-reduce (DeepSpeed's BF16_Optimizer) and grad_accumulation_pass: written
+// only when set, shown in the description, round-trip; refused by name where the plan is not
+// ZeRO-1 (all-reduce), shards gradients, keeps fp32 weights or compute-precision gradients
+// (the pass).
+TEST(PlanLoader, AllReduceZero1AndGradAccumulationPassRoundTripAndErrors) {
+  Json j = basic_plan();
+  j["zero_stage"] = 1;
+  j["precision"] = "bf16";
+  j["grad_precision"] = "fp32";
+  auto none = plan_from_json(j, "p.json");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_FALSE(none->grad_accumulation_pass);
+  EXPECT_FALSE(plan_to_json(*none).contains("grad_accumulation_pass"));
+  j["zero1_collectives"] = "all-reduce";
+  j["grad_accumulation_pass"] = true;
+  auto ds = plan_from_json(j, "p.json");
+  ASSERT_TRUE(ds.ok()) << ds.status().message();
+  EXPECT_EQ(ds->zero1_collectives, ZeroCollectives::kAllReduce);
+  EXPECT_TRUE(ds->grad_accumulation_pass);
+  EXPECT_EQ(plan_to_json(*ds).at("zero1_collectives"), "all-reduce");
+  EXPECT_EQ(plan_to_json(*ds).at("grad_accumulation_pass"), true);
+  EXPECT_NE(describe(*ds).find(" zero1-collectives=all-reduce"), std::string::npos)
+      << describe(*ds);
+  EXPECT_NE(describe(*ds).find(" grad-accumulation-pass"), std::string::npos) << describe(*ds);
+  auto back = plan_from_json(plan_to_json(*ds), "again");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(plan_to_json(*back), plan_to_json(*ds));
+  j["zero_stage"] = 2;
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
+                        {"p.json", "zero1_collectives=all-reduce", "zero_stage 2"}));
+  j.erase("zero1_collectives");
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
+                        {"p.json", "grad_accumulation_pass=true", "zero_stage 2"}));
+  j["zero_stage"] = 0;
+  ASSERT_TRUE(plan_from_json(j, "p.json").ok());
+  j["grad_precision"] = "compute";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
+                        {"p.json", "grad_accumulation_pass=true", "grad_precision compute"}));
+  j["grad_precision"] = "fp32";
+  j["precision"] = "fp32";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
+                        {"p.json", "grad_accumulation_pass=true", "precision fp32"}));
+  j["precision"] = "fp16";
+  ASSERT_TRUE(plan_from_json(j, "p.json").ok());
+  j["grad_accumulation_pass"] = "yes";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "grad_accumulation_pass"}));
+}
+
 // elementwise: written only when eager, shown in the description, refused by name when the
 // value is unknown.
 TEST(PlanLoader, ElementwiseRoundTripAndErrors) {

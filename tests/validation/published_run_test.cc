@@ -161,6 +161,30 @@ TEST(PublishedRun, Zero1CollectivesOnlyWhenTheEntryNamesIt) {
   EXPECT_NE(map_error(e).find("zero1_collectives=per-rank"), std::string::npos);
 }
 
+// DeepSpeed's BF16_Optimizer behaviours only where the entry names them (zero1_collectives
+// all-reduce, grad_accumulation_pass); bad values refused naming the field, and the pass on an
+// fp16 entry with compute-precision gradients refused by the plan's own check.
+TEST(PublishedRun, Bf16OptimizerBehavioursOnlyWhenTheEntryNamesThem) {
+  Json e = gpt_entry();
+  e["parallel"]["zero_stage"] = 1;
+  e["precision"] = "bf16";
+  EXPECT_FALSE(map_ok(e).plan.grad_accumulation_pass);
+  e["zero1_collectives"] = "all-reduce";
+  e["grad_accumulation_pass"] = true;
+  const PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.plan.zero1_collectives, ZeroCollectives::kAllReduce);
+  EXPECT_TRUE(r.plan.grad_accumulation_pass);
+  EXPECT_EQ(r.plan.grad_precision, GradPrecision::kFp32);
+  e["grad_accumulation_pass"] = "true";
+  EXPECT_NE(map_error(e).find("grad_accumulation_pass"), std::string::npos);
+  e["grad_accumulation_pass"] = true;
+  e["precision"] = "fp16";
+  EXPECT_NE(map_error(e).find("grad_accumulation_pass=true"), std::string::npos);
+  e["precision"] = "bf16";
+  e["zero1_collectives"] = "allreduce";
+  EXPECT_NE(map_error(e).find("zero1_collectives"), std::string::npos);
+}
+
 // nanotron's memory behaviours only where the entry names them: the cast loss, eager SwiGLU and
 // DDP's bucket copy; bad values refused naming the field.
 TEST(PublishedRun, NanotronLossSwigluAndDdpCopyOnlyWhenTheEntryNamesThem) {

@@ -260,6 +260,20 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
          p.zero1_collectives = ZeroCollectives::kPerRank;
        },
        "the CPU executor does not support zero1_collectives per-rank"},
+      // DeepSpeed BF16_Optimizer's whole-gradient all-reduce and accumulation pass are
+      // simulated, not executed.
+      {[](Plan& p) {
+         p.zero_stage = 1;
+         p.zero1_collectives = ZeroCollectives::kAllReduce;
+       },
+       "the CPU executor does not support zero1_collectives all-reduce"},
+      {[](Plan& p) {
+         p.zero_stage = 1;
+         p.precision = Precision::kBf16;
+         p.grad_precision = GradPrecision::kFp32;
+         p.grad_accumulation_pass = true;
+       },
+       "the CPU executor does not support grad_accumulation_pass"},
       // nanotron's loss, eager SwiGLU and DDP bucket copy are simulated, not executed.
       {[](Plan& p) { p.cross_entropy = CrossEntropy::kCast; },
        "the CPU executor does not support cross_entropy cast"},
