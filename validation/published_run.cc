@@ -320,9 +320,11 @@ Status read_parallel(const Json& j, const std::string& where, std::int64_t num_g
   const bool has_mbs = r.get_int("micro_batch", p.micro_batch_size, 1, PL::kMaxBatch, false);
   r.get_int("global_batch", p.global_batch_size, 1, PL::kMaxBatch, true);
   // In Schedule's order. zb-h1: Qi et al. 2024's ZB-1p runs (arXiv:2401.10241 Table 5 gives it
-  // ZB-H1's bubble rate in every setting).
+  // ZB-H1's bubble rate in every setting). zb-v and dualpipe (with vp 2): the simulator plays
+  // both (docs/inputs.md); dualpipe is DeepSeek-V3's own schedule (arXiv:2412.19437 sec. 3.2.1).
   int schedule = -1;
-  r.get_choice("schedule", schedule, {"naive", "gpipe", "1f1b", "interleaved", "zb-h1"}, false);
+  r.get_choice("schedule", schedule,
+               {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe"}, false);
   // Plan::layers_per_stage: a framework's own uneven split (nanotron balances its pipeline
   // stages by block cost, the LM head counted as vocab x hidden; models/base.py build_model).
   r.get_int_list("layers_per_stage", p.layers_per_stage, 1, ModelLimits::kMaxLayers, false);

@@ -361,6 +361,40 @@ TEST(PublishedRun, ZeroBubbleH1ScheduleIsReadAndChecked) {
   EXPECT_NE(err.find("unknown value \"zb-2p\""), std::string::npos) << err;
 }
 
+// DeepSeek-V3's DualPipe (arXiv:2412.19437 sec. 3.2.1) and the zb-v order: both named schedules
+// the simulator plays reach the plan; the plan's own checks name what a bad layout lacks.
+TEST(PublishedRun, DualPipeAndZbVSchedulesAreReadAndChecked) {
+  Json e = gpt_entry();
+  e["parallel"] = Json::parse(R"({"tp": 1, "pp": 4, "dp": 8, "vp": 2, "micro_batch": 2,
+      "global_batch": 256, "schedule": "dualpipe"})");
+  PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.plan.schedule, Schedule::kDualPipe);
+  EXPECT_EQ(r.plan.virtual_stages, 2);
+  e["parallel"]["schedule"] = "zb-v";
+  r = map_ok(e);
+  EXPECT_EQ(r.plan.schedule, Schedule::kZbV);
+  // DualPipe holds two chunks per stage: vp 1 is refused, naming virtual_stages.
+  e["parallel"]["schedule"] = "dualpipe";
+  e["parallel"]["vp"] = 1;
+  EXPECT_NE(map_error(e).find("virtual_stages must be 2, the plan has virtual_stages=1"),
+            std::string::npos);
+  // Half the micro-batches enter at each end: 256 / (2 x 8) = 16 is even and >= 2pp, 8 is not
+  // >= 2pp at pp 8 (which 24 layers allow: 16 chunks of at least one layer).
+  e["parallel"]["vp"] = 2;
+  e["parallel"]["pp"] = 8;
+  e["parallel"]["dp"] = 4;
+  e["parallel"]["micro_batch"] = 8;
+  EXPECT_NE(map_error(e).find("must be even and at least 2*pp = 16"), std::string::npos);
+  // A misspelt schedule is refused by name, not mapped to another.
+  e["parallel"]["pp"] = 2;
+  e["parallel"]["dp"] = 16;
+  e["parallel"]["micro_batch"] = 1;
+  e["parallel"]["schedule"] = "dual-pipe";
+  const std::string err = map_error(e);
+  EXPECT_NE(err.find("field 'schedule'"), std::string::npos) << err;
+  EXPECT_NE(err.find("unknown value \"dual-pipe\""), std::string::npos) << err;
+}
+
 TEST(PublishedRun, MissingShapeFieldsAndGpuDescriptions) {
   Json e = gpt_entry();
   e["model"].erase("vocab");
