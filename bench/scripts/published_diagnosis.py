@@ -15,6 +15,8 @@ import json
 import sys
 from pathlib import Path
 
+from published_rows import breakdown_objects
+
 
 def measured_step_s(entry):
     m = entry["measured"]
@@ -32,15 +34,9 @@ def main():
     print("| run | measured, s | predicted, s | error | compute, s | idle, s | bubble | "
           "comm in flight / exposed, s |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
-    for n, line in enumerate(sys.stdin, 1):
-        if not line.strip():
-            continue
-        try:
-            j = json.loads(line)
-        except json.JSONDecodeError as e:
-            sys.exit(f"stdin:{n}: not a JSON object ({e})")
+    for j in breakdown_objects(sys.stdin, "stdin"):
         if j["id"] not in runs:
-            sys.exit(f"stdin:{n}: run {j['id']} is not in {sys.argv[1]}")
+            sys.exit(f"stdin: run {j['id']} is not in {sys.argv[1]}")
         meas = measured_step_s(runs[j["id"]])
         pred = j["predicted_step_s"]
         busiest = max(j["stages"], key=lambda s: s["compute_s"] + s["idle_s"])

@@ -26,17 +26,21 @@ def measured_step_s(entry):
     return p["global_batch"] * entry["model"]["seq_len"] / m["tokens_per_s"]
 
 
-def read_breakdown(path):
-    rows = {}
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+def breakdown_objects(lines, where):
+    """published_breakdown's output, one JSON object per non-empty line; exits naming the line
+    (WHERE:N) that is not one. Also used by published_diagnosis.py."""
+    for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            j = json.loads(line)
+            yield json.loads(line)
         except json.JSONDecodeError as e:
-            sys.exit(f"{path}:{n}: not a JSON object ({e})")
-        rows[j["id"]] = j
-    return rows
+            sys.exit(f"{where}:{n}: not a JSON object ({e})")
+
+
+def read_breakdown(path):
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return {j["id"]: j for j in breakdown_objects(lines, path)}
 
 
 def main(argv):

@@ -40,6 +40,7 @@
 #include "executor/cpu/cpu_stage.h"
 #include "executor/data.h"
 #include "executor/offload.h"
+#include "tests/executor/check_args.h"
 #include "tests/executor/tiny_model.h"
 
 using namespace trainplan;
@@ -83,25 +84,7 @@ int check(std::map<std::string, std::string> kv, int rank) {
   if (kv["untied"] == "1") model.tie_word_embeddings = false;
   if (kv["layers"] != "0") model.num_layers = std::stoll(kv["layers"]);
   Plan plan;
-  plan.dp = std::stoll(kv["dp"]);
-  plan.pp = std::stoll(kv["pp"]);
-  plan.tp = std::stoll(kv["tp"]);
-  plan.cp = std::stoll(kv["cp"]);
-  plan.ep = std::stoll(kv["ep"]);
-  plan.sequence_parallel = kv["sp"] == "1";
-  plan.zero_stage = std::stoi(kv["zero"]);
-  plan.zero_shard_size = std::stoll(kv["shard"]);
-  plan.micro_batch_size = std::stoll(kv["mbs"]);
-  plan.global_batch_size = std::stoll(kv["gbs"]);
-  plan.schedule = kv["schedule"] == "gpipe"         ? Schedule::kGpipe
-                  : kv["schedule"] == "interleaved" ? Schedule::kInterleaved
-                  : kv["schedule"] == "zb-h1"       ? Schedule::kZbH1
-                  : kv["schedule"] == "zb-v"        ? Schedule::kZbV
-                  : kv["schedule"] == "dualpipe"    ? Schedule::kDualPipe
-                                                    : Schedule::k1F1B;
-  plan.virtual_stages = std::stoll(kv["vs"]);
-  plan.precision = Precision::kFp32;
-  plan.attention = plan.cp > 1 ? AttentionImpl::kFused : AttentionImpl::kUnfused;
+  testing::set_layout_from_args(kv, plan);
   plan.recompute = kv["recompute"] == "full" ? Recompute::kFull : Recompute::kNone;
   plan.offload = kv["offload"] == "optimizer+params" ? Offload::kOptimizerParams
                                                      : Offload::kOptimizer;

@@ -49,6 +49,7 @@
 #include "core/rank_layout.h"
 #include "core/schedule.h"
 #include "simulator/simulator.h"
+#include "tests/executor/check_args.h"
 
 using namespace trainplan;
 using namespace trainplan::executor;
@@ -169,30 +170,12 @@ int main(int argc, char** argv) {
     kv[a.substr(0, eq)] = a.substr(eq + 1);
   }
   Plan plan;
-  plan.tp = std::stoll(kv["tp"]);
-  plan.cp = std::stoll(kv["cp"]);
-  plan.pp = std::stoll(kv["pp"]);
-  plan.dp = std::stoll(kv["dp"]);
-  plan.ep = std::stoll(kv["ep"]);
-  plan.zero_stage = std::stoi(kv["zero"]);
-  plan.zero_shard_size = std::stoll(kv["shard"]);
-  plan.micro_batch_size = std::stoll(kv["mbs"]);
-  plan.global_batch_size = std::stoll(kv["gbs"]);
-  plan.schedule = kv["schedule"] == "gpipe"         ? Schedule::kGpipe
-                  : kv["schedule"] == "interleaved" ? Schedule::kInterleaved
-                  : kv["schedule"] == "zb-h1"       ? Schedule::kZbH1
-                  : kv["schedule"] == "zb-v"        ? Schedule::kZbV
-                  : kv["schedule"] == "dualpipe"    ? Schedule::kDualPipe
-                                                    : Schedule::k1F1B;
-  plan.virtual_stages = std::stoll(kv["vs"]);
+  testing::set_layout_from_args(kv, plan);
   plan.recompute = kv["recompute"] == "full"        ? Recompute::kFull
                    : kv["recompute"] == "selective" ? Recompute::kSelective
                                                     : Recompute::kNone;
   plan.recompute_num_layers = std::stoll(kv["rlayers"]);
   plan.partition_activations = kv["pa"] == "1";
-  plan.attention = plan.cp > 1 ? AttentionImpl::kFused : AttentionImpl::kUnfused;
-  plan.sequence_parallel = kv["sp"] == "1";
-  plan.precision = Precision::kFp32;
   const std::int64_t steps = std::stoll(kv["steps"]);
 
   const std::string root = TRAINPLAN_SOURCE_DIR;
