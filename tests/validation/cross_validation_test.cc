@@ -80,8 +80,14 @@ namespace {
 // because two new runs miss by more than it (Cisco's TP 2 +42.6%, the Model Zoo's EP 8 row
 // -61.7%, whose expert-parallel group the simulator places across nodes). Median tightened to
 // 8.5%; p90 loosened to 32.5% to hold them; memory kept.
-constexpr double kMedianRatchet = 0.085;
-constexpr double kP90Ratchet = 0.325;
+// 2026-11-25 (bench/results/published-2026-11-25i/, the session's merge): corpus6's runs above,
+// DeepSpeed's BF16_Optimizer behaviours on BLOOM (Plan::zero1_collectives all-reduce,
+// grad_accumulation_pass) and the PipelineEngine's reduction after the flush on every
+// Megatron-DeepSpeed row, DeepSeek-V3 with its DualPipe, fms-fsdp's kept gathers: 8.31%,
+// 30.75%, +5.7%, memory 9.47% over 278 and 49 runs; all 46 folds choose share 0.9 and memory
+// 0.45 (the presets). Tightened: median 8.4%, p90 31.0%; memory kept.
+constexpr double kMedianRatchet = 0.084;
+constexpr double kP90Ratchet = 0.310;
 constexpr double kMemoryMedianRatchet = 0.096;
 
 Json read_json(const std::string& relative) {
