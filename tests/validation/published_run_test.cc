@@ -54,6 +54,21 @@ std::string map_error(const Json& e) {
   return r.ok() ? std::string() : r.status().message();
 }
 
+// An entry field that names one value of a plan enum: without it the plan keeps `unnamed`,
+// `named` maps to `named_value`, and `bad` is refused naming the field. Returns the entry with
+// the field at `named`, for a test's further cases.
+template <typename T>
+Json expect_named_field(Json e, const std::string& field, T Plan::*member, T unnamed,
+                        const std::string& named, T named_value, const std::string& bad) {
+  SCOPED_TRACE(field);
+  EXPECT_EQ(map_ok(e).plan.*member, unnamed);
+  e[field] = bad;
+  EXPECT_NE(map_error(e).find(field), std::string::npos);
+  e[field] = named;
+  EXPECT_EQ(map_ok(e).plan.*member, named_value);
+  return e;
+}
+
 bool has_assumption(const PublishedRun& r, const std::string& part) {
   return std::any_of(r.assumptions.begin(), r.assumptions.end(),
                      [&](const std::string& a) { return a.find(part) != std::string::npos; });
@@ -138,11 +153,8 @@ TEST(PublishedRun, AttentionFromTheFieldTheNotesOrTheDate) {
 TEST(PublishedRun, Zero3GatherOnlyWhenTheEntryNamesIt) {
   Json e = gpt_entry();
   e["parallel"]["zero_stage"] = 3;
-  EXPECT_EQ(map_ok(e).plan.zero3_gather, ZeroGather::kFlat);
-  e["zero3_gather"] = "per-tensor";
-  EXPECT_EQ(map_ok(e).plan.zero3_gather, ZeroGather::kPerTensor);
-  e["zero3_gather"] = "per-module";
-  EXPECT_NE(map_error(e).find("zero3_gather"), std::string::npos);
+  expect_named_field(e, "zero3_gather", &Plan::zero3_gather, ZeroGather::kFlat, "per-tensor",
+                     ZeroGather::kPerTensor, "per-module");
 }
 
 // How ZeRO-1 reduced and gathered: flat unless the entry names its framework's way; a bad value
@@ -151,12 +163,9 @@ TEST(PublishedRun, Zero3GatherOnlyWhenTheEntryNamesIt) {
 TEST(PublishedRun, Zero1CollectivesOnlyWhenTheEntryNamesIt) {
   Json e = gpt_entry();
   e["parallel"]["zero_stage"] = 1;
-  EXPECT_EQ(map_ok(e).plan.zero1_collectives, ZeroCollectives::kFlat);
-  e["zero1_collectives"] = "per-rank";
-  EXPECT_EQ(map_ok(e).plan.zero1_collectives, ZeroCollectives::kPerRank);
-  e["zero1_collectives"] = "per-bucket";
-  EXPECT_NE(map_error(e).find("zero1_collectives"), std::string::npos);
-  e["zero1_collectives"] = "per-rank";
+  e = expect_named_field(e, "zero1_collectives", &Plan::zero1_collectives,
+                         ZeroCollectives::kFlat, "per-rank", ZeroCollectives::kPerRank,
+                         "per-bucket");
   e["parallel"]["zero_stage"] = 0;
   EXPECT_NE(map_error(e).find("zero1_collectives=per-rank"), std::string::npos);
 }
@@ -208,12 +217,8 @@ TEST(PublishedRun, NanotronLossSwigluAndDdpCopyOnlyWhenTheEntryNamesThem) {
 // Eager PyTorch's elementwise kernels only where the entry says compile was off; a bad value
 // is refused naming the field.
 TEST(PublishedRun, ElementwiseOnlyWhenTheEntryNamesIt) {
-  Json e = gpt_entry();
-  EXPECT_EQ(map_ok(e).plan.elementwise, Elementwise::kFused);
-  e["elementwise"] = "eager";
-  EXPECT_EQ(map_ok(e).plan.elementwise, Elementwise::kEager);
-  e["elementwise"] = "inductor";
-  EXPECT_NE(map_error(e).find("elementwise"), std::string::npos);
+  expect_named_field(gpt_entry(), "elementwise", &Plan::elementwise, Elementwise::kFused,
+                     "eager", Elementwise::kEager, "inductor");
 }
 
 // The fused attention kernel: generic unless the entry names one; a bad name is refused naming
@@ -221,11 +226,8 @@ TEST(PublishedRun, ElementwiseOnlyWhenTheEntryNamesIt) {
 TEST(PublishedRun, AttentionKernelOnlyWhenTheEntryNamesIt) {
   Json e = llama_entry();
   e["family"] = Json::parse(R"({"source": "s", "framework": "torchtitan", "gpu_generation": "H100"})");
-  EXPECT_EQ(map_ok(e).plan.attention_kernel, AttentionKernel::kGeneric);
-  e["attention_kernel"] = "flash2";
-  EXPECT_EQ(map_ok(e).plan.attention_kernel, AttentionKernel::kFlash2);
-  e["attention_kernel"] = "sdpa";
-  EXPECT_NE(map_error(e).find("attention_kernel"), std::string::npos);
+  e = expect_named_field(e, "attention_kernel", &Plan::attention_kernel,
+                         AttentionKernel::kGeneric, "flash2", AttentionKernel::kFlash2, "sdpa");
   // Named on a GPU without published rates: refused when the run is mapped, naming the GPU.
   e["attention_kernel"] = "cudnn";
   e["hardware"]["gpu"] = "A100-SXM4-80GB";
@@ -581,11 +583,8 @@ TEST(PublishedRun, Fp8RecipeFromTheEntry) {
 TEST(PublishedRun, Zero3RecomputeGatherOnlyWhenTheEntryNamesIt) {
   Json e = llama_entry();
   e["parallel"]["zero_stage"] = 3;
-  EXPECT_EQ(map_ok(e).plan.zero3_recompute_gather, ZeroRecomputeGather::kAgain);
-  e["zero3_recompute_gather"] = "kept";
-  EXPECT_EQ(map_ok(e).plan.zero3_recompute_gather, ZeroRecomputeGather::kKept);
-  e["zero3_recompute_gather"] = "once";
-  EXPECT_NE(map_error(e).find("zero3_recompute_gather"), std::string::npos);
+  expect_named_field(e, "zero3_recompute_gather", &Plan::zero3_recompute_gather,
+                     ZeroRecomputeGather::kAgain, "kept", ZeroRecomputeGather::kKept, "once");
 }
 
 // FSDP's backward prefetch ahead of the reduce-scatter only where the entry names it; a bad
@@ -593,11 +592,9 @@ TEST(PublishedRun, Zero3RecomputeGatherOnlyWhenTheEntryNamesIt) {
 TEST(PublishedRun, Zero3BackwardPrefetchOnlyWhenTheEntryNamesIt) {
   Json e = llama_entry();
   e["parallel"]["zero_stage"] = 3;
-  EXPECT_EQ(map_ok(e).plan.zero3_backward_prefetch, ZeroBackwardPrefetch::kAfterReduce);
-  e["zero3_backward_prefetch"] = "before-reduce";
-  EXPECT_EQ(map_ok(e).plan.zero3_backward_prefetch, ZeroBackwardPrefetch::kBeforeReduce);
-  e["zero3_backward_prefetch"] = "ahead";
-  EXPECT_NE(map_error(e).find("zero3_backward_prefetch"), std::string::npos);
+  expect_named_field(e, "zero3_backward_prefetch", &Plan::zero3_backward_prefetch,
+                     ZeroBackwardPrefetch::kAfterReduce, "before-reduce",
+                     ZeroBackwardPrefetch::kBeforeReduce, "ahead");
 }
 
 // FSDP's FP8 weight all-gather only where the entry names it; on a run without ZeRO-3 it is
