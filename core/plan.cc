@@ -84,6 +84,14 @@ std::string_view to_string(ZeroCollectives c) {
   }
   return "?";
 }
+std::string_view to_string(GradAccumulationPass g) {
+  switch (g) {
+    case GradAccumulationPass::kNone: return "none";
+    case GradAccumulationPass::kCastAdd: return "cast-add";
+    case GradAccumulationPass::kAdd: return "add";
+  }
+  return "?";
+}
 std::string_view to_string(Elementwise e) {
   switch (e) {
     case Elementwise::kFused: return "fused";
@@ -153,7 +161,8 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   if (r.get_choice("elementwise", c, {"fused", "eager", "eager-swiglu"}, false))
     p.elementwise = static_cast<Elementwise>(c);
   r.get_bool("ddp_bucket_copy", p.ddp_bucket_copy, false);
-  r.get_bool("grad_accumulation_pass", p.grad_accumulation_pass, false);
+  if (r.get_choice("grad_accumulation_pass", c, {"none", "cast-add", "add"}, false))
+    p.grad_accumulation_pass = static_cast<GradAccumulationPass>(c);
   if (r.get_choice("zero3_recompute_gather", c, {"again", "kept"}, false))
     p.zero3_recompute_gather = static_cast<ZeroRecomputeGather>(c);
   if (r.get_choice("zero3_backward_prefetch", c, {"after-reduce", "before-reduce"}, false))
@@ -210,7 +219,8 @@ Json plan_to_json(const Plan& p) {
   if (p.elementwise != Elementwise::kFused)  // written only when set, as cp
     j["elementwise"] = std::string(to_string(p.elementwise));
   if (p.ddp_bucket_copy) j["ddp_bucket_copy"] = true;  // written only when set, as cp
-  if (p.grad_accumulation_pass) j["grad_accumulation_pass"] = true;  // written only when set
+  if (p.grad_accumulation_pass != GradAccumulationPass::kNone)  // written only when set
+    j["grad_accumulation_pass"] = std::string(to_string(p.grad_accumulation_pass));
   if (p.zero3_recompute_gather != ZeroRecomputeGather::kAgain)  // written only when set
     j["zero3_recompute_gather"] = std::string(to_string(p.zero3_recompute_gather));
   if (p.zero3_backward_prefetch != ZeroBackwardPrefetch::kAfterReduce)  // written only when set
@@ -254,7 +264,8 @@ std::string describe(const Plan& p) {
   if (p.zero3_gather == ZeroGather::kPerTensor) os << " zero3-gather=per-tensor";
   if (p.zero1_collectives != ZeroCollectives::kFlat)
     os << " zero1-collectives=" << to_string(p.zero1_collectives);
-  if (p.grad_accumulation_pass) os << " grad-accumulation-pass";
+  if (p.grad_accumulation_pass != GradAccumulationPass::kNone)
+    os << " grad-accumulation-pass=" << to_string(p.grad_accumulation_pass);
   if (p.elementwise == Elementwise::kEager) os << " eager";
   if (p.elementwise == Elementwise::kEagerSwiglu) os << " eager-swiglu";
   if (p.zero3_recompute_gather == ZeroRecomputeGather::kKept) os << " zero3-recompute-gather=kept";
@@ -330,13 +341,14 @@ Status validate_plan(const Plan& p) {
     return err("zero1_collectives=" + std::string(to_string(p.zero1_collectives)) +
                " says how ZeRO-1 reduces gradients and gathers parameters; the plan has "
                "zero_stage " + std::to_string(p.zero_stage));
-  if (p.grad_accumulation_pass && p.zero_stage > 1)
-    return err("grad_accumulation_pass=true says how an unsharded fp32 gradient buffer is "
+  const std::string pass = "grad_accumulation_pass=" + std::string(to_string(p.grad_accumulation_pass));
+  if (p.grad_accumulation_pass != GradAccumulationPass::kNone && p.zero_stage > 1)
+    return err(pass + " says how an unsharded fp32 gradient buffer is "
                "filled; the plan has zero_stage " + std::to_string(p.zero_stage) +
                " (it runs with ZeRO 0 or 1)");
-  if (p.grad_accumulation_pass &&
+  if (p.grad_accumulation_pass != GradAccumulationPass::kNone &&
       (p.grad_precision != GradPrecision::kFp32 || p.precision == Precision::kFp32))
-    return err("grad_accumulation_pass=true adds 16-bit gradients into an fp32 buffer; the plan "
+    return err(pass + " adds 16-bit gradients into an fp32 buffer; the plan "
                "has precision " + std::string(to_string(p.precision)) + " and grad_precision " +
                std::string(to_string(p.grad_precision)) +
                " (it needs a 16-bit precision and grad_precision fp32)");

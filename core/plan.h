@@ -90,19 +90,21 @@ enum class ZeroGather { kFlat, kPerTensor };
 // shards. flat: one reduce-scatter of each gradient bucket and one all-gather of the updated
 // parameters, each over a flat buffer the collective reads and writes in place (Megatron-Core's
 // distributed optimizer, DeepSpeed's ZeRO-1/2, PyTorch FSDP's flat parameter). per-rank:
-// nanotron 0.5's ZeroDistributedOptimizer (huggingface/nanotron at e24d2483, the Ultra-Scale
-// Playbook's benchmark branch), whose collectives take Python lists of one tensor per
-// data-parallel rank: the gradient hook (optim/gradient_accumulator.py, get_fp32_accum_hook)
-// flattens each DDP bucket's fp32 gradients once per rank (distributed.py,
-// reduce_scatter_coalesced: one _flatten_dense_tensors per group rank) and PyTorch's
-// ProcessGroupNCCL::reduce_scatter copies each list entry into its flat buffer
-// ("inputFlattened[i][j].copy_(inputTensors[i][j], true)"), then each tensor's reduced shard is
-// copied back; after the optimizer step (optim/zero.py, _all_gather_params; distributed.py,
+// nanotron 0.5's ZeroDistributedOptimizer with fp32 gradient accumulation (huggingface/nanotron
+// at e24d2483 and 67c5ebb6, the Ultra-Scale Playbook's benchmark branches). The model is not
+// wrapped in DDP then (trainer.py _init_model: make_ddp = dp > 1 and not
+// (accumulate_grad_in_fp32 and zero_stage > 0)), so no gradient hook runs in the backward:
+// after the pipeline has drained, training_step calls sync_gradients_across_dp with
+// reduce_scatter=False ("This is too memory hungry, instead we run all_reduce"), one all-reduce
+// of the accumulator's contiguous fp32 gradient buffer in place
+// (optim/gradient_accumulator.py FP32GradientAccumulator.sync_gradients_across_dp). After the
+// optimizer step on this rank's shard (optim/zero.py, _all_gather_params; distributed.py,
 // all_gather_coalesced) the updated parameters are flattened once per rank, gathered into a
-// list that ProcessGroupNCCL::allgather fills with one copy per rank
+// list that PyTorch's ProcessGroupNCCL::allgather fills with one copy per rank
 // ("outputTensors[i][j].copy_(outputFlattened[i][j], true)"), and copied back one tensor per
-// rank (_unflatten_dense_tensors, then copy_). Launches per bucket and per step grow with the
-// data-parallel size times the tensors (core/cost/data_parallel.cc).
+// rank (_unflatten_dense_tensors, then copy_): launches per step grow with the data-parallel
+// size times the tensors (core/cost/data_parallel.cc). The all-reduce's place after the
+// pipeline is the run's (SimOptions::overlap_grad_reduce false; the published entries say so).
 // all-reduce: DeepSpeed's BF16_Optimizer under its PipelineEngine (microsoft/DeepSpeed at
 // 56c52238, PR #1801 "bf16+pipeline parallelism", 2022-04-19; the branch BLOOM's tr11 README
 // names, olruwase/bf16-updates, became it): optimizer states and fp32 master weights sharded as
@@ -126,6 +128,22 @@ enum class ZeroCollectives { kFlat, kPerRank, kAllReduce };
 // RMSNorm and flash-attn's rotary kernel): the eager SwiGLU's kernels and the silu output autograd
 // keeps, nothing else of eager.
 enum class Elementwise { kFused, kEager, kEagerSwiglu };
+// How each micro-batch's gradients reach an unsharded fp32 buffer when they are not accumulated
+// inside the weight-gradient GEMMs. none: they are (Megatron-LM's gradient accumulation fusion
+// into main_grad), or the gradients stay in the compute precision. cast-add: DeepSpeed's
+// BF16_Optimizer (microsoft/DeepSpeed at 56c52238, runtime/bf16_optimizer.py update_hp_grads:
+// "hp_grad.data.add_(lp.grad.data.to(hp_grad.dtype)...)", called after every micro-batch's
+// backward by runtime/pipe/engine.py _exec_backward_pass; clear_lp_grads sets param.grad to None
+// before it): per parameter tensor a cast to fp32 (reads 2 bytes, writes 4) and an add (reads
+// 4 + 4, writes 4), two kernels. add: nanotron 0.5's FP32GradientAccumulator (huggingface/
+// nanotron e24d2483, optim/gradient_accumulator.py backward -> _accumulate_grad:
+// "fp32_grad.add_(half_param.grad)", then half_param.grad = None), one in-place add per tensor
+// with the bf16 gradient cast inside the kernel (reads 2 + 4, writes 4); under DDP the last
+// micro-batch's adds run in its communication hook (get_fp32_accum_hook), the same kernels per
+// bucket. Either way the `precision` gradients stay allocated beside the fp32 buffer until the
+// pass frees them (core/cost/memory.cc), and the pass runs on the compute stream after each
+// micro-batch's backward (core/cost/tasks.cc).
+enum class GradAccumulationPass { kNone, kCastAdd, kAdd };
 // Whether ZeRO-3 gathers a fully recomputed layer's weights again for its recompute. again:
 // the recompute's forward gathers, then the backward gathers once more (DeepSpeed ZeRO-3, whose
 // hooks sit on every submodule and fire inside the recompute; the model as it was before this
@@ -172,6 +190,7 @@ std::string_view to_string(GradPrecision g);
 std::string_view to_string(ZeroGather g);
 std::string_view to_string(ZeroCollectives c);
 std::string_view to_string(Elementwise e);
+std::string_view to_string(GradAccumulationPass g);
 std::string_view to_string(ZeroRecomputeGather g);
 std::string_view to_string(ZeroBackwardPrefetch p);
 std::string_view to_string(Fp8Scaling s);
@@ -228,21 +247,14 @@ struct Plan {
   // every gradient in its buckets, in the parameters' precision, beside the parameters' .grad
   // (PyTorch's DistributedDataParallel documentation: gradient_as_bucket_view "can reduce peak
   // memory usage, where the saved memory size will be equal to the total gradients size").
-  // nanotron 0.5 builds DDP so (trainer.py at e24d2483) and accumulates into its own fp32
-  // buffer besides. Memory only (core/cost/memory.cc). Needs zero_stage 0 or 1 (DDP).
+  // nanotron 0.5 builds DDP so (trainer.py at e24d2483) where it builds DDP at all (dp > 1
+  // without ZeRO-1: see ZeroCollectives per-rank) and accumulates into its own fp32 buffer
+  // besides. Memory only (core/cost/memory.cc). Needs zero_stage 0 or 1 (DDP).
   bool ddp_bucket_copy = false;
   // Gradients accumulated over micro-batches by a separate pass instead of inside the weight-
-  // gradient GEMMs: each micro-batch's backward writes fresh `precision` gradients (the previous
-  // ones set to None first), then every parameter tensor's gradient is cast to fp32 and added
-  // into the fp32 accumulation buffer, two kernels per tensor. DeepSpeed's BF16_Optimizer
-  // (microsoft/DeepSpeed at 56c52238, runtime/bf16_optimizer.py update_hp_grads:
-  // "hp_grad.data.add_(lp.grad.data.to(hp_grad.dtype)...)", called after every micro-batch's
-  // backward by runtime/pipe/engine.py _exec_backward_pass; clear_lp_grads sets param.grad to
-  // None before it). Per micro-batch and parameter: the cast reads 2 bytes and writes 4, the add
-  // reads 4 + 4 and writes 4 (core/cost/tasks.cc); the `precision` gradients stay allocated
-  // beside the fp32 buffer (core/cost/memory.cc). Needs grad_precision fp32 and a 16-bit
-  // precision.
-  bool grad_accumulation_pass = false;
+  // gradient GEMMs (GradAccumulationPass). Needs grad_precision fp32, a 16-bit precision and
+  // ZeRO 0 or 1.
+  GradAccumulationPass grad_accumulation_pass = GradAccumulationPass::kNone;
   ZeroRecomputeGather zero3_recompute_gather = ZeroRecomputeGather::kAgain;  // with zero_stage 3
   ZeroBackwardPrefetch zero3_backward_prefetch = ZeroBackwardPrefetch::kAfterReduce;  // with zero_stage 3
   Elementwise elementwise = Elementwise::kFused;

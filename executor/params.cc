@@ -51,10 +51,11 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
   if (m.dropout) return no("dropout (set \"dropout\": false in the model)");
   if (m.num_kv_heads != m.num_attention_heads) return no("grouped-query attention (num_kv_heads != num_attention_heads)");
   // Before the precision check: the pass needs a 16-bit plan, which is refused below.
-  if (p.grad_accumulation_pass)
-    return no("grad_accumulation_pass (DeepSpeed BF16_Optimizer's per-micro-batch cast and add "
-              "of the 16-bit gradients into fp32, modelled by plan and simulate): the executors "
-              "accumulate in the backward; leave it false");
+  if (p.grad_accumulation_pass != GradAccumulationPass::kNone)
+    return no("grad_accumulation_pass " + std::string(to_string(p.grad_accumulation_pass)) +
+              " (DeepSpeed BF16_Optimizer's or nanotron's per-micro-batch add of the 16-bit "
+              "gradients into fp32, modelled by plan and simulate): the executors accumulate in "
+              "the backward; use none");
   if (p.precision != Precision::kFp32)
     return no("precision " + std::string(to_string(p.precision)) +
               ": it computes and communicates float32, so the plan must say \"precision\": \"fp32\" "
@@ -71,8 +72,9 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
               "simulate): the executors gather each block flat; use flat");
   if (p.zero1_collectives != ZeroCollectives::kFlat)
     return no("zero1_collectives " + std::string(to_string(p.zero1_collectives)) +
-              " (nanotron 0.5's ZeRO-1 list collectives, one tensor per rank, or DeepSpeed's "
-              "BF16_Optimizer's whole-gradient all-reduce, modelled by plan and simulate): the "
+              " (nanotron 0.5's ZeRO-1 whole-gradient all-reduce and gather into one tensor per "
+              "rank, or DeepSpeed's BF16_Optimizer's whole-gradient all-reduce, modelled by plan "
+              "and simulate): the "
               "executors reduce and gather each block flat; use flat");
   if (p.ddp_bucket_copy)
     return no("ddp_bucket_copy (PyTorch DDP's second copy of the gradients, modelled by plan "

@@ -541,8 +541,9 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   int zero1_collectives = -1;
   r.get_choice("zero1_collectives", zero1_collectives, {"flat", "per-rank", "all-reduce"},
                false);
-  bool grad_accumulation_pass = false;
-  r.get_bool("grad_accumulation_pass", grad_accumulation_pass, false);
+  int grad_accumulation_pass = -1;
+  r.get_choice("grad_accumulation_pass", grad_accumulation_pass, {"none", "cast-add", "add"},
+               false);
   int elementwise = -1;
   r.get_choice("elementwise", elementwise, {"fused", "eager", "eager-swiglu"}, false);
   bool ddp_bucket_copy = false;
@@ -626,7 +627,8 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   p.ddp_bucket_copy = ddp_bucket_copy;
   // A separate pass adding each micro-batch's 16-bit gradients into fp32, where the entry names
   // its framework's optimizer doing so (Plan::grad_accumulation_pass).
-  p.grad_accumulation_pass = grad_accumulation_pass;
+  if (grad_accumulation_pass >= 0)
+    p.grad_accumulation_pass = static_cast<GradAccumulationPass>(grad_accumulation_pass);
   // FSDP around the checkpoint wrapper: one gather serves a recomputed layer's recompute and
   // backward, where the entry names it from its framework's code (Plan::zero3_recompute_gather).
   if (zero3_recompute_gather >= 0)

@@ -82,29 +82,7 @@ void add_per_tensor_gathers(std::vector<Task>& out, std::string_view name, CommG
   }
 }
 
-// Plan::zero1_collectives per-rank (nanotron 0.5; sources at the enum). The gradients arrive in
-// PyTorch DDP buckets of 25 MiB in the parameters' precision (DistributedDataParallel's default
-// bucket_cap_mb, which nanotron's benchmark config also sets); the simulator reduces a block
-// at once, so a block counts the buckets its gradients fill.
-constexpr double kDdpBucketBytes = 25.0 * 1024.0 * 1024.0;
-
-// Before the reduce-scatter: per bucket the hook flattens the fp32 gradients once per rank of
-// the group (reduce_scatter_coalesced) and ProcessGroupNCCL copies each of the n list entries
-// into its flat input, each pass reading and writing the block's gradients once; after it, each
-// tensor's reduced shard is copied back into the gradient buffer. All counted before the
-// collective (the copies back are one launch per tensor and a 1/n of the bytes).
-void add_per_rank_grad_copies(std::vector<Task>& out, std::int64_t n, std::int64_t params,
-                              std::int64_t tensors, double param_bytes, double grad_bytes) {
-  if (params <= 0 || n <= 1) return;
-  const auto buckets = static_cast<std::int64_t>(
-      std::max(1.0, std::ceil(d(params) * param_bytes / kDdpBucketBytes)));
-  Task copies = memory("zero1_grad_rank_copies",
-                       (2.0 * 2.0 * d(params) + 2.0 * d(params) / d(n)) * grad_bytes,
-                       MemoryKernel::kElementwise);
-  copies.launches = buckets * 2 * n + std::max<std::int64_t>(1, tensors);
-  out.push_back(copies);
-}
-
+// Plan::zero1_collectives per-rank (nanotron 0.5; sources at the enum).
 // Around the parameter all-gather: before it, one flatten per rank of that rank's slices of
 // every tensor (all_gather_coalesced's output lists; the whole block read and written) and the
 // flatten of this rank's own shard; after it, ProcessGroupNCCL's copy out of the flat output
@@ -226,18 +204,23 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
                            p.tp, d(b.tp_replicated_params) * g));
       if (p.zero_stage == 0) add("dp_grad_all_reduce", "expert_dp_grad_all_reduce",
                                  Collective::kAllReduce);
-      if (p.zero_stage == 1 && p.zero1_collectives == ZeroCollectives::kPerRank) {
-        add_per_rank_grad_copies(out, dense, b.dense_params, b.tensors, e, g);
-        add_per_rank_grad_copies(out, expert, b.expert_params, b.expert_tensors, e, g);
-      }
-      if (p.zero_stage == 1 && p.zero1_collectives == ZeroCollectives::kAllReduce) {
-        add_whole_grad_all_reduce(out, "zero1_grad_all_reduce", CommGroup::kDp, dense,
-                                  b.dense_params, g);
-        add_whole_grad_all_reduce(out, "zero1_expert_grad_all_reduce", CommGroup::kExpertDp,
-                                  expert, b.expert_params, g);
-      } else if (p.zero_stage == 1) {
-        add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
-            Collective::kReduceScatter);
+      if (p.zero_stage == 1) {
+        switch (p.zero1_collectives) {
+          case ZeroCollectives::kFlat:
+            add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
+                Collective::kReduceScatter);
+            break;
+          case ZeroCollectives::kPerRank:
+            // nanotron: its accumulator's contiguous fp32 buffer, all-reduced in place.
+            add("zero1_grad_all_reduce", "zero1_expert_grad_all_reduce", Collective::kAllReduce);
+            break;
+          case ZeroCollectives::kAllReduce:
+            add_whole_grad_all_reduce(out, "zero1_grad_all_reduce", CommGroup::kDp, dense,
+                                      b.dense_params, g);
+            add_whole_grad_all_reduce(out, "zero1_expert_grad_all_reduce", CommGroup::kExpertDp,
+                                      expert, b.expert_params, g);
+            break;
+        }
       }
       // Hybrid sharding: the shard groups sum the step's reduced shards across each other once,
       // after the last micro-batch (FSDP2's HSDP with the all-reduce skipped on the others,

@@ -238,10 +238,11 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   // PyTorch DDP's own bucket copy of every gradient, in the parameters' precision
   // (Plan::ddp_bucket_copy; DDP runs unsharded, ZeRO 0 or 1).
   if (p.ddp_bucket_copy) mem.gradients_bytes += sb.weights * (dense + expert);
-  // The 16-bit gradients a separate accumulation pass reads stay allocated beside the fp32
-  // buffer until the next micro-batch's backward frees them (Plan::grad_accumulation_pass;
-  // ZeRO 0 or 1, unsharded).
-  if (p.grad_accumulation_pass) mem.gradients_bytes += sb.weights * (dense + expert);
+  // The 16-bit gradients a separate accumulation pass reads are allocated beside the fp32
+  // buffer at the end of each micro-batch's backward (Plan::grad_accumulation_pass: DeepSpeed
+  // frees them before the next backward, nanotron right after its add; ZeRO 0 or 1, unsharded).
+  if (p.grad_accumulation_pass != GradAccumulationPass::kNone)
+    mem.gradients_bytes += sb.weights * (dense + expert);
   const double opt = sb.optimizer * shard(dense, expert, p.zero_stage >= 1);
   place_offloaded_states(p, opt, mem);
   mem.host_param_bytes += nvme_param_read_buffer_bytes(m, p, stage);

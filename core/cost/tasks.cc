@@ -572,18 +572,20 @@ std::vector<Task> cost_internal::op_checkpoint_matmuls(const ModelSpec& m, const
 }
 
 namespace {
-// Plan::grad_accumulation_pass (DeepSpeed's BF16_Optimizer.update_hp_grads; sources at the
-// field): after each micro-batch's backward, every parameter tensor of block b has its fresh
-// `precision` gradient cast to fp32 (reads e bytes, writes 4) and added into the fp32 buffer
-// (reads 4 + 4, writes 4): two kernels per tensor.
+// Plan::grad_accumulation_pass (sources at GradAccumulationPass): after each micro-batch's
+// backward, every parameter tensor of block b has its fresh `precision` gradient added into the
+// fp32 buffer. cast-add (DeepSpeed's BF16_Optimizer.update_hp_grads): a cast to fp32 (reads e
+// bytes, writes 4) and an add (reads 4 + 4, writes 4), two kernels per tensor. add (nanotron's
+// FP32GradientAccumulator): one in-place add that casts as it reads (reads e + 4, writes 4).
 void add_grad_accumulation_pass(std::vector<Task>& out, const ParamBlock& b, const Plan& p) {
-  if (!p.grad_accumulation_pass) return;
+  if (p.grad_accumulation_pass == GradAccumulationPass::kNone) return;
   const double params = d(b.dense_params + b.expert_params);
   if (params <= 0) return;
   const double e = bytes_per_element(p.precision);
-  Task t = memory("grad_accumulation_pass", params * (e + 4.0 + 4.0 + 4.0 + 4.0),
-                  MemoryKernel::kElementwise);
-  t.launches = 2 * std::max<std::int64_t>(1, b.tensors + b.expert_tensors);
+  const bool cast = p.grad_accumulation_pass == GradAccumulationPass::kCastAdd;
+  const double bytes = cast ? e + 4.0 + 4.0 + 4.0 + 4.0 : e + 4.0 + 4.0;
+  Task t = memory("grad_accumulation_pass", params * bytes, MemoryKernel::kElementwise);
+  t.launches = (cast ? 2 : 1) * std::max<std::int64_t>(1, b.tensors + b.expert_tensors);
   out.push_back(t);
 }
 }  // namespace

@@ -973,10 +973,10 @@ TEST(PlanLoader, Zero1CollectivesRoundTripAndErrors) {
   }
 }
 
-// zero1_collectives all-reduce (DeepSpeed's BF16_Optimizer) and grad_accumulation_pass: written
-// only when set, shown in the description, round-trip; refused by name where the plan is not
-// ZeRO-1 (all-reduce), shards gradients, keeps fp32 weights or compute-precision gradients
-// (the pass).
+// zero1_collectives all-reduce (DeepSpeed's BF16_Optimizer) and grad_accumulation_pass
+// (cast-add, DeepSpeed's; add, nanotron's): written only when set, shown in the description,
+// round-trip; refused by name where the plan is not ZeRO-1 (all-reduce), shards gradients, keeps
+// fp32 weights or compute-precision gradients (the pass), or the value is unknown.
 TEST(PlanLoader, AllReduceZero1AndGradAccumulationPassRoundTripAndErrors) {
   Json j = basic_plan();
   j["zero_stage"] = 1;
@@ -984,19 +984,20 @@ TEST(PlanLoader, AllReduceZero1AndGradAccumulationPassRoundTripAndErrors) {
   j["grad_precision"] = "fp32";
   auto none = plan_from_json(j, "p.json");
   ASSERT_TRUE(none.ok()) << none.status().message();
-  EXPECT_FALSE(none->grad_accumulation_pass);
+  EXPECT_EQ(none->grad_accumulation_pass, GradAccumulationPass::kNone);
   EXPECT_FALSE(plan_to_json(*none).contains("grad_accumulation_pass"));
   j["zero1_collectives"] = "all-reduce";
-  j["grad_accumulation_pass"] = true;
+  j["grad_accumulation_pass"] = "cast-add";
   auto ds = plan_from_json(j, "p.json");
   ASSERT_TRUE(ds.ok()) << ds.status().message();
   EXPECT_EQ(ds->zero1_collectives, ZeroCollectives::kAllReduce);
-  EXPECT_TRUE(ds->grad_accumulation_pass);
+  EXPECT_EQ(ds->grad_accumulation_pass, GradAccumulationPass::kCastAdd);
   EXPECT_EQ(plan_to_json(*ds).at("zero1_collectives"), "all-reduce");
-  EXPECT_EQ(plan_to_json(*ds).at("grad_accumulation_pass"), true);
+  EXPECT_EQ(plan_to_json(*ds).at("grad_accumulation_pass"), "cast-add");
   EXPECT_NE(describe(*ds).find(" zero1-collectives=all-reduce"), std::string::npos)
       << describe(*ds);
-  EXPECT_NE(describe(*ds).find(" grad-accumulation-pass"), std::string::npos) << describe(*ds);
+  EXPECT_NE(describe(*ds).find(" grad-accumulation-pass=cast-add"), std::string::npos)
+      << describe(*ds);
   auto back = plan_from_json(plan_to_json(*ds), "again");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(plan_to_json(*back), plan_to_json(*ds));
@@ -1005,19 +1006,26 @@ TEST(PlanLoader, AllReduceZero1AndGradAccumulationPassRoundTripAndErrors) {
                         {"p.json", "zero1_collectives=all-reduce", "zero_stage 2"}));
   j.erase("zero1_collectives");
   EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
-                        {"p.json", "grad_accumulation_pass=true", "zero_stage 2"}));
+                        {"p.json", "grad_accumulation_pass=cast-add", "zero_stage 2"}));
   j["zero_stage"] = 0;
   ASSERT_TRUE(plan_from_json(j, "p.json").ok());
   j["grad_precision"] = "compute";
   EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
-                        {"p.json", "grad_accumulation_pass=true", "grad_precision compute"}));
+                        {"p.json", "grad_accumulation_pass=cast-add", "grad_precision compute"}));
   j["grad_precision"] = "fp32";
   j["precision"] = "fp32";
   EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
-                        {"p.json", "grad_accumulation_pass=true", "precision fp32"}));
+                        {"p.json", "grad_accumulation_pass=cast-add", "precision fp32"}));
   j["precision"] = "fp16";
   ASSERT_TRUE(plan_from_json(j, "p.json").ok());
+  j["grad_accumulation_pass"] = "add";  // nanotron's one add per tensor
+  auto nt = plan_from_json(j, "p.json");
+  ASSERT_TRUE(nt.ok()) << nt.status().message();
+  EXPECT_EQ(nt->grad_accumulation_pass, GradAccumulationPass::kAdd);
+  EXPECT_EQ(plan_to_json(*nt).at("grad_accumulation_pass"), "add");
   j["grad_accumulation_pass"] = "yes";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "grad_accumulation_pass", "yes"}));
+  j["grad_accumulation_pass"] = true;  // the boolean of earlier versions is refused by name
   EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "grad_accumulation_pass"}));
 }
 

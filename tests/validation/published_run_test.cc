@@ -171,24 +171,28 @@ TEST(PublishedRun, Zero1CollectivesOnlyWhenTheEntryNamesIt) {
 }
 
 // DeepSpeed's BF16_Optimizer behaviours only where the entry names them (zero1_collectives
-// all-reduce, grad_accumulation_pass); bad values refused naming the field, and the pass on an
+// all-reduce, grad_accumulation_pass cast-add; nanotron's add too); bad values refused naming the field, and the pass on an
 // fp16 entry with compute-precision gradients refused by the plan's own check.
 TEST(PublishedRun, Bf16OptimizerBehavioursOnlyWhenTheEntryNamesThem) {
   Json e = gpt_entry();
   e["parallel"]["zero_stage"] = 1;
   e["precision"] = "bf16";
-  EXPECT_FALSE(map_ok(e).plan.grad_accumulation_pass);
+  EXPECT_EQ(map_ok(e).plan.grad_accumulation_pass, GradAccumulationPass::kNone);
   e["zero1_collectives"] = "all-reduce";
-  e["grad_accumulation_pass"] = true;
+  e["grad_accumulation_pass"] = "cast-add";
   const PublishedRun r = map_ok(e);
   EXPECT_EQ(r.plan.zero1_collectives, ZeroCollectives::kAllReduce);
-  EXPECT_TRUE(r.plan.grad_accumulation_pass);
+  EXPECT_EQ(r.plan.grad_accumulation_pass, GradAccumulationPass::kCastAdd);
   EXPECT_EQ(r.plan.grad_precision, GradPrecision::kFp32);
+  e["grad_accumulation_pass"] = "add";
+  EXPECT_EQ(map_ok(e).plan.grad_accumulation_pass, GradAccumulationPass::kAdd);
   e["grad_accumulation_pass"] = "true";
   EXPECT_NE(map_error(e).find("grad_accumulation_pass"), std::string::npos);
   e["grad_accumulation_pass"] = true;
+  EXPECT_NE(map_error(e).find("grad_accumulation_pass"), std::string::npos);
+  e["grad_accumulation_pass"] = "cast-add";
   e["precision"] = "fp16";
-  EXPECT_NE(map_error(e).find("grad_accumulation_pass=true"), std::string::npos);
+  EXPECT_NE(map_error(e).find("grad_accumulation_pass=cast-add"), std::string::npos);
   e["precision"] = "bf16";
   e["zero1_collectives"] = "allreduce";
   EXPECT_NE(map_error(e).find("zero1_collectives"), std::string::npos);

@@ -271,7 +271,7 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
          p.zero_stage = 1;
          p.precision = Precision::kBf16;
          p.grad_precision = GradPrecision::kFp32;
-         p.grad_accumulation_pass = true;
+         p.grad_accumulation_pass = GradAccumulationPass::kAdd;
        },
        "the CPU executor does not support grad_accumulation_pass"},
       // nanotron's loss, eager SwiGLU and DDP bucket copy are simulated, not executed.

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""What a slower inter-node network would do to the Ultra-Scale Playbook runs (issue 23, study
+bench/results/published-2026-12-02-nanotron). Uses published_breakdown's SLOWDOWN knob (every
+inter-node bandwidth divided by it; a what-if, not a model) and prints two markdown tables:
+
+1. each run on 4+ nodes at slowdowns 1 ... 11 (throughput error, + is predicted too fast), and
+2. each run at the slowdown its node count would get if the playbook's own all-reduce benchmark
+   on the cluster were the network (bus bandwidth 160 / 100 / 85 / 65 / 33 GB/s on 4 / 8 / 16 /
+   32 / 64 nodes, against the presets' 8 x 46 = 368 GB/s of NICs per node; the netscale study's
+   divisors).
+
+Run: python3 bench/scripts/nanotron_network_whatif.py BUILD_DIR CORPUS
+"""
+import json
+import subprocess
+import sys
+
+SLOWDOWNS = [1, 1.5, 2, 2.5, 3, 4, 6, 8, 11]
+PRESET_NODE_GBPS = 8 * 46.0
+BENCH_BUSBW = {4: 160, 8: 100, 16: 85, 32: 65, 64: 33}
+
+
+def breakdown(build, corpus, filt, slowdown):
+    out = subprocess.run([f"{build}/bench/simulator/published_breakdown", corpus, filt,
+                          str(slowdown)], check=True, capture_output=True, text=True).stdout
+    return {j["id"]: j for j in (json.loads(l) for l in out.splitlines() if l.startswith("{"))}
+
+
+def err(r):
+    return r["measured_step_s"] / r["predicted_step_s"] - 1
+
+
+def main(build, corpus):
+    runs = {s: breakdown(build, corpus, "nanotron", s) for s in SLOWDOWNS}
+    print("| run | nodes |" + "".join(f" /{s} |" for s in SLOWDOWNS))
+    print("|---|---:|" + "---:|" * len(SLOWDOWNS))
+    for rid, r in runs[1].items():
+        if r["nodes"] < 4:
+            continue
+        cells = "".join(f" {err(runs[s][rid]):+.1%} |" for s in SLOWDOWNS)
+        print(f"| {rid.replace('nanotron_ultrascale_h100_', '')} | {r['nodes']} |{cells}")
+    print()
+    print("| run | nodes | benchmark busbw (GB/s) | divisor | error at presets | error with the "
+          "benchmark as the network |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for nodes, busbw in BENCH_BUSBW.items():
+        div = PRESET_NODE_GBPS / busbw
+        at = breakdown(build, corpus, f"_{nodes}node", round(div, 2))
+        for rid, r in at.items():
+            print(f"| {rid.replace('nanotron_ultrascale_h100_', '')} | {nodes} | {busbw} | "
+                  f"{div:.2f} | {err(runs[1][rid]):+.1%} | {err(r):+.1%} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
