@@ -341,7 +341,8 @@ Status validate_plan(const Plan& p) {
     return err("zero1_collectives=" + std::string(to_string(p.zero1_collectives)) +
                " says how ZeRO-1 reduces gradients and gathers parameters; the plan has "
                "zero_stage " + std::to_string(p.zero_stage));
-  const std::string pass = "grad_accumulation_pass=" + std::string(to_string(p.grad_accumulation_pass));
+  const std::string pass =
+      "grad_accumulation_pass=" + std::string(to_string(p.grad_accumulation_pass));
   if (p.grad_accumulation_pass != GradAccumulationPass::kNone && p.zero_stage > 1)
     return err(pass + " says how an unsharded fp32 gradient buffer is "
                "filled; the plan has zero_stage " + std::to_string(p.zero_stage) +

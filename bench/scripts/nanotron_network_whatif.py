@@ -7,7 +7,8 @@ inter-node bandwidth divided by it; a what-if, not a model) and prints two markd
 2. each run at the slowdown its node count would get if the playbook's own all-reduce benchmark
    on the cluster were the network (bus bandwidth 160 / 100 / 85 / 65 / 33 GB/s on 4 / 8 / 16 /
    32 / 64 nodes, against the presets' 8 x 46 = 368 GB/s of NICs per node; the netscale study's
-   divisors).
+   divisors), and the family's median / p90 / mean throughput error both ways (the 1- and 2-node
+   runs keep the presets' network: the benchmark has no 2-node figure and 1 node is NVLink).
 
 Run: python3 bench/scripts/nanotron_network_whatif.py BUILD_DIR CORPUS
 """
@@ -43,12 +44,27 @@ def main(build, corpus):
     print("| run | nodes | benchmark busbw (GB/s) | divisor | error at presets | error with the "
           "benchmark as the network |")
     print("|---|---:|---:|---:|---:|---:|")
+    with_bench = {rid: err(r) for rid, r in runs[1].items()}
     for nodes, busbw in BENCH_BUSBW.items():
         div = PRESET_NODE_GBPS / busbw
         at = breakdown(build, corpus, f"_{nodes}node", round(div, 2))
         for rid, r in at.items():
+            with_bench[rid] = err(r)
             print(f"| {rid.replace('nanotron_ultrascale_h100_', '')} | {nodes} | {busbw} | "
                   f"{div:.2f} | {err(runs[1][rid]):+.1%} | {err(r):+.1%} |")
+    print()
+    for label, errs in (("presets' network", [err(r) for r in runs[1].values()]),
+                        ("the benchmark as the network", list(with_bench.values()))):
+        print(f"- family at {label}: {summary(errs)} over {len(errs)} runs")
+
+
+def summary(errs):
+    """Median and p90 of |error| (nearest rank), mean error."""
+    a = sorted(abs(e) for e in errs)
+    n = len(a)
+    med = (a[(n - 1) // 2] + a[n // 2]) / 2
+    p90 = a[min(n - 1, -(-9 * n // 10) - 1)]
+    return f"median {med:.1%}, p90 {p90:.1%}, mean {sum(errs) / n:+.1%}"
 
 
 if __name__ == "__main__":

@@ -171,8 +171,9 @@ TEST(PublishedRun, Zero1CollectivesOnlyWhenTheEntryNamesIt) {
 }
 
 // DeepSpeed's BF16_Optimizer behaviours only where the entry names them (zero1_collectives
-// all-reduce, grad_accumulation_pass cast-add; nanotron's add too); bad values refused naming the field, and the pass on an
-// fp16 entry with compute-precision gradients refused by the plan's own check.
+// all-reduce, grad_accumulation_pass cast-add; nanotron's add too); bad values refused naming the
+// field (a boolean too), and the pass on an fp16 entry with compute-precision gradients refused
+// by the plan's own check.
 TEST(PublishedRun, Bf16OptimizerBehavioursOnlyWhenTheEntryNamesThem) {
   Json e = gpt_entry();
   e["parallel"]["zero_stage"] = 1;
