@@ -597,6 +597,17 @@ TEST(PublishedRun, Zero3BackwardPrefetchOnlyWhenTheEntryNamesIt) {
                      ZeroBackwardPrefetch::kBeforeReduce, "ahead");
 }
 
+// PyTorch FSDP's copies only where the entry names its FSDP; a bad value is refused naming the
+// field.
+TEST(PublishedRun, Zero3CopiesOnlyWhenTheEntryNamesThem) {
+  Json e = llama_entry();
+  e["parallel"]["zero_stage"] = 3;
+  expect_named_field(e, "zero3_copies", &Plan::zero3_copies, ZeroCopies::kNone, "per-param",
+                     ZeroCopies::kPerParam, "fsdp2");
+  expect_named_field(e, "zero3_copies", &Plan::zero3_copies, ZeroCopies::kNone, "flat-param",
+                     ZeroCopies::kFlatParam, "flat");
+}
+
 // FSDP's FP8 weight all-gather only where the entry names it; on a run without ZeRO-3 it is
 // an error naming the field.
 TEST(PublishedRun, Fp8AllGatherOnlyWhenTheEntryNamesIt) {
