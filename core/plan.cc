@@ -106,6 +106,9 @@ std::string_view to_string(ZeroCopies c) {
   }
   return "?";
 }
+std::string_view to_string(InterleavedWarmup w) {
+  return w == InterleavedWarmup::kMegatron ? "megatron" : "torch";
+}
 std::string_view to_string(GradPrecision g) {
   return g == GradPrecision::kCompute ? "compute" : "fp32";
 }
@@ -166,6 +169,8 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
     p.zero3_recompute_gather = static_cast<ZeroRecomputeGather>(c);
   if (r.get_choice("zero3_backward_prefetch", c, {"after-reduce", "before-reduce"}, false))
     p.zero3_backward_prefetch = static_cast<ZeroBackwardPrefetch>(c);
+  if (r.get_choice("interleaved_warmup", c, {"megatron", "torch"}, false))
+    p.interleaved_warmup = static_cast<InterleavedWarmup>(c);
   if (r.get_choice("zero3_copies", c, {"none", "flat-param", "per-param"}, false))
     p.zero3_copies = static_cast<ZeroCopies>(c);
   r.get_bool("fp8", p.fp8, false);
@@ -225,6 +230,8 @@ Json plan_to_json(const Plan& p) {
     j["zero3_recompute_gather"] = std::string(to_string(p.zero3_recompute_gather));
   if (p.zero3_backward_prefetch != ZeroBackwardPrefetch::kAfterReduce)  // written only when set
     j["zero3_backward_prefetch"] = std::string(to_string(p.zero3_backward_prefetch));
+  if (p.interleaved_warmup != InterleavedWarmup::kMegatron)  // written only when set
+    j["interleaved_warmup"] = std::string(to_string(p.interleaved_warmup));
   if (p.zero3_copies != ZeroCopies::kNone)  // written only when set
     j["zero3_copies"] = std::string(to_string(p.zero3_copies));
   if (p.fp8) j["fp8"] = true;  // written only when used, as cp
@@ -273,6 +280,8 @@ std::string describe(const Plan& p) {
   if (p.zero3_backward_prefetch == ZeroBackwardPrefetch::kBeforeReduce)
     os << " zero3-backward-prefetch=before-reduce";
   if (p.zero3_copies != ZeroCopies::kNone) os << " zero3-copies=" << to_string(p.zero3_copies);
+  if (p.interleaved_warmup != InterleavedWarmup::kMegatron)
+    os << " interleaved-warmup=" << to_string(p.interleaved_warmup);
   if (p.ep_overlap) os << " ep-overlap";
   if (p.tp_comm_overlap) os << " tp-overlap";
   if (!p.layers_per_stage.empty()) {
@@ -332,6 +341,10 @@ Status validate_plan(const Plan& p) {
     return err("zero3_backward_prefetch=" + std::string(to_string(p.zero3_backward_prefetch)) +
                " says when ZeRO-3 gathers the next block in the backward; the plan has zero_stage " +
                std::to_string(p.zero_stage));
+  if (p.interleaved_warmup != InterleavedWarmup::kMegatron && p.schedule != Schedule::kInterleaved)
+    return err("interleaved_warmup=" + std::string(to_string(p.interleaved_warmup)) +
+               " says how the interleaved schedule warms up; the plan has schedule " +
+               std::string(to_string(p.schedule)));
   if (p.zero3_copies != ZeroCopies::kNone && p.zero_stage != 3)
     return err("zero3_copies=" + std::string(to_string(p.zero3_copies)) +
                " says which copies PyTorch FSDP makes around ZeRO-3's collectives; the plan has "

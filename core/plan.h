@@ -25,6 +25,16 @@ namespace trainplan {
 // 3.2.1): micro-batches fed from both ends, each stage holding two of the pp model chunks (its
 // own and a second copy of its mirror's); see core/schedule.h.
 enum class Schedule { kNaive, kGpipe, k1F1B, kInterleaved, kZbH1, kZbV, kDualPipe };
+// How the interleaved schedule warms up (core/schedule.cc, schedule_interleaved). Both take
+// (pp - stage - 1) * 2 + (v - 1) * pp chunk forwards before the first backward (capped at the
+// stage's m * v), then alternate. megatron: Megatron-LM's, which runs every forward before any
+// backward when the micro-batches are exactly pp ("all_warmup_microbatches",
+// megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving).
+// torch: torch.distributed.pipelining's ScheduleInterleaved1F1B (torch/distributed/pipelining/
+// schedules.py, _calculate_single_rank_operations, PyTorch 2.5-2.6, torchtitan's), which has no
+// such case: at m == pp the last stages start their backwards after the usual warm-up, so they
+// hold fewer micro-batches (the head's logits among them).
+enum class InterleavedWarmup { kMegatron, kTorch };
 // none: store every activation. selective: recompute the attention core (softmax, dropout,
 // scores x V), Korthikanti et al. 2022 sec. 5. full: store only each layer's input, recompute
 // the layer's forward in the backward pass (of every layer, or of the first
@@ -198,6 +208,7 @@ std::string_view to_string(Elementwise e);
 std::string_view to_string(ZeroRecomputeGather g);
 std::string_view to_string(ZeroBackwardPrefetch p);
 std::string_view to_string(ZeroCopies c);
+std::string_view to_string(InterleavedWarmup w);
 std::string_view to_string(Fp8Scaling s);
 
 struct Plan {
@@ -221,6 +232,7 @@ struct Plan {
   std::int64_t global_batch_size = 1;  // sequences per optimizer step, all replicas
   Schedule schedule = Schedule::k1F1B;
   std::int64_t virtual_stages = 1;     // model chunks per device (interleaved; 2: zb-v, dualpipe)
+  InterleavedWarmup interleaved_warmup = InterleavedWarmup::kMegatron;  // with interleaved
   Recompute recompute = Recompute::kNone;
   // Full recompute of only the first N layers of each model chunk, the others storing every
   // activation (Megatron-LM's --recompute-method block --recompute-num-layers N; the "skip"
