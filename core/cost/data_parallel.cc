@@ -199,7 +199,8 @@ std::vector<Task> reduce_copy_in(const Plan& p, const CopyPart& part) {
                            MemoryKernel::kElementwise));
     return out;
   }
-  if (g != e) out.push_back(memory("fsdp1_grad_cast", params * (e + g), MemoryKernel::kElementwise));
+  if (g != e)
+    out.push_back(memory("fsdp1_grad_cast", params * (e + g), MemoryKernel::kElementwise));
   if (part.padded > params)
     out.push_back(memory("fsdp1_grad_pad", (params + part.padded) * g, MemoryKernel::kElementwise));
   out.push_back(memory("fsdp1_grad_predivide", 2.0 * part.padded * g, MemoryKernel::kElementwise));
@@ -213,7 +214,8 @@ std::vector<CopyPart> copy_parts(const Plan& p, const ParamBlock& b) {
   if (b.dense_params > 0 && dense > 1)
     parts.push_back({b.dense_params, dense, b.tensors, d(padded(b.dense_params, dense))});
   if (b.expert_params > 0 && expert > 1)
-    parts.push_back({b.expert_params, expert, b.expert_tensors, d(padded(b.expert_params, expert))});
+    parts.push_back(
+        {b.expert_params, expert, b.expert_tensors, d(padded(b.expert_params, expert))});
   return parts;
 }
 
@@ -370,7 +372,8 @@ std::vector<Task> zero3_compute_copies(const Plan& p, const ParamBlock& b, DpPoi
       if (t.kind == TaskKind::kComm && t.collective == Collective::kAllGather)
         gathered += d(t.message_bytes);
     if (gathered > 0)
-      out.push_back(memory("fsdp2_all_gather_copy_out", 2.0 * gathered, MemoryKernel::kElementwise));
+      out.push_back(
+          memory("fsdp2_all_gather_copy_out", 2.0 * gathered, MemoryKernel::kElementwise));
   }
   if (p.zero3_copies == ZeroCopies::kFlatParam && point == DpPoint::kAfterBackward &&
       !copy_parts(p, b).empty()) {

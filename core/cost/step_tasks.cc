@@ -35,7 +35,8 @@ StepTasks step_tasks(const ModelSpec& model, const Plan& plan, std::int64_t stag
                           DpPoint::kBeforeBackward, DpPoint::kAfterBackward,
                           DpPoint::kAfterLastBackward, DpPoint::kAfterOptimizer}) {
       t.dp_[i][static_cast<std::size_t>(point)] = dp_block_tasks(plan, t.blocks[i], point);
-      t.copies_[i][static_cast<std::size_t>(point)] = zero3_compute_copies(plan, t.blocks[i], point);
+      t.copies_[i][static_cast<std::size_t>(point)] =
+          zero3_compute_copies(plan, t.blocks[i], point);
     }
   return t;
 }
