@@ -229,7 +229,8 @@ void add_gather_copy_ins(const Plan& p, const ParamBlock& b, std::vector<Task>& 
       const std::int64_t n = experts ? expert_dp_cp(p) : p.zero_shard_ranks();
       const std::int64_t params = experts ? b.expert_params : b.dense_params;
       const CopyPart part{params, n, experts ? b.expert_tensors : b.tensors, d(padded(params, n))};
-      with.push_back(gather_copy_in(p, part, d(t.message_bytes)));
+      Task copy = gather_copy_in(p, part, d(t.message_bytes));
+      if (copy.launches > 0) with.push_back(std::move(copy));  // FSDP1 in fp32: nothing to cast
     }
     with.push_back(t);
   }
