@@ -106,6 +106,17 @@ std::string_view to_string(ZeroRecomputeGather g) {
 std::string_view to_string(ZeroBackwardPrefetch p) {
   return p == ZeroBackwardPrefetch::kAfterReduce ? "after-reduce" : "before-reduce";
 }
+std::string_view to_string(ZeroCopies c) {
+  switch (c) {
+    case ZeroCopies::kNone: return "none";
+    case ZeroCopies::kFlatParam: return "flat-param";
+    case ZeroCopies::kPerParam: return "per-param";
+  }
+  return "?";
+}
+std::string_view to_string(InterleavedWarmup w) {
+  return w == InterleavedWarmup::kMegatron ? "megatron" : "torch";
+}
 std::string_view to_string(GradPrecision g) {
   return g == GradPrecision::kCompute ? "compute" : "fp32";
 }
@@ -167,6 +178,10 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
     p.zero3_recompute_gather = static_cast<ZeroRecomputeGather>(c);
   if (r.get_choice("zero3_backward_prefetch", c, {"after-reduce", "before-reduce"}, false))
     p.zero3_backward_prefetch = static_cast<ZeroBackwardPrefetch>(c);
+  if (r.get_choice("interleaved_warmup", c, {"megatron", "torch"}, false))
+    p.interleaved_warmup = static_cast<InterleavedWarmup>(c);
+  if (r.get_choice("zero3_copies", c, {"none", "flat-param", "per-param"}, false))
+    p.zero3_copies = static_cast<ZeroCopies>(c);
   r.get_bool("fp8", p.fp8, false);
   if (r.get_choice("fp8_scaling", c, {"current", "delayed", "block"}, false))
     p.fp8_scaling = static_cast<Fp8Scaling>(c);
@@ -225,6 +240,10 @@ Json plan_to_json(const Plan& p) {
     j["zero3_recompute_gather"] = std::string(to_string(p.zero3_recompute_gather));
   if (p.zero3_backward_prefetch != ZeroBackwardPrefetch::kAfterReduce)  // written only when set
     j["zero3_backward_prefetch"] = std::string(to_string(p.zero3_backward_prefetch));
+  if (p.interleaved_warmup != InterleavedWarmup::kMegatron)  // written only when set
+    j["interleaved_warmup"] = std::string(to_string(p.interleaved_warmup));
+  if (p.zero3_copies != ZeroCopies::kNone)  // written only when set
+    j["zero3_copies"] = std::string(to_string(p.zero3_copies));
   if (p.fp8) j["fp8"] = true;  // written only when used, as cp
   if (p.fp8_scaling != Fp8Scaling::kCurrent) j["fp8_scaling"] = std::string(to_string(p.fp8_scaling));
   if (p.fp8_weight_cache) j["fp8_weight_cache"] = true;
@@ -271,6 +290,9 @@ std::string describe(const Plan& p) {
   if (p.zero3_recompute_gather == ZeroRecomputeGather::kKept) os << " zero3-recompute-gather=kept";
   if (p.zero3_backward_prefetch == ZeroBackwardPrefetch::kBeforeReduce)
     os << " zero3-backward-prefetch=before-reduce";
+  if (p.zero3_copies != ZeroCopies::kNone) os << " zero3-copies=" << to_string(p.zero3_copies);
+  if (p.interleaved_warmup != InterleavedWarmup::kMegatron)
+    os << " interleaved-warmup=" << to_string(p.interleaved_warmup);
   if (p.ep_overlap) os << " ep-overlap";
   if (p.tp_comm_overlap) os << " tp-overlap";
   if (!p.layers_per_stage.empty()) {
@@ -330,6 +352,19 @@ Status validate_plan(const Plan& p) {
     return err("zero3_backward_prefetch=" + std::string(to_string(p.zero3_backward_prefetch)) +
                " says when ZeRO-3 gathers the next block in the backward; the plan has zero_stage " +
                std::to_string(p.zero_stage));
+  if (p.interleaved_warmup != InterleavedWarmup::kMegatron && p.schedule != Schedule::kInterleaved)
+    return err("interleaved_warmup=" + std::string(to_string(p.interleaved_warmup)) +
+               " says how the interleaved schedule warms up; the plan has schedule " +
+               std::string(to_string(p.schedule)));
+  if (p.zero3_copies != ZeroCopies::kNone && p.zero_stage != 3)
+    return err("zero3_copies=" + std::string(to_string(p.zero3_copies)) +
+               " says which copies PyTorch FSDP makes around ZeRO-3's collectives; the plan has "
+               "zero_stage " + std::to_string(p.zero_stage));
+  if (p.zero3_copies != ZeroCopies::kNone && p.zero3_gather != ZeroGather::kFlat)
+    return err("zero3_copies=" + std::string(to_string(p.zero3_copies)) +
+               " says how PyTorch FSDP gathers a block in one collective; the plan has "
+               "zero3_gather " + std::string(to_string(p.zero3_gather)) +
+               " (DeepSpeed's, whose copies that field counts)");
   if (p.zero3_gather != ZeroGather::kFlat && p.zero_stage != 3)
     return err("zero3_gather=" + std::string(to_string(p.zero3_gather)) +
                " says how ZeRO-3 gathers parameters; the plan has zero_stage " +

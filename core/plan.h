@@ -25,6 +25,16 @@ namespace trainplan {
 // 3.2.1): micro-batches fed from both ends, each stage holding two of the pp model chunks (its
 // own and a second copy of its mirror's); see core/schedule.h.
 enum class Schedule { kNaive, kGpipe, k1F1B, kInterleaved, kZbH1, kZbV, kDualPipe };
+// How the interleaved schedule warms up (core/schedule.cc, schedule_interleaved). Both take
+// (pp - stage - 1) * 2 + (v - 1) * pp chunk forwards before the first backward (capped at the
+// stage's m * v), then alternate. megatron: Megatron-LM's, which runs every forward before any
+// backward when the micro-batches are exactly pp ("all_warmup_microbatches",
+// megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving).
+// torch: torch.distributed.pipelining's ScheduleInterleaved1F1B (torch/distributed/pipelining/
+// schedules.py, _calculate_single_rank_operations, PyTorch 2.5-2.6, torchtitan's), which has no
+// such case: at m == pp the last stages start their backwards after the usual warm-up, so they
+// hold fewer micro-batches (the head's logits among them).
+enum class InterleavedWarmup { kMegatron, kTorch };
 // none: store every activation. selective: recompute the attention core (softmax, dropout,
 // scores x V), Korthikanti et al. 2022 sec. 5. full: store only each layer's input, recompute
 // the layer's forward in the backward pass (of every layer, or of the first
@@ -168,6 +178,29 @@ enum class ZeroRecomputeGather { kAgain, kKept };
 // (PyTorch PRs 177015 and 186335, 2026, which add an opt-in separate reduce-scatter group for
 // that reason; issue 65299: "one process group to run single NCCL stream only").
 enum class ZeroBackwardPrefetch { kAfterReduce, kBeforeReduce };
+// The copies PyTorch FSDP makes around ZeRO-3's collectives, by how it lays out a sharded block
+// (bytes, launches and streams in core/cost/data_parallel.cc: gather_copy_in, reduce_copy_in,
+// zero3_compute_copies).
+// none: gathered into place and reduced in place (the model as it was before this field).
+// flat-param: FSDP1's FlatParameter (torch/distributed/fsdp/_flat_param.py,
+// _runtime_utils.py; PyTorch 2.2-2.3, fms-fsdp). The all-gather writes the padded flat buffer
+// the block's parameters are views of: no copy after it. The backward's gradients reach the flat
+// gradient through the views' split, whose backward concatenates them (autograd's
+// split_with_sizes_backward: one cat on the compute stream); the post-backward hook, on its own
+// stream, pads it to a multiple of the group when it is not one (_get_reduce_scatter_tensors'
+// F.pad) and divides it by the predivide factor (_div_if_needed, for every reduce dtype) before
+// the reduce-scatter.
+// per-param: FSDP2's per-parameter sharding (fully_shard; torch/distributed/_composable/fsdp/
+// _fsdp_collectives.py, PyTorch 2.4-2.8, torchtitan and OLMo-core). Before each all-gather each
+// parameter's fp32 shard is cast to the gathered dtype and copied into the flat input
+// (FSDPParam.all_gather_inputs, then _foreach_copy_, on the all-gather copy-in stream); after it,
+// foreach_all_gather_copy_out splits the flat output into each parameter's own storage
+// (split_with_sizes_copy, one kernel) on the compute stream, in the block's pre-forward or
+// pre-backward (wait_for_unshard); before each reduce-scatter, foreach_reduce copies the
+// per-parameter gradients into the flat input in the reduce dtype (torch._chunk_cat, one kernel
+// that also casts) on the reduce-scatter stream. No predivide for a bf16 or fp32 reduce (NCCL's
+// AVG: _get_gradient_divide_factors).
+enum class ZeroCopies { kNone, kFlatParam, kPerParam };
 // How an FP8 tensor's scale is found (core/cost/tasks.cc, apply_fp8). current: from this
 // tensor's amax, one extra read of it before the cast (Transformer Engine's
 // Float8CurrentScaling; torchao float8's dynamic tensorwise scaling). delayed: from the amax
@@ -193,6 +226,8 @@ std::string_view to_string(Elementwise e);
 std::string_view to_string(GradAccumulationPass g);
 std::string_view to_string(ZeroRecomputeGather g);
 std::string_view to_string(ZeroBackwardPrefetch p);
+std::string_view to_string(ZeroCopies c);
+std::string_view to_string(InterleavedWarmup w);
 std::string_view to_string(Fp8Scaling s);
 
 struct Plan {
@@ -216,6 +251,7 @@ struct Plan {
   std::int64_t global_batch_size = 1;  // sequences per optimizer step, all replicas
   Schedule schedule = Schedule::k1F1B;
   std::int64_t virtual_stages = 1;     // model chunks per device (interleaved; 2: zb-v, dualpipe)
+  InterleavedWarmup interleaved_warmup = InterleavedWarmup::kMegatron;  // with interleaved
   Recompute recompute = Recompute::kNone;
   // Full recompute of only the first N layers of each model chunk, the others storing every
   // activation (Megatron-LM's --recompute-method block --recompute-num-layers N; the "skip"
@@ -257,6 +293,7 @@ struct Plan {
   GradAccumulationPass grad_accumulation_pass = GradAccumulationPass::kNone;
   ZeroRecomputeGather zero3_recompute_gather = ZeroRecomputeGather::kAgain;  // with zero_stage 3
   ZeroBackwardPrefetch zero3_backward_prefetch = ZeroBackwardPrefetch::kAfterReduce;  // with zero_stage 3
+  ZeroCopies zero3_copies = ZeroCopies::kNone;  // with zero_stage 3 and zero3_gather flat
   Elementwise elementwise = Elementwise::kFused;
   // FP8 training (Micikevicius et al. 2022, arXiv:2209.05433; Transformer Engine, torchao
   // float8): the transformer layers' linear GEMMs take FP8 operands, scaled per tensor, at the

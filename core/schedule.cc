@@ -35,12 +35,15 @@ std::vector<PipeStep> schedule_1f1b(std::int64_t pp, std::int64_t stage, std::in
 }
 
 std::vector<PipeStep> schedule_interleaved(std::int64_t pp, std::int64_t stage, std::int64_t m,
-                                           std::int64_t v) {
+                                           std::int64_t v, bool all_forwards_at_pp) {
   // Megatron-LM (schedules.py): the k-th forward of this stage runs model chunk
   // (k mod (pp*v)) / pp on micro-batch (k / (pp*v)) * pp + k mod pp; backwards visit the
-  // chunks in reverse.
+  // chunks in reverse. torch.distributed.pipelining's Interleaved1F1B orders them the same
+  // (forward_stage_index, backward_stage_index) with the same warm-up, but without Megatron's
+  // all-forwards case at m == pp (Plan::interleaved_warmup).
   const std::int64_t total = m * v;
-  std::int64_t warmup = m == pp ? total : (pp - stage - 1) * 2 + (v - 1) * pp;
+  std::int64_t warmup =
+      m == pp && all_forwards_at_pp ? total : (pp - stage - 1) * 2 + (v - 1) * pp;
   warmup = std::min(warmup, total);
   auto step = [&](std::int64_t k, bool forward) {
     const std::int64_t in_group = k % (pp * v);
@@ -517,7 +520,9 @@ std::vector<PipeStep> stage_schedule(const Plan& p, std::int64_t stage, const Pa
     case Schedule::kNaive:
     case Schedule::kGpipe: return schedule_gpipe(m);
     case Schedule::k1F1B: return schedule_1f1b(p.pp, stage, m);
-    case Schedule::kInterleaved: return schedule_interleaved(p.pp, stage, m, p.virtual_stages);
+    case Schedule::kInterleaved:
+      return schedule_interleaved(p.pp, stage, m, p.virtual_stages,
+                                  p.interleaved_warmup == InterleavedWarmup::kMegatron);
     case Schedule::kZbH1: return schedule_zb_h1(p.pp, stage, m);
     case Schedule::kDualPipe: return schedule_dualpipe(p.pp, stage, m);
     case Schedule::kZbV: {

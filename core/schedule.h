@@ -65,9 +65,12 @@ struct PipeStep {
 std::vector<PipeStep> schedule_gpipe(std::int64_t micro_batches);
 std::vector<PipeStep> schedule_1f1b(std::int64_t pp, std::int64_t stage,
                                     std::int64_t micro_batches);
+// Plan::interleaved_warmup: `all_forwards_at_pp` is Megatron-LM's case of micro_batches == pp,
+// every forward before any backward; torch.distributed.pipelining has none.
 std::vector<PipeStep> schedule_interleaved(std::int64_t pp, std::int64_t stage,
                                            std::int64_t micro_batches,
-                                           std::int64_t virtual_stages);
+                                           std::int64_t virtual_stages,
+                                           bool all_forwards_at_pp = true);
 std::vector<PipeStep> schedule_zb_h1(std::int64_t pp, std::int64_t stage,
                                      std::int64_t micro_batches);
 // Stage `stage`'s DualPipe order (pp even, micro_batches even and >= 2pp: validate_plan's

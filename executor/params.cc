@@ -88,6 +88,11 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
               " (FSDP2's gather of the next block issued before this block's reduce-scatter, "
               "modelled by plan and simulate): the executors gather when the backward reaches a "
               "block; use after-reduce");
+  if (p.zero3_copies != ZeroCopies::kNone)
+    return no("zero3_copies " + std::string(to_string(p.zero3_copies)) +
+              " (PyTorch FSDP's copies around its gathers and reduce-scatters, modelled by plan "
+              "and simulate): the executors gather into and reduce from each block's own "
+              "buffer; use none");
   if (p.elementwise != Elementwise::kFused)
     return no("elementwise " + std::string(to_string(p.elementwise)) +
               " (PyTorch eager's unfused norm, rotary and activation kernels, modelled by plan "

@@ -164,6 +164,8 @@ void to_executor_plan(Plan& p, Changes& c) {
         "the executors gather a recomputed layer's parameters for its recompute and backward");
   c.set("zero3_backward_prefetch", p.zero3_backward_prefetch, ZeroBackwardPrefetch::kAfterReduce,
         "the executors gather a block's parameters when its backward reaches it");
+  c.set("zero3_copies", p.zero3_copies, ZeroCopies::kNone,
+        "the executors gather into and reduce from each block's own buffer");
   c.set("elementwise", p.elementwise, Elementwise::kFused,
         "the executors run each norm and activation as one kernel");
   c.set("tp_comm_overlap", p.tp_comm_overlap, false,

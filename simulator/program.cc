@@ -700,11 +700,27 @@ class Builder {
       const std::int32_t g = rs.ahead;
       rs.ahead = -1;
       rs.wait.push_back(g);
+      zero3_copies(rs, bi, point, meta);
       return g;
     }
     const std::int32_t g = zero3_issue(rs, bi, point, meta);
     if (g >= 0) rs.wait.push_back(g);
+    zero3_copies(rs, bi, point, meta);
     return g;
+  }
+
+  // Plan::zero3_copies: the compute-stream copies beside a block's collectives at `point`
+  // (zero3_compute_copies), each after the ops the compute stream waits for (the gather, or the
+  // block's backward). A copy holds its output beside its input while it runs: half its bytes.
+  void zero3_copies(RankState& rs, std::size_t bi, DpPoint point, OpMeta meta) {
+    if (dp_point_count(plan_, rs.step->blocks[bi], point) == 0) return;
+    for (const Task& t : rs.step->compute_copies(bi, point)) {
+      meta.name = t.name;
+      const std::int32_t id =
+          compute(rs, opt_.uniform_compute ? 0 : to_ns(task_time_s(t, rates_)), meta);
+      mem(rs, id, false, MemKind::kBuffers, t.bytes / 2.0);
+      mem(rs, id, true, MemKind::kBuffers, -t.bytes / 2.0);
+    }
   }
 
   // Plan::zero3_backward_prefetch before-reduce: FSDP2's pre-backward hook, once this block's
@@ -1066,6 +1082,7 @@ class Builder {
     meta.pass = ' ';
     const ParamBlock& b = rs.step->blocks[bi];
     meta.layer = b.kind == BlockKind::kLayer ? static_cast<std::int32_t>(b.layer) : -1;
+    zero3_copies(rs, bi, DpPoint::kAfterBackward, meta);
     const std::int32_t reduced =
         dp_tasks(rs, bi, DpPoint::kAfterBackward, rs.last_compute, -1, meta);
     grad_buffer(rs, b, reduced, /*release=*/true);

@@ -553,6 +553,10 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   int zero3_backward_prefetch = -1;
   r.get_choice("zero3_backward_prefetch", zero3_backward_prefetch,
                {"after-reduce", "before-reduce"}, false);
+  int interleaved_warmup = -1;
+  r.get_choice("interleaved_warmup", interleaved_warmup, {"megatron", "torch"}, false);
+  int zero3_copies = -1;
+  r.get_choice("zero3_copies", zero3_copies, {"none", "flat-param", "per-param"}, false);
   int fp8_scaling = -1;
   r.get_choice("fp8_scaling", fp8_scaling, {"current", "delayed", "block"}, false);
   bool fp8_weight_cache = false;
@@ -637,6 +641,13 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   // FSDP2 from its framework's code (Plan::zero3_backward_prefetch).
   if (zero3_backward_prefetch >= 0)
     p.zero3_backward_prefetch = static_cast<ZeroBackwardPrefetch>(zero3_backward_prefetch);
+  // torch.distributed.pipelining's interleaved warm-up, where the entry names its framework's
+  // schedule from its code (Plan::interleaved_warmup).
+  if (interleaved_warmup >= 0)
+    p.interleaved_warmup = static_cast<InterleavedWarmup>(interleaved_warmup);
+  // PyTorch FSDP's copies around its collectives, where the entry names its FSDP version from
+  // its framework's code (Plan::zero3_copies).
+  if (zero3_copies >= 0) p.zero3_copies = static_cast<ZeroCopies>(zero3_copies);
   // The FP8 recipe, where the entry names it from its source's recipe and framework version;
   // otherwise current scaling with a cast per micro-batch (the plan's default).
   if (fp8_scaling >= 0) p.fp8_scaling = static_cast<Fp8Scaling>(fp8_scaling);

@@ -250,6 +250,12 @@ enum class DpPoint {
   kAfterOptimizer,   // once per step (ZeRO-1/2 parameter all-gather)
 };
 std::vector<Task> dp_block_tasks(const Plan& plan, const ParamBlock& block, DpPoint point);
+// Plan::zero3_copies: the copies PyTorch FSDP runs on the compute stream around a block's
+// ZeRO-3 collectives at `point`: FSDP2's all-gather copy-out after each gather (before the
+// block computes), FSDP1's gradient flatten at kAfterBackward (before the reduce-scatter is
+// issued). Each reads and writes its bytes / 2, and holds its output beside its input while it
+// runs. The copies on the collectives' streams are in dp_block_tasks. Empty where none.
+std::vector<Task> zero3_compute_copies(const Plan& plan, const ParamBlock& block, DpPoint point);
 // Ranks that hold the same experts and sum their gradients: dp/ep replicas x cp.
 std::int64_t expert_dp_cp(const Plan& plan);
 // ZeRO-2/3: bytes of the block's full (unsharded) gradient, held from the start of its

@@ -123,6 +123,97 @@ void add_whole_grad_all_reduce(std::vector<Task>& out, std::string_view name, Co
                      MemoryKernel::kElementwise);
   out.push_back(back);
 }
+
+// Plan::zero3_copies (sources at the enum). One part of a block: its parameters, the group it is
+// sharded over and its padded size; bytes below are per rank.
+struct CopyPart {
+  std::int64_t params = 0, n = 1, tensors = 1;
+  double padded = 0;
+};
+
+// Before a part's all-gather of `gathered_bytes` (the collective's S): the shard's cast from the
+// fp32 master to the gathered dtype, one kernel per parameter (FSDP2's
+// FSDPParam.all_gather_inputs, _to_dtype_if_needed; FSDP1's _use_low_precision_shard on the flat
+// shard, one kernel), reading 4 bytes an element and writing its share of S; then FSDP2's
+// _foreach_copy_ of the cast shards into the flat input, reading and writing that share again.
+// No cast when the compute precision is fp32. On the copy-in (FSDP2) or pre-unshard (FSDP1)
+// stream, which the all-gather waits for.
+Task gather_copy_in(const Plan& p, const CopyPart& part, double gathered_bytes) {
+  const double shard_bytes = gathered_bytes / d(part.n);
+  const bool cast = bytes_per_element(p.precision) < 4.0;
+  const bool per_param = p.zero3_copies == ZeroCopies::kPerParam;
+  double bytes = 0;
+  std::int64_t launches = 0;
+  if (cast) {
+    bytes += 4.0 * part.padded / d(part.n) + shard_bytes;
+    launches += per_param ? std::max<std::int64_t>(1, part.tensors) : 1;
+  }
+  if (per_param) {
+    bytes += 2.0 * shard_bytes;
+    launches += 1;
+  }
+  Task t = memory(per_param ? "fsdp2_all_gather_copy_in" : "fsdp1_shard_cast", bytes,
+                  MemoryKernel::kElementwise);
+  t.launches = launches;
+  return t;
+}
+
+// Before a part's reduce-scatter, on the stream that issues it. FSDP2: foreach_reduce's
+// torch._chunk_cat of the per-parameter gradients (compute precision) into the flat input in the
+// reduce dtype, one kernel that casts and pads (aten/src/ATen/native/cuda/TensorShape.cu,
+// chunk_cat_cuda_kernel); a divide before the collective only for an fp16 reduce. FSDP1: the
+// flat gradient cast to the reduce dtype when it differs, padded to a multiple of the group when
+// it is not one (F.pad, a copy), and divided by the predivide factor (always above 1 for two or
+// more ranks) in place.
+std::vector<Task> reduce_copy_in(const Plan& p, const CopyPart& part) {
+  std::vector<Task> out;
+  const double e = bytes_per_element(p.precision), g = grad_bytes_per_element(p);
+  const double params = d(part.params);
+  if (p.zero3_copies == ZeroCopies::kPerParam) {
+    out.push_back(memory("fsdp2_reduce_scatter_copy_in", params * e + part.padded * g,
+                         MemoryKernel::kElementwise));
+    if (p.precision == Precision::kFp16 && p.grad_precision == GradPrecision::kCompute)
+      out.push_back(memory("fsdp2_grad_predivide", 2.0 * part.padded * g,
+                           MemoryKernel::kElementwise));
+    return out;
+  }
+  if (g != e)
+    out.push_back(memory("fsdp1_grad_cast", params * (e + g), MemoryKernel::kElementwise));
+  if (part.padded > params)
+    out.push_back(memory("fsdp1_grad_pad", (params + part.padded) * g, MemoryKernel::kElementwise));
+  out.push_back(memory("fsdp1_grad_predivide", 2.0 * part.padded * g, MemoryKernel::kElementwise));
+  return out;
+}
+
+// The block's parts as dp_block_tasks shards them.
+std::vector<CopyPart> copy_parts(const Plan& p, const ParamBlock& b) {
+  std::vector<CopyPart> parts;
+  const std::int64_t dense = p.zero_shard_ranks(), expert = expert_dp_cp(p);
+  if (b.dense_params > 0 && dense > 1)
+    parts.push_back({b.dense_params, dense, b.tensors, d(padded(b.dense_params, dense))});
+  if (b.expert_params > 0 && expert > 1)
+    parts.push_back(
+        {b.expert_params, expert, b.expert_tensors, d(padded(b.expert_params, expert))});
+  return parts;
+}
+
+// Inserts each all-gather's copy-in before it (the dense part's collective is on kDp, the
+// experts' on kExpertDp).
+void add_gather_copy_ins(const Plan& p, const ParamBlock& b, std::vector<Task>& out) {
+  std::vector<Task> with;
+  for (const Task& t : out) {
+    if (t.kind == TaskKind::kComm && t.collective == Collective::kAllGather && t.group_size > 1) {
+      const bool experts = t.group == CommGroup::kExpertDp;
+      const std::int64_t n = experts ? expert_dp_cp(p) : p.zero_shard_ranks();
+      const std::int64_t params = experts ? b.expert_params : b.dense_params;
+      const CopyPart part{params, n, experts ? b.expert_tensors : b.tensors, d(padded(params, n))};
+      Task copy = gather_copy_in(p, part, d(t.message_bytes));
+      if (copy.launches > 0) with.push_back(std::move(copy));  // FSDP1 in fp32: nothing to cast
+    }
+    with.push_back(t);
+  }
+  out = std::move(with);
+}
 }  // namespace
 
 std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint point) {
@@ -171,6 +262,7 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
   // wrapper's recompute runs inside it).
   const bool kept = p.zero3_recompute_gather == ZeroRecomputeGather::kKept &&
                     b.kind == BlockKind::kLayer && b.recomputed;
+  const bool copies = p.zero_stage == 3 && p.zero3_copies != ZeroCopies::kNone;
   switch (point) {
     case DpPoint::kBeforeForward:
       if (p.zero_stage == 3) gather();
@@ -183,6 +275,10 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
       if (p.zero_stage == 3 && b.kind == BlockKind::kLayer) gather();
       break;
     case DpPoint::kAfterBackward:
+      // Plan::zero3_copies: each part's copies before its reduce-scatter, in the same order.
+      if (copies)
+        for (const CopyPart& part : copy_parts(p, b))
+          for (Task& t : reduce_copy_in(p, part)) out.push_back(std::move(t));
       if (p.zero_stage >= 2) add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
                                  Collective::kReduceScatter);
       break;
@@ -240,7 +336,38 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
       }
       break;
   }
-  return without_trivial_comm(out);
+  out = without_trivial_comm(out);
+  if (copies && (point == DpPoint::kBeforeForward || point == DpPoint::kBeforeRecompute ||
+                 point == DpPoint::kBeforeBackward))
+    add_gather_copy_ins(p, b, out);
+  return out;
+}
+
+std::vector<Task> zero3_compute_copies(const Plan& p, const ParamBlock& b, DpPoint point) {
+  std::vector<Task> out;
+  if (p.zero_stage != 3) return out;
+  if (p.zero3_copies == ZeroCopies::kPerParam && point != DpPoint::kAfterBackward &&
+      point != DpPoint::kAfterLastBackward && point != DpPoint::kAfterOptimizer) {
+    // foreach_all_gather_copy_out: split_with_sizes_copy of the flat output into the
+    // parameters' storage, one kernel (TensorShape.cu's fast path), reading and writing the
+    // gathered bytes.
+    double gathered = 0;
+    for (const Task& t : dp_block_tasks(p, b, point))
+      if (t.kind == TaskKind::kComm && t.collective == Collective::kAllGather)
+        gathered += d(t.message_bytes);
+    if (gathered > 0)
+      out.push_back(
+          memory("fsdp2_all_gather_copy_out", 2.0 * gathered, MemoryKernel::kElementwise));
+  }
+  if (p.zero3_copies == ZeroCopies::kFlatParam && point == DpPoint::kAfterBackward &&
+      !copy_parts(p, b).empty()) {
+    // The views' split backward (split_with_sizes_backward's cat): the parameters' gradients,
+    // in the compute precision, into the flat gradient.
+    const double params = d(b.dense_params + b.expert_params);
+    out.push_back(memory("fsdp1_grad_flatten", 2.0 * params * bytes_per_element(p.precision),
+                         MemoryKernel::kElementwise));
+  }
+  return out;
 }
 
 }  // namespace trainplan

@@ -29,11 +29,15 @@ StepTasks step_tasks(const ModelSpec& model, const Plan& plan, std::int64_t stag
   t.blocks = param_blocks_on_stage(model, plan, stage);
   t.optimizer = optimizer_task(model, plan, stage);
   t.dp_.resize(t.blocks.size());
+  t.copies_.resize(t.blocks.size());
   for (std::size_t i = 0; i < t.blocks.size(); ++i)
     for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kBeforeRecompute,
                           DpPoint::kBeforeBackward, DpPoint::kAfterBackward,
-                          DpPoint::kAfterLastBackward, DpPoint::kAfterOptimizer})
+                          DpPoint::kAfterLastBackward, DpPoint::kAfterOptimizer}) {
       t.dp_[i][static_cast<std::size_t>(point)] = dp_block_tasks(plan, t.blocks[i], point);
+      t.copies_[i][static_cast<std::size_t>(point)] =
+          zero3_compute_copies(plan, t.blocks[i], point);
+    }
   return t;
 }
 

@@ -39,7 +39,8 @@ MicroBatchTasks micro_batch_tasks(const ModelSpec& model, const Plan& plan);
 inline constexpr std::size_t kDpPointCount = 6;
 
 // One rank of pipeline stage `stage`: the micro-batch tasks with the stage's blocks, their
-// data-parallel collectives at each point (dp_block_tasks) and the optimizer step.
+// data-parallel collectives at each point (dp_block_tasks), the compute-stream copies beside
+// them (zero3_compute_copies) and the optimizer step.
 struct StepTasks {
   std::int64_t stage = 0;
   MicroBatchTasks micro_batch;
@@ -49,10 +50,15 @@ struct StepTasks {
   const std::vector<Task>& dp(std::size_t block, DpPoint point) const {
     return dp_[block][static_cast<std::size_t>(point)];
   }
+  // zero3_compute_copies(plan, blocks[i], point), by block and point.
+  const std::vector<Task>& compute_copies(std::size_t block, DpPoint point) const {
+    return copies_[block][static_cast<std::size_t>(point)];
+  }
 
  private:
   friend StepTasks step_tasks(const ModelSpec& model, const Plan& plan, std::int64_t stage);
   std::vector<std::array<std::vector<Task>, kDpPointCount>> dp_;
+  std::vector<std::array<std::vector<Task>, kDpPointCount>> copies_;
 };
 StepTasks step_tasks(const ModelSpec& model, const Plan& plan, std::int64_t stage);
 

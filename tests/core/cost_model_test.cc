@@ -435,6 +435,81 @@ TEST(DataParallel, KeptRecomputeGatherGathersARecomputedLayerOnce) {
   EXPECT_NE(validate_plan(zero2).message().find("zero3_recompute_gather=kept"), std::string::npos);
 }
 
+// Plan::zero3_copies, on a Llama 3 8B layer (6 tensors) over 8 ranks, bf16 with fp32
+// reduce-scatters. per-param (FSDP2): before each gather, the fp32 shard's cast (one kernel per
+// tensor: 4 bytes read, 2 written an element) and the foreach copy into the flat input (2 + 2);
+// after it, the copy-out on the compute stream reads and writes the gathered bytes; before the
+// reduce-scatter, chunk_cat reads the bf16 gradients and writes the padded fp32 input.
+// flat-param (FSDP1): the shard's cast before the gather (one kernel), nothing after it; after
+// the backward, the gradients' flatten on the compute stream (2 + 2 bytes an element), then on
+// the reduce-scatter's stream the cast to fp32, the pad (only when the layer does not divide
+// over the group: 7 ranks) and the predivide. The collectives are unchanged.
+TEST(DataParallel, FsdpCopiesCountedFromEachFsdpsCode) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  const std::int64_t n = 8;
+  Plan none = plan_of(1, 1, n, 1, n);
+  none.zero_stage = 3;
+  none.grad_precision = GradPrecision::kFp32;
+  Plan per = none, flat = none;
+  per.zero3_copies = ZeroCopies::kPerParam;
+  flat.zero3_copies = ZeroCopies::kFlatParam;
+  ASSERT_TRUE(validate_plan(per).ok()) << validate_plan(per).message();
+  const ParamBlock layer = param_blocks_on_stage(m, per, 0)[1];
+  ASSERT_EQ(layer.kind, BlockKind::kLayer);
+  ASSERT_EQ(layer.dense_params % n, 0);
+  const double params = static_cast<double>(layer.dense_params), shard = params / n;
+  for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kBeforeBackward}) {
+    const std::vector<Task> plain = dp_block_tasks(none, layer, point);
+    ASSERT_EQ(plain.size(), 1u);
+    const std::vector<Task> p2 = dp_block_tasks(per, layer, point);
+    ASSERT_EQ(p2.size(), 2u);
+    EXPECT_EQ(p2[0].name, "fsdp2_all_gather_copy_in");
+    EXPECT_DOUBLE_EQ(p2[0].bytes, shard * (4 + 2) + shard * (2 + 2));
+    EXPECT_EQ(p2[0].launches, layer.tensors + 1);
+    EXPECT_EQ(p2[1].message_bytes, plain[0].message_bytes);
+    const std::vector<Task> out = zero3_compute_copies(per, layer, point);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].name, "fsdp2_all_gather_copy_out");
+    EXPECT_DOUBLE_EQ(out[0].bytes, 2.0 * static_cast<double>(plain[0].message_bytes));
+    const std::vector<Task> p1 = dp_block_tasks(flat, layer, point);
+    ASSERT_EQ(p1.size(), 2u);
+    EXPECT_EQ(p1[0].name, "fsdp1_shard_cast");
+    EXPECT_DOUBLE_EQ(p1[0].bytes, shard * (4 + 2));
+    EXPECT_EQ(p1[0].launches, 1);
+    EXPECT_TRUE(zero3_compute_copies(flat, layer, point).empty());
+  }
+  const std::vector<Task> rs2 = dp_block_tasks(per, layer, DpPoint::kAfterBackward);
+  ASSERT_EQ(rs2.size(), 2u);
+  EXPECT_EQ(rs2[0].name, "fsdp2_reduce_scatter_copy_in");
+  EXPECT_DOUBLE_EQ(rs2[0].bytes, params * (2 + 4));
+  EXPECT_EQ(rs2[1].collective, Collective::kReduceScatter);
+  EXPECT_TRUE(zero3_compute_copies(per, layer, DpPoint::kAfterBackward).empty());
+  const std::vector<Task> rs1 = dp_block_tasks(flat, layer, DpPoint::kAfterBackward);
+  ASSERT_EQ(rs1.size(), 3u);
+  EXPECT_EQ(rs1[0].name, "fsdp1_grad_cast");
+  EXPECT_DOUBLE_EQ(rs1[0].bytes, params * (2 + 4));
+  EXPECT_EQ(rs1[1].name, "fsdp1_grad_predivide");
+  EXPECT_DOUBLE_EQ(rs1[1].bytes, 2.0 * params * 4);
+  const std::vector<Task> flatten = zero3_compute_copies(flat, layer, DpPoint::kAfterBackward);
+  ASSERT_EQ(flatten.size(), 1u);
+  EXPECT_EQ(flatten[0].name, "fsdp1_grad_flatten");
+  EXPECT_DOUBLE_EQ(flatten[0].bytes, params * (2 + 2));
+  // Over 7 ranks the layer does not divide: FSDP1 pads the flat gradient before dividing it.
+  Plan seven = plan_of(1, 1, 7, 1, 7);
+  seven.zero_stage = 3;
+  seven.zero3_copies = ZeroCopies::kFlatParam;
+  ASSERT_NE(layer.dense_params % 7, 0);
+  const std::vector<Task> padded = dp_block_tasks(seven, layer, DpPoint::kAfterBackward);
+  ASSERT_EQ(padded.size(), 3u);
+  EXPECT_EQ(padded[0].name, "fsdp1_grad_pad");
+  EXPECT_EQ(padded[1].name, "fsdp1_grad_predivide");
+  // None of this without the field, or without ZeRO-3 (refused by name).
+  EXPECT_TRUE(zero3_compute_copies(none, layer, DpPoint::kBeforeForward).empty());
+  Plan zero2 = per;
+  zero2.zero_stage = 2;
+  EXPECT_NE(validate_plan(zero2).message().find("zero3_copies=per-param"), std::string::npos);
+}
+
 TEST(DataParallel, PerTensorZero3GathersOneCollectiveAndGroupSizeCopiesPerTensor) {
   const std::int64_t n = 8;
   for (const auto& [file, tensors] :

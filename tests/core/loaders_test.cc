@@ -888,6 +888,68 @@ TEST(PlanLoader, Zero3BackwardPrefetchRoundTripAndErrors) {
                         {"p.json", "zero3_backward_prefetch=before-reduce", "zero_stage 0"}));
 }
 
+// interleaved_warmup: written only when torch, shown in the description, refused by name when
+// the value is unknown or the schedule is not interleaved.
+TEST(PlanLoader, InterleavedWarmupRoundTripAndErrors) {
+  Json j = basic_plan();
+  j["pp"] = 2;
+  j["schedule"] = "interleaved";
+  j["virtual_stages"] = 2;
+  auto m = plan_from_json(j, "p.json");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->interleaved_warmup, InterleavedWarmup::kMegatron);
+  EXPECT_FALSE(plan_to_json(*m).contains("interleaved_warmup"));
+  j["interleaved_warmup"] = "torch";
+  auto t = plan_from_json(j, "p.json");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->interleaved_warmup, InterleavedWarmup::kTorch);
+  EXPECT_EQ(plan_to_json(*t).at("interleaved_warmup"), "torch");
+  EXPECT_NE(describe(*t).find(" interleaved-warmup=torch"), std::string::npos);
+  auto back = plan_from_json(plan_to_json(*t), "again");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(plan_to_json(*back), plan_to_json(*t));
+  j["interleaved_warmup"] = "pytorch";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "interleaved_warmup", "pytorch"}));
+  j["interleaved_warmup"] = "torch";
+  j["schedule"] = "1f1b";
+  j["virtual_stages"] = 1;
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
+                        {"p.json", "interleaved_warmup=torch", "schedule 1f1b"}));
+}
+
+// zero3_copies: written only when set, shown in the description, refused by name when the value
+// is unknown, the plan does not shard parameters, or DeepSpeed's per-tensor gathers are named.
+TEST(PlanLoader, Zero3CopiesRoundTripAndErrors) {
+  Json j = basic_plan();
+  j["zero_stage"] = 3;
+  auto none = plan_from_json(j, "p.json");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ(none->zero3_copies, ZeroCopies::kNone);
+  EXPECT_FALSE(plan_to_json(*none).contains("zero3_copies"));
+  for (const auto& [name, value] : {std::pair{"flat-param", ZeroCopies::kFlatParam},
+                                    std::pair{"per-param", ZeroCopies::kPerParam}}) {
+    j["zero3_copies"] = name;
+    auto p = plan_from_json(j, "p.json");
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    EXPECT_EQ(p->zero3_copies, value);
+    EXPECT_EQ(plan_to_json(*p).at("zero3_copies"), name);
+    EXPECT_NE(describe(*p).find(std::string(" zero3-copies=") + name), std::string::npos);
+    auto back = plan_from_json(plan_to_json(*p), "again");
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_EQ(plan_to_json(*back), plan_to_json(*p));
+  }
+  j["zero3_copies"] = "flat";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "zero3_copies", "flat"}));
+  j["zero3_copies"] = "per-param";
+  j["zero3_gather"] = "per-tensor";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
+                        {"p.json", "zero3_copies=per-param", "zero3_gather per-tensor"}));
+  j.erase("zero3_gather");
+  j["zero_stage"] = 2;
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
+                        {"p.json", "zero3_copies=per-param", "zero_stage 2"}));
+}
+
 // fp8_all_gather: written only when set, shown in the description, refused without fp8.
 TEST(PlanLoader, Fp8AllGatherRoundTripsAndNeedsFp8AndZero3) {
   Json j = basic_plan();

@@ -59,6 +59,13 @@ std::vector<BuildCase> build_cases() {
   fsdp2.zero3_recompute_gather = ZeroRecomputeGather::kKept;
   fsdp2.zero3_backward_prefetch = ZeroBackwardPrefetch::kBeforeReduce;
   out.push_back({"zero3, FSDP2's backward prefetch", gpt, fsdp2});
+  fsdp2.zero3_copies = ZeroCopies::kPerParam;
+  out.push_back({"zero3, FSDP2's prefetch and copies", gpt, fsdp2});
+  Plan fsdp1 = testing::make_plan(1, 1, 8, 1, 8);
+  fsdp1.zero_stage = 3;
+  fsdp1.zero3_backward_prefetch = ZeroBackwardPrefetch::kBeforeReduce;
+  fsdp1.zero3_copies = ZeroCopies::kFlatParam;
+  out.push_back({"zero3, FSDP1's copies", gpt, fsdp1});
   Plan ep = testing::make_plan(1, 2, 4, 1, 16, Schedule::kInterleaved, 2);
   ep.ep = 4;
   ep.ep_overlap = true;

@@ -615,6 +615,40 @@ TEST(Schedule, InterleavedOrderFollowsMegatron) {
   EXPECT_EQ(b, 8);
 }
 
+// Plan::interleaved_warmup: at m == pp Megatron-LM runs every forward before any backward;
+// torch.distributed.pipelining's Interleaved1F1B keeps the usual warm-up, so its last stage
+// (pp = 4, v = 2, m = 4: (v - 1) * pp = 4 forwards) starts its backwards after 5 forwards and
+// holds fewer chunk activations at once; the first stage's order is the same (its warm-up,
+// 3 * 2 + 4 = 10, already covers all 8 forwards). The simulated step is no longer.
+TEST(Schedule, InterleavedTorchWarmupHasNoAllForwardsCaseAtMEqualsPp) {
+  const auto megatron = sim::schedule_interleaved(4, 3, 4, 2, true);
+  const auto torch = sim::schedule_interleaved(4, 3, 4, 2, false);
+  ASSERT_EQ(megatron.size(), torch.size());
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_TRUE(megatron[i].forward);
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_TRUE(torch[i].forward);
+  EXPECT_FALSE(torch[5].forward);
+  EXPECT_EQ(torch[5].virtual_chunk, 1);
+  const auto first_m = sim::schedule_interleaved(4, 0, 4, 2, true);
+  const auto first_t = sim::schedule_interleaved(4, 0, 4, 2, false);
+  for (std::size_t i = 0; i < first_m.size(); ++i) {
+    EXPECT_EQ(first_m[i].forward, first_t[i].forward);
+    EXPECT_EQ(first_m[i].micro_batch, first_t[i].micro_batch);
+  }
+  // Through the plan: the last stage's peak is lower, the step no longer; refused off the
+  // interleaved schedule, naming the field.
+  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
+  Plan p = testing::make_plan(1, 4, 1, 1, 4, Schedule::kInterleaved, 2);
+  const ClusterSpec c = testing::cluster_for(p, "H100-80GB");
+  const SimResult m = testing::simulate_ok(gpt, c, p, {});
+  p.interleaved_warmup = InterleavedWarmup::kTorch;
+  const SimResult t = testing::simulate_ok(gpt, c, p, {});
+  EXPECT_LT(t.report.ranks.back().peak_memory_bytes, m.report.ranks.back().peak_memory_bytes);
+  EXPECT_LE(t.report.step_time_s, m.report.step_time_s * 1.02);
+  Plan one = testing::make_plan(1, 4, 1, 1, 4, Schedule::k1F1B);
+  one.interleaved_warmup = InterleavedWarmup::kTorch;
+  EXPECT_NE(validate_plan(one).message().find("interleaved_warmup=torch"), std::string::npos);
+}
+
 // Seed 001 (sec. 4.1): pipelining only pays when a micro-batch runs clearly faster than the
 // whole batch. A small model's kernels are launch- and wave-bound, so splitting its batch into
 // micro-batches barely shortens each stage's work, and GPipe gains nothing over naive model

@@ -76,6 +76,8 @@ std::vector<std::pair<const char*, std::pair<ModelSpec, Plan>>> symmetric_cases(
   fsdp2.zero3_recompute_gather = ZeroRecomputeGather::kKept;
   fsdp2.zero3_backward_prefetch = ZeroBackwardPrefetch::kBeforeReduce;
   out.push_back({"zero3, FSDP2's backward prefetch, interleaved", {gpt, fsdp2}});
+  fsdp2.zero3_copies = ZeroCopies::kPerParam;
+  out.push_back({"zero3, FSDP2's prefetch and copies, interleaved", {gpt, fsdp2}});
   Plan dual = testing::make_plan(2, 4, 2, 1, 16, Schedule::kDualPipe, 2);
   dual.zero_stage = 1;
   out.push_back({"dualpipe, mirrored stages across nodes", {gpt, dual}});
@@ -421,6 +423,47 @@ TEST(Simulator, BackwardPrefetchBeforeReduceScatterShortensTheStep) {
   auto r = simulate_step(gpt, c, zero2, {});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("zero3_backward_prefetch=before-reduce"), std::string::npos);
+}
+
+// Plan::zero3_copies: FSDP2's copy-out runs on the compute stream after each gather and FSDP1's
+// gradient flatten after each backward, so both lengthen a compute-bound step; the collectives'
+// bytes do not change; the copy-out holds the gathered block twice while it runs, so the peak is
+// no lower. On the trace: the copy-out follows the gather of the block it serves, on the
+// compute stream, and the reduce-scatter's copy-in comes before the reduce-scatter.
+TEST(Simulator, FsdpCopiesLengthenTheStep) {
+  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
+  Plan p = testing::make_plan(1, 1, 8, 1, 16);
+  p.zero_stage = 3;
+  p.grad_precision = GradPrecision::kFp32;
+  p.zero3_backward_prefetch = ZeroBackwardPrefetch::kBeforeReduce;
+  const ClusterSpec c = testing::cluster_for(p, "H100-80GB");
+  SimOptions traced;
+  traced.collect_trace = true;
+  const SimResult none = testing::simulate_ok(gpt, c, p, traced);
+  for (const ZeroCopies copies : {ZeroCopies::kPerParam, ZeroCopies::kFlatParam}) {
+    SCOPED_TRACE(std::string(to_string(copies)));
+    Plan q = p;
+    q.zero3_copies = copies;
+    const SimResult with = testing::simulate_ok(gpt, c, q, traced);
+    EXPECT_EQ(with.report.bytes_per_group, none.report.bytes_per_group);
+    EXPECT_GT(with.report.step_time_s, none.report.step_time_s);
+    EXPECT_GE(with.report.ranks[0].peak_memory_bytes,
+              none.report.ranks[0].peak_memory_bytes - 1.0);
+    if (copies == ZeroCopies::kPerParam) {
+      const std::size_t gather = with.trace_json.find("F mb0 L3 zero3_param_all_gather");
+      const std::size_t copy_in = with.trace_json.find("fsdp2_all_gather_copy_in");
+      const std::size_t copy_out = with.trace_json.find("F mb0 L3 fsdp2_all_gather_copy_out");
+      EXPECT_NE(gather, std::string::npos);
+      EXPECT_NE(copy_in, std::string::npos);
+      EXPECT_NE(copy_out, std::string::npos);
+      EXPECT_NE(with.trace_json.find("fsdp2_reduce_scatter_copy_in"), std::string::npos);
+    } else {
+      EXPECT_NE(with.trace_json.find("fsdp1_grad_flatten"), std::string::npos);
+      EXPECT_NE(with.trace_json.find("fsdp1_grad_predivide"), std::string::npos);
+      EXPECT_EQ(with.trace_json.find("copy_out"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(none.trace_json.find("fsdp"), std::string::npos);
 }
 
 // ZeRO-Infinity's tiers on the timeline (Rajbhandari et al. 2021): the device keeps no weight

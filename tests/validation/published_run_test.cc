@@ -602,6 +602,29 @@ TEST(PublishedRun, Zero3BackwardPrefetchOnlyWhenTheEntryNamesIt) {
                      ZeroBackwardPrefetch::kBeforeReduce, "ahead");
 }
 
+// torch.distributed.pipelining's interleaved warm-up only where the entry names it; a bad value
+// is refused naming the field.
+TEST(PublishedRun, InterleavedWarmupOnlyWhenTheEntryNamesIt) {
+  Json e = llama_entry();
+  e["parallel"]["pp"] = 2;
+  e["parallel"]["dp"] = 4;
+  e["parallel"]["schedule"] = "interleaved";
+  e["parallel"]["vp"] = 2;
+  expect_named_field(e, "interleaved_warmup", &Plan::interleaved_warmup,
+                     InterleavedWarmup::kMegatron, "torch", InterleavedWarmup::kTorch, "titan");
+}
+
+// PyTorch FSDP's copies only where the entry names its FSDP; a bad value is refused naming the
+// field.
+TEST(PublishedRun, Zero3CopiesOnlyWhenTheEntryNamesThem) {
+  Json e = llama_entry();
+  e["parallel"]["zero_stage"] = 3;
+  expect_named_field(e, "zero3_copies", &Plan::zero3_copies, ZeroCopies::kNone, "per-param",
+                     ZeroCopies::kPerParam, "fsdp2");
+  expect_named_field(e, "zero3_copies", &Plan::zero3_copies, ZeroCopies::kNone, "flat-param",
+                     ZeroCopies::kFlatParam, "flat");
+}
+
 // FSDP's FP8 weight all-gather only where the entry names it; on a run without ZeRO-3 it is
 // an error naming the field.
 TEST(PublishedRun, Fp8AllGatherOnlyWhenTheEntryNamesIt) {

@@ -296,6 +296,12 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
          p.zero3_backward_prefetch = ZeroBackwardPrefetch::kBeforeReduce;
        },
        "the CPU executor does not support zero3_backward_prefetch before-reduce"},
+      // PyTorch FSDP's copies around its collectives are simulated, not executed.
+      {[](Plan& p) {
+         p.zero_stage = 3;
+         p.zero3_copies = ZeroCopies::kPerParam;
+       },
+       "the CPU executor does not support zero3_copies per-param"},
       {[](Plan& p) {
          p.recompute = Recompute::kFull;
          p.offload_checkpoints = true;
