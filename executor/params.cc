@@ -25,6 +25,16 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
     return no("tp=" + std::to_string(p.tp) +
               " with a mixture-of-experts model without sequence_parallel (Megatron-LM requires "
               "it too); set \"sequence_parallel\": true or tp 1");
+  // Folded expert groups run when each rank routes the tokens it holds whole (tp 1) to experts
+  // it holds whole (expert_tp 1): the layer math is the carved layout's, over the folded ep and
+  // expert data-parallel communicators (comm_mpi.cc). With tp > 1 Megatron-Core routes each
+  // rank's sequence-parallel share and gathers over expert_tp, which the executor does not.
+  if (p.expert_layout == ExpertLayout::kFolded && (p.tp > 1 || p.expert_tp_size() > 1))
+    return no("expert_layout folded with tp=" + std::to_string(p.tp) + " and expert_tp=" +
+              std::to_string(p.expert_tp_size()) +
+              " (each rank routing its sequence-parallel share of the tokens, the experts split "
+              "over expert_tp; modelled by plan and simulate): it runs folded layouts with tp 1 "
+              "and expert_tp 1");
   if (p.ep_overlap)
     return Status::Error("ep_overlap: the executors run each expert all-to-all whole, between "
                          "the kernels around it; plan and simulate model the overlap",
