@@ -128,7 +128,7 @@ class Generator {
     std::vector<ExpertChoice> out;
     for (std::int64_t e : divisors(dp, dp))
       if (m_.num_experts % e == 0) out.push_back({ExpertLayout::kCarved, 0, e});
-    if (tp == 1 && cp == 1) return out;
+    if (!opt_.fold_experts || (tp == 1 && cp == 1)) return out;
     for (std::int64_t etp : tp > 1 ? std::vector<std::int64_t>{1, tp} : std::vector<std::int64_t>{1}) {
       if (m_.ffn_hidden_size % etp != 0) continue;
       const std::int64_t ranks = tp * cp * dp / etp;
