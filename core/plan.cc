@@ -117,6 +117,9 @@ std::string_view to_string(ZeroCopies c) {
 std::string_view to_string(InterleavedWarmup w) {
   return w == InterleavedWarmup::kMegatron ? "megatron" : "torch";
 }
+std::string_view to_string(ExpertLayout l) {
+  return l == ExpertLayout::kCarved ? "carved" : "folded";
+}
 std::string_view to_string(GradPrecision g) {
   return g == GradPrecision::kCompute ? "compute" : "fp32";
 }
@@ -132,13 +135,16 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   r.get_int("pp", p.pp, 1, PL::kMaxDegree, true);
   r.get_int("dp", p.dp, 1, PL::kMaxDegree, true);
   r.get_int("ep", p.ep, 1, PL::kMaxDegree, false);
+  int c = 0;
+  if (r.get_choice("expert_layout", c, {"carved", "folded"}, false))
+    p.expert_layout = static_cast<ExpertLayout>(c);
+  r.get_int("expert_tp", p.expert_tp, 1, PL::kMaxDegree, false);
   std::int64_t zero = 0;
   r.get_int("zero_stage", zero, 0, 3, false);
   p.zero_stage = static_cast<int>(zero);
   r.get_int("zero_shard_size", p.zero_shard_size, 0, PL::kMaxDegree, false);
   r.get_int("micro_batch_size", p.micro_batch_size, 1, PL::kMaxBatch, true);
   r.get_int("global_batch_size", p.global_batch_size, 1, PL::kMaxBatch, true);
-  int c = 0;
   if (r.get_choice("schedule", c,
                    {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe"}, false))
     p.schedule = static_cast<Schedule>(c);
@@ -205,6 +211,10 @@ Json plan_to_json(const Plan& p) {
   j["pp"] = p.pp;
   j["dp"] = p.dp;
   j["ep"] = p.ep;
+  // Written only when set, as cp.
+  if (p.expert_layout != ExpertLayout::kCarved)
+    j["expert_layout"] = std::string(to_string(p.expert_layout));
+  if (p.expert_tp > 0) j["expert_tp"] = p.expert_tp;
   j["zero_stage"] = p.zero_stage;
   if (p.zero_shard_size > 0) j["zero_shard_size"] = p.zero_shard_size;  // as cp
   j["micro_batch_size"] = p.micro_batch_size;
@@ -260,6 +270,7 @@ std::string describe(const Plan& p) {
   if (p.cp > 1) os << " cp=" << p.cp;
   os << " pp=" << p.pp << " dp=" << p.dp;
   if (p.ep > 1) os << " ep=" << p.ep;
+  if (p.expert_layout == ExpertLayout::kFolded) os << " folded etp=" << p.expert_tp_size();
   os << " zero=" << zero_label(p) << " mbs=" << p.micro_batch_size << " " << to_string(p.schedule);
   if (p.schedule == Schedule::kInterleaved) os << "x" << p.virtual_stages;
   os << " recompute=" << recompute_label(p);
@@ -388,8 +399,28 @@ Status validate_plan(const Plan& p) {
                "has precision " + std::string(to_string(p.precision)) + " and grad_precision " +
                std::string(to_string(p.grad_precision)) +
                " (it needs a 16-bit precision and grad_precision fp32)");
-  if (p.dp % p.ep != 0)
-    return err("ep=" + std::to_string(p.ep) + " does not divide dp=" + std::to_string(p.dp));
+  if (p.expert_tp < 0 || p.expert_tp > kMax)
+    return err("expert_tp=" + std::to_string(p.expert_tp) + " is out of range [1, " +
+               std::to_string(kMax) + "] (0: tp)");
+  if (p.expert_layout == ExpertLayout::kCarved) {
+    if (p.expert_tp > 0)
+      return err("expert_tp=" + std::to_string(p.expert_tp) +
+                 " needs expert_layout folded (carved experts are split over the attention's "
+                 "tp)");
+    if (p.dp % p.ep != 0)
+      return err("ep=" + std::to_string(p.ep) + " does not divide dp=" + std::to_string(p.dp));
+  } else {
+    const std::int64_t stage = p.tp * p.cp * p.dp, expert = p.expert_tp_size() * p.ep;
+    if (stage % expert != 0)
+      return err("expert_layout folded divides a stage's tp*cp*dp = " + std::to_string(stage) +
+                 " ranks into expert_tp x ep x expert data-parallel, and expert_tp*ep = " +
+                 std::to_string(p.expert_tp_size()) + "*" + std::to_string(p.ep) +
+                 " does not divide it");
+    if (p.tp > 1 && !p.sequence_parallel)
+      return err("expert_layout folded with tp=" + std::to_string(p.tp) +
+                 " needs sequence_parallel (Megatron-Core's MoE layer routes each rank's "
+                 "sequence-parallel share of the tokens and refuses tp > 1 without it)");
+  }
   if (p.zero_shard_size < 0 || p.zero_shard_size > kMax)
     return err("zero_shard_size=" + std::to_string(p.zero_shard_size) +
                " is out of range [0, " + std::to_string(kMax) + "] (0: all dp*cp ranks)");
@@ -401,7 +432,8 @@ Status validate_plan(const Plan& p) {
     if (p.dp_cp() % p.zero_shard_size != 0)
       return err("zero_shard_size=" + std::to_string(p.zero_shard_size) +
                  " does not divide dp*cp = " + std::to_string(p.dp_cp()));
-    if (p.ep > 1 && p.zero_shard_size < p.dp_cp())
+    if ((p.ep > 1 || p.expert_layout == ExpertLayout::kFolded) &&
+        p.zero_shard_size < p.dp_cp())
       return err("zero_shard_size=" + std::to_string(p.zero_shard_size) + " with ep=" +
                  std::to_string(p.ep) +
                  " is not modelled (the experts' shard groups across replicas are not "
@@ -559,6 +591,11 @@ Status check_plan_fits_model(const Plan& p, const ModelSpec& m) {
   if (p.ep > 1 && !m.is_moe()) return err("ep=" + s(p.ep) + " needs a mixture-of-experts model");
   if (m.num_experts % p.ep != 0)
     return err("ep=" + s(p.ep) + " does not divide num_experts=" + s(m.num_experts));
+  if (p.expert_layout == ExpertLayout::kFolded && !m.is_moe())
+    return err("expert_layout folded places expert layers and needs a mixture-of-experts model");
+  if (p.expert_layout == ExpertLayout::kFolded && m.ffn_hidden_size % p.expert_tp_size() != 0)
+    return err("expert_tp=" + s(p.expert_tp_size()) + " does not divide ffn_hidden_size=" +
+               s(m.ffn_hidden_size) + " (each expert's width is split over expert_tp)");
   if (p.layers_per_stage.empty()) {
     if (m.num_layers % p.num_chunks() != 0)
       return err("num_layers=" + s(m.num_layers) + " cannot be split evenly over pp*virtual_stages = " +

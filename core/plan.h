@@ -210,6 +210,23 @@ enum class ZeroCopies { kNone, kFlatParam, kPerParam };
 // (MXFP8's 32-element blocks with an 8-bit scale, TE's MXFP8BlockScaling on Blackwell;
 // DeepSeek-V3's 1x128 and 128x128 tiles, arXiv:2412.19437 sec. 3.3.2).
 enum class Fp8Scaling { kCurrent, kDelayed, kBlock };
+// Where the expert layers' ranks sit. carved: ep consecutive data-parallel replicas at the same
+// tp and cp coordinates exchange tokens (ep divides dp), and the experts are split over the
+// attention's tp ranks, which all route the same (gathered) tokens; the layout of Megatron-Core
+// before 0.10 (parallel_state.py's RankGenerator carved ep out of dp, "The ep and dp must be
+// adjacent in order") and of the CPU executor. folded: Megatron-Core's MoE parallel folding
+// (from core_v0.10.0, Megatron-LM commit 7f22e210cd, 2024-11-23, "MoE parallel folding:
+// separate MoE parallel states from dense"; Liu et al. 2025, arXiv:2504.14960): the
+// tp*cp*dp ranks of each pipeline stage are divided again for the expert layers, as expert_tp
+// x ep x expert data parallel, innermost first (parallel_state.initialize_model_parallel builds
+// expert_decoder_rank_generator with tp=expert_tensor_parallel_size, ep, dp=the rest, cp=1, in
+// the dense order "tp-cp-ep-dp-pp"), so an expert group may span the attention's tp and cp ranks
+// and ep need not divide dp. Each rank routes its own sequence-parallel share of the tokens
+// (MoELayer refuses tp > 1 without sequence parallelism), sends them over ep, and the expert_tp
+// ranks of an expert gather what they received and scatter the result back
+// (MoEAlltoAllTokenDispatcher: "A2A(EP) -> AG(TP) -> ... -> RS(TP) -> A2A(EP)";
+// core/cost/tasks.cc).
+enum class ExpertLayout { kCarved, kFolded };
 
 std::string_view to_string(Schedule s);
 std::string_view to_string(Recompute r);
@@ -229,6 +246,7 @@ std::string_view to_string(ZeroBackwardPrefetch p);
 std::string_view to_string(ZeroCopies c);
 std::string_view to_string(InterleavedWarmup w);
 std::string_view to_string(Fp8Scaling s);
+std::string_view to_string(ExpertLayout l);
 
 struct Plan {
   std::int64_t tp = 1;                 // tensor-parallel degree (Megatron column/row split)
@@ -239,7 +257,13 @@ struct Plan {
   std::int64_t cp = 1;
   std::int64_t pp = 1;                 // pipeline stages (physical)
   std::int64_t dp = 1;                 // data-parallel replicas
-  std::int64_t ep = 1;                 // expert-parallel degree (MoE), carved out of dp
+  std::int64_t ep = 1;                 // expert-parallel degree (MoE); placed by expert_layout
+  ExpertLayout expert_layout = ExpertLayout::kCarved;
+  // With expert_layout folded: the ranks each expert's weights are split over (Megatron-Core's
+  // --expert-tensor-parallel-size), 0 for tp (Megatron-LM's default: "if
+  // args.expert_tensor_parallel_size is None: ... = args.tensor_model_parallel_size"). Carved
+  // experts are split over tp.
+  std::int64_t expert_tp = 0;
   int zero_stage = 0;                  // 0: DDP, 1: optimizer states, 2: + gradients, 3: + weights
   // Hybrid sharding (PyTorch FSDP's HYBRID_SHARD and torchtitan's HSDP; DeepSpeed's MiCS, Zhang
   // et al. 2022, arXiv:2205.00119): ZeRO shards over groups of this many of the dp*cp ranks,
@@ -336,6 +360,16 @@ struct Plan {
   // groups replicate each other.
   std::int64_t zero_shard_ranks() const { return zero_shard_size > 0 ? zero_shard_size : dp_cp(); }
   std::int64_t zero_replicas() const { return dp_cp() / zero_shard_ranks(); }
+  // The experts' tensor-parallel degree: expert_tp (tp when 0) when folded, tp when carved.
+  std::int64_t expert_tp_size() const {
+    return expert_layout == ExpertLayout::kFolded && expert_tp > 0 ? expert_tp : tp;
+  }
+  // Ranks that hold the same experts and sum their gradients: folded, the stage's tp*cp*dp
+  // ranks over expert_tp*ep; carved, the dp/ep replicas holding them times the cp ranks.
+  std::int64_t expert_dp() const {
+    return expert_layout == ExpertLayout::kFolded ? tp * cp * dp / (expert_tp_size() * ep)
+                                                  : dp / ep * cp;
+  }
   // Model chunks (pipeline order). dualpipe splits the model in pp chunks and holds each twice.
   std::int64_t num_chunks() const {
     return schedule == Schedule::kDualPipe ? pp : pp * virtual_stages;

@@ -15,6 +15,8 @@ std::string_view to_string(Axis a) {
     case Axis::kDpCp: return "dp_cp";
     case Axis::kZeroShard: return "zero_shard";
     case Axis::kZeroReplica: return "zero_replica";
+    case Axis::kExpertTp: return "expert_tp";
+    case Axis::kExpertDp: return "expert_dp";
   }
   return "?";
 }
@@ -28,7 +30,9 @@ std::size_t RankLayout::slot(Axis a) {
     case Axis::kEp:
     case Axis::kDpCp:
     case Axis::kZeroShard:
-    case Axis::kZeroReplica: break;
+    case Axis::kZeroReplica:
+    case Axis::kExpertTp:
+    case Axis::kExpertDp: break;
   }
   TRAINPLAN_CHECK(false) << "axis " << to_string(a) << " is not a placement axis";
   return 0;
@@ -38,6 +42,8 @@ Result<RankLayout> RankLayout::make(const Plan& plan, std::string_view order) {
   RankLayout l;
   l.size_ = {plan.tp, plan.dp, plan.pp, plan.cp};
   l.ep_ = plan.ep;
+  l.folded_ = plan.expert_layout == ExpertLayout::kFolded;
+  l.expert_tp_ = plan.expert_tp_size();
   l.zero_shard_ = plan.zero_shard_ranks();
   std::vector<Axis> axes;
   bool good = true;
@@ -74,6 +80,11 @@ Result<RankLayout> RankLayout::make(const Plan& plan, std::string_view order) {
 
 std::int64_t RankLayout::size(Axis a) const {
   if (a == Axis::kEp) return ep_;
+  if (a == Axis::kExpertTp) return expert_tp_;
+  if (a == Axis::kExpertDp)
+    return folded_ ? size_[slot(Axis::kTp)] * size_[slot(Axis::kCp)] * size_[slot(Axis::kDp)] /
+                         (expert_tp_ * ep_)
+                   : size_[slot(Axis::kDp)] / ep_ * size_[slot(Axis::kCp)];
   if (a == Axis::kDpCp) return size_[slot(Axis::kDp)] * size_[slot(Axis::kCp)];
   if (a == Axis::kZeroShard) return zero_shard_;
   if (a == Axis::kZeroReplica) return size(Axis::kDpCp) / zero_shard_;
@@ -100,13 +111,47 @@ std::int64_t RankLayout::rank(const RankCoord& rc) const {
   return r;
 }
 
+// The ranks that share a pp coordinate, in rank order: with the axes inside pp (in the order)
+// spanning `inner` and those outside it `outer`, rank = in + inner * (pp + pp_size * out), so the
+// index among them is in + inner * out.
+std::int64_t RankLayout::stage_index(std::int64_t r) const {
+  std::int64_t inner = 1;
+  for (Axis a : order_) {
+    if (a == Axis::kPp) break;
+    inner *= size_[slot(a)];
+  }
+  const std::int64_t pp_size = size_[slot(Axis::kPp)];
+  return r % inner + inner * (r / inner / pp_size);
+}
+
+std::int64_t RankLayout::stage_rank(std::int64_t pp, std::int64_t index) const {
+  std::int64_t inner = 1;
+  for (Axis a : order_) {
+    if (a == Axis::kPp) break;
+    inner *= size_[slot(a)];
+  }
+  const std::int64_t pp_size = size_[slot(Axis::kPp)];
+  return index % inner + inner * (pp + pp_size * (index / inner));
+}
+
+std::array<std::int64_t, 3> RankLayout::expert_coord(std::int64_t r) const {
+  const std::int64_t i = stage_index(r);
+  return {i % expert_tp_, i / expert_tp_ % ep_, i / (expert_tp_ * ep_)};
+}
+
 std::int64_t RankLayout::index_in_group(Axis axis, std::int64_t r) const {
   const RankCoord c = coord(r);
+  if (folded_ && (axis == Axis::kEp || axis == Axis::kExpertTp || axis == Axis::kExpertDp)) {
+    const std::array<std::int64_t, 3> e = expert_coord(r);
+    return axis == Axis::kExpertTp ? e[0] : axis == Axis::kEp ? e[1] : e[2];
+  }
   switch (axis) {
     case Axis::kTp: return c.tp;
     case Axis::kDp: return c.dp;
     case Axis::kPp: return c.pp;
     case Axis::kCp: return c.cp;
+    case Axis::kExpertTp: return c.tp;
+    case Axis::kExpertDp: return (c.dp / ep_) * size_[slot(Axis::kCp)] + c.cp;
     case Axis::kEp: return c.dp % ep_;
     case Axis::kDpCp: return c.dp * size_[slot(Axis::kCp)] + c.cp;
     case Axis::kZeroShard: return index_in_group(Axis::kDpCp, r) % zero_shard_;
@@ -121,6 +166,15 @@ std::vector<std::int64_t> RankLayout::group(Axis axis, std::int64_t r) const {
   const std::int64_t n = size(axis);
   const std::int64_t cps = size_[slot(Axis::kCp)];
   const std::int64_t at = index_in_group(Axis::kDpCp, r);
+  if (folded_ && (axis == Axis::kEp || axis == Axis::kExpertTp || axis == Axis::kExpertDp)) {
+    const std::array<std::int64_t, 3> e = expert_coord(r);
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::array<std::int64_t, 3> m = e;
+      m[axis == Axis::kExpertTp ? 0 : axis == Axis::kEp ? 1 : 2] = i;
+      out.push_back(stage_rank(c.pp, m[0] + expert_tp_ * (m[1] + ep_ * m[2])));
+    }
+    return out;
+  }
   for (std::int64_t i = 0; i < n; ++i) {
     RankCoord m = c;
     // The member's index in the kDpCp group, for the axes inside it.
@@ -134,6 +188,11 @@ std::vector<std::int64_t> RankLayout::group(Axis axis, std::int64_t r) const {
       case Axis::kPp: m.pp = i; break;
       case Axis::kCp: m.cp = i; break;
       case Axis::kEp: m.dp = (c.dp / ep_) * ep_ + i; break;
+      case Axis::kExpertTp: m.tp = i; break;
+      case Axis::kExpertDp:
+        m.dp = i / cps * ep_ + c.dp % ep_;
+        m.cp = i % cps;
+        break;
       case Axis::kDpCp: dp_cp_member(i); break;
       case Axis::kZeroShard: dp_cp_member(at / zero_shard_ * zero_shard_ + i); break;
       case Axis::kZeroReplica: dp_cp_member(i * zero_shard_ + at % zero_shard_); break;

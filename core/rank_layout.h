@@ -16,7 +16,16 @@
 
 namespace trainplan {
 
-// kEp: the ep consecutive DP replicas that share one set of experts (ep is carved out of dp).
+// kEp: the ranks that exchange tokens for one set of experts. Carved (Plan::expert_layout): the
+// ep consecutive DP replicas at the same tp and cp coordinates. Folded: Megatron-Core's expert
+// decomposition of each pipeline stage's ranks (below). kExpertTp: the ranks one expert's weights
+// are split over (carved: the tp group). kExpertDp: the ranks holding the same experts, which sum
+// their gradients (carved: the dp/ep replicas at the same place in their ep groups, times the cp
+// ranks, indexed (dp/ep)*cp + cp).
+// Folded (MoE parallel folding; Megatron-Core's parallel_state.initialize_model_parallel since
+// core_v0.10.0): a rank's index among the ranks of its pipeline stage, in rank order, is
+// divided as expert_tp x ep x expert-dp, innermost first (the expert RankGenerator's
+// tp-ep-dp order); with the default order tp,cp,dp,pp that index is rank mod tp*cp*dp.
 // kDpCp: the ranks that hold the same dense weights, dp replicas x cp context-parallel ranks
 // (Megatron-Core's data-parallel group with context parallel): dense gradients are summed and
 // ZeRO-sharded over it. kZeroShard: the run of Plan::zero_shard_ranks() consecutive members of
@@ -24,7 +33,7 @@ namespace trainplan {
 // sharding. kZeroReplica: the members of the kDpCp group at the same place in every such run,
 // which hold the same shard.
 enum class Axis { kTp = 0, kDp = 1, kPp = 2, kEp = 3, kCp = 4, kDpCp = 5, kZeroShard = 6,
-                  kZeroReplica = 7 };
+                  kZeroReplica = 7, kExpertTp = 8, kExpertDp = 9 };
 std::string_view to_string(Axis a);
 
 struct RankCoord {
@@ -53,9 +62,16 @@ class RankLayout {
  private:
   // Sizes and coordinates are indexed by the four placement axes: tp 0, dp 1, pp 2, cp 3.
   static std::size_t slot(Axis a);
+  // Folded: the rank's index among its stage's ranks (in rank order) and the rank at index i of
+  // stage `pp`; the expert coordinates (expert tp, ep, expert dp) of that index.
+  std::int64_t stage_index(std::int64_t rank) const;
+  std::int64_t stage_rank(std::int64_t pp, std::int64_t index) const;
+  std::array<std::int64_t, 3> expert_coord(std::int64_t rank) const;
   std::array<std::int64_t, 4> size_{1, 1, 1, 1};
   std::array<Axis, 4> order_{Axis::kTp, Axis::kCp, Axis::kDp, Axis::kPp};  // innermost first
   std::int64_t ep_ = 1;
+  bool folded_ = false;          // Plan::expert_layout folded
+  std::int64_t expert_tp_ = 1;   // Plan::expert_tp_size()
   std::int64_t zero_shard_ = 1;  // Plan::zero_shard_ranks()
 };
 

@@ -24,7 +24,8 @@ TraceTrack comm_track(CommGroup g, Collective c, std::string_view task) {
     return task == "send_backward" ? TraceTrack::kPpSendPrev : TraceTrack::kPpSendNext;
   }
   switch (g) {
-    case CommGroup::kTp: return TraceTrack::kTp;
+    case CommGroup::kTp:
+    case CommGroup::kExpertTp: return TraceTrack::kTp;
     case CommGroup::kEp: return TraceTrack::kEp;
     default: return TraceTrack::kDp;
   }

@@ -70,9 +70,16 @@ Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan&
             tp_overlap_sm_slowdown(cluster_.gpu.sm_count, partner[i] < static_cast<std::int32_t>(i));
         t.tp_s += tp_overlapped_pair_s(comm_s, gemm_s, plan.tp, slowdown) - gemm_s;
       }
+    } else if (task.group == CommGroup::kExpertTp) {
+      // Folded experts' gather and scatter over their expert_tp consecutive ranks.
+      t.tp_s += group_time_s(task.collective, task.message_bytes, task.group_size, 1);
     } else if (task.group == CommGroup::kEp) {
-      t.ep_s += group_time_s(task.collective, task.message_bytes, task.group_size,
-                             plan.tp * plan.cp, 1, 0, task.spread);
+      // Carved: ep replicas stride tp*cp; folded: stride expert_tp (core/rank_layout.h).
+      const std::int64_t stride = plan.expert_layout == ExpertLayout::kFolded
+                                      ? plan.expert_tp_size()
+                                      : plan.tp * plan.cp;
+      t.ep_s += group_time_s(task.collective, task.message_bytes, task.group_size, stride, 1, 0,
+                             task.spread);
     } else if (task.group == CommGroup::kCp) {
       t.cp_s += group_time_s(task.collective, task.message_bytes, task.group_size, plan.tp);
     }
@@ -82,7 +89,9 @@ Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan&
 
 const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan) {
   // Everything below depends only on these fields of the plan.
-  const std::array<std::int64_t, 11> key{plan.tp, plan.cp, plan.ep, plan.micro_batch_size,
+  const std::array<std::int64_t, 13> key{plan.tp, plan.cp, plan.ep, plan.micro_batch_size,
+                                         static_cast<std::int64_t>(plan.expert_layout),
+                                         plan.expert_tp_size(),
                                          plan.sequence_parallel ? 1 : 0,
                                          static_cast<std::int64_t>(plan.recompute),
                                          static_cast<std::int64_t>(plan.attention),
@@ -459,10 +468,15 @@ double Estimator::per_block_s(Collective c, double elems, double bytes_per_elem,
 double Estimator::dp_collective_s(const Plan& plan, const DpShape& x, Collective c) const {
   const double b =
       c == Collective::kAllGather ? bytes_per_element(plan.precision) : grad_bytes_per_element(plan);
+  const double dense =
+      per_block_s(c, x.dense_elems, b, x.blocks, plan.zero_shard_ranks(), plan.tp, 1, 0);
+  // Folded: the expert data-parallel ranks are one level, stride expert_tp*ep.
+  if (plan.expert_layout == ExpertLayout::kFolded)
+    return dense + per_block_s(c, x.expert_elems, b, x.blocks, plan.expert_dp(),
+                               plan.expert_tp_size() * plan.ep, 1, 0);
   const std::int64_t edp = plan.dp / plan.ep;
-  return per_block_s(c, x.dense_elems, b, x.blocks, plan.zero_shard_ranks(), plan.tp, 1, 0) +
-         per_block_s(c, x.expert_elems, b, x.blocks, plan.cp, plan.tp, edp,
-                     plan.tp * plan.cp * plan.ep);
+  return dense + per_block_s(c, x.expert_elems, b, x.blocks, plan.cp, plan.tp, edp,
+                             plan.tp * plan.cp * plan.ep);
 }
 
 // The data-parallel collectives of a stage per step (comm) and the part not hidden behind the

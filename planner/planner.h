@@ -42,6 +42,10 @@ struct PlannerOptions {
   // of one node, and of 2 and 4 nodes, where that is fewer than all of them, replicating
   // across the groups (FSDP's HYBRID_SHARD; MiCS). false: over all dp*cp ranks only.
   bool hybrid_shard = true;
+  // MoE parallel folding (Plan::expert_layout folded): MoE candidates also place their expert
+  // groups over each stage's tp*cp*dp ranks, with expert_tp 1 and tp, as Megatron-Core does
+  // from core_v0.10.0. false: ep carved out of dp only (`plan --no-fold-experts`).
+  bool fold_experts = true;
   // Usable device memory = capacity * (1 - headroom): room for the CUDA context, allocator
   // fragmentation and library workspaces that the model does not count.
   double memory_headroom = 0.10;

@@ -63,6 +63,12 @@ void table(std::ostringstream& os, const std::vector<Row>& rows, const ClusterSp
     cols.insert(cols.begin() + 2, {"cp", 3});
     cols.push_back({"CP GB", 7});
   }
+  // Folded expert layouts (Plan::expert_layout): the experts' tensor-parallel degree after ep,
+  // only when a candidate shown folds ("-": carved).
+  bool with_folded = false;
+  for (const Row& r : rows) with_folded |= r.cand->plan.expert_layout == ExpertLayout::kFolded;
+  const std::size_t ep_col = with_cp ? 6 : 5;
+  if (with_folded) cols.insert(cols.begin() + static_cast<std::ptrdiff_t>(ep_col), {"etp", 4});
   for (const auto& [name, w] : cols) os << pad(name, w) << " ";
   os << "\n";
   for (const Row& row : rows) {
@@ -93,6 +99,10 @@ void table(std::ostringstream& os, const std::vector<Row>& rows, const ClusterSp
       v.insert(v.begin() + 2, std::to_string(p.cp));
       v.push_back(fmt("%.2f", cand.comm.cp_bytes / kGB));
     }
+    if (with_folded)
+      v.insert(v.begin() + static_cast<std::ptrdiff_t>(ep_col),
+               p.expert_layout == ExpertLayout::kFolded ? std::to_string(p.expert_tp_size())
+                                                        : "-");
     for (std::size_t k = 0; k < v.size(); ++k) os << pad(v[k], cols[k].second) << " ";
     os << "\n";
   }

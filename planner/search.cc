@@ -26,6 +26,14 @@ struct ScheduleChoice {
   std::int64_t virtual_stages;
 };
 
+// The expert axis: where the expert layers' ranks sit (Plan::expert_layout), the experts'
+// tensor-parallel degree (Plan::expert_tp, 0: tp) and the expert-parallel degree.
+struct ExpertChoice {
+  ExpertLayout layout;
+  std::int64_t expert_tp;
+  std::int64_t ep;
+};
+
 // The ZeRO axis: a stage and the ranks it shards over (0: all dp*cp ranks).
 struct ZeroChoice {
   int stage;
@@ -88,15 +96,15 @@ class Generator {
                             s_.global_batch_size};
     if (prune(first_rejecting(layout_rules(), facts), facts, per_layout)) return true;
     const Plan base = base_plan(tp, cp, pp, dp);
-    for (std::int64_t ep : expert_degrees(dp)) {
+    for (const ExpertChoice& ec : expert_choices(tp, cp, dp)) {
       for (std::int64_t mbs : divisors(s_.global_batch_size / dp, opt_.max_micro_batch_size)) {
         const std::int64_t micro_batches = s_.global_batch_size / dp / mbs;
         const std::vector<ScheduleChoice> schedules = schedule_choices(tp, pp, micro_batches,
                                                                        per_layout);
-        const std::vector<ZeroChoice> zeros = zero_choices(tp, cp, dp, ep);
+        const std::vector<ZeroChoice> zeros = zero_choices(tp, cp, dp, ec);
         for (const ScheduleChoice& sc : schedules)
           for (const ZeroChoice& zc : zeros)
-            if (!expand(base, ep, mbs, sc, zc)) return false;
+            if (!expand(base, ec, mbs, sc, zc)) return false;
       }
     }
     return true;
@@ -109,12 +117,24 @@ class Generator {
     return base;
   }
 
-  // Expert-parallel degrees: divisors of dp that divide the experts (1 for dense models).
-  std::vector<std::int64_t> expert_degrees(std::int64_t dp) const {
-    if (!m_.is_moe()) return {1};
-    std::vector<std::int64_t> out;
+  // Expert layouts (dense models: none). Carved: ep over the divisors of dp that divide the
+  // experts. Folded (Megatron-Core's MoE parallel folding), with the experts whole (expert_tp 1,
+  // as the Megatron MoE Model Zoo's and Megatron-Bridge's recipes set it) or split over tp
+  // (Megatron-Core's default): ep over the divisors of the stage's ranks left by expert_tp,
+  // leaving out the folded layouts that place and move exactly as a carved one (tp = cp = 1).
+  std::vector<ExpertChoice> expert_choices(std::int64_t tp, std::int64_t cp,
+                                           std::int64_t dp) const {
+    if (!m_.is_moe()) return {{ExpertLayout::kCarved, 0, 1}};
+    std::vector<ExpertChoice> out;
     for (std::int64_t e : divisors(dp, dp))
-      if (m_.num_experts % e == 0) out.push_back(e);
+      if (m_.num_experts % e == 0) out.push_back({ExpertLayout::kCarved, 0, e});
+    if (!opt_.fold_experts || (tp == 1 && cp == 1)) return out;
+    for (std::int64_t etp : tp > 1 ? std::vector<std::int64_t>{1, tp} : std::vector<std::int64_t>{1}) {
+      if (m_.ffn_hidden_size % etp != 0) continue;
+      const std::int64_t ranks = tp * cp * dp / etp;
+      for (std::int64_t e : divisors(ranks, ranks))
+        if (e > 1 && m_.num_experts % e == 0) out.push_back({ExpertLayout::kFolded, etp, e});
+    }
     return out;
   }
 
@@ -151,12 +171,14 @@ class Generator {
   // and 4 nodes hold. ZeRO shards over data-parallel replicas (and CP ranks): with one replica
   // every stage is the same plan, so only the lowest is enumerated.
   std::vector<ZeroChoice> zero_choices(std::int64_t tp, std::int64_t cp, std::int64_t dp,
-                                       std::int64_t ep) const {
+                                       const ExpertChoice& ec) const {
     std::vector<ZeroChoice> out;
     for (int zero : zero_stages_) {
       if (dp * cp == 1 && zero != zero_stages_.front()) continue;
       out.push_back({zero, 0});
-      if (zero == 0 || !opt_.hybrid_shard || ep > 1 || c_.gpus_per_node % tp != 0) continue;
+      if (zero == 0 || !opt_.hybrid_shard || ec.ep > 1 || ec.layout == ExpertLayout::kFolded ||
+          c_.gpus_per_node % tp != 0)
+        continue;
       for (std::int64_t s = c_.gpus_per_node / tp, k = 0; k < 3; s *= 2, ++k)
         if (s >= 2 && s < dp * cp && (dp * cp) % s == 0) out.push_back({zero, s});
     }
@@ -164,12 +186,17 @@ class Generator {
   }
 
   // The innermost axes, recompute and sequence parallelism. False when the sink stops.
-  bool expand(const Plan& base, std::int64_t ep, std::int64_t mbs, const ScheduleChoice& sc,
-              const ZeroChoice& zc) {
+  bool expand(const Plan& base, const ExpertChoice& ec, std::int64_t mbs,
+              const ScheduleChoice& sc, const ZeroChoice& zc) {
+    const std::int64_t ep = ec.ep;
+    // A folded MoE layer with tp > 1 takes sequence-parallel input (validate_plan).
+    const int first_sp = ec.layout == ExpertLayout::kFolded && base.tp > 1 ? 1 : 0;
     for (Recompute rc : recomputes_) {
-      for (int sp = 0; sp <= (base.tp > 1 ? 1 : 0); ++sp) {
+      for (int sp = first_sp; sp <= (base.tp > 1 ? 1 : 0); ++sp) {
         Plan p = base;
         p.ep = ep;
+        p.expert_layout = ec.layout;
+        p.expert_tp = ec.layout == ExpertLayout::kFolded ? ec.expert_tp : 0;
         p.micro_batch_size = mbs;
         p.schedule = sc.schedule;
         p.virtual_stages = sc.virtual_stages;

@@ -68,7 +68,8 @@ constexpr TimeNs kUnitNs = 1000;
 
 ReportGroup report_group_of(CommGroup g) {
   switch (g) {
-    case CommGroup::kTp: return ReportGroup::kTp;
+    case CommGroup::kTp:
+    case CommGroup::kExpertTp: return ReportGroup::kTp;
     case CommGroup::kPp:
     case CommGroup::kEmbedding: return ReportGroup::kPp;
     case CommGroup::kDp:
@@ -82,7 +83,8 @@ ReportGroup report_group_of(CommGroup g) {
 
 StreamKind stream_of(CommGroup g) {
   switch (g) {
-    case CommGroup::kTp: return StreamKind::kTp;
+    case CommGroup::kTp:
+    case CommGroup::kExpertTp: return StreamKind::kTp;
     case CommGroup::kEp: return StreamKind::kEp;
     case CommGroup::kCp: return StreamKind::kCp;
     default: return StreamKind::kDp;
@@ -481,13 +483,8 @@ class Builder {
       case CommGroup::kDp: return layout_.group(Axis::kZeroShard, rank);
       case CommGroup::kDpReplica: return layout_.group(Axis::kZeroReplica, rank);
       case CommGroup::kEp: return layout_.group(Axis::kEp, rank);
-      case CommGroup::kExpertDp: {
-        std::vector<std::int64_t> out;
-        const std::int64_t mine = layout_.coord(rank).dp % plan_.ep;
-        for (std::int64_t r : layout_.group(Axis::kDpCp, rank))
-          if (layout_.coord(r).dp % plan_.ep == mine) out.push_back(r);
-        return out;
-      }
+      case CommGroup::kExpertTp: return layout_.group(Axis::kExpertTp, rank);
+      case CommGroup::kExpertDp: return layout_.group(Axis::kExpertDp, rank);
       case CommGroup::kEmbedding:
       case CommGroup::kPp: {
         const std::vector<std::int64_t> pp = layout_.group(Axis::kPp, rank);

@@ -203,6 +203,10 @@ int run(int argc, char** argv) {
       {"no-zero-bubble", false,
        "search gpipe, 1f1b and interleaved only: leave out the zero-bubble schedules zb-h1 and "
        "zb-v (Qi et al. 2023, 2024) and DeepSeek-V3's dualpipe"},
+      {"no-fold-experts", false,
+       "MoE: carve the expert-parallel group out of the data-parallel ranks only (by default the "
+       "search also folds it over each stage's tp x cp x dp ranks with expert_tp 1 and tp: "
+       "Megatron-Core's MoE parallel folding)"},
       {"ep-overlap", false, "MoE: overlap the expert all-to-all of one micro-batch with another's compute (Megatron-Core's overlap_moe_expert_parallel_comm; needs interleaving when pp > 1)"},
       {"max-cp", true,
        "largest context-parallel degree searched (default: no bound; 1: no context "
@@ -266,6 +270,7 @@ int run(int argc, char** argv) {
   opt.tp_comm_overlap = args.has("tp-comm-overlap");
   opt.hybrid_shard = !args.has("no-hybrid-shard");
   opt.zero_bubble = !args.has("no-zero-bubble");
+  opt.fold_experts = !args.has("no-fold-experts");
   auto choice = [&](const char* name, std::initializer_list<const char*> names, int& out) {
     if (!args.has(name)) return Status::Ok();
     int i = 0;

@@ -297,6 +297,12 @@ Status read_parallel(const Json& j, const std::string& where, std::int64_t num_g
   r.get_int("cp", p.cp, 1, PL::kMaxDegree, false);
   const bool has_dp = r.get_int("dp", p.dp, 1, PL::kMaxDegree, false);
   r.get_int("ep", p.ep, 1, PL::kMaxDegree, false);
+  // Plan::expert_layout and Plan::expert_tp: Megatron-Core's MoE parallel folding (from
+  // core_v0.10.0) and its --expert-tensor-parallel-size, where the entry's source runs them.
+  int expert_layout = -1;
+  if (r.get_choice("expert_layout", expert_layout, {"carved", "folded"}, false))
+    p.expert_layout = static_cast<ExpertLayout>(expert_layout);
+  r.get_int("expert_tp", p.expert_tp, 1, PL::kMaxDegree, false);
   r.get_int("vp", p.virtual_stages, 1, PL::kMaxVirtualStages, false);
   std::int64_t zero = 0;
   run.zero_stage_given = r.get_int("zero_stage", zero, 0, 3, false);

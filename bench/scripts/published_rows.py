@@ -63,6 +63,8 @@ def main(argv):
         micro = gbs // (dp * mbs) if dp and mbs else 0
         layout = " ".join(f"{k}{plan[k]}" for k in ("tp", "pp", "dp", "ep", "cp")
                           if plan.get(k, 1) not in (1, None)) + f" mbs{mbs}"
+        if plan.get("expert_layout") == "folded":
+            layout += f" folded etp{plan.get('expert_tp') or plan.get('tp', 1)}"
         if plan.get("zero_stage"):
             layout += f" zero{plan['zero_stage']}"
         if plan.get("recompute", "none") != "none":

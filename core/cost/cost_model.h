@@ -82,14 +82,17 @@ enum class TaskKind { kGemm, kAttention, kMemory, kComm };
 // The process group a collective runs in. kDp: the ranks holding the same dense weights, dp
 // replicas x cp context-parallel ranks, or with hybrid sharding the Plan::zero_shard_size of
 // them that share one set of ZeRO shards; kDpReplica: with hybrid sharding, the ranks holding
-// the same shard in each shard group; kExpertDp: those holding the same experts (dp/ep x cp);
-// kEmbedding: first and last pipeline stage, for tied embeddings; kCp: the context-parallel
-// ranks that share one sequence.
-enum class CommGroup { kTp, kPp, kDp, kEp, kExpertDp, kEmbedding, kCp, kDpReplica };
-inline constexpr std::size_t kCommGroupCount = 8;
+// the same shard in each shard group; kExpertDp: those holding the same experts
+// (Plan::expert_dp); kEmbedding: first and last pipeline stage, for tied embeddings; kCp: the
+// context-parallel ranks that share one sequence; kExpertTp: with Plan::expert_layout folded, the
+// ranks one expert's weights are split over (Megatron-Core's expert tensor-parallel group), whose
+// gather and scatter of the routed tokens sit between the expert all-to-alls.
+enum class CommGroup { kTp, kPp, kDp, kEp, kExpertDp, kEmbedding, kCp, kDpReplica, kExpertTp };
+inline constexpr std::size_t kCommGroupCount = 9;
 std::string_view to_string(CommGroup g);
 // The group a collective is reported under in step reports and CommVolume: the embedding group
-// counts as pipeline traffic, the expert-data-parallel group as data-parallel.
+// counts as pipeline traffic, the expert-data-parallel group as data-parallel, the expert
+// tensor-parallel group as tensor-parallel.
 std::string_view report_group(CommGroup g);
 enum class Pass { kForward, kBackward, kRecompute };
 std::string_view to_string(Pass p);
@@ -256,7 +259,8 @@ std::vector<Task> dp_block_tasks(const Plan& plan, const ParamBlock& block, DpPo
 // issued). Each reads and writes its bytes / 2, and holds its output beside its input while it
 // runs. The copies on the collectives' streams are in dp_block_tasks. Empty where none.
 std::vector<Task> zero3_compute_copies(const Plan& plan, const ParamBlock& block, DpPoint point);
-// Ranks that hold the same experts and sum their gradients: dp/ep replicas x cp.
+// Ranks that hold the same experts and sum their gradients (Plan::expert_dp): carved, dp/ep
+// replicas x cp; folded, tp*cp*dp / (expert_tp*ep).
 std::int64_t expert_dp_cp(const Plan& plan);
 // ZeRO-2/3: bytes of the block's full (unsharded) gradient, held from the start of its
 // backward until its reduce-scatter (per micro-batch; DeepSpeed's reduce bucket, one block

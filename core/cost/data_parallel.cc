@@ -32,7 +32,7 @@ double mirror_grad_elements(const Plan& p, const ParamBlock& b) {
 }
 }  // namespace
 
-std::int64_t expert_dp_cp(const Plan& p) { return p.dp / p.ep * p.cp; }
+std::int64_t expert_dp_cp(const Plan& p) { return p.expert_dp(); }
 
 std::int64_t dp_point_count(const Plan& p, const ParamBlock& b, DpPoint point) {
   switch (point) {

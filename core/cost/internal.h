@@ -68,6 +68,12 @@ struct Shape {
   std::int64_t entry;
   std::int64_t tokens;         // T = s*b, this rank's tokens of the micro-batch
   std::int64_t norm_tokens;    // T/t with sequence parallel, else T
+  // MoE layers: the experts' tensor-parallel degree (Plan::expert_tp_size), whether the layer
+  // runs folded (Plan::expert_layout: each rank routes its norm_tokens, the expert_tp ranks of
+  // an expert gather what the all-to-all brought them), and the tokens this rank routes: T
+  // carved (every TP rank routes the gathered tokens), norm_tokens folded.
+  std::int64_t etp, moe_tokens;
+  bool folded;
   bool sp, dropout, fused, swiglu, moe, mla;
   // Plan::elementwise eager, where it changes the kernels: an RMSNorm, rotary embedding on the
   // query and key heads (not MLA's), a SwiGLU. PyTorch eager's LayerNorm and GELU are one ATen

@@ -107,8 +107,14 @@ double activation_bytes(const ModelSpec& m, const Plan& p, Recompute rc) {
   // MoE: the dispatched tokens (the experts' first GEMM's input, k copies of each token) and
   // the experts' outputs, which the probability-weighted combine keeps for the gradient of the
   // routing probabilities (Megatron-Core's unpermute with probs; MindSpeed's
-  // UnpermuteWithoutActivation exists to drop them). Each TP rank holds them whole.
-  const double routed = x.moe ? 2.0 * d(m.experts_per_token) * T * h * e : 0.0;
+  // UnpermuteWithoutActivation exists to drop them). Carved, each TP rank holds them whole;
+  // folded, the experts' input is the expert_tp ranks' gathered rows and the combine's the
+  // all-to-all's output for this rank's own tokens (moe_tokens).
+  const double k_copies = d(m.experts_per_token);
+  const double routed =
+      !x.moe     ? 0.0
+      : x.folded ? (d(x.etp) + 1.0) * k_copies * d(x.moe_tokens) * h * e
+                 : 2.0 * k_copies * T * h * e;
   if (rc == Recompute::kSelectiveOp) return op_checkpoint_activation_bytes(m, p, x) + routed;
   double core = 0.0;
   const double scores = d(x.b) * d(x.heads_per_rank) * d(x.s) * d(x.s_full);

@@ -102,7 +102,7 @@ std::int64_t layer_dense_params(const ModelSpec& m, std::int64_t t) {
 }
 std::int64_t layer_expert_params(const ModelSpec& m, const Plan& p) {
   return m.is_moe() ? std::llround(d(m.num_experts / p.ep) *
-                                   mlp_params_per_rank(m, m.ffn_hidden_size, p.tp))
+                                   mlp_params_per_rank(m, m.ffn_hidden_size, p.expert_tp_size()))
                     : 0;
 }
 // Parameters TP replicates and sequence parallelism gives each TP rank only its tokens' share

@@ -48,13 +48,15 @@ std::string_view to_string(CommGroup g) {
     case CommGroup::kEmbedding: return "embedding";
     case CommGroup::kCp: return "cp";
     case CommGroup::kDpReplica: return "dp_replica";
+    case CommGroup::kExpertTp: return "expert_tp";
   }
   return "?";
 }
 
 std::string_view report_group(CommGroup g) {
   switch (g) {
-    case CommGroup::kTp: return "tp";
+    case CommGroup::kTp:
+    case CommGroup::kExpertTp: return "tp";
     case CommGroup::kCp: return "cp";
     case CommGroup::kPp:
     case CommGroup::kEmbedding: return "pp";
@@ -101,6 +103,9 @@ Shape shape_of(const ModelSpec& m, const Plan& p) {
   x.fused = p.attention == AttentionImpl::kFused;
   x.swiglu = m.activation == Activation::kSwiglu;
   x.moe = m.is_moe();
+  x.folded = x.moe && p.expert_layout == ExpertLayout::kFolded;
+  x.etp = p.expert_tp_size();
+  x.moe_tokens = x.folded ? x.norm_tokens : x.tokens;
   const bool eager = p.elementwise == Elementwise::kEager;
   x.eager_norm = eager && m.norm == NormKind::kRmsNorm;
   x.eager_rope = eager && m.position == PositionKind::kRope && !x.mla;
@@ -264,27 +269,51 @@ void add_dense_mlp(std::vector<Task>& out, const Shape& x, std::int64_t f, bool 
 
 // The token permutations around an MoE layer's all-to-alls, memory-bound copies of the routed
 // tokens (Megatron-Core's MoEAlltoAllTokenDispatcher, megatron/core/transformer/moe/
-// token_dispatcher.py and moe_utils.permute/unpermute): before the dispatch, each token is
-// copied once per chosen expert into expert order (read T*h, write T*k*h); after the
-// dispatch, with several experts on the rank, the received chunks are regrouped by local expert
-// (sort_chunks_by_idxs: read and write T*k*h), and undone before the combine; after the
-// combine, the k copies are weighted by their router probabilities and summed back into token
-// order (read T*k*h, write T*h). The backward runs the same copies in reverse.
+// token_dispatcher.py and moe_utils.permute/unpermute): before the dispatch, each of the
+// `tokens` this rank routes is copied once per chosen expert into expert order (read T*h, write
+// T*k*h); after the dispatch, with several experts on the rank, the received rows are regrouped
+// by local expert (sort_chunks_by_idxs: read and write each row), and undone before the
+// combine; after the combine, the k copies are weighted by their router probabilities and summed
+// back into token order (read T*k*h, write T*h). The backward runs the same copies in reverse.
 Task moe_permute_task(std::string_view name, const Shape& x, std::int64_t k) {
-  return memory(name, d(x.tokens) * d(x.h) * x.e * (1.0 + d(k)), MemoryKernel::kElementwise);
+  return memory(name, d(x.moe_tokens) * d(x.h) * x.e * (1.0 + d(k)), MemoryKernel::kElementwise);
 }
 // An expert-parallel all-to-all of this rank's routed tokens; with node-limited routing, the
 // dispatcher built for it sends each token once per node (RoutedSpread, collectives.h).
 Task ep_all_to_all(std::string_view name, const Shape& x, const ModelSpec& m, const Plan& p) {
   Task t = comm(name, Collective::kAllToAll, CommGroup::kEp, p.ep,
-                d(x.tokens) * d(m.experts_per_token) * d(x.h) * x.e);
+                d(x.moe_tokens) * d(m.experts_per_token) * d(x.h) * x.e);
   if (m.router_groups > 0)
     t.spread = RoutedSpread{m.num_experts, m.router_groups, m.router_group_topk,
                             m.experts_per_token};
   return t;
 }
+// Token-expert rows this rank's experts process per micro-batch, with balanced routing: carved,
+// the k copies of the T tokens every TP rank routes; folded, the expert_tp ranks of an expert
+// gather what the all-to-all brought each of them, expert_tp x k copies of norm_tokens.
+double expert_rows(const Shape& x, std::int64_t k) {
+  return d(x.folded ? x.etp : 1) * d(x.moe_tokens) * d(k);
+}
+// Folded with expert_tp > 1: the gather of the rows the all-to-all brought over the expert's
+// tensor-parallel ranks before its GEMMs, and the scatter of their partial outputs after
+// (MoEAlltoAllTokenDispatcher.dispatch_postprocess's gather_from_sequence_parallel_region and
+// combine_preprocess's reduce_scatter_to_sequence_parallel_region over the expert tp group).
+// The message is the gathered buffer, as for TP's.
+Task expert_tp_comm(std::string_view name, Collective c, const Shape& x, std::int64_t k) {
+  return comm(name, c, CommGroup::kExpertTp, x.etp, expert_rows(x, k) * d(x.h) * x.e);
+}
 Task moe_regroup_task(std::string_view name, const Shape& x, std::int64_t k) {
-  return memory(name, 2.0 * d(x.tokens) * d(k) * d(x.h) * x.e, MemoryKernel::kElementwise);
+  return memory(name, 2.0 * expert_rows(x, k) * d(x.h) * x.e, MemoryKernel::kElementwise);
+}
+
+// A dense MLP of the folded MoE layer (its shared experts) on the attention's TP ranks, which
+// enters and leaves it through sequence parallelism's gather and scatter of this rank's tokens
+// (Megatron-Core's SharedExpertMLP is an MLP over tp; MoELayer.forward computes it first, on the
+// layer's sequence-parallel input).
+void add_folded_shared_mlp(std::vector<Task>& out, const Shape& x) {
+  if (x.sp) out.push_back(tp_gather("tp_all_gather_shared", x));
+  add_dense_mlp(out, x, x.shared_f, /*shared=*/true);
+  out.push_back(tp_exit("tp_all_reduce_shared", "tp_reduce_scatter_shared", x));
 }
 
 void add_mlp_forward(std::vector<Task>& out, const Shape& x, const ModelSpec& m,
@@ -295,32 +324,38 @@ void add_mlp_forward(std::vector<Task>& out, const Shape& x, const ModelSpec& m,
   }
   // Mixture of experts: route, send each token to its top-k experts (all-to-all over ep),
   // run the local experts, and send the results back (Lepikhin et al. 2020, GShard).
-  const std::int64_t f_rank = x.f / x.t;
+  if (x.folded && x.shared_f > 0) add_folded_shared_mlp(out, x);
+  const std::int64_t f_rank = x.f / x.etp;
   const std::int64_t k = m.experts_per_token;
   const std::int64_t local_experts = m.num_experts / p.ep;
-  const double routed = d(x.tokens) * d(k);  // token-expert pairs of this rank's micro-batch
-  out.push_back(gemm("router", x.tokens, m.num_experts, x.h, 1, x.e));
+  const double routed = expert_rows(x, k);  // token-expert pairs this rank's experts process
+  out.push_back(gemm("router", x.moe_tokens, m.num_experts, x.h, 1, x.e));
   out.push_back(moe_permute_task("moe_permute", x, k));
   out.push_back(ep_all_to_all("ep_dispatch", x, m, p));
+  if (x.folded) out.push_back(expert_tp_comm("expert_tp_all_gather", Collective::kAllGather, x, k));
   if (local_experts > 1) out.push_back(moe_regroup_task("moe_regroup", x, k));
-  // Balanced routing: each local expert sees routed / local_experts tokens (after all-to-all,
-  // this rank holds the routed tokens of the whole ep group for its experts).
+  // Balanced routing: each local expert sees routed / local_experts rows (after the
+  // all-to-all, this rank holds the routed tokens of the whole ep group for its experts).
   const std::int64_t per_expert =
       std::max<std::int64_t>(1, std::llround(routed / d(local_experts)));
   const std::int64_t fc1_n = (x.swiglu ? 2 : 1) * f_rank;
   Task fc1 = gemm("expert_fc1", per_expert, fc1_n, x.h, local_experts, x.e);
   fc1.flops = fc1.executed_flops = 2.0 * routed * d(fc1_n) * d(x.h);
   out.push_back(fc1);
-  out.push_back(activation_task(activation_name(x), x, f_rank, d(k)));
+  // The activation on each routed row (times: copies of this rank's T tokens).
+  out.push_back(activation_task(activation_name(x), x, f_rank,
+                                x.folded ? routed / d(x.tokens) : d(k)));
   Task fc2 = gemm("expert_fc2", per_expert, x.h, f_rank, local_experts, x.e);
   fc2.flops = fc2.executed_flops = 2.0 * routed * d(x.h) * d(f_rank);
   out.push_back(fc2);
   if (local_experts > 1) out.push_back(moe_regroup_task("moe_unregroup", x, k));
+  if (x.folded)
+    out.push_back(expert_tp_comm("expert_tp_reduce_scatter", Collective::kReduceScatter, x, k));
   out.push_back(ep_all_to_all("ep_combine", x, m, p));
   out.push_back(moe_permute_task("moe_unpermute", x, k));
   // Shared experts (DeepSeekMoE, Qwen-MoE, Llama 4): after the routed experts, as Megatron-Core
   // runs them unless moe_shared_expert_overlap is set.
-  if (x.shared_f > 0) add_dense_mlp(out, x, x.shared_f, /*shared=*/true);
+  if (!x.folded && x.shared_f > 0) add_dense_mlp(out, x, x.shared_f, /*shared=*/true);
 }
 
 // The attention block's input projections. Standard attention: one column-parallel QKV GEMM
@@ -519,9 +554,11 @@ std::vector<Task> layer_forward_tasks_unscaled(const ModelSpec& m, const Plan& p
   out.push_back(tp_exit("tp_all_reduce_attn", "tp_reduce_scatter_attn", x));
   out.push_back(memory("residual1", residual_bytes(x), MemoryKernel::kElementwise));
   out.push_back(norm_task("norm2", x, /*backward=*/false));
-  if (x.sp) out.push_back(tp_gather("tp_all_gather_mlp", x));
+  // A folded MoE layer takes the sequence-parallel input as it is: each rank routes its own
+  // tokens and gets their outputs back from the all-to-all.
+  if (x.sp && !x.folded) out.push_back(tp_gather("tp_all_gather_mlp", x));
   add_mlp_forward(out, x, m, p);
-  out.push_back(tp_exit("tp_all_reduce_mlp", "tp_reduce_scatter_mlp", x));
+  if (!x.folded) out.push_back(tp_exit("tp_all_reduce_mlp", "tp_reduce_scatter_mlp", x));
   out.push_back(memory("residual2", residual_bytes(x), MemoryKernel::kElementwise));
   return out;
 }
@@ -611,19 +648,29 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
   };
 
   out.push_back(memory("residual2_bwd", residual_bytes(x), MemoryKernel::kElementwise));
-  g_backward("tp_all_gather_mlp_grad");
-  if (x.moe) {
-    if (x.shared_f > 0) {
-      add_gemm_backward(out, find_task(fwd, "shared_fc2"), "shared_fc2_dgrad", "shared_fc2_wgrad",
-                        x.e);
-      out.push_back(activation_backward(find_task(fwd, "shared_act")));
-      add_gemm_backward(out, find_task(fwd, "shared_fc1"), "shared_fc1_dgrad", "shared_fc1_wgrad",
-                        x.e);
+  if (!x.folded) g_backward("tp_all_gather_mlp_grad");
+  // The shared experts' backward, a dense MLP's on the gathered tokens (folded: entered by the
+  // backward of its reduce-scatter, left by that of its gather).
+  auto shared_backward = [&] {
+    if (x.folded) g_backward("tp_all_gather_shared_grad");
+    add_gemm_backward(out, find_task(fwd, "shared_fc2"), "shared_fc2_dgrad", "shared_fc2_wgrad",
+                      x.e);
+    out.push_back(activation_backward(find_task(fwd, "shared_act")));
+    add_gemm_backward(out, find_task(fwd, "shared_fc1"), "shared_fc1_dgrad", "shared_fc1_wgrad",
+                      x.e);
+    if (x.folded) {
+      regather("tp_all_gather_shared_input");
+      f_backward("tp_all_reduce_shared_grad", "tp_reduce_scatter_shared_grad");
     }
+  };
+  if (x.moe) {
+    if (!x.folded && x.shared_f > 0) shared_backward();
     const std::int64_t k = m.experts_per_token;
     const bool regroup = m.num_experts / p.ep > 1;
     out.push_back(moe_permute_task("moe_unpermute_bwd", x, k));
     out.push_back(ep_all_to_all("ep_combine_bwd", x, m, p));
+    if (x.folded)
+      out.push_back(expert_tp_comm("expert_tp_all_gather_grad", Collective::kAllGather, x, k));
     if (regroup) out.push_back(moe_regroup_task("moe_unregroup_bwd", x, k));
     add_gemm_backward(out, find_task(fwd, "expert_fc2"), "expert_fc2_dgrad", "expert_fc2_wgrad",
                       x.e);
@@ -631,10 +678,14 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
     add_gemm_backward(out, find_task(fwd, "expert_fc1"), "expert_fc1_dgrad", "expert_fc1_wgrad",
                       x.e);
     if (regroup) out.push_back(moe_regroup_task("moe_regroup_bwd", x, k));
+    if (x.folded)
+      out.push_back(
+          expert_tp_comm("expert_tp_reduce_scatter_grad", Collective::kReduceScatter, x, k));
     out.push_back(ep_all_to_all("ep_dispatch_bwd", x, m, p));
     out.push_back(moe_permute_task("moe_permute_bwd", x, k));
     add_gemm_backward(out, find_task(fwd, "router"), "router_dgrad", "router_wgrad", x.e);
-    regather("tp_all_gather_mlp_input");
+    if (x.folded && x.shared_f > 0) shared_backward();
+    if (!x.folded) regather("tp_all_gather_mlp_input");
   } else {
     add_gemm_backward(out, find_task(fwd, "fc2"), "fc2_dgrad", "fc2_wgrad", x.e);
     out.push_back(activation_backward(find_task(fwd, activation_name(x))));
@@ -647,7 +698,7 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
     wg.flops = wg.executed_flops = fc1.flops;
     out.push_back(wg);
   }
-  f_backward("tp_all_reduce_mlp_grad", "tp_reduce_scatter_mlp_grad");
+  if (!x.folded) f_backward("tp_all_reduce_mlp_grad", "tp_reduce_scatter_mlp_grad");
   out.push_back(norm_task("norm2_bwd", x, /*backward=*/true));
   out.push_back(memory("residual1_bwd", residual_bytes(x), MemoryKernel::kElementwise));
   g_backward("tp_all_gather_attn_grad");

@@ -30,6 +30,7 @@ StepFlops step_flops(const ModelSpec& m, const Plan& p) {
   one.tp = 1;
   one.cp = 1;
   one.ep = 1;
+  one.expert_tp = 0;
   one.micro_batch_size = 1;
   one.sequence_parallel = false;
   const LayerKindCounts kinds = layer_kind_counts(m, 0, m.num_layers);
@@ -72,7 +73,8 @@ void add_task_bytes(const std::vector<Task>& tasks, double times, CommVolume& v)
     if (t.kind != TaskKind::kComm) continue;
     const double b = d(t.bytes_sent()) * times;
     switch (t.group) {
-      case CommGroup::kTp: v.tp_bytes += b; break;
+      case CommGroup::kTp:
+      case CommGroup::kExpertTp: v.tp_bytes += b; break;
       case CommGroup::kCp: v.cp_bytes += b; break;
       case CommGroup::kPp:
       case CommGroup::kEmbedding: v.pp_bytes += b; break;

@@ -79,14 +79,13 @@ class MpiComm final : public Comm {
           static_cast<int>(layout->index_in_group(Axis::kZeroShard, rank)));
     split(CommGroup::kDpReplica, static_cast<int>(layout->group_color(Axis::kZeroReplica, rank)),
           static_cast<int>(layout->index_in_group(Axis::kZeroReplica, rank)));
-    // Expert parallelism, carved out of dp (core/rank_layout.h): the ep consecutive replicas that
-    // exchange tokens, and the ranks at one place in every ep group, which hold the same experts
-    // and sum their gradients (dp/ep replicas x cp; the cost model's expert_dp_cp).
+    // Expert parallelism, carved out of dp or folded over a stage's ranks (Plan::expert_layout,
+    // core/rank_layout.h): the ranks that exchange tokens, and those that hold the same experts
+    // and sum their gradients (the cost model's expert_dp_cp).
     split(CommGroup::kEp, static_cast<int>(layout->group_color(Axis::kEp, rank)),
           static_cast<int>(layout->index_in_group(Axis::kEp, rank)));
-    split(CommGroup::kExpertDp,
-          static_cast<int>(me.tp + plan.tp * (me.pp + plan.pp * (me.dp % plan.ep))),
-          static_cast<int>((me.dp / plan.ep) * plan.cp + me.cp));
+    split(CommGroup::kExpertDp, static_cast<int>(layout->group_color(Axis::kExpertDp, rank)),
+          static_cast<int>(layout->index_in_group(Axis::kExpertDp, rank)));
     split(CommGroup::kPp, static_cast<int>(layout->group_color(Axis::kPp, rank)),
           static_cast<int>(me.pp));
     // Tied embeddings on two stages (splits_tied_embedding): the embedding's and the head's

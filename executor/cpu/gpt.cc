@@ -61,6 +61,8 @@ struct StageModel::Scratch {
   Mat lf_gathered, lf_k_full, lf_v_full, lf_partial, lf_o, lf_m, lf_moe_partial;  // layer_forward
   Mat mb_gathered, mb_dg, mb_da, mb_dy;                       // dense_mlp_backward
   Mat moeb_dm, moeb_y, moeb_dy;                               // moe_mlp_backward
+  Mat mff_shared_partial, mff_shared;                         // moe_folded_forward
+  Mat mfb_dm, mfb_y, mfb_dy, mfb_dy_shared;                   // moe_folded_backward
   Mat lb_dyl, lb_gathered, lb_dy, lb_dn, lb_dx1, lb_dattn, lb_dq, lb_dk, lb_dv;  // layer_backward
   Mat ab_k_full, ab_v_full, ab_out, ab_dk_full, ab_dv_full;  // attention_core_backward
   Mat emb_e, emb_gathered;                                    // embedding_forward / _backward
@@ -317,16 +319,20 @@ void StageModel::layer_forward(std::size_t block, const Mat& x, LayerCache& c, M
   c.x1 = x + o;
   span.begin("norm2");
   layernorm_forward(c.x1, P.p[kLn2G], P.p[kLn2B], c.ln2, c.ln2_mean, c.ln2_rstd);
+  const bool moe = layouts_[block].expert_offset >= 0;
+  // A folded MoE layer routes this rank's own tokens (Plan::expert_layout, moe_folded_forward).
+  const bool folded = moe && plan_.expert_layout == ExpertLayout::kFolded;
   const Mat* y2 = &c.ln2;
-  if (x_.sp) {
+  if (x_.sp && !folded) {
     span.end();
     gather_tokens(c.ln2, gathered, "tp_all_gather_mlp");
     y2 = &gathered;
   }
   span.end();
   Mat& m = w.lf_m;
-  const bool moe = layouts_[block].expert_offset >= 0;
-  if (moe) {
+  if (folded) {
+    moe_folded_forward(block, c, m);
+  } else if (moe) {
     Mat& moe_partial = w.lf_moe_partial;
     moe_forward(block, *y2, c.moe, moe_partial);
     tp_sum(moe_partial, m, "tp_reduce_scatter_mlp", "tp_all_reduce_mlp");
@@ -393,6 +399,48 @@ void StageModel::moe_mlp_backward(std::size_t block, LayerCache& c, const Mat& d
   tp_sum(dy, dyl, "tp_reduce_scatter_mlp_grad", "tp_all_reduce_mlp_grad");
 }
 
+// A folded MoE layer (Plan::expert_layout folded; Megatron-Core's MoELayer.forward): the shared
+// experts first, a TP-split MLP entered by the gather of the sequence-parallel norm2 output and
+// left by its TP sum; then the routed experts on this rank's own tokens, whose outputs come back
+// complete from the all-to-all (expert_tp 1).
+void StageModel::moe_folded_forward(std::size_t block, LayerCache& c, Mat& m) {
+  Scratch& w = *scratch_;
+  const bool shared = model_.shared_expert_ffn_size > 0;
+  if (shared) {
+    const Mat* y = &c.ln2;
+    if (x_.sp) {
+      gather_tokens(c.ln2, w.lf_gathered, "tp_all_gather_shared");
+      y = &w.lf_gathered;
+    }
+    moe_shared_forward(block, *y, c.moe, w.mff_shared_partial);
+    tp_sum(w.mff_shared_partial, w.mff_shared, "tp_reduce_scatter_shared", "tp_all_reduce_shared");
+  }
+  moe_forward(block, c.ln2, c.moe, m);
+  if (shared) m += w.mff_shared;
+}
+
+// Its backward: the routed experts and the router on this rank's tokens (complete, no TP sum),
+// then the shared experts' on the gathered output gradient and input, TP-summed back to this
+// rank's tokens, as the cost model orders them.
+void StageModel::moe_folded_backward(std::size_t block, LayerCache& c, const Mat& dout,
+                                     Mat& dyl) {
+  Scratch& w = *scratch_;
+  moe_backward(block, c.ln2, c.moe, dout, dyl);
+  if (model_.shared_expert_ffn_size == 0) return;
+  const Mat* dm = &dout;
+  const Mat* y = &c.ln2;
+  if (x_.sp) {
+    gather_tokens(dout, w.mfb_dm, "tp_all_gather_shared_grad");
+    gather_tokens(c.ln2, w.mfb_y, "tp_all_gather_shared_input");
+    dm = &w.mfb_dm;
+    y = &w.mfb_y;
+  }
+  w.mfb_dy.setZero(y->rows(), model_.hidden_size);
+  moe_shared_backward(block, *y, c.moe, *dm, w.mfb_dy);
+  tp_sum(w.mfb_dy, w.mfb_dy_shared, "tp_reduce_scatter_shared_grad", "tp_all_reduce_shared_grad");
+  dyl += w.mfb_dy_shared;
+}
+
 void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dx) {
   const LayerParams P = layer_params(block, /*with_grads=*/true);
   const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp;
@@ -401,7 +449,9 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dou
   Scratch& w = *scratch_;
   Mat &dyl = w.lb_dyl, &gathered = w.lb_gathered, &dy = w.lb_dy, &dn = w.lb_dn,
       &dx1 = w.lb_dx1, &dattn = w.lb_dattn, &dq = w.lb_dq, &dk = w.lb_dk, &dv = w.lb_dv;
-  if (layouts_[block].expert_offset >= 0) {
+  if (layouts_[block].expert_offset >= 0 && plan_.expert_layout == ExpertLayout::kFolded) {
+    moe_folded_backward(block, c, dout, dyl);
+  } else if (layouts_[block].expert_offset >= 0) {
     moe_mlp_backward(block, c, dout, dyl);
   } else {
     dense_mlp_backward(block, c, dout, dyl);
@@ -949,6 +999,8 @@ void StageModel::account_scratch(MemoryAccount& account) const {
         &w.lf_m, &w.lf_moe_partial}},
       {"scratch.mlp_backward", {&w.mb_gathered, &w.mb_dg, &w.mb_da, &w.mb_dy}},
       {"scratch.moe_mlp_backward", {&w.moeb_dm, &w.moeb_y, &w.moeb_dy}},
+      {"scratch.moe_folded_forward", {&w.mff_shared_partial, &w.mff_shared}},
+      {"scratch.moe_folded_backward", {&w.mfb_dm, &w.mfb_y, &w.mfb_dy, &w.mfb_dy_shared}},
       {"scratch.layer_backward",
        {&w.lb_dyl, &w.lb_gathered, &w.lb_dy, &w.lb_dn, &w.lb_dx1, &w.lb_dattn, &w.lb_dq,
         &w.lb_dk, &w.lb_dv}},

@@ -148,7 +148,14 @@ class StageModel final : public StageModelBase {
   // An MoE layer's MLP (executor/cpu/moe.h) on the (gathered) norm2 output y: out is this TP
   // rank's partial sum of the MLP's output; backward takes its gradient dm and writes this
   // rank's partial sum of y's.
+  // With Plan::expert_layout folded, moe_forward and moe_backward leave the shared experts out
+  // and work on this rank's own tokens (the sequence-parallel share), their outputs complete;
+  // the layer runs the shared experts around them with moe_shared_forward over the gathered
+  // tokens and sums them over TP.
   void moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& out);
+  void moe_shared_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& partial);
+  void moe_folded_forward(std::size_t block, LayerCache& c, Mat& m);
+  void moe_folded_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dyl);
   void moe_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dm, Mat& dy);
   void moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& send);
   void moe_aux_loss(MoeCache& c);

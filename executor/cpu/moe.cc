@@ -153,19 +153,25 @@ void StageModel::moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& se
 void StageModel::moe_aux_loss(MoeCache& c) {
   MoeScratch& w = moe_scratch_;
   const std::int64_t E = model_.num_experts, k = model_.experts_per_token;
-  c.aux_tokens = c.probs.rows() * plan_.cp;
-  if (plan_.cp > 1) {
-    const std::int64_t n = comm_.group_size(CommGroup::kCp);
+  // Folded (Plan::expert_layout), each TP rank routes its own sequence-parallel share of the
+  // tokens, so the counts are summed over TP too (Megatron-Core sums tokens_per_expert over its
+  // tp x cp group).
+  const bool split_over_tp = plan_.expert_layout == ExpertLayout::kFolded && plan_.tp > 1;
+  c.aux_tokens = c.probs.rows() * plan_.cp * (split_over_tp ? plan_.tp : 1);
+  auto sum_over = [&](CommGroup g) {
+    const std::int64_t n = comm_.group_size(g);
     w.cp_mine.clear();
     for (std::int64_t s = 0; s < n; ++s)
       w.cp_mine.insert(w.cp_mine.end(), c.assigned.begin(), c.assigned.end());
-    comm_.exchange_counts(CommGroup::kCp, w.cp_mine, w.cp_all);
+    comm_.exchange_counts(g, w.cp_mine, w.cp_all);
     for (std::int64_t e = 0; e < E; ++e) {
       std::int64_t sum = 0;
       for (std::int64_t s = 0; s < n; ++s) sum += w.cp_all[static_cast<std::size_t>(s * E + e)];
       c.assigned[static_cast<std::size_t>(e)] = sum;
     }
-  }
+  };
+  if (split_over_tp) sum_over(CommGroup::kTp);
+  if (plan_.cp > 1) sum_over(CommGroup::kCp);
   w.prob_sums = c.probs.colwise().sum();
   const Eigen::RowVectorXf& prob_sums = w.prob_sums;
   const auto tokens = static_cast<double>(c.aux_tokens);
@@ -173,8 +179,10 @@ void StageModel::moe_aux_loss(MoeCache& c) {
   for (std::int64_t e = 0; e < E; ++e)
     aux += static_cast<double>(c.assigned[static_cast<std::size_t>(e)]) /
            (tokens * static_cast<double>(k)) * static_cast<double>(prob_sums[e]) / tokens;
-  // Every TP rank routes the same tokens: one counts the value.
-  if (comm_.group_rank(CommGroup::kTp) != 0) return;
+  // Carved, every TP rank routes the same tokens: one counts the value. Folded, each adds its
+  // own tokens' share.
+  if (plan_.expert_layout != ExpertLayout::kFolded && comm_.group_rank(CommGroup::kTp) != 0)
+    return;
   const double value = static_cast<double>(c.aux_weight) * static_cast<double>(E) * aux;
   aux_loss_sum_ += value;
   if (!recomputing_) aux_loss_trained_ += value;
@@ -186,11 +194,14 @@ void StageModel::moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& 
   MoeScratch& w = moe_scratch_;
   const std::int64_t h = model_.hidden_size, k = model_.experts_per_token, T = y.rows();
   const bool shared = model_.shared_expert_ffn_size > 0;
-  // With tp > 1 each expert's fc1 is column- and fc2 row-parallel (f / tp each), so this rank's
-  // outputs are partial sums; the row-parallel biases are added on TP rank 0 only, and the
-  // layer's TP sum after the MLP (tp_sum) completes them.
+  const bool folded = plan_.expert_layout == ExpertLayout::kFolded;
+  // Carved with tp > 1 each expert's fc1 is column- and fc2 row-parallel (f / tp each), so this
+  // rank's outputs are partial sums; the row-parallel biases are added on TP rank 0 only, and
+  // the layer's TP sum after the MLP (tp_sum) completes them. Folded (expert_tp 1) each expert
+  // is whole on its rank and its outputs complete.
   const std::int64_t f = l.tensors[expert_tensor(shared, 0, kExpW1)].cols;
   const bool bias_rank = comm_.group_rank(CommGroup::kTp) == 0;
+  const bool expert_bias_rank = folded || bias_rank;
   moe_route(block, y, c, w.send);
   const ExpertRows rows = expert_rows(comm_, model_, plan_, c);
   const std::int64_t capacity = moe_capacity_rows(rows.members, T, k, rows.local);
@@ -214,7 +225,7 @@ void StageModel::moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& 
     gelu_forward_rows(rows_of(std::as_const(c.a), r0, n), rows_of(c.g, r0, n));
     span.begin("expert_fc2");
     linear_forward_rows(rows_of(std::as_const(c.g), r0, n), ConstMatMap(t(kExpW2), f, h),
-                        bias_rank ? t(kExpB2) : nullptr, rows_of(w.expert_out, r0, n));
+                        expert_bias_rank ? t(kExpB2) : nullptr, rows_of(w.expert_out, r0, n));
   }
   rows.permute(w.expert_out, w.outputs, /*to_expert_major=*/false);
   span.end();
@@ -228,18 +239,29 @@ void StageModel::moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& 
     const float gate = c.probs(t, c.experts[static_cast<std::size_t>(pair)]);
     out.row(t) += gate * c.combined.row(c.row_of_pair[static_cast<std::size_t>(pair)]);
   }
-  if (shared) {
-    const std::int64_t fs = l.tensors[kSharedW1].cols;
-    span.begin("shared_fc1");
-    linear_forward(y, ConstMatMap(p + l.tensors[kSharedW1].offset, h, fs),
-                   p + l.tensors[kSharedB1].offset, take(c.shared_a, T, fs));
-    span.begin("shared_act");
-    gelu_forward(c.shared_a, take(c.shared_g, T, fs));
-    span.begin("shared_fc2");
-    linear_forward(c.shared_g, ConstMatMap(p + l.tensors[kSharedW2].offset, fs, h),
-                   bias_rank ? p + l.tensors[kSharedB2].offset : nullptr, w.shared_o);
+  span.end();
+  if (shared && !folded) {
+    moe_shared_forward(block, y, c, w.shared_o);
     out += w.shared_o;
   }
+}
+
+// The shared experts: a dense MLP split over TP (fc1 column-, fc2 row-parallel) on every token
+// of y, into `partial`, this TP rank's partial sum (its row-parallel bias on TP rank 0).
+void StageModel::moe_shared_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& partial) {
+  const BlockLayout& l = layouts_[block];
+  const float* p = access_.params(block);
+  const std::int64_t h = model_.hidden_size, T = y.rows(), fs = l.tensors[kSharedW1].cols;
+  const bool bias_rank = comm_.group_rank(CommGroup::kTp) == 0;
+  TraceSpan span(trace_);
+  span.begin("shared_fc1");
+  linear_forward(y, ConstMatMap(p + l.tensors[kSharedW1].offset, h, fs),
+                 p + l.tensors[kSharedB1].offset, take(c.shared_a, T, fs));
+  span.begin("shared_act");
+  gelu_forward(c.shared_a, take(c.shared_g, T, fs));
+  span.begin("shared_fc2");
+  linear_forward(c.shared_g, ConstMatMap(p + l.tensors[kSharedW2].offset, fs, h),
+                 bias_rank ? p + l.tensors[kSharedB2].offset : nullptr, partial);
   span.end();
 }
 
@@ -342,7 +364,10 @@ void StageModel::moe_router_backward(std::size_t block, const Mat& y, MoeCache& 
   Mat& dprobs = w.rb_dprobs;
   dprobs.setZero(T, E);
   const auto tokens = static_cast<double>(c.aux_tokens);  // the whole sequences' (cp)
-  for (std::int64_t e = 0; e < E && comm_.group_rank(CommGroup::kTp) == 0; ++e) {
+  // Folded, each TP rank routes its own tokens and adds its own term.
+  const bool own_term = plan_.expert_layout == ExpertLayout::kFolded ||
+                        comm_.group_rank(CommGroup::kTp) == 0;
+  for (std::int64_t e = 0; e < E && own_term; ++e) {
     const double f_e = static_cast<double>(c.assigned[static_cast<std::size_t>(e)]) /
                        (tokens * static_cast<double>(k));
     dprobs.col(e).setConstant(static_cast<float>(c.aux_weight * static_cast<double>(E) * f_e /
@@ -365,7 +390,9 @@ void StageModel::moe_backward(std::size_t block, const Mat& y, MoeCache& c, cons
   MoeScratch& w = moe_scratch_;
   const std::int64_t h = model_.hidden_size, k = model_.experts_per_token, T = y.rows();
   dy.setZero(T, h);
-  if (model_.shared_expert_ffn_size > 0) moe_shared_backward(block, y, c, dm, dy);
+  // Folded, the layer runs the shared experts' backward itself (moe_folded_backward).
+  if (model_.shared_expert_ffn_size > 0 && plan_.expert_layout != ExpertLayout::kFolded)
+    moe_shared_backward(block, y, c, dm, dy);
   // Combine's backward: each pair's output row gets gate * dm of its token; the gate gets the
   // dot product of dm with the expert's output.
   TraceSpan span(trace_);

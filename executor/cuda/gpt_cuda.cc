@@ -29,6 +29,10 @@ Status check_cuda_executor_supports(const ModelSpec& m, const Plan& p) {
     return Status::Error("ep=" + std::to_string(p.ep) +
                              ": the CUDA executor does not implement expert parallelism",
                          ExitCode::kInvalidInput);
+  if (p.expert_layout != ExpertLayout::kCarved)
+    return Status::Error("expert_layout " + std::string(to_string(p.expert_layout)) +
+                             ": the CUDA executor does not implement expert parallelism",
+                         ExitCode::kInvalidInput);
   if (p.schedule == Schedule::kDualPipe)
     return Status::Error("schedule dualpipe: the CUDA executor runs one direction of "
                          "micro-batches and each backward whole",

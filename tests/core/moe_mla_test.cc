@@ -485,5 +485,218 @@ TEST(PlanEpOverlap, ConstraintsAreMegatronCoresAndNamed) {
   EXPECT_NE(describe(p).find("ep-overlap"), std::string::npos);
 }
 
+// --- Plan::expert_layout folded, Plan::expert_tp -------------------------------------------
+
+// A uniform MoE model (no MLA, no dense layers) for the folded layout's task lists.
+ModelSpec small_qwen_moe() {
+  ModelSpec m = small_deepseek();
+  m.q_lora_rank = m.kv_lora_rank = m.qk_rope_head_dim = 0;
+  m.head_dim = 64;
+  m.v_head_dim = 0;
+  m.dense_layers = {};
+  m.dense_ffn_hidden_size = 0;
+  m.shared_expert_ffn_size = 0;
+  EXPECT_TRUE(validate_model(m, "small qwen").ok()) << validate_model(m, "small qwen").message();
+  return m;
+}
+
+Plan folded(std::int64_t tp, std::int64_t dp, std::int64_t ep, std::int64_t expert_tp) {
+  Plan p = plan_of(tp, 1, dp);
+  p.sequence_parallel = tp > 1;
+  p.ep = ep;
+  p.expert_layout = ExpertLayout::kFolded;
+  p.expert_tp = expert_tp;
+  return p;
+}
+
+const Task* find(const std::vector<Task>& tasks, std::string_view name) {
+  for (const Task& t : tasks)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+TEST(PlanExpertLayout, ChecksNameTheFieldAndRoundTrip) {
+  auto fails_with = [](const Plan& q, const std::string& part) {
+    const Status st = validate_plan(q);
+    return !st.ok() && st.message().find(part) != std::string::npos;
+  };
+  // EP 32 with TP 2 and DP 16 (the Model Zoo's and Megatron-Bridge's Qwen3-235B H100 rows):
+  // refused carved, placed folded.
+  Plan zoo = folded(2, 16, 32, 1);
+  EXPECT_TRUE(validate_plan(zoo).ok()) << validate_plan(zoo).message();
+  EXPECT_EQ(zoo.expert_dp(), 1);
+  Plan carved = zoo;
+  carved.expert_layout = ExpertLayout::kCarved;
+  carved.expert_tp = 0;
+  EXPECT_TRUE(fails_with(carved, "ep=32 does not divide dp=16"));
+  Plan etp_carved = carved;
+  etp_carved.ep = 8;
+  etp_carved.expert_tp = 1;
+  EXPECT_TRUE(fails_with(etp_carved, "expert_tp=1 needs expert_layout folded"));
+  EXPECT_TRUE(fails_with(folded(2, 16, 32, 3), "expert_tp*ep = 3*32 does not divide"));
+  Plan no_sp = folded(2, 16, 32, 1);
+  no_sp.sequence_parallel = false;
+  EXPECT_TRUE(fails_with(no_sp, "expert_layout folded with tp=2 needs sequence_parallel"));
+  Plan negative = folded(2, 16, 32, 1);
+  negative.expert_tp = -1;
+  EXPECT_TRUE(fails_with(negative, "expert_tp=-1"));
+  Plan hybrid = folded(2, 16, 8, 1);
+  hybrid.zero_stage = 1;
+  hybrid.zero_shard_size = 8;
+  EXPECT_TRUE(fails_with(hybrid, "zero_shard_size=8"));
+  // expert_tp 0 is tp; expert_dp counts the stage's ranks over expert_tp x ep.
+  EXPECT_EQ(folded(4, 8, 8, 0).expert_tp_size(), 4);
+  EXPECT_EQ(folded(4, 8, 8, 0).expert_dp(), 1);
+  EXPECT_EQ(folded(4, 8, 8, 1).expert_dp(), 4);
+  EXPECT_EQ(plan_of(4, 1, 8).expert_dp(), 8);  // carved, ep 1: dp/ep x cp
+  // Against the model: the experts' width must split over expert_tp; folded needs experts.
+  const ModelSpec m = small_qwen_moe();  // ffn_hidden_size 64
+  EXPECT_TRUE(check_plan_fits_model(folded(2, 4, 8, 2), m).ok());
+  Plan wide = folded(1, 128, 1, 128);
+  wide.global_batch_size = 512;
+  ASSERT_TRUE(validate_plan(wide).ok()) << validate_plan(wide).message();
+  const Status split = check_plan_fits_model(wide, m);
+  EXPECT_NE(split.message().find("expert_tp=128 does not divide ffn_hidden_size=64"),
+            std::string::npos) << split.message();
+  ModelSpec dense = m;
+  dense.num_experts = 1;
+  dense.experts_per_token = 1;
+  Plan on_dense = folded(2, 4, 1, 1);
+  EXPECT_NE(check_plan_fits_model(on_dense, dense).message().find("needs a mixture-of-experts"),
+            std::string::npos);
+  // JSON: written only when set, read back, and a bad value names the field.
+  EXPECT_FALSE(plan_to_json(plan_of(1, 1, 8)).contains("expert_layout"));
+  EXPECT_FALSE(plan_to_json(plan_of(1, 1, 8)).contains("expert_tp"));
+  auto back = plan_from_json(plan_to_json(zoo), "p.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->expert_layout, ExpertLayout::kFolded);
+  EXPECT_EQ(back->expert_tp, 1);
+  EXPECT_NE(describe(zoo).find("ep=32 folded etp=1"), std::string::npos) << describe(zoo);
+  Json bad = plan_to_json(zoo);
+  bad["expert_layout"] = "nested";
+  auto refused = plan_from_json(bad, "p.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("expert_layout"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("nested"), std::string::npos);
+  Json zero = plan_to_json(zoo);
+  zero["expert_tp"] = 0;
+  auto refused_tp = plan_from_json(zero, "p.json");
+  ASSERT_FALSE(refused_tp.ok());
+  EXPECT_NE(refused_tp.status().message().find("expert_tp"), std::string::npos);
+}
+
+// With tp = cp = 1 and expert_tp 1 the folded layout routes, moves and computes as the carved
+// one: the same tasks, bytes and FLOPs.
+TEST(CostModelFolded, WithoutTpOrCpItIsTheCarvedLayer) {
+  const ModelSpec m = small_qwen_moe();
+  Plan carved = plan_of(1, 1, 8);
+  carved.ep = 4;
+  const Plan fold = folded(1, 8, 4, 1);
+  for (bool backward : {false, true}) {
+    const std::vector<Task> a =
+        backward ? layer_backward_tasks(m, carved) : layer_forward_tasks(m, carved);
+    const std::vector<Task> b =
+        backward ? layer_backward_tasks(m, fold) : layer_forward_tasks(m, fold);
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].name, b[i].name);
+      EXPECT_EQ(a[i].bytes, b[i].bytes) << a[i].name;
+      EXPECT_EQ(a[i].flops, b[i].flops) << a[i].name;
+      EXPECT_EQ(a[i].message_bytes, b[i].message_bytes) << a[i].name;
+    }
+  }
+  EXPECT_EQ(memory_on_stage(m, carved, 0).device_total(), memory_on_stage(m, fold, 0).device_total());
+}
+
+// Folded with tp 4 (sequence parallel): each rank routes its T/4 tokens, sends T/4 x k rows over
+// ep and gets them back; with expert_tp 1 no TP collective surrounds the experts, and each rank
+// holds its experts whole; with expert_tp 4 the expert's ranks gather the rows the all-to-all
+// brought (4 x T/4 x k) and scatter the result. The layer's FLOPs are the carved layer's but the
+// router's, which carved runs on all T tokens on every TP rank.
+TEST(CostModelFolded, EachRankRoutesItsSequenceParallelShare) {
+  const ModelSpec m = small_qwen_moe();
+  const double T = d(m.seq_len), h = d(m.hidden_size), k = d(m.experts_per_token), e = 2.0;
+  Plan carved = plan_of(4, 1, 8);
+  carved.sequence_parallel = true;
+  carved.ep = 8;
+  auto flops = [](const std::vector<Task>& tasks) {
+    double f = 0;
+    for (const Task& t : tasks) f += t.flops;
+    return f;
+  };
+  for (std::int64_t etp : {1, 4}) {
+    const Plan p = folded(4, 8, 8, etp);
+    const std::vector<Task> fwd = layer_forward_tasks(m, p), bwd = layer_backward_tasks(m, p);
+    EXPECT_EQ(find(fwd, "tp_all_gather_mlp"), nullptr);
+    EXPECT_EQ(find(fwd, "tp_reduce_scatter_mlp"), nullptr);
+    EXPECT_EQ(find(bwd, "tp_all_gather_mlp_grad"), nullptr);
+    EXPECT_EQ(find(bwd, "tp_reduce_scatter_mlp_grad"), nullptr);
+    const Task* router = find(fwd, "router");
+    ASSERT_NE(router, nullptr);
+    EXPECT_EQ(router->m, m.seq_len / 4);
+    for (const char* name : {"ep_dispatch", "ep_combine"}) {
+      const Task* a2a = find(fwd, name);
+      ASSERT_NE(a2a, nullptr) << name;
+      EXPECT_EQ(a2a->message_bytes, std::llround(T / 4 * k * h * e)) << name;
+      EXPECT_EQ(a2a->group, CommGroup::kEp);
+    }
+    for (const char* name : {"ep_combine_bwd", "ep_dispatch_bwd"}) {
+      const Task* a2a = find(bwd, name);
+      ASSERT_NE(a2a, nullptr) << name;
+      EXPECT_EQ(a2a->message_bytes, std::llround(T / 4 * k * h * e)) << name;
+    }
+    const Task* fc2 = find(fwd, "expert_fc2");
+    ASSERT_NE(fc2, nullptr);
+    EXPECT_EQ(fc2->k, m.ffn_hidden_size / etp);
+    if (etp == 1) {
+      EXPECT_EQ(find(fwd, "expert_tp_all_gather"), nullptr);  // a group of one: dropped
+    } else {
+      for (const char* name : {"expert_tp_all_gather", "expert_tp_reduce_scatter"}) {
+        const Task* c = find(fwd, name);
+        ASSERT_NE(c, nullptr) << name;
+        EXPECT_EQ(c->group, CommGroup::kExpertTp);
+        EXPECT_EQ(c->group_size, 4);
+        EXPECT_EQ(c->message_bytes, std::llround(T * k * h * e)) << name;
+      }
+      for (const char* name : {"expert_tp_all_gather_grad", "expert_tp_reduce_scatter_grad"})
+        EXPECT_NE(find(bwd, name), nullptr) << name;
+    }
+    // The same FLOPs but the router's: carved, every TP rank routes all T tokens; folded, its T/4.
+    const std::vector<Task> carved_fwd = layer_forward_tasks(m, carved);
+    const double router_flops = find(carved_fwd, "router")->flops;
+    EXPECT_DOUBLE_EQ(router->flops, router_flops / 4.0);
+    EXPECT_NEAR(flops(fwd), flops(carved_fwd) - 0.75 * router_flops, 1e-9 * flops(fwd)) << etp;
+    EXPECT_NEAR(flops(bwd), flops(layer_backward_tasks(m, carved)) - 1.5 * router_flops,
+                1e-9 * flops(bwd)) << etp;
+    // The experts' weights: whole with expert_tp 1, a quarter with 4; summed over the stage's
+    // 32 ranks / (expert_tp x 8).
+    EXPECT_NEAR(parameters_on_stage(m, p, 0).expert,
+                parameters_on_stage(m, carved, 0).expert * 4.0 / d(etp), 1.0);
+    EXPECT_EQ(expert_dp_cp(p), 32 / (etp * 8));
+  }
+}
+
+// Shared experts under folding are a tp-split MLP entered and left through sequence
+// parallelism's gather and scatter (Megatron-Core's SharedExpertMLP, computed first).
+TEST(CostModelFolded, SharedExpertsAreATpMlpOnTheGatheredTokens) {
+  ModelSpec m = small_qwen_moe();
+  m.shared_expert_ffn_size = 128;
+  const Plan p = folded(2, 8, 8, 1);
+  const std::vector<Task> fwd = layer_forward_tasks(m, p), bwd = layer_backward_tasks(m, p);
+  const Task* gather = find(fwd, "tp_all_gather_shared");
+  const Task* scatter = find(fwd, "tp_reduce_scatter_shared");
+  ASSERT_NE(gather, nullptr);
+  ASSERT_NE(scatter, nullptr);
+  EXPECT_EQ(gather->message_bytes, std::llround(d(m.seq_len) * d(m.hidden_size) * 2.0));
+  EXPECT_LT(gather - fwd.data(), find(fwd, "router") - fwd.data());  // before the routed experts
+  const Task* fc1 = find(fwd, "shared_fc1");
+  ASSERT_NE(fc1, nullptr);
+  EXPECT_EQ(fc1->m, m.seq_len);
+  EXPECT_EQ(fc1->n, 2 * 128 / 2);  // SwiGLU's two halves, over tp 2
+  for (const char* name : {"tp_all_gather_shared_grad", "tp_all_gather_shared_input",
+                           "tp_reduce_scatter_shared_grad"})
+    EXPECT_NE(find(bwd, name), nullptr) << name;
+}
+
 }  // namespace
 }  // namespace trainplan

@@ -1,6 +1,7 @@
 // Tests of the rank placement (core/rank_layout.h): the default order tp, cp, dp, pp
 // (Megatron-Core's tp-cp-ep-dp-pp), orders written before context parallelism, the groups along
-// each axis and the dense-gradient group over dp x cp.
+// each axis, the dense-gradient group over dp x cp, and the expert groups carved out of dp or
+// folded over each stage's ranks.
 #include "core/rank_layout.h"
 
 #include <gtest/gtest.h>
@@ -140,6 +141,92 @@ TEST(RankLayout, ExpertGroupsStayInsideDataParallelism) {
   EXPECT_EQ(l->group(Axis::kEp, 0), (Ranks{0, 2}));
   EXPECT_EQ(l->group(Axis::kEp, 1), (Ranks{1, 3}));
   EXPECT_EQ(l->group(Axis::kEp, 4), (Ranks{4, 6}));
+}
+
+// The carved layout's expert groups (Plan::expert_layout carved): the experts split over tp,
+// their gradients summed over the dp/ep replicas at one place in their ep groups times the cp
+// ranks, indexed (dp/ep)*cp + cp.
+TEST(RankLayout, CarvedExpertTpAndDpGroups) {
+  auto l = RankLayout::make(plan_of(2, 2, 4, 1, /*ep=*/2));  // 16 ranks
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->group(Axis::kExpertTp, 5), l->group(Axis::kTp, 5));
+  EXPECT_EQ(l->size(Axis::kExpertDp), 4);  // dp/ep 2 x cp 2
+  // Rank 0: tp 0, cp 0, dp 0; the replicas holding its experts are dp 0 and 2, with both cp.
+  EXPECT_EQ(l->group(Axis::kExpertDp, 0), (Ranks{0, 2, 8, 10}));
+  EXPECT_EQ(l->index_in_group(Axis::kExpertDp, 10), 3);  // dp 2 / ep 2 * cp 2 + cp 1
+  EXPECT_EQ(l->group(Axis::kExpertDp, 5), (Ranks{5, 7, 13, 15}));  // tp 1, cp 0, dp 1
+}
+
+// Megatron-Core's MoE parallel folding (Plan::expert_layout folded): each stage's tp*cp*dp
+// ranks, in rank order, divided as expert_tp x ep x expert-dp, innermost first. The Megatron
+// MoE Model Zoo's Qwen3-235B row at TP 4, EP 8, ETP 1 (EDP 4): an EP group is one node's 8 GPUs,
+// where the carved layout spreads it over 4 nodes.
+TEST(RankLayout, FoldedExpertGroupsDivideEachStage) {
+  Plan p = plan_of(4, 1, 8, 2, /*ep=*/8);  // 64 ranks, 32 per stage
+  p.sequence_parallel = true;
+  auto carved = RankLayout::make(p);
+  ASSERT_TRUE(carved.ok());
+  EXPECT_EQ(nodes_spanned(carved->group(Axis::kEp, 0), 8), 4);
+  p.expert_layout = ExpertLayout::kFolded;
+  p.expert_tp = 1;
+  auto l = RankLayout::make(p);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->size(Axis::kEp), 8);
+  EXPECT_EQ(l->size(Axis::kExpertTp), 1);
+  EXPECT_EQ(l->size(Axis::kExpertDp), 4);
+  EXPECT_EQ(l->group(Axis::kEp, 0), (Ranks{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(l->group(Axis::kEp, 45), (Ranks{40, 41, 42, 43, 44, 45, 46, 47}));  // stage 1
+  EXPECT_EQ(nodes_spanned(l->group(Axis::kEp, 0), 8), 1);
+  EXPECT_EQ(l->group(Axis::kExpertDp, 3), (Ranks{3, 11, 19, 27}));
+  EXPECT_EQ(l->group(Axis::kExpertDp, 45), (Ranks{37, 45, 53, 61}));
+  EXPECT_EQ(l->index_in_group(Axis::kEp, 45), 5);
+  EXPECT_EQ(l->index_in_group(Axis::kExpertDp, 45), 1);
+  EXPECT_EQ(l->group(Axis::kExpertTp, 45), (Ranks{45}));
+  // The attention's groups do not move.
+  EXPECT_EQ(l->group(Axis::kTp, 45), carved->group(Axis::kTp, 45));
+  EXPECT_EQ(l->group(Axis::kDpCp, 45), carved->group(Axis::kDpCp, 45));
+
+  // expert_tp 2, ep 4 over tp 2 x cp 2 x dp 2 (8 ranks a stage): the EP group spans the cp
+  // ranks, which the carved layout (ep dividing dp) cannot.
+  Plan q = plan_of(2, 2, 2, 1, /*ep=*/4);
+  q.sequence_parallel = true;
+  q.expert_layout = ExpertLayout::kFolded;
+  q.expert_tp = 2;
+  auto f = RankLayout::make(q);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->group(Axis::kExpertTp, 5), (Ranks{4, 5}));
+  EXPECT_EQ(f->group(Axis::kEp, 5), (Ranks{1, 3, 5, 7}));
+  EXPECT_EQ(f->size(Axis::kExpertDp), 1);
+  EXPECT_EQ(f->group(Axis::kExpertDp, 5), (Ranks{5}));
+}
+
+// Every folded group partitions the world, under every rank order (the stage's ranks are found
+// by the pp coordinate, wherever pp sits in the order).
+TEST(RankLayout, FoldedGroupsPartitionTheWorldInEveryOrder) {
+  Plan p = plan_of(2, 2, 3, 2, /*ep=*/3);  // 24 ranks, 12 a stage = etp 2 x ep 3 x edp 2
+  p.sequence_parallel = true;
+  p.expert_layout = ExpertLayout::kFolded;
+  p.expert_tp = 2;
+  for (const char* order : {"tp,cp,dp,pp", "pp,tp,cp,dp", "tp,pp,dp,cp", "dp,cp,tp,pp"}) {
+    auto l = RankLayout::make(p, order);
+    ASSERT_TRUE(l.ok()) << order;
+    for (Axis a : {Axis::kEp, Axis::kExpertTp, Axis::kExpertDp}) {
+      std::set<std::int64_t> colors;
+      for (std::int64_t r = 0; r < l->world_size(); ++r) {
+        const Ranks g = l->group(a, r);
+        EXPECT_EQ(static_cast<std::int64_t>(g.size()), l->size(a)) << order << " " << to_string(a);
+        EXPECT_EQ(g[static_cast<std::size_t>(l->index_in_group(a, r))], r)
+            << order << " " << to_string(a);
+        for (std::int64_t m : g) {
+          EXPECT_EQ(l->group_color(a, m), l->group_color(a, r)) << order;
+          EXPECT_EQ(l->coord(m).pp, l->coord(r).pp) << order;  // inside the stage
+        }
+        colors.insert(l->group_color(a, r));
+      }
+      EXPECT_EQ(static_cast<std::int64_t>(colors.size()), l->world_size() / l->size(a))
+          << order << " " << to_string(a);
+    }
+  }
 }
 
 TEST(RankLayout, BadOrdersAreErrors) {

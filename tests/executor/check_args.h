@@ -18,14 +18,16 @@ inline Schedule schedule_from_arg(const std::string& name) {
                                  : Schedule::k1F1B;
 }
 
-// tp, cp, pp, dp, ep, sp, zero, shard, mbs, gbs, schedule and vs; fp32 throughout, and the
-// fused attention context parallelism needs.
+// tp, cp, pp, dp, ep, fold (1: expert_layout folded), etp (expert_tp), sp, zero, shard, mbs,
+// gbs, schedule and vs; fp32 throughout, and the fused attention context parallelism needs.
 inline void set_layout_from_args(std::map<std::string, std::string>& kv, Plan& plan) {
   plan.tp = std::stoll(kv["tp"]);
   plan.cp = std::stoll(kv["cp"]);
   plan.pp = std::stoll(kv["pp"]);
   plan.dp = std::stoll(kv["dp"]);
   plan.ep = std::stoll(kv["ep"]);
+  plan.expert_layout = kv["fold"] == "1" ? ExpertLayout::kFolded : ExpertLayout::kCarved;
+  plan.expert_tp = std::stoll(kv["etp"]);
   plan.sequence_parallel = kv["sp"] == "1";
   plan.zero_stage = std::stoi(kv["zero"]);
   plan.zero_shard_size = std::stoll(kv["shard"]);

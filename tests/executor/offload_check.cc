@@ -213,6 +213,7 @@ int main(int argc, char** argv) {
                                            {"offload", "optimizer"}, {"device", "cpu"},
                                            {"prefetch", "1"}, {"recompute", "none"},
                                            {"tp", "1"},      {"cp", "1"},     {"ep", "1"},
+                                           {"fold", "0"},    {"etp", "0"},
                                            {"sp", "0"},      {"shard", "0"},  {"schedule", "1f1b"},
                                            {"vs", "1"},      {"untied", "0"}, {"model", "tiny"},
                                            {"layers", "0"}};

@@ -1,7 +1,9 @@
 // The parallel executor against the single-process run, under mpirun:
 //   mpirun -np N parallel_check tp=2 cp=1 pp=1 dp=1 zero=0 mbs=2 gbs=8 schedule=1f1b
-//       recompute=none sp=0 steps=3 vs=1 untied=0 rlayers=0 pa=0 shard=0 ep=1 model=tiny
+//       recompute=none sp=0 steps=3 vs=1 untied=0 rlayers=0 pa=0 shard=0 ep=1 fold=0 etp=0
+//       model=tiny
 //       (rlayers: recompute_num_layers; pa: partition_activations; shard: zero_shard_size;
+//       fold=1: expert_layout folded, with expert_tp etp;
 //       cp > 1 runs the plan with attention=fused, as context parallelism needs;
 //       model=tiny-moe: tests/executor/models/tiny-moe.json, 4 experts top-2;
 //       link_GBps=X: the pipeline order built for one-GPU H100 nodes over an X GB/s link, as
@@ -158,8 +160,8 @@ int main(int argc, char** argv) {
                                            {"schedule", "1f1b"}, {"recompute", "none"},
                                            {"sp", "0"}, {"steps", "3"}, {"vs", "1"},
                                            {"untied", "0"}, {"rlayers", "0"}, {"pa", "0"},
-                                           {"shard", "0"}, {"ep", "1"}, {"model", "tiny"},
-                                           {"link_GBps", "0"}};
+                                           {"shard", "0"}, {"ep", "1"}, {"fold", "0"},
+                                           {"etp", "0"}, {"model", "tiny"}, {"link_GBps", "0"}};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto eq = a.find('=');

@@ -126,10 +126,58 @@ TEST(Search, YieldsTheCandidatesOfTheFormerLoopNestInOrder) {
     ASSERT_TRUE(c.ok());
     PlannerOptions opt;
     opt.zero_bubble = false;
+    opt.fold_experts = false;  // came after the recording too (the test after next covers it)
     const Recorder r = generate(m, *c, opt, k.gpus, k.offload);
     EXPECT_EQ(r.candidates, k.candidates);
     EXPECT_EQ(r.hash.value(), k.hash);
   }
+}
+
+// MoE parallel folding adds, for every layout with tp > 1 or cp > 1, the folded expert groups
+// with expert_tp 1 and tp over the divisors of the stage's ranks left by expert_tp (ep > 1,
+// dividing the experts), each with sequence parallelism when tp > 1; every one is a valid plan,
+// and a dense model gets none.
+TEST(Search, FoldingAddsTheFoldedExpertGroupsOfEachLayout) {
+  const ModelSpec m = load_repo_model("mixtral-8x7b.json");  // 8 experts
+  auto c = make_cluster("H100-80GB", 64, 8);
+  ASSERT_TRUE(c.ok());
+  PlannerOptions opt;
+  opt.zero_bubble = false;
+  opt.fold_experts = false;
+  const Recorder carved = generate(m, *c, opt, 64, false);
+  opt.fold_experts = true;
+  class Folded final : public CandidateSink {
+   public:
+    bool begin_layout() override { return true; }
+    void pruned(RejectReason, std::int64_t, const std::function<std::string()>&) override {}
+    bool candidate(Plan& p) override {
+      ++all;
+      if (p.expert_layout != ExpertLayout::kFolded) return true;
+      ++folded;
+      if (!validate_plan(p).ok()) ++invalid;
+      if (p.tp == 1 && p.cp == 1) ++same_as_carved;
+      if (p.tp > 1 && !p.sequence_parallel) ++without_sp;
+      if (p.expert_tp != 1 && p.expert_tp != p.tp) ++other_expert_tp;
+      if (p.dp % p.ep != 0) ++beyond_dp;
+      return true;
+    }
+    std::int64_t all = 0, folded = 0, invalid = 0, same_as_carved = 0, without_sp = 0,
+                 other_expert_tp = 0, beyond_dp = 0;
+  } sink;
+  const SearchSpace space{&m, &*c, &opt, 64, recorded_batch(m), false};
+  generate_candidates(space, sink);
+  EXPECT_GT(sink.folded, 0);
+  EXPECT_EQ(sink.all, carved.candidates + sink.folded);
+  EXPECT_EQ(sink.invalid, 0);
+  EXPECT_EQ(sink.same_as_carved, 0);
+  EXPECT_EQ(sink.without_sp, 0);
+  EXPECT_EQ(sink.other_expert_tp, 0);
+  EXPECT_GT(sink.beyond_dp, 0);  // e.g. tp 8, dp 1 with ep 8: only folding places it
+  const ModelSpec dense = load_repo_model("llama3-8b.json");
+  Folded none;
+  const SearchSpace dense_space{&dense, &*c, &opt, 64, recorded_batch(dense), false};
+  generate_candidates(dense_space, none);
+  EXPECT_EQ(none.folded, 0);
 }
 
 // zb-h1 adds one candidate beside every pipelined 1f1b one, zb-v one beside every pipelined

@@ -81,6 +81,22 @@ std::vector<std::pair<const char*, std::pair<ModelSpec, Plan>>> symmetric_cases(
   Plan dual = testing::make_plan(2, 4, 2, 1, 16, Schedule::kDualPipe, 2);
   dual.zero_stage = 1;
   out.push_back({"dualpipe, mirrored stages across nodes", {gpt, dual}});
+  // MoE parallel folding: ep 8 over tp 2 x dp 4 of each stage (ep does not divide dp), and
+  // expert_tp 2 with ep 4 over tp 2 x cp 2 x dp 2 (the expert group spans the cp ranks).
+  Plan folded = testing::make_plan(2, 2, 4, 1, 8);
+  folded.sequence_parallel = true;
+  folded.zero_stage = 1;
+  folded.ep = 8;
+  folded.expert_layout = ExpertLayout::kFolded;
+  folded.expert_tp = 1;
+  out.push_back({"folded experts, ep 8 over tp x dp", {testing::deepseek_like_model(), folded}});
+  Plan folded_cp = testing::make_plan(2, 1, 2, 1, 4);
+  folded_cp.cp = 2;
+  folded_cp.sequence_parallel = true;
+  folded_cp.ep = 4;
+  folded_cp.expert_layout = ExpertLayout::kFolded;
+  folded_cp.expert_tp = 2;
+  out.push_back({"folded experts, expert_tp 2 over cp", {testing::moe_model(), folded_cp}});
   return out;
 }
 
@@ -612,6 +628,36 @@ TEST(Simulator, EpOverlapHidesTheAllToAllAndKeepsTheWork) {
       EXPECT_EQ(b.memory.weights_bytes, a.memory.weights_bytes);
     }
   }
+}
+
+// MoE parallel folding (Plan::expert_layout folded) at TP 4, EP 8 on 32 GPUs (the Megatron MoE
+// Model Zoo's Qwen3-235B layout in small): carved, each EP group spans the 4 nodes of a stage
+// (stride tp) and every TP rank sends all the gathered tokens; folded with expert_tp 1, the EP
+// group is one node's 8 GPUs and each rank sends its quarter of the tokens, so the expert
+// all-to-alls carry a quarter of the bytes over NVLink instead of InfiniBand. The work is the
+// same.
+TEST(Simulator, FoldedExpertGroupsSitInANode) {
+  const ModelSpec m = testing::moe_model();
+  Plan p = testing::make_plan(4, 1, 8, 1, 256);  // 32 micro-batches: the all-to-alls dominate
+  p.sequence_parallel = true;
+  p.zero_stage = 1;
+  p.ep = 8;
+  const ClusterSpec c = testing::cluster_for(p);
+  const SimResult carved = testing::simulate_ok(m, c, p);
+  p.expert_layout = ExpertLayout::kFolded;
+  p.expert_tp = 1;
+  const SimResult folded = testing::simulate_ok(m, c, p);
+  const RankStep& a = carved.report.ranks[0];
+  const RankStep& b = folded.report.ranks[0];
+  EXPECT_NEAR(b.comm.at("ep").bytes_sent, a.comm.at("ep").bytes_sent / 4.0,
+              1e-9 * a.comm.at("ep").bytes_sent);
+  EXPECT_LT(b.comm.at("ep").time_s, 0.25 * a.comm.at("ep").time_s);
+  EXPECT_LT(folded.report.step_time_s, carved.report.step_time_s);
+  // Each rank holds its 1 expert whole (8 experts over ep 8), against a quarter of it carved:
+  // 4x the experts' weights, their gradients summed over the 4 ranks that hold them (the
+  // carved expert is on one rank of its dp/ep = 1 replicas), which is dp traffic carved lacks.
+  EXPECT_GT(b.memory.weights_bytes, a.memory.weights_bytes);
+  EXPECT_GT(b.comm.at("dp").bytes_sent, a.comm.at("dp").bytes_sent);
 }
 
 // Plan::tp_comm_overlap: the same work and bytes; the sequence-parallel collectives travel

@@ -50,10 +50,11 @@ loop llama3-8b-8 llama3-8b.json 8 "tp=1 cp=4 pp=1 dp=2 zero=1" \
 loop llama3-70b-8 llama3-70b.json 8 "tp=4 cp=2 pp=1 dp=1 zero=3" \
   "execute: scale-down: hidden_size 8192 -> "
 
-# MoE: expert parallelism's plan as `plan` recommends it on 4 GPUs (README's MoE loop). Trained on
-# the corpus, the language-model loss falls from the first step to the last, and every step
-# line carries the load-balancing loss ("aux").
-loop mixtral-4 mixtral-8x7b.json 4 "tp=2 pp=2 dp=1 zero=1 mbs=1 zb-h1 recompute=none sp" \
+# MoE: expert parallelism's plan as `plan` recommends it on 4 GPUs (README's MoE loop): ep 4
+# folded over tp 2 x dp 2 (Megatron-Core's MoE parallel folding, expert_tp 1). Trained on the
+# corpus, the language-model loss falls from the first step to the last, and every step line
+# carries the load-balancing loss ("aux").
+loop mixtral-4 mixtral-8x7b.json 4 "tp=2 pp=1 dp=2 ep=4 folded etp=1 zero=1 mbs=1 1f1b recompute=none sp" \
   "execute: scale-down: activation swiglu -> gelu"
 losses=($(sed -n 's/^step .*  loss \([0-9.]*\)  aux .*/\1/p' <<<"$out"))
 check "mixtral-4: 3 step lines with aux (got ${#losses[@]})" -- test "${#losses[@]}" = 3

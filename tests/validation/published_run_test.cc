@@ -679,6 +679,37 @@ TEST(PublishedRun, NonUniformMoeAndLatentAttentionMap) {
   EXPECT_TRUE(map_ok(e).plan.ep_overlap);
 }
 
+// Megatron-Core's MoE parallel folding where the entry names it (parallel.expert_layout and
+// parallel.expert_tp): the Model Zoo's Qwen3-235B row at TP 2, EP 32, DP 16 is refused carved
+// (ep does not divide dp) and placed folded; bad values are refused naming the field.
+TEST(PublishedRun, FoldedExpertLayoutOnlyWhenTheEntryNamesIt) {
+  Json e = llama_entry();
+  e["model"] = Json::parse(R"({"name": "Qwen3-235B-A22B", "params_b": 235, "layers": 94,
+      "hidden": 4096, "heads": 64, "kv_heads": 4, "head_dim": 128, "ffn_hidden": 12288,
+      "moe_ffn_hidden": 1536, "num_experts": 128, "top_k": 8, "seq_len": 4096,
+      "vocab": 151936, "activation": "swiglu", "norm": "rmsnorm", "position": "rope",
+      "tied_embeddings": false, "bias": false})");
+  e["hardware"] = Json::parse(R"({"gpu": "H100-SXM5-80GB", "num_gpus": 256})");
+  e["parallel"] = Json::parse(R"({"tp": 2, "pp": 8, "vp": 4, "ep": 32, "dp": 16,
+      "zero_stage": 1, "sequence_parallel": true, "micro_batch": 1, "global_batch": 2048})");
+  EXPECT_NE(map_error(e).find("ep=32 does not divide dp=16"), std::string::npos);
+  e["parallel"]["expert_layout"] = "folded";
+  // Without expert_tp the experts split over tp (Megatron-LM's default), and EP 32 x ETP 2 does
+  // not divide the stage's 32 ranks.
+  EXPECT_NE(map_error(e).find("expert_tp*ep = 2*32 does not divide"), std::string::npos);
+  e["parallel"]["expert_tp"] = 1;
+  const PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.plan.expert_tp_size(), 1);
+  EXPECT_EQ(r.plan.expert_dp(), 1);
+  e["parallel"]["expert_layout"] = "stacked";
+  EXPECT_NE(map_error(e).find("expert_layout"), std::string::npos);
+  e["parallel"]["expert_layout"] = "carved";
+  EXPECT_NE(map_error(e).find("expert_tp=1 needs expert_layout folded"), std::string::npos);
+  e["parallel"]["expert_layout"] = "folded";
+  e["parallel"]["expert_tp"] = 0;
+  EXPECT_NE(map_error(e).find("expert_tp"), std::string::npos);
+}
+
 TEST(PublishedRun, FieldsItDoesNotUseAreListed) {
   Json e = gpt_entry();
   e["framework"] = "Megatron-LM";
