@@ -53,7 +53,12 @@ for entry in "${plans[@]}"; do
   run="$out/$name"
   attention='"attention":"unfused",'
   [[ "$fields" == *attention* ]] && attention=""
-  echo "{$attention$fields,\"micro_batch_size\":4,\"precision\":\"fp32\"}" > "$run.plan.json"
+  python3 - "$run.plan.json" "{$attention$fields}" <<'PY'
+import json, sys
+plan = {"tp": 1, "pp": 1, "dp": 1, "micro_batch_size": 4, "precision": "fp32"}
+plan.update(json.loads(sys.argv[2]))
+json.dump(plan, open(sys.argv[1], "w"))
+PY
   cp "$out/$kind.json" "$run.model.json"
   "$build/tools/simulate" --model "$run.model.json" --plan "$run.plan.json" --gpus "$ranks" \
     --json --out "$run.predicted.json" > /dev/null

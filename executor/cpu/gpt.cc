@@ -400,7 +400,9 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const ConstMat
   const Eigen::Index Tl = x_.local_tokens, T = x_.tokens;
   TraceSpan span(trace_);
   ScratchArena::Frame frame(arena_);
-  MatMap dx1 = arena_.mat(Tl, h);
+  // The gradient after the second residual lives in dx's buffer (the pass's other slot, not
+  // written until the end), where norm1's part is added last.
+  MatMap dx1(dx.data(), Tl, h);
   {
     ScratchArena::Frame mlp(arena_);  // norm2's output gradient, then its input's
     MatMap dyl = arena_.mat(Tl, h);
@@ -455,7 +457,7 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const ConstMat
   layernorm_backward(dyl, c.x, P.p[kLn1G], c.ln1_mean, c.ln1_rstd, dn, P.g[kLn1G], P.g[kLn1B],
                      kernel_workspace());
   span.begin("residual1_bwd");  // as residual2_bwd: the sum at the branch point
-  dx = dx1 + dn;
+  dx += dn;  // dx holds dx1
   span.end();
 }
 
@@ -970,7 +972,8 @@ std::size_t StageModel::attention_backward_floats() const {
   if (x_.cp == 1) return recompute;
   const std::int64_t S = plan_.micro_batch_size * x_.seq_len;
   // reduce_scatter_kv_grad takes what gather_kv does, in the other order.
-  return 2 * A(S, qr) + std::max({gather_kv_floats(), recompute, 2 * A(S, qr) + gather_kv_floats()});
+  const std::size_t kv = 2 * A(S, qr);  // the whole sequence's K and V, or dK and dV
+  return kv + std::max({gather_kv_floats(), recompute, kv + gather_kv_floats()});
 }
 
 std::size_t StageModel::layer_forward_floats(std::size_t block) const {
@@ -1000,7 +1003,7 @@ std::size_t StageModel::layer_backward_floats(std::size_t block) const {
   const std::size_t norm2 = A(Tl, h) + std::max(mlp, A(Tl, h));
   const std::size_t out_proj = gathered + A(T, qr) + attention_backward_floats();
   const std::size_t qkv = A(Tl, h) + gathered + std::max(gathered, A(Tl, h));
-  return A(Tl, h) + std::max(norm2, 3 * A(T, qr) + std::max(out_proj, qkv));
+  return std::max(norm2, 3 * A(T, qr) + std::max(out_proj, qkv));  // dx1 is in dx's slot
 }
 
 std::size_t StageModel::scratch_floats() const {

@@ -473,7 +473,8 @@ int main(int argc, char** argv) {
       if (!(r.got < r.want)) {
         ++failures;
         log << "  ep bytes sent " << static_cast<std::int64_t>(r.got) << " with a capacity: not "
-            << "below the dropless " << static_cast<std::int64_t>(r.want) << " (nothing dropped?)\n";
+            << "below the dropless " << static_cast<std::int64_t>(r.want)
+            << " (nothing dropped?)\n";
       }
       continue;
     }

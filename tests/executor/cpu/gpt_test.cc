@@ -204,7 +204,8 @@ TEST(GptGradientMoe, TokenDroppingAtCapacityMatchesFiniteDifferences) {
   Blocks blocks(stage_layouts(model, plan, 0, 0), 3);
   StageModel net(model, plan, 0, *comm, blocks);
   std::vector<std::int32_t> tokens(16, 7), targets(16, 9);
-  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>(13 * i % 200);
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<std::int32_t>(13 * i % 200);
   Mat unused;
   net.forward(0, 0, tokens.data(), targets.data(), nullptr, &unused, 1.0f / 16);
   EXPECT_GT(net.dropped_assignments(), 0);
