@@ -90,6 +90,8 @@ Result<ModelSpec> read_ours(const Json& j, std::string_view source) {
   r.get_int("router_group_topk", m.router_group_topk, 0, L::kMaxExperts, false);
   if (double coef = 0; r.get_double("router_aux_loss_coef", coef, 0.0, 1.0, false))
     m.router_aux_loss_coef = coef;
+  if (double factor = 0; r.get_double("moe_capacity_factor", factor, 0.0, 1e6, false))
+    m.moe_capacity_factor = factor;
   r.get_int_list("dense_layers", m.dense_layers, 0, L::kMaxLayers - 1, false);
   r.get_int("dense_ffn_hidden_size", m.dense_ffn_hidden_size, 0, L::kMaxFfn, false);
   r.get_int("q_lora_rank", m.q_lora_rank, 0, L::kMaxHidden, false);
@@ -190,6 +192,14 @@ Status validate_model(const ModelSpec& m, std::string_view source) {
     return Status::Error(where + "field 'router_aux_loss_coef': value " +
                          std::to_string(*m.router_aux_loss_coef) +
                          " needs a mixture-of-experts model (num_experts > 1)");
+  if (m.moe_capacity_factor && !m.is_moe())
+    return Status::Error(where + "field 'moe_capacity_factor': value " +
+                         std::to_string(*m.moe_capacity_factor) +
+                         " needs a mixture-of-experts model (num_experts > 1)");
+  if (m.moe_capacity_factor && !(*m.moe_capacity_factor > 0.0))
+    return Status::Error(where + "field 'moe_capacity_factor': value " +
+                         std::to_string(*m.moe_capacity_factor) +
+                         " must be > 0 (each expert takes that many times its even share)");
   if (m.dense_ffn_hidden_size < 0 || m.dense_ffn_hidden_size > L::kMaxFfn)
     return bad("dense_ffn_hidden_size", m.dense_ffn_hidden_size, "is out of range");
   if (!m.dense_layers.empty() && !m.is_moe())
@@ -259,6 +269,7 @@ Json model_to_json(const ModelSpec& m) {
   if (m.router_groups > 0) j["router_groups"] = m.router_groups;
   if (m.router_group_topk > 0) j["router_group_topk"] = m.router_group_topk;
   if (m.router_aux_loss_coef) j["router_aux_loss_coef"] = *m.router_aux_loss_coef;
+  if (m.moe_capacity_factor) j["moe_capacity_factor"] = *m.moe_capacity_factor;
   if (!m.dense_layers.empty()) j["dense_layers"] = m.dense_layers;
   if (m.dense_ffn_hidden_size > 0) j["dense_ffn_hidden_size"] = m.dense_ffn_hidden_size;
   if (m.q_lora_rank > 0) j["q_lora_rank"] = m.q_lora_rank;

@@ -48,6 +48,13 @@ struct ModelSpec {
   // 2.2; HF config router_aux_loss_coef, Megatron-Core moe_aux_loss_coeff). Only the executor
   // trains with it; absent: the executor's default (executor/cpu/moe.h).
   std::optional<double> router_aux_loss_coef;
+  // Expert capacity (Megatron-Core moe_expert_capacity_factor; GShard's and Switch Transformer's
+  // capacity factor): each expert takes at most ceil(T*k / E * factor) of a micro-batch's T*k
+  // token-expert assignments on a rank and drops the rest, those of the lowest router
+  // probability (executor/cpu/moe.h). Absent: dropless (Megatron-Core's default). Only the
+  // executor trains with it; the cost model prices balanced routing, where nothing is dropped
+  // for a factor >= 1.
+  std::optional<double> moe_capacity_factor;
   // Mixture-of-experts stacks that are not uniform (DeepSeek-V2/V3, Qwen-MoE, Llama 4):
   std::int64_t shared_expert_ffn_size = 0;  // MoE layers: inner width of the shared experts
                                             // every token passes through, all together; 0 = none

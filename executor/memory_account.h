@@ -29,7 +29,7 @@ enum class MemoryUse {
   kKeptForBackward,        // a micro-batch's activations, from its forward to its backward
   kKeptForWeightPass,      // zero-bubble: cached activations a W pass reads (Qi et al. 2023)
   kWeightPassCopies,       // zero-bubble: copies a B pass takes for its W pass (dY, gathers)
-  kScratch,                // temporaries kept from call to call (workspace.h)
+  kScratch,                // temporaries: the scratch arena (workspace.h), index vectors
   kCommBuffers,            // pipeline messages, their receive buffers
   kPooled,                 // released buffers kept for reuse (workspace.h): resident, idle
   // Off the device (Plan::offload, executor/offload.h): not in in_use_bytes or total_bytes.

@@ -11,10 +11,11 @@
 //    arXiv:2104.07857, sec. 5.1): the parameter and gradient shards live off the device too;
 //    every ZeRO-3 gather streams the shard in first, every micro-batch's reduced gradient shard
 //    goes to the host and is accumulated there, and nothing comes back after the step;
-//  - offload_device nvme (ZeRO-Infinity's infinity offload engine, sec. 6.2): the moments (and
-//    with optimizer+params the parameter shard) are in a file: read for the step (and for each
-//    gather), written after it; with the prefetch, each read ahead on a thread (BackgroundReader)
-//    while the block before is updated or computes.
+//  - offload_device nvme (ZeRO-Infinity's infinity offload engine, sec. 6.2): the optimizer
+//    states, the moments and the fp32 parameters the host updates (with optimizer+params the
+//    parameter shard, which each gather also reads), are in a file: read for the step (and the
+//    shard for each gather), written after it; with the prefetch, each read ahead on a thread
+//    (BackgroundReader) while the block before is updated or computes.
 // This is the executor's working store, not an input or output: a file created exclusively
 // under the directory the user names (execute --offload-dir) and removed when the run ends.
 //

@@ -398,15 +398,18 @@ class TensorCollector {
 // PREFIX.step1.tpt (the first batch's tokens, the logits of each micro-batch, every gradient of
 // the first step) after it. Single rank only (checked in parse).
 Json dump_meta(const Setup& s) {
-  return Json{{"seed", s.seed}, {"lr", s.lr}, {"lr_warmup", s.lr_warmup}, {"global_batch_size", s.plan.global_batch_size},
-              {"micro_batch_size", s.plan.micro_batch_size}, {"seq_len", s.model.seq_len},
-              {"vocab_size", s.model.vocab_size}, {"num_layers", s.model.num_layers},
-              {"hidden_size", s.model.hidden_size}, {"num_heads", s.model.num_attention_heads},
-              {"ffn_hidden_size", s.model.ffn_hidden_size},
-              {"tie_word_embeddings", s.model.tie_word_embeddings},
-              {"experts_per_token", s.model.experts_per_token},
-              {"router_aux_loss_coef",
-               s.model.router_aux_loss_coef.value_or(executor::kDefaultMoeAuxLossCoeff)}};
+  Json meta{{"seed", s.seed}, {"lr", s.lr}, {"lr_warmup", s.lr_warmup}, {"global_batch_size", s.plan.global_batch_size},
+            {"micro_batch_size", s.plan.micro_batch_size}, {"seq_len", s.model.seq_len},
+            {"vocab_size", s.model.vocab_size}, {"num_layers", s.model.num_layers},
+            {"hidden_size", s.model.hidden_size}, {"num_heads", s.model.num_attention_heads},
+            {"ffn_hidden_size", s.model.ffn_hidden_size},
+            {"tie_word_embeddings", s.model.tie_word_embeddings},
+            {"experts_per_token", s.model.experts_per_token},
+            {"router_aux_loss_coef",
+             s.model.router_aux_loss_coef.value_or(executor::kDefaultMoeAuxLossCoeff)}};
+  // Absent: dropless (the reference drops nothing either).
+  if (s.model.moe_capacity_factor) meta["moe_capacity_factor"] = *s.model.moe_capacity_factor;
+  return meta;
 }
 
 Status write_initial_weights(const Setup& s, const Trainer& t) {

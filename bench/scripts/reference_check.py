@@ -117,6 +117,8 @@ class Gpt:
         self.aux = []
         self.routing = None  # a Routing: compare with (and replay) the executor's decisions
         self.idle_experts = 0  # (layer, step) pairs in which an expert got no token
+        self.dropped = 0  # assignments dropped over an expert's capacity
+        self.drop_margin = math.inf
 
     def logits(self, tokens):
         m, p = self.meta, self.params
@@ -152,7 +154,12 @@ class Gpt:
         Router: probabilities P = softmax(y Wr) over the E experts (Wr: h x E, no bias); each
         token goes to its k most probable experts and its output is the sum of their outputs
         weighted by their probabilities, not renormalised (GShard, Lepikhin et al. 2020, sec.
-        2.2; Switch Transformer, Fedus et al. 2022, eq. 2 for k = 1). Dropless: no capacity.
+        2.2; Switch Transformer, Fedus et al. 2022, eq. 2 for k = 1). Dropless, unless the dump's
+        meta has moe_capacity_factor: then each expert takes at most C = ceil(T*k / E * factor)
+        of a micro-batch's T*k assignments (Megatron-Core's get_capacity as
+        apply_router_token_dropping calls it) and keeps those of the highest probability, ties to
+        the earlier token (its drop policy "probs"); a dropped assignment adds nothing to its
+        token's output. The load-balancing loss counts the assignments before dropping.
         Shared experts (hL.shared.*) add a dense MLP on every token. The load-balancing loss
         (Switch, eqs. 4-6) of each micro-batch of T tokens is coeff * E * sum_i f_i P_i, f_i the
         fraction of the T*k assignments that chose expert i (a count: no gradient) and P_i the
@@ -169,13 +176,14 @@ class Gpt:
         if self.routing is not None:
             chosen = self.routing.route(probs.detach(), chosen)
         gates = probs.gather(1, chosen)  # (N, k)
+        keep = self.capacity_mask(chosen, gates.detach(), E)
         out = torch.zeros_like(x)
         for e in range(E):
             # An expert that no token chose still takes part (its gradient is zero, not
             # absent), so that AdamW steps it as the executor and Megatron-Core do (their
             # gradient buffers are zeroed and stepped whole); torch.optim skips a parameter
             # whose .grad is None.
-            token, slot = (chosen == e).nonzero(as_tuple=True)
+            token, slot = ((chosen == e) & keep).nonzero(as_tuple=True)
             self.idle_experts += token.numel() == 0
             if token.numel() == 0 and self.meta.get("skip_idle_experts"):
                 continue
@@ -197,6 +205,35 @@ class Gpt:
             top = probs.detach().topk(k + 1, dim=-1).values
             self.route_margin = min(self.route_margin, (top[:, k - 1] - top[:, k]).min().item())
         return out.reshape(b, s, h)
+
+    def capacity_mask(self, chosen, gates, E):
+        """Which of the (N, k) assignments their experts keep: all of them without a capacity
+        factor; with one, per micro-batch and expert the C of the highest gate (ties to the
+        earlier assignment, token-major), the smallest gap across a capacity's edge kept in
+        self.drop_margin (below ~1e-6 rounding may drop a different token)."""
+        keep = torch.ones_like(chosen, dtype=torch.bool)
+        factor = self.meta.get("moe_capacity_factor")
+        if factor is None:
+            return keep
+        k = chosen.shape[1]
+        T = self.meta["micro_batch_size"] * self.meta["seq_len"]
+        C = math.ceil(T * k / E * factor)
+        if C >= T:
+            return keep
+        for mb in range(chosen.shape[0] // T):
+            rows = slice(mb * T, (mb + 1) * T)
+            for e in range(E):
+                token, slot = (chosen[rows] == e).nonzero(as_tuple=True)
+                if token.numel() <= C:
+                    continue
+                pairs = sorted(zip((-gates[rows][token, slot]).tolist(),
+                                   (token * k + slot).tolist()))
+                edge = -pairs[C - 1][0] - (-pairs[C][0])
+                self.drop_margin = min(self.drop_margin, edge)
+                for _, pair in pairs[C:]:
+                    keep[mb * T + pair // k, pair % k] = False
+                    self.dropped += 1
+        return keep
 
     def loss(self, batch):
         """The logits, the language-model loss (what execute reports) and the objective that
@@ -311,6 +348,10 @@ def check_first_step(model, step1, corpus, seed):
               f"loss {objective.item() - loss.item():.6e} (coefficient "
               f"{meta['router_aux_loss_coef']:g}); smallest top-k probability gap "
               f"{model.route_margin:.2e}")
+        if meta.get("moe_capacity_factor") is not None:
+            print(f"capacity factor {meta['moe_capacity_factor']:g}: {model.dropped} assignments "
+                  f"dropped; smallest probability gap across a capacity's edge "
+                  f"{model.drop_margin:.2e}")
     vocab = meta["vocab_size"]
     d_logits = (logits[:, :vocab].detach() - step1["logits"][:, :vocab]).abs().max().item()
     d_loss = abs(loss.item() - meta["loss"])

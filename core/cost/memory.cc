@@ -177,14 +177,30 @@ double in_flight_micro_batches(const Plan& p, std::int64_t stage) {
   return 1.0;
 }
 
-// Moves the offloaded states off the device (Plan::offload, Plan::offload_device).
-static void place_offloaded_states(const Plan& p, double optimizer_bytes, MemoryBreakdown& mem) {
+// The fp32 parameters the host's optimizer step updates, in bytes per parameter it updates, where
+// the optimizer states do not count them already: the host updates a copy of its own in fp32
+// (ZeRO-Offload, Ren et al. 2021, sec. 4.1; DeepSpeed's fp32 partition, a clone kept on the
+// host or, with an NVMe tier, swapped out with the moments: deepspeed/runtime/zero/stage3.py,
+// _create_fp32_partitions). Mixed precision counts it in its optimizer states (the master,
+// state_bytes_per_param); in fp32 the device's weights are the only other copy, so offload adds
+// 4 bytes, read and written by every step with the moments. Under optimizer+params that copy is
+// the offloaded parameter shard itself (the weights' bytes), so it adds no memory, only the
+// shard's read for the update.
+static double offload_master_bytes_per_param(const Plan& p) {
+  return p.offload != Offload::kNone && p.precision == Precision::kFp32 ? 4.0 : 0.0;
+}
+
+// Moves the offloaded states off the device (Plan::offload, Plan::offload_device); `master`:
+// the bytes of offload_master_bytes_per_param over the updated parameters.
+static void place_offloaded_states(const Plan& p, double optimizer_bytes, double master,
+                                   MemoryBreakdown& mem) {
   if (p.offload == Offload::kNone) {
     mem.optimizer_bytes = optimizer_bytes;
     return;
   }
   const bool nvme = p.offload_device == OffloadDevice::kNvme;
-  (nvme ? mem.nvme_bytes : mem.host_optimizer_bytes) += optimizer_bytes;
+  (nvme ? mem.nvme_bytes : mem.host_optimizer_bytes) +=
+      optimizer_bytes + (p.offload == Offload::kOptimizer ? master : 0.0);
   if (p.offload != Offload::kOptimizerParams) return;
   // ZeRO-Infinity (sec. 5.1): parameters on NVMe or in host memory, gradients in host memory;
   // the device keeps only the gathered blocks (buffers_bytes).
@@ -215,6 +231,33 @@ static double nvme_param_read_buffer_bytes(const ModelSpec& m, const Plan& p,
     largest = std::max(largest, shard_elements(p, b));
   });
   return largest * bytes_per_element(p.precision);
+}
+
+// The host buffers of the offloaded optimizer step, beside the states themselves, sized by the
+// block the rank updates most of (its shard under ZeRO >= 1, all of it under ZeRO 0):
+//  - offload_device nvme: two read buffers of the block's optimizer states (the moments and the
+//    fp32 parameters, as the file holds them): one block is updated in one while the next
+//    block's states are read into the other (ZeRO-Infinity, arXiv:2104.07857, sec. 6.2: the
+//    NVMe reads overlap the CPU's update; DeepSpeed's pipelined optimizer swapper keeps a read
+//    and a write buffer the same way);
+//  - offload optimizer: the block's reduced gradient shard, copied to the host for its update
+//    (one block at a time; optimizer+params accumulates the whole shard on the host instead,
+//    counted with host_param_bytes).
+// executor/cpu/cpu_stage.cc allocates these (states_, grad_in_); tests/executor/offload_check.cc
+// checks its host bytes against memory_on_stage's.
+static double offload_step_buffer_bytes(const ModelSpec& m, const Plan& p, std::int64_t stage) {
+  if (p.offload == Offload::kNone) return 0;
+  double largest = 0;
+  for_each_block_shape_on_stage(m, p, stage, [&](const ParamBlock& b) {
+    largest = std::max(largest, p.zero_stage >= 1 ? shard_elements(p, b)
+                                                  : d(b.dense_params + b.expert_params));
+  });
+  double bytes = 0;
+  if (p.offload_device == OffloadDevice::kNvme)
+    bytes += 2.0 * largest *
+             (state_bytes_per_param(p).optimizer + offload_master_bytes_per_param(p));
+  if (p.offload == Offload::kOptimizer) bytes += largest * grad_bytes_per_element(p);
+  return bytes;
 }
 
 double weight_pending_micro_batches(const Plan& p, std::int64_t stage) {
@@ -250,8 +293,10 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   if (p.grad_accumulation_pass != GradAccumulationPass::kNone)
     mem.gradients_bytes += sb.weights * (dense + expert);
   const double opt = sb.optimizer * shard(dense, expert, p.zero_stage >= 1);
-  place_offloaded_states(p, opt, mem);
+  place_offloaded_states(
+      p, opt, offload_master_bytes_per_param(p) * shard(dense, expert, p.zero_stage >= 1), mem);
   mem.host_param_bytes += nvme_param_read_buffer_bytes(m, p, stage);
+  mem.host_optimizer_bytes += offload_step_buffer_bytes(m, p, stage);
   // Activations: stored bytes per layer and micro-batch, times the layers of this stage, times
   // the micro-batches in flight at the peak.
   const LayerKindCounts kinds = layer_kinds_on_stage(p, m, stage);
@@ -410,8 +455,10 @@ OffloadTraffic offload_traffic_on_stage(const ModelSpec& m, const Plan& p, std::
   const bool nvme = p.offload_device == OffloadDevice::kNvme;
   if (nvme) {
     // ZeRO-Infinity (sec. 5.1, 6.2): the optimizer states are read from NVMe for the CPU step
-    // and written back after it.
-    const double states = params * state_bytes_per_param(p).optimizer;
+    // and written back after it, the fp32 parameters it updates with them (in fp32, the copy
+    // offload_master_bytes_per_param counts, or under optimizer+params the shard).
+    const double states =
+        params * (state_bytes_per_param(p).optimizer + offload_master_bytes_per_param(p));
     t.nvme_read_bytes += states;
     t.nvme_write_bytes += states;
   }
@@ -425,10 +472,11 @@ OffloadTraffic offload_traffic_on_stage(const ModelSpec& m, const Plan& p, std::
     t.host_to_device_bytes = t.param_stream_bytes;
     t.device_to_host_bytes = params * grad_bytes_per_element(p) * M;
     if (nvme) {
-      // Each fetch reads the shard from NVMe; the step writes the updated shard back.
+      // Each fetch reads the shard from NVMe; the step writes the updated shard back (in fp32
+      // the shard is the fp32 parameters the states above wrote already).
       t.nvme_param_read_bytes = t.param_stream_bytes;
       t.nvme_read_bytes += t.param_stream_bytes;
-      t.nvme_write_bytes += params * e;
+      if (offload_master_bytes_per_param(p) == 0) t.nvme_write_bytes += params * e;
     }
   }
   return t;

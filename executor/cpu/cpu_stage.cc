@@ -3,6 +3,7 @@
 #include "executor/cpu/cpu_stage.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "executor/cpu/gpt.h"
 #include "executor/cpu/kernels.h"
@@ -219,12 +220,14 @@ class CpuStage final : public Stage, private BlockAccess {
     Floats m, v;                      // AdamW moments over the updated range
     // Offload (offload.h), over the updated range (n = updated(), this rank's shards one after
     // the other): off the device, and counted so in account_memory.
-    Floats host_master;               // (n) the parameters the host updates; optimizer+params:
-                                      // the rank's parameter shard itself
+    Floats host_master;               // (n) offload_device cpu: the fp32 parameters the host
+                                      // updates; optimizer+params: the rank's parameter shard
+                                      // itself (nvme: in the file, with the moments)
     Floats host_grad;                 // (n) optimizer+params: the step's reduced gradient shard
     Floats host_m, host_v;            // (n each) offload_device cpu: AdamW's moments
-    std::int64_t file_offset = 0;     // nvme: bytes into the file of the moments (m then v,
-                                      // 2n floats), then with optimizer+params the shard (n)
+    std::int64_t file_offset = 0;     // nvme: bytes into the file of the block's optimizer
+                                      // states: m, v, then the fp32 parameters (3n floats;
+                                      // optimizer+params: the parameter shard)
     std::vector<Updated> updated;     // offload: updated_ranges(), kept so that a step
                                       // allocates nothing
   };
@@ -250,7 +253,7 @@ class CpuStage final : public Stage, private BlockAccess {
   void prefetch_shard(std::size_t i);
   // AdamW over block i on the host (update() with offload).
   void offload_update(std::size_t i, const AdamW& opt, std::int64_t step);
-  void note(const Status& s) {
+  void note(const Status& s) const {
     if (io_.ok() && !s.ok()) io_ = s;
   }
 
@@ -289,8 +292,9 @@ class CpuStage final : public Stage, private BlockAccess {
   std::int64_t largest_updated_ = 0;  // the largest block's n
   std::unique_ptr<OffloadFile> file_;  // nvme; before reader_, which may be reading it
   Floats grad_in_;    // (largest n) optimizer: a block's gradient shard copied to the host
-  Floats states_[2];  // (2 x largest n each) nvme: a block's moments read from the file; the
-                      // other one receives the next block's while this one is updated
+  Floats states_[2];  // (3 x largest n each) nvme: a block's states (m, v, fp32 parameters)
+                      // read from the file; the other one receives the next block's while this
+                      // one is updated
   Floats fetched_;    // (largest n) optimizer+params: the shard streamed in for a gather
   Floats bounce_;     // (largest n) nvme and optimizer+params: the shard read from the file
   std::unique_ptr<BackgroundReader> reader_;  // nvme prefetch: the next block's moments, or
@@ -304,7 +308,7 @@ class CpuStage final : public Stage, private BlockAccess {
   bool gathers_traced_ = false;
   std::size_t gather_at_ = 0;
   OffloadBytes moved_;  // since the step began
-  Status io_;           // the first offload I/O error
+  mutable Status io_;   // the first offload I/O error (for_each_param's reads included)
 };
 
 // The blocks' buffers by use, the pipeline messages, and the stage model's (gpt.h).
@@ -351,8 +355,8 @@ void CpuStage::init_block(std::size_t i, const BlockShape& shape, std::vector<fl
     b.m.assign(n, 0.0f);
     b.v.assign(n, 0.0f);
   } else {
-    // The host's copy of the updated parameters, and (cpu) the moments beside it; nvme's
-    // moments go to the file (place_offloaded).
+    // The host's fp32 copy of the updated parameters and (cpu) the moments beside it; nvme
+    // writes both to the file (place_offloaded) and keeps neither in host memory.
     b.updated = updated_ranges(b);
     for (const Updated& r : b.updated)
       b.host_master.insert(b.host_master.end(), full.begin() + r.offset,
@@ -370,7 +374,7 @@ void CpuStage::init_block(std::size_t i, const BlockShape& shape, std::vector<fl
   if (plan_.zero_stage >= 2 && !offload_params_)
     b.grad_shard.assign(static_cast<std::size_t>(owned), 0.0f);
   if (offload_params_) {
-    // The shard lives off the device (host_master; with nvme also the file).
+    // The shard lives off the device (host_master; with nvme, the file).
   } else if (plan_.zero_stage == 3) {
     for (const Part& part : b.parts)
       b.param_shard.insert(b.param_shard.end(), full.begin() + part.owned(),
@@ -491,26 +495,30 @@ Status CpuStage::place_offloaded() {
   if (!offload_params_) grad_in_.resize(largest);
   if (offload_params_) fetched_.resize(largest);
   if (!nvme_) return Status::Ok();
-  // The file: per block its moments (2n floats) and, with optimizer+params, its shard (n).
-  const std::int64_t per_param = offload_params_ ? 3 : 2;
+  // The file: per block its optimizer states, the moments and the fp32 parameters the host
+  // updates (3n floats), as DeepSpeed's NVMe tier swaps the fp32 partition out with the
+  // moments (stage3.py, _create_fp32_partitions: a swappable sub-group's fp32 partition is
+  // on NVMe, not in host memory); with optimizer+params that copy is the parameter shard the
+  // gathers read.
   std::int64_t bytes = 0;
   for (Block& b : blocks_) {
     b.file_offset = bytes;
-    bytes += per_param * updated(b) * static_cast<std::int64_t>(sizeof(float));
+    bytes += 3 * updated(b) * static_cast<std::int64_t>(sizeof(float));
   }
   auto file = OffloadFile::create(offload_options_.dir, comm_.world_rank(), bytes);
   if (!file.ok()) return file.status();
   file_ = std::move(*file);
-  for (Floats& buffer : states_) buffer.resize(2 * largest);
+  for (Floats& buffer : states_) buffer.resize(3 * largest);
   if (offload_params_) bounce_.resize(largest);
   if (offload_options_.prefetch) reader_ = std::make_unique<BackgroundReader>();
-  // The initial states: zero moments, and the initial shard (not counted: before any step).
+  // The initial states: zero moments and the initial parameters (not counted: before any
+  // step), which then leave host memory.
   std::fill(states_[0].begin(), states_[0].end(), 0.0f);
-  for (const Block& b : blocks_) {
+  for (Block& b : blocks_) {
     const std::int64_t n = updated(b), fb = n * static_cast<std::int64_t>(sizeof(float));
     TRAINPLAN_RETURN_IF_ERROR(file_->write(b.file_offset, states_[0].data(), 2 * fb));
-    if (offload_params_)
-      TRAINPLAN_RETURN_IF_ERROR(file_->write(b.file_offset + 2 * fb, b.host_master.data(), fb));
+    TRAINPLAN_RETURN_IF_ERROR(file_->write(b.file_offset + 2 * fb, b.host_master.data(), fb));
+    Floats().swap(b.host_master);
   }
   return Status::Ok();
 }
@@ -581,32 +589,34 @@ void CpuStage::offload_update(std::size_t i, const AdamW& opt, std::int64_t step
     moved_.device_to_host += static_cast<double>(fb);
     g = grad_in_.data();
   }
-  // AdamW's moments: in host memory, or read from the file (ZeRO-Infinity, sec. 6.2), where the
-  // prefetch of the block before may have read them already.
+  // AdamW's states: in host memory, or read from the file (ZeRO-Infinity, sec. 6.2), the
+  // moments and the fp32 parameters together, where the prefetch of the block before may have
+  // read them already.
   float* m = b.host_m.data();
   float* v = b.host_v.data();
+  float* p = b.host_master.data();
   Floats& states = states_[i % 2];
   if (nvme_) {
     if (reader_ && reader_->busy() && reading_ == Reading::kMoments && next_block_ == i) {
       note(reader_->wait());
     } else {
       if (reader_ && reader_->busy()) note(reader_->wait());  // a stale prefetch: not this block's
-      note(file_->read(b.file_offset, states.data(), 2 * fb));
+      note(file_->read(b.file_offset, states.data(), 3 * fb));
     }
-    moved_.nvme_read += static_cast<double>(2 * fb);
+    moved_.nvme_read += static_cast<double>(3 * fb);
     m = states.data();
     v = states.data() + n;
+    p = states.data() + 2 * n;
     if (reader_ && i + 1 < blocks_.size()) {
       const Block& after = blocks_[i + 1];
       reading_ = Reading::kMoments;
       next_block_ = i + 1;
-      moved_.nvme_prefetched += 2.0 * static_cast<double>(updated(after)) * sizeof(float);
+      moved_.nvme_prefetched += 3.0 * static_cast<double>(updated(after)) * sizeof(float);
       reader_->start(*file_, after.file_offset, states_[(i + 1) % 2].data(),
-                     2 * updated(after) * static_cast<std::int64_t>(sizeof(float)));
+                     3 * updated(after) * static_cast<std::int64_t>(sizeof(float)));
     }
   }
   // The same AdamW calls as update() without offload, on the host's copy.
-  float* p = b.host_master.data();
   for (const Updated& r : ranges)
     for_each_decay_run(b.shape.decayed, r.offset, r.offset + r.count,
                        [&](std::int64_t at, std::int64_t count, bool decay) {
@@ -614,12 +624,8 @@ void CpuStage::offload_update(std::size_t i, const AdamW& opt, std::int64_t step
                          adamw_update(opt, step, count, p + j, g + j, m + j, v + j, decay);
                        });
   if (nvme_) {
-    note(file_->write(b.file_offset, states.data(), 2 * fb));
-    moved_.nvme_write += static_cast<double>(2 * fb);
-    if (offload_params_) {
-      note(file_->write(b.file_offset + 2 * fb, p, fb));
-      moved_.nvme_write += static_cast<double>(fb);
-    }
+    note(file_->write(b.file_offset, states.data(), 3 * fb));
+    moved_.nvme_write += static_cast<double>(3 * fb);
   }
   if (offload_params_) return;  // the shard stays off the device
   // The updated parameters back to the device (ZeRO-Offload's second PCIe transfer).
@@ -635,9 +641,16 @@ void CpuStage::for_each_param(const std::function<void(const TensorSlice&, std::
   const std::vector<BlockLayout>& layouts = net_->layouts();
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
-    // ZeRO-3 holds its shard of each part only (optimizer+params: on the host); below that,
-    // the whole block.
-    const Floats& shard = offload_params_ ? b.host_master : b.param_shard;
+    // ZeRO-3 holds its shard of each part only (optimizer+params: on the host, or in the
+    // NVMe tier's file, read here; a failed read is the trainer's offload_status and its
+    // elements are NaN); below that, the whole block.
+    Floats from_file;
+    if (offload_params_ && nvme_) {
+      const std::int64_t n = updated(b), fb = n * static_cast<std::int64_t>(sizeof(float));
+      from_file.assign(static_cast<std::size_t>(n), std::numeric_limits<float>::quiet_NaN());
+      note(file_->read(b.file_offset + 2 * fb, from_file.data(), fb));
+    }
+    const Floats& shard = !offload_params_ ? b.param_shard : nvme_ ? from_file : b.host_master;
     if (plan_.zero_stage != 3) {
       for_each_element(layouts[i], 0, static_cast<std::int64_t>(b.param.size()),
                        [&](const TensorSlice& t, std::int64_t row, std::int64_t col,

@@ -8,7 +8,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
-#include <span>
+#include <new>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -46,28 +46,6 @@ struct StageModel::MicroBatch {
 struct StageModel::LayerParams {
   const float* p[kNumLayerTensors];
   float* g[kNumLayerTensors];  // null unless asked for (backward)
-};
-
-// Each function's temporaries, kept from call to call so that a micro-batch after the first
-// allocates none (workspace.h): each is named for the one function that uses it, as a full
-// recompute runs a layer's forward inside the backward. The pass slots carry the activation
-// (or its gradient) from layer to layer: a layer writes its output into the slot its input is
-// not in.
-struct StageModel::Scratch {
-  Mat fwd_slot[2], bwd_slot[2], recompute_x, recompute_out;
-  Mat kv_mine, kv_all;                                        // gather_kv
-  Mat kvg_all, kvg_mine;                                      // reduce_scatter_kv_grad
-  Mat mlp_partial;                                            // dense_mlp_forward
-  Mat lf_gathered, lf_k_full, lf_v_full, lf_partial, lf_o, lf_m, lf_moe_partial;  // layer_forward
-  Mat mb_gathered, mb_dg, mb_da, mb_dy;                       // dense_mlp_backward
-  Mat moeb_dm, moeb_y, moeb_dy;                               // moe_mlp_backward
-  Mat mff_shared_partial, mff_shared;                         // moe_folded_forward
-  Mat mfb_dm, mfb_y, mfb_dy, mfb_dy_shared;                   // moe_folded_backward
-  Mat lb_dyl, lb_gathered, lb_dy, lb_dn, lb_dx1, lb_dattn, lb_dq, lb_dk, lb_dv;  // layer_backward
-  Mat ab_k_full, ab_v_full, ab_out, ab_dk_full, ab_dv_full;  // attention_core_backward
-  Mat emb_e, emb_gathered;                                    // embedding_forward / _backward
-  Mat head_y, head_logits, head_dy, head_dyl;                 // head_forward / head_backward
-  Vec head_max, head_sum, head_target;                        // head_forward
 };
 
 // One held-back weight gradient of a B pass: dW (rows x cols, at `offset` in block `block`'s
@@ -167,9 +145,14 @@ StageModel::StageModel(const ModelSpec& model, const Plan& plan, std::int64_t st
       model_(model),
       plan_(plan),
       comm_(comm),
-      access_(access),
-      scratch_(std::make_unique<Scratch>()) {
+      access_(access) {
   for (std::int64_t j = 0; j < x_.seq_tokens; ++j) q_positions_.push_back(x_.position(j));
+  if (model_.is_moe())
+    expert_capacity_ = moe_expert_capacity(x_.tokens, model_.experts_per_token,
+                                           model_.num_experts, model_.moe_capacity_factor);
+  // Sized once, from the plan; the kernels' workspace first, below every frame.
+  arena_.reserve(scratch_floats());
+  kernel_workspace_ = arena_.floats(static_cast<std::int64_t>(kernel_workspace_floats()));
 }
 
 StageModel::~StageModel() = default;
@@ -189,29 +172,38 @@ StageModel::LayerParams StageModel::layer_params(std::size_t block, bool with_gr
   return lp;
 }
 
-void StageModel::gather_tokens(const Mat& local, Mat& full, std::string_view task) {
-  full.resize(x_.tokens, local.cols());
+void StageModel::gather_tokens(const ConstMatRef& local, MatRef full, std::string_view task) {
+  TRAINPLAN_CHECK(full.rows() == x_.tokens && full.cols() == local.cols())
+      << task << ": the gathered rows' buffer is " << full.rows() << " x " << full.cols();
   comm_.all_gather(CommGroup::kTp, local.data(), full.data(), local.size(), task);
 }
 
-void StageModel::reduce_scatter_tokens(const Mat& full, Mat& local, std::string_view task) {
-  local.resize(x_.local_tokens, full.cols());
+void StageModel::reduce_scatter_tokens(const ConstMatRef& full, MatRef local,
+                                       std::string_view task) {
+  TRAINPLAN_CHECK(local.rows() == x_.local_tokens && local.cols() == full.cols())
+      << task << ": the scattered rows' buffer is " << local.rows() << " x " << local.cols();
   comm_.reduce_scatter(CommGroup::kTp, full.data(), local.data(), local.size(), task);
+}
+
+ConstMatMap StageModel::gathered_rows(const ConstMatRef& local, std::string_view task) {
+  if (!x_.sp) return ConstMatMap(local.data(), local.rows(), local.cols());
+  MatMap full = arena_.mat(x_.tokens, local.cols());
+  gather_tokens(local, full, task);
+  return ConstMatMap(full.data(), full.rows(), full.cols());
 }
 
 // Context parallelism (Megatron-LM's, as Transformer Engine's AttnFuncWithCPAndKVAllGather):
 // one all-gather of this rank's [K | V] rows over the cp group, reordered into each sequence's
 // token order (the ranks hold data.h's load-balanced chunks).
-void StageModel::gather_kv(const Mat& k, const Mat& v, Mat& k_full, Mat& v_full,
-                           std::string_view task) {
+void StageModel::gather_kv(const ConstMatRef& k, const ConstMatRef& v, MatRef k_full,
+                           MatRef v_full, std::string_view task) {
   const std::int64_t T = x_.tokens, w = k.cols(), cp = x_.cp;
-  Mat& mine = take(scratch_->kv_mine, T, 2 * w);
-  Mat& all = take(scratch_->kv_all, cp * T, 2 * w);
+  ScratchArena::Frame frame(arena_);
+  MatMap mine = arena_.mat(T, 2 * w);
+  MatMap all = arena_.mat(cp * T, 2 * w);
   mine << k, v;
   comm_.all_gather(CommGroup::kCp, mine.data(), all.data(), mine.size(), task);
   const std::int64_t b = plan_.micro_batch_size, sl = x_.seq_tokens, s = x_.seq_len;
-  k_full.resize(b * s, w);
-  v_full.resize(b * s, w);
   for (std::int64_t r = 0; r < cp; ++r)
     for (std::int64_t i = 0; i < b; ++i)
       for (std::int64_t j = 0; j < sl; ++j) {
@@ -223,12 +215,13 @@ void StageModel::gather_kv(const Mat& k, const Mat& v, Mat& k_full, Mat& v_full,
 
 // The backward of gather_kv: each rank's share of the sequence's dK, dV, summed over the cp
 // group (one reduce-scatter of [dK | dV]).
-void StageModel::reduce_scatter_kv_grad(const Mat& dk_full, const Mat& dv_full, Mat& dk,
-                                        Mat& dv) {
+void StageModel::reduce_scatter_kv_grad(const ConstMatRef& dk_full, const ConstMatRef& dv_full,
+                                        MatRef dk, MatRef dv) {
   const std::int64_t T = x_.tokens, w = dk_full.cols(), cp = x_.cp;
   const std::int64_t b = plan_.micro_batch_size, sl = x_.seq_tokens, s = x_.seq_len;
-  Mat& all = take(scratch_->kvg_all, cp * T, 2 * w);
-  Mat& mine = take(scratch_->kvg_mine, T, 2 * w);
+  ScratchArena::Frame frame(arena_);
+  MatMap all = arena_.mat(cp * T, 2 * w);
+  MatMap mine = arena_.mat(T, 2 * w);
   for (std::int64_t r = 0; r < cp; ++r)
     for (std::int64_t i = 0; i < b; ++i)
       for (std::int64_t j = 0; j < sl; ++j) {
@@ -241,9 +234,8 @@ void StageModel::reduce_scatter_kv_grad(const Mat& dk_full, const Mat& dv_full, 
   dv = mine.rightCols(w);
 }
 
-// The dense MLP on the (gathered) norm2 output y2, up to its TP sum (the row-parallel bias is
-// added with the residual).
-void StageModel::dense_mlp_forward(std::size_t block, const Mat& y2, LayerCache& c, Mat& m) {
+void StageModel::dense_mlp_forward(std::size_t block, const ConstMatRef& y2, LayerCache& c,
+                                   MatRef partial) {
   const LayerParams P = layer_params(block, /*with_grads=*/false);
   const std::int64_t h = model_.hidden_size, fr = layouts_[block].tensors[kW1].cols;
   TraceSpan span(trace_);
@@ -252,92 +244,94 @@ void StageModel::dense_mlp_forward(std::size_t block, const Mat& y2, LayerCache&
   span.begin("gelu");
   gelu_forward(c.a, take(c.g, y2.rows(), fr));
   span.begin("fc2");
-  Mat& partial = scratch_->mlp_partial;
   linear_forward(c.g, ConstMatMap(P.p[kW2], fr, h), nullptr, partial);
   span.end();
-  tp_sum(partial, m, "tp_reduce_scatter_mlp", "tp_all_reduce_mlp");
 }
 
 // Megatron's g after a row-parallel layer, and the backward of its f before a column-parallel
 // one: the TP ranks' partial sums `partial` (T rows) summed into `out`, by an all-reduce, or
 // with SP by a reduce-scatter over the tokens (T/tp rows). The two names are the cost model's
-// tasks for the two cases (the byte check matches them); `partial` is left in an unspecified
-// state (the all-reduce swaps it into `out`).
-void StageModel::tp_sum(Mat& partial, Mat& out, std::string_view reduce_scatter_task,
+// tasks for the two cases (the byte check matches them). Without SP the all-reduce runs in
+// place, and `out` is best `partial` itself (a caller that passes another buffer gets a copy).
+void StageModel::tp_sum(MatRef partial, MatRef out, std::string_view reduce_scatter_task,
                         std::string_view all_reduce_task) {
   if (x_.sp) {
     reduce_scatter_tokens(partial, out, reduce_scatter_task);
-  } else {
-    comm_.all_reduce(CommGroup::kTp, partial.data(), partial.size(), ReduceOp::kSum,
-                     all_reduce_task);
-    out.swap(partial);
+    return;
   }
+  comm_.all_reduce(CommGroup::kTp, partial.data(), partial.size(), ReduceOp::kSum,
+                   all_reduce_task);
+  if (out.data() != partial.data()) out = partial;
 }
 
-void StageModel::layer_forward(std::size_t block, const Mat& x, LayerCache& c, Mat& out) {
+void StageModel::layer_forward(std::size_t block, const ConstMatRef& x, LayerCache& c,
+                               MatRef out) {
   const LayerParams P = layer_params(block, /*with_grads=*/false);
   const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp;
   const std::int64_t heads = model_.num_attention_heads / plan_.tp;
   TraceSpan span(trace_);
   const Eigen::Index Tl = x.rows(), T = x_.tokens;
-  Scratch& w = *scratch_;
   take_cache(c, Tl, T, qr, heads);
   span.begin("norm1");
-  c.x = x;
+  if (x.data() != c.x.data()) c.x = x;  // a recompute reads the cache's own input
   layernorm_forward(x, P.p[kLn1G], P.p[kLn1B], c.ln1, c.ln1_mean, c.ln1_rstd);
-  Mat& gathered = w.lf_gathered;
-  const Mat* y1 = &c.ln1;
-  if (x_.sp) {
-    span.end();
-    gather_tokens(c.ln1, gathered, "tp_all_gather_attn");
-    y1 = &gathered;
-  }
-  span.begin("qkv");
-  linear_forward(*y1, ConstMatMap(P.p[kWq], h, qr), P.p[kBq], c.q);
-  linear_forward(*y1, ConstMatMap(P.p[kWk], h, qr), P.p[kBk], c.k);
-  linear_forward(*y1, ConstMatMap(P.p[kWv], h, qr), P.p[kBv], c.v);
-  if (x_.cp > 1) {
-    // The whole sequences' K and V for this rank's queries; only this rank's rows are kept.
-    span.end();
-    gather_kv(c.k, c.v, w.lf_k_full, w.lf_v_full, "cp_all_gather_kv");
-    span.begin(attention_task_);
-    attention_forward(c.q, w.lf_k_full, w.lf_v_full, plan_.micro_batch_size, q_positions_, heads,
-                      c.probs, c.attn);
-  } else {
-    span.begin(attention_task_);
-    attention_forward(c.q, c.k, c.v, plan_.micro_batch_size, q_positions_, heads, c.probs,
-                      c.attn);
+  {
+    ScratchArena::Frame frame(arena_);  // the gathered input, cp's whole-sequence K and V
+    if (x_.sp) span.end();
+    const ConstMatMap y1 = gathered_rows(c.ln1, "tp_all_gather_attn");
+    span.begin("qkv");
+    linear_forward(y1, ConstMatMap(P.p[kWq], h, qr), P.p[kBq], c.q);
+    linear_forward(y1, ConstMatMap(P.p[kWk], h, qr), P.p[kBk], c.k);
+    linear_forward(y1, ConstMatMap(P.p[kWv], h, qr), P.p[kBv], c.v);
+    if (x_.cp > 1) {
+      // The whole sequences' K and V for this rank's queries; only this rank's rows are kept.
+      span.end();
+      const std::int64_t S = plan_.micro_batch_size * x_.seq_len;
+      MatMap k_full = arena_.mat(S, qr), v_full = arena_.mat(S, qr);
+      gather_kv(c.k, c.v, k_full, v_full, "cp_all_gather_kv");
+      span.begin(attention_task_);
+      attention_forward(c.q, k_full, v_full, plan_.micro_batch_size, q_positions_, heads,
+                        c.probs, c.attn);
+    } else {
+      span.begin(attention_task_);
+      attention_forward(c.q, c.k, c.v, plan_.micro_batch_size, q_positions_, heads, c.probs,
+                        c.attn);
+    }
   }
   if (plan_.recompute == Recompute::kSelective) mats_.give(c.probs);
-  span.begin("out_proj");
-  Mat &partial = w.lf_partial, &o = w.lf_o;
-  linear_forward(c.attn, ConstMatMap(P.p[kWo], qr, h), nullptr, partial);
-  span.end();
-  tp_sum(partial, o, "tp_reduce_scatter_attn", "tp_all_reduce_attn");
-  span.begin("residual1");  // the row-parallel bias, then the residual (as the cost model)
-  o.rowwise() += ConstRowMap(P.p[kBo], h);
-  c.x1 = x + o;
+  {
+    ScratchArena::Frame frame(arena_);  // the out-projection's partial and summed rows
+    span.begin("out_proj");
+    MatMap partial = arena_.mat(T, h);
+    linear_forward(c.attn, ConstMatMap(P.p[kWo], qr, h), nullptr, partial);
+    span.end();
+    MatMap o = x_.sp ? arena_.mat(Tl, h) : partial;
+    tp_sum(partial, o, "tp_reduce_scatter_attn", "tp_all_reduce_attn");
+    span.begin("residual1");  // the row-parallel bias, then the residual (as the cost model)
+    o.rowwise() += ConstRowMap(P.p[kBo], h);
+    c.x1 = x + o;
+  }
   span.begin("norm2");
   layernorm_forward(c.x1, P.p[kLn2G], P.p[kLn2B], c.ln2, c.ln2_mean, c.ln2_rstd);
+  ScratchArena::Frame frame(arena_);  // the gathered input, the MLP's partial and summed rows
   const bool moe = layouts_[block].expert_offset >= 0;
   // A folded MoE layer routes this rank's own tokens (Plan::expert_layout, moe_folded_forward).
   const bool folded = moe && plan_.expert_layout == ExpertLayout::kFolded;
-  const Mat* y2 = &c.ln2;
-  if (x_.sp && !folded) {
-    span.end();
-    gather_tokens(c.ln2, gathered, "tp_all_gather_mlp");
-    y2 = &gathered;
-  }
+  if (x_.sp && !folded) span.end();
+  const ConstMatMap y2 = folded ? ConstMatMap(c.ln2.data(), c.ln2.rows(), c.ln2.cols())
+                                : gathered_rows(c.ln2, "tp_all_gather_mlp");
   span.end();
-  Mat& m = w.lf_m;
+  MatMap partial = folded ? MatMap(nullptr, 0, h) : arena_.mat(T, h);
+  MatMap m = (x_.sp || folded) ? arena_.mat(Tl, h) : partial;
   if (folded) {
     moe_folded_forward(block, c, m);
-  } else if (moe) {
-    Mat& moe_partial = w.lf_moe_partial;
-    moe_forward(block, *y2, c.moe, moe_partial);
-    tp_sum(moe_partial, m, "tp_reduce_scatter_mlp", "tp_all_reduce_mlp");
   } else {
-    dense_mlp_forward(block, *y2, c, m);
+    if (moe) {
+      moe_forward(block, y2, c.moe, partial);
+    } else {
+      dense_mlp_forward(block, y2, c, partial);
+    }
+    tp_sum(partial, m, "tp_reduce_scatter_mlp", "tp_all_reduce_mlp");
   }
   span.begin("residual2");  // the row-parallel bias, then the residual (as the cost model)
   if (!moe) m.rowwise() += ConstRowMap(P.p[kB2], h);
@@ -348,36 +342,45 @@ void StageModel::layer_forward(std::size_t block, const Mat& x, LayerCache& c, M
 
 // The dense MLP's backward from the layer output's gradient dout to norm2's output gradient dyl
 // (TP-summed, or reduce-scattered with SP).
-void StageModel::dense_mlp_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dyl) {
+void StageModel::dense_mlp_backward(std::size_t block, LayerCache& c, const ConstMatRef& dout,
+                                    MatRef dyl) {
   const LayerParams P = layer_params(block, /*with_grads=*/true);
   const std::int64_t h = model_.hidden_size, fr = layouts_[block].tensors[kW1].cols;
+  const Eigen::Index T = x_.tokens;
   TraceSpan span(trace_);
+  ScratchArena::Frame frame(arena_);
   // MLP. g's backward: with SP, gather the output gradient of the row-parallel fc2 (it also
-  // gives b2's gradient over every token, identical on all TP ranks).
-  Scratch& w = *scratch_;
-  Mat &gathered = w.mb_gathered, &dg = w.mb_dg, &da = w.mb_da, &dy = w.mb_dy;
-  const Mat* dm = &dout;
+  // gives b2's gradient over every token, identical on all TP ranks). The gathered rows' slice
+  // is used again for norm2's output once fc2's gradients are done with it.
+  MatMap gathered = arena_.mat(x_.sp ? T : 0, h);
+  ConstMatMap dm(dout.data(), dout.rows(), dout.cols());
   if (x_.sp) {
     gather_tokens(dout, gathered, "tp_all_gather_mlp_grad");
-    dm = &gathered;
+    new (&dm) ConstMatMap(gathered.data(), T, h);  // Eigen's way to point a Map elsewhere
   }
-  span.begin("fc2_dgrad");
-  dg.noalias() = *dm * ConstMatMap(P.p[kW2], fr, h).transpose();
-  span.begin("fc2_wgrad");
-  weight_grad(block, kW2, fr, h, c.g, *dm, P.g[kB2], "fc2_wgrad");
-  span.begin("gelu_bwd");
-  gelu_backward(c.a, dg, da);
+  MatMap da = arena_.mat(T, fr);
+  {
+    ScratchArena::Frame dg_frame(arena_);
+    MatMap dg = arena_.mat(T, fr);
+    span.begin("fc2_dgrad");
+    dg.noalias() = dm * ConstMatMap(P.p[kW2], fr, h).transpose();
+    span.begin("fc2_wgrad");
+    weight_grad(block, kW2, fr, h, c.g, dm, P.g[kB2], "fc2_wgrad");
+    span.begin("gelu_bwd");
+    gelu_backward(c.a, dg, da);
+  }
   span.begin("fc1_dgrad");
+  MatMap dy = x_.sp ? arena_.mat(T, h) : MatMap(dyl.data(), T, h);
   dy.noalias() = da * ConstMatMap(P.p[kW1], h, fr).transpose();
-  const Mat* y2 = &c.ln2;
+  ConstMatMap y2(c.ln2.data(), c.ln2.rows(), c.ln2.cols());
   if (x_.sp) {
     span.end();
-    gather_tokens(c.ln2, gathered,
-                  "tp_all_gather_mlp_input");  // the weight gradient needs all of it
-    y2 = &gathered;
+    // the weight gradient needs all of it
+    gather_tokens(c.ln2, gathered, "tp_all_gather_mlp_input");
+    new (&y2) ConstMatMap(gathered.data(), T, h);
   }
   span.begin("fc1_wgrad");
-  weight_grad(block, kW1, h, fr, *y2, da, P.g[kB1], "fc1_wgrad");
+  weight_grad(block, kW1, h, fr, y2, da, P.g[kB1], "fc1_wgrad");
   span.end();
   tp_sum(dy, dyl, "tp_reduce_scatter_mlp_grad", "tp_all_reduce_mlp_grad");
 }
@@ -385,17 +388,14 @@ void StageModel::dense_mlp_backward(std::size_t block, LayerCache& c, const Mat&
 // An MoE layer's MLP backward, between the TP collectives the dense MLP's has: with SP, the
 // output gradient and the norm2 output are gathered (the cost model regathers the input last;
 // here it is gathered first, as the shared experts' weight gradient needs it: the same bytes).
-void StageModel::moe_mlp_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dyl) {
-  Mat &dm_gathered = scratch_->moeb_dm, &y_gathered = scratch_->moeb_y, &dy = scratch_->moeb_dy;
-  const Mat* dm = &dout;
-  const Mat* y = &c.ln2;
-  if (x_.sp) {
-    gather_tokens(dout, dm_gathered, "tp_all_gather_mlp_grad");
-    gather_tokens(c.ln2, y_gathered, "tp_all_gather_mlp_input");
-    dm = &dm_gathered;
-    y = &y_gathered;
-  }
-  moe_backward(block, *y, c.moe, *dm, dy);
+void StageModel::moe_mlp_backward(std::size_t block, LayerCache& c, const ConstMatRef& dout,
+                                  MatRef dyl) {
+  ScratchArena::Frame frame(arena_);
+  const ConstMatMap dm = gathered_rows(dout, "tp_all_gather_mlp_grad");
+  const ConstMatMap y = gathered_rows(c.ln2, "tp_all_gather_mlp_input");
+  MatMap dy = x_.sp ? arena_.mat(x_.tokens, model_.hidden_size)
+                    : MatMap(dyl.data(), dyl.rows(), dyl.cols());
+  moe_backward(block, y, c.moe, dm, dy);
   tp_sum(dy, dyl, "tp_reduce_scatter_mlp_grad", "tp_all_reduce_mlp_grad");
 }
 
@@ -403,144 +403,161 @@ void StageModel::moe_mlp_backward(std::size_t block, LayerCache& c, const Mat& d
 // experts first, a TP-split MLP entered by the gather of the sequence-parallel norm2 output and
 // left by its TP sum; then the routed experts on this rank's own tokens, whose outputs come back
 // complete from the all-to-all (expert_tp 1).
-void StageModel::moe_folded_forward(std::size_t block, LayerCache& c, Mat& m) {
-  Scratch& w = *scratch_;
+void StageModel::moe_folded_forward(std::size_t block, LayerCache& c, MatRef m) {
+  ScratchArena::Frame frame(arena_);
   const bool shared = model_.shared_expert_ffn_size > 0;
+  const std::int64_t h = model_.hidden_size;
+  MatMap shared_sum = arena_.mat(shared ? c.ln2.rows() : 0, h);
   if (shared) {
-    const Mat* y = &c.ln2;
-    if (x_.sp) {
-      gather_tokens(c.ln2, w.lf_gathered, "tp_all_gather_shared");
-      y = &w.lf_gathered;
-    }
-    moe_shared_forward(block, *y, c.moe, w.mff_shared_partial);
-    tp_sum(w.mff_shared_partial, w.mff_shared, "tp_reduce_scatter_shared", "tp_all_reduce_shared");
+    ScratchArena::Frame inner(arena_);  // the gathered input, the shared experts' partial rows
+    const ConstMatMap y = gathered_rows(c.ln2, "tp_all_gather_shared");
+    MatMap partial = arena_.mat(x_.tokens, h);
+    moe_shared_forward(block, y, c.moe, partial);
+    tp_sum(partial, shared_sum, "tp_reduce_scatter_shared", "tp_all_reduce_shared");
   }
   moe_forward(block, c.ln2, c.moe, m);
-  if (shared) m += w.mff_shared;
+  if (shared) m += shared_sum;
 }
 
 // Its backward: the routed experts and the router on this rank's tokens (complete, no TP sum),
 // then the shared experts' on the gathered output gradient and input, TP-summed back to this
 // rank's tokens, as the cost model orders them.
-void StageModel::moe_folded_backward(std::size_t block, LayerCache& c, const Mat& dout,
-                                     Mat& dyl) {
-  Scratch& w = *scratch_;
+void StageModel::moe_folded_backward(std::size_t block, LayerCache& c, const ConstMatRef& dout,
+                                     MatRef dyl) {
   moe_backward(block, c.ln2, c.moe, dout, dyl);
   if (model_.shared_expert_ffn_size == 0) return;
-  const Mat* dm = &dout;
-  const Mat* y = &c.ln2;
-  if (x_.sp) {
-    gather_tokens(dout, w.mfb_dm, "tp_all_gather_shared_grad");
-    gather_tokens(c.ln2, w.mfb_y, "tp_all_gather_shared_input");
-    dm = &w.mfb_dm;
-    y = &w.mfb_y;
-  }
-  w.mfb_dy.setZero(y->rows(), model_.hidden_size);
-  moe_shared_backward(block, *y, c.moe, *dm, w.mfb_dy);
-  tp_sum(w.mfb_dy, w.mfb_dy_shared, "tp_reduce_scatter_shared_grad", "tp_all_reduce_shared_grad");
-  dyl += w.mfb_dy_shared;
+  ScratchArena::Frame frame(arena_);
+  const std::int64_t h = model_.hidden_size;
+  const ConstMatMap dm = gathered_rows(dout, "tp_all_gather_shared_grad");
+  const ConstMatMap y = gathered_rows(c.ln2, "tp_all_gather_shared_input");
+  MatMap dy = arena_.mat(x_.tokens, h);
+  dy.setZero();
+  moe_shared_backward(block, y, c.moe, dm, dy);
+  MatMap dy_shared = arena_.mat(dyl.rows(), h);
+  tp_sum(dy, dy_shared, "tp_reduce_scatter_shared_grad", "tp_all_reduce_shared_grad");
+  dyl += dy_shared;
 }
 
-void StageModel::layer_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dx) {
+void StageModel::layer_backward(std::size_t block, LayerCache& c, const ConstMatRef& dout,
+                                MatRef dx) {
   const LayerParams P = layer_params(block, /*with_grads=*/true);
   const std::int64_t h = model_.hidden_size, qr = model_.q_width() / plan_.tp;
   const std::int64_t heads = model_.num_attention_heads / plan_.tp;
+  const Eigen::Index Tl = x_.local_tokens, T = x_.tokens;
   TraceSpan span(trace_);
-  Scratch& w = *scratch_;
-  Mat &dyl = w.lb_dyl, &gathered = w.lb_gathered, &dy = w.lb_dy, &dn = w.lb_dn,
-      &dx1 = w.lb_dx1, &dattn = w.lb_dattn, &dq = w.lb_dq, &dk = w.lb_dk, &dv = w.lb_dv;
-  if (layouts_[block].expert_offset >= 0 && plan_.expert_layout == ExpertLayout::kFolded) {
-    moe_folded_backward(block, c, dout, dyl);
-  } else if (layouts_[block].expert_offset >= 0) {
-    moe_mlp_backward(block, c, dout, dyl);
-  } else {
-    dense_mlp_backward(block, c, dout, dyl);
+  ScratchArena::Frame frame(arena_);
+  // The gradient after the second residual lives in dx's buffer (the pass's other slot, not
+  // written until the end), where norm1's part is added last.
+  MatMap dx1(dx.data(), Tl, h);
+  {
+    ScratchArena::Frame mlp(arena_);  // norm2's output gradient, then its input's
+    MatMap dyl = arena_.mat(Tl, h);
+    if (layouts_[block].expert_offset >= 0 && plan_.expert_layout == ExpertLayout::kFolded) {
+      moe_folded_backward(block, c, dout, dyl);
+    } else if (layouts_[block].expert_offset >= 0) {
+      moe_mlp_backward(block, c, dout, dyl);
+    } else {
+      dense_mlp_backward(block, c, dout, dyl);
+    }
+    MatMap dn = arena_.mat(Tl, h);
+    span.begin("norm2_bwd");
+    layernorm_backward(dyl, c.x1, P.p[kLn2G], c.ln2_mean, c.ln2_rstd, dn, P.g[kLn2G], P.g[kLn2B],
+                       kernel_workspace());
+    // The residual's gradient passes through unchanged; its one operation is this sum at the
+    // branch point, so the span comes after norm2_bwd (the cost model lists it first).
+    span.begin("residual2_bwd");
+    dx1 = dout + dn;
   }
-  span.begin("norm2_bwd");
-  layernorm_backward(dyl, c.x1, P.p[kLn2G], c.ln2_mean, c.ln2_rstd, dn, P.g[kLn2G], P.g[kLn2B]);
-  // The residual's gradient passes through unchanged; its one operation is this sum at the
-  // branch point, so the span comes after norm2_bwd (the cost model lists it first).
-  span.begin("residual2_bwd");
-  dx1 = dout + dn;
 
   // Attention.
-  const Mat* dop = &dx1;
-  if (x_.sp) {
+  MatMap dq = arena_.mat(T, qr), dk = arena_.mat(T, qr), dv = arena_.mat(T, qr);
+  {
+    ScratchArena::Frame attention(arena_);  // the gathered output gradient, dattn
+    if (x_.sp) span.end();
+    const ConstMatMap dop = gathered_rows(dx1, "tp_all_gather_attn_grad");
+    MatMap dattn = arena_.mat(T, qr);
+    span.begin("out_proj_dgrad");
+    dattn.noalias() = dop * ConstMatMap(P.p[kWo], qr, h).transpose();
+    span.begin("out_proj_wgrad");
+    weight_grad(block, kWo, qr, h, c.attn, dop, P.g[kBo], "out_proj_wgrad");
     span.end();
-    gather_tokens(dx1, gathered, "tp_all_gather_attn_grad");
-    dop = &gathered;
+    attention_core_backward(c, dattn, heads, dq, dk, dv);
   }
-  span.begin("out_proj_dgrad");
-  dattn.noalias() = *dop * ConstMatMap(P.p[kWo], qr, h).transpose();
-  span.begin("out_proj_wgrad");
-  weight_grad(block, kWo, qr, h, c.attn, *dop, P.g[kBo], "out_proj_wgrad");
-  span.end();
-  attention_core_backward(c, dattn, heads, dq, dk, dv);
+  MatMap dyl = arena_.mat(Tl, h);
+  MatMap dy = x_.sp ? arena_.mat(T, h) : dyl;
   span.begin("qkv_dgrad");
   dy.noalias() = dq * ConstMatMap(P.p[kWq], h, qr).transpose();
   dy.noalias() += dk * ConstMatMap(P.p[kWk], h, qr).transpose();
   dy.noalias() += dv * ConstMatMap(P.p[kWv], h, qr).transpose();
-  const Mat* y1 = &c.ln1;
-  if (x_.sp) {
-    span.end();
-    gather_tokens(c.ln1, gathered, "tp_all_gather_attn_input");
-    y1 = &gathered;
+  {
+    ScratchArena::Frame input(arena_);  // norm1's output, gathered: the weight gradients read it
+    if (x_.sp) span.end();
+    const ConstMatMap y1 = gathered_rows(c.ln1, "tp_all_gather_attn_input");
+    span.begin("qkv_wgrad");
+    weight_grad(block, kWq, h, qr, y1, dq, P.g[kBq], "qkv_wgrad");
+    weight_grad(block, kWk, h, qr, y1, dk, P.g[kBk], "qkv_wgrad");
+    weight_grad(block, kWv, h, qr, y1, dv, P.g[kBv], "qkv_wgrad");
   }
-  span.begin("qkv_wgrad");
-  weight_grad(block, kWq, h, qr, *y1, dq, P.g[kBq], "qkv_wgrad");
-  weight_grad(block, kWk, h, qr, *y1, dk, P.g[kBk], "qkv_wgrad");
-  weight_grad(block, kWv, h, qr, *y1, dv, P.g[kBv], "qkv_wgrad");
   span.end();
   tp_sum(dy, dyl, "tp_reduce_scatter_attn_grad", "tp_all_reduce_attn_grad");
+  MatMap dn = arena_.mat(Tl, h);
   span.begin("norm1_bwd");
-  layernorm_backward(dyl, c.x, P.p[kLn1G], c.ln1_mean, c.ln1_rstd, dn, P.g[kLn1G], P.g[kLn1B]);
+  layernorm_backward(dyl, c.x, P.p[kLn1G], c.ln1_mean, c.ln1_rstd, dn, P.g[kLn1G], P.g[kLn1B],
+                     kernel_workspace());
   span.begin("residual1_bwd");  // as residual2_bwd: the sum at the branch point
-  dx = dx1 + dn;
+  dx += dn;  // dx holds dx1
   span.end();
 }
 
-void StageModel::attention_core_backward(LayerCache& c, const Mat& dattn, std::int64_t heads,
-                                         Mat& dq, Mat& dk, Mat& dv) {
+void StageModel::attention_core_backward(LayerCache& c, const ConstMatRef& dattn,
+                                         std::int64_t heads, MatRef dq, MatRef dk, MatRef dv) {
   TraceSpan span(trace_);
+  ScratchArena::Frame frame(arena_);
   // Context parallelism: the forward kept only this rank's K and V, so they are gathered again
   // (the cost model's cp_all_gather_kv_bwd).
-  Scratch& w = *scratch_;
   const bool cp = x_.cp > 1;
-  if (cp) gather_kv(c.k, c.v, w.ab_k_full, w.ab_v_full, "cp_all_gather_kv_bwd");
-  const Mat& k = cp ? w.ab_k_full : c.k;
-  const Mat& v = cp ? w.ab_v_full : c.v;
-  const std::int64_t b = plan_.micro_batch_size;
+  const std::int64_t b = plan_.micro_batch_size, S = b * x_.seq_len;
+  const std::int64_t qr = c.q.cols(), sq = static_cast<std::int64_t>(q_positions_.size());
+  MatMap k_full = arena_.mat(cp ? S : 0, qr), v_full = arena_.mat(cp ? S : 0, qr);
+  if (cp) gather_kv(c.k, c.v, k_full, v_full, "cp_all_gather_kv_bwd");
+  const ConstMatRef k = cp ? ConstMatRef(k_full) : ConstMatRef(c.k);
+  const ConstMatRef v = cp ? ConstMatRef(v_full) : ConstMatRef(c.v);
   if (c.probs.size() == 0) {
     // Selective recompute: rebuild the softmax (Korthikanti et al. 2022, sec. 5).
     TraceScope recompute(trace_, {.pass = 'R'});
     span.begin(attention_task_);
-    take(c.probs, b * heads * static_cast<std::int64_t>(q_positions_.size()), k.rows() / b);
-    attention_forward(c.q, k, v, b, q_positions_, heads, c.probs, w.ab_out);
+    take(c.probs, b * heads * sq, k.rows() / b);
+    ScratchArena::Frame out(arena_);
+    attention_forward(c.q, k, v, b, q_positions_, heads, c.probs, arena_.mat(c.q.rows(), qr));
     span.end();
   }
   span.begin(attention_bwd_task_);
+  MatMap workspace(kernel_workspace(), sq, k.rows() / b);
   if (!cp) {
-    attention_backward(c.q, k, v, c.probs, dattn, b, q_positions_, heads, dq, dk, dv);
+    attention_backward(c.q, k, v, c.probs, dattn, b, q_positions_, heads, dq, dk, dv, workspace);
     mats_.give(c.probs);
     return;
   }
-  attention_backward(c.q, k, v, c.probs, dattn, b, q_positions_, heads, dq, w.ab_dk_full,
-                     w.ab_dv_full);
+  MatMap dk_full = arena_.mat(S, qr), dv_full = arena_.mat(S, qr);
+  attention_backward(c.q, k, v, c.probs, dattn, b, q_positions_, heads, dq, dk_full, dv_full,
+                     workspace);
   mats_.give(c.probs);
   span.end();
-  reduce_scatter_kv_grad(w.ab_dk_full, w.ab_dv_full, dk, dv);
+  reduce_scatter_kv_grad(dk_full, dv_full, dk, dv);
 }
 
-void StageModel::embedding_forward(const std::int32_t* tokens, Mat& out) {
+void StageModel::embedding_forward(const std::int32_t* tokens, MatRef out) {
   const BlockLayout& l = layouts_[0];
   const TensorSlice& wte = l.tensors[kWte];
   const float* p = access_.params(0);
   const std::int64_t h = model_.hidden_size;
   TraceSpan span(trace_);
   span.begin("embedding");
-  // Vocabulary-parallel lookup: rows outside this rank's slice contribute zeros.
-  Mat& e = scratch_->emb_e;
-  e.setZero(x_.tokens, h);
+  // Vocabulary-parallel lookup: rows outside this rank's slice contribute zeros. Without SP
+  // the rows are summed in place in `out` (T rows).
+  ScratchArena::Frame frame(arena_);
+  MatMap e = x_.sp ? arena_.mat(x_.tokens, h) : MatMap(out.data(), x_.tokens, h);
+  e.setZero();
   for (std::int64_t i = 0; i < x_.tokens; ++i) {
     const std::int64_t row = tokens[i] - wte.row0;
     if (row >= 0 && row < wte.rows) e.row(i) = ConstRowMap(p + wte.offset + row * h, h);
@@ -555,24 +572,20 @@ void StageModel::embedding_forward(const std::int32_t* tokens, Mat& out) {
   span.end();
 }
 
-void StageModel::embedding_backward(const std::int32_t* tokens, const Mat& dout) {
+void StageModel::embedding_backward(const std::int32_t* tokens, const ConstMatRef& dout) {
   const BlockLayout& l = layouts_[0];
   const TensorSlice& wte = l.tensors[kWte];
   float* g = access_.grads(0);
   const std::int64_t h = model_.hidden_size;
-  Mat& gathered = scratch_->emb_gathered;
-  const Mat* d = &dout;
-  if (x_.sp) {
-    gather_tokens(dout, gathered, "tp_all_gather_embedding_grad");
-    d = &gathered;
-  }
+  ScratchArena::Frame frame(arena_);
+  const ConstMatMap d = gathered_rows(dout, "tp_all_gather_embedding_grad");
   TraceSpan span(trace_);
   span.begin("embedding_bwd");
   float* dwpe = g + l.tensors[kWpe].offset;
   for (std::int64_t i = 0; i < x_.tokens; ++i) {
-    RowMap(dwpe + x_.position(i) * h, h) += d->row(i);
+    RowMap(dwpe + x_.position(i) * h, h) += d.row(i);
     const std::int64_t row = tokens[i] - wte.row0;
-    if (row >= 0 && row < wte.rows) RowMap(g + wte.offset + row * h, h) += d->row(i);
+    if (row >= 0 && row < wte.rows) RowMap(g + wte.offset + row * h, h) += d.row(i);
   }
 }
 
@@ -586,7 +599,7 @@ float* StageModel::head_grads() {
   return access_.grads(block) + offset;
 }
 
-double StageModel::head_forward(MicroBatch& s, const Mat& x, const std::int32_t* targets,
+double StageModel::head_forward(MicroBatch& s, const ConstMatRef& x, const std::int32_t* targets,
                                 float scale) {
   const std::size_t hb = layouts_.size() - 1;
   const BlockLayout& l = layouts_[hb];
@@ -595,25 +608,26 @@ double StageModel::head_forward(MicroBatch& s, const Mat& x, const std::int32_t*
   const std::int64_t v0 = x_.tp_rank * vr, T = x_.tokens;
   TraceSpan span(trace_);
   span.begin("final_norm");
-  Scratch& w = *scratch_;
   take(s.head_in, x.rows(), h) = x;
   s.targets.assign(targets, targets + T);
   s.loss_scale = scale;
-  Mat& y = w.head_y;
   vecs_.take(s.lnf_mean, x.rows());
   vecs_.take(s.lnf_rstd, x.rows());
   take(s.lnf, T, h);
   take(s.probs, T, vr);
+  ScratchArena::Frame frame(arena_);
+  // The final norm's output: with SP this rank's rows, gathered into the cache; without, it is
+  // the cache's own.
+  MatMap y = x_.sp ? arena_.mat(x.rows(), h) : MatMap(s.lnf.data(), T, h);
   layernorm_forward(x, p + l.tensors[kLnfG].offset, p + l.tensors[kLnfB].offset, y, s.lnf_mean,
                     s.lnf_rstd);
   if (x_.sp) {
     span.end();
     gather_tokens(y, s.lnf, "tp_all_gather_head");
-  } else {
-    s.lnf.swap(y);
   }
   span.begin("lm_head");
-  Mat& logits = w.head_logits;  // (T, V/tp), float32 (Megatron keeps the cross-entropy in fp32 as well)
+  // (T, V/tp), float32 (Megatron keeps the cross-entropy in fp32 as well)
+  MatMap logits = arena_.mat(T, vr);
   logits.noalias() = s.lnf * ConstMatMap(head_weights(), vr, h).transpose();
   if (logits_sink_ != nullptr) logits_sink_->insert(logits_sink_->end(), logits.data(),
                                                     logits.data() + logits.size());
@@ -623,19 +637,19 @@ double StageModel::head_forward(MicroBatch& s, const Mat& x, const std::int32_t*
   if (valid < vr)
     logits.rightCols(vr - valid).setConstant(-std::numeric_limits<float>::infinity());
   // Megatron's vocabulary-parallel cross-entropy: three all-reduces of T floats.
-  Vec& mx = w.head_max;
+  auto mx = arena_.vec(T);
   mx = logits.rowwise().maxCoeff();
   span.end();
   comm_.all_reduce(CommGroup::kTp, mx.data(), T, ReduceOp::kMax, "tp_all_reduce_logit_max");
   span.begin("cross_entropy");
   s.probs = (logits.colwise() - mx).array().exp().matrix();
-  Vec& sum = w.head_sum;
+  auto sum = arena_.vec(T);
   sum = s.probs.rowwise().sum();
   span.end();
   comm_.all_reduce(CommGroup::kTp, sum.data(), T, ReduceOp::kSum, "tp_all_reduce_sum_exp");
   span.begin("cross_entropy");
-  Vec& target = w.head_target;
-  target.setZero(T);
+  auto target = arena_.vec(T);
+  target.setZero();
   for (std::int64_t i = 0; i < T; ++i) {
     const std::int64_t col = targets[i] - v0;
     if (col >= 0 && col < vr) target[i] = logits(i, col);
@@ -652,7 +666,7 @@ double StageModel::head_forward(MicroBatch& s, const Mat& x, const std::int32_t*
   return loss;
 }
 
-void StageModel::head_backward(MicroBatch& s, Mat& dx) {
+void StageModel::head_backward(MicroBatch& s, MatRef dx) {
   const std::size_t hb = layouts_.size() - 1;
   const BlockLayout& l = layouts_[hb];
   const float* p = access_.params(hb);
@@ -667,7 +681,9 @@ void StageModel::head_backward(MicroBatch& s, Mat& dx) {
     if (col >= 0 && col < vr) dlogits(i, col) -= 1.0f;
   }
   dlogits *= s.loss_scale;
-  Mat& dy = scratch_->head_dy;
+  ScratchArena::Frame frame(arena_);
+  MatMap dyl = arena_.mat(x_.local_tokens, h);
+  MatMap dy = x_.sp ? arena_.mat(x_.tokens, h) : dyl;
   span.begin("lm_head_dgrad");
   dy.noalias() = dlogits * ConstMatMap(head_weights(), vr, h);
   span.begin("lm_head_wgrad");
@@ -678,11 +694,11 @@ void StageModel::head_backward(MicroBatch& s, Mat& dx) {
     defer_weight_grad("lm_head_wgrad", block, offset, vr, h, dlogits, s.lnf);
   }
   span.end();
-  Mat& dyl = scratch_->head_dyl;
   tp_sum(dy, dyl, "tp_reduce_scatter_head_grad", "tp_all_reduce_head_grad");
   span.begin("final_norm_bwd");
   layernorm_backward(dyl, s.head_in, p + l.tensors[kLnfG].offset, s.lnf_mean, s.lnf_rstd, dx,
-                     g + l.tensors[kLnfG].offset, g + l.tensors[kLnfB].offset);
+                     g + l.tensors[kLnfG].offset, g + l.tensors[kLnfB].offset,
+                     kernel_workspace());
   span.end();
 }
 
@@ -697,9 +713,9 @@ void StageModel::take_cache(LayerCache& c, Eigen::Index Tl, Eigen::Index T, Eige
   for (Vec* v : {&c.ln1_mean, &c.ln1_rstd, &c.ln2_mean, &c.ln2_rstd}) vecs_.take(*v, Tl);
 }
 
-// The pass slot that does not hold `in` (gpt.cc's Scratch).
-StageModel::Slot StageModel::other_slot(Mat* slots, Slot in) {
-  return {in.m == &slots[0] ? &slots[1] : &slots[0]};
+// The pass slot that does not hold `in`.
+StageModel::Slot StageModel::other_slot(float* const* slots, Slot in) {
+  return {in.data == slots[0] ? slots[1] : slots[0]};
 }
 
 // A micro-batch's state: a released one if any (its vectors keep their capacity; its matrices
@@ -729,7 +745,9 @@ void StageModel::finish_micro_batch(std::size_t at) {
   in_flight_.erase(in_flight_.begin() + static_cast<std::ptrdiff_t>(at));
 }
 
-// The steps of a chunk's pass on host matrices; stage_model.h orders them.
+// The steps of a chunk's pass on host matrices; stage_model.h orders them. The pass's two slots
+// are the first thing in the arena above the kernels' workspace; each layer's temporaries come
+// above them and go when the layer is done.
 double StageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int32_t* tokens,
                            const std::int32_t* targets, const Mat* input, Mat* output,
                            float loss_scale) {
@@ -737,6 +755,8 @@ double StageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int32
   routing_hash_ = 0;
   MicroBatch& s =
       start_micro_batch(chunk, mb, chunk_blocks_[static_cast<std::size_t>(chunk)].size());
+  ScratchArena::Frame pass(arena_);
+  const std::int64_t slot_floats = x_.local_tokens * model_.hidden_size;
   struct Steps {
     StageModel& m;
     MicroBatch& s;
@@ -744,34 +764,35 @@ double StageModel::forward(std::int64_t chunk, std::int64_t mb, const std::int32
     const Mat* input;
     Mat* output;
     float loss_scale;
-    Mat* slots = m.scratch_->fwd_slot;
+    float* slots[2];
     Slot embed() {
       s.tokens.assign(tokens, tokens + m.x_.tokens);
-      m.embedding_forward(tokens, slots[0]);
-      return {&slots[0]};
+      m.embedding_forward(tokens, m.view({slots[0]}));
+      return {slots[0]};
     }
-    Slot received() { return {const_cast<Mat*>(input)}; }  // read only
+    Slot received() { return {const_cast<float*>(input->data())}; }  // read only
     Slot layer(std::size_t i, std::size_t b, Slot h) {
       const Slot out = other_slot(slots, h);
-      m.layer_forward(b, *h.m, s.layers[i], *out.m);
+      m.layer_forward(b, m.view(h), s.layers[i], m.view(out));
       return out;
     }
     void keep_input_only(std::size_t i) {
       LayerCache& c = s.layers[i];
       m.release(c, /*keep_input=*/true);
       if (!m.plan_.partition_activations) return;
-      // Only this TP rank's rows of the input (ZeRO-R's partitioned checkpoint).
+      // Only this TP rank's rows of the input (ZeRO-R's partitioned checkpoint), in a buffer
+      // of the pools; the whole input's goes back to them.
       const std::int64_t rows = m.x_.tokens / m.plan_.tp;
-      Mat& part = m.take(m.scratch_->recompute_x, rows, c.x.cols());
-      part = c.x.middleRows(m.x_.tp_rank * rows, rows);
+      Mat part;
+      m.take(part, rows, c.x.cols()) = c.x.middleRows(m.x_.tp_rank * rows, rows);
       c.x.swap(part);
+      m.mats_.give(part);
     }
-    double head(Slot h) { return m.head_forward(s, *h.m, targets, loss_scale); }
-    // Copied, not swapped: a swap would hand the pass slot the message's previous buffer (none
-    // before the first send), and which slot ends up without one depends on the schedule's
-    // order, so ZB-H1 needed a second step to size them all (issue 28).
-    void send(Slot h) { *output = *h.m; }
-  } steps{*this, s, tokens, targets, input, output, loss_scale};
+    double head(Slot h) { return m.head_forward(s, m.view(h), targets, loss_scale); }
+    // Copied: the message buffer is the stage's own (its size is set by the first send).
+    void send(Slot h) { *output = m.view(h); }
+  } steps{*this, s, tokens, targets, input, output, loss_scale,
+          {arena_.floats(slot_floats), arena_.floats(slot_floats)}};
   return forward_chunk<Slot>(geo_, chunk, pass_context(), steps);
 }
 
@@ -798,44 +819,53 @@ void StageModel::backward(std::int64_t chunk, std::int64_t mb, const Mat* grad_o
     ++at;
   TRAINPLAN_CHECK(at < in_flight_.size()) << "backward of micro-batch " << mb << " chunk "
                                           << chunk << " without its forward";
+  ScratchArena::Frame pass(arena_);
+  const std::int64_t slot_floats = x_.local_tokens * model_.hidden_size;
   struct Steps {
     StageModel& m;
     MicroBatch& s;
     const Mat* grad_output;
     Mat* grad_input;
-    Mat* slots = m.scratch_->bwd_slot;
+    float* slots[2];
+    std::size_t recompute_mark = 0;  // the arena's top before a recompute's input
     Slot head_backward() {
-      m.head_backward(s, slots[0]);
-      return {&slots[0]};
+      m.head_backward(s, m.view({slots[0]}));
+      return {slots[0]};
     }
-    Slot received() { return {const_cast<Mat*>(grad_output)}; }  // read only
+    Slot received() { return {const_cast<float*>(grad_output->data())}; }  // read only
     bool complete(std::size_t i) const { return s.layers[i].complete; }
+    // The input full recompute kept, read in place (layer_forward sees it is the cache's
+    // own), or with partitioned checkpoints gathered from every TP rank's rows (ZeRO-R) into
+    // the arena, until the recompute is done.
     Slot recompute_input(std::size_t i) {
       LayerCache& c = s.layers[i];
-      Mat& x = m.scratch_->recompute_x;
-      if (!m.plan_.partition_activations) {
-        x.swap(c.x);  // layer_forward copies it back into the cache
-        return {&x};
-      }
-      m.take(x, m.x_.tokens, c.x.cols());
-      m.gather_tokens(c.x, x, "tp_all_gather_checkpoint");  // ZeRO-R: the rows of every TP rank
+      recompute_mark = m.arena_.mark();
+      if (!m.plan_.partition_activations) return {c.x.data()};
+      MatMap x = m.arena_.mat(m.x_.tokens, c.x.cols());
+      m.gather_tokens(c.x, x, "tp_all_gather_checkpoint");
       m.mats_.give(c.x);
-      return {&x};
+      return {x.data()};
     }
     void recompute(std::size_t i, std::size_t b, Slot x) {
+      LayerCache& c = s.layers[i];
+      const Eigen::Index rows = m.plan_.partition_activations ? m.x_.tokens : c.x.rows();
+      const ConstMatMap input(x.data, rows, m.model_.hidden_size);
+      MatMap out = m.arena_.mat(m.x_.local_tokens, m.model_.hidden_size);  // not used
       m.recomputing_ = true;
-      m.layer_forward(b, *x.m, s.layers[i], m.scratch_->recompute_out);
+      m.layer_forward(b, input, c, out);
       m.recomputing_ = false;
+      m.arena_.release(recompute_mark);
     }
     Slot layer_backward(std::size_t i, std::size_t b, Slot d) {
       const Slot dx = other_slot(slots, d);
-      m.layer_backward(b, s.layers[i], *d.m, *dx.m);
+      m.layer_backward(b, s.layers[i], m.view(d), m.view(dx));
       return dx;
     }
     void drop(std::size_t i) { m.release(s.layers[i], /*keep_input=*/false); }
-    void embedding_backward(Slot d) { m.embedding_backward(s.tokens.data(), *d.m); }
-    void send(Slot d) { *grad_input = *d.m; }  // copied, as forward's send
-  } steps{*this, *in_flight_[at].state, grad_output, grad_input};
+    void embedding_backward(Slot d) { m.embedding_backward(s.tokens.data(), m.view(d)); }
+    void send(Slot d) { *grad_input = m.view(d); }  // copied, as forward's send
+  } steps{*this, *in_flight_[at].state, grad_output, grad_input,
+          {arena_.floats(slot_floats), arena_.floats(slot_floats)}};
   backward_state_ = in_flight_[at].state.get();
   if (deferring_ == nullptr) {
     backward_chunk<Slot>(geo_, chunk, pass_context(), steps);
@@ -938,6 +968,141 @@ void StageModel::backward_weight(std::int64_t chunk, std::int64_t mb) {
   weight_passes_.erase(weight_passes_.begin() + static_cast<std::ptrdiff_t>(at));
 }
 
+// ---------------------------------------------------------------------------------------------
+// The scratch arena's size (workspace.h): for each function, the floats it takes in the order it
+// takes them, the most it holds at once with what the functions it calls hold on top. A
+// function's slices are rounded as the arena rounds them (A below). The pass adds its two slots
+// to the largest of its steps; the kernels' workspace is below everything.
+namespace {
+std::size_t A(std::int64_t rows, std::int64_t cols) { return ScratchArena::rounded(rows * cols); }
+}  // namespace
+
+std::size_t StageModel::kernel_workspace_floats() const {
+  const std::int64_t h = model_.hidden_size, sq = static_cast<std::int64_t>(q_positions_.size());
+  return std::max<std::size_t>(2 * static_cast<std::size_t>(layernorm_workspace_floats(h)),
+                               A(sq, model_.seq_len));
+}
+
+std::int64_t StageModel::routed_capacity_rows() const {
+  return moe_capacity_rows(comm_.group_size(CommGroup::kEp), x_.tokens, model_.experts_per_token,
+                           model_.num_experts / plan_.ep, expert_capacity_);
+}
+
+std::size_t StageModel::gather_kv_floats() const {
+  const std::int64_t qr = model_.q_width() / plan_.tp;
+  return A(x_.tokens, 2 * qr) + A(x_.cp * x_.tokens, 2 * qr);
+}
+
+std::size_t StageModel::moe_forward_floats() const {
+  const std::int64_t h = model_.hidden_size, T = x_.tokens, E = model_.num_experts;
+  const std::int64_t k = model_.experts_per_token, cap = routed_capacity_rows();
+  const std::size_t route = std::max(A(T, E) + A(T, 1), A(1, E));
+  const bool shared = model_.shared_expert_ffn_size > 0;
+  return A(cap, h) + std::max({A(T * k, h) + route, A(cap, h), shared ? A(T, h) : 0});
+}
+
+std::size_t StageModel::moe_backward_floats(std::size_t block) const {
+  const BlockLayout& l = layouts_[block];
+  const bool shared = model_.shared_expert_ffn_size > 0;
+  const std::int64_t h = model_.hidden_size, T = x_.tokens, E = model_.num_experts;
+  const std::int64_t k = model_.experts_per_token, cap = routed_capacity_rows();
+  const std::int64_t f = l.tensors[expert_tensor(shared, 0, kExpW1)].cols;
+  const std::size_t shared_bwd = shared ? 2 * A(T, l.tensors[kSharedW1].cols) : 0;
+  const std::size_t experts = 2 * A(cap, f) + A(cap, h);
+  const std::size_t router = 2 * A(T, E) + A(T, 1);
+  return std::max(shared_bwd,
+                  A(T * k, h) + A(T, k) + 2 * A(cap, h) + std::max(experts, router));
+}
+
+// Folded (moe_folded_forward / _backward): the routed experts on this rank's Tl tokens, bounded
+// by the T-token figures above; the shared experts' gathered rows and partial and summed rows.
+std::size_t StageModel::moe_folded_forward_floats(std::size_t block) const {
+  if (model_.shared_expert_ffn_size == 0) return moe_forward_floats();
+  (void)block;
+  const std::int64_t h = model_.hidden_size, T = x_.tokens, Tl = x_.local_tokens;
+  const std::size_t gathered = x_.sp ? A(T, h) : 0;
+  return A(Tl, h) + std::max(gathered + A(T, h), moe_forward_floats());
+}
+
+std::size_t StageModel::moe_folded_backward_floats(std::size_t block) const {
+  if (model_.shared_expert_ffn_size == 0) return moe_backward_floats(block);
+  const std::int64_t h = model_.hidden_size, T = x_.tokens, Tl = x_.local_tokens;
+  const std::size_t gathered = x_.sp ? A(T, h) : 0;
+  const std::int64_t fs = layouts_[block].tensors[kSharedW1].cols;
+  return std::max(moe_backward_floats(block),
+                  2 * gathered + A(T, h) + std::max(2 * A(T, fs), A(Tl, h)));
+}
+
+std::size_t StageModel::attention_backward_floats() const {
+  const std::int64_t qr = model_.q_width() / plan_.tp, T = x_.tokens;
+  const std::size_t recompute = plan_.recompute == Recompute::kSelective ? A(T, qr) : 0;
+  if (x_.cp == 1) return recompute;
+  const std::int64_t S = plan_.micro_batch_size * x_.seq_len;
+  // reduce_scatter_kv_grad takes what gather_kv does, in the other order.
+  const std::size_t kv = 2 * A(S, qr);  // the whole sequence's K and V, or dK and dV
+  return kv + std::max({gather_kv_floats(), recompute, kv + gather_kv_floats()});
+}
+
+std::size_t StageModel::layer_forward_floats(std::size_t block) const {
+  const std::int64_t h = model_.hidden_size, T = x_.tokens, Tl = x_.local_tokens;
+  const std::int64_t qr = model_.q_width() / plan_.tp;
+  const std::size_t gathered = x_.sp ? A(T, h) : 0, summed = x_.sp ? A(Tl, h) : 0;
+  std::size_t attention = gathered;
+  if (x_.cp > 1) attention += 2 * A(plan_.micro_batch_size * x_.seq_len, qr) + gather_kv_floats();
+  const std::size_t out_proj = A(T, h) + summed;
+  const bool moe = layouts_[block].expert_offset >= 0;
+  const std::size_t mlp =
+      moe && plan_.expert_layout == ExpertLayout::kFolded
+          ? A(Tl, h) + moe_folded_forward_floats(block)
+          : gathered + A(T, h) + std::max(moe ? moe_forward_floats() : 0, summed);
+  return std::max({attention, out_proj, mlp});
+}
+
+std::size_t StageModel::layer_backward_floats(std::size_t block) const {
+  const BlockLayout& l = layouts_[block];
+  const std::int64_t h = model_.hidden_size, T = x_.tokens, Tl = x_.local_tokens;
+  const std::int64_t qr = model_.q_width() / plan_.tp;
+  const std::size_t gathered = x_.sp ? A(T, h) : 0;
+  std::size_t mlp = 0;
+  if (l.expert_offset >= 0 && plan_.expert_layout == ExpertLayout::kFolded) {
+    mlp = moe_folded_backward_floats(block);
+  } else if (l.expert_offset >= 0) {
+    mlp = 3 * gathered + moe_backward_floats(block);  // dm, y and dy gathered / summed
+  } else {
+    const std::int64_t fr = l.tensors[kW1].cols;
+    mlp = gathered + A(T, fr) + std::max(A(T, fr), gathered);
+  }
+  const std::size_t norm2 = A(Tl, h) + std::max(mlp, A(Tl, h));
+  const std::size_t out_proj = gathered + A(T, qr) + attention_backward_floats();
+  const std::size_t qkv = A(Tl, h) + gathered + std::max(gathered, A(Tl, h));
+  return std::max(norm2, 3 * A(T, qr) + std::max(out_proj, qkv));  // dx1 is in dx's slot
+}
+
+std::size_t StageModel::scratch_floats() const {
+  const std::int64_t h = model_.hidden_size, T = x_.tokens, Tl = x_.local_tokens;
+  const std::int64_t vr = padded_vocab(model_, plan_.tp) / plan_.tp;
+  const std::size_t gathered = x_.sp ? A(T, h) : 0;
+  std::size_t forward = 0, backward = 0;
+  for (std::int64_t c = 0; c < num_chunks(); ++c) {
+    if (has_embedding(c)) {
+      forward = std::max(forward, gathered);
+      backward = std::max(backward, gathered);
+    }
+    if (has_head(c)) {
+      forward = std::max(forward, (x_.sp ? A(Tl, h) : 0) + A(T, vr) + 3 * A(T, 1));
+      backward = std::max(backward, A(Tl, h) + gathered);
+    }
+    for (std::size_t b : chunk_blocks_[static_cast<std::size_t>(c)]) {
+      forward = std::max(forward, layer_forward_floats(b));
+      backward = std::max(backward, layer_backward_floats(b));
+      if (plan_.recompute == Recompute::kFull)  // the input (gathered if partitioned), the output
+        backward = std::max(backward, (plan_.partition_activations ? A(T, h) : 0) + A(Tl, h) +
+                                          layer_forward_floats(b));
+    }
+  }
+  return kernel_workspace_floats() + 2 * A(Tl, h) + std::max(forward, backward);
+}
+
 // The memory account (memory_account.h): every matrix the model holds, by what it lives for.
 void StageModel::account_memory(MemoryAccount& account) const {
   for (const InFlight& f : in_flight_) {
@@ -987,42 +1152,15 @@ void StageModel::account_cache(const LayerCache& c, MemoryAccount& account) cons
   }
 }
 
-// gpt.cc's Scratch and moe.h's MoeScratch, by the function each buffer serves.
+// The scratch arena (its size: every temporary of every function shares it) and moe.h's index
+// vectors.
 void StageModel::account_scratch(MemoryAccount& account) const {
-  const Scratch& w = *scratch_;
-  const std::pair<const char*, std::vector<const Mat*>> gpt[] = {
-      {"scratch.pass_slots", {&w.fwd_slot[0], &w.fwd_slot[1], &w.bwd_slot[0], &w.bwd_slot[1]}},
-      {"scratch.recompute", {&w.recompute_x, &w.recompute_out}},
-      {"scratch.cp_kv", {&w.kv_mine, &w.kv_all, &w.kvg_all, &w.kvg_mine}},
-      {"scratch.layer_forward",
-       {&w.mlp_partial, &w.lf_gathered, &w.lf_k_full, &w.lf_v_full, &w.lf_partial, &w.lf_o,
-        &w.lf_m, &w.lf_moe_partial}},
-      {"scratch.mlp_backward", {&w.mb_gathered, &w.mb_dg, &w.mb_da, &w.mb_dy}},
-      {"scratch.moe_mlp_backward", {&w.moeb_dm, &w.moeb_y, &w.moeb_dy}},
-      {"scratch.moe_folded_forward", {&w.mff_shared_partial, &w.mff_shared}},
-      {"scratch.moe_folded_backward", {&w.mfb_dm, &w.mfb_y, &w.mfb_dy, &w.mfb_dy_shared}},
-      {"scratch.layer_backward",
-       {&w.lb_dyl, &w.lb_gathered, &w.lb_dy, &w.lb_dn, &w.lb_dx1, &w.lb_dattn, &w.lb_dq,
-        &w.lb_dk, &w.lb_dv}},
-      {"scratch.attention_backward",
-       {&w.ab_k_full, &w.ab_v_full, &w.ab_out, &w.ab_dk_full, &w.ab_dv_full}},
-      {"scratch.embedding", {&w.emb_e, &w.emb_gathered}},
-      {"scratch.head", {&w.head_y, &w.head_logits, &w.head_dy, &w.head_dyl}}};
+  account.add("scratch.arena", MemoryUse::kScratch, arena_.bytes());
   const MoeScratch& e = moe_scratch_;
-  const std::pair<const char*, std::vector<const Mat*>> moe[] = {
-      {"scratch.moe_route", {&e.logits}},
-      {"scratch.moe_dispatch", {&e.send, &e.recv}},
-      {"scratch.moe_experts_out", {&e.expert_out, &e.outputs, &e.shared_o}},
-      {"scratch.moe_shared_backward", {&e.sb_dg, &e.sb_da}},
-      {"scratch.moe_dispatch_backward", {&e.dsend, &e.dgates, &e.drecv, &e.dx_rows}},
-      {"scratch.moe_experts_backward", {&e.eb_d, &e.eb_dg, &e.eb_da, &e.eb_dx}},
-      {"scratch.moe_router_backward", {&e.rb_dprobs, &e.rb_dlogits}}};
-  using Named = std::pair<const char*, std::vector<const Mat*>>;
-  for (std::span<const Named> list : {std::span<const Named>(gpt), std::span<const Named>(moe)})
-    for (const auto& [name, mats] : list)
-      for (const Mat* m : mats) account.add(name, MemoryUse::kScratch, bytes_of(*m));
-  for (const Vec* v : {&w.head_max, &w.head_sum, &w.head_target})
-    account.add("scratch.head", MemoryUse::kScratch, bytes_of(*v));
+  account.add("scratch.moe_routing", MemoryUse::kScratch,
+              bytes_of(e.order) + bytes_of(e.pair_at) + bytes_of(e.per_expert) +
+                  bytes_of(e.by_expert) + bytes_of(e.kept) + bytes_of(e.cp_mine) +
+                  bytes_of(e.cp_all));
 }
 
 }  // namespace trainplan::executor

@@ -6,7 +6,9 @@
 // layer_forward_tasks / layer_backward_tasks / layer_recompute_tasks and the embedding_* and
 // head_* tasks (core/cost/cost_model.h). Parameter storage and data parallelism are the caller's:
 // the model reads and writes its blocks through BlockAccess, which the trainer implements
-// (ZeRO-3 gathers a block on acquire and frees it on release).
+// (ZeRO-3 gathers a block on acquire and frees it on release). Every temporary comes from one
+// scratch arena, sized once from the plan (workspace.h, scratch_floats below); a micro-batch's
+// kept activations come from pools of released buffers.
 //
 // Tested against the single-process run by tests/executor/parallel_check.cc and by finite
 // differences in tests/executor/cpu/gpt_test.cc.
@@ -71,6 +73,9 @@ class StageModel final : public StageModelBase {
 
   // Adds every buffer the model holds now (caches, W passes, scratch, pools) to `account`.
   void account_memory(MemoryAccount& account) const;
+  // The scratch arena (workspace.h): its size, worked out from the plan when the model is
+  // built, and how much of it the passes so far have used at most.
+  const ScratchArena& scratch() const { return arena_; }
 
   // Records a span per cost-model task into `trace` from now on (null: stop; see trace.h). The
   // caller sets the pass and micro-batch in the trace's context; the model sets the layer.
@@ -80,6 +85,9 @@ class StageModel final : public StageModelBase {
   double aux_loss_sum() const { return aux_loss_sum_; }
   // The same without the recomputed forwards: what the objective adds (execute reports it).
   double aux_loss_trained() const { return aux_loss_trained_; }
+  // The token-expert assignments the MoE layers' forwards have dropped over their experts'
+  // capacity so far (moe.h's moe_expert_capacity; recomputes left out): 0 when dropless.
+  std::int64_t dropped_assignments() const { return dropped_assignments_; }
   // A hash of the experts every MoE layer chose for every token in the last forward (0 without
   // MoE layers): tests compare routings by it.
   std::uint64_t routing_fingerprint() const { return routing_hash_; }
@@ -93,7 +101,6 @@ class StageModel final : public StageModelBase {
   struct LayerCache;
   struct MicroBatch;
   struct LayerParams;
-  struct Scratch;
   struct DeferredGrad;
   // A buffer kept from a B pass to its W pass: a cache field the W pass reads, named as the
   // memory account names it, or (kWeightPassCopies) output gradients written for W.
@@ -102,16 +109,35 @@ class StageModel final : public StageModelBase {
     Mat m;
     MemoryUse use = MemoryUse::kKeptForWeightPass;
   };
-  // An activation (or its gradient) between layers of a pass: a pass slot of Scratch, or the
-  // received message (read only).
+  // An activation (or its gradient) between layers of a pass, (local tokens, h): one of the
+  // pass's two slots in the scratch arena, or the received message (read only).
   struct Slot {
-    Mat* m = nullptr;
+    float* data = nullptr;
   };
-  static Slot other_slot(Mat* slots, Slot in);
+  static Slot other_slot(float* const* slots, Slot in);
+  MatMap view(Slot s) const { return MatMap(s.data, x_.local_tokens, model_.hidden_size); }
+
+  // The scratch arena's size in floats: the largest stack of temporaries a pass of this stage
+  // takes (each function's below, in the order it takes them; gpt.cc).
+  std::size_t scratch_floats() const;
+  std::size_t layer_forward_floats(std::size_t block) const;
+  std::size_t layer_backward_floats(std::size_t block) const;
+  std::size_t moe_forward_floats() const;
+  std::size_t moe_backward_floats(std::size_t block) const;
+  std::size_t moe_folded_forward_floats(std::size_t block) const;
+  std::size_t moe_folded_backward_floats(std::size_t block) const;
+  std::size_t attention_backward_floats() const;
+  std::size_t gather_kv_floats() const;
+  std::size_t kernel_workspace_floats() const;
+  // The rows an MoE layer's routed buffers are sized for on this rank (moe.h).
+  std::int64_t routed_capacity_rows() const;
 
   // Buffers (workspace.h): `take` gives m the shape from the pool, `release` returns a layer's
   // cache to it.
   Mat& take(Mat& m, Eigen::Index rows, Eigen::Index cols);
+  // Sequence parallelism's all-gather of `local` (T/tp rows) into a slice of the arena (T
+  // rows), counted as `task`; without it, `local` itself.
+  ConstMatMap gathered_rows(const ConstMatRef& local, std::string_view task);
   void release(LayerCache& c, bool keep_input);
   // A cache buffer released by a B pass: kept for its W pass if one of the pass's deferred
   // gradients reads it, else back to the pool.
@@ -136,14 +162,20 @@ class StageModel final : public StageModelBase {
                          const ConstMatRef& dy, std::int64_t capacity_rows = 0);
 
   LayerParams layer_params(std::size_t block, bool with_grads);
-  void layer_forward(std::size_t block, const Mat& x, LayerCache& c, Mat& out);
-  void layer_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dx);
-  void dense_mlp_forward(std::size_t block, const Mat& y2, LayerCache& c, Mat& m);
-  void dense_mlp_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dyl);
-  void moe_mlp_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dyl);
-  // Megatron's g (forward) and f's backward: the TP sum of partial rows, by all-reduce or, with
-  // SP, reduce-scatter, named by the cost-model task of each.
-  void tp_sum(Mat& partial, Mat& out, std::string_view reduce_scatter_task,
+  void layer_forward(std::size_t block, const ConstMatRef& x, LayerCache& c, MatRef out);
+  void layer_backward(std::size_t block, LayerCache& c, const ConstMatRef& dout, MatRef dx);
+  // The dense MLP on the (gathered) norm2 output y2, its fc2 product (this TP rank's partial
+  // sum, T rows) into `partial`.
+  void dense_mlp_forward(std::size_t block, const ConstMatRef& y2, LayerCache& c,
+                         MatRef partial);
+  // The MLP's backward from the layer output's gradient to norm2's output gradient `dyl`
+  // (Tl rows, TP-summed).
+  void dense_mlp_backward(std::size_t block, LayerCache& c, const ConstMatRef& dout, MatRef dyl);
+  void moe_mlp_backward(std::size_t block, LayerCache& c, const ConstMatRef& dout, MatRef dyl);
+  // Megatron's g (forward) and f's backward: the TP sum of the partial rows `partial` (T rows)
+  // into `out`, by an all-reduce in place (out is then `partial` itself, or a copy) or, with
+  // SP, a reduce-scatter over the tokens (T/tp rows), named by the cost-model task of each.
+  void tp_sum(MatRef partial, MatRef out, std::string_view reduce_scatter_task,
               std::string_view all_reduce_task);
   // An MoE layer's MLP (executor/cpu/moe.h) on the (gathered) norm2 output y: out is this TP
   // rank's partial sum of the MLP's output; backward takes its gradient dm and writes this
@@ -151,22 +183,30 @@ class StageModel final : public StageModelBase {
   // With Plan::expert_layout folded, moe_forward and moe_backward leave the shared experts out
   // and work on this rank's own tokens (the sequence-parallel share), their outputs complete;
   // the layer runs the shared experts around them with moe_shared_forward over the gathered
-  // tokens and sums them over TP.
-  void moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& out);
-  void moe_shared_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& partial);
-  void moe_folded_forward(std::size_t block, LayerCache& c, Mat& m);
-  void moe_folded_backward(std::size_t block, LayerCache& c, const Mat& dout, Mat& dyl);
-  void moe_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dm, Mat& dy);
-  void moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& send);
+  // tokens and sums them over TP (moe_folded_forward / moe_folded_backward, Tl rows).
+  void moe_forward(std::size_t block, const ConstMatRef& y, MoeCache& c, MatRef out);
+  void moe_backward(std::size_t block, const ConstMatRef& y, MoeCache& c, const ConstMatRef& dm,
+                    MatRef dy);
+  void moe_shared_forward(std::size_t block, const ConstMatRef& y, MoeCache& c, MatRef partial);
+  void moe_folded_forward(std::size_t block, LayerCache& c, MatRef m);
+  void moe_folded_backward(std::size_t block, LayerCache& c, const ConstMatRef& dout, MatRef dyl);
+  // Router, top-k, token dropping at the capacity (moe.h), the dispatch plan; the rows to
+  // send into `send` (T*k rows; the kept ones first).
+  void moe_route(std::size_t block, const ConstMatRef& y, MoeCache& c, MatRef send);
+  void moe_drop_over_capacity(MoeCache& c);
   void moe_aux_loss(MoeCache& c);
-  void moe_shared_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dm, Mat& dy);
-  void moe_experts_backward(std::size_t block, MoeCache& c, const Mat& dout_rows, Mat& dx_rows);
-  void moe_router_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dgates,
-                           Mat& dy);
-  void embedding_forward(const std::int32_t* tokens, Mat& out);
-  void embedding_backward(const std::int32_t* tokens, const Mat& dout);
-  double head_forward(MicroBatch& s, const Mat& x, const std::int32_t* targets, float scale);
-  void head_backward(MicroBatch& s, Mat& dx);
+  void moe_shared_backward(std::size_t block, const ConstMatRef& y, MoeCache& c,
+                           const ConstMatRef& dm, MatRef dy);
+  // dout_rows is the arena slice the combine's gradient was received into; once it is read it
+  // holds the experts' input gradients.
+  void moe_experts_backward(std::size_t block, MoeCache& c, MatMap dout_rows, MatRef dx_rows);
+  void moe_router_backward(std::size_t block, const ConstMatRef& y, MoeCache& c,
+                           const ConstMatRef& dgates, MatRef dy);
+  void embedding_forward(const std::int32_t* tokens, MatRef out);
+  void embedding_backward(const std::int32_t* tokens, const ConstMatRef& dout);
+  double head_forward(MicroBatch& s, const ConstMatRef& x, const std::int32_t* targets,
+                      float scale);
+  void head_backward(MicroBatch& s, MatRef dx);
   // dW += x^T dy into tensor `tensor` (rows x cols) of block `block`'s gradients, now or, in a
   // B pass, in the micro-batch's W pass; the bias gradient (db, when given) now.
   // `capacity_rows`: as defer_weight_grad's.
@@ -174,14 +214,18 @@ class StageModel final : public StageModelBase {
                    const ConstMatRef& x, const ConstMatRef& dy, float* db, std::string_view task,
                    std::int64_t capacity_rows = 0);
   // Context parallelism: [K | V] of the cp group in sequence order, and its backward.
-  void gather_kv(const Mat& k, const Mat& v, Mat& k_full, Mat& v_full, std::string_view task);
-  void reduce_scatter_kv_grad(const Mat& dk_full, const Mat& dv_full, Mat& dk, Mat& dv);
+  void gather_kv(const ConstMatRef& k, const ConstMatRef& v, MatRef k_full, MatRef v_full,
+                 std::string_view task);
+  void reduce_scatter_kv_grad(const ConstMatRef& dk_full, const ConstMatRef& dv_full, MatRef dk,
+                              MatRef dv);
   // The attention core's backward (with cp > 1 between its K,V gather and dK,dV reduce-scatter).
-  void attention_core_backward(LayerCache& c, const Mat& dattn, std::int64_t heads, Mat& dq,
-                               Mat& dk, Mat& dv);
+  void attention_core_backward(LayerCache& c, const ConstMatRef& dattn, std::int64_t heads,
+                               MatRef dq, MatRef dk, MatRef dv);
   // Sequence-parallel helpers (T rows <-> T/tp rows), counted as the listed TP collectives.
-  void gather_tokens(const Mat& local, Mat& full, std::string_view task);
-  void reduce_scatter_tokens(const Mat& full, Mat& local, std::string_view task);
+  void gather_tokens(const ConstMatRef& local, MatRef full, std::string_view task);
+  void reduce_scatter_tokens(const ConstMatRef& full, MatRef local, std::string_view task);
+  // layernorm_backward's and attention_backward's workspace (kernels.h), at the arena's base.
+  float* kernel_workspace() const { return kernel_workspace_; }
   const float* head_weights();
   float* head_grads();
 
@@ -193,8 +237,10 @@ class StageModel final : public StageModelBase {
   BlockAccess& access_;
   BufferPool<Mat> mats_;
   BufferPool<Vec> vecs_;
-  std::unique_ptr<Scratch> scratch_;
-  MoeScratch moe_scratch_;  // moe.cc's temporaries
+  ScratchArena arena_;                  // every temporary (workspace.h)
+  float* kernel_workspace_ = nullptr;   // its first slice, for the kernels' own
+  std::int64_t expert_capacity_ = 0;    // MoE: moe_expert_capacity (moe.h), 0: dropless
+  MoeScratch moe_scratch_;  // moe.cc's routing bookkeeping (index vectors)
   struct InFlight {
     std::int64_t chunk, mb;
     std::unique_ptr<MicroBatch> state;
@@ -205,6 +251,7 @@ class StageModel final : public StageModelBase {
   float loss_scale_ = 0;
   double aux_loss_sum_ = 0, aux_loss_trained_ = 0;
   bool recomputing_ = false;  // in a full recompute's forward
+  std::int64_t dropped_assignments_ = 0;
   std::uint64_t routing_hash_ = 0;  // the last forward's (the same every micro-batch): MoE's aux weight
   // A micro-batch's W pass, collected by its B pass (backward_input).
   struct WeightPass {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "core/status.h"
+
 namespace trainplan::executor {
 
 namespace {
@@ -20,12 +22,19 @@ void set_math_threads(int threads) { Eigen::setNbThreads(threads); }
 
 int math_threads() { return Eigen::nbThreads(); }
 
-void layernorm_forward(const Mat& x, const float* gamma, const float* beta, Mat& y, Vec& mean,
-                       Vec& rstd) {
+namespace {
+// Outputs come shaped (kernels.h): a mismatch is the caller's bug.
+void expect_shape(const MatRef& m, Eigen::Index rows, Eigen::Index cols, const char* what) {
+  TRAINPLAN_CHECK(m.rows() == rows && m.cols() == cols)
+      << what << " is " << m.rows() << " x " << m.cols() << ", not " << rows << " x " << cols;
+}
+}  // namespace
+
+void layernorm_forward(const ConstMatRef& x, const float* gamma, const float* beta, MatRef y,
+                       VecRef mean, VecRef rstd) {
   const Eigen::Index n = x.rows(), h = x.cols();
-  y.resize(n, h);
-  mean.resize(n);
-  rstd.resize(n);
+  expect_shape(y, n, h, "layernorm_forward's output");
+  TRAINPLAN_CHECK(mean.size() == n && rstd.size() == n) << "layernorm_forward's statistics";
   ConstRowMap g(gamma, h), b(beta, h);
   for (Eigen::Index i = 0; i < n; ++i) {
     const float mu = x.row(i).mean();
@@ -37,16 +46,15 @@ void layernorm_forward(const Mat& x, const float* gamma, const float* beta, Mat&
   }
 }
 
-void layernorm_backward(const Mat& dy, const Mat& x, const float* gamma, const Vec& mean,
-                        const Vec& rstd, Mat& dx, float* dgamma, float* dbeta) {
+void layernorm_backward(const ConstMatRef& dy, const ConstMatRef& x, const float* gamma,
+                        const ConstVecRef& mean, const ConstVecRef& rstd, MatRef dx,
+                        float* dgamma, float* dbeta, float* workspace) {
   const Eigen::Index n = x.rows(), h = x.cols();
-  dx.resize(n, h);
+  expect_shape(dx, n, h, "layernorm_backward's input gradient");
   ConstRowMap g(gamma, h);
   RowMap dg(dgamma, h), db(dbeta, h);
-  // Per-thread workspace: sized by the first call of each width, so a step allocates nothing.
-  thread_local Eigen::RowVectorXf xhat, dxhat;
-  xhat.resize(h);
-  dxhat.resize(h);
+  // The caller's workspace (the stage model's scratch arena): two rows, each aligned.
+  RowMap xhat(workspace, h), dxhat(workspace + layernorm_workspace_floats(h), h);
   for (Eigen::Index i = 0; i < n; ++i) {
     xhat = (x.row(i).array() - mean[i]) * rstd[i];
     dg.array() += dy.row(i).array() * xhat.array();
@@ -78,24 +86,26 @@ void gelu_gradients(const X& x, const DY& dy, T& t, DX&& dx) {
                                      (1.0f + 3.0f * kGeluCubic * x.square()));
 }
 
-void gelu_forward(const Mat& x, Mat& y) {
-  y.resize(x.rows(), x.cols());
+void gelu_forward(const ConstMatRef& x, MatRef y) {
+  expect_shape(y, x.rows(), x.cols(), "gelu_forward's output");
   gelu_values(x.array(), y.array());
 }
 
-void gelu_backward(const Mat& x, const Mat& dy, Mat& dx) {
-  dx.resize(x.rows(), x.cols());
+void gelu_backward(const ConstMatRef& x, const ConstMatRef& dy, MatRef dx) {
+  expect_shape(dx, x.rows(), x.cols(), "gelu_backward's input gradient");
   gelu_backward_rows(ConstMatMap(x.data(), x.rows(), x.cols()),
                      ConstMatMap(dy.data(), dy.rows(), dy.cols()),
                      MatMap(dx.data(), dx.rows(), dx.cols()));
 }
 
-void linear_forward(const Mat& x, const ConstMatMap& w, const float* b, Mat& y) {
+void linear_forward(const ConstMatRef& x, const ConstMatMap& w, const float* b, MatRef y) {
+  expect_shape(y, x.rows(), w.cols(), "linear_forward's output");
   y.noalias() = x * w;
   if (b != nullptr) y.rowwise() += ConstRowMap(b, w.cols());
 }
 
-void linear_input_gradient(const ConstMatMap& w, const ConstMatRef& dy, Mat& dx) {
+void linear_input_gradient(const ConstMatMap& w, const ConstMatRef& dy, MatRef dx) {
+  expect_shape(dx, dy.rows(), w.rows(), "linear_input_gradient's output");
   dx.noalias() = dy * w.transpose();
 }
 
@@ -105,7 +115,10 @@ void linear_weight_gradient(const ConstMatRef& x, const ConstMatRef& dy, MatMap&
 
 void linear_backward(const ConstMatRef& x, const ConstMatMap& w, const ConstMatRef& dy, Mat* dx,
                      MatMap& dw, float* db) {
-  if (dx != nullptr) linear_input_gradient(w, dy, *dx);
+  if (dx != nullptr) {
+    dx->resize(dy.rows(), w.rows());
+    linear_input_gradient(w, dy, *dx);
+  }
   linear_weight_gradient(x, dy, dw);
   if (db != nullptr) RowMap(db, dy.cols()) += dy.colwise().sum();
 }
@@ -146,25 +159,28 @@ std::vector<std::int64_t> positions_0_to(std::int64_t n) {
 }
 }  // namespace
 
-void attention_forward(const Mat& q, const Mat& k, const Mat& v, std::int64_t batch,
-                       std::int64_t seq, std::int64_t heads, Mat& probs, Mat& out) {
+void attention_forward(const ConstMatRef& q, const ConstMatRef& k, const ConstMatRef& v,
+                       std::int64_t batch, std::int64_t seq, std::int64_t heads, MatRef probs,
+                       MatRef out) {
   attention_forward(q, k, v, batch, positions_0_to(seq), heads, probs, out);
 }
 
-void attention_backward(const Mat& q, const Mat& k, const Mat& v, const Mat& probs,
-                        const Mat& dout, std::int64_t batch, std::int64_t seq,
-                        std::int64_t heads, Mat& dq, Mat& dk, Mat& dv) {
-  attention_backward(q, k, v, probs, dout, batch, positions_0_to(seq), heads, dq, dk, dv);
+void attention_backward(const ConstMatRef& q, const ConstMatRef& k, const ConstMatRef& v,
+                        const ConstMatRef& probs, const ConstMatRef& dout, std::int64_t batch,
+                        std::int64_t seq, std::int64_t heads, MatRef dq, MatRef dk, MatRef dv) {
+  Mat workspace(seq, k.rows() / batch);
+  attention_backward(q, k, v, probs, dout, batch, positions_0_to(seq), heads, dq, dk, dv,
+                     workspace);
 }
 
-void attention_forward(const Mat& q, const Mat& k, const Mat& v, std::int64_t batch,
-                       const std::vector<std::int64_t>& q_positions, std::int64_t heads,
-                       Mat& probs, Mat& out) {
+void attention_forward(const ConstMatRef& q, const ConstMatRef& k, const ConstMatRef& v,
+                       std::int64_t batch, const std::vector<std::int64_t>& q_positions,
+                       std::int64_t heads, MatRef probs, MatRef out) {
   const Eigen::Index hd = q.cols() / heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const std::int64_t sq = static_cast<std::int64_t>(q_positions.size()), sk = k.rows() / batch;
-  probs.resize(batch * heads * sq, sk);
-  out.resize(q.rows(), q.cols());
+  expect_shape(probs, batch * heads * sq, sk, "attention_forward's probabilities");
+  expect_shape(out, q.rows(), q.cols(), "attention_forward's output");
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t a = 0; a < heads; ++a) {
       const auto qa = q.block(b * sq, a * hd, sq, hd);
@@ -187,18 +203,18 @@ void attention_forward(const Mat& q, const Mat& k, const Mat& v, std::int64_t ba
   }
 }
 
-void attention_backward(const Mat& q, const Mat& k, const Mat& v, const Mat& probs,
-                        const Mat& dout, std::int64_t batch,
+void attention_backward(const ConstMatRef& q, const ConstMatRef& k, const ConstMatRef& v,
+                        const ConstMatRef& probs, const ConstMatRef& dout, std::int64_t batch,
                         const std::vector<std::int64_t>& q_positions, std::int64_t heads,
-                        Mat& dq, Mat& dk, Mat& dv) {
+                        MatRef dq, MatRef dk, MatRef dv, MatRef workspace) {
   const Eigen::Index hd = q.cols() / heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const std::int64_t sq = static_cast<std::int64_t>(q_positions.size()), sk = k.rows() / batch;
-  dq.resize(q.rows(), q.cols());
-  dk.resize(k.rows(), k.cols());
-  dv.resize(v.rows(), v.cols());
-  thread_local Mat dp;  // per-thread workspace, as layernorm_backward's
-  dp.resize(sq, sk);
+  expect_shape(dq, q.rows(), q.cols(), "attention_backward's dq");
+  expect_shape(dk, k.rows(), k.cols(), "attention_backward's dk");
+  expect_shape(dv, v.rows(), v.cols(), "attention_backward's dv");
+  expect_shape(workspace, sq, sk, "attention_backward's workspace");
+  MatRef& dp = workspace;  // one head's score gradients
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t a = 0; a < heads; ++a) {
       const auto p = probs.block((b * heads + a) * sq, 0, sq, sk);

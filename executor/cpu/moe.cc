@@ -32,7 +32,7 @@ void top_k(const Mat& probs, std::int64_t k, std::vector<std::int32_t>& order,
 }
 
 // `row` (T) is its workspace: the rows' maxima, then their sums.
-void softmax_rows(const Mat& logits, Eigen::VectorXf& row, Mat& probs) {
+void softmax_rows(const MatMap& logits, Eigen::Map<Vec>& row, Mat& probs) {
   row = logits.rowwise().maxCoeff();
   probs = (logits.colwise() - row).array().exp().matrix();
   row = probs.rowwise().sum();
@@ -52,8 +52,7 @@ struct ExpertRows {
   std::int64_t rows(std::int64_t j) const { return row0(j + 1) - row0(j); }
   std::int64_t total() const { return row0(local); }
   // Copies the rows of `from` (`width` floats each) into `to` in the other order.
-  void permute(const Mat& from, Mat& to, bool to_expert_major) const {
-    const std::int64_t width = from.cols();
+  void permute(const float* from, float* to, std::int64_t width, bool to_expert_major) const {
     std::int64_t member_row = 0;
     for (std::int64_t s = 0; s < members; ++s)
       for (std::int64_t e = 0; e < local; ++e) {
@@ -62,7 +61,7 @@ struct ExpertRows {
         const std::int64_t n = count(s, e);
         const std::int64_t src = to_expert_major ? member_row : expert_row;
         const std::int64_t dst = to_expert_major ? expert_row : member_row;
-        std::copy_n(from.data() + src * width, n * width, to.data() + dst * width);
+        std::copy_n(from + src * width, n * width, to + dst * width);
         member_row += n;
       }
   }
@@ -72,9 +71,13 @@ ExpertRows expert_rows(const Comm& comm, const ModelSpec& m, const Plan& p, cons
   return {comm.group_size(CommGroup::kEp), m.num_experts / p.ep, &c};
 }
 
-// Rows [row0, row0 + n) of a buffer as a matrix.
-MatMap rows_of(Mat& m, std::int64_t row0, std::int64_t n) {
-  return MatMap(m.data() + row0 * m.cols(), n, m.cols());
+// Rows [row0, row0 + n) of a buffer of `cols` floats per row, as a matrix.
+MatMap rows_of(float* data, std::int64_t cols, std::int64_t row0, std::int64_t n) {
+  return MatMap(data + row0 * cols, n, cols);
+}
+ConstMatMap const_rows_of(const float* data, std::int64_t cols, std::int64_t row0,
+                          std::int64_t n) {
+  return ConstMatMap(data + row0 * cols, n, cols);
 }
 ConstMatMap rows_of(const Mat& m, std::int64_t row0, std::int64_t n) {
   return ConstMatMap(m.data() + row0 * m.cols(), n, m.cols());
@@ -82,8 +85,9 @@ ConstMatMap rows_of(const Mat& m, std::int64_t row0, std::int64_t n) {
 
 }  // namespace
 
-// Router, top-k, the dispatch plan (which rows go to which EP member) and the counts exchange.
-void StageModel::moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& send) {
+// Router, top-k, token dropping at the capacity, the dispatch plan (which rows go to which EP
+// member) and the counts exchange.
+void StageModel::moe_route(std::size_t block, const ConstMatRef& y, MoeCache& c, MatRef send) {
   const BlockLayout& l = layouts_[block];
   const float* p = access_.params(block);
   MoeScratch& w = moe_scratch_;
@@ -96,8 +100,13 @@ void StageModel::moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& se
                  static_cast<float>(plan_.micro_batch_size * model_.seq_len);
   TraceSpan span(trace_);
   span.begin("router");
-  linear_forward(y, ConstMatMap(p + l.tensors[kRouter].offset, h, E), nullptr, w.logits);
-  softmax_rows(w.logits, w.row, take(c.probs, T, E));
+  {
+    ScratchArena::Frame frame(arena_);
+    MatMap logits = arena_.mat(T, E);
+    linear_forward(y, ConstMatMap(p + l.tensors[kRouter].offset, h, E), nullptr, logits);
+    Eigen::Map<Vec> row = arena_.vec(T);
+    softmax_rows(logits, row, take(c.probs, T, E));
+  }
   top_k(c.probs, k, w.order, c.experts);
   for (std::int32_t e : c.experts)  // FNV-1a over the choices
     routing_hash_ = (routing_hash_ ^ static_cast<std::uint64_t>(e + 1)) * 0x100000001b3ULL;
@@ -107,28 +116,22 @@ void StageModel::moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& se
     routing_sink_->experts.insert(routing_sink_->experts.end(), c.experts.begin(),
                                   c.experts.end());
   }
-  // Token-expert pairs grouped by expert (so by EP member), tokens in order within each: a
-  // counting sort, expert e's pairs from row pair_at[e].
+  // Token-expert assignments per expert, before dropping (the load-balancing loss counts them).
   c.assigned.assign(static_cast<std::size_t>(E), 0);
   for (std::int32_t e : c.experts) ++c.assigned[static_cast<std::size_t>(e)];
-  w.pair_at.assign(static_cast<std::size_t>(E), 0);
-  for (std::int64_t e = 1; e < E; ++e)
-    w.pair_at[static_cast<std::size_t>(e)] =
-        w.pair_at[static_cast<std::size_t>(e - 1)] + c.assigned[static_cast<std::size_t>(e - 1)];
-  c.row_of_pair.resize(static_cast<std::size_t>(T * k));
-  send.resize(T * k, h);
+  moe_drop_over_capacity(c);
+  if (expert_capacity_ > 0)  // which assignments were dropped is part of the routing too
+    for (std::int64_t row : c.row_of_pair)
+      routing_hash_ = (routing_hash_ ^ static_cast<std::uint64_t>(row < 0)) * 0x100000001b3ULL;
   for (std::int64_t pair = 0; pair < T * k; ++pair) {
-    const std::int64_t row =
-        w.pair_at[static_cast<std::size_t>(c.experts[static_cast<std::size_t>(pair)])]++;
-    c.row_of_pair[static_cast<std::size_t>(pair)] = row;
-    send.row(row) = y.row(pair / k);
+    const std::int64_t row = c.row_of_pair[static_cast<std::size_t>(pair)];
+    if (row >= 0) send.row(row) = y.row(pair / k);
   }
   // Per EP member (expert e is member e / local's expert e % local): floats, and rows per expert.
   c.send_counts.assign(static_cast<std::size_t>(members), 0);
-  w.per_expert.assign(c.assigned.begin(), c.assigned.end());
+  w.per_expert.assign(w.kept.begin(), w.kept.end());
   for (std::int64_t e = 0; e < E; ++e)
-    c.send_counts[static_cast<std::size_t>(e / local)] +=
-        c.assigned[static_cast<std::size_t>(e)] * h;
+    c.send_counts[static_cast<std::size_t>(e / local)] += w.kept[static_cast<std::size_t>(e)] * h;
   span.end();
   moe_aux_loss(c);
   comm_.exchange_counts(CommGroup::kEp, w.per_expert, c.recv_rows);
@@ -142,6 +145,45 @@ void StageModel::moe_route(std::size_t block, const Mat& y, MoeCache& c, Mat& se
     }
   for (std::int64_t j = 0; j < local; ++j)
     c.expert_row0[static_cast<std::size_t>(j + 1)] += c.expert_row0[static_cast<std::size_t>(j)];
+}
+
+// The dispatch plan: the token-expert pairs grouped by expert, tokens in order within each (a
+// counting sort), and, with a capacity C (moe.h's moe_expert_capacity), an expert chosen by more
+// than C keeps its C pairs of the highest probability (ties to the earlier pair) and drops the
+// rest. row_of_pair: each kept pair's row in the dispatch buffer, -1 for a dropped one;
+// MoeScratch::kept: the pairs each expert keeps.
+void StageModel::moe_drop_over_capacity(MoeCache& c) {
+  MoeScratch& w = moe_scratch_;
+  const std::int64_t E = model_.num_experts, k = model_.experts_per_token;
+  const auto pairs = static_cast<std::int64_t>(c.experts.size());
+  w.pair_at.assign(static_cast<std::size_t>(E), 0);
+  for (std::int64_t e = 1; e < E; ++e)
+    w.pair_at[static_cast<std::size_t>(e)] =
+        w.pair_at[static_cast<std::size_t>(e - 1)] + c.assigned[static_cast<std::size_t>(e - 1)];
+  w.by_expert.resize(static_cast<std::size_t>(pairs));
+  for (std::int64_t pair = 0; pair < pairs; ++pair)
+    w.by_expert[static_cast<std::size_t>(
+        w.pair_at[static_cast<std::size_t>(c.experts[static_cast<std::size_t>(pair)])]++)] = pair;
+  w.kept.assign(c.assigned.begin(), c.assigned.end());
+  c.row_of_pair.assign(static_cast<std::size_t>(pairs), -1);
+  std::int64_t row = 0, begin = 0;
+  for (std::int64_t e = 0; e < E; ++e) {
+    const std::int64_t n = c.assigned[static_cast<std::size_t>(e)];
+    const auto first = w.by_expert.begin() + begin, last = first + n;
+    if (expert_capacity_ > 0 && n > expert_capacity_) {
+      // Megatron-Core's drop policy "probs": the C highest gates stay, then back in token order.
+      std::partial_sort(first, first + expert_capacity_, last, [&](std::int64_t a, std::int64_t b) {
+        const float pa = c.probs(a / k, e), pb = c.probs(b / k, e);
+        return pa > pb || (pa == pb && a < b);
+      });
+      std::sort(first, first + expert_capacity_);
+      w.kept[static_cast<std::size_t>(e)] = expert_capacity_;
+      if (!recomputing_) dropped_assignments_ += n - expert_capacity_;
+    }
+    for (auto it = first; it != first + w.kept[static_cast<std::size_t>(e)]; ++it)
+      c.row_of_pair[static_cast<std::size_t>(*it)] = row++;
+    begin += n;
+  }
 }
 
 // The load-balancing loss's value (its gradient is moe_router_backward's), over the micro-batch's
@@ -172,8 +214,9 @@ void StageModel::moe_aux_loss(MoeCache& c) {
   };
   if (split_over_tp) sum_over(CommGroup::kTp);
   if (plan_.cp > 1) sum_over(CommGroup::kCp);
-  w.prob_sums = c.probs.colwise().sum();
-  const Eigen::RowVectorXf& prob_sums = w.prob_sums;
+  ScratchArena::Frame frame(arena_);
+  Eigen::Map<Eigen::RowVectorXf> prob_sums(arena_.floats(E), E);
+  prob_sums = c.probs.colwise().sum();
   const auto tokens = static_cast<double>(c.aux_tokens);
   double aux = 0;
   for (std::int64_t e = 0; e < E; ++e)
@@ -188,10 +231,9 @@ void StageModel::moe_aux_loss(MoeCache& c) {
   if (!recomputing_) aux_loss_trained_ += value;
 }
 
-void StageModel::moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& out) {
+void StageModel::moe_forward(std::size_t block, const ConstMatRef& y, MoeCache& c, MatRef out) {
   const BlockLayout& l = layouts_[block];
   const float* p = access_.params(block);
-  MoeScratch& w = moe_scratch_;
   const std::int64_t h = model_.hidden_size, k = model_.experts_per_token, T = y.rows();
   const bool shared = model_.shared_expert_ffn_size > 0;
   const bool folded = plan_.expert_layout == ExpertLayout::kFolded;
@@ -200,55 +242,69 @@ void StageModel::moe_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& 
   // the layer's TP sum after the MLP (tp_sum) completes them. Folded (expert_tp 1) each expert
   // is whole on its rank and its outputs complete.
   const std::int64_t f = l.tensors[expert_tensor(shared, 0, kExpW1)].cols;
-  const bool bias_rank = comm_.group_rank(CommGroup::kTp) == 0;
-  const bool expert_bias_rank = folded || bias_rank;
-  moe_route(block, y, c, w.send);
-  const ExpertRows rows = expert_rows(comm_, model_, plan_, c);
-  const std::int64_t capacity = moe_capacity_rows(rows.members, T, k, rows.local);
-  w.recv.resize(capacity, h);
-  comm_.all_to_all_v(CommGroup::kEp, w.send.data(), c.send_counts, w.recv.data(), c.recv_counts,
-                     "ep_dispatch");
+  const bool expert_bias_rank = folded || comm_.group_rank(CommGroup::kTp) == 0;
+  const std::int64_t capacity = routed_capacity_rows();
+  ScratchArena::Frame frame(arena_);
+  // The received rows, and once they are in the cache the experts' outputs in member order.
+  MatMap recv = arena_.mat(capacity, h);
   TraceSpan span(trace_);
+  {
+    ScratchArena::Frame dispatch(arena_);
+    MatMap send = arena_.mat(T * k, h);
+    moe_route(block, y, c, send);
+    comm_.all_to_all_v(CommGroup::kEp, send.data(), c.send_counts, recv.data(), c.recv_counts,
+                       "ep_dispatch");
+  }
+  const ExpertRows rows = expert_rows(comm_, model_, plan_, c);
   take(c.x, capacity, h);
   take(c.a, capacity, f);
   take(c.g, capacity, f);
-  w.expert_out.resize(capacity, h);
-  w.outputs.resize(capacity, h);
-  rows.permute(w.recv, c.x, /*to_expert_major=*/true);
-  for (std::int64_t j = 0; j < rows.local; ++j) {
-    auto t = [&](ExpertTensor e) { return p + l.tensors[expert_tensor(shared, j, e)].offset; };
-    const std::int64_t r0 = rows.row0(j), n = rows.rows(j);
-    span.begin("expert_fc1");
-    linear_forward_rows(rows_of(std::as_const(c.x), r0, n), ConstMatMap(t(kExpW1), h, f),
-                        t(kExpB1), rows_of(c.a, r0, n));
-    span.begin("gelu");
-    gelu_forward_rows(rows_of(std::as_const(c.a), r0, n), rows_of(c.g, r0, n));
-    span.begin("expert_fc2");
-    linear_forward_rows(rows_of(std::as_const(c.g), r0, n), ConstMatMap(t(kExpW2), f, h),
-                        expert_bias_rank ? t(kExpB2) : nullptr, rows_of(w.expert_out, r0, n));
+  rows.permute(recv.data(), c.x.data(), h, /*to_expert_major=*/true);
+  {
+    ScratchArena::Frame experts(arena_);
+    MatMap expert_out = arena_.mat(capacity, h);
+    for (std::int64_t j = 0; j < rows.local; ++j) {
+      auto t = [&](ExpertTensor e) { return p + l.tensors[expert_tensor(shared, j, e)].offset; };
+      const std::int64_t r0 = rows.row0(j), n = rows.rows(j);
+      span.begin("expert_fc1");
+      linear_forward_rows(rows_of(std::as_const(c.x), r0, n), ConstMatMap(t(kExpW1), h, f),
+                          t(kExpB1), rows_of(c.a.data(), f, r0, n));
+      span.begin("gelu");
+      gelu_forward_rows(rows_of(std::as_const(c.a), r0, n), rows_of(c.g.data(), f, r0, n));
+      span.begin("expert_fc2");
+      linear_forward_rows(rows_of(std::as_const(c.g), r0, n), ConstMatMap(t(kExpW2), f, h),
+                          expert_bias_rank ? t(kExpB2) : nullptr,
+                          rows_of(expert_out.data(), h, r0, n));
+    }
+    rows.permute(expert_out.data(), recv.data(), h, /*to_expert_major=*/false);
   }
-  rows.permute(w.expert_out, w.outputs, /*to_expert_major=*/false);
   span.end();
   take(c.combined, T * k, h);
-  comm_.all_to_all_v(CommGroup::kEp, w.outputs.data(), c.recv_counts, c.combined.data(),
+  comm_.all_to_all_v(CommGroup::kEp, recv.data(), c.recv_counts, c.combined.data(),
                      c.send_counts, "ep_combine");
-  span.begin("expert_fc2");  // the gate-weighted sum of each token's k outputs
-  out.setZero(T, h);
+  span.begin("expert_fc2");  // the gate-weighted sum of each token's kept outputs
+  out.setZero();
   for (std::int64_t pair = 0; pair < T * k; ++pair) {
+    const std::int64_t row = c.row_of_pair[static_cast<std::size_t>(pair)];
+    if (row < 0) continue;  // dropped over its expert's capacity
     const std::int64_t t = pair / k;
     const float gate = c.probs(t, c.experts[static_cast<std::size_t>(pair)]);
-    out.row(t) += gate * c.combined.row(c.row_of_pair[static_cast<std::size_t>(pair)]);
+    out.row(t) += gate * c.combined.row(row);
   }
   span.end();
+  // Folded, the layer runs the shared experts itself (moe_folded_forward).
   if (shared && !folded) {
-    moe_shared_forward(block, y, c, w.shared_o);
-    out += w.shared_o;
+    ScratchArena::Frame shared_out(arena_);
+    MatMap shared_o = arena_.mat(T, h);
+    moe_shared_forward(block, y, c, shared_o);
+    out += shared_o;
   }
 }
 
 // The shared experts: a dense MLP split over TP (fc1 column-, fc2 row-parallel) on every token
 // of y, into `partial`, this TP rank's partial sum (its row-parallel bias on TP rank 0).
-void StageModel::moe_shared_forward(std::size_t block, const Mat& y, MoeCache& c, Mat& partial) {
+void StageModel::moe_shared_forward(std::size_t block, const ConstMatRef& y, MoeCache& c,
+                                    MatRef partial) {
   const BlockLayout& l = layouts_[block];
   const float* p = access_.params(block);
   const std::int64_t h = model_.hidden_size, T = y.rows(), fs = l.tensors[kSharedW1].cols;
@@ -266,13 +322,14 @@ void StageModel::moe_shared_forward(std::size_t block, const Mat& y, MoeCache& c
 }
 
 // The shared experts' backward: dy (the layer's norm2 output gradient) += their input gradient.
-void StageModel::moe_shared_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dm,
-                                     Mat& dy) {
+void StageModel::moe_shared_backward(std::size_t block, const ConstMatRef& y, MoeCache& c,
+                                     const ConstMatRef& dm, MatRef dy) {
   const BlockLayout& l = layouts_[block];
   const float* p = access_.params(block);
   float* g = access_.grads(block);
-  const std::int64_t h = model_.hidden_size, fs = l.tensors[kSharedW1].cols;
-  Mat &dg = moe_scratch_.sb_dg, &da = moe_scratch_.sb_da;
+  const std::int64_t h = model_.hidden_size, fs = l.tensors[kSharedW1].cols, T = y.rows();
+  ScratchArena::Frame frame(arena_);
+  MatMap dg = arena_.mat(T, fs), da = arena_.mat(T, fs);
   TraceSpan span(trace_);
   span.begin("shared_fc2_dgrad");
   dg.noalias() = dm * ConstMatMap(p + l.tensors[kSharedW2].offset, fs, h).transpose();
@@ -289,71 +346,72 @@ void StageModel::moe_shared_backward(std::size_t block, const Mat& y, MoeCache& 
   span.end();
 }
 
-// The local experts' backward on the combine's gradient rows (member order, as received);
-// writes their input gradients to dx_rows in the same order.
-void StageModel::moe_experts_backward(std::size_t block, MoeCache& c, const Mat& dout_rows,
-                                      Mat& dx_rows) {
+// The local experts' backward on the combine's gradient rows (member order, as received, in
+// `dout_rows`); writes their input gradients to dx_rows in the same order. Once read,
+// dout_rows holds the experts' input gradients in expert-major order.
+void StageModel::moe_experts_backward(std::size_t block, MoeCache& c, MatMap dout_rows,
+                                      MatRef dx_rows) {
   const BlockLayout& l = layouts_[block];
   const float* p = access_.params(block);
   float* grads = access_.grads(block);
-  MoeScratch& w = moe_scratch_;
   const bool shared = model_.shared_expert_ffn_size > 0;
   const std::int64_t h = model_.hidden_size,
                      f = l.tensors[expert_tensor(shared, 0, kExpW1)].cols;  // f / tp
   const ExpertRows rows = expert_rows(comm_, model_, plan_, c);
   const Eigen::Index capacity = c.x.rows();
-  const std::int64_t expert_capacity = moe_expert_capacity_rows(rows.members, c.probs.rows());
+  const std::int64_t expert_capacity =
+      moe_expert_capacity_rows(rows.members, c.probs.rows(), expert_capacity_);
+  ScratchArena::Frame frame(arena_);
   // The output gradients the weight GEMMs read: in a zero-bubble B pass, written straight into
   // two buffers held for the W pass (the layer's capacity rows, one per tensor, so the pools
   // find the same sizes every step), instead of a copy per expert.
-  Mat* d_rows = &w.eb_d;
-  Mat* da_rows = &w.eb_da;
+  float* d_rows = nullptr;
+  float* da_rows = nullptr;
   if (deferring_ != nullptr) {
     const std::size_t at = deferring_->held.size();
     hold_for_weight_pass("copy.dy.expert_fc2_wgrad", capacity, h);
     hold_for_weight_pass("copy.dy.expert_fc1_wgrad", capacity, f);
-    d_rows = &deferring_->held[at].m;  // held is not appended to again in this function
-    da_rows = &deferring_->held[at + 1].m;
+    d_rows = deferring_->held[at].m.data();  // held is not appended to again in this function
+    da_rows = deferring_->held[at + 1].m.data();
   } else {
-    w.eb_d.resize(capacity, h);
-    w.eb_da.resize(capacity, f);
+    d_rows = arena_.floats(capacity * h);
+    da_rows = arena_.floats(capacity * f);
   }
-  w.eb_dg.resize(capacity, f);
-  w.eb_dx.resize(capacity, h);
-  rows.permute(dout_rows, *d_rows, /*to_expert_major=*/true);
+  float* dg_rows = arena_.floats(capacity * f);
+  rows.permute(dout_rows.data(), d_rows, h, /*to_expert_major=*/true);
+  float* dx_expert = dout_rows.data();  // read: now the experts' input gradients
   TraceSpan span(trace_);
   for (std::int64_t j = 0; j < rows.local; ++j) {
     auto at = [&](ExpertTensor e) { return l.tensors[expert_tensor(shared, j, e)].offset; };
     const std::int64_t r0 = rows.row0(j), n = rows.rows(j);
-    const ConstMatMap d = rows_of(std::as_const(*d_rows), r0, n);
-    MatMap dg = rows_of(w.eb_dg, r0, n), da = rows_of(*da_rows, r0, n);
+    const ConstMatMap d = const_rows_of(d_rows, h, r0, n);
+    MatMap dg = rows_of(dg_rows, f, r0, n), da = rows_of(da_rows, f, r0, n);
     span.begin("expert_fc2_dgrad");
     dg.noalias() = d * ConstMatMap(p + at(kExpW2), f, h).transpose();
     span.begin("expert_fc2_wgrad");
     weight_grad(block, expert_tensor(shared, j, kExpW2), f, h, rows_of(std::as_const(c.g), r0, n),
                 d, grads + at(kExpB2), "expert_fc2_wgrad", expert_capacity);
     span.begin("gelu_bwd");
-    gelu_backward_rows(rows_of(std::as_const(c.a), r0, n), rows_of(std::as_const(w.eb_dg), r0, n),
-                       da);
+    gelu_backward_rows(rows_of(std::as_const(c.a), r0, n), const_rows_of(dg_rows, f, r0, n), da);
     span.begin("expert_fc1_dgrad");
-    rows_of(w.eb_dx, r0, n).noalias() = da * ConstMatMap(p + at(kExpW1), h, f).transpose();
+    rows_of(dx_expert, h, r0, n).noalias() = da * ConstMatMap(p + at(kExpW1), h, f).transpose();
     span.begin("expert_fc1_wgrad");
     weight_grad(block, expert_tensor(shared, j, kExpW1), h, f, rows_of(std::as_const(c.x), r0, n),
                 da, grads + at(kExpB1), "expert_fc1_wgrad", expert_capacity);
   }
   span.end();
-  rows.permute(w.eb_dx, dx_rows, /*to_expert_major=*/false);
+  rows.permute(dx_expert, dx_rows.data(), h, /*to_expert_major=*/false);
 }
 
 // The router's backward: from the gates' gradient and the load-balancing loss's to the logits
 // (softmax backward), then to the input and the router matrix.
-void StageModel::moe_router_backward(std::size_t block, const Mat& y, MoeCache& c,
-                                     const Mat& dgates, Mat& dy) {
+void StageModel::moe_router_backward(std::size_t block, const ConstMatRef& y, MoeCache& c,
+                                     const ConstMatRef& dgates, MatRef dy) {
   const BlockLayout& l = layouts_[block];
   const float* p = access_.params(block);
-  MoeScratch& w = moe_scratch_;
   const std::int64_t h = model_.hidden_size, E = model_.num_experts,
                      k = model_.experts_per_token, T = y.rows();
+  ScratchArena::Frame frame(arena_);
   TraceSpan span(trace_);
   span.begin("router_dgrad");
   // Switch's loss coeff * E * sum_i f_i * mean_t(P_ti): d/dP_ti = coeff * E * f_i / T. With
@@ -361,8 +419,8 @@ void StageModel::moe_router_backward(std::size_t block, const Mat& y, MoeCache& 
   // outputs) and so the router's are partial sums over TP (summed by the layer's
   // tp_*_mlp_grad and, for the router's weight, the sequence-parallel gradient sum): the
   // loss's own term is added on TP rank 0 only.
-  Mat& dprobs = w.rb_dprobs;
-  dprobs.setZero(T, E);
+  MatMap dprobs = arena_.mat(T, E);
+  dprobs.setZero();
   const auto tokens = static_cast<double>(c.aux_tokens);  // the whole sequences' (cp)
   // Folded, each TP rank routes its own tokens and adds its own term.
   const bool own_term = plan_.expert_layout == ExpertLayout::kFolded ||
@@ -373,51 +431,57 @@ void StageModel::moe_router_backward(std::size_t block, const Mat& y, MoeCache& 
     dprobs.col(e).setConstant(static_cast<float>(c.aux_weight * static_cast<double>(E) * f_e /
                                                  tokens));
   }
+  // A dropped pair's gate took no part in the output: no gradient through it.
   for (std::int64_t pair = 0; pair < T * k; ++pair)
-    dprobs(pair / k, c.experts[static_cast<std::size_t>(pair)]) += dgates(pair / k, pair % k);
+    if (c.row_of_pair[static_cast<std::size_t>(pair)] >= 0)
+      dprobs(pair / k, c.experts[static_cast<std::size_t>(pair)]) += dgates(pair / k, pair % k);
   // Softmax backward: dlogits = P * (dP - sum_j P_j dP_j), per row.
-  w.rb_dot = c.probs.cwiseProduct(dprobs).rowwise().sum();
-  Mat& dlogits = w.rb_dlogits;
-  dlogits = c.probs.cwiseProduct(dprobs.colwise() - w.rb_dot);
+  Eigen::Map<Vec> dot = arena_.vec(T);
+  dot = c.probs.cwiseProduct(dprobs).rowwise().sum();
+  MatMap dlogits = arena_.mat(T, E);
+  dlogits = c.probs.cwiseProduct(dprobs.colwise() - dot);
   dy.noalias() += dlogits * ConstMatMap(p + l.tensors[kRouter].offset, h, E).transpose();
   span.begin("router_wgrad");
   weight_grad(block, kRouter, h, E, y, dlogits, nullptr, "router_wgrad");
   span.end();
 }
 
-void StageModel::moe_backward(std::size_t block, const Mat& y, MoeCache& c, const Mat& dm,
-                              Mat& dy) {
-  MoeScratch& w = moe_scratch_;
+void StageModel::moe_backward(std::size_t block, const ConstMatRef& y, MoeCache& c,
+                              const ConstMatRef& dm, MatRef dy) {
   const std::int64_t h = model_.hidden_size, k = model_.experts_per_token, T = y.rows();
-  dy.setZero(T, h);
+  dy.setZero();
   // Folded, the layer runs the shared experts' backward itself (moe_folded_backward).
   if (model_.shared_expert_ffn_size > 0 && plan_.expert_layout != ExpertLayout::kFolded)
     moe_shared_backward(block, y, c, dm, dy);
-  // Combine's backward: each pair's output row gets gate * dm of its token; the gate gets the
-  // dot product of dm with the expert's output.
+  ScratchArena::Frame frame(arena_);
+  // Combine's backward: each kept pair's output row gets gate * dm of its token; the gate gets
+  // the dot product of dm with the expert's output (a dropped pair's gets nothing).
   TraceSpan span(trace_);
   span.begin("expert_fc2_dgrad");
-  Mat &dsend = w.dsend, &dgates = w.dgates;
-  dsend.resize(T * k, h);
-  dgates.resize(T, k);
+  MatMap dsend = arena_.mat(T * k, h), dgates = arena_.mat(T, k);
   for (std::int64_t pair = 0; pair < T * k; ++pair) {
     const std::int64_t t = pair / k, row = c.row_of_pair[static_cast<std::size_t>(pair)];
+    if (row < 0) {
+      dgates(t, pair % k) = 0.0f;
+      continue;
+    }
     const float gate = c.probs(t, c.experts[static_cast<std::size_t>(pair)]);
     dsend.row(row) = gate * dm.row(t);
     dgates(t, pair % k) = dm.row(t).dot(c.combined.row(row));
   }
   span.end();
-  w.drecv.resize(c.x.rows(), h);
-  w.dx_rows.resize(c.x.rows(), h);
-  comm_.all_to_all_v(CommGroup::kEp, dsend.data(), c.send_counts, w.drecv.data(), c.recv_counts,
+  MatMap dx_rows = arena_.mat(c.x.rows(), h), drecv = arena_.mat(c.x.rows(), h);
+  comm_.all_to_all_v(CommGroup::kEp, dsend.data(), c.send_counts, drecv.data(), c.recv_counts,
                      "ep_combine_bwd");
-  moe_experts_backward(block, c, w.drecv, w.dx_rows);
-  comm_.all_to_all_v(CommGroup::kEp, w.dx_rows.data(), c.recv_counts, dsend.data(),
+  moe_experts_backward(block, c, drecv, dx_rows);
+  comm_.all_to_all_v(CommGroup::kEp, dx_rows.data(), c.recv_counts, dsend.data(),
                      c.send_counts, "ep_dispatch_bwd");
-  // Dispatch's backward: each token sums the input gradients of its k copies, in slot order.
+  // Dispatch's backward: each token sums the input gradients of its kept copies, in slot order.
   span.begin("expert_fc1_dgrad");
-  for (std::int64_t pair = 0; pair < T * k; ++pair)
-    dy.row(pair / k) += dsend.row(c.row_of_pair[static_cast<std::size_t>(pair)]);
+  for (std::int64_t pair = 0; pair < T * k; ++pair) {
+    const std::int64_t row = c.row_of_pair[static_cast<std::size_t>(pair)];
+    if (row >= 0) dy.row(pair / k) += dsend.row(row);
+  }
   span.end();
   moe_router_backward(block, y, c, dgates, dy);
 }

@@ -805,6 +805,19 @@ TEST(Memory, Gpt3ModelStatesOn32GpusAre87GB) {
   EXPECT_NEAR((mem.weights_bytes + mem.gradients_bytes + mem.optimizer_bytes) / 1e9, 87.3, 0.1);
 }
 
+// The largest number of parameters one rank updates of a block on stage 0 (its shard under ZeRO
+// >= 1, the whole block under ZeRO 0): what the offloaded step's host buffers hold one block of.
+double largest_updated(const ModelSpec& m, const Plan& p) {
+  double largest = 0;
+  for (const ParamBlock& b : param_blocks_on_stage(m, p, 0)) {
+    const double whole = static_cast<double>(b.dense_params + b.expert_params);
+    largest = std::max(largest, p.zero_stage >= 1 ? whole / static_cast<double>(p.dp) : whole);
+  }
+  return largest;
+}
+
+// On the host: the optimizer states, and the gradient shard of the block being updated, copied
+// there for its update (executor/cpu/cpu_stage.cc's staging buffer).
 TEST(Memory, OffloadMovesOptimizerStatesToTheHost) {
   const ModelSpec m = gpt3();
   Plan p = plan_of(8, 4, 1, 1, 8);
@@ -812,7 +825,44 @@ TEST(Memory, OffloadMovesOptimizerStatesToTheHost) {
   p.offload = Offload::kOptimizer;
   const MemoryBreakdown mem = memory_on_stage(m, p, 0);
   EXPECT_EQ(mem.optimizer_bytes, 0.0);
-  EXPECT_EQ(mem.host_optimizer_bytes, on_device);
+  EXPECT_DOUBLE_EQ(mem.host_optimizer_bytes,
+                   on_device + largest_updated(m, p) * grad_bytes_per_element(p));
+}
+
+// fp32 has no master copy among its optimizer states (state_bytes_per_param: 8 bytes of AdamW
+// moments), but the host's step updates fp32 parameters of its own: offload counts them with
+// the states (4 bytes per updated parameter, on the host or on NVMe), reads and writes them
+// with the moments on NVMe, and keeps two read buffers of one block's states. Under
+// optimizer+params the parameter shard is that copy: no more memory, only its read.
+TEST(Memory, OffloadInFp32CountsTheHostsFp32Parameters) {
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(8, 1, 8, 1, 64);
+  p.precision = Precision::kFp32;
+  p.zero_stage = 1;
+  const double n = optimizer_params_on_rank(m, p, 0);
+  const double largest = largest_updated(m, p);
+  p.offload = Offload::kOptimizer;
+  MemoryBreakdown mem = memory_on_stage(m, p, 0);
+  EXPECT_DOUBLE_EQ(mem.host_optimizer_bytes, n * (8.0 + 4.0) + largest * 4.0);
+  p.offload_device = OffloadDevice::kNvme;
+  mem = memory_on_stage(m, p, 0);
+  EXPECT_DOUBLE_EQ(mem.nvme_bytes, n * 12.0);
+  EXPECT_DOUBLE_EQ(mem.host_optimizer_bytes, 2.0 * largest * 12.0 + largest * 4.0);
+  OffloadTraffic t = offload_traffic_on_stage(m, p, 0);
+  EXPECT_DOUBLE_EQ(t.nvme_read_bytes, n * 12.0);
+  EXPECT_DOUBLE_EQ(t.nvme_write_bytes, n * 12.0);
+  p.zero_stage = 3;
+  p.offload = Offload::kOptimizerParams;
+  mem = memory_on_stage(m, p, 0);
+  EXPECT_DOUBLE_EQ(mem.nvme_bytes, n * 8.0 + n * 4.0);  // the moments, the shard
+  EXPECT_DOUBLE_EQ(mem.host_optimizer_bytes, 2.0 * largest * 12.0);
+  t = offload_traffic_on_stage(m, p, 0);
+  EXPECT_DOUBLE_EQ(t.nvme_read_bytes, n * 12.0 + t.nvme_param_read_bytes);
+  EXPECT_DOUBLE_EQ(t.nvme_write_bytes, n * 12.0);
+  p.offload_device = OffloadDevice::kCpu;
+  mem = memory_on_stage(m, p, 0);
+  EXPECT_DOUBLE_EQ(mem.host_optimizer_bytes, n * 8.0);
+  EXPECT_DOUBLE_EQ(mem.host_param_bytes, n * 4.0 + n * 4.0);  // the shard, the gradients
 }
 
 // ZeRO-Infinity (Rajbhandari et al. 2021, sec. 5.1): with parameters offloaded the device keeps
@@ -847,7 +897,8 @@ TEST(Memory, OffloadTiersMoveStatesToHostAndNvmeWithTheirTraffic) {
   p.recompute = Recompute::kNone;
   p.offload_device = OffloadDevice::kNvme;
   const MemoryBreakdown nvme = memory_on_stage(m, p, 0);
-  EXPECT_EQ(nvme.host_optimizer_bytes, 0.0);
+  // Two read buffers of one block's optimizer states (12 bytes per parameter with AdamW).
+  EXPECT_DOUBLE_EQ(nvme.host_optimizer_bytes, 2.0 * largest_updated(m, p) * 12.0);
   // The gradients, and the read buffer of the largest block's shard (the prefetch's).
   double largest = 0;
   for (const ParamBlock& b : param_blocks_on_stage(m, p, 0))

@@ -259,6 +259,45 @@ TEST(ModelSpecMoe, RoundTripsAndChecksTheNewFields) {
   EXPECT_NE(r.status().message().find("kv_lora_rank > 0"), std::string::npos);
 }
 
+// The expert capacity factor: optional (dropless without it), written only when given, > 0,
+// MoE only; a bad value is refused naming the field and the value.
+TEST(ModelSpecMoe, CapacityFactor) {
+  const ModelSpec m = small_deepseek();
+  EXPECT_FALSE(m.moe_capacity_factor.has_value());
+  EXPECT_FALSE(model_to_json(m).contains("moe_capacity_factor"));
+  Json j = model_to_json(m);
+  j["moe_capacity_factor"] = 1.25;
+  auto r = load_json(j);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->moe_capacity_factor, 1.25);
+  EXPECT_EQ(model_to_json(*r)["moe_capacity_factor"], 1.25);
+  for (const Json& bad : {Json(-1.0), Json(0.0), Json("1")}) {
+    j["moe_capacity_factor"] = bad;
+    r = load_json(j);
+    ASSERT_FALSE(r.ok()) << bad.dump();
+    EXPECT_NE(r.status().message().find("'moe_capacity_factor'"), std::string::npos)
+        << r.status().message();
+  }
+  j["moe_capacity_factor"] = 0.0;
+  r = load_json(j);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("field 'moe_capacity_factor': value 0.000000 must be > 0"),
+            std::string::npos)
+      << r.status().message();
+  j["moe_capacity_factor"] = 1.0;
+  j["num_experts"] = 1;
+  j["experts_per_token"] = 1;
+  for (const char* moe_only : {"router_groups", "router_group_topk", "shared_expert_ffn_size",
+                               "dense_layers", "dense_ffn_hidden_size"})
+    j.erase(moe_only);
+  r = load_json(j);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("field 'moe_capacity_factor': value 1.000000 needs a "
+                                      "mixture-of-experts model"),
+            std::string::npos)
+      << r.status().message();
+}
+
 // The load-balancing coefficient: optional, written only when given, in [0, 1], MoE only; HF
 // configs give it as router_aux_loss_coef (Mixtral 0.02, Qwen3-MoE 0.001).
 TEST(ModelSpecMoe, RouterAuxLossCoefficient) {

@@ -16,8 +16,12 @@
 //     NVMe read, NVMe write; the models' blocks need no padding over the shard groups, checked),
 //     the second step's and after with the parameter shards' prefetch (optimizer+params on
 //     nvme) among them;
-//  3. the memory account (executor/memory_account.h) holds no AdamW moments on the device and
-//     counts the offloaded states off it (nvme: the file's size, host: the rest);
+//  3. the memory account (executor/memory_account.h, what execute --memory-report writes) holds
+//     no AdamW moments on the device and counts the offloaded states off it (nvme: the file's
+//     size, host: the rest), and its host and NVMe bytes equal the cost model's
+//     (memory_on_stage: host_optimizer_bytes + host_param_bytes, nvme_bytes) exactly: the
+//     moments, the fp32 parameters the host updates, the gradient shards, the read and staging
+//     buffers;
 //  4. nvme: the rank's file exists under the directory while the trainer lives, and is gone
 //     after.
 // Exit 0 when every rank passes; each rank prints one line.
@@ -194,6 +198,20 @@ int check(std::map<std::string, std::string> kv, int rank) {
     }
     if (m.total_bytes() + m.off_device_bytes() <= m.total_bytes())
       fail << " off-device bytes not apart";
+    const MemoryBreakdown mem = memory_on_stage(model, plan, a.stage());
+    const double host = mem.host_optimizer_bytes + mem.host_param_bytes + mem.host_activation_bytes;
+    if (m.bytes_of(MemoryUse::kOffloadHost) != host)
+      fail << " host memory " << m.bytes_of(MemoryUse::kOffloadHost) << " bytes, cost model "
+           << host;
+    if (m.bytes_of(MemoryUse::kOffloadNvme) != mem.nvme_bytes)
+      fail << " nvme " << m.bytes_of(MemoryUse::kOffloadNvme) << " bytes, cost model "
+           << mem.nvme_bytes;
+    if (rank == 0)
+      std::cout << "rank 0: host " << m.bytes_of(MemoryUse::kOffloadHost) << " bytes, nvme "
+                << m.bytes_of(MemoryUse::kOffloadNvme) << " bytes (cost model " << host << ", "
+                << mem.nvme_bytes << ")" << std::endl;
+    if (Status io = a.backend_stage().offload_status(); !io.ok())
+      fail << " offload I/O: " << io.message();
   }
   if (exists(file)) fail << " " << file << " left behind";
   ::rmdir(dir);

@@ -201,9 +201,9 @@ TEST(OffloadTrainer, EveryTierMatchesThePlanWithoutOffloadBitwise) {
       EXPECT_EQ(ra->offload.nvme_read, want.nvme_read_bytes) << what;
       EXPECT_EQ(ra->offload.nvme_write, want.nvme_write_bytes) << what;
       EXPECT_GT(ra->offload.device_to_host, 0) << what;
-      // Read ahead: nothing without the prefetch; with it, on nvme, the moments of every block
-      // but the first, and from the second step (along the first step's gathers) the shard of
-      // every gather but the step's first.
+      // Read ahead: nothing without the prefetch; with it, on nvme, the optimizer states (the
+      // moments and the fp32 parameters) of every block but the first, and from the second
+      // step (along the first step's gathers) the shard of every gather but the step's first.
       if (!c.prefetch || c.device != OffloadDevice::kNvme) {
         EXPECT_EQ(ra->offload.nvme_prefetched, 0) << what;
         continue;
@@ -211,12 +211,12 @@ TEST(OffloadTrainer, EveryTierMatchesThePlanWithoutOffloadBitwise) {
       double moments = 0, first_moments = -1, shards = 0, first_shard = 0;
       for (const BlockLayout& l : (*a)->backend_stage().layouts()) {
         const double block = static_cast<double>(l.size) * 4.0;
-        if (first_moments < 0) first_moments = 2 * block;
-        moments += 2 * block;
+        if (first_moments < 0) first_moments = 3 * block;
+        moments += 3 * block;
       }
       if (c.offload == Offload::kOptimizerParams && k > 0) {
         shards = want.nvme_param_read_bytes;
-        first_shard = first_moments / 2;  // the embedding's, gathered first
+        first_shard = first_moments / 3;  // the embedding's, gathered first
       }
       EXPECT_EQ(ra->offload.nvme_prefetched, moments - first_moments + shards - first_shard)
           << what << " step " << k + 1;

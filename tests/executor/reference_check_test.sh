@@ -87,6 +87,38 @@ shutil.copy(prefix + ".step1.tpt", prefix + "-noaux.step1.tpt")
 PY
 expect_fails "$out/moe-noaux" h1.router "leaving the load-balancing loss out"
 
+# The MoE model with an expert capacity (tests/executor/models/tiny-moe-capacity.json: factor 1,
+# each expert takes at most 64 of a micro-batch's 128 x 2 assignments, the rest of the lowest
+# probability dropped: executor/cpu/moe.h), against the reference's own drops
+# (reference_check.py, Gpt.capacity_mask): step 1 and the 20-step curve. The dump must drop
+# something, and the same dump checked as if dropless must fail.
+"${mpirun[@]}" -np 1 "$execute" --model "$src/tests/executor/models/tiny-moe-capacity.json" \
+  --plan "$src/tests/executor/plans/moe_reference.json" --steps 20 --seed 1234 --lr-warmup 5 \
+  --data "$src/data/kjv-genesis.txt" --out "$out/capacity.json" --dump-reference "$out/capacity"
+"$python" "$src/bench/scripts/reference_check.py" --prefix "$out/capacity" \
+  --data "$src/data/kjv-genesis.txt" --executor-report "$out/capacity.json" \
+  | tee "$out/capacity.txt"
+grep -Eq "capacity factor 1: [1-9][0-9]* assignments dropped" "$out/capacity.txt" ||
+  { echo "reference_check_test: nothing was dropped at capacity"; exit 1; }
+"$python" - "$out/capacity" <<'PY'
+import json, shutil, struct, sys
+prefix = sys.argv[1]
+blob = open(prefix + ".init.tpt", "rb").read()
+(n,) = struct.unpack("<Q", blob[8:16])
+header = json.loads(blob[16:16 + n])
+del header["meta"]["moe_capacity_factor"]
+text = json.dumps(header).encode()
+open(prefix + "-dropless.init.tpt", "wb").write(blob[:8] + struct.pack("<Q", len(text)) + text +
+                                                blob[16 + n:])
+shutil.copy(prefix + ".step1.tpt", prefix + "-dropless.step1.tpt")
+PY
+if "$python" "$src/bench/scripts/reference_check.py" --prefix "$out/capacity-dropless" \
+     --data "$src/data/kjv-genesis.txt" > "$out/capacity-dropless.txt"; then
+  echo "reference_check_test: the capacity's drops were not caught"; exit 1
+fi
+grep -q "gradient h[0-9]*\." "$out/capacity-dropless.txt" || { cat "$out/capacity-dropless.txt"; exit 1; }
+echo "reference_check_test: leaving the capacity out is caught"
+
 # The 50-step MoE curve (issue 28): tests/executor/models/moe-curve.json (issue 28's MoE shape of
 # bench/scripts/executor_reference_study.sh with hidden 128 and experts 256 wide: 4 layers, 8
 # experts top-2, a shared expert, a dense first layer, sequence 128), 2 micro-batches of 4, lr

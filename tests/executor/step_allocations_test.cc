@@ -388,6 +388,18 @@ TEST(StepAllocationsMpi, ExpertParallel) {
   expect_no_step_allocations_mpi(moe(3), plan);
 }
 
+// Expert parallelism with a capacity (moe.h's moe_expert_capacity): the routed buffers sized at
+// the capacity, what each expert gets over it dropped; the drops change from micro-batch to
+// micro-batch, the buffers do not.
+TEST(StepAllocationsMpi, ExpertParallelAtCapacity) {
+  Plan plan = four_ranks(1, 1, 1, 4);
+  plan.ep = 2;
+  plan.global_batch_size = plan.micro_batch_size * plan.dp * 2;
+  ModelSpec model = moe(3);
+  model.moe_capacity_factor = 1.0;
+  expect_no_step_allocations_mpi(model, plan);
+}
+
 // zb-v's V: the last stage feeds itself (the trainer's same-stage messages).
 TEST(StepAllocationsMpi, ZeroBubbleV) {
   Plan plan = four_ranks(1, 1, 2, 2);

@@ -178,6 +178,77 @@ TEST(GptGradientMoe, BackwardMatchesFiniteDifferences) {
   check_gradients(model, single_plan(Recompute::kFull), 3, 1e-3f);
 }
 
+// Token dropping (moe.h's moe_expert_capacity): a capacity factor of 0.75 gives each of the 4
+// experts 6 of a micro-batch's 16 x 2 assignments, fewer than the routing sends some of them;
+// a dropped assignment's gate and expert get no gradient, and the router's still matches the
+// finite differences (a step that changes which assignments are dropped changes the routing
+// fingerprint and is skipped).
+TEST(GptGradientMoe, TokenDroppingAtCapacityMatchesFiniteDifferences) {
+  ModelSpec model = small_model();
+  model.num_experts = 4;
+  model.experts_per_token = 2;
+  model.shared_expert_ffn_size = 8;
+  model.dense_layers = {0};
+  model.dense_ffn_hidden_size = 24;
+  model.moe_capacity_factor = 0.75;
+  EXPECT_EQ(moe_expert_capacity(16, 2, 4, 0.75), 6);
+  EXPECT_EQ(moe_expert_capacity(16, 2, 4, std::nullopt), 0);  // dropless
+  EXPECT_EQ(moe_expert_capacity(16, 2, 4, 2.0), 0);  // 16: an expert can take every token
+  // The routed buffers: 2 EP members x min(2 local experts x 6, 16 tokens x 2).
+  EXPECT_EQ(moe_capacity_rows(2, 16, 2, 2, 6), 24);
+  EXPECT_EQ(moe_capacity_rows(2, 16, 2, 2, 0), 64);
+  EXPECT_EQ(moe_expert_capacity_rows(2, 16, 6), 12);
+  // Something is dropped at this seed and capacity.
+  const Plan plan = single_plan(Recompute::kNone);
+  auto comm = make_local_comm();
+  Blocks blocks(stage_layouts(model, plan, 0, 0), 3);
+  StageModel net(model, plan, 0, *comm, blocks);
+  std::vector<std::int32_t> tokens(16, 7), targets(16, 9);
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<std::int32_t>(13 * i % 200);
+  Mat unused;
+  net.forward(0, 0, tokens.data(), targets.data(), nullptr, &unused, 1.0f / 16);
+  EXPECT_GT(net.dropped_assignments(), 0);
+  net.backward(0, 0, nullptr, &unused);
+  check_gradients(model, single_plan(Recompute::kNone), 3, 1e-3f);
+  check_gradients(model, single_plan(Recompute::kFull), 3, 1e-3f);
+}
+
+// The scratch arena (workspace.h) is sized from the plan before anything runs
+// (StageModel::scratch_floats); a forward and backward of one micro-batch reach exactly that
+// size (the sizing mirrors the functions, none over-counted), dense and MoE, with and without
+// capacity, under each recompute.
+TEST(ScratchArena, APassReachesTheSizeWorkedOutFromThePlan) {
+  ModelSpec moe = small_model();
+  moe.num_experts = 4;
+  moe.experts_per_token = 2;
+  moe.shared_expert_ffn_size = 8;
+  moe.dense_layers = {0};
+  moe.dense_ffn_hidden_size = 24;
+  ModelSpec capped = moe;
+  capped.moe_capacity_factor = 1.0;
+  for (const ModelSpec& model : {small_model(), moe, capped}) {
+    for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+      const Plan plan = single_plan(r);
+      auto comm = make_local_comm();
+      Blocks blocks(stage_layouts(model, plan, 0, 0), 3);
+      StageModel net(model, plan, 0, *comm, blocks);
+      const std::size_t size = net.scratch().capacity();
+      EXPECT_GT(size, 0u);
+      std::vector<std::int32_t> tokens(16), targets(16);
+      for (std::size_t i = 0; i < tokens.size(); ++i) {
+        tokens[i] = static_cast<std::int32_t>(13 * i % 200);
+        targets[i] = static_cast<std::int32_t>(7 * i % 200);
+      }
+      Mat unused;
+      net.forward(0, 0, tokens.data(), targets.data(), nullptr, &unused, 1.0f / 16);
+      net.backward(0, 0, nullptr, &unused);
+      EXPECT_EQ(net.scratch().high_water(), size)
+          << model.num_experts << " experts, recompute " << to_string(r);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(RecomputeTied, GptGradient,
                          ::testing::Values(std::make_tuple(Recompute::kNone, true),
                                            std::make_tuple(Recompute::kSelective, true),
@@ -230,6 +301,32 @@ TEST(Params, UnsupportedModelsAreRejectedWithAReason) {
   grouped.router_group_topk = 2;
   EXPECT_NE(check_executor_supports(grouped, p).message().find("router_groups=4"),
             std::string::npos);
+  // An expert capacity runs, but not with context parallelism (each rank would drop by its part
+  // of the sequences, not the single-process run's way).
+  ModelSpec capped = m;
+  capped.num_experts = 4;
+  capped.experts_per_token = 2;
+  capped.moe_capacity_factor = 1.0;
+  EXPECT_TRUE(check_executor_supports(capped, p).ok());
+  Plan cp2 = p;
+  cp2.cp = 2;
+  EXPECT_NE(check_executor_supports(capped, cp2).message().find("moe_capacity_factor with cp=2"),
+            std::string::npos)
+      << check_executor_supports(capped, cp2).message();
+  // Nor folded over tp > 1 (each TP rank routes its own share of the tokens); folded at tp 1 runs.
+  Plan folded = p;
+  folded.expert_layout = ExpertLayout::kFolded;
+  folded.ep = 2;
+  folded.expert_tp = 1;
+  EXPECT_TRUE(check_executor_supports(capped, folded).ok())
+      << check_executor_supports(capped, folded).message();
+  folded.tp = 2;
+  folded.sequence_parallel = true;
+  EXPECT_NE(check_executor_supports(capped, folded)
+                .message()
+                .find("moe_capacity_factor with expert_layout folded and tp=2"),
+            std::string::npos)
+      << check_executor_supports(capped, folded).message();
 }
 
 // Plan fields that plan and simulate model and the executor does not run: each is rejected

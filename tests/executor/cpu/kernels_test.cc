@@ -52,16 +52,17 @@ TEST(Kernels, LayerNormBackwardMatchesFiniteDifferences) {
   Mat x = random_mat(5, 8, gen), w = random_mat(5, 8, gen);
   Mat gamma = random_mat(1, 8, gen), beta = random_mat(1, 8, gen);
   auto f = [&] {
-    Mat y;
-    Vec m, r;
+    Mat y(5, 8);
+    Vec m(5), r(5);
     layernorm_forward(x, gamma.data(), beta.data(), y, m, r);
     return y;
   };
-  Mat y, dx;
-  Vec m, r;
+  Mat y(5, 8), dx(5, 8);
+  Vec m(5), r(5);
   layernorm_forward(x, gamma.data(), beta.data(), y, m, r);
   Mat dg = Mat::Zero(1, 8), db = Mat::Zero(1, 8);
-  layernorm_backward(w, x, gamma.data(), m, r, dx, dg.data(), db.data());
+  std::vector<float> workspace(static_cast<std::size_t>(2 * layernorm_workspace_floats(8)));
+  layernorm_backward(w, x, gamma.data(), m, r, dx, dg.data(), db.data(), workspace.data());
   expect_close(dx.data(), numeric_grad(x.data(), x.size(), w, f), "dx");
   expect_close(dg.data(), numeric_grad(gamma.data(), 8, w, f), "dgamma");
   expect_close(db.data(), numeric_grad(beta.data(), 8, w, f), "dbeta");
@@ -71,17 +72,17 @@ TEST(Kernels, GeluBackwardMatchesFiniteDifferences) {
   std::mt19937 gen(2);
   Mat x = random_mat(4, 6, gen, 2.0f), w = random_mat(4, 6, gen);
   auto f = [&] {
-    Mat y;
+    Mat y(x.rows(), x.cols());
     gelu_forward(x, y);
     return y;
   };
-  Mat dx;
+  Mat dx(x.rows(), x.cols());
   gelu_backward(x, w, dx);
   expect_close(dx.data(), numeric_grad(x.data(), x.size(), w, f), "dx");
   // GELU(0) = 0, GELU(x) ~ x for large x.
   Mat probe(1, 2);
   probe << 0.0f, 8.0f;
-  Mat out;
+  Mat out(1, 2);
   gelu_forward(probe, out);
   EXPECT_FLOAT_EQ(out(0, 0), 0.0f);
   EXPECT_NEAR(out(0, 1), 8.0f, 1e-5);
@@ -92,7 +93,7 @@ TEST(Kernels, LinearBackwardMatchesFiniteDifferences) {
   Mat x = random_mat(5, 4, gen), wt = random_mat(4, 3, gen), b = random_mat(1, 3, gen);
   Mat w = random_mat(5, 3, gen);
   auto f = [&] {
-    Mat y;
+    Mat y(5, 3);
     linear_forward(x, ConstMatMap(wt.data(), 4, 3), b.data(), y);
     return y;
   };
@@ -113,7 +114,7 @@ TEST(Kernels, RowsKernelsEqualTheMatKernelsOnAViewOfRows) {
   const std::int64_t rows = 70, f = 64, h = 16, r0 = 9;  // 70 x 64 = 4480 elements
   Mat x = random_mat(rows, h, gen), w1 = random_mat(h, f, gen), b1 = random_mat(1, f, gen);
   Mat dy = random_mat(rows, f, gen, 2.0f);
-  Mat a, g, da;
+  Mat a(rows, f), g(rows, f), da(rows, f);
   linear_forward(x, ConstMatMap(w1.data(), h, f), b1.data(), a);
   gelu_forward(a, g);
   gelu_backward(a, dy, da);
@@ -142,7 +143,7 @@ TEST(Kernels, AttentionMatchesNaiveReference) {
   const std::int64_t batch = 2, seq = 5, heads = 2, hd = 3;
   Mat q = random_mat(batch * seq, heads * hd, gen), k = random_mat(batch * seq, heads * hd, gen),
       v = random_mat(batch * seq, heads * hd, gen);
-  Mat probs, out;
+  Mat probs(batch * heads * seq, seq), out(q.rows(), q.cols());
   attention_forward(q, k, v, batch, seq, heads, probs, out);
   for (std::int64_t b = 0; b < batch; ++b)
     for (std::int64_t a = 0; a < heads; ++a)
@@ -170,12 +171,13 @@ TEST(Kernels, AttentionBackwardMatchesFiniteDifferences) {
   const std::int64_t batch = 2, seq = 4, heads = 2, hd = 3;
   Mat q = random_mat(batch * seq, heads * hd, gen), k = random_mat(batch * seq, heads * hd, gen),
       v = random_mat(batch * seq, heads * hd, gen), w = random_mat(batch * seq, heads * hd, gen);
+  const std::int64_t rows = batch * seq, cols = heads * hd;
   auto f = [&] {
-    Mat p, o;
+    Mat p(batch * heads * seq, seq), o(rows, cols);
     attention_forward(q, k, v, batch, seq, heads, p, o);
     return o;
   };
-  Mat p, o, dq, dk, dv;
+  Mat p(batch * heads * seq, seq), o(rows, cols), dq(rows, cols), dk(rows, cols), dv(rows, cols);
   attention_forward(q, k, v, batch, seq, heads, p, o);
   attention_backward(q, k, v, p, w, batch, seq, heads, dq, dk, dv);
   expect_close(dq.data(), numeric_grad(q.data(), q.size(), w, f), "dq");
@@ -191,7 +193,8 @@ TEST(Kernels, AttentionOnQuerySubsetsSumsToTheWholeSequence) {
   const std::int64_t batch = 2, seq = 8, heads = 2, hd = 3;
   Mat q = random_mat(batch * seq, heads * hd, gen), k = random_mat(batch * seq, heads * hd, gen),
       v = random_mat(batch * seq, heads * hd, gen), w = random_mat(batch * seq, heads * hd, gen);
-  Mat p, o, dq, dk, dv;
+  const std::int64_t rows = batch * seq, cols = heads * hd;
+  Mat p(batch * heads * seq, seq), o(rows, cols), dq(rows, cols), dk(rows, cols), dv(rows, cols);
   attention_forward(q, k, v, batch, seq, heads, p, o);
   attention_backward(q, k, v, p, w, batch, seq, heads, dq, dk, dv);
   // cp = 2, chunks of 2: rank 0 holds positions 0, 1, 6, 7 and rank 1 positions 2..5.
@@ -205,9 +208,10 @@ TEST(Kernels, AttentionOnQuerySubsetsSumsToTheWholeSequence) {
         qs.row(b * sq + i) = q.row(b * seq + pos[static_cast<std::size_t>(i)]);
         ws.row(b * sq + i) = w.row(b * seq + pos[static_cast<std::size_t>(i)]);
       }
-    Mat ps, os, dqs, dks, dvs;
+    Mat ps(batch * heads * sq, seq), os(batch * sq, cols), dqs(batch * sq, cols), dks(rows, cols),
+        dvs(rows, cols), workspace(sq, seq);
     attention_forward(qs, k, v, batch, pos, heads, ps, os);
-    attention_backward(qs, k, v, ps, ws, batch, pos, heads, dqs, dks, dvs);
+    attention_backward(qs, k, v, ps, ws, batch, pos, heads, dqs, dks, dvs, workspace);
     for (std::int64_t b = 0; b < batch; ++b)
       for (std::int64_t i = 0; i < sq; ++i) {
         const std::int64_t row = b * seq + pos[static_cast<std::size_t>(i)];
@@ -227,7 +231,7 @@ TEST(Kernels, MathThreadsStartAtOneAndSplitProductsWithTheSameResult) {
   EXPECT_EQ(math_threads(), 1);
   std::mt19937 g(7);
   const Mat x = random_mat(512, 256, g), w = random_mat(256, 1024, g);
-  Mat one, two;
+  Mat one(512, 1024), two(512, 1024);
   linear_forward(x, ConstMatMap(w.data(), w.rows(), w.cols()), nullptr, one);
   set_math_threads(2);
   EXPECT_EQ(math_threads(), 2);
