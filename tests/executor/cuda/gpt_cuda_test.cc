@@ -117,8 +117,10 @@ Mat reference_logits(const ModelSpec& m, const std::vector<BlockLayout>& layouts
     for (std::int64_t j = 0; j < h; ++j)
       x(i, j) = at(0, kWte)[tok[i] * h + j] + at(0, kWpe)[(i % m.seq_len) * h + j];
   for (std::size_t b = 1; b + 1 < layouts.size(); ++b) {
-    Mat ln, qm, km, vm, probs, attn, o, x1, a, g, mm;
-    Vec mean, rstd;
+    // The CPU kernels write into buffers the caller has shaped (executor/cpu/kernels.h).
+    Mat ln(T, h), qm(T, q), km(T, q), vm(T, q), attn(T, q), o(T, h), x1, a(T, f), g(T, f), mm(T, h);
+    Mat probs(batch * m.num_attention_heads * m.seq_len, m.seq_len);
+    Vec mean(T), rstd(T);
     executor::layernorm_forward(x, at(b, kLn1G), at(b, kLn1B), ln, mean, rstd);
     executor::linear_forward(ln, ConstMatMap(at(b, kWq), h, q), at(b, kBq), qm);
     executor::linear_forward(ln, ConstMatMap(at(b, kWk), h, q), at(b, kBk), km);
@@ -133,8 +135,8 @@ Mat reference_logits(const ModelSpec& m, const std::vector<BlockLayout>& layouts
     x = x1 + mm;
   }
   const std::size_t hb = layouts.size() - 1;
-  Mat ln;
-  Vec mean, rstd;
+  Mat ln(T, h);
+  Vec mean(T), rstd(T);
   executor::layernorm_forward(x, at(hb, kLnfG), at(hb, kLnfB), ln, mean, rstd);
   const std::int64_t vp = layouts[0].tensors[kWte].rows;
   return ln * ConstMatMap(at(0, kWte), vp, h).transpose();

@@ -62,13 +62,15 @@ TEST(CudaKernels, LayerNormMatchesCpu) {
   const std::int64_t rows = 37, h = 200;
   const auto x = random_bf16(rows * h, 2, 2.0f), dy = random_bf16(rows * h, 3);
   const auto gamma = random_bf16(h, 4), beta = random_bf16(h, 5);
-  Mat y, dx;
-  Vec mean, rstd;
+  // The CPU kernels write into buffers the caller has shaped (executor/cpu/kernels.h).
+  Mat y(rows, h), dx(rows, h);
+  Vec mean(rows), rstd(rows);
+  std::vector<float> workspace(static_cast<std::size_t>(2 * executor::layernorm_workspace_floats(h)));
   executor::layernorm_forward(to_mat(x, rows, h), gamma.data(), beta.data(), y, mean, rstd);
   std::vector<float> dg(h, 0.5f), db(h, -0.25f);  // backward accumulates: start non-zero
   std::vector<float> dg_ref = dg, db_ref = db;
   executor::layernorm_backward(to_mat(dy, rows, h), to_mat(x, rows, h), gamma.data(), mean, rstd, dx,
-                     dg_ref.data(), db_ref.data());
+                     dg_ref.data(), db_ref.data(), workspace.data());
 
   auto dx_d = upload_bf16(x), gamma_d = upload_bf16(gamma), beta_d = upload_bf16(beta);
   auto dy_d = upload_bf16(dy);
@@ -93,7 +95,7 @@ TEST(CudaKernels, GeluMatchesCpu) {
   TRAINPLAN_REQUIRE_GPU();
   const std::int64_t n = 4099;
   const auto x = random_bf16(n, 6, 3.0f), dy = random_bf16(n, 7);
-  Mat y, dx;
+  Mat y(1, n), dx(1, n);
   executor::gelu_forward(to_mat(x, 1, n), y);
   executor::gelu_backward(to_mat(x, 1, n), to_mat(dy, 1, n), dx);
   auto x_d = upload_bf16(x), dy_d = upload_bf16(dy);
@@ -112,7 +114,7 @@ TEST(CudaKernels, LinearForwardAndBackwardMatchCpu) {
   const auto x = random_bf16(rows * in, 8), w = random_bf16(in * out, 9, 0.2f);
   const auto b = random_bf16(out, 10), dy = random_bf16(rows * out, 11);
   const auto dw0 = random_bf16(in * out, 12), db0 = random_bf16(out, 13);
-  Mat y, dx;
+  Mat y(rows, out), dx;
   executor::linear_forward(to_mat(x, rows, in), ConstMatMap(w.data(), in, out), b.data(), y);
   std::vector<float> dw_ref = dw0, db_ref = db0;
   MatMap dw_map(dw_ref.data(), in, out);
@@ -153,7 +155,7 @@ TEST_P(CudaAttention, ForwardAndBackwardMatchCpu) {
   const std::int64_t rows = batch * seq;
   const auto q = random_bf16(rows * w, 20), k = random_bf16(rows * w, 21);
   const auto v = random_bf16(rows * w, 22), dout = random_bf16(rows * w, 23);
-  Mat probs, out, dq, dk, dv;
+  Mat probs(batch * heads * seq, seq), out(rows, w), dq(rows, w), dk(rows, w), dv(rows, w);
   executor::attention_forward(to_mat(q, rows, w), to_mat(k, rows, w), to_mat(v, rows, w), batch, seq, heads,
                     probs, out);
   executor::attention_backward(to_mat(q, rows, w), to_mat(k, rows, w), to_mat(v, rows, w), probs,
