@@ -93,7 +93,10 @@ Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan&
 
 const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan) {
   // Everything below depends only on these fields of the plan.
-  const std::array<std::int64_t, 12> key{plan.tp, plan.cp, plan.ep, plan.micro_batch_size,
+  const std::array<std::int64_t, 12> key{plan.tp,
+                                         plan.cp,
+                                         plan.ep,
+                                         plan.micro_batch_size,
                                          plan.sequence_parallel ? 1 : 0,
                                          static_cast<std::int64_t>(plan.recompute),
                                          static_cast<std::int64_t>(plan.attention),

@@ -87,8 +87,8 @@ struct PlannerOptions {
 };
 
 // A layout with the options' precision, optimizer, attention, gradient precision, FP8 and, with
-// cp > 1, context parallelism's exchange: the base every candidate (planner/search.cc) and every reference layout (planner/reference.cc)
-// starts from.
+// cp > 1, context parallelism's exchange: the base every candidate (planner/search.cc) and every
+// reference layout (planner/reference.cc) starts from.
 Plan plan_with_options(const PlannerOptions& options, std::int64_t tp, std::int64_t cp,
                        std::int64_t pp, std::int64_t dp, std::int64_t global_batch);
 

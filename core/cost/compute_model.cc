@@ -74,12 +74,12 @@ double gemm_shape_efficiency(const DeviceRates& r, std::int64_t m, std::int64_t 
 
 namespace {
 // A fused attention kernel's rate: the named kernel's published rate over the task's key length
-// (its n), masked or not (its causal), scaled from the measured part's peak to this one's; else the generic model, a
-// fraction of the GEMM rate with the GEMM's shape efficiency.
+// (its n), masked or not (its causal), scaled from the measured part's peak to this one's; else the
+// generic model, a fraction of the GEMM rate with the GEMM's shape efficiency.
 double attention_flops_per_s(const Task& t, const DeviceRates& r) {
   if (r.attention_kernel != AttentionKernel::kGeneric) {
-    const auto rate = attention_kernel_rate(r.architecture, r.attention_kernel, t.backward,
-                                            t.causal, t.n);
+    const auto rate =
+        attention_kernel_rate(r.architecture, r.attention_kernel, t.backward, t.causal, t.n);
     TRAINPLAN_CHECK(rate.has_value()) << "task " << t.name << ": no published rate for "
                                       << to_string(r.attention_kernel) << " (plan_rates checks)";
     return rate->flops_per_s * r.peak_flops_per_s / rate->measured_peak_flops_per_s;

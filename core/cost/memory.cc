@@ -152,8 +152,7 @@ double cp_attention_buffer_elems(const Shape& x) {
     case CpComm::kTorchAllToAll:
       // The gathered K and V (or the current and next step's), fp32 dQ, and fp32 dK, dV
       // accumulated, in the send buffer and received.
-      return (x.cp_comm == CpComm::kTorchAllGather ? d(x.cp) : 2.0) * kv +
-             fp32 * (q + 3.0 * kv);
+      return (x.cp_comm == CpComm::kTorchAllGather ? d(x.cp) : 2.0) * kv + fp32 * (q + 3.0 * kv);
   }
   return 0.0;
 }

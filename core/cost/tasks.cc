@@ -259,9 +259,7 @@ void add_attention_core(std::vector<Task>& out, const Shape& x) {
 // This rank's K and V (both chunks): b*s*(kv + vw)/t elements, cp_kv_bytes / cp.
 double local_kv_bytes(const Shape& x) { return cp_kv_bytes(x) / d(x.cp); }
 // Q's and the attention output's elements over `tokens` of this rank's rows.
-double q_elems(const Shape& x, std::int64_t tokens) {
-  return d(x.b) * d(tokens) * d(x.q) / d(x.t);
-}
+double q_elems(const Shape& x, std::int64_t tokens) { return d(x.b) * d(tokens) * d(x.q) / d(x.t); }
 double o_elems(const Shape& x, std::int64_t tokens) {
   return d(x.b) * d(tokens) * d(x.ow) / d(x.t);
 }
@@ -308,7 +306,7 @@ Task ring_step(const Shape& x, std::int64_t step, bool backward) {
 }
 
 Task cp_collective(std::string_view name, Collective c, const Shape& x, double bytes,
-             std::int32_t beside) {
+                   std::int32_t beside) {
   Task t = comm(name, c, CommGroup::kCp, x.cp, bytes);
   t.beside = beside;
   return t;
@@ -333,8 +331,8 @@ void add_cp_p2p_forward(std::vector<Task>& out, const Shape& x) {
   double merge_bytes = o_elems(x, s) * e;  // torch.empty_like(q).zero_()
   for (std::int64_t i = 0; i < x.cp; ++i) {
     const bool full = ring_step_full_queries(i, x.cp);
-    if (i + 1 < x.cp) out.push_back(cp_collective("cp_send_recv_kv", Collective::kSendRecv, x, kv,
-                                            i == 0 ? 1 : 2));
+    if (i + 1 < x.cp)
+      out.push_back(cp_collective("cp_send_recv_kv", Collective::kSendRecv, x, kv, i == 0 ? 1 : 2));
     // kv_inputs[:, :, 0].contiguous() reads and writes half of K and V; q[:, 1].contiguous()
     // half of Q.
     if (i > 0) out.push_back(cp_kernel("cp_step_copy", full ? kv : 2.0 * q_elems(x, c) * e, 1));
@@ -363,8 +361,8 @@ void add_cp_p2p_backward(std::vector<Task>& out, const Shape& x) {
     const std::int64_t step = i == cp - 1 ? 0 : i + 1;
     const bool full = step == 0 || ring_step_full_queries(step, cp);
     const double bytes = i == 0 || i == cp - 1 ? kv : 2.0 * kv;
-    out.push_back(cp_collective("cp_send_recv_kv_dkv", Collective::kSendRecv, x, bytes,
-                          step == 0 ? 2 : 3));
+    out.push_back(
+        cp_collective("cp_send_recv_kv_dkv", Collective::kSendRecv, x, bytes, step == 0 ? 2 : 3));
     if (step > 0)
       out.push_back(cp_kernel("cp_step_copy",
                               full ? kv : 2.0 * (q_elems(x, c) + 2.0 * o_elems(x, c)) * e,
@@ -410,7 +408,8 @@ void add_torch_ring_forward(std::vector<Task>& out, const Shape& x, bool all_gat
       // The all-gather is waited for at step 1, after step 0's kernel and merge; each rotation
       // at the step after it.
       if (all_gather)
-        out.push_back(cp_collective("cp_all_gather_kv", Collective::kAllGather, x, cp_kv_bytes(x), 2));
+        out.push_back(
+            cp_collective("cp_all_gather_kv", Collective::kAllGather, x, cp_kv_bytes(x), 2));
       else
         out.push_back(cp_collective("cp_rotate_kv", Collective::kSendRecv, x, kv, 2));
     }
@@ -450,7 +449,8 @@ void add_torch_ring_backward(std::vector<Task>& out, const Shape& x, bool all_ga
       // Waited for at the next step's start: after this step's kernel, its dK/dV update and cat,
       // and its dQ update.
       if (all_gather)
-        out.push_back(cp_collective("cp_all_gather_kv_bwd", Collective::kAllGather, x, cp_kv_bytes(x), 4));
+        out.push_back(
+            cp_collective("cp_all_gather_kv_bwd", Collective::kAllGather, x, cp_kv_bytes(x), 4));
       else
         out.push_back(cp_collective("cp_rotate_kv", Collective::kSendRecv, x, kv, 4));
     }
@@ -458,15 +458,15 @@ void add_torch_ring_backward(std::vector<Task>& out, const Shape& x, bool all_ga
     // grad_key += grad_key_ (fp32 += e, read both, write fp32), on the first key chunk through
     // _partial_update (and its torch.cat of the other half), K and V each.
     const bool first_chunk = i > 0 && full;
-    out.push_back(cp_kernel(
-        "cp_dkv_update",
-        (first_chunk ? kv_elems / 2.0 : kv_elems) * (8.0 + e) + (first_chunk ? kv_elems / 2.0 * 8.0 : 0.0),
-        first_chunk ? 4 : 2));
+    out.push_back(cp_kernel("cp_dkv_update",
+                            (first_chunk ? kv_elems / 2.0 : kv_elems) * (8.0 + e) +
+                                (first_chunk ? kv_elems / 2.0 * 8.0 : 0.0),
+                            first_chunk ? 4 : 2));
     out.push_back(cp_kernel("cp_dkv_cat", 8.0 * kv_elems, 1));
     // Waited for after the next step's kernel (its dK/dV update), or after the loop's dQ cast.
     const bool kv_cat_next = i + 2 < cp && (!all_gather || x.eager_merge);
     out.push_back(cp_collective("cp_rotate_dkv", Collective::kSendRecv, x, 4.0 * kv_elems,
-                          i + 1 < cp ? (kv_cat_next ? 3 : 2) : 2));
+                                i + 1 < cp ? (kv_cat_next ? 3 : 2) : 2));
     const std::int64_t rows = i == 0 || full ? s : c;
     out.push_back(cp_kernel("cp_dq_update",
                             q_elems(x, rows) * (8.0 + e) + (rows == c ? q_elems(x, c) * 8.0 : 0.0),
@@ -504,10 +504,11 @@ void add_a2a_exchange(std::vector<Task>& out, const Shape& x, const std::vector<
 }
 void add_cp_a2a_forward(std::vector<Task>& out, const Shape& x) {
   const double e = x.e, s = d(x.s), b = d(x.b), t = d(x.t);
-  add_a2a_exchange(out, x, {b * s * d(x.q) / t * e, b * s * d(x.kv) / t * e, b * s * d(x.vw) / t * e},
+  add_a2a_exchange(out, x,
+                   {b * s * d(x.q) / t * e, b * s * d(x.kv) / t * e, b * s * d(x.vw) / t * e},
                    "cp_all_to_all_qkv", true);
-  out.push_back(attention_step("attention", x, x.s_full, x.s_full, true, x.heads_per_rank / x.cp,
-                               x.cp));
+  out.push_back(
+      attention_step("attention", x, x.s_full, x.s_full, true, x.heads_per_rank / x.cp, x.cp));
   add_a2a_exchange(out, x, {b * s * d(x.ow) / t * e}, "cp_all_to_all_out", false);
 }
 void add_cp_a2a_backward(std::vector<Task>& out, const Shape& x) {
@@ -517,7 +518,8 @@ void add_cp_a2a_backward(std::vector<Task>& out, const Shape& x) {
   out.push_back(attention_step_backward(
       attention_step("attention", x, x.s_full, x.s_full, true, x.heads_per_rank / x.cp, x.cp),
       "attention_bwd"));
-  add_a2a_exchange(out, x, {b * s * d(x.q) / t * e, b * s * d(x.kv) / t * e, b * s * d(x.vw) / t * e},
+  add_a2a_exchange(out, x,
+                   {b * s * d(x.q) / t * e, b * s * d(x.kv) / t * e, b * s * d(x.vw) / t * e},
                    "cp_all_to_all_qkv_grad", false);
 }
 
@@ -542,8 +544,8 @@ void add_cp_attention_backward(std::vector<Task>& out, const Shape& x, const Tas
       // (Transformer Engine's AttnFuncWithCPAndKVAllGather.backward).
       out.push_back(cp_gather_kv("cp_all_gather_kv_bwd", x));
       out.push_back(attention_step_backward(attention, "attention_bwd"));
-      out.push_back(comm("cp_reduce_scatter_dkv", Collective::kReduceScatter, CommGroup::kCp,
-                         x.cp, cp_kv_bytes(x)));
+      out.push_back(comm("cp_reduce_scatter_dkv", Collective::kReduceScatter, CommGroup::kCp, x.cp,
+                         cp_kv_bytes(x)));
       return;
     }
     case CpComm::kP2p: add_cp_p2p_backward(out, x); return;

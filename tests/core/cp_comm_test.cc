@@ -30,7 +30,9 @@ Plan cp_plan(CpComm form) {
   return p;
 }
 // The whole sequence's K and V on one TP rank, and one rank's share of it.
-std::int64_t full_kv_bytes(const ModelSpec& m) { return 2 * kMbs * m.seq_len * m.kv_width() / kTp * 2; }
+std::int64_t full_kv_bytes(const ModelSpec& m) {
+  return 2 * kMbs * m.seq_len * m.kv_width() / kTp * 2;
+}
 std::int64_t local_kv_bytes(const ModelSpec& m) { return full_kv_bytes(m) / kCp; }
 
 std::vector<Task> of(const std::vector<Task>& tasks, TaskKind kind) {
@@ -45,7 +47,7 @@ std::vector<Task> named(const std::vector<Task>& tasks, std::string_view name) {
     if (t.name == name) out.push_back(t);
   return out;
 }
-double sum(const std::vector<Task>& tasks, double Task::* field) {
+double sum(const std::vector<Task>& tasks, double Task::*field) {
   double s = 0;
   for (const Task& t : tasks) s += t.*field;
   return s;
@@ -63,17 +65,19 @@ TEST(CpComm, EveryFormKeepsTheLayersAttentionFlops) {
   const std::vector<Task> base_f = of(layer_forward_tasks(m, gather), TaskKind::kAttention);
   const std::vector<Task> base_b = of(layer_backward_tasks(m, gather), TaskKind::kAttention);
   ASSERT_EQ(base_f.size(), 1u);
-  for (CpComm form : {CpComm::kP2p, CpComm::kA2a, CpComm::kTorchAllGather,
-                      CpComm::kTorchAllToAll}) {
+  for (CpComm form :
+       {CpComm::kP2p, CpComm::kA2a, CpComm::kTorchAllGather, CpComm::kTorchAllToAll}) {
     const Plan p = cp_plan(form);
     const std::vector<Task> f = of(layer_forward_tasks(m, p), TaskKind::kAttention);
     const std::vector<Task> b = of(layer_backward_tasks(m, p), TaskKind::kAttention);
     const std::string what(to_string(form));
     EXPECT_NEAR(sum(f, &Task::executed_flops), base_f[0].executed_flops,
-                1e-9 * base_f[0].executed_flops) << what;
+                1e-9 * base_f[0].executed_flops)
+        << what;
     EXPECT_NEAR(sum(f, &Task::flops), base_f[0].flops, 1e-9 * base_f[0].flops) << what;
     EXPECT_NEAR(sum(b, &Task::executed_flops), base_b[0].executed_flops,
-                1e-9 * base_b[0].executed_flops) << what;
+                1e-9 * base_b[0].executed_flops)
+        << what;
     EXPECT_DOUBLE_EQ(step_flops(m, p).model, step_flops(m, gather).model) << what;
   }
 }
@@ -147,9 +151,8 @@ TEST(CpComm, TorchRingGathersOnceAndRotatesFp32Gradients) {
     EXPECT_EQ(t.message_bytes, 2 * local_kv_bytes(m));
   }
   // After the last rotation: dQ's cast runs beside it, dK and dV's waits for it.
-  const auto last = std::find_if(b.rbegin(), b.rend(), [](const Task& t) {
-    return t.name == "cp_rotate_dkv";
-  });
+  const auto last =
+      std::find_if(b.rbegin(), b.rend(), [](const Task& t) { return t.name == "cp_rotate_dkv"; });
   EXPECT_EQ(last->beside, 2);
   EXPECT_EQ((last - 1)->name, "cp_dq_update");  // (reverse iterator: later tasks)
   EXPECT_EQ((last - 2)->name, "cp_dq_cast");
@@ -196,7 +199,8 @@ TEST(CpComm, UlyssesAllToAllsQkvAndTheOutputAroundOneWholeSequenceKernel) {
   const Status st = check_plan_fits_model(eight, long_m);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("cp_comm=a2a: cp=8 does not divide the num_kv_heads per TP rank"),
-            std::string::npos) << st.message();
+            std::string::npos)
+      << st.message();
   eight.cp_comm = CpComm::kP2p;
   EXPECT_TRUE(check_plan_fits_model(eight, long_m).ok());
 }
@@ -213,11 +217,11 @@ TEST(CpComm, RingStepsTakeTheUnmaskedRatesOfANamedKernel) {
   const double causal = steps[0].executed_flops / task_time_s(steps[0], *rates);
   const double unmasked = steps[1].executed_flops / task_time_s(steps[1], *rates);
   EXPECT_GT(unmasked, causal);
-  const auto published = attention_kernel_rate("hopper", AttentionKernel::kFlash2, false, false,
-                                               steps[1].n);
+  const auto published =
+      attention_kernel_rate("hopper", AttentionKernel::kFlash2, false, false, steps[1].n);
   ASSERT_TRUE(published.has_value());
-  const double rate = published->flops_per_s * rates->peak_flops_per_s /
-                     published->measured_peak_flops_per_s;
+  const double rate =
+      published->flops_per_s * rates->peak_flops_per_s / published->measured_peak_flops_per_s;
   EXPECT_NEAR(task_time_s(steps[1], *rates),
               steps[1].executed_flops / rate + rates->kernel_overhead_s, 1e-12);
 }
@@ -265,8 +269,9 @@ TEST(CpComm, PlanFieldRoundTripsAndIsRefusedWhereItCannotApply) {
   one.cp = 1;
   const Status st = validate_plan(one);
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.message(), "cp_comm=torch-alltoall says how context parallelism moves keys and "
-                          "values; the plan has cp=1");
+  EXPECT_EQ(st.message(),
+            "cp_comm=torch-alltoall says how context parallelism moves keys and "
+            "values; the plan has cp=1");
 }
 
 }  // namespace

@@ -68,8 +68,8 @@ TEST(ScaleDown, Llama3ContextParallelPlanRunsOnTheCpuExecutor) {
   EXPECT_TRUE(lists(*r, "hidden_size 4096 -> "));
   EXPECT_TRUE(lists(*r, "cp_comm p2p -> all-gather"));
   Plan ring = r->plan;
-  for (CpComm form : {CpComm::kP2p, CpComm::kA2a, CpComm::kTorchAllGather,
-                      CpComm::kTorchAllToAll}) {
+  for (CpComm form :
+       {CpComm::kP2p, CpComm::kA2a, CpComm::kTorchAllGather, CpComm::kTorchAllToAll}) {
     ring.cp_comm = form;
     const Status st = check_executor_supports(r->model, ring);
     ASSERT_FALSE(st.ok());

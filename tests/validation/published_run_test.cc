@@ -235,9 +235,9 @@ TEST(PublishedRun, CpCommIsTheEntrysOrItsFrameworksDefault) {
   EXPECT_FALSE(has_assumption(map_ok(e), "cp_comm"));
   e.erase("cp_comm");
   EXPECT_TRUE(has_assumption(map_ok(e), "cp_comm: all-gather (not given; no framework default"));
-  for (const auto& [framework, form] :
-       {std::pair<std::string, CpComm>{"nemo", CpComm::kP2p}, {"megatron", CpComm::kP2p},
-        {"torchtitan", CpComm::kTorchAllGather}}) {
+  for (const auto& [framework, form] : {std::pair<std::string, CpComm>{"nemo", CpComm::kP2p},
+                                        {"megatron", CpComm::kP2p},
+                                        {"torchtitan", CpComm::kTorchAllGather}}) {
     e["family"]["framework"] = framework;
     const PublishedRun r = map_ok(e);
     EXPECT_EQ(r.plan.cp_comm, form) << framework;
