@@ -324,10 +324,12 @@ Task cp_kernel(std::string_view name, double bytes, std::int64_t launches) {
 // it needs contiguous (K and V's first chunk, or Q's second) and runs its kernel. The log-sum-
 // exps are merged after each step (flash_attn_fwd_softmax_lse_correction, fp64 in 1.4) and the
 // partial outputs after the last (flash_attn_fwd_out_correction per step, into a zeroed
-// output): one fused kernel each (jit_fuser).
+// output): one fused kernel each (jit_fuser). K and V are first copied into the send buffer
+// (p2p_comm_buffers[0] = torch.cat((k, v))).
 void add_cp_p2p_forward(std::vector<Task>& out, const Shape& x) {
   const double kv = local_kv_bytes(x), e = x.e;
   const std::int64_t s = x.s, c = x.s / 2;
+  out.push_back(cp_kernel("cp_kv_cat", 2.0 * kv, 1));
   double merge_bytes = o_elems(x, s) * e;  // torch.empty_like(q).zero_()
   for (std::int64_t i = 0; i < x.cp; ++i) {
     const bool full = ring_step_full_queries(i, x.cp);

@@ -1032,14 +1032,14 @@ TEST(Simulator, ContextParallelKeepsTheMicroBatchCountAndBubble) {
 }
 
 TEST(Simulator, ContextParallelRingHidesItsExchangeBehindTheSteps) {
-  // 32K tokens over cp 8 on nodes of 1 GPU, where the K/V exchange crosses the network: the
-  // all-gather waits in front of the attention, exposed; Transformer Engine's ring (p2p) sends
-  // the same bytes in cp - 1 steps, each beside a step's kernel, and exposes little of it.
-  // PyTorch's all-gather rotater gathers once beside the first step only.
+  // 32K tokens over cp 8 in one node: the all-gather waits in front of the attention, exposed;
+  // Transformer Engine's ring (p2p) sends the same bytes in cp - 1 steps, each beside a step's
+  // kernel, which takes longer than the send, and exposes little of it. PyTorch's all-gather
+  // rotater gathers once beside the first step only.
   const ModelSpec gpt = testing::gpt_model(2, 2048, 16, 32768, 32000);
   Plan p = testing::make_plan(1, 1, 1, 1, 1);
   p.cp = 8;
-  const ClusterSpec c = testing::cluster_for(p, "H100-80GB", 1);
+  const ClusterSpec c = testing::cluster_for(p);
   const SimResult gather = testing::simulate_ok(gpt, c, p);
   p.cp_comm = CpComm::kP2p;
   const SimResult ring = testing::simulate_ok(gpt, c, p);
