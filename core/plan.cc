@@ -73,6 +73,16 @@ std::string_view to_string(Fp8Scaling s) {
   }
   return "?";
 }
+std::string_view to_string(CpComm c) {
+  switch (c) {
+    case CpComm::kAllGather: return "all-gather";
+    case CpComm::kP2p: return "p2p";
+    case CpComm::kA2a: return "a2a";
+    case CpComm::kTorchAllGather: return "torch-allgather";
+    case CpComm::kTorchAllToAll: return "torch-alltoall";
+  }
+  return "?";
+}
 std::string_view to_string(ZeroGather g) {
   return g == ZeroGather::kFlat ? "flat" : "per-tensor";
 }
@@ -132,6 +142,10 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   r.accept("notes");
   r.get_int("tp", p.tp, 1, PL::kMaxDegree, true);
   r.get_int("cp", p.cp, 1, PL::kMaxDegree, false);
+  int c = 0;
+  if (r.get_choice("cp_comm", c, {"all-gather", "p2p", "a2a", "torch-allgather", "torch-alltoall"},
+                   false))
+    p.cp_comm = static_cast<CpComm>(c);
   r.get_int("pp", p.pp, 1, PL::kMaxDegree, true);
   r.get_int("dp", p.dp, 1, PL::kMaxDegree, true);
   r.get_int("ep", p.ep, 1, PL::kMaxDegree, false);
@@ -208,6 +222,7 @@ Json plan_to_json(const Plan& p) {
   j["tp"] = p.tp;
   // Written only when used, so that plans without context parallelism keep their JSON.
   if (p.cp != 1) j["cp"] = p.cp;
+  if (p.cp_comm != CpComm::kAllGather) j["cp_comm"] = std::string(to_string(p.cp_comm));  // as cp
   j["pp"] = p.pp;
   j["dp"] = p.dp;
   j["ep"] = p.ep;
@@ -304,6 +319,7 @@ std::string describe(const Plan& p) {
   if (p.zero3_copies != ZeroCopies::kNone) os << " zero3-copies=" << to_string(p.zero3_copies);
   if (p.interleaved_warmup != InterleavedWarmup::kMegatron)
     os << " interleaved-warmup=" << to_string(p.interleaved_warmup);
+  if (p.cp > 1 && p.cp_comm != CpComm::kAllGather) os << " cp-comm=" << to_string(p.cp_comm);
   if (p.ep_overlap) os << " ep-overlap";
   if (p.tp_comm_overlap) os << " tp-overlap";
   if (!p.layers_per_stage.empty()) {
@@ -353,6 +369,9 @@ Status validate_plan(const Plan& p) {
     return err("attention_kernel=" + std::string(to_string(p.attention_kernel)) +
                " names a fused attention kernel; the plan has attention=" +
                std::string(to_string(p.attention)));
+  if (p.cp_comm != CpComm::kAllGather && p.cp == 1)
+    return err("cp_comm=" + std::string(to_string(p.cp_comm)) +
+               " says how context parallelism moves keys and values; the plan has cp=1");
   if (p.zero_stage < 0 || p.zero_stage > 3)
     return err("zero_stage=" + std::to_string(p.zero_stage) + " must be 0, 1, 2 or 3");
   if (p.zero3_recompute_gather != ZeroRecomputeGather::kAgain && p.zero_stage != 3)
@@ -581,6 +600,17 @@ Status check_plan_fits_model(const Plan& p, const ModelSpec& m) {
     if (p.sequence_parallel && (m.seq_len / p.cp) % p.tp != 0)
       return err("sequence_parallel: tp=" + s(p.tp) + " does not divide seq_len/cp = " +
                  s(m.seq_len / p.cp));
+    // Ulysses scatters the heads over the cp ranks (Transformer Engine's
+    // AttnFuncWithCPAndQKVOA2A asserts "The number of attention heads needs to be divisible by
+    // CP size!" on Q's and K's heads per TP rank).
+    if (p.cp_comm == CpComm::kA2a) {
+      const std::pair<const char*, std::int64_t> heads_of[] = {
+          {"num_attention_heads", m.num_attention_heads}, {"num_kv_heads", m.num_kv_heads}};
+      for (const auto& [name, heads] : heads_of)
+        if ((heads / p.tp) % p.cp != 0)
+          return err("cp_comm=a2a: cp=" + s(p.cp) + " does not divide the " + name +
+                     " per TP rank, " + s(heads) + "/" + s(p.tp) + " = " + s(heads / p.tp));
+    }
   }
   if (p.sequence_parallel && m.seq_len % p.tp != 0)
     return err("sequence_parallel: tp=" + s(p.tp) + " does not divide seq_len=" + s(m.seq_len));

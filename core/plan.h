@@ -227,6 +227,33 @@ enum class Fp8Scaling { kCurrent, kDelayed, kBlock };
 // (MoEAlltoAllTokenDispatcher: "A2A(EP) -> AG(TP) -> ... -> RS(TP) -> A2A(EP)";
 // core/cost/tasks.cc).
 enum class ExpertLayout { kCarved, kFolded };
+// How context parallelism (cp > 1) moves keys and values between the cp ranks, as each framework's
+// code runs it (core/cost/tasks.cc prices each: bytes, kernels, and what overlaps what).
+// all-gather: the whole sequence's K and V all-gathered before the attention and gathered again
+// for its backward, whose K and V gradients are reduce-scattered back; nothing overlaps
+// (Llama 3, arXiv:2407.21783 sec. 3.3.2; Transformer Engine's AttnFuncWithCPAndKVAllGather,
+// cp_comm_type "all_gather" from TE 1.10: "The all-gather is not async, and cannot be
+// overlapped", Megatron-LM 91a8a4c8dc transformer_config.py). The model as it was before this
+// field, and what the CPU executor runs.
+// p2p: Transformer Engine's ring (AttnFuncWithCP in TE 1.4-1.9, the only CP form before
+// cp_comm_type; AttnFuncWithCPAndKVP2P after, and the default of TE's and Megatron-Core's
+// cp_comm_type): cp attention steps per layer, each rank's K and V passed to the next rank with
+// send/recv while the current step's attention runs; step 0 causal on the rank's own 2 chunks,
+// the others unmasked on half the queries or half the keys; the partial outputs merged by their
+// softmax statistics; the backward passes K, V and the K/V gradients around the ring the same way.
+// a2a: Transformer Engine's AttnFuncWithCPAndQKVOA2A (DeepSpeed Ulysses): Q, K and V all-to-all'd
+// from sequence to head sharding, one attention over the whole sequence on heads/cp heads, the
+// output all-to-all'd back; the backward all-to-alls the output and its gradient, then Q, K and V's
+// gradients. Needs the attention and KV heads per TP rank divisible by cp.
+// torch-allgather: PyTorch's torch.distributed.tensor.experimental context_parallel with
+// set_rotate_method("allgather") (its default; torchtitan's experimental.context_parallel_
+// rotate_method default "allgather", 9dec370): one all-gather of K and V issued before the first
+// step's attention and waited for by the second, cp SDPA calls on the load-balanced chunks, each
+// output merged into an fp32 output and log-sum-exp; the backward gathers again and passes the
+// K/V gradients, in fp32, around the ring with an all-to-all per step.
+// torch-alltoall: the same with set_rotate_method("alltoall"): K and V passed to the next rank
+// each step (all-to-all with one peer, ft_c.permute_tensor) instead of gathered once.
+enum class CpComm { kAllGather, kP2p, kA2a, kTorchAllGather, kTorchAllToAll };
 
 std::string_view to_string(Schedule s);
 std::string_view to_string(Recompute r);
@@ -247,6 +274,7 @@ std::string_view to_string(ZeroCopies c);
 std::string_view to_string(InterleavedWarmup w);
 std::string_view to_string(Fp8Scaling s);
 std::string_view to_string(ExpertLayout l);
+std::string_view to_string(CpComm c);
 
 struct Plan {
   std::int64_t tp = 1;                 // tensor-parallel degree (Megatron column/row split)
@@ -255,6 +283,8 @@ struct Plan {
   // Weights are replicated over the cp ranks like data-parallel replicas (Megatron-Core's
   // context parallelism; Llama 3, arXiv:2407.21783 sec. 3.3.2).
   std::int64_t cp = 1;
+  // How the cp ranks move keys and values (cp > 1); see CpComm.
+  CpComm cp_comm = CpComm::kAllGather;
   std::int64_t pp = 1;                 // pipeline stages (physical)
   std::int64_t dp = 1;                 // data-parallel replicas
   std::int64_t ep = 1;                 // expert-parallel degree (MoE); placed by expert_layout

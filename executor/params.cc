@@ -61,6 +61,13 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
   if (p.attention_kernel != AttentionKernel::kGeneric)
     return no("attention_kernel " + std::string(to_string(p.attention_kernel)) +
               " (a GPU kernel's published rates, for plan and simulate): use generic");
+  // Its context parallelism all-gathers K and V before the attention and reduce-scatters their
+  // gradients (executor/cpu/gpt.cc). The other forms would need the attention split into ring
+  // steps whose partial outputs are merged by their softmax statistics, a kernel of their own.
+  if (p.cp > 1 && p.cp_comm != CpComm::kAllGather)
+    return no("cp_comm " + std::string(to_string(p.cp_comm)) +
+              " (another framework's exchange of keys and values, modelled by plan and "
+              "simulate): it runs context parallelism as an all-gather; use all-gather");
   if (m.is_mla()) return no("multi-head latent attention (kv_lora_rank > 0)");
   if (m.router_groups > 0)
     return no("group-limited routing (router_groups=" + std::to_string(m.router_groups) +

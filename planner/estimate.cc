@@ -81,7 +81,18 @@ Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan&
       t.ep_s += group_time_s(task.collective, task.message_bytes, task.group_size, stride, 1, 0,
                              task.spread);
     } else if (task.group == CommGroup::kCp) {
-      t.cp_s += group_time_s(task.collective, task.message_bytes, task.group_size, plan.tp);
+      const double comm_s =
+          group_time_s(task.collective, task.message_bytes, task.group_size, plan.tp);
+      // Task::beside: the ring's exchange travels while the next compute tasks run; only what
+      // they do not cover is exposed, as the simulator plays it.
+      double covered_s = 0;
+      std::int32_t left = task.beside;
+      for (std::size_t j = i + 1; j < tasks.size() && left > 0; ++j)
+        if (tasks[j].kind != TaskKind::kComm) {
+          covered_s += task_time_s(tasks[j], r);
+          --left;
+        }
+      t.cp_s += std::max(0.0, comm_s - covered_s);
     }
   }
   return t;
@@ -89,7 +100,7 @@ Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan&
 
 const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan) {
   // Everything below depends only on these fields of the plan.
-  const std::array<std::int64_t, 13> key{plan.tp, plan.cp, plan.ep, plan.micro_batch_size,
+  const std::array<std::int64_t, 14> key{plan.tp, plan.cp, plan.ep, plan.micro_batch_size,
                                          static_cast<std::int64_t>(plan.expert_layout),
                                          plan.expert_tp_size(),
                                          plan.sequence_parallel ? 1 : 0,
@@ -98,7 +109,8 @@ const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan)
                                          static_cast<std::int64_t>(plan.precision),
                                          plan.fp8 ? 1 : 0,
                                          plan.partition_activations ? 1 : 0,
-                                         plan.tp_comm_overlap ? 1 : 0};
+                                         plan.tp_comm_overlap ? 1 : 0,
+                                         static_cast<std::int64_t>(plan.cp_comm)};
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   const DeviceRates& r = rates(plan.precision);

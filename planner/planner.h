@@ -54,11 +54,16 @@ struct PlannerOptions {
   // Context parallelism: cp is searched over powers of two up to max_cp (0: no bound but the
   // GPU count), for sequences of at least min_cp_seq_len tokens. Below that a sequence's
   // activations are small and dp, tp or pp split the work with less communication than CP's
-  // per-layer K,V all-gathers (Megatron-Core presents CP for long contexts; Llama 3 used it
+  // per-layer K,V exchanges (Megatron-Core presents CP for long contexts; Llama 3 used it
   // only for its 128K-token stage, arXiv:2407.21783 sec. 3.3.2), and the search stays the size
   // it was without CP.
   std::int64_t max_cp = 0;
   std::int64_t min_cp_seq_len = 8192;
+  // How every candidate with cp > 1 moves keys and values (Plan::cp_comm; `plan --cp-comm`).
+  // p2p by default: the ring Transformer Engine runs unless told otherwise (its and
+  // Megatron-Core's cp_comm_type default, "p2p", Megatron-LM 91a8a4c8dc; the only form TE had
+  // before 1.10), whose exchange overlaps each step's attention.
+  CpComm cp_comm = CpComm::kP2p;
   std::int64_t max_virtual_stages = 8;
   // Search the zero-bubble schedules zb-h1 and zb-v beside gpipe, 1f1b and interleaved (Qi et
   // al. 2023, 2024); `plan --no-zero-bubble` switches them off.
@@ -85,9 +90,9 @@ struct PlannerOptions {
   std::function<void(std::int64_t, std::int64_t)> refine_progress;
 };
 
-// A layout with the options' precision, optimizer, attention, gradient precision and FP8: the
-// base every candidate (planner/search.cc) and every reference layout (planner/reference.cc)
-// starts from.
+// A layout with the options' precision, optimizer, attention, gradient precision, FP8 and, with
+// cp > 1, context parallelism's exchange: the base every candidate (planner/search.cc) and every
+// reference layout (planner/reference.cc) starts from.
 Plan plan_with_options(const PlannerOptions& options, std::int64_t tp, std::int64_t cp,
                        std::int64_t pp, std::int64_t dp, std::int64_t global_batch);
 

@@ -248,6 +248,7 @@ Plan plan_with_options(const PlannerOptions& o, std::int64_t tp, std::int64_t cp
   p.fp8 = o.fp8;
   p.fp8_scaling = o.fp8_scaling;
   p.fp8_weight_cache = o.fp8_weight_cache;
+  if (cp > 1) p.cp_comm = o.cp_comm;
   return p;
 }
 

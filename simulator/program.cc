@@ -582,16 +582,35 @@ class Builder {
   // it instead, the GEMM split in two (tp_overlapped_pair_s): a GEMM fed by the collective runs
   // its first (tp-1)/tp while the collective travels and its last chunk after it; a GEMM the
   // collective follows runs its first chunk, then the rest beside the collective, which what
-  // follows waits for.
+  // follows waits for. A collective with Task::beside (context parallelism's ring exchange) is
+  // issued when the compute before it and what that waits for are done, and the compute op after
+  // the next `beside` ones waits for it.
   std::int32_t tasks(RankState& rs, const TimedTasks& tt, OpMeta meta) {
     std::int32_t first = -1;
     std::int32_t gathering = -1;  // a collective feeding the GEMM ahead, which ends after it
     const TimeNs chunks = std::max<std::int64_t>(1, plan_.tp);
     auto partner_of = [&](std::size_t i) { return tt.partner.empty() ? -1 : tt.partner[i]; };
+    // Task::beside collectives in flight: (op, compute ops still to run beside it).
+    std::vector<std::pair<std::int32_t, std::int32_t>> beside;
+    auto computed = [&]() {
+      for (auto it = beside.begin(); it != beside.end();) {
+        if (--it->second > 0) {
+          ++it;
+          continue;
+        }
+        rs.wait.push_back(it->first);
+        it = beside.erase(it);
+      }
+    };
     for (std::size_t i = 0; i < tt.tasks.size(); ++i) {
       const Task& t = tt.tasks[i];
       std::int32_t id;
-      if (t.kind == TaskKind::kComm && partner_of(i) >= 0) {
+      if (t.kind == TaskKind::kComm && t.beside > 0) {
+        id = collective(rs, t, meta);
+        eng_->add_dep(rs.last_compute, id);
+        for (std::int32_t w : rs.wait) eng_->add_dep(w, id);
+        beside.emplace_back(id, t.beside);
+      } else if (t.kind == TaskKind::kComm && partner_of(i) >= 0) {
         // Issued when the compute before it is done; the compute stream goes on (the GEMM's
         // last chunk waits for it).
         id = collective(rs, t, meta);
@@ -637,8 +656,11 @@ class Builder {
         m.name = t.name;
         id = compute(rs, tt.ns[i], m);
       }
+      if (t.kind != TaskKind::kComm) computed();
       if (first < 0) first = id;
     }
+    // What the list's last compute ops ran beside, the next op waits for.
+    for (const auto& pending : beside) rs.wait.push_back(pending.first);
     return first;
   }
 

@@ -89,7 +89,12 @@ NetDemand Topology::collective_demand(
   };
 
   if (c == Collective::kSendRecv) {
+    // Two ranks: one send. More: nccl-tests' sendrecv, a ring's one step, every member sending S
+    // to the next and receiving from the one before (context parallelism's K/V exchange): each
+    // hop's links, the slowest hop's time.
     hop(group[0], group[1]);
+    for (std::int64_t i = 1; n > 2 && i < n; ++i)
+      hop(group[static_cast<std::size_t>(i)], group[static_cast<std::size_t>((i + 1) % n)]);
     split([&](bool lat) {
       return ring_collective_time_s(c, message_bytes, 2, bw, lat ? latency : 0.0);
     });

@@ -1,6 +1,7 @@
 // plan: how should this model be split across these GPUs?
 //   plan --model models/gpt3.json --gpus 32 [--json] [--emit-plan FILE] [--tokens N] [--trace FILE]
-//        [--max-cp N] [--tie-tolerance X]
+//        [--max-cp N] [--cp-comm p2p|all-gather|a2a|torch-allgather|torch-alltoall]
+//        [--tie-tolerance X]
 // Ranks every feasible configuration by an analytical estimate, refines the best with the event
 // simulator, and prints a recommendation with the reason it wins. See README.md.
 #include <cmath>
@@ -211,6 +212,10 @@ int run(int argc, char** argv) {
       {"max-cp", true,
        "largest context-parallel degree searched (default: no bound; 1: no context "
        "parallelism; it is searched for sequences of 8192 tokens or more)"},
+      {"cp-comm", true,
+       "how context parallelism exchanges keys and values: p2p (default; Transformer Engine's "
+       "ring, Megatron-Core's default), all-gather (Llama 3; TE's all_gather), a2a (Ulysses), "
+       "torch-allgather or torch-alltoall (PyTorch's context_parallel, torchtitan)"},
       {"tie-tolerance", true,
        "relative step-time difference within which candidates are tied and chosen by memory "
        "headroom, then the simplest layout (default: the typical cross-validated error of "
@@ -287,7 +292,10 @@ int run(int argc, char** argv) {
                          ExitCode::kUsage);
   };
   int precision = 0, optimizer = 0, attention = 0, grad_precision = 0, fp8_scaling = 0;
+  int cp_comm = static_cast<int>(opt.cp_comm);
   for (const Status& st : {choice("precision", {"bf16", "fp16", "fp32"}, precision),
+                           choice("cp-comm", {"all-gather", "p2p", "a2a", "torch-allgather",
+                                              "torch-alltoall"}, cp_comm),
                            choice("fp8-scaling", {"current", "delayed", "block"}, fp8_scaling),
                            choice("optimizer", {"adamw", "sgd", "sgd-momentum"}, optimizer),
                            choice("attention", {"fused", "unfused"}, attention),
@@ -302,6 +310,7 @@ int run(int argc, char** argv) {
   opt.attention = static_cast<AttentionImpl>(attention);
   opt.grad_precision = static_cast<GradPrecision>(grad_precision);
   opt.fp8_scaling = static_cast<Fp8Scaling>(fp8_scaling);
+  opt.cp_comm = static_cast<CpComm>(cp_comm);
   opt.fp8_weight_cache = args.has("fp8-weight-cache");
   if (!opt.fp8 && (args.has("fp8-scaling") || opt.fp8_weight_cache))
     return cli::fail("plan", Status::Error(std::string(args.has("fp8-scaling") ? "--fp8-scaling"

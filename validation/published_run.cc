@@ -437,6 +437,42 @@ void choose_zero_stage(PublishedRun& run) {
                             " GB by our count: " + tried + why + ")");
 }
 
+// How the entry's context parallelism exchanged keys and values (Plan::cp_comm): as the entry
+// names it from its source, else its framework's default, said under `assumed:`. Megatron-LM,
+// NeMo and Megatron-Bridge run Transformer Engine's ring unless cp_comm_type says otherwise
+// (TEDotProductAttention passes cp_comm_type "p2p" when none is set, Megatron-LM 91a8a4c8dc,
+// 2024-10-21; before it TE had only the ring, AttnFuncWithCP, TE 1.4-1.9); torchtitan calls
+// PyTorch's context_parallel with its rotate method option, "allgather" by default
+// (experimental.context_parallel_rotate_method, torchtitan c97876e7d 2024-12-11). Others are not
+// assumed: the plan's all-gather stands, said likewise.
+Status apply_cp_comm(PublishedRun& run, int cp_comm, const std::string& where) {
+  Plan& p = run.plan;
+  if (cp_comm >= 0) {
+    if (p.cp == 1)
+      return Status::Error(where + ": cp_comm \"" +
+                               std::string(to_string(static_cast<CpComm>(cp_comm))) +
+                               "\" needs context parallelism, the entry has cp 1",
+                           ExitCode::kInvalidInput);
+    p.cp_comm = static_cast<CpComm>(cp_comm);
+    return Status::Ok();
+  }
+  if (p.cp == 1) return Status::Ok();
+  const std::string& f = run.family.framework;
+  std::string why;
+  if (f == "megatron" || f == "nemo") {
+    p.cp_comm = CpComm::kP2p;
+    why = "Transformer Engine's ring, Megatron-Core's cp_comm_type default";
+  } else if (f == "torchtitan") {
+    p.cp_comm = CpComm::kTorchAllGather;
+    why = "PyTorch's context_parallel with torchtitan's default rotate method, allgather";
+  } else {
+    why = "no framework default known for " + (f.empty() ? std::string("this entry") : f);
+  }
+  run.assumptions.push_back("cp_comm: " + std::string(to_string(p.cp_comm)) + " (not given; " +
+                            why + ")");
+  return Status::Ok();
+}
+
 // An interleaved schedule without its stages per rank: torchtitan cuts the model into 2 stages
 // per rank for every multi-stage schedule when no split points are given (torchtitan's
 // generate_split_points: "Multi-stage schedules support more than 2 stages per rank, but this
@@ -569,6 +605,9 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   r.get_bool("fp8_weight_cache", fp8_weight_cache, false);
   bool fp8_all_gather = false;
   r.get_bool("fp8_all_gather", fp8_all_gather, false);
+  int cp_comm = -1;
+  r.get_choice("cp_comm", cp_comm,
+               {"all-gather", "p2p", "a2a", "torch-allgather", "torch-alltoall"}, false);
   r.accept("confidence");
   std::string notes;
   if (const auto it = entry.find("notes"); entry.is_object() && it != entry.end()) {
@@ -682,6 +721,7 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
     run.options.overlap_grad_reduce = false;
     run.assumptions.push_back("gradient all-reduce after the pipeline flush (\"DDP impl local\")");
   }
+  TRAINPLAN_RETURN_IF_ERROR(apply_cp_comm(run, cp_comm, where));
   apply_schedule_defaults(run);
   TRAINPLAN_RETURN_IF_ERROR(apply_selective_ac_option(run, where));
   if (p.layers_per_stage.empty() && run.model.num_layers % p.num_chunks() != 0 &&

@@ -63,10 +63,15 @@ double at_length(const std::array<double, kLengths>& series, std::int64_t seq_le
 
 std::optional<AttentionKernelRate> attention_kernel_rate(std::string_view architecture,
                                                          AttentionKernel kernel, bool backward,
-                                                         std::int64_t seq_len) {
+                                                         bool causal, std::int64_t seq_len) {
   if (architecture != "hopper") return std::nullopt;
   const HopperSeries* s = hopper_series(kernel);
   if (s == nullptr) return std::nullopt;
+  // Without the mask: the paper's unmasked bars, forward and backward as published.
+  if (!causal)
+    return AttentionKernelRate{
+        (backward ? at_length(s->backward, seq_len) : at_length(s->forward, seq_len)) * kTFLOP,
+        kH100SxmPeakTflops * kTFLOP};
   const double forward_causal = at_length(s->forward_causal, seq_len);
   double tflops = forward_causal;
   if (backward) {

@@ -21,18 +21,20 @@
 
 namespace trainplan {
 
-// The sustained FLOP rate of a causal attention kernel's forward or backward over key sequences
-// of `seq_len` tokens, on the part it was measured on (`measured_peak_flops_per_s`, for scaling
-// to a part of the same die with another clock). Between published lengths the rate is
-// interpolated on log2(seq_len); beyond them it stays at the end value (the rates flatten by
-// 8k-16k in the published figures). nullopt where the kernel has no published rates on
-// `architecture` (then the generic model applies), and for AttentionKernel::kGeneric.
+// The sustained FLOP rate of an attention kernel's forward or backward over key sequences of
+// `seq_len` tokens, with the causal mask or without it (`causal` false: a context-parallel ring
+// step on another rank's keys, every score kept), on the part it was measured on
+// (`measured_peak_flops_per_s`, for scaling to a part of the same die with another clock).
+// Between published lengths the rate is interpolated on log2(seq_len); beyond them it stays at
+// the end value (the rates flatten by 8k-16k in the published figures). nullopt where the kernel
+// has no published rates on `architecture` (then the generic model applies), and for
+// AttentionKernel::kGeneric.
 struct AttentionKernelRate {
   double flops_per_s = 0;
   double measured_peak_flops_per_s = 0;  // dense bf16 peak of the part it was measured on
 };
 std::optional<AttentionKernelRate> attention_kernel_rate(std::string_view architecture,
                                                          AttentionKernel kernel, bool backward,
-                                                         std::int64_t seq_len);
+                                                         bool causal, std::int64_t seq_len);
 
 }  // namespace trainplan

@@ -17,7 +17,7 @@ enum class Collective {
   kReduceScatter,  // S = size of the full (unscattered) buffer
   kAllGather,      // S = size of the full (gathered) buffer
   kAllToAll,       // S = size of each rank's whole send buffer
-  kSendRecv,       // S = bytes sent
+  kSendRecv,       // S = bytes sent; over n > 2 ranks, each sends S to the next (a ring's step)
   kBroadcast,
   kReduce,
   kGather,         // to one root (the single-process DataParallel pattern)

@@ -74,11 +74,12 @@ double gemm_shape_efficiency(const DeviceRates& r, std::int64_t m, std::int64_t 
 
 namespace {
 // A fused attention kernel's rate: the named kernel's published rate over the task's key length
-// (its n), scaled from the measured part's peak to this one's; else the generic model, a
-// fraction of the GEMM rate with the GEMM's shape efficiency.
+// (its n), masked or not (its causal), scaled from the measured part's peak to this one's; else the
+// generic model, a fraction of the GEMM rate with the GEMM's shape efficiency.
 double attention_flops_per_s(const Task& t, const DeviceRates& r) {
   if (r.attention_kernel != AttentionKernel::kGeneric) {
-    const auto rate = attention_kernel_rate(r.architecture, r.attention_kernel, t.backward, t.n);
+    const auto rate =
+        attention_kernel_rate(r.architecture, r.attention_kernel, t.backward, t.causal, t.n);
     TRAINPLAN_CHECK(rate.has_value()) << "task " << t.name << ": no published rate for "
                                       << to_string(r.attention_kernel) << " (plan_rates checks)";
     return rate->flops_per_s * r.peak_flops_per_s / rate->measured_peak_flops_per_s;
@@ -240,7 +241,7 @@ Result<DeviceRates> plan_rates(const Plan& plan, const GpuSpec& gpu,
                                hardware->device + "') times attention at its own fitted rate; "
                                "use attention_kernel=generic with --hardware",
                            ExitCode::kInfeasible);
-    if (!attention_kernel_rate(gpu.architecture, plan.attention_kernel, false, 4096))
+    if (!attention_kernel_rate(gpu.architecture, plan.attention_kernel, false, true, 4096))
       return Status::Error("attention_kernel=" + kernel + ": no published " + kernel +
                                " rates for " + gpu.name + " (architecture '" +
                                (gpu.architecture.empty() ? "unknown" : gpu.architecture) +

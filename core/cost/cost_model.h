@@ -20,8 +20,12 @@
 //  - Ren et al. 2021, "ZeRO-Offload" (arXiv:2101.06840): optimizer states and step on the host.
 //  - Context parallelism: Llama 3 (Grattafiori et al. 2024, arXiv:2407.21783, sec. 3.3.2),
 //    all-gather of K and V with load-balanced causal chunks; Megatron-Core's "context parallel"
-//    docs (CP ranks as extra data-parallel ranks for the weights); Transformer Engine's
-//    AttnFuncWithCPAndKVAllGather (what the forward and backward move).
+//    docs (CP ranks as extra data-parallel ranks for the weights); each Plan::cp_comm as its
+//    code runs it: Transformer Engine's AttnFuncWithCPAndKVAllGather, AttnFuncWithCP /
+//    AttnFuncWithCPAndKVP2P and AttnFuncWithCPAndQKVOA2A (NVIDIA/TransformerEngine
+//    transformer_engine/pytorch/attention.py at v1.4 and v1.13), PyTorch's
+//    torch/distributed/tensor/experimental/_attention.py (_templated_ring_attention and its
+//    backward, the rotaters, _SDPAMerger); sources at each task list in tasks.cc.
 #pragma once
 
 #include <cstddef>
@@ -127,6 +131,9 @@ struct Task {
   MemoryKernel memory_kernel = MemoryKernel::kElementwise;  // for kMemory tasks
   bool fp8 = false;  // a GEMM on FP8 operands, timed at the FP8 rate (Plan::fp8)
   bool backward = false;  // a fused attention kernel's backward (attention_rates.h)
+  // A fused attention kernel with the causal mask (its m queries end where its n keys end); false:
+  // unmasked, as a context-parallel ring step on another rank's keys (attention_rates.h).
+  bool causal = true;
   // Kernel launches the task stands for, each paying DeviceRates::kernel_overhead_s: 1 for one
   // kernel; n for the n copies PyTorch's list all-gather makes (Plan::zero3_gather per-tensor).
   std::int64_t launches = 1;
@@ -138,6 +145,10 @@ struct Task {
   // MoE all-to-alls of a model with node-limited routing: how their tokens spread over nodes
   // (collectives.h); empty (copies 0) for every other collective.
   RoutedSpread spread;
+  // A collective that runs beside the next `beside` compute tasks of its list (ring attention's
+  // exchange for the next step, sent while this step's attention runs); the compute task after
+  // them waits for it. 0: the next compute task waits for it (a blocking collective).
+  std::int32_t beside = 0;
 
   std::int64_t bytes_sent() const {
     return kind == TaskKind::kComm ? bytes_sent_per_rank(collective, message_bytes, group_size)

@@ -79,6 +79,10 @@ struct Shape {
   // query and key heads (not MLA's), a SwiGLU. PyTorch eager's LayerNorm and GELU are one ATen
   // kernel each (native_layer_norm, gelu), as the fused ones.
   bool eager_norm, eager_rope, eager_swiglu;
+  // Context parallelism: how the cp ranks move keys and values (Plan::cp_comm), and whether
+  // PyTorch's ring runs its merges as eager ATen kernels (Plan::elementwise eager) or compiled.
+  CpComm cp_comm;
+  bool eager_merge;
 };
 Shape shape_of(const ModelSpec& m, const Plan& p);
 
@@ -95,6 +99,10 @@ std::vector<Task> without_trivial_comm(std::vector<Task> tasks);
 // size). All-gather based CP as Llama 3 (arXiv:2407.21783 sec. 3.3.2) and Transformer Engine's
 // AttnFuncWithCPAndKVAllGather run it.
 double cp_kv_bytes(const Shape& x);
+// Whether a task belongs to the attention core of a context-parallel layer: its attention
+// kernels, and the copies and merges around them (tasks named "cp_..."). Selective-op
+// recompute saves the attention's output, so these do not run again.
+bool is_cp_attention_task(const Task& t);
 // The layer's matmuls, one task each, in forward order as torchtitan issues them (the fused QKV
 // GEMM as wq, wk, wv; a gated MLP's first GEMM as w1, w3): what Recompute::kSelectiveOp counts.
 std::vector<Task> op_checkpoint_matmuls(const ModelSpec& m, const Plan& p);

@@ -133,6 +133,37 @@ double layer_kept_activation_bytes(const ModelSpec& m, const Plan& p) {
   return activation_bytes(m, p, p.recompute == Recompute::kFull ? Recompute::kNone : p.recompute);
 }
 
+namespace {
+// Context parallelism's buffers around the attention kernels, in e-byte elements, the larger of
+// the forward's and the backward's (each Plan::cp_comm's code at tasks.cc's task lists). kv: this
+// rank's K and V; q, o: its Q and attention output.
+double cp_attention_buffer_elems(const Shape& x) {
+  const double kv = cp_kv_bytes(x) / d(x.cp) / x.e;
+  const double q = d(x.b) * d(x.s) * d(x.q) / d(x.t), o = d(x.b) * d(x.s) * d(x.ow) / d(x.t);
+  const double fp32 = 4.0 / x.e;  // an fp32 element in e-byte elements
+  switch (x.cp_comm) {
+    case CpComm::kAllGather:
+      // The whole sequence's K and V, gathered again, and their gradients before the reduce-
+      // scatter, alive around the attention kernel's backward. The forward's gathered K and V
+      // alone are half of this, so the backward bounds both.
+      return 2.0 * d(x.cp) * kv;
+    case CpComm::kP2p:
+      // Backward: two send/receive buffers, each K, V and their gradients; forward: every
+      // step's partial output, kept until the merge after the last step.
+      return std::max(4.0 * kv, d(x.cp) * o);
+    case CpComm::kA2a:
+      // Q, K and V (or O and dO, then dQ, dK, dV) both before and after their all-to-all.
+      return 2.0 * (q + kv) + 2.0 * o;
+    case CpComm::kTorchAllGather:
+    case CpComm::kTorchAllToAll:
+      // The gathered K and V (or the current and next step's), fp32 dQ, and fp32 dK, dV
+      // accumulated, in the send buffer and received.
+      return (x.cp_comm == CpComm::kTorchAllGather ? d(x.cp) : 2.0) * kv + fp32 * (q + 3.0 * kv);
+  }
+  return 0.0;
+}
+}  // namespace
+
 double layer_backward_workspace_bytes(const ModelSpec& m, const Plan& p) {
   const Shape x = shape_of(m, p);
   const double T = d(x.tokens), t = d(x.t), e = x.e;
@@ -141,10 +172,7 @@ double layer_backward_workspace_bytes(const ModelSpec& m, const Plan& p) {
   const double mlp =
       (expert_tokens * d(x.f) + d(x.shared_f)) * T / t * (1.0 + (x.swiglu ? 2.0 : 1.0));
   const double scores = x.fused ? 0.0 : d(x.b) * d(x.heads_per_rank) * d(x.s) * d(x.s_full);
-  // Context parallelism: the whole sequence's K and V, gathered again, and their gradients
-  // before the reduce-scatter, alive around the attention kernel's backward. The forward's
-  // gathered K and V alone are half of this, so the backward bounds both.
-  const double cp_buffers = x.cp > 1 ? 2.0 * cp_kv_bytes(x) / e : 0.0;
+  const double cp_buffers = x.cp > 1 ? cp_attention_buffer_elems(x) : 0.0;
   const double attention = T * d(x.q) / t + scores + cp_buffers;
   return e * (output_grad + std::max(mlp, attention));
 }

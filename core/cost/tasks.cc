@@ -110,6 +110,8 @@ Shape shape_of(const ModelSpec& m, const Plan& p) {
   x.eager_norm = eager && m.norm == NormKind::kRmsNorm;
   x.eager_rope = eager && m.position == PositionKind::kRope && !x.mla;
   x.eager_swiglu = (eager || p.elementwise == Elementwise::kEagerSwiglu) && x.swiglu;
+  x.cp_comm = p.cp_comm;
+  x.eager_merge = eager;
   return x;
 }
 
@@ -161,6 +163,11 @@ std::vector<Task> without_trivial_comm(std::vector<Task> tasks) {
 
 double cp_kv_bytes(const Shape& x) {
   return d(x.b) * d(x.s_full) * d(x.kv + x.vw) / d(x.t) * x.e;
+}
+
+bool is_cp_attention_task(const Task& t) {
+  return t.kind == TaskKind::kAttention ||
+         (t.kind == TaskKind::kMemory && t.name.substr(0, 3) == "cp_");
 }
 
 }  // namespace cost_internal
@@ -243,6 +250,316 @@ void add_attention_core(std::vector<Task>& out, const Shape& x) {
   softmax.transcendentals = d(batch) * d(x.s) * d(x.s_full + 1) / 2.0;
   out.push_back(softmax);
   out.push_back(gemm("attn_values", x.s, x.vd, x.s_full, batch, x.e));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Context parallelism (Plan::cp_comm): the attention core of a layer whose sequence is split
+// over cp ranks, each holding 2 of the sequence's 2*cp chunks (s tokens, chunks of c = s/2), as
+// each framework's code runs it. A ring runs cp attention steps: step 0 on the rank's own keys,
+// causal; each later step on another rank's keys, unmasked, either all s queries against the
+// first of the two key chunks (steps i <= rank) or the second query chunk against both
+// (i > rank), c*s scores either way. Ranks differ in the mix; the task lists take the average
+// rank's, half of each (ring_step_full_queries).
+
+// This rank's K and V (both chunks): b*s*(kv + vw)/t elements, cp_kv_bytes / cp.
+double local_kv_bytes(const Shape& x) { return cp_kv_bytes(x) / d(x.cp); }
+// Q's and the attention output's elements over `tokens` of this rank's rows.
+double q_elems(const Shape& x, std::int64_t tokens) { return d(x.b) * d(tokens) * d(x.q) / d(x.t); }
+double o_elems(const Shape& x, std::int64_t tokens) {
+  return d(x.b) * d(tokens) * d(x.ow) / d(x.t);
+}
+// Per-row statistics (the log-sum-exp): one value per query row and head.
+double row_elems(const Shape& x, std::int64_t tokens) {
+  return d(x.b) * d(tokens) * d(x.heads_per_rank);
+}
+
+bool ring_step_full_queries(std::int64_t step, std::int64_t cp) { return step <= cp / 2; }
+
+// One attention kernel call of `q` queries against `k` keys on `heads` heads of this rank, masked
+// or not, whose Q, K, V and O are `width_split` times narrower than the TP rank's (Ulysses holds
+// heads/cp heads). Model FLOPs are twice the executed ones, so a layer's steps sum to
+// add_attention_core's (the full s x s_full rectangle, half of it executed).
+Task attention_step(std::string_view name, const Shape& x, std::int64_t q, std::int64_t k,
+                    bool causal, std::int64_t heads, std::int64_t width_split) {
+  const std::int64_t batch = x.b * heads;
+  Task t = gemm(name, q, k, x.hd, batch, x.e);
+  t.kind = TaskKind::kAttention;
+  t.causal = causal;
+  t.executed_flops = 2.0 * d(batch) * d(q) * d(k) * d(x.hd + x.vd) / (causal ? 2.0 : 1.0);
+  t.flops = 2.0 * t.executed_flops;
+  t.bytes = x.e * d(x.b) * (d(q) * d(x.q + x.ow) + d(k) * d(x.kv + x.vw)) / d(x.t * width_split);
+  return t;
+}
+// Its backward: FlashAttention's backward recomputes the scores, 5 matmuls against the forward's
+// 2, i.e. 2.5x the forward's executed FLOPs (Dao 2023, sec. 3.1).
+Task attention_step_backward(Task t, std::string_view name) {
+  t.name = name;
+  t.backward = true;
+  t.flops = 2.0 * t.flops;
+  t.executed_flops = 2.5 * t.executed_flops;
+  t.bytes = 2.0 * t.bytes;
+  return t;
+}
+Task ring_step(const Shape& x, std::int64_t step, bool backward) {
+  const std::int64_t s = x.s, c = x.s / 2;
+  const bool full = ring_step_full_queries(step, x.cp);
+  Task t = step == 0 ? attention_step("attention", x, s, s, true, x.heads_per_rank, 1)
+                     : attention_step("attention_step", x, full ? s : c, full ? c : s, false,
+                                      x.heads_per_rank, 1);
+  return backward ? attention_step_backward(t, step == 0 ? "attention_bwd" : "attention_step_bwd")
+                  : t;
+}
+
+Task cp_collective(std::string_view name, Collective c, const Shape& x, double bytes,
+                   std::int32_t beside) {
+  Task t = comm(name, c, CommGroup::kCp, x.cp, bytes);
+  t.beside = beside;
+  return t;
+}
+Task cp_kernel(std::string_view name, double bytes, std::int64_t launches) {
+  Task t = memory(name, bytes, MemoryKernel::kElementwise);
+  t.launches = launches;
+  return t;
+}
+
+// Transformer Engine's ring, cp_comm_type "p2p" (AttnFuncWithCP.forward in TE v1.4,
+// transformer_engine/pytorch/attention.py at 0fbc76af3; AttnFuncWithCPAndKVP2P from v1.10 on).
+// Step i waits for the K and V received in step i-1, sends them on to the next rank and
+// receives the next (flash_attn_p2p_communicate: isend/irecv, beside the step), makes the half
+// it needs contiguous (K and V's first chunk, or Q's second) and runs its kernel. The log-sum-
+// exps are merged after each step (flash_attn_fwd_softmax_lse_correction, fp64 in 1.4) and the
+// partial outputs after the last (flash_attn_fwd_out_correction per step, into a zeroed
+// output): one fused kernel each (jit_fuser). K and V are first copied into the send buffer
+// (p2p_comm_buffers[0] = torch.cat((k, v))).
+void add_cp_p2p_forward(std::vector<Task>& out, const Shape& x) {
+  const double kv = local_kv_bytes(x), e = x.e;
+  const std::int64_t s = x.s, c = x.s / 2;
+  out.push_back(cp_kernel("cp_kv_cat", 2.0 * kv, 1));
+  double merge_bytes = o_elems(x, s) * e;  // torch.empty_like(q).zero_()
+  for (std::int64_t i = 0; i < x.cp; ++i) {
+    const bool full = ring_step_full_queries(i, x.cp);
+    if (i + 1 < x.cp)
+      out.push_back(cp_collective("cp_send_recv_kv", Collective::kSendRecv, x, kv, i == 0 ? 1 : 2));
+    // kv_inputs[:, :, 0].contiguous() reads and writes half of K and V; q[:, 1].contiguous()
+    // half of Q.
+    if (i > 0) out.push_back(cp_kernel("cp_step_copy", full ? kv : 2.0 * q_elems(x, c) * e, 1));
+    out.push_back(ring_step(x, i, false));
+    const std::int64_t rows = i == 0 || full ? s : c;
+    // out.add_(out_per_step * exp(lse_step - lse)): reads both outputs and writes one, reads two
+    // fp32 statistics per row and head; the lse correction reads fp64 and fp32, writes fp64.
+    merge_bytes += 3.0 * o_elems(x, rows) * e + row_elems(x, rows) * 8.0;
+    if (i > 0) merge_bytes += row_elems(x, rows) * (8.0 + 4.0 + 8.0);
+  }
+  out.push_back(cp_kernel("cp_merge_outputs", merge_bytes, 1 + x.cp + (x.cp - 1)));
+}
+
+// Its backward (AttnFuncWithCP.backward): K and V copied into the first of two send buffers,
+// then cp steps in reverse, each waiting for the previous exchange, sending K, V and the K/V
+// gradients accumulated so far to the next rank (K and V alone at step 0, the gradients alone at
+// the last), running its kernel beside the exchange on the step's halves (made contiguous:
+// K and V's first chunk, or Q's, O's and dO's second), adding its dQ, then waiting for the
+// exchange to add its dK and dV into the received gradients.
+void add_cp_p2p_backward(std::vector<Task>& out, const Shape& x) {
+  const double kv = local_kv_bytes(x), e = x.e;
+  const std::int64_t s = x.s, c = x.s / 2, cp = x.cp;
+  out.push_back(cp_kernel("cp_kv_copy", 2.0 * kv, 1));
+  for (std::int64_t i = 0; i < cp; ++i) {
+    // The last step runs the rank's own chunks, causal (TE's "reversed order of fwd").
+    const std::int64_t step = i == cp - 1 ? 0 : i + 1;
+    const bool full = step == 0 || ring_step_full_queries(step, cp);
+    const double bytes = i == 0 || i == cp - 1 ? kv : 2.0 * kv;
+    out.push_back(
+        cp_collective("cp_send_recv_kv_dkv", Collective::kSendRecv, x, bytes, step == 0 ? 2 : 3));
+    if (step > 0)
+      out.push_back(cp_kernel("cp_step_copy",
+                              full ? kv : 2.0 * (q_elems(x, c) + 2.0 * o_elems(x, c)) * e,
+                              full ? 1 : 3));
+    out.push_back(ring_step(x, step, true));
+    // dq.add_(dq_) over the step's queries; dkv.add_(dkv_) over its keys: read two, write one.
+    out.push_back(cp_kernel("cp_dq_update", 3.0 * q_elems(x, full ? s : c) * e, 1));
+    out.push_back(cp_kernel("cp_dkv_update", 3.0 * (full && step > 0 ? kv / 2.0 : kv), 1));
+  }
+}
+
+// PyTorch's ring attention at the torchtitan 2024-12 benchmark's torch (1963fc8, 2024-12-23):
+// torch/distributed/tensor/experimental/_attention.py as the PyTorch 2.6 line has it (read in
+// the version with _RotateMethod.PRE_ALL_GATHER and the flash and efficient SDPA handlers; the
+// same loops through 2025's). _templated_ring_attention: for each step, wait for the keys of
+// step i-1 (rotater.next_buffer), torch.cat K and V into the send buffer (i < cp-1) and
+// exchange it (the all-gather rotater gathers once, at step 0, and only slices after), run one
+// SDPA on the step's chunks, and merge its output into the fp32 output and log-sum-exp
+// (_SDPAMerger, convert_to_f32: out - sigmoid(lse_b - lse) * (out - out_b),
+// lse - logsigmoid(lse - lse_b); the second query chunk's steps through _partial_update, a
+// torch.cat of the untouched half and the new one). Compiled (torchtitan's per-block
+// torch.compile traces the ring: _maybe_wait's "When tracing the code"), the merge is one fused
+// kernel and the unused send buffers of the all-gather rotater are dropped; eager, each ATen op
+// is a kernel.
+struct TorchMerge {
+  double bytes;  // per element of the step's output
+  std::int64_t launches;
+};
+TorchMerge torch_merge(const Shape& x) {
+  // Eager: out_b.to(fp32) (e + 4), out - out_b (12), sigmoid(...) * diff (8), out - that (12);
+  // the statistics' sub, sigmoid, sub, logsigmoid, sub on rows.
+  return x.eager_merge ? TorchMerge{36.0 + x.e, 9} : TorchMerge{8.0 + x.e, 1};
+}
+void add_torch_ring_forward(std::vector<Task>& out, const Shape& x, bool all_gather) {
+  const double kv = local_kv_bytes(x), e = x.e;
+  const std::int64_t s = x.s, c = x.s / 2, cp = x.cp;
+  const TorchMerge merge = torch_merge(x);
+  for (std::int64_t i = 0; i < cp; ++i) {
+    const bool full = ring_step_full_queries(i, cp);
+    if (i + 1 < cp && (i == 0 || !all_gather || x.eager_merge))
+      out.push_back(cp_kernel("cp_kv_cat", 2.0 * kv, 1));
+    if (i + 1 < cp && (i == 0 || !all_gather)) {
+      // The all-gather is waited for at step 1, after step 0's kernel and merge; each rotation
+      // at the step after it.
+      if (all_gather)
+        out.push_back(
+            cp_collective("cp_all_gather_kv", Collective::kAllGather, x, cp_kv_bytes(x), 2));
+      else
+        out.push_back(cp_collective("cp_rotate_kv", Collective::kSendRecv, x, kv, 2));
+    }
+    out.push_back(ring_step(x, i, false));
+    const std::int64_t rows = i == 0 || full ? s : c;
+    if (i == 0) {
+      out.push_back(cp_kernel("cp_merge", o_elems(x, s) * (e + 4.0), 1));  // out_b.to(fp32)
+    } else {
+      double bytes = o_elems(x, rows) * merge.bytes + row_elems(x, rows) * 16.0;
+      std::int64_t launches = merge.launches;
+      if (!full) {  // _partial_update's torch.cat copies the untouched half (out, lse)
+        bytes += o_elems(x, c) * 8.0 + row_elems(x, c) * 8.0;
+        launches += 2;
+      }
+      out.push_back(cp_kernel("cp_merge", bytes, launches));
+    }
+  }
+  out.push_back(cp_kernel("cp_merge_result", o_elems(x, s) * (4.0 + e), 1));  // out.to(dtype)
+}
+
+// _templated_ring_attention_backward: fp32 zeros for dQ, dK, dV; K and V gathered again (or
+// rotated each step, as the forward); each step's SDPA backward; dK and dV, once the previous
+// step's arrive (a second rotater, always all-to-all: ft_c.permute_tensor of the fp32 gradients,
+// issued every step and waited for after the next step's kernel), added to (_partial_update on
+// the first key chunk's steps), torch.cat into the send buffer and passed on; dQ added; after the
+// loop dQ cast back, the last dK/dV rotation waited for and cast back.
+void add_torch_ring_backward(std::vector<Task>& out, const Shape& x, bool all_gather) {
+  const double kv = local_kv_bytes(x), e = x.e, kv_elems = kv / e;
+  const std::int64_t s = x.s, c = x.s / 2, cp = x.cp;
+  out.push_back(cp_kernel("cp_grad_zeros", 4.0 * (q_elems(x, s) + kv_elems), 3));
+  for (std::int64_t i = 0; i < cp; ++i) {
+    const bool full = ring_step_full_queries(i, cp);
+    const bool send_kv = i + 1 < cp && (i == 0 || !all_gather);
+    if (i + 1 < cp && (send_kv || x.eager_merge))
+      out.push_back(cp_kernel("cp_kv_cat", 2.0 * kv, 1));
+    if (send_kv) {
+      // Waited for at the next step's start: after this step's kernel, its dK/dV update and cat,
+      // and its dQ update.
+      if (all_gather)
+        out.push_back(
+            cp_collective("cp_all_gather_kv_bwd", Collective::kAllGather, x, cp_kv_bytes(x), 4));
+      else
+        out.push_back(cp_collective("cp_rotate_kv", Collective::kSendRecv, x, kv, 4));
+    }
+    out.push_back(ring_step(x, i, true));
+    // grad_key += grad_key_ (fp32 += e, read both, write fp32), on the first key chunk through
+    // _partial_update (and its torch.cat of the other half), K and V each.
+    const bool first_chunk = i > 0 && full;
+    out.push_back(cp_kernel("cp_dkv_update",
+                            (first_chunk ? kv_elems / 2.0 : kv_elems) * (8.0 + e) +
+                                (first_chunk ? kv_elems / 2.0 * 8.0 : 0.0),
+                            first_chunk ? 4 : 2));
+    out.push_back(cp_kernel("cp_dkv_cat", 8.0 * kv_elems, 1));
+    // Waited for after the next step's kernel (its dK/dV update), or after the loop's dQ cast.
+    const bool kv_cat_next = i + 2 < cp && (!all_gather || x.eager_merge);
+    out.push_back(cp_collective("cp_rotate_dkv", Collective::kSendRecv, x, 4.0 * kv_elems,
+                                i + 1 < cp ? (kv_cat_next ? 3 : 2) : 2));
+    const std::int64_t rows = i == 0 || full ? s : c;
+    out.push_back(cp_kernel("cp_dq_update",
+                            q_elems(x, rows) * (8.0 + e) + (rows == c ? q_elems(x, c) * 8.0 : 0.0),
+                            rows == c ? 2 : 1));
+  }
+  out.push_back(cp_kernel("cp_dq_cast", q_elems(x, s) * (4.0 + e), 1));
+  out.push_back(cp_kernel("cp_dkv_cast", kv_elems * (4.0 + e), 1));
+}
+
+// Transformer Engine's Ulysses, cp_comm_type "a2a" (AttnFuncWithCPAndQKVOA2A at TE v1.13,
+// flash_attn_a2a_communicate): each of Q, K, V made contiguous with the heads split in cp
+// ([b, s, cp, h/cp, d] moved to the front), all-to-all'd (async, one after the other) and, once
+// arrived, moved back and its sequence chunks reordered (movedim().contiguous(), index_select),
+// the reorder of one beside the next one's all-to-all; one causal attention over the whole
+// sequence on heads/cp heads; the output reordered, all-to-all'd back and moved into place. The
+// backward does the same for O and dO before its kernel and for dQ, dK, dV after it.
+void add_a2a_exchange(std::vector<Task>& out, const Shape& x, const std::vector<double>& bytes,
+                      std::string_view name, bool before_attention) {
+  // Before the attention: one pass (movedim) before each all-to-all and two after (movedim,
+  // index_select); after it: two before and one after. Each pass reads and writes the tensor.
+  const std::int64_t pre = before_attention ? 1 : 2, post = before_attention ? 2 : 1;
+  auto pass = [&](std::int64_t passes, double b) {
+    out.push_back(cp_kernel("cp_a2a_reorder", 2.0 * d(passes) * b, passes));
+  };
+  // Tensor i's all-to-all runs beside tensor i+1's preparation and tensor i-1's reorder; its own
+  // reorder waits for it.
+  const std::size_t n = bytes.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    pass(pre, bytes[i]);
+    const std::int32_t beside = n == 1 ? 0 : i == 0 ? 1 : i + 1 < n ? 2 : 1;
+    out.push_back(cp_collective(name, Collective::kAllToAll, x, bytes[i], beside));
+    if (i > 0) pass(post, bytes[i - 1]);
+  }
+  pass(post, bytes[n - 1]);
+}
+void add_cp_a2a_forward(std::vector<Task>& out, const Shape& x) {
+  const double e = x.e, s = d(x.s), b = d(x.b), t = d(x.t);
+  add_a2a_exchange(out, x,
+                   {b * s * d(x.q) / t * e, b * s * d(x.kv) / t * e, b * s * d(x.vw) / t * e},
+                   "cp_all_to_all_qkv", true);
+  out.push_back(
+      attention_step("attention", x, x.s_full, x.s_full, true, x.heads_per_rank / x.cp, x.cp));
+  add_a2a_exchange(out, x, {b * s * d(x.ow) / t * e}, "cp_all_to_all_out", false);
+}
+void add_cp_a2a_backward(std::vector<Task>& out, const Shape& x) {
+  const double e = x.e, s = d(x.s), b = d(x.b), t = d(x.t);
+  const double o = b * s * d(x.ow) / t * e;
+  add_a2a_exchange(out, x, {o, o}, "cp_all_to_all_out_grad", true);
+  out.push_back(attention_step_backward(
+      attention_step("attention", x, x.s_full, x.s_full, true, x.heads_per_rank / x.cp, x.cp),
+      "attention_bwd"));
+  add_a2a_exchange(out, x,
+                   {b * s * d(x.q) / t * e, b * s * d(x.kv) / t * e, b * s * d(x.vw) / t * e},
+                   "cp_all_to_all_qkv_grad", false);
+}
+
+// The attention core of a layer under context parallelism, forward and backward.
+void add_cp_attention_forward(std::vector<Task>& out, const Shape& x) {
+  switch (x.cp_comm) {
+    case CpComm::kAllGather:
+      out.push_back(cp_gather_kv("cp_all_gather_kv", x));
+      add_attention_core(out, x);
+      return;
+    case CpComm::kP2p: add_cp_p2p_forward(out, x); return;
+    case CpComm::kA2a: add_cp_a2a_forward(out, x); return;
+    case CpComm::kTorchAllGather: add_torch_ring_forward(out, x, true); return;
+    case CpComm::kTorchAllToAll: add_torch_ring_forward(out, x, false); return;
+  }
+}
+void add_cp_attention_backward(std::vector<Task>& out, const Shape& x, const Task& attention) {
+  switch (x.cp_comm) {
+    case CpComm::kAllGather: {
+      // The forward kept only this rank's K and V, so the backward gathers them again, and the
+      // gradients of the whole sequence's K and V are reduce-scattered back to their owners
+      // (Transformer Engine's AttnFuncWithCPAndKVAllGather.backward).
+      out.push_back(cp_gather_kv("cp_all_gather_kv_bwd", x));
+      out.push_back(attention_step_backward(attention, "attention_bwd"));
+      out.push_back(comm("cp_reduce_scatter_dkv", Collective::kReduceScatter, CommGroup::kCp, x.cp,
+                         cp_kv_bytes(x)));
+      return;
+    }
+    case CpComm::kP2p: add_cp_p2p_backward(out, x); return;
+    case CpComm::kA2a: add_cp_a2a_backward(out, x); return;
+    case CpComm::kTorchAllGather: add_torch_ring_backward(out, x, true); return;
+    case CpComm::kTorchAllToAll: add_torch_ring_backward(out, x, false); return;
+  }
 }
 
 // One tanh (GELU's approximation) or exp (SiLU's sigmoid) per activation element, over `times`
@@ -548,8 +865,12 @@ std::vector<Task> layer_forward_tasks_unscaled(const ModelSpec& m, const Plan& p
   out.push_back(norm_task("norm1", x, /*backward=*/false));
   add_attention_input(out, x);
   if (x.eager_rope) out.push_back(rope_task("rope", x));
-  out.push_back(cp_gather_kv("cp_all_gather_kv", x));
-  add_attention_core(out, x);
+  if (x.cp > 1 && x.fused) {
+    add_cp_attention_forward(out, x);
+  } else {
+    out.push_back(cp_gather_kv("cp_all_gather_kv", x));
+    add_attention_core(out, x);
+  }
   out.push_back(gemm("out_proj", x.tokens, x.h, x.ow / x.t, 1, x.e));
   out.push_back(tp_exit("tp_all_reduce_attn", "tp_reduce_scatter_attn", x));
   out.push_back(memory("residual1", residual_bytes(x), MemoryKernel::kElementwise));
@@ -704,21 +1025,10 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
   g_backward("tp_all_gather_attn_grad");
   add_gemm_backward(out, find_task(fwd, "out_proj"), "out_proj_dgrad", "out_proj_wgrad", x.e);
   if (x.fused) {
-    // Context parallelism: the forward kept only this rank's K and V, so the backward gathers
-    // them again, and the gradients of the whole sequence's K and V are reduce-scattered back
-    // to their owners (Transformer Engine's AttnFuncWithCPAndKVAllGather.backward).
-    out.push_back(cp_gather_kv("cp_all_gather_kv_bwd", x));
-    // FlashAttention's backward recomputes the scores: 5 matmuls against the forward's 2,
-    // i.e. 2.5x the forward's executed FLOPs (Dao 2023, sec. 3.1).
-    Task a = find_task(fwd, "attention");
-    a.name = "attention_bwd";
-    a.backward = true;
-    a.flops = 2.0 * a.flops;
-    a.executed_flops = 2.5 * a.executed_flops;
-    a.bytes = 2.0 * a.bytes;
-    out.push_back(a);
-    out.push_back(comm("cp_reduce_scatter_dkv", Collective::kReduceScatter, CommGroup::kCp, x.cp,
-                       cp_kv_bytes(x)));
+    if (x.cp > 1)
+      add_cp_attention_backward(out, x, find_task(fwd, "attention"));
+    else
+      out.push_back(attention_step_backward(find_task(fwd, "attention"), "attention_bwd"));
   } else {
     add_gemm_backward(out, find_task(fwd, "attn_values"), "attn_values_dgrad_p",
                       "attn_values_dgrad_v", x.e);
@@ -816,7 +1126,8 @@ std::vector<Task> op_checkpoint_recompute_tasks(const ModelSpec& m, const Plan& 
       add_matmul_parts(parts, t, x);
       for (Task& g : parts)
         if (++matmuls % 2 == 0) out.push_back(std::move(g));
-    } else if (t.kind == TaskKind::kMemory || is_attention_core_gemm(t) ||
+    } else if ((t.kind == TaskKind::kMemory && !is_cp_attention_task(t)) ||
+               is_attention_core_gemm(t) ||
                (t.kind == TaskKind::kComm && t.group == CommGroup::kTp &&
                 t.collective == Collective::kAllGather)) {
       out.push_back(t);

@@ -15,7 +15,7 @@ namespace trainplan {
 namespace {
 
 double tflops(AttentionKernel k, bool backward, std::int64_t seq) {
-  const auto r = attention_kernel_rate("hopper", k, backward, seq);
+  const auto r = attention_kernel_rate("hopper", k, backward, true, seq);
   EXPECT_TRUE(r.has_value());
   return r ? r->flops_per_s / kTFLOP : 0.0;
 }
@@ -25,7 +25,7 @@ TEST(AttentionRates, ForwardIsThePapersCausalBar) {
   EXPECT_DOUBLE_EQ(tflops(AttentionKernel::kFlash2, false, 8192), 333);
   EXPECT_DOUBLE_EQ(tflops(AttentionKernel::kCudnn, false, 8192), 529);
   EXPECT_DOUBLE_EQ(tflops(AttentionKernel::kFlash3, false, 8192), 602);
-  EXPECT_DOUBLE_EQ(attention_kernel_rate("hopper", AttentionKernel::kFlash2, false, 512)
+  EXPECT_DOUBLE_EQ(attention_kernel_rate("hopper", AttentionKernel::kFlash2, false, true, 512)
                        ->measured_peak_flops_per_s,
                    989.4 * kTFLOP);
 }
@@ -43,10 +43,22 @@ TEST(AttentionRates, CausalBackwardScalesTheUnmaskedBarByTheForwardsRatio) {
   EXPECT_NEAR(tflops(AttentionKernel::kCudnn, true, 4096), 499.0 * 518.0 / 609.0, 1e-9);
 }
 
+TEST(AttentionRates, UnmaskedStepsTakeThePapersUnmaskedBars) {
+  // A context-parallel ring step on another rank's keys (Task::causal false): Fig. 5's unmasked
+  // forward (FA2 370 at 8k) and Fig. 6's backward as published (FA2 318 at 8k).
+  auto unmasked = [](AttentionKernel k, bool backward, std::int64_t seq) {
+    return attention_kernel_rate("hopper", k, backward, false, seq)->flops_per_s / kTFLOP;
+  };
+  EXPECT_DOUBLE_EQ(unmasked(AttentionKernel::kFlash2, false, 8192), 370);
+  EXPECT_DOUBLE_EQ(unmasked(AttentionKernel::kFlash2, true, 8192), 318);
+  EXPECT_DOUBLE_EQ(unmasked(AttentionKernel::kCudnn, false, 16384), 595);
+  EXPECT_FALSE(attention_kernel_rate("ampere", AttentionKernel::kFlash2, true, false, 4096));
+}
+
 TEST(AttentionRates, NoneOutsideHopperOrForTheGenericModel) {
-  EXPECT_FALSE(attention_kernel_rate("ampere", AttentionKernel::kFlash2, false, 4096));
-  EXPECT_FALSE(attention_kernel_rate("", AttentionKernel::kCudnn, false, 4096));
-  EXPECT_FALSE(attention_kernel_rate("hopper", AttentionKernel::kGeneric, false, 4096));
+  EXPECT_FALSE(attention_kernel_rate("ampere", AttentionKernel::kFlash2, false, true, 4096));
+  EXPECT_FALSE(attention_kernel_rate("", AttentionKernel::kCudnn, false, true, 4096));
+  EXPECT_FALSE(attention_kernel_rate("hopper", AttentionKernel::kGeneric, false, true, 4096));
 }
 
 // The fused attention tasks of a Llama-like layer at 8k, on one GPU.

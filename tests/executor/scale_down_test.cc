@@ -43,11 +43,14 @@ void expect_same_layout(const Plan& a, const Plan& b) {
   EXPECT_EQ(a.attention, b.attention);
 }
 
-// What `plan --model models/llama3-8b.json --gpus 4 --emit-plan` writes: cp 4, ZeRO-2, bf16.
+// What `plan --model models/llama3-8b.json --gpus 4 --emit-plan` writes: cp 4 with Transformer
+// Engine's ring (plan's default cp_comm), ZeRO-2, bf16. The CPU executor refuses the ring by
+// name; scaled down, it runs the all-gather and says so.
 TEST(ScaleDown, Llama3ContextParallelPlanRunsOnTheCpuExecutor) {
   const ModelSpec m = zoo("llama3-8b.json");
   Plan p;
   p.cp = 4;
+  p.cp_comm = CpComm::kP2p;
   p.zero_stage = 2;
   p.micro_batch_size = 1;
   p.global_batch_size = 256;
@@ -63,6 +66,18 @@ TEST(ScaleDown, Llama3ContextParallelPlanRunsOnTheCpuExecutor) {
   EXPECT_TRUE(lists(*r, "precision bf16 -> fp32"));
   EXPECT_TRUE(lists(*r, "activation swiglu -> gelu"));
   EXPECT_TRUE(lists(*r, "hidden_size 4096 -> "));
+  EXPECT_TRUE(lists(*r, "cp_comm p2p -> all-gather"));
+  Plan ring = r->plan;
+  for (CpComm form :
+       {CpComm::kP2p, CpComm::kA2a, CpComm::kTorchAllGather, CpComm::kTorchAllToAll}) {
+    ring.cp_comm = form;
+    const Status st = check_executor_supports(r->model, ring);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("the CPU executor does not support cp_comm " +
+                                std::string(to_string(form))),
+              std::string::npos)
+        << st.message();
+  }
 }
 
 // GPT-3 on 4 GPUs: tp 4 with SP, ZeRO-3 offloaded to NVMe, full recompute of 93 of 96 layers.

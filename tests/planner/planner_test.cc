@@ -575,8 +575,11 @@ TEST(Planner, LongSequencesFitWithoutRecomputeOnlyWithContextParallelism) {
   // traffic that is a small part of the step, and per-rank activations that CP divided.
   EXPECT_GT(best.estimate.mfu, 0.3);
   EXPECT_LT(best.estimate.mfu, 0.75);
+  // Transformer Engine's ring by default (PlannerOptions::cp_comm), its exchange beside the
+  // steps' kernels: bytes on the wire, little of it exposed.
+  EXPECT_EQ(p.cp_comm, CpComm::kP2p);
   EXPECT_GT(best.comm.cp_bytes, 0.0);
-  EXPECT_GT(best.estimate.cp_comm_s, 0.0);
+  EXPECT_GE(best.estimate.cp_comm_s, 0.0);
   EXPECT_LT(best.estimate.cp_comm_s, 0.1 * best.estimate.step_time_s);
   EXPECT_LT(best.estimate.peak_memory.activations_bytes, usable);
   // Without CP the best plan must recompute every layer's forward, and is slower.
@@ -656,6 +659,30 @@ TEST(Estimate, ContextParallelCommunicationIsCounted) {
   // Two levels: NVLink inside each node, then a quarter of the data through the four NICs
   // at 46 GB/s against NVLink's 370 (group_collective_time_s): about twice the time per byte.
   EXPECT_GT(wide_per_byte, 1.5 * per_byte);
+  // Transformer Engine's ring sends the same bytes beside the steps' kernels: the estimate
+  // counts only what they do not cover, as the simulator plays it.
+  Plan ring = wide;
+  ring.cp_comm = CpComm::kP2p;
+  const Estimate rg = est.estimate(ring);
+  EXPECT_EQ(comm_volume_on_stage(m, ring, 0).cp_bytes, comm_volume_on_stage(m, wide, 0).cp_bytes);
+  EXPECT_LT(rg.cp_comm_s, 0.5 * w.cp_comm_s);
+  EXPECT_LT(rg.step_time_s, w.step_time_s);
+}
+
+TEST(Planner, CandidatesTakeTheNamedCpCommWhereTheyUseContextParallelism) {
+  PlannerOptions opt;
+  EXPECT_EQ(opt.cp_comm, CpComm::kP2p);  // Transformer Engine's and Megatron-Core's default
+  opt.cp_comm = CpComm::kTorchAllGather;
+  EXPECT_EQ(plan_with_options(opt, 2, 4, 1, 2, 8).cp_comm, CpComm::kTorchAllGather);
+  // Without context parallelism the field keeps its default, which validate_plan requires.
+  const Plan flat = plan_with_options(opt, 2, 1, 1, 8, 8);
+  EXPECT_EQ(flat.cp_comm, CpComm::kAllGather);
+  EXPECT_TRUE(validate_plan(flat).ok());
+  auto r = plan_training(llama_128k(), cluster("H100-80GB", 16), opt);
+  ASSERT_TRUE(r.ok() && r->fits());
+  for (const Candidate& cand : r->search.ranked)
+    EXPECT_EQ(cand.plan.cp_comm, cand.plan.cp > 1 ? CpComm::kTorchAllGather : CpComm::kAllGather)
+        << describe(cand.plan);
 }
 
 }  // namespace

@@ -82,6 +82,12 @@ if grep -q '"fp8_scaling": "delayed"' "$tmp/fp8te.json" && grep -q '"fp8_weight_
 expect 2 "--fp8-scaling describes FP8 casts and needs --fp8" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 8 --fp8-scaling delayed
 expect 2 "--fp8-weight-cache describes FP8 casts and needs --fp8" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 8 --fp8-weight-cache
 expect 2 "--fp8-scaling: unknown value 'rowwise' (expected one of: current, delayed, block)" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 8 --fp8 --fp8-scaling rowwise
+# --cp-comm: how the candidates' context parallelism exchanges K and V (Llama 3 8B at 131072
+# tokens on 64 GPUs picks cp > 1); the emitted plan names it; a bad form is a usage error.
+sed 's/"seq_len": 8192/"seq_len": 131072/' "$src/models/llama3-8b.json" > "$tmp/llama128k.json"
+expect 0 "cp-comm=torch-allgather" -- "$plan" --model "$tmp/llama128k.json" --gpus 64 --cp-comm torch-allgather --emit-plan "$tmp/cp.json"
+if grep -q '"cp_comm": "torch-allgather"' "$tmp/cp.json"; then passed=$((passed + 1)); else echo "FAIL: plan --cp-comm torch-allgather did not emit cp_comm"; failures=$((failures + 1)); fi
+expect 2 "--cp-comm: unknown value 'ring' (expected one of: all-gather, p2p, a2a, torch-allgather, torch-alltoall)" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 8 --cp-comm ring
 expect 2 "--max-cp: value 0 is out of range" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --max-cp 0
 out="$("$plan" --model "$src/models/llama3-8b.json" --seq-len 131072 --gpus 16 --max-cp 1 2>&1)"
 if grep -q "cp above --max-cp" <<<"$out" && ! grep -Eq '^Recommendation: tp=[0-9]+ cp=' <<<"$out"; then

@@ -2,9 +2,10 @@
 # End-to-end test of issue 28's loop on a laptop: `plan --emit-plan` for a zoo model on 4 or 8
 # GPUs, `execute --scale-down` of that plan under mpirun (oversubscribed), `simulate` of the
 # scaled model and plan it wrote, and `compare`, whose bytes per group must be exact. GPT-3 175B
-# (tp 4 with SP, ZeRO-3, partial full recompute, NVMe offload dropped), Llama 3 8B (cp 4 and
-# cp 4 x dp 2: context parallelism), Llama 3 70B (cp 2 x tp 4 with SP, ZeRO-3) and Mixtral 8x7B
-# (MoE: tp 2 with SP, pp 2, ZB-H1; its loss must fall and its load-balancing loss be printed).
+# (tp 4 with SP, ZeRO-3, partial full recompute, NVMe offload dropped), Llama 3 8B (cp 4 with
+# the all-gather, and cp 2 x dp 4 with plan's default ring, run as the all-gather), Llama 3 70B
+# (cp 2 x tp 4 with SP, ZeRO-3) and Mixtral 8x7B (MoE: tp 2 with SP, pp 2, ZB-H1; its loss must
+# fall and its load-balancing loss be printed).
 # Then the option's errors. About 25 s on 2 cores.
 # Usage: scale_down_cli_test.sh TOOLS_DIR SOURCE_DIR   (registered with CTest by CMakeLists.txt)
 set -u
@@ -20,10 +21,12 @@ fi
 plan="$tools/plan"; simulate="$tools/simulate"; execute="$tools/execute"; compare="$tools/compare"
 mpirun=(timeout 120 mpirun --oversubscribe --allow-run-as-root --mca btl_vader_single_copy_mechanism none)
 
-# loop NAME MODEL GPUS EXPECTED-LAYOUT EXPECTED-CHANGE; execute's output stays in $out
+# loop NAME MODEL GPUS EXPECTED-LAYOUT EXPECTED-CHANGE [PLAN-OPTION...]; execute's output stays
+# in $out
 loop() {
   local name="$1" model="$src/models/$2" gpus="$3" layout="$4" change="$5"
-  "$plan" --model "$model" --gpus "$gpus" --emit-plan "$tmp/$name.plan.json" --quiet >/dev/null
+  shift 5
+  "$plan" --model "$model" --gpus "$gpus" --emit-plan "$tmp/$name.plan.json" --quiet "$@" >/dev/null
   check "$name: plan --emit-plan wrote a plan" -- test -s "$tmp/$name.plan.json"
   local rc
   out="$("${mpirun[@]}" -np "$gpus" "$execute" --model "$model" --plan "$tmp/$name.plan.json" \
@@ -43,10 +46,12 @@ loop() {
 
 loop gpt3-4 gpt3.json 4 "tp=4 pp=1 dp=1 zero=3 mbs=2 1f1b recompute=full:1 sp" \
   "execute: scale-down: offload optimizer+params -> none"
+# The README's loop: context parallelism as the CPU executor runs it (cp_comm all-gather).
 loop llama3-8b-4 llama3-8b.json 4 "tp=1 cp=4 pp=1 dp=1 zero=2" \
-  "execute: scale-down: activation swiglu -> gelu"
-loop llama3-8b-8 llama3-8b.json 8 "tp=1 cp=4 pp=1 dp=2 zero=1" \
-  "execute: scale-down: num_kv_heads"
+  "execute: scale-down: activation swiglu -> gelu" --cp-comm all-gather
+# plan's default, Transformer Engine's ring, run as the all-gather and said so.
+loop llama3-8b-8 llama3-8b.json 8 "tp=1 cp=2 pp=1 dp=4 zero=2" \
+  "execute: scale-down: cp_comm p2p -> all-gather"
 loop llama3-70b-8 llama3-70b.json 8 "tp=4 cp=2 pp=1 dp=1 zero=3" \
   "execute: scale-down: hidden_size 8192 -> "
 

@@ -226,6 +226,39 @@ TEST(PublishedRun, ElementwiseOnlyWhenTheEntryNamesIt) {
                      "eager", Elementwise::kEager, "inductor");
 }
 
+// Context parallelism's exchange: the entry's when it names one (a bad value refused naming the
+// field, one on an entry without CP refused), else its framework's default under `assumed:`
+// (Megatron-Core's TE ring for megatron and nemo, PyTorch's all-gather rotater for torchtitan,
+// the plan's all-gather for others).
+TEST(PublishedRun, CpCommIsTheEntrysOrItsFrameworksDefault) {
+  Json e = llama_entry();
+  e["parallel"]["cp"] = 2;
+  e["parallel"]["dp"] = 4;
+  e["family"] = Json::parse(R"({"source": "s", "framework": "other", "gpu_generation": "H100"})");
+  e = expect_named_field(e, "cp_comm", &Plan::cp_comm, CpComm::kAllGather, "torch-alltoall",
+                         CpComm::kTorchAllToAll, "ring");
+  EXPECT_FALSE(has_assumption(map_ok(e), "cp_comm"));
+  e.erase("cp_comm");
+  EXPECT_TRUE(has_assumption(map_ok(e), "cp_comm: all-gather (not given; no framework default"));
+  for (const auto& [framework, form] : {std::pair<std::string, CpComm>{"nemo", CpComm::kP2p},
+                                        {"megatron", CpComm::kP2p},
+                                        {"torchtitan", CpComm::kTorchAllGather}}) {
+    e["family"]["framework"] = framework;
+    const PublishedRun r = map_ok(e);
+    EXPECT_EQ(r.plan.cp_comm, form) << framework;
+    EXPECT_TRUE(has_assumption(r, "cp_comm: " + std::string(to_string(form)) + " (not given;"))
+        << framework;
+  }
+  e["cp_comm"] = "p2p";
+  e["parallel"]["cp"] = 1;
+  e["parallel"]["dp"] = 8;
+  EXPECT_NE(map_error(e).find("cp_comm \"p2p\" needs context parallelism, the entry has cp 1"),
+            std::string::npos);
+  // Without CP and without the field nothing is assumed.
+  e.erase("cp_comm");
+  EXPECT_FALSE(has_assumption(map_ok(e), "cp_comm"));
+}
+
 // The fused attention kernel: generic unless the entry names one; a bad name is refused naming
 // the field.
 TEST(PublishedRun, AttentionKernelOnlyWhenTheEntryNamesIt) {
