@@ -4,7 +4,9 @@
 // counts against the published totals, the loader's errors, and the cost model's consistency
 // (GEMM FLOPs are twice tokens times weights, stage sums match the blocks).
 #include <cmath>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -259,41 +261,52 @@ TEST(ModelSpecMoe, RoundTripsAndChecksTheNewFields) {
   EXPECT_NE(r.status().message().find("kv_lora_rank > 0"), std::string::npos);
 }
 
-// The expert capacity factor: optional (dropless without it), written only when given, > 0,
-// MoE only; a bad value is refused naming the field and the value.
-TEST(ModelSpecMoe, CapacityFactor) {
+// An optional MoE-only number of the model: absent by default and not written then; `good`
+// loads and is written back; each of `bads` is refused naming the field; on a dense model
+// `dense_value` is refused with "<field>: value <dense_text> needs a mixture-of-experts model".
+void expect_optional_moe_number(const char* field, double good, const std::vector<Json>& bads,
+                                double dense_value, const std::string& dense_text,
+                                const std::optional<double> ModelSpec::*member) {
   const ModelSpec m = small_deepseek();
-  EXPECT_FALSE(m.moe_capacity_factor.has_value());
-  EXPECT_FALSE(model_to_json(m).contains("moe_capacity_factor"));
+  EXPECT_FALSE((m.*member).has_value()) << field;
+  EXPECT_FALSE(model_to_json(m).contains(field));
   Json j = model_to_json(m);
-  j["moe_capacity_factor"] = 1.25;
+  j[field] = good;
   auto r = load_json(j);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->moe_capacity_factor, 1.25);
-  EXPECT_EQ(model_to_json(*r)["moe_capacity_factor"], 1.25);
-  for (const Json& bad : {Json(-1.0), Json(0.0), Json("1")}) {
-    j["moe_capacity_factor"] = bad;
+  EXPECT_EQ((*r).*member, good);
+  EXPECT_EQ(model_to_json(*r)[field], good);
+  for (const Json& bad : bads) {
+    j[field] = bad;
     r = load_json(j);
-    ASSERT_FALSE(r.ok()) << bad.dump();
-    EXPECT_NE(r.status().message().find("'moe_capacity_factor'"), std::string::npos)
+    ASSERT_FALSE(r.ok()) << field << " " << bad.dump();
+    EXPECT_NE(r.status().message().find(std::string("'") + field + "'"), std::string::npos)
         << r.status().message();
   }
-  j["moe_capacity_factor"] = 0.0;
-  r = load_json(j);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("field 'moe_capacity_factor': value 0.000000 must be > 0"),
-            std::string::npos)
-      << r.status().message();
-  j["moe_capacity_factor"] = 1.0;
+  j[field] = dense_value;
   j["num_experts"] = 1;
   j["experts_per_token"] = 1;
   for (const char* moe_only : {"router_groups", "router_group_topk", "shared_expert_ffn_size",
                                "dense_layers", "dense_ffn_hidden_size"})
     j.erase(moe_only);
   r = load_json(j);
+  ASSERT_FALSE(r.ok()) << field;
+  EXPECT_NE(r.status().message().find(std::string("field '") + field + "': value " + dense_text +
+                                      " needs a mixture-of-experts model"),
+            std::string::npos)
+      << r.status().message();
+}
+
+// The expert capacity factor: optional (dropless without it), written only when given, > 0,
+// MoE only; a bad value is refused naming the field and the value.
+TEST(ModelSpecMoe, CapacityFactor) {
+  expect_optional_moe_number("moe_capacity_factor", 1.25, {Json(-1.0), Json(0.0), Json("1")},
+                             1.0, "1.000000", &ModelSpec::moe_capacity_factor);
+  Json j = model_to_json(small_deepseek());
+  j["moe_capacity_factor"] = 0.0;
+  auto r = load_json(j);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("field 'moe_capacity_factor': value 1.000000 needs a "
-                                      "mixture-of-experts model"),
+  EXPECT_NE(r.status().message().find("field 'moe_capacity_factor': value 0.000000 must be > 0"),
             std::string::npos)
       << r.status().message();
 }
@@ -301,34 +314,8 @@ TEST(ModelSpecMoe, CapacityFactor) {
 // The load-balancing coefficient: optional, written only when given, in [0, 1], MoE only; HF
 // configs give it as router_aux_loss_coef (Mixtral 0.02, Qwen3-MoE 0.001).
 TEST(ModelSpecMoe, RouterAuxLossCoefficient) {
-  const ModelSpec m = small_deepseek();
-  EXPECT_FALSE(m.router_aux_loss_coef.has_value());
-  EXPECT_FALSE(model_to_json(m).contains("router_aux_loss_coef"));
-  Json j = model_to_json(m);
-  j["router_aux_loss_coef"] = 0.02;
-  auto r = load_json(j);
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->router_aux_loss_coef, 0.02);
-  EXPECT_EQ(model_to_json(*r)["router_aux_loss_coef"], 0.02);
-  for (const Json& bad : {Json(-0.1), Json(2.0), Json("0.01")}) {
-    j["router_aux_loss_coef"] = bad;
-    r = load_json(j);
-    ASSERT_FALSE(r.ok()) << bad.dump();
-    EXPECT_NE(r.status().message().find("'router_aux_loss_coef'"), std::string::npos)
-        << r.status().message();
-  }
-  j["router_aux_loss_coef"] = 0.01;
-  j["num_experts"] = 1;
-  j["experts_per_token"] = 1;
-  for (const char* moe_only : {"router_groups", "router_group_topk", "shared_expert_ffn_size",
-                               "dense_layers", "dense_ffn_hidden_size"})
-    j.erase(moe_only);
-  r = load_json(j);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("field 'router_aux_loss_coef': value 0.010000 needs a "
-                                      "mixture-of-experts model"),
-            std::string::npos)
-      << r.status().message();
+  expect_optional_moe_number("router_aux_loss_coef", 0.02, {Json(-0.1), Json(2.0), Json("0.01")},
+                             0.01, "0.010000", &ModelSpec::router_aux_loss_coef);
   auto mixtral = load_hf("mixtral-8x22b-config.json");
   ASSERT_TRUE(mixtral.ok()) << mixtral.status().message();
   EXPECT_EQ(mixtral->router_aux_loss_coef, 0.001);

@@ -161,16 +161,22 @@ TEST_P(GptGradient, BackwardMatchesFiniteDifferences) {
   check_gradients(model, single_plan(std::get<0>(GetParam())));
 }
 
-// Mixture of experts (executor/cpu/moe.h): a dense first layer, then 4 experts, top-2, with a
-// shared expert: the router (through the gates and the load-balancing loss), the experts and
-// the shared expert. Full recompute runs the routing again before the backward.
-TEST(GptGradientMoe, BackwardMatchesFiniteDifferences) {
+// small_model() with MoE layers: 4 experts, top-2, a shared expert, layer 0 dense.
+ModelSpec small_moe_model() {
   ModelSpec model = small_model();
   model.num_experts = 4;
   model.experts_per_token = 2;
   model.shared_expert_ffn_size = 8;
   model.dense_layers = {0};
   model.dense_ffn_hidden_size = 24;
+  return model;
+}
+
+// Mixture of experts (executor/cpu/moe.h): a dense first layer, then 4 experts, top-2, with a
+// shared expert: the router (through the gates and the load-balancing loss), the experts and
+// the shared expert. Full recompute runs the routing again before the backward.
+TEST(GptGradientMoe, BackwardMatchesFiniteDifferences) {
+  ModelSpec model = small_moe_model();
   // Steps of 1e-3: at 1e-2 every element of the layer biases swaps some token's experts (see
   // check_gradients). Measured: at 1e-3 every element compared agrees within 3% + 2e-5 on
   // seeds 1-6; on seeds 5 and 6 every one of the 12 largest elements of a bias swaps a token.
@@ -184,12 +190,7 @@ TEST(GptGradientMoe, BackwardMatchesFiniteDifferences) {
 // finite differences (a step that changes which assignments are dropped changes the routing
 // fingerprint and is skipped).
 TEST(GptGradientMoe, TokenDroppingAtCapacityMatchesFiniteDifferences) {
-  ModelSpec model = small_model();
-  model.num_experts = 4;
-  model.experts_per_token = 2;
-  model.shared_expert_ffn_size = 8;
-  model.dense_layers = {0};
-  model.dense_ffn_hidden_size = 24;
+  ModelSpec model = small_moe_model();
   model.moe_capacity_factor = 0.75;
   EXPECT_EQ(moe_expert_capacity(16, 2, 4, 0.75), 6);
   EXPECT_EQ(moe_expert_capacity(16, 2, 4, std::nullopt), 0);  // dropless
@@ -219,12 +220,7 @@ TEST(GptGradientMoe, TokenDroppingAtCapacityMatchesFiniteDifferences) {
 // size (the sizing mirrors the functions, none over-counted), dense and MoE, with and without
 // capacity, under each recompute.
 TEST(ScratchArena, APassReachesTheSizeWorkedOutFromThePlan) {
-  ModelSpec moe = small_model();
-  moe.num_experts = 4;
-  moe.experts_per_token = 2;
-  moe.shared_expert_ffn_size = 8;
-  moe.dense_layers = {0};
-  moe.dense_ffn_hidden_size = 24;
+  const ModelSpec moe = small_moe_model();
   ModelSpec capped = moe;
   capped.moe_capacity_factor = 1.0;
   for (const ModelSpec& model : {small_model(), moe, capped}) {
