@@ -149,7 +149,7 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   r.get_int("pp", p.pp, 1, PL::kMaxDegree, true);
   r.get_int("dp", p.dp, 1, PL::kMaxDegree, true);
   r.get_int("ep", p.ep, 1, PL::kMaxDegree, false);
-  int c = 0;
+  c = 0;
   if (r.get_choice("expert_layout", c, {"carved", "folded"}, false))
     p.expert_layout = static_cast<ExpertLayout>(c);
   r.get_int("expert_tp", p.expert_tp, 1, PL::kMaxDegree, false);
