@@ -25,7 +25,10 @@ namespace {
 std::vector<Task> all_step_tasks(const ModelSpec& m, const Plan& p, std::int64_t stage) {
   const StepTasks st = step_tasks(m, p, stage);
   std::vector<Task> all;
-  auto add = [&all](const std::vector<Task>& t) { all.insert(all.end(), t.begin(), t.end()); };
+  // Runs of steps (Task::repeat) written out: the executor calls and times each step.
+  auto add = [&all](const std::vector<Task>& t) {
+    for (Task& one : expand_repeats(t)) all.push_back(std::move(one));
+  };
   for (const LayerTasks& layer : st.micro_batch.layer) {
     add(layer.forward);
     add(layer.backward);

@@ -44,14 +44,14 @@ volatile float g_sink = 0.0f;
 
 double TaskSample::flops() const {
   double f = 0;
-  for (const Task& t : tasks) f += t.executed_flops;
+  for (const Task& t : tasks) f += t.executed_flops * static_cast<double>(t.repeat);
   return f;
 }
 
 double TaskSample::bytes() const {
   double b = 0;
   for (const Task& t : tasks)
-    if (t.kind == TaskKind::kMemory) b += t.bytes;
+    if (t.kind == TaskKind::kMemory) b += t.bytes * static_cast<double>(t.repeat);
   return b;
 }
 

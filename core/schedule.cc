@@ -438,7 +438,7 @@ std::int64_t dualpipe_overlapped_pairs(std::int64_t pp, std::int64_t stage, std:
 PassCosts zb_v_pass_costs(const ModelSpec& model, const Plan& plan) {
   auto flops = [](const std::vector<Task>& tasks) {
     double sum = 0;
-    for (const Task& t : tasks) sum += t.flops;
+    for (const Task& t : expand_repeats(tasks)) sum += t.flops;  // a run's steps one by one
     return sum;
   };
   const std::vector<Task> backward = layer_backward_tasks(model, plan);
@@ -476,7 +476,7 @@ Result<double> chunk_forward_s(const ModelSpec& model, const Plan& plan, const C
   auto rates = plan_rates(plan, cluster.gpu, hardware);
   if (!rates.ok()) return rates.status();
   double layer_s = 0;
-  for (const Task& t : layer_forward_tasks(model, plan))
+  for (const Task& t : expand_repeats(layer_forward_tasks(model, plan)))  // a run's steps one by one
     if (t.kind != TaskKind::kComm) layer_s += task_time_s(t, *rates);
   return layer_s * static_cast<double>(model.num_layers) /
          static_cast<double>(chunk_layers(plan, model).size());

@@ -54,6 +54,9 @@ double Estimator::group_time_s(Collective c, std::int64_t bytes, std::int64_t n_
 
 Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan& plan,
                                      const DeviceRates& r) const {
+  // Runs of steps (Task::repeat) are costed step by step: the steps' own sums, in their order
+  // (the estimate is cached per layout, so the longer list costs little).
+  if (has_repeats(tasks)) return cost(expand_repeats(tasks), plan, r);
   PassTimes t;
   const std::vector<std::int32_t> partner = tp_overlap_partners(tasks, plan);
   for (std::size_t i = 0; i < tasks.size(); ++i) {

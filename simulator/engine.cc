@@ -226,10 +226,11 @@ void Engine::arrive(std::int32_t ci) {
   c.began = now_;
   const NetDemand& net = nets_[static_cast<std::size_t>(c.net)];
   if (net.transfer_s <= 0.0 || net.links.empty()) {
-    push(now_ + wait + ceil_ns(net.latency_s + net.transfer_s), ~ci, c.version);
+    push(now_ + wait + net.rounds * ceil_ns(net.latency_s + net.transfer_s), ~ci, c.version);
     return;
   }
   c.active = true;
+  c.rounds_left = net.rounds - 1;
   c.remaining_s = net.transfer_s;
   c.transfer_from = now_ + wait + ceil_ns(net.latency_s);
   c.last_update = now_;
@@ -351,6 +352,16 @@ std::int64_t Engine::run() {
     const std::int32_t ci = ~ev.id;
     Collective& c = collectives_[static_cast<std::size_t>(ci)];
     if (ev.version != c.version) continue;  // superseded by a re-rating
+    if (c.active && c.rounds_left > 0) {
+      // A run's next exchange: its latency, then its transfer, still on the same links.
+      const NetDemand& net = nets_[static_cast<std::size_t>(c.net)];
+      --c.rounds_left;
+      c.remaining_s = net.transfer_s;
+      c.transfer_from = now_ + ceil_ns(net.latency_s);
+      c.last_update = now_;
+      rerate(ci);
+      continue;
+    }
     if (c.active) {
       c.active = false;
       for (std::int32_t l : nets_[static_cast<std::size_t>(c.net)].links) {

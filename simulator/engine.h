@@ -28,6 +28,11 @@ struct NetDemand {
   double latency_s = 0;   // the latency term (not slowed by link sharing)
   double transfer_s = 0;  // the bandwidth term at the uncontended bandwidth
   std::vector<std::int32_t> links;  // directed links the collective's traffic crosses (deduplicated)
+  // A run's collective (Task::repeat): `rounds` exchanges back to back, each its latency then its
+  // transfer, on the links throughout; uncontended, rounds times one exchange's nanoseconds. Not
+  // replayed per round: rank skew's straggler wait (only with a compute spread) is waited for
+  // once, at the first.
+  std::int32_t rounds = 1;
 };
 
 // One operation, 48 bytes: a program holds tens of millions of them with --all-ranks (GPT-3
@@ -141,6 +146,7 @@ class Engine {
     double rate = 1;         // fraction of the full bandwidth it gets now
     TimeNs transfer_from = 0, last_update = 0;
     std::int32_t version = 0;
+    std::int32_t rounds_left = 0;  // NetDemand::rounds still to transfer after this one
     bool active = false;
   };
   // Rank skew, per collective op (run-time): when its predecessors had all ended (-1: not

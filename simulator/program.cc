@@ -106,8 +106,8 @@ struct PipeTables {
   std::vector<std::vector<std::int32_t>> send_fwd, send_bwd, first_fwd, first_bwd;
 };
 
-// net_for's key: (group kind, group colour, collective, message bytes).
-using NetKey = std::tuple<int, std::int64_t, int, std::int64_t>;
+// net_for's key: (group kind, group colour, collective, message bytes, rounds).
+using NetKey = std::tuple<int, std::int64_t, int, std::int64_t, std::int32_t>;
 // A collective instance among simulated group members: (group kind, group colour, how many
 // collectives of that kind the slot had issued before it); kind -1: an instance of one op.
 using CollectiveKey = std::tuple<int, std::int64_t, std::int64_t>;
@@ -383,7 +383,8 @@ class Builder {
     std::vector<std::int32_t> wait;  // ops the next compute op waits for
     std::array<std::int64_t, kCommGroupCount> coll_count{};  // collectives issued per CommGroup
     std::array<GroupInfo, kCommGroupCount> groups;          // by CommGroup
-    std::vector<std::tuple<int, int, std::int64_t, std::int32_t>> nets;  // this slot's demands
+    // This slot's demands: (group kind, collective, message bytes, rounds, net).
+    std::vector<std::tuple<int, int, std::int64_t, std::int32_t, std::int32_t>> nets;
     const StepTasks* step = nullptr;  // the stage's tasks and parameter blocks
     std::map<std::int64_t, std::size_t> block_of_layer;
     std::vector<std::int64_t> backwards_done;  // per block
@@ -407,9 +408,13 @@ class Builder {
     return *t;
   }
 
+  // A run's task (Task::repeat) takes repeat times one copy's nanoseconds, as its steps' ops
+  // would one after another; SimOptions::expand_repeats plays the steps instead.
   TimedTasks timed(const std::vector<Task>& tasks) const {
+    if (opt_.expand_repeats && has_repeats(tasks)) return timed(expand_repeats(tasks));
     TimedTasks t;
-    for (const Task& task : tasks) t.ns.push_back(to_ns(task_time_s(task, rates_)));
+    for (const Task& task : tasks)
+      t.ns.push_back(to_ns(task_copy_time_s(task, rates_)) * task.repeat);
     t.partner = tp_overlap_partners(tasks, plan_);
     t.fed.assign(t.partner.size(), false);
     for (std::size_t i = 0; i < t.partner.size(); ++i)
@@ -508,10 +513,11 @@ class Builder {
 
   // Keyed without `spread`: within one group kind every all-to-all carries the model's one
   // spread (the MoE layers' dispatch and combine), so the key still names one demand.
+  // `rounds`: a run's collective (Task::repeat), that many exchanges back to back.
   std::int32_t net_for(int kind, std::int64_t color, Collective c, std::int64_t bytes,
                        const std::vector<std::int64_t>& group, bool dp_sum,
-                       const RoutedSpread& spread = {}) {
-    const auto key = std::make_tuple(kind, color, static_cast<int>(c), bytes);
+                       const RoutedSpread& spread = {}, std::int32_t rounds = 1) {
+    const auto key = std::make_tuple(kind, color, static_cast<int>(c), bytes, rounds);
     auto it = nets_.find(key);
     if (it != nets_.end()) return it->second;
     NetDemand demand;
@@ -522,6 +528,7 @@ class Builder {
       demand = topo_.collective_demand(
           c, bytes, group, algo, [this](std::int32_t l) { return canonical_link(l); }, spread);
     }
+    demand.rounds = rounds;
     const std::int32_t id = new_net(std::move(demand), key);
     nets_.emplace(key, id);
     return id;
@@ -546,17 +553,21 @@ class Builder {
     const auto members = static_cast<std::int32_t>(gi.ranks.size());  // the whole group
     const int kind = static_cast<int>(t.group);
     std::int32_t net = -1;
-    for (const auto& [k, c, bytes, id] : rs.nets)
-      if (k == kind && c == static_cast<int>(t.collective) && bytes == t.message_bytes) net = id;
+    for (const auto& [k, c, bytes, rounds, id] : rs.nets)
+      if (k == kind && c == static_cast<int>(t.collective) && bytes == t.message_bytes &&
+          rounds == t.repeat)
+        net = id;
     if (net < 0) {
       const bool dp_sum = t.group == CommGroup::kDp || t.group == CommGroup::kExpertDp ||
                           t.group == CommGroup::kDpReplica;
-      net = net_for(kind, gi.color, t.collective, t.message_bytes, gi.ranks, dp_sum, t.spread);
-      rs.nets.emplace_back(kind, static_cast<int>(t.collective), t.message_bytes, net);
+      net = net_for(kind, gi.color, t.collective, t.message_bytes, gi.ranks, dp_sum, t.spread,
+                    t.repeat);
+      rs.nets.emplace_back(kind, static_cast<int>(t.collective), t.message_bytes, t.repeat, net);
     }
     meta.name = t.name;
     meta.group = report_group_of(t.group);
     meta.bytes_sent = t.bytes_sent();
+    meta.repeat = t.repeat;
     const std::int32_t id = new_op(rs, stream_of(t.group), 0, meta);
     // The members that are simulated meet at the collective (all of them with all_ranks; in
     // symmetric mode the others are replicas of this rank, at the same point at the same time).

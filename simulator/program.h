@@ -43,7 +43,9 @@ struct OpMeta {
   ReportGroup group = ReportGroup::kNone;
   bool pipeline = false;    // compute op of the forward/backward passes (bubble accounting)
   bool optimizer = false;
-  std::int64_t bytes_sent = 0;  // this rank's payload (collectives.h convention)
+  // A run's op (Task::repeat): the steps it stands for, said in the trace's labels (" x8").
+  std::int32_t repeat = 1;
+  std::int64_t bytes_sent = 0;  // this rank's payload (collectives.h convention), every step's
   bool operator==(const OpMeta&) const = default;
 };
 

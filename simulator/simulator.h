@@ -78,6 +78,10 @@ struct SimOptions {
   // memory are linear in M beyond the fill and drain (tests/simulator check it against the full
   // simulation). The planner uses it; `simulate` plays every micro-batch unless asked.
   std::int64_t extrapolate_above_micro_batches = 0;
+  // Play each run of identical steps (Task::repeat: a context-parallel ring's) step by step, one
+  // op per step's task, instead of one op per run: the check that holding them as runs changes
+  // nothing (`simulate --expand-repeats`; tests/simulator/simulator_test.cc). Slower.
+  bool expand_repeats = false;
 };
 
 struct SimResult {

@@ -168,7 +168,13 @@ std::vector<SlotTimeline> slot_timelines(const Program& p, TimeNs step_end, unsi
       // not communication).
       GroupComm& g = groups[static_cast<std::size_t>(m.group)];
       g.bytes_sent += static_cast<double>(m.bytes_sent);
-      g.time_s += sec(op.end - began);
+      // A run's collective (Task::repeat) adds its rounds one by one when they took the same
+      // time, as its steps' collectives add up when played one after another.
+      const TimeNs flying_ns = op.end - began;
+      if (m.repeat > 1 && flying_ns % m.repeat == 0)
+        for (std::int32_t k = 0; k < m.repeat; ++k) g.time_s += sec(flying_ns / m.repeat);
+      else
+        g.time_s += sec(flying_ns);
       if (op.end > began) flying[static_cast<std::size_t>(m.group)].emplace_back(began, op.end);
     }
     for (std::size_t g = 0; g < groups.size(); ++g) {
@@ -259,6 +265,13 @@ void write_slot_bodies(std::size_t n, unsigned threads, ChromeTraceWriter& w,
   }
 }
 
+// An op's task name, with the steps a run's op stands for (Task::repeat): "attention_step x8".
+std::string op_label(const OpMeta& m) {
+  std::string name(m.name);
+  if (m.repeat != 1) name += " x" + std::to_string(m.repeat);
+  return name;
+}
+
 // Slot s's complete events, in op order.
 void write_slot_ops(const Program& p, std::size_t s, ChromeTraceWriter& w) {
   const SlotInfo& si = p.slots[s];
@@ -267,7 +280,7 @@ void write_slot_ops(const Program& p, std::size_t s, ChromeTraceWriter& w) {
     const OpMeta& m = p.meta(i);
     const Op& op = p.engine.op(i);
     if (op.end <= op.start && op.collective < 0) continue;
-    w.complete(chrome_trace_event_name(m.pass, m.micro_batch, m.layer, m.name), si.rank,
+    w.complete(chrome_trace_event_name(m.pass, m.micro_batch, m.layer, op_label(m)), si.rank,
                op.stream - si.first_stream, op.start, op.end - op.start, m.micro_batch, m.layer,
                m.bytes_sent);
   }
@@ -480,7 +493,7 @@ html::StepPicture step_picture(const Program& p, const std::vector<SlotTimeline>
       if (m.group == ReportGroup::kNone) continue;
       const std::string g(to_string(m.group));
       add_bar(pic.lanes[static_cast<std::size_t>(lane + 1)], std::max(p.engine.began(id), op.start), op.end,
-              g, g + " " + std::string(m.name), join_ns);
+              g, g + " " + op_label(m), join_ns);
     } else if (op.stream == si.first_stream + static_cast<std::int32_t>(StreamKind::kCompute)) {
       const bool known = m.pass == 'F' || m.pass == 'B' || m.pass == 'R' || m.pass == 'O';
       add_bar(pic.lanes[static_cast<std::size_t>(lane)], op.start, op.end,

@@ -295,6 +295,10 @@ int run_published(const cli::Args& args) {
   auto entries = read_published(path, args.get("family"));
   if (!entries.ok()) return cli::fail(kProgram, entries.status());
   const bool as_json = args.has("json");
+  const bool expand = args.has("expand-repeats");
+  if (expand && args.has("cross-validate"))
+    return cli::fail(kProgram, Status::Error("--expand-repeats is not taken with --cross-validate",
+                                             ExitCode::kUsage));
   if (args.has("write-residuals") && !args.has("cross-validate"))
     return cli::fail(kProgram, Status::Error("--write-residuals needs --cross-validate",
                                              ExitCode::kUsage));
@@ -311,9 +315,12 @@ int run_published(const cli::Args& args) {
   for (const PublishedEntry& e : *entries) {
     Json out = {{"id", e.id}};
     const Result<PublishedRun>& run = e.run;
-    Result<SimResult> sim = run.ok() ? simulate_step(run->model, run->cluster, run->plan,
-                                                     run->options)
-                                     : Result<SimResult>(run.status());
+    Result<SimResult> sim = [&]() -> Result<SimResult> {
+      if (!run.ok()) return run.status();
+      SimOptions options = run->options;
+      options.expand_repeats = expand;
+      return simulate_step(run->model, run->cluster, run->plan, options);
+    }();
     if (!sim.ok()) {
       ++failed;
       if (first_failure.ok()) first_failure = sim.status();
@@ -403,6 +410,8 @@ int run(int argc, char** argv) {
       {"dp-algorithm", true, "data-parallel gradient sum: ring (default) or gather-broadcast"},
       {"zb-v-send-blind", false, "zb-v: order the passes without the pipeline send time "
                                  "(default: a send-aware order where it replays shorter)"},
+      {"expand-repeats", false, "play a context-parallel ring's runs of identical steps step by "
+                                "step, one op per step (a check: the same step, slower)"},
       {"published", true, "published measured runs (JSON list) to simulate and compare"},
       {"family", true, "with --published: only the runs whose family (source / framework / GPU) "
                        "contains TEXT"},
@@ -439,6 +448,7 @@ int run(int argc, char** argv) {
   opt.hardware = *hardware;
   opt.all_ranks = args.has("all-ranks");
   opt.zb_v_send_aware = !args.has("zb-v-send-blind");
+  opt.expand_repeats = args.has("expand-repeats");
   opt.rank_order = args.get("rank-order", "tp,cp,dp,pp");
   opt.collect_trace = args.has("trace");
   const std::string algo = args.get("dp-algorithm", "ring");

@@ -33,14 +33,15 @@ void print_pass(const char* pass, const std::vector<Task>& tasks,
     const double s = trainplan::task_time_s(t, rates);
     total += s;
     (t.kind == TaskKind::kGemm ? gemm : t.kind == TaskKind::kMemory ? memory : attention) += s;
-    bytes += t.bytes;
-    launches += t.launches;
-    std::cout << Json{{"pass", pass},        {"task", std::string(t.name)},
-                      {"time_s", s},         {"bytes", t.bytes},
-                      {"flops", t.executed_flops}, {"launches", t.launches},
-                      {"fp8", t.fp8}}
-                     .dump()
-              << "\n";
+    // A run's task (Task::repeat): its time, bytes, FLOPs and launches are every step's.
+    bytes += t.bytes * t.repeat;
+    launches += t.launches * t.repeat;
+    Json line{{"pass", pass},        {"task", std::string(t.name)},
+              {"time_s", s},         {"bytes", t.bytes * t.repeat},
+              {"flops", t.executed_flops * t.repeat}, {"launches", t.launches * t.repeat},
+              {"fp8", t.fp8}};
+    if (t.repeat != 1) line["repeat"] = t.repeat;
+    std::cout << line.dump() << "\n";
   }
   std::cout << Json{{"pass", pass},      {"total_s", total},   {"gemm_s", gemm},
                     {"memory_s", memory}, {"attention_s", attention}, {"bytes", bytes},

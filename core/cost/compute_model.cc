@@ -90,6 +90,11 @@ double attention_flops_per_s(const Task& t, const DeviceRates& r) {
 }  // namespace
 
 double task_time_s(const Task& t, const DeviceRates& r) {
+  const double one = task_copy_time_s(t, r);
+  return t.repeat == 1 ? one : static_cast<double>(t.repeat) * one;
+}
+
+double task_copy_time_s(const Task& t, const DeviceRates& r) {
   double compute = 0.0;
   switch (t.kind) {
     case TaskKind::kComm: return 0.0;

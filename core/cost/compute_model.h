@@ -81,8 +81,12 @@ double memory_efficiency_of(const DeviceRates& r, MemoryKernel k);
 
 double gemm_shape_efficiency(const DeviceRates& r, std::int64_t m, std::int64_t n, std::int64_t k,
                              std::int64_t batch);
-// Seconds for one compute task (kGemm, kAttention or kMemory); 0 for kComm.
+// Seconds for one compute task (kGemm, kAttention or kMemory), all its Task::repeat copies; 0
+// for kComm.
 double task_time_s(const Task& task, const DeviceRates& r);
+// One copy's seconds (task_time_s is Task::repeat times it): what the simulator rounds to
+// nanoseconds before multiplying, as each step's op is rounded when played step by step.
+double task_copy_time_s(const Task& task, const DeviceRates& r);
 
 // A measured hardware profile (written by `calibrate`): the device's fitted rates and the
 // measured links. Units in every key; see README "Hardware profiles".

@@ -149,12 +149,41 @@ struct Task {
   // exchange for the next step, sent while this step's attention runs); the compute task after
   // them waits for it. 0: the next compute task waits for it (a blocking collective).
   std::int32_t beside = 0;
+  // A run of identical steps held as one (compact_repeats: a context-parallel ring's steps of one
+  // shape): the task stands for `repeat` copies of itself, one per step. A run's tasks are
+  // consecutive and carry the same repeat, the first with repeat_first; one copy of each, in
+  // order, is one step. The other fields describe one copy (message_bytes is one exchange's,
+  // nccl-tests' S; flops, bytes and launches one kernel's); what is summed counts every copy:
+  // task_time_s (repeat times one copy's, its launches too), bytes_sent(), and every total
+  // (comm_volume_on_stage, step_flops, the simulator's report). The simulator plays a run as
+  // one op per task: a collective of repeat exchanges back to back, each its latency then its
+  // bytes (simulator/engine.h), beside the run's compute, repeat times one copy's; compact_repeats
+  // forms a run only where that is what its steps take one after another.
+  std::int32_t repeat = 1;
+  bool repeat_first = false;
 
+  // This rank's bytes for every copy (one copy's times repeat).
   std::int64_t bytes_sent() const {
-    return kind == TaskKind::kComm ? bytes_sent_per_rank(collective, message_bytes, group_size)
-                                   : 0;
+    return kind == TaskKind::kComm
+               ? bytes_sent_per_rank(collective, message_bytes, group_size) * repeat
+               : 0;
   }
+  bool operator==(const Task&) const = default;
 };
+
+// Runs of identical steps (Task::repeat). compact_repeats replaces, from `from` on, each run of
+// n >= 2 consecutive copies of a unit of tasks by the unit with repeat n; a unit qualifies when
+// its steps played one after another take n times one step: each of its collectives a
+// context-parallel one whose Task::beside window closes inside the unit, and no window opened
+// before it still open where it starts (then a step begins only once the step before it has
+// ended, and the run's compute and exchanges, each n times one step's, give n times one step's
+// max-plus time). Units of up to kMaxRepeatUnit tasks; the longest run wins. expand_repeats is
+// its inverse: each run written out step by step (repeat 1), as the simulator's
+// SimOptions::expand_repeats plays it. Tested by tests/core/cp_comm_test.cc.
+inline constexpr std::size_t kMaxRepeatUnit = 8;
+void compact_repeats(std::vector<Task>& tasks, std::size_t from = 0);
+std::vector<Task> expand_repeats(const std::vector<Task>& tasks);
+bool has_repeats(const std::vector<Task>& tasks);
 
 // Forward tasks of one transformer layer for one micro-batch on one TP rank. The per-layer
 // functions below see `model` as a uniform stack: an MoE model's expert layers. For a model

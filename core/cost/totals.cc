@@ -19,7 +19,7 @@ using namespace cost_internal;
 namespace {
 double sum_flops(const std::vector<Task>& tasks) {
   double f = 0;
-  for (const Task& t : tasks) f += t.flops;
+  for (const Task& t : tasks) f += t.flops * d(t.repeat);
   return f;
 }
 }  // namespace

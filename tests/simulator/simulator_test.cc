@@ -1,9 +1,12 @@
 // simulate_step as a whole: symmetric against full simulation, determinism, memory, the trace,
 // and the errors it returns. Run: ctest -R simulator_test.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
+#include "core/cost/compute_model.h"
 #include "core/cost/cost_model.h"
 #include "core/json_util.h"
 #include "core/schedule.h"
@@ -1140,6 +1143,94 @@ TEST(Simulator, ContextParallelRingHidesItsExchangeBehindTheSteps) {
   EXPECT_LT(ring.report.step_time_s, gather.report.step_time_s);
   EXPECT_LT(torch.report.ranks[0].comm.at("cp").exposed_s, g.exposed_s);
   EXPECT_EQ(ring.report.bytes_per_group, gather.report.bytes_per_group);
+}
+
+// Rank 0's complete events whose name starts with `prefix` (the prefix taken off), in the
+// trace's order: name, start and duration in nanoseconds.
+struct TraceOp {
+  std::string name;
+  std::int64_t start_ns = 0, dur_ns = 0;
+};
+std::vector<TraceOp> trace_ops(const std::string& trace, const std::string& prefix) {
+  const Json doc = Json::parse(trace);
+  std::vector<TraceOp> out;
+  for (const Json& e : doc["traceEvents"]) {
+    if (e.value("ph", "") != "X" || e["pid"].get<std::int64_t>() != 0) continue;
+    const std::string name = e["name"].get<std::string>();
+    if (name.rfind(prefix, 0) != 0) continue;
+    out.push_back({name.substr(prefix.size()),
+                   static_cast<std::int64_t>(std::llround(e["ts"].get<double>() * 1e3)),
+                   static_cast<std::int64_t>(std::llround(e["dur"].get<double>() * 1e3))});
+  }
+  return out;
+}
+const TraceOp& trace_op(const std::vector<TraceOp>& ops, const std::string& name) {
+  const auto it = std::find_if(ops.begin(), ops.end(), [&](const TraceOp& o) { return o.name == name; });
+  EXPECT_NE(it, ops.end()) << name;
+  static const TraceOp none;
+  return it == ops.end() ? none : *it;
+}
+
+TEST(Simulator, ContextParallelRingRunsPlayAsTheirStepsOneAfterAnother) {
+  // Transformer Engine's ring at cp 8 in one node (one layer, 4,096 tokens a rank): its steps of
+  // one shape are held as runs (Task::repeat), one op per task. The forward ring takes the closed
+  // form kv copy + max(c, step 0) + 4 max(c, copy + full step) + 2 max(c, copy + half step) +
+  // the last copy and step, c one exchange, played as runs and step by step, with the exchange
+  // shorter than a step (NVLink) and longer (links a hundred times slower). With nothing else
+  // on the ring's links (the gradients summed after the backward), the step played as runs is
+  // the step played step by step, to the nanosecond; PyTorch's rings too.
+  const ModelSpec gpt = testing::gpt_model(1, 2048, 16, 32768, 32000);
+  Plan p = testing::make_plan(1, 1, 1, 1, 1);
+  p.cp = 8;
+  SimOptions o;
+  o.collect_trace = true;
+  o.overlap_grad_reduce = false;
+  SimOptions step_by_step = o;
+  step_by_step.expand_repeats = true;
+  for (double slower : {1.0, 100.0}) {
+    ClusterSpec c = testing::cluster_for(p);
+    c.intra_node_bytes_per_s /= slower;
+    for (CpComm form : {CpComm::kP2p, CpComm::kTorchAllGather, CpComm::kTorchAllToAll}) {
+      p.cp_comm = form;
+      const std::string what = std::string(to_string(form)) + " links / " + std::to_string(slower);
+      const SimResult runs = testing::simulate_ok(gpt, c, p, o);
+      const SimResult steps = testing::simulate_ok(gpt, c, p, step_by_step);
+      EXPECT_LT(runs.ops, steps.ops) << what;
+      EXPECT_EQ(step_report_to_json(runs.report).dump(), step_report_to_json(steps.report).dump())
+          << what;
+    }
+    p.cp_comm = CpComm::kP2p;
+    const std::vector<Task> f = layer_forward_tasks(gpt, p);
+    auto task = [&](const std::string& name, std::int32_t repeat) -> const Task& {
+      const auto it = std::find_if(f.begin(), f.end(), [&](const Task& t) {
+        return t.name == name && t.repeat == repeat;
+      });
+      EXPECT_NE(it, f.end()) << name << " x" << repeat;
+      return *it;
+    };
+    const auto rates = plan_rates(p, c.gpu, std::nullopt);
+    ASSERT_TRUE(rates.ok()) << rates.status().message();
+    auto ns = [&](const Task& t) -> std::int64_t {
+      return std::llround(task_copy_time_s(t, *rates) * 1e9);
+    };
+    const SimResult runs = testing::simulate_ok(gpt, c, p, o);
+    const SimResult steps = testing::simulate_ok(gpt, c, p, step_by_step);
+    const std::vector<TraceOp> r = trace_ops(runs.trace_json, "F mb0 L0 ");
+    const std::vector<TraceOp> s = trace_ops(steps.trace_json, "F mb0 L0 ");
+    const std::int64_t x = trace_op(s, "cp_send_recv_kv").dur_ns;  // one exchange
+    EXPECT_EQ(trace_op(r, "cp_send_recv_kv x4").dur_ns, 4 * x);
+    EXPECT_EQ(trace_op(r, "cp_send_recv_kv x2").dur_ns, 2 * x);
+    const std::int64_t full = ns(task("cp_step_copy", 4)) + ns(task("attention_step", 4));
+    const std::int64_t half = ns(task("cp_step_copy", 2)) + ns(task("attention_step", 2));
+    const std::int64_t ring = ns(task("cp_kv_cat", 1)) + std::max(x, ns(task("attention", 1))) +
+                              4 * std::max(x, full) + 2 * std::max(x, half) + half;
+    for (const auto* ops : {&r, &s})
+      EXPECT_EQ(trace_op(*ops, "cp_merge_outputs").start_ns - trace_op(*ops, "cp_kv_cat").start_ns,
+                ring)
+          << "links / " << slower;
+    if (slower > 1) EXPECT_GT(x, full);
+    else EXPECT_LT(x, full);
+  }
 }
 
 TEST(Simulator, ContextParallelTraceHasACpTrack) {
