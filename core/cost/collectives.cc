@@ -163,4 +163,6 @@ double gather_broadcast_time_s(std::int64_t message_bytes, std::int64_t n,
   return 2.0 * (latency_s + root_bytes / link_bytes_per_s);
 }
 
+bool RoutedSpread::operator==(const RoutedSpread&) const = default;
+
 }  // namespace trainplan

@@ -65,7 +65,7 @@ struct RoutedSpread {
   std::int64_t groups = 0;
   std::int64_t group_topk = 0;
   std::int64_t copies = 0;
-  bool operator==(const RoutedSpread&) const = default;
+  bool operator==(const RoutedSpread&) const;  // defaulted in collectives.cc (nvcc reads this header as C++17)
 };
 
 // The share of an all-to-all buffer that leaves the node, for a group of `nodes` x `per_node`

@@ -168,7 +168,7 @@ struct Task {
                ? bytes_sent_per_rank(collective, message_bytes, group_size) * repeat
                : 0;
   }
-  bool operator==(const Task&) const = default;
+  bool operator==(const Task&) const;  // defaulted in tasks.cc (nvcc reads this header as C++17)
 };
 
 // Runs of identical steps (Task::repeat). compact_repeats replaces, from `from` on, each run of

@@ -1204,9 +1204,14 @@ std::vector<Task> backward_weight_tasks(const std::vector<Task>& backward) {
 
 double layer_weight_gradient_operand_bytes(const ModelSpec& m, const Plan& p) {
   // A weight-gradient GEMM batch x (m x k) * (k x n): X^T is m x k, dY is k x n.
+  // The weight-gradient GEMMs do not depend on how context parallelism moves keys and values,
+  // only on cp's share of the sequence: the all-gather form lists them without a ring of cp
+  // steps, which the memory model would otherwise build for every candidate it checks.
+  Plan q = p;
+  q.cp_comm = CpComm::kAllGather;
   double bytes = 0;
   const double e = bytes_per_element(p.precision);
-  for (const Task& t : backward_weight_tasks(layer_backward_tasks(m, p)))
+  for (const Task& t : backward_weight_tasks(layer_backward_tasks(m, q)))
     bytes += d(t.batch) * (d(t.m) * d(t.k) + d(t.k) * d(t.n)) * e;
   return bytes;
 }
@@ -1404,5 +1409,7 @@ std::int64_t pipeline_message_bytes(const ModelSpec& m, const Plan& p) {
   const Shape x = shape_of(m, p);
   return std::llround(d(x.norm_tokens) * d(x.h) * x.e);
 }
+
+bool Task::operator==(const Task&) const = default;
 
 }  // namespace trainplan
