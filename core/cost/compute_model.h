@@ -83,6 +83,15 @@ double gemm_shape_efficiency(const DeviceRates& r, std::int64_t m, std::int64_t 
                              std::int64_t batch);
 // Seconds for one compute task (kGemm, kAttention or kMemory); 0 for kComm.
 double task_time_s(const Task& task, const DeviceRates& r);
+// The roofline terms of task_time_s (= max(compute_s, memory_s) + overhead_s) and the output
+// tiles a GEMM or attention kernel spreads over the SMs (0 for a memory-bound kernel): what
+// core/cost/contention.h slows when a collective holds SMs and bandwidth beside it.
+struct WorkShape {
+  double compute_s = 0, memory_s = 0, overhead_s = 0;
+  double tiles = 0;
+  bool operator==(const WorkShape&) const = default;
+};
+WorkShape work_shape(const Task& task, const DeviceRates& r);
 
 // A measured hardware profile (written by `calibrate`): the device's fitted rates and the
 // measured links. Units in every key; see README "Hardware profiles".
