@@ -182,6 +182,14 @@ Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& clust
       return Status::Error(buf, ExitCode::kUsage);
     }
   }
+  if (options.comm_contention && !options.hardware && !options.uniform_compute &&
+      cluster.gpu.sm_count > 0)
+    program.engine.set_contention([&program, &rates](std::int32_t op, const CommHold& held) {
+      const sim::OpShape& s = program.meta(op).shape;
+      if (s.empty()) return 1.0;
+      return contended_ratio(WorkShape{s.compute_s, s.memory_s, s.overhead_s, s.tiles},
+                             rates.sm_count, rates.hbm_bytes_per_s, held);
+    });
   SimResult result;
   if (options.progress) program.engine.set_progress(options.progress);
   result.events = program.engine.run();
