@@ -94,17 +94,21 @@ Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan&
       if (partner.empty() || partner[i] < 0) {
         t.tp_s += comm_s;
       } else {  // Plan::tp_comm_overlap: only what the GEMM beside it does not hide
-        // On Transformer Engine's userbuffers: 16 SMs for a collective after its GEMM, copy
-        // engines for an all-gather feeding it (contention.h), as the simulator plays them.
+        // On Transformer Engine's userbuffers, as the simulator plays them (contention.h): a
+        // forward GEMM before its reduce-scatter launched with a 16-SM margin throughout, a
+        // backward one beside a bulk overlap's 16 SMs while in flight, copy engines for an
+        // all-gather feeding its GEMM.
         const Task& gemm = tasks[static_cast<std::size_t>(partner[i])];
         const double gemm_s = task_time_s(gemm, r);
-        const CommKernels kernels = partner[i] < static_cast<std::int32_t>(i)
-                                        ? CommKernels::kUserbuffersSm
-                                        : CommKernels::kCopyEngine;
-        const double slowdown = beside_ratio(
-            {work_shape(gemm, r)},
-            hold_of(kernels, task.collective, task.message_bytes, task.group_size, 1), r);
-        t.tp_s += tp_overlapped_pair_s(comm_s, gemm_s, plan.tp, slowdown) - gemm_s;
+        const bool before = partner[i] < static_cast<std::int32_t>(i);
+        const bool margin = before && gemm_direction(gemm) == GemmDirection::kForward;
+        const CommKernels kernels = !before  ? CommKernels::kCopyEngine
+                                    : margin ? CommKernels::kUserbuffersMargin
+                                             : CommKernels::kUserbuffersSm;
+        CommHold hold = hold_of(kernels, task.collective, task.message_bytes, task.group_size, 1);
+        if (margin && contention()) hold.sms = kUserbufferSms;
+        const double slowdown = beside_ratio({work_shape(gemm, r)}, hold, r);
+        t.tp_s += tp_overlapped_pair_s(comm_s, gemm_s, plan.tp, slowdown, margin) - gemm_s;
       }
     } else if (task.group == CommGroup::kEp) {
       t.ep_s += group_time_s(task.collective, task.message_bytes, task.group_size,

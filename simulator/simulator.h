@@ -106,6 +106,11 @@ struct SimResult {
 double estimate_trace_bytes(std::int64_t ops, std::int64_t memory_changes);
 
 // Simulates one optimizer step. Errors: the plan does not fit the model or the cluster size.
+// Whether collectives take from the compute beside them in this simulation
+// (SimOptions::comm_contention on a GPU preset: no measured profile, no uniform compute, a known
+// SM count).
+bool comm_contention_applies(const SimOptions& options, const GpuSpec& gpu);
+
 Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& cluster,
                                 const Plan& plan, const SimOptions& options);
 

@@ -151,7 +151,8 @@ CommHold comm_hold(const GpuSpec& gpu, CommKernels kernels, Collective c,
                                       ? nccl_p2p_channels(gpu, c, nodes, per_node, message_bytes)
                                       : nccl_channels(gpu, nodes, per_node, message_bytes));
       break;
-    case CommKernels::kUserbuffersSm: h.sms = 16; break;
+    case CommKernels::kUserbuffersSm: h.sms = kUserbufferSms; break;
+    case CommKernels::kUserbuffersMargin: h.sms = 0; break;
     case CommKernels::kCopyEngine: h.sms = 0; break;
     case CommKernels::kExpertDispatch: h.sms = 20; break;
   }

@@ -48,11 +48,19 @@ struct CommHold {
 // The kernels that carry a collective.
 enum class CommKernels {
   kNccl,         // NCCL's: one CTA per channel (nccl_channels)
-  // Transformer Engine's userbuffers (transformer_engine/pytorch/module/base.py, initialize_ub,
-  // get_default_config): the reduce-scatters after a GEMM ("pipeline") and the bulk overlaps run
-  // as kernels on num_sm = 16 SMs; the all-gathers feeding a GEMM ("ring_exchange") go over
-  // copy engines and take no SM.
+  // Transformer Engine's userbuffers (transformer_engine/pytorch/module/base.py, initialize_ub):
+  // the reduce-scatters after a GEMM ("pipeline") and the bulk overlaps run as kernels on
+  // num_sm SMs, 16 by default (add_ub); the all-gathers feeding a GEMM ("ring_exchange") go
+  // over copy engines and take no SM. A bulk overlap (the backward's; set_sm_margin False in TE's
+  // defaults and in every NeMo config) holds its SMs while it runs, beside a GEMM launched on all
+  // of them: kUserbuffersSm.
   kUserbuffersSm,
+  // The forward's pipelined reduce-scatter with set_sm_margin, as NeMo's per-model configs set
+  // it on every "pipeline" entry (nemo/collections/llm/recipes/tp_overlap_configs/
+  // userbuffers.py): the GEMM beside it is launched on sm_count - num_sm SMs for all of its
+  // run (kUserbufferSms; the simulator and the estimate charge it on the GEMM), so the
+  // collective holds no further SM beside it, only its bandwidth.
+  kUserbuffersMargin,
   kCopyEngine,   // cudaMemcpy between devices: no SM, the bytes still cross device memory
   // DeepSeek-V3's expert all-to-all kernels (arXiv:2412.19437 sec. 3.2.2: "20 SMs suffice to
   // use IB and NVLink fully"; sec. 3.5.1: "20 out of the 132 SMs available in the H800 GPU"),
@@ -89,6 +97,8 @@ enum class CommKernels {
 // src/transport/nvls.cc) is not modelled: the presets' link rates are ring rates.
 std::int64_t nccl_channels(const GpuSpec& gpu, std::int64_t nodes, std::int64_t per_node,
                            std::int64_t message_bytes);
+// TE userbuffers' num_sm default (add_ub in initialize_ub).
+inline constexpr double kUserbufferSms = 16;
 // NCCL's channels for a send/recv or an all-to-all among `ranks` ranks (src/graph/paths.cc
 // ncclTopoComputeP2pChannels: p2pnChannels = nextPow2(the collective channels); per peer
 // 2 x NVLinks inside a node, 2 per NIC across nodes, rounded to a power of two; src/enqueue.cc

@@ -184,9 +184,10 @@ std::vector<std::int32_t> tp_overlap_partners(const std::vector<Task>& tasks, co
 // beside it (core/cost/contention.h; 1 when it runs on copy engines), the rest R = gemm_s
 // (tp-1)/tp takes comm_s when comm_s >= R s, else R + comm_s (1 - 1/s), the simulator's fluid
 // model in closed form; the pair adds the waiting chunk, gemm_s / tp. At s = 1: max(comm_s, R)
-// + gemm_s / tp.
+// + gemm_s / tp. whole_gemm (a GEMM launched with an SM margin, CommKernels::kUserbuffersMargin):
+// the rest runs slowed throughout, max(comm_s, R s) + gemm_s / tp.
 double tp_overlapped_pair_s(double comm_s, double gemm_s, std::int64_t tp,
-                            double sm_slowdown = 1.0);
+                            double sm_slowdown = 1.0, bool whole_gemm = false);
 
 // Tokens of one micro-batch on one rank: micro_batch_size * seq_len / cp (context parallelism
 // splits each sequence over cp ranks).

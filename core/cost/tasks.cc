@@ -920,9 +920,11 @@ std::vector<std::int32_t> tp_overlap_partners(const std::vector<Task>& tasks, co
   return partner;
 }
 
-double tp_overlapped_pair_s(double comm_s, double gemm_s, std::int64_t tp, double sm_slowdown) {
+double tp_overlapped_pair_s(double comm_s, double gemm_s, std::int64_t tp, double sm_slowdown,
+                            bool whole_gemm) {
   const double chunk = gemm_s / d(std::max<std::int64_t>(1, tp));
   const double rest = gemm_s - chunk;
+  if (whole_gemm) return std::max(comm_s, rest * std::max(1.0, sm_slowdown)) + chunk;
   // The rest runs at 1/sm_slowdown of its rate while the collective is in flight: all of it
   // (comm_s >= rest * s), or comm_s of it, the remainder at full rate.
   const double s = std::max(1.0, sm_slowdown);
