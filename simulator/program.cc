@@ -651,10 +651,23 @@ class Builder {
         m.shape = tt.shape[i];
         const TimeNs head = tt.ns[i] / chunks;
         id = compute(rs, head, m);
+        // The forward's pipelined reduce-scatter: its GEMM launched with an SM margin for all of
+        // its run; the backward's bulk overlaps: SMs held while in flight (contention.h).
+        const bool margin = gemm_direction(t) == GemmDirection::kForward;
         const std::int32_t rs_id =  // what follows waits
-            collective(rs, tt.tasks[i + 1], meta, CommKernels::kUserbuffersSm);
+            collective(rs, tt.tasks[i + 1], meta,
+                       margin ? CommKernels::kUserbuffersMargin : CommKernels::kUserbuffersSm);
         eng_->add_dep(id, rs_id);
-        compute(rs, tt.ns[i] - head, m);
+        TimeNs rest = tt.ns[i] - head;
+        if (margin && comm_contention_applies(opt_, cluster_.gpu)) {
+          const OpShape& s = tt.shape[i];
+          rest = static_cast<TimeNs>(std::llround(
+              static_cast<double>(rest) *
+              contended_ratio(WorkShape{s.compute_s, s.memory_s, s.overhead_s, s.tiles},
+                              rates_.sm_count, rates_.hbm_bytes_per_s,
+                              CommHold{kUserbufferSms, 0})));
+        }
+        compute(rs, rest, m);
         rs.wait.push_back(rs_id);
         ++i;
       } else if (t.kind == TaskKind::kComm) {
