@@ -43,7 +43,7 @@ loop() {
 
 loop gpt3-4 gpt3.json 4 "tp=4 pp=1 dp=1 zero=3 mbs=2 1f1b recompute=full:1 sp" \
   "execute: scale-down: offload optimizer+params -> none"
-loop llama3-8b-4 llama3-8b.json 4 "tp=1 cp=4 pp=1 dp=1 zero=2" \
+loop llama3-8b-4 llama3-8b.json 4 "tp=1 cp=2 pp=2 dp=1 zero=1" \
   "execute: scale-down: activation swiglu -> gelu"
 loop llama3-8b-8 llama3-8b.json 8 "tp=1 cp=4 pp=1 dp=2 zero=1" \
   "execute: scale-down: num_kv_heads"
