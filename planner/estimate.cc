@@ -64,7 +64,7 @@ CommHold Estimator::hold_of(CommKernels kernels, Collective c, std::int64_t byte
                             std::int64_t stride_outer, const RoutedSpread& spread) const {
   if (!contention() || (n_inner * n_outer <= 1 && c != Collective::kSendRecv)) return {};
   const auto [nodes, per_node] = group_nodes(n_inner, stride_inner, n_outer, stride_outer);
-  return comm_hold(cluster_.gpu, kernels, c, bytes, nodes, per_node,
+  return comm_hold(cluster_, kernels, c, bytes, nodes, per_node,
                    group_time_s(c, bytes, n_inner, stride_inner, n_outer, stride_outer, spread));
 }
 

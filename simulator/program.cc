@@ -540,7 +540,7 @@ class Builder {
       for (std::int64_t g : group) ++per_node[topo_.node_of(g)];
       const auto nodes = static_cast<std::int64_t>(per_node.size());
       const std::int64_t local = std::max<std::int64_t>(1, static_cast<std::int64_t>(group.size()) / nodes);
-      demand.hold = comm_hold(cluster_.gpu, kernels, c, bytes, nodes, local,
+      demand.hold = comm_hold(cluster_, kernels, c, bytes, nodes, local,
                               demand.latency_s + demand.transfer_s);
     }
     const std::int32_t id = new_net(std::move(demand), key);

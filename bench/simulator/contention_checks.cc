@@ -62,7 +62,7 @@ Beside layer_beside(const GpuSpec& gpu, const ClusterSpec& cluster, std::int64_t
   const double seconds = ring_collective_time_s(Collective::kAllGather, bytes, ranks,
                                                 cluster.intra_node_bytes_per_s, 0.0);
   const CommHold hold =
-      comm_hold(gpu, CommKernels::kNccl, Collective::kAllGather, bytes, 1, ranks, seconds);
+      comm_hold(cluster, CommKernels::kNccl, Collective::kAllGather, bytes, 1, ranks, seconds);
   double alone_g = 0, beside_g = 0, alone = 0, beside = 0;
   for (const auto* list : {&t.of(LayerKind::kDense).forward, &t.of(LayerKind::kDense).backward})
     for (const Task& x : *list) {
@@ -94,7 +94,7 @@ int checks() {
   // NVIDIA developer forum, "Compute-Communication Overlap Causes Severe GEMM Performance
   // Degradation because of Tail Effect": a 132-block GEMM beside a 24-block NCCL all-gather.
   const WorkShape wave{1.0, 0.0, 0.0, 132.0};
-  const std::int64_t ch = nccl_channels(H, 1, 8, kBig);
+  const std::int64_t ch = nccl_channels(*h100, 1, 8, kBig);
   std::printf("| NCCL channels of an all-gather on 8 H100s | 24 blocks (forum); 24 coll channels "
               "(NCCL 2.27 log) | %lld |\n", static_cast<long long>(ch));
   std::printf("| 132-tile GEMM beside it, H100 | time nearly doubles, MFU ~80%% -> ~47%% | x%.2f |\n",
@@ -122,7 +122,7 @@ int checks() {
   // attention 0.18 -> 0.33 ms, elementwise 0.02 -> 0.05 ms.
   const double s = ring_collective_time_s(Collective::kAllGather, kBig, 8,
                                           a100->intra_node_bytes_per_s, 0.0);
-  const CommHold ag = comm_hold(A, CommKernels::kNccl, Collective::kAllGather, kBig, 1, 8, s);
+  const CommHold ag = comm_hold(*a100, CommKernels::kNccl, Collective::kAllGather, kBig, 1, 8, s);
   std::printf("| all-gather on 8 A100s holds | - | %.0f SMs, %.0f GB/s of HBM |\n", ag.sms,
               ag.hbm_bytes_per_s / 1e9);
   std::printf("| large GEMM beside it, A100 | x%.2f (1.18 -> 2.08 ms, nccl issue 1428) | x%.2f |\n",

@@ -24,32 +24,38 @@ struct NcclArch {
   int cc = 80;                      // compute capability x 10 (ccMin in search.cc)
   double line_GBps_per_link = 25;   // NVLink line rate per link and direction
   double nccl_GBps_per_link = 20;   // SMxx_NVLINK_BW (src/graph/topo.h)
-  std::span<const float> intra;
-  // The inter-node search's speed: the first of speedArrayInter at or below the GPU-to-NIC
-  // path's bandwidth (NCCL's PCI model, width x GT/s / 80: gen3 x16 12, gen4 24, gen5 48 GB/s),
-  // the NIC (HDR 25, NDR 50 GB/s) at least as fast: 12 (Volta), 24 (Ampere), 48 (Hopper),
-  // 47.9 (Blackwell, sm100SpeedArrayInter).
-  double nic_channel_GBps = 24;
+  std::span<const float> intra, inter;
+  double pcie_GBps = 24;            // NCCL's PCI bandwidth of the GPU's x16 link (gen3 12, gen4 24, gen5 48)
   int max_channels = 32;            // MAXCHANNELS (src/include/device.h): 64 from 2.25
 };
+
+constexpr float kInter[] = {48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0,
+                            7.0,  6.0,  5.0,  4.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+constexpr float kInterSm90[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                                15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+constexpr float kInterSm100[] = {47.9, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                                 15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 
 NcclArch arch_of(const GpuSpec& gpu) {
   NcclArch a;
   a.intra = kIntra;
+  a.inter = kInter;
   if (gpu.architecture == "volta") {
     a.cc = 70;
-    a.nic_channel_GBps = 12;
+    a.pcie_GBps = 12;
   } else if (gpu.architecture == "hopper") {
     a.cc = 90;
     a.nccl_GBps_per_link = 20.6;
     a.intra = kIntraSm90;
-    a.nic_channel_GBps = 48;
+    a.inter = kInterSm90;
+    a.pcie_GBps = 48;
   } else if (gpu.architecture == "blackwell") {
     a.cc = 100;
     a.line_GBps_per_link = 50;
     a.nccl_GBps_per_link = 40;
     a.intra = kIntraSm100;
-    a.nic_channel_GBps = 47.9;
+    a.inter = kInterSm100;
+    a.pcie_GBps = 48;
     a.max_channels = 64;
   }
   return a;
@@ -83,7 +89,8 @@ void search_intra(const NcclArch& a, double total_GBps, std::int64_t& n, double&
 }
 
 // The collective channels of a communicator (before the small-message reduction).
-std::int64_t comm_channels(const GpuSpec& gpu, std::int64_t nodes, std::int64_t per_node) {
+std::int64_t comm_channels(const ClusterSpec& cluster, std::int64_t nodes, std::int64_t per_node) {
+  const GpuSpec& gpu = cluster.gpu;
   const NcclArch a = arch_of(gpu);
   std::int64_t n = 0;
   double speed = 0;
@@ -91,8 +98,16 @@ std::int64_t comm_channels(const GpuSpec& gpu, std::int64_t nodes, std::int64_t 
     const double links = std::max(1.0, std::round(gpu.nvlink_bytes_per_s / kGB / a.line_GBps_per_link));
     search_intra(a, links * a.nccl_GBps_per_link, n, speed);
   } else {
-    n = std::min<std::int64_t>(per_node, a.max_channels / 2);
-    speed = a.nic_channel_GBps;
+    // One channel per NIC at the fastest speed the path from a GPU to its NIC carries.
+    const std::int64_t g = std::max<std::int64_t>(1, cluster.gpus_per_node);
+    const std::int64_t nics = cluster.nics_per_node > 0 ? cluster.nics_per_node : g;
+    const double nic_GBps = cluster.inter_node_bytes_per_s / kGB * static_cast<double>(g) /
+                            static_cast<double>(nics) / kNicAchievableFraction;
+    const double path = std::min(a.pcie_GBps, nic_GBps);
+    std::size_t i = 0;
+    while (i + 1 < a.inter.size() && a.inter[i] > path + 1e-9) ++i;
+    speed = a.inter[i];
+    n = std::min<std::int64_t>({per_node, nics, a.max_channels / 2});
   }
   if (n <= 0) return 1;
   // ncclTopoDupChannels.
@@ -109,20 +124,21 @@ std::int64_t comm_channels(const GpuSpec& gpu, std::int64_t nodes, std::int64_t 
 
 }  // namespace
 
-std::int64_t nccl_channels(const GpuSpec& gpu, std::int64_t nodes, std::int64_t per_node,
+std::int64_t nccl_channels(const ClusterSpec& cluster, std::int64_t nodes, std::int64_t per_node,
                            std::int64_t message_bytes) {
   if (nodes * per_node <= 1) return 0;
-  std::int64_t nc = comm_channels(gpu, nodes, per_node);
+  std::int64_t nc = comm_channels(cluster, nodes, per_node);
   constexpr std::int64_t kThreads = 512, kThreshold = 64;  // NCCL_SIMPLE_MAX_NTHREADS, ..._THRESHOLD
   while (nc > 1 && message_bytes < nc * kThreads * kThreshold) --nc;
   return nc;
 }
 
-std::int64_t nccl_p2p_channels(const GpuSpec& gpu, Collective c, std::int64_t nodes,
+std::int64_t nccl_p2p_channels(const ClusterSpec& cluster, Collective c, std::int64_t nodes,
                                std::int64_t per_node, std::int64_t message_bytes) {
   if (nodes * per_node <= 1 && c != Collective::kSendRecv) return 0;
+  const GpuSpec& gpu = cluster.gpu;
   const NcclArch a = arch_of(gpu);
-  const std::int64_t p2p = next_pow2(std::min<std::int64_t>(comm_channels(gpu, nodes, per_node),
+  const std::int64_t p2p = next_pow2(std::min<std::int64_t>(comm_channels(cluster, nodes, per_node),
                                                             a.max_channels));
   if (c == Collective::kAllToAll) return p2p;
   const double links = std::max(1.0, std::round(gpu.nvlink_bytes_per_s / kGB / a.line_GBps_per_link));
@@ -139,17 +155,18 @@ std::int64_t nccl_p2p_channels(const GpuSpec& gpu, Collective c, std::int64_t no
   return channels;
 }
 
-CommHold comm_hold(const GpuSpec& gpu, CommKernels kernels, Collective c,
+CommHold comm_hold(const ClusterSpec& cluster, CommKernels kernels, Collective c,
                    std::int64_t message_bytes, std::int64_t nodes, std::int64_t per_node,
                    double seconds) {
+  const GpuSpec& gpu = cluster.gpu;
   CommHold h;
   const std::int64_t ranks = nodes * per_node;
   if (ranks <= 1 && c != Collective::kSendRecv) return h;
   switch (kernels) {
     case CommKernels::kNccl:
       h.sms = static_cast<double>(c == Collective::kAllToAll || c == Collective::kSendRecv
-                                      ? nccl_p2p_channels(gpu, c, nodes, per_node, message_bytes)
-                                      : nccl_channels(gpu, nodes, per_node, message_bytes));
+                                      ? nccl_p2p_channels(cluster, c, nodes, per_node, message_bytes)
+                                      : nccl_channels(cluster, nodes, per_node, message_bytes));
       break;
     case CommKernels::kUserbuffersSm: h.sms = kUserbufferSms; break;
     case CommKernels::kUserbuffersMargin: h.sms = 0; break;

@@ -78,8 +78,10 @@ enum class CommKernels {
 //    the first solution with the most channels x speed, and stops when that fills the GPU's total
 //    NVLink bandwidth (links x SMxx_NVLINK_BW, src/graph/topo.h: 20.0 GB/s per link on Volta and
 //    Ampere, 20.6 on Hopper, 40.0 on Blackwell) or the next speed is below 0.49 of the best. Inside
-//    a node that is total / speed channels; across nodes, one channel per NIC of the group's GPUs
-//    in the node, at the GPU-to-NIC path's speed (PCIe gen3 12, gen4 24, gen5 48 GB/s);
+//    a node that is total / speed channels; across nodes, one channel per NIC the group's GPUs in
+//    the node reach (min(per_node, ClusterSpec::nics_per_node)), at the fastest speed the
+//    GPU-to-NIC path carries: the NIC's line rate and the PCIe link (NCCL's PCI model, width x
+//    GT/s / 80: gen3 x16 12, gen4 24, gen5 48 GB/s);
 //  - ncclTopoDupChannels (search.cc:835): doubles them (to at most MAXCHANNELS/2) unless the
 //    speed is below 25, or, on ccMin > 80, below 50 with more than 4 channels;
 //  - ncclTopoPostset (src/graph/connect.cc, "Duplication should be complete now"): doubles again,
@@ -95,7 +97,7 @@ enum class CommKernels {
 // channels on an 8-GPU H100 node (NCCL 2.27), 16 on an H800 node (nccl issue 892), 16 across
 // nodes of A800s. NVLS (NVLink SHARP, Hopper; 16 channels, NCCL_NVLS_NCHANNELS in
 // src/transport/nvls.cc) is not modelled: the presets' link rates are ring rates.
-std::int64_t nccl_channels(const GpuSpec& gpu, std::int64_t nodes, std::int64_t per_node,
+std::int64_t nccl_channels(const ClusterSpec& cluster, std::int64_t nodes, std::int64_t per_node,
                            std::int64_t message_bytes);
 // TE userbuffers' num_sm default (add_ub in initialize_ub).
 inline constexpr double kUserbufferSms = 16;
@@ -105,14 +107,14 @@ inline constexpr double kUserbufferSms = 16;
 // scheduleP2pTasksToPlan: a send spreads over as many of its peer's channels as its size needs,
 // chunks of at most 32 x 128 KiB inside a node and 128 KiB across; an all-to-all reaches every
 // peer and so every p2p channel).
-std::int64_t nccl_p2p_channels(const GpuSpec& gpu, Collective c, std::int64_t nodes,
+std::int64_t nccl_p2p_channels(const ClusterSpec& cluster, Collective c, std::int64_t nodes,
                                std::int64_t per_node, std::int64_t message_bytes);
 
 // The hold of collective `c` over `nodes` x `per_node` ranks carried by `kernels`, which takes
 // `seconds` on an idle network: the SMs above, and device-memory traffic of three times the bytes
 // it sends per second (issue 1428's "it can be 3x": each byte received is written by the peer,
 // read back, and the user buffer read or written; zero-length collectives hold only SMs).
-CommHold comm_hold(const GpuSpec& gpu, CommKernels kernels, Collective c,
+CommHold comm_hold(const ClusterSpec& cluster, CommKernels kernels, Collective c,
                    std::int64_t message_bytes, std::int64_t nodes, std::int64_t per_node,
                    double seconds);
 

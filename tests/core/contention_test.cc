@@ -10,10 +10,14 @@
 namespace trainplan {
 namespace {
 
-GpuSpec gpu(const char* name) {
+// A node of the preset's GPUs with its DGX/HGX links (one NIC per GPU).
+ClusterSpec gpu(const char* name) {
   auto g = gpu_preset(name);
   EXPECT_TRUE(g.ok()) << name;
-  return *g;
+  auto node = preset_gpus_per_node(name);
+  auto c = make_cluster(name, 64 * *node, *node);
+  EXPECT_TRUE(c.ok()) << name;
+  return *c;
 }
 
 TEST(Contention, NcclChannelsFollowTheRingSearch) {
@@ -46,6 +50,28 @@ TEST(Contention, NcclChannelsFollowTheRingSearch) {
   EXPECT_EQ(nccl_channels(gpu("H100-80GB"), 1, 1, kBig), 0);  // no collective
 }
 
+// Across nodes NCCL runs a search channel per NIC the group's GPUs reach, at the speed the
+// GPU-to-NIC path carries: a node of 8 A100s sharing 4 x 100 Gb/s NICs (fms-fsdp's reading)
+// searches 4 channels at 12 GB/s, not duplicated below 25: 8.
+TEST(Contention, NcclChannelsFollowTheNodesNics) {
+  constexpr std::int64_t kBig = std::int64_t{1} << 30;
+  ClusterSpec c = gpu("A100-80GB");
+  c.nics_per_node = 4;
+  c.inter_node_bytes_per_s = shared_nic_bytes_per_s(4, 100, 8);
+  EXPECT_EQ(nccl_channels(c, 16, 8, kBig), 8);
+  EXPECT_EQ(nccl_channels(c, 16, 2, kBig), 4);
+  EXPECT_EQ(nccl_channels(c, 1, 8, kBig), 24);  // inside a node the NICs do not matter
+  // H100s with 4 x 400 Gb/s NICs per 8: 4 channels at 48, doubled twice: 16.
+  ClusterSpec h = gpu("H100-80GB");
+  h.nics_per_node = 4;
+  h.inter_node_bytes_per_s = shared_nic_bytes_per_s(4, 400, 8);
+  EXPECT_EQ(nccl_channels(h, 16, 8, kBig), 16);
+  // The presets' one NIC per GPU, said explicitly, changes nothing.
+  ClusterSpec same = gpu("H100-80GB");
+  same.nics_per_node = 8;
+  EXPECT_EQ(nccl_channels(same, 16, 8, kBig), nccl_channels(gpu("H100-80GB"), 16, 8, kBig));
+}
+
 TEST(Contention, NcclP2pChannels) {
   constexpr std::int64_t kBig = std::int64_t{1} << 30;
   // p2p channels: the collective channels rounded up to a power of two (the logs' "32 p2p
@@ -61,7 +87,7 @@ TEST(Contention, NcclP2pChannels) {
 }
 
 TEST(Contention, HoldByKernels) {
-  const GpuSpec h100 = gpu("H100-80GB");
+  const ClusterSpec h100 = gpu("H100-80GB");
   const std::int64_t S = 256 << 20;  // a 256 MiB all-gather over 8 ranks in 1 ms
   const CommHold nccl = comm_hold(h100, CommKernels::kNccl, Collective::kAllGather, S, 1, 8, 1e-3);
   EXPECT_EQ(nccl.sms, 24);
@@ -72,8 +98,8 @@ TEST(Contention, HoldByKernels) {
   EXPECT_GT(comm_hold(h100, CommKernels::kCopyEngine, Collective::kAllGather, S, 1, 8, 1e-3).hbm_bytes_per_s, 0);
   EXPECT_EQ(comm_hold(h100, CommKernels::kExpertDispatch, Collective::kAllToAll, S, 1, 8, 1e-3).sms, 20);
   EXPECT_TRUE(comm_hold(h100, CommKernels::kNccl, Collective::kAllReduce, S, 1, 1, 1e-3).empty());
-  GpuSpec custom = h100;
-  custom.sm_count = 0;  // unknown: no SM held
+  ClusterSpec custom = h100;
+  custom.gpu.sm_count = 0;  // unknown: no SM held
   EXPECT_EQ(comm_hold(custom, CommKernels::kNccl, Collective::kAllGather, S, 1, 8, 1e-3).sms, 0);
 }
 
