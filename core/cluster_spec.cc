@@ -395,6 +395,7 @@ Result<ClusterSpec> cluster_from_json(const Json& j, std::string_view source) {
   if (r.get_double("intra_node_latency_us", v, 0, 1e6, false)) c.intra_node_latency_s = v * kUs;
   if (r.get_double("inter_node_GBps", v, 1e-6, 1e6, false)) c.inter_node_bytes_per_s = v * kGB;
   if (r.get_double("inter_node_latency_us", v, 0, 1e6, false)) c.inter_node_latency_s = v * kUs;
+  r.get_int("nics_per_node", c.nics_per_node, 1, ClusterLimits::kMaxGpusPerNode, false);
   if (r.get_double("pcie_GBps", v, 1e-6, 1e6, false)) c.pcie_bytes_per_s = v * kGB;
   // GB like every other figure the tools print; the GiB key of earlier versions is still read.
   const bool host_gb = r.get_double("host_memory_GB_per_node", v, 0, 1e9, false);
@@ -424,6 +425,7 @@ Json cluster_to_json(const ClusterSpec& c) {
   j["intra_node_latency_us"] = c.intra_node_latency_s / kUs;
   j["inter_node_GBps"] = c.inter_node_bytes_per_s / kGB;
   j["inter_node_latency_us"] = c.inter_node_latency_s / kUs;
+  if (c.nics_per_node > 0) j["nics_per_node"] = c.nics_per_node;  // 0: one per GPU, not written
   j["pcie_GBps"] = c.pcie_bytes_per_s / kGB;
   j["host_memory_GB_per_node"] = c.host_memory_bytes_per_node / kGB;
   j["host_memory_GBps_per_node"] = c.host_memory_bytes_per_s_per_node / kGB;

@@ -83,6 +83,10 @@ struct ClusterSpec {
   // Achievable per-GPU bandwidth across nodes (one NIC per GPU; nccl-tests busbw per NIC).
   double inter_node_bytes_per_s = 0;
   double inter_node_latency_s = 0;       // per ring step across nodes
+  // NICs a node's GPUs share for inter-node traffic; 0: one per GPU (a DGX/HGX). With it, each
+  // NIC's line rate is inter_node_bytes_per_s x gpus_per_node / nics_per_node /
+  // kNicAchievableFraction. It sets how many channels NCCL runs across nodes (contention.h).
+  std::int64_t nics_per_node = 0;
   double pcie_bytes_per_s = 0;           // host <-> one GPU, per direction
   double host_memory_bytes_per_node = 0; // for offloaded optimizer states
   double host_memory_bytes_per_s_per_node = 0;  // host DRAM bandwidth (host optimizer step)

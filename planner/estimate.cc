@@ -34,11 +34,11 @@ const DeviceRates& Estimator::rates(Precision p) {
 // DP (with CP) stride tp, PP stride tp*cp*dp with Megatron-Core's placement tp-cp-dp-pp), or two
 // such levels (the experts' gradient group: cp ranks stride tp, then the dp/ep replicas holding
 // the same experts stride tp*cp*ep); ranks fill nodes of gpus_per_node in order.
-double Estimator::group_time_s(Collective c, std::int64_t bytes, std::int64_t n_inner,
-                               std::int64_t stride_inner, std::int64_t n_outer,
-                               std::int64_t stride_outer, const RoutedSpread& spread) const {
+std::pair<std::int64_t, std::int64_t> Estimator::group_nodes(std::int64_t n_inner,
+                                                             std::int64_t stride_inner,
+                                                             std::int64_t n_outer,
+                                                             std::int64_t stride_outer) const {
   const std::int64_t n = n_inner * n_outer;
-  if (n <= 1) return 0.0;
   const std::int64_t g = cluster_.gpus_per_node;
   auto in_node = [g](std::int64_t count, std::int64_t stride) {
     return stride >= g ? 1 : std::min(count, std::max<std::int64_t>(1, g / stride));
@@ -46,10 +46,39 @@ double Estimator::group_time_s(Collective c, std::int64_t bytes, std::int64_t n_
   std::int64_t per_node = in_node(n_inner, stride_inner);
   // When the inner level fits in a node, several outer repetitions may share it.
   if (n_outer > 1 && per_node == n_inner) per_node *= in_node(n_outer, stride_outer);
-  const std::int64_t nodes = (n + per_node - 1) / per_node;
+  return {(n + per_node - 1) / per_node, per_node};
+}
+
+double Estimator::group_time_s(Collective c, std::int64_t bytes, std::int64_t n_inner,
+                               std::int64_t stride_inner, std::int64_t n_outer,
+                               std::int64_t stride_outer, const RoutedSpread& spread) const {
+  if (n_inner * n_outer <= 1) return 0.0;
+  const auto [nodes, per_node] = group_nodes(n_inner, stride_inner, n_outer, stride_outer);
   return group_collective_time_s(c, bytes, nodes, per_node, cluster_.intra_node_bytes_per_s,
                                  cluster_.intra_node_latency_s, cluster_.inter_node_bytes_per_s,
                                  cluster_.inter_node_latency_s, spread);
+}
+
+CommHold Estimator::hold_of(CommKernels kernels, Collective c, std::int64_t bytes,
+                            std::int64_t n_inner, std::int64_t stride_inner, std::int64_t n_outer,
+                            std::int64_t stride_outer, const RoutedSpread& spread) const {
+  if (!contention() || (n_inner * n_outer <= 1 && c != Collective::kSendRecv)) return {};
+  const auto [nodes, per_node] = group_nodes(n_inner, stride_inner, n_outer, stride_outer);
+  return comm_hold(cluster_, kernels, c, bytes, nodes, per_node,
+                   group_time_s(c, bytes, n_inner, stride_inner, n_outer, stride_outer, spread));
+}
+
+// The time-weighted ratio of the compute `shapes` beside `hold` (contended_ratio per task).
+double Estimator::beside_ratio(const std::vector<WorkShape>& shapes, const CommHold& hold,
+                               const DeviceRates& r) const {
+  if (!contention() || hold.empty()) return 1.0;
+  double alone = 0, beside = 0;
+  for (const WorkShape& w : shapes) {
+    const double t = std::max(w.compute_s, w.memory_s) + w.overhead_s;
+    alone += t;
+    beside += t * contended_ratio(w, r.sm_count, r.hbm_bytes_per_s, hold);
+  }
+  return alone > 0 ? beside / alone : 1.0;
 }
 
 Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan& plan,
@@ -68,10 +97,21 @@ Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan&
       if (partner.empty() || partner[i] < 0) {
         t.tp_s += comm_s;
       } else {  // Plan::tp_comm_overlap: only what the GEMM beside it does not hide
-        const double gemm_s = task_time_s(tasks[static_cast<std::size_t>(partner[i])], r);
-        const double slowdown =
-            tp_overlap_sm_slowdown(cluster_.gpu.sm_count, partner[i] < static_cast<std::int32_t>(i));
-        t.tp_s += tp_overlapped_pair_s(comm_s, gemm_s, plan.tp, slowdown) - gemm_s;
+        // On Transformer Engine's userbuffers, as the simulator plays them (contention.h): a
+        // forward GEMM before its reduce-scatter launched with a 16-SM margin throughout, a
+        // backward one beside a bulk overlap's 16 SMs while in flight, copy engines for an
+        // all-gather feeding its GEMM.
+        const Task& gemm = tasks[static_cast<std::size_t>(partner[i])];
+        const double gemm_s = task_time_s(gemm, r);
+        const bool before = partner[i] < static_cast<std::int32_t>(i);
+        const bool margin = before && gemm_direction(gemm) == GemmDirection::kForward;
+        const CommKernels kernels = !before  ? CommKernels::kCopyEngine
+                                    : margin ? CommKernels::kUserbuffersMargin
+                                             : CommKernels::kUserbuffersSm;
+        CommHold hold = hold_of(kernels, task.collective, task.message_bytes, task.group_size, 1);
+        if (margin && contention()) hold.sms = kUserbufferSms;
+        const double slowdown = beside_ratio({work_shape(gemm, r)}, hold, r);
+        t.tp_s += tp_overlapped_pair_s(comm_s, gemm_s, plan.tp, slowdown, margin) - gemm_s;
       }
     } else if (task.group == CommGroup::kExpertTp) {
       // Folded experts' gather and scatter over their expert_tp consecutive ranks.
@@ -126,7 +166,25 @@ const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan)
     l.bwd = cost(lt.backward, plan, r);
     l.re = cost(lt.recompute, plan, r);
     l.weight_gradient_s = cost(backward_weight_tasks(lt.backward), plan, r).compute_s;
+    for (const Task& x : lt.forward)
+      if (x.kind != TaskKind::kComm) l.fwd_shapes.push_back(work_shape(x, r));
+    for (const auto* list : {&lt.backward, &lt.recompute})
+      for (const Task& x : *list)
+        if (x.kind != TaskKind::kComm) l.bwd_shapes.push_back(work_shape(x, r));
   }
+  // An MoE layer's first expert all-to-all stands for them all (dispatch and combine move the
+  // same buffer).
+  const MicroBatchTimes::Layer& moe = t.layer[static_cast<std::size_t>(LayerKind::kMoe)];
+  for (const Task& x : tasks.of(LayerKind::kMoe).forward)
+    if (x.kind == TaskKind::kComm && x.group == CommGroup::kEp &&
+        x.collective == Collective::kAllToAll) {
+      std::vector<WorkShape> pair = moe.fwd_shapes;
+      pair.insert(pair.end(), moe.bwd_shapes.begin(), moe.bwd_shapes.end());
+      t.dispatch_ratio = beside_ratio(
+          pair, hold_of(CommKernels::kExpertDispatch, x.collective, x.message_bytes,
+                        x.group_size, plan.tp * plan.cp, 1, 0, x.spread), r);
+      break;
+    }
   auto add = [](PassTimes a, const PassTimes& b) {
     a.compute_s += b.compute_s;
     a.tp_s += b.tp_s;
@@ -227,9 +285,11 @@ double Estimator::add_layer_times(const Plan& plan, const MicroBatchTimes& mb, s
 // A merged backward/forward pair (Plan::ep_overlap): the pair's all-to-alls travel while its
 // compute runs, so the pair takes max(compute, all-to-all) where it took their sum; each pass
 // gives up its share of what is hidden. Warm-up and cool-down passes, which are not paired, are
-// taken as paired too (the simulator plays them as they are).
-void Estimator::hide_expert_all_to_all(double ep_fwd, StageTimes& st) {
-  const double hidden = std::min(st.ep, st.compute);  // the layers' compute so far
+// taken as paired too (the simulator plays them as they are). Beside an all-to-all the compute
+// runs `ratio` times longer (its dispatch kernels' SMs, contention.h), so an all-to-all A beside
+// compute C hides min(C, A / ratio) of the pair: max(A - C, A (1 - 1 / ratio)) stays.
+void Estimator::hide_expert_all_to_all(double ep_fwd, double ratio, StageTimes& st) {
+  const double hidden = std::min(st.ep / ratio, st.compute);  // the layers' compute so far
   st.fwd -= hidden * ep_fwd / st.ep;
   st.bwd -= hidden * (st.ep - ep_fwd) / st.ep;
 }
@@ -266,7 +326,7 @@ Estimator::StageTimes Estimator::stage_times(const Plan& plan, const MicroBatchT
   st.layers = layers_on_stage(plan, model_, s);
   const double ep_fwd = add_layer_times(plan, mb, s, st);
   st.ep_fwd = ep_fwd;
-  if (plan.ep_overlap && st.ep > 0) hide_expert_all_to_all(ep_fwd, st);
+  if (plan.ep_overlap && st.ep > 0) hide_expert_all_to_all(ep_fwd, mb.dispatch_ratio, st);
   if (stage_holds_embedding(plan, s)) add_edge_times(mb.embedding, st);
   if (stage_holds_head(plan, s)) add_edge_times(mb.head, st);
   if (plan.pp > 1) add_pipeline_sends(plan, s, p2p_s, st);
@@ -293,6 +353,7 @@ Estimator::CostedStages Estimator::costed_stages(const Plan& plan, const MicroBa
                    1.0
              : 0.0;
   CostedStages c;
+  c.dispatch_ratio = mb.dispatch_ratio;
   c.differ = !plan.layers_per_stage.empty() || !model_.dense_layers.empty();
   if (c.differ) {
     for (std::int64_t s = 0; s < pp; ++s) c.stages.push_back(s);
@@ -396,8 +457,8 @@ void Estimator::pipeline(const Plan& plan, const CostedStages& c, Estimate& e) c
 // computes (C: the pair's compute and blocking collectives), and so does the forward's pipeline
 // send, which the backward no longer waits for. Beside an all-to-all compute runs on the SMs its
 // kernels leave (DeepSeek-V3 sec. 3.2.2 / 3.5.1: 20 of the H800's 132; slowdown s =
-// dualpipe_comm_sm_slowdown), so an all-to-all of a hidden beside compute stretches it by
-// a (1 - 1/s); compute shorter than A / s leaves the rest of A exposed:
+// MicroBatchTimes::dispatch_ratio, contention.h), so an all-to-all of a hidden beside compute
+// stretches it by a (1 - 1/s); compute shorter than A / s leaves the rest of A exposed:
 //   pair = max(A + send_F, C + A (1 - 1/s)),  saving = F + B - pair per pair.
 double dualpipe_fb_pair_s(double compute_s, double all_to_all_s, double forward_send_s,
                           double sm_slowdown) {
@@ -423,7 +484,7 @@ double dualpipe_fb_pair_s(double compute_s, double all_to_all_s, double forward_
 // the simulator ranks DualPipe ahead (tests/planner/estimate_vs_simulator_test.cc).
 double Estimator::dualpipe_pipeline_s(const Plan& plan, const CostedStages& c) const {
   const std::int64_t pp = plan.pp, M = plan.num_micro_batches();
-  const double s = plan.ep > 1 ? dualpipe_comm_sm_slowdown(cluster_.gpu.sm_count) : 1.0;
+  const double s = plan.ep > 1 ? c.dispatch_ratio : 1.0;
   std::vector<double> work, idle;
   std::size_t busiest = 0;
   for (std::size_t i = 0; i < c.stages.size(); ++i) {
@@ -497,6 +558,7 @@ double Estimator::dp_collective_s(const Plan& plan, const DpShape& x, Collective
 // The data-parallel collectives of a stage per step (comm) and the part not hidden behind the
 // backward (or, ZeRO-3, forward) pass (exposed).
 void Estimator::dp_times(const Plan& plan, std::int64_t s, const StageTimes& st,
+                         const MicroBatchTimes& mb, const DeviceRates& r,
                          StageTail& tail) const {
   const DpShape x = dp_shape(plan, s, st);
   // Per micro-batch through each chunk (dualpipe: each copy sees half of them).
@@ -505,8 +567,29 @@ void Estimator::dp_times(const Plan& plan, std::int64_t s, const StageTimes& st,
   // collective can hide behind the rest of the micro-batch's backward.
   const double bwd_window = st.bwd * (blocks - 1.0) / blocks;
   const double fwd_window = st.fwd * (blocks - 1.0) / blocks;
-  auto hidden_behind = [&](double comm_s, double window) {
-    return std::max(comm_s - window, comm_s / blocks);
+  // Beside a block's collective the window's compute runs f times longer (contention.h, the
+  // stage's more numerous layer kind standing for its compute): of the C' that travels beside
+  // the window W, max(C' - W, C' (1 - 1/f)) stays exposed (C' < W f: the compute stretched by
+  // C' (1 - 1/f); else the collective outlasts it). At f = 1: max(C - W, C / blocks).
+  auto hidden_behind = [&](double comm_s, double window, double f) {
+    const double beside = comm_s * (blocks - 1.0) / blocks;
+    return comm_s / blocks + std::max(beside - window, beside * (1.0 - 1.0 / f));
+  };
+  const LayerKindCounts kinds = layer_kinds_on_stage(plan, model_, s);
+  const MicroBatchTimes::Layer& layer =
+      mb.layer[static_cast<std::size_t>(kinds.moe > kinds.dense ? LayerKind::kMoe : LayerKind::kDense)];
+  auto ratio = [&](Collective c, bool forward) {
+    if (!contention() || blocks <= 1.0) return 1.0;
+    const double b = c == Collective::kAllGather ? bytes_per_element(plan.precision)
+                                                 : grad_bytes_per_element(plan);
+    const bool dense = x.dense_elems > 0;
+    const double elems = dense ? x.dense_elems : x.expert_elems;
+    const std::int64_t bytes = std::llround(elems * b / blocks);
+    const CommHold hold =
+        dense ? hold_of(CommKernels::kNccl, c, bytes, plan.zero_shard_ranks(), plan.tp)
+              : hold_of(CommKernels::kNccl, c, bytes, plan.cp, plan.tp, plan.dp / plan.ep,
+                        plan.tp * plan.cp * plan.ep);
+    return beside_ratio(forward ? layer.fwd_shapes : layer.bwd_shapes, hold, r);
   };
   // Hybrid sharding's all-reduce across shard groups, of each block's reduced shard, joins the
   // last micro-batch's gradient reduction.
@@ -522,18 +605,19 @@ void Estimator::dp_times(const Plan& plan, std::int64_t s, const StageTimes& st,
   if (plan.zero_stage == 0) {
     const double ar = dp_collective_s(plan, x, Collective::kAllReduce);
     comm = ar;
-    exposed = hidden_behind(ar, bwd_window);
+    exposed = hidden_behind(ar, bwd_window, ratio(Collective::kAllReduce, false));
     return;
   }
   const double rs = dp_collective_s(plan, x, Collective::kReduceScatter),
                ag = dp_collective_s(plan, x, Collective::kAllGather);
+  const double f_rs = ratio(Collective::kReduceScatter, false);
   if (plan.zero_stage == 1) {
     comm = rs + cross + ag;
-    exposed = hidden_behind(rs + cross, bwd_window) + ag;
+    exposed = hidden_behind(rs + cross, bwd_window, f_rs) + ag;
   } else if (plan.zero_stage == 2) {
     comm = M * rs + cross + ag;
-    exposed = (M - 1.0) * hidden_behind(rs, bwd_window) + hidden_behind(rs + cross, bwd_window) +
-              ag;
+    exposed = (M - 1.0) * hidden_behind(rs, bwd_window, f_rs) +
+              hidden_behind(rs + cross, bwd_window, f_rs) + ag;
   } else {
     // Again before each recomputed layer's forward: the stage's share of its gathers.
     const double recomputed_share = st.layers > 0 ? d(st.recomputed) / d(st.layers) : 0.0;
@@ -542,7 +626,8 @@ void Estimator::dp_times(const Plan& plan, std::int64_t s, const StageTimes& st,
     // In the backward pass a block's gather queues on the data-parallel stream behind the
     // previous block's reduce-scatter, which waits for that block's backward: each block waits
     // for both, as the simulator plays it (one stream for gathers and reductions).
-    exposed = M * (hidden_behind(ag, fwd_window) + gathers_bwd + rs) + cross;
+    exposed = M * (hidden_behind(ag, fwd_window, ratio(Collective::kAllGather, true)) +
+                   gathers_bwd + rs) + cross;
   }
 }
 
@@ -602,9 +687,9 @@ double Estimator::offload_s(const Plan& plan, std::int64_t s, const StageTimes& 
 }
 
 Estimator::StageTail Estimator::stage_tail(const Plan& plan, std::int64_t s, const StageTimes& st,
-                                           const DeviceRates& r) const {
+                                           const MicroBatchTimes& mb, const DeviceRates& r) const {
   StageTail tail;
-  dp_times(plan, s, st, tail);
+  dp_times(plan, s, st, mb, r, tail);
   const double tied = tied_embedding_s(plan, s);
   tail.dp_comm_s += tied;
   tail.dp_exposed_s += tied;
@@ -655,7 +740,7 @@ Estimate Estimator::estimate(const Plan& plan) {
   // The stage whose data-parallel, optimizer and offload work takes longest ends the step.
   double worst_tail = 0;
   for (std::size_t i = 0; i < stages.stages.size(); ++i) {
-    const StageTail tail = stage_tail(plan, stages.stages[i], stages.times[i], r);
+    const StageTail tail = stage_tail(plan, stages.stages[i], stages.times[i], mb, r);
     const double t = tail.total_s();
     if (t >= worst_tail) {
       worst_tail = t;

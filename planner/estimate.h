@@ -16,6 +16,7 @@
 
 #include "core/cluster_spec.h"
 #include "core/cost/compute_model.h"
+#include "core/cost/contention.h"
 #include "core/cost/cost_model.h"
 #include "core/cost/step_tasks.h"
 #include "core/model_spec.h"
@@ -83,10 +84,16 @@ class Estimator {
     struct Layer {
       PassTimes fwd, bwd, re;
       double weight_gradient_s = 0;  // bwd's W part (backward_weight_tasks), compute only
+      // The compute tasks' roofline terms, forward and backward (recompute included), for the
+      // compute a collective slows beside it (contention.h).
+      std::vector<WorkShape> fwd_shapes, bwd_shapes;
     };
     std::array<Layer, kLayerKindCount> layer;  // by LayerKind
     PassTimes embedding, head;                  // fwd + bwd
     std::int64_t pipeline_message_bytes = 0;    // a stage boundary's send
+    // The MoE layer's forward and backward compute beside an expert all-to-all on the dispatch
+    // kernels of the overlapped MoE schedules (CommKernels::kExpertDispatch): how much longer.
+    double dispatch_ratio = 1.0;
   };
   const MicroBatchTimes& micro_batch_times(const Plan& plan);
   // The peak over stages (the profile's baseline included), its stage and, when asked, that
@@ -98,6 +105,18 @@ class Estimator {
                       std::int64_t stride_inner, std::int64_t n_outer = 1,
                       std::int64_t stride_outer = 0, const RoutedSpread& spread = {}) const;
   PassTimes cost(const std::vector<Task>& tasks, const Plan& plan, const DeviceRates& r) const;
+  // Contention (core/cost/contention.h), as the simulator's engine charges it: on GPU presets
+  // only (not with a measured profile). The nodes and ranks per node of group_time_s's group;
+  // what a collective over it holds; how much longer compute of `shapes` takes beside it.
+  bool contention() const { return !hardware_ && cluster_.gpu.sm_count > 0; }
+  std::pair<std::int64_t, std::int64_t> group_nodes(std::int64_t n_inner, std::int64_t stride_inner,
+                                                    std::int64_t n_outer,
+                                                    std::int64_t stride_outer) const;
+  CommHold hold_of(CommKernels kernels, Collective c, std::int64_t bytes, std::int64_t n_inner,
+                   std::int64_t stride_inner, std::int64_t n_outer = 1,
+                   std::int64_t stride_outer = 0, const RoutedSpread& spread = {}) const;
+  double beside_ratio(const std::vector<WorkShape>& shapes, const CommHold& hold,
+                      const DeviceRates& r) const;
   // FLOPs per step; the per-sequence figures depend only on recompute and attention.
   StepFlops step_flops_cached(const Plan& plan);
 
@@ -115,6 +134,7 @@ class Estimator {
     std::vector<std::int64_t> stages;  // which stages were costed
     std::vector<StageTimes> times;     // by costed stage
     bool differ = false;               // every stage costed (else the middle one stands for all)
+    double dispatch_ratio = 1.0;       // MicroBatchTimes::dispatch_ratio
   };
   CostedStages costed_stages(const Plan& plan, const MicroBatchTimes& mb) const;
   StageTimes stage_times(const Plan& plan, const MicroBatchTimes& mb, std::int64_t s,
@@ -123,7 +143,7 @@ class Estimator {
                          StageTimes& st) const;
   static void halve_for_two_directions(StageTimes& st);
   double dualpipe_mirror_s(const Plan& plan, std::int64_t s) const;
-  static void hide_expert_all_to_all(double ep_fwd, StageTimes& st);
+  static void hide_expert_all_to_all(double ep_fwd, double ratio, StageTimes& st);
   static void add_edge_times(const PassTimes& pt, StageTimes& st);
   static void add_pipeline_sends(const Plan& plan, std::int64_t s, double p2p_s, StageTimes& st);
   void pipeline(const Plan& plan, const CostedStages& c, Estimate& e) const;
@@ -141,13 +161,14 @@ class Estimator {
   };
   double offload_s(const Plan& plan, std::int64_t s, const StageTimes& st) const;
   StageTail stage_tail(const Plan& plan, std::int64_t s, const StageTimes& st,
-                       const DeviceRates& r) const;
+                       const MicroBatchTimes& mb, const DeviceRates& r) const;
   DpShape dp_shape(const Plan& plan, std::int64_t s, const StageTimes& st) const;
   double per_block_s(Collective c, double elems, double bytes_per_elem, double blocks,
                      std::int64_t n_inner, std::int64_t stride_inner, std::int64_t n_outer,
                      std::int64_t stride_outer) const;
   double dp_collective_s(const Plan& plan, const DpShape& x, Collective c) const;
-  void dp_times(const Plan& plan, std::int64_t s, const StageTimes& st, StageTail& tail) const;
+  void dp_times(const Plan& plan, std::int64_t s, const StageTimes& st, const MicroBatchTimes& mb,
+                const DeviceRates& r, StageTail& tail) const;
   double tied_embedding_s(const Plan& plan, std::int64_t s) const;
   void fill_rates(const Plan& plan, Estimate& e);
   void fill_memory(const Plan& plan, Estimate& e) const;

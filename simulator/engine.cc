@@ -28,7 +28,10 @@ std::int32_t Engine::add_stream(std::int32_t lane, bool compute) {
   streams_.push_back(st);
   if (lane >= static_cast<std::int32_t>(lanes_.size()))
     lanes_.resize(static_cast<std::size_t>(lane) + 1);
-  return static_cast<std::int32_t>(streams_.size() - 1);
+  const auto id = static_cast<std::int32_t>(streams_.size() - 1);
+  if (compute && lane >= 0 && lanes_[static_cast<std::size_t>(lane)].compute_stream < 0)
+    lanes_[static_cast<std::size_t>(lane)].compute_stream = id;
+  return id;
 }
 
 std::int32_t Engine::add_op(std::int32_t stream, TimeNs duration) {
@@ -151,7 +154,8 @@ void Engine::try_start(std::int32_t s) {
     __builtin_prefetch(&ops_[static_cast<std::size_t>(op.next_in_stream)]);
   if (op.succ_count > 0) __builtin_prefetch(&succ_[static_cast<std::size_t>(op.succ_begin)]);
   if (op.collective < 0) {
-    push(now_ + op.duration, id, 0);
+    if (contention_ && st.compute && st.lane >= 0) start_compute(id);
+    else push(now_ + op.duration, id, 0);
   } else {
     if (!ready_.empty() && ready_[static_cast<std::size_t>(id)].ready < 0) note_ready(id);
     arrive(op.collective);
@@ -184,6 +188,54 @@ void Engine::rerate(std::int32_t ci) {
   ++c.version;
   const TimeNs begin = std::max(now_, c.transfer_from);
   push(begin + ceil_ns(c.remaining_s / c.rate), ~ci, c.version);
+}
+
+void Engine::start_compute(std::int32_t id) {
+  const Op& op = ops_[static_cast<std::size_t>(id)];
+  Stream& st = streams_[static_cast<std::size_t>(op.stream)];
+  const Lane& l = lanes_[static_cast<std::size_t>(st.lane)];
+  const double ratio = l.holding > 0 ? contention_(id, l.held) : 1.0;
+  const double ns = static_cast<double>(op.duration) * ratio;
+  st.left = 1.0;
+  st.since = now_;
+  st.rate = ns > 0 ? 1.0 / ns : 0.0;
+  ++st.version;
+  push(now_ + static_cast<TimeNs>(std::llround(ns)), id, st.version);
+}
+
+void Engine::rerate_lane(std::int32_t lane) {
+  const Lane& l = lanes_[static_cast<std::size_t>(lane)];
+  if (l.compute_stream < 0) return;
+  Stream& st = streams_[static_cast<std::size_t>(l.compute_stream)];
+  if (!st.busy || st.head < 0) return;
+  const std::int32_t id = st.head;
+  const Op& op = ops_[static_cast<std::size_t>(id)];
+  if (op.collective >= 0 || op.duration <= 0) return;
+  st.left = std::max(0.0, st.left - static_cast<double>(now_ - st.since) * st.rate);
+  st.since = now_;
+  const double ratio = l.holding > 0 ? contention_(id, l.held) : 1.0;
+  const double ns = static_cast<double>(op.duration) * ratio;
+  st.rate = 1.0 / ns;
+  ++st.version;
+  push(now_ + static_cast<TimeNs>(std::llround(st.left * ns)), id, st.version);
+}
+
+void Engine::hold_lanes(const Collective& c, double sign) {
+  const CommHold& h = nets_[static_cast<std::size_t>(c.net)].hold;
+  for (std::int32_t k = 0; k < c.ops_count; ++k) {
+    const auto op = static_cast<std::size_t>(coll_ops_[static_cast<std::size_t>(c.ops_begin + k)]);
+    const std::int32_t lane = streams_[static_cast<std::size_t>(ops_[op].stream)].lane;
+    if (lane < 0) continue;
+    Lane& l = lanes_[static_cast<std::size_t>(lane)];
+    if (sign > 0) {
+      l.held += h;
+      ++l.holding;
+    } else {
+      l.held -= h;
+      if (--l.holding == 0) l.held = CommHold{};
+    }
+    rerate_lane(lane);
+  }
 }
 
 void Engine::note_ready(std::int32_t id) {
@@ -225,6 +277,7 @@ void Engine::arrive(std::int32_t ci) {
   const TimeNs wait = compute_spread_ > 0 && c.ranks > 1 ? straggler_wait(c) : 0;
   c.began = now_;
   const NetDemand& net = nets_[static_cast<std::size_t>(c.net)];
+  if (contention_ && !net.hold.empty()) hold_lanes(c, +1.0);
   if (net.transfer_s <= 0.0 || net.links.empty()) {
     push(now_ + wait + net.rounds * ceil_ns(net.latency_s + net.transfer_s), ~ci, c.version);
     return;
@@ -346,6 +399,11 @@ std::int64_t Engine::run() {
     now_ = ev.time;
     ++events_;
     if (ev.id >= 0) {
+      // A compute op re-rated by contention ends at its latest event only.
+      if (contention_) {
+        const Stream& st = streams_[static_cast<std::size_t>(ops_[static_cast<std::size_t>(ev.id)].stream)];
+        if (st.compute && st.lane >= 0 && ev.version != st.version) continue;
+      }
       finish_op(ev.id);
       continue;
     }
@@ -362,6 +420,7 @@ std::int64_t Engine::run() {
       rerate(ci);
       continue;
     }
+    if (contention_ && !nets_[static_cast<std::size_t>(c.net)].hold.empty()) hold_lanes(c, -1.0);
     if (c.active) {
       c.active = false;
       for (std::int32_t l : nets_[static_cast<std::size_t>(c.net)].links) {

@@ -8,6 +8,12 @@
 // the members go on together). A collective that compute does not wait for (an overlapped
 // gradient bucket) leaves the skew to grow.
 //
+// Contention (set_contention; core/cost/contention.h): while a collective is in flight (from
+// when its last member arrived to its end) each member's lane holds what the collective's
+// kernels take (NetDemand::hold: SMs, device-memory bandwidth), and the op running on the lane's
+// compute stream progresses at 1 / ratio(op, what the lane holds) of its rate: a fluid model,
+// like the links', re-rated whenever a collective on the lane begins or ends.
+//
 // Knows nothing about transformers: simulator.cc builds the program, engine.cc plays it.
 // Tested through tests/simulator/ (schedules, collectives, link sharing).
 #pragma once
@@ -17,6 +23,7 @@
 #include <span>
 #include <vector>
 
+#include "core/cost/contention.h"
 #include "core/cost/straggler.h"
 #include "core/units.h"
 #include "simulator/engine_queue.h"
@@ -33,6 +40,7 @@ struct NetDemand {
   // replayed per round: rank skew's straggler wait (only with a compute spread) is waited for
   // once, at the first.
   std::int32_t rounds = 1;
+  CommHold hold;  // what its kernels hold on each member while in flight (none: a host copy)
 };
 
 // One operation, 48 bytes: a program holds tens of millions of them with --all-ranks (GPT-3
@@ -67,6 +75,10 @@ class Engine {
   // Rank skew: the relative standard deviation of a lane's compute between two waits for
   // others (core/cost/straggler.h). 0 (the default): members arrive when their programs say.
   void set_compute_spread(double fraction) { compute_spread_ = fraction; }
+  // Contention: `ratio(op, held)` (>= 1) is how much longer compute op `op` takes while its
+  // lane holds `held`. Empty (the default): collectives take nothing from compute.
+  using ContentionRatio = std::function<double(std::int32_t op, const CommHold& held)>;
+  void set_contention(ContentionRatio ratio) { contention_ = std::move(ratio); }
   // Appends an op to the stream's program order.
   std::int32_t add_op(std::int32_t stream, TimeNs duration);
   std::int32_t stream_of(std::int32_t op) const {
@@ -129,10 +141,18 @@ class Engine {
     std::int32_t lane = -1;
     bool compute = false;
     bool busy = false;
+    // Contention, on a compute stream: the running op's share of its work left as of `since`,
+    // its progress per ns, and the version its completion event must carry.
+    std::int32_t version = 0;
+    double left = 0, rate = 0;
+    TimeNs since = 0;
   };
   struct Lane {
     TimeNs work = 0;    // compute ended so far
     TimeNs synced = 0;  // `work` when the lane's compute last waited for a collective
+    std::int32_t compute_stream = -1;
+    CommHold held;      // what the collectives in flight on the lane hold (contention)
+    std::int32_t holding = 0;  // how many of them
   };
   struct Collective {
     std::int32_t net = 0;
@@ -165,6 +185,12 @@ class Engine {
   TimeNs straggler_wait(const Collective& c);
   void finish_op(std::int32_t op);
   void rerate(std::int32_t collective);
+  // Contention: starts compute op `id` on its stream at the lane's current rate, or brings the
+  // lane's running compute op up to now and re-issues its end at the lane's new rate.
+  void start_compute(std::int32_t id);
+  void rerate_lane(std::int32_t lane);
+  // A collective's members take (sign +1) or give back (-1) its hold on their lanes.
+  void hold_lanes(const Collective& c, double sign);
   double share_of(const Collective& c) const;
   void affected_flows(const Collective& c, std::vector<std::int32_t>& out);
 
@@ -174,6 +200,7 @@ class Engine {
   std::vector<ArrivalSpread> arrivals_;  // straggler_wait's scratch
   std::vector<Arrival> ready_;  // by op, only with a compute spread (else empty)
   double compute_spread_ = 0;
+  ContentionRatio contention_;
   std::vector<NetDemand> nets_;
   std::vector<Collective> collectives_;
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;  // (before, after)

@@ -97,7 +97,15 @@ struct TimedTasks {
   std::vector<TimeNs> ns;
   std::vector<std::int32_t> partner;  // tp_overlap_partners (empty: nothing overlapped)
   std::vector<bool> fed;              // a GEMM an overlapped collective before it feeds
+  std::vector<OpShape> shape;         // each compute task's roofline terms (contention)
 };
+
+OpShape op_shape(const Task& t, const DeviceRates& r) {
+  if (t.kind == TaskKind::kComm) return {};
+  const WorkShape w = work_shape(t, r);
+  return {static_cast<float>(w.compute_s), static_cast<float>(w.memory_s),
+          static_cast<float>(w.overhead_s), static_cast<float>(w.tiles)};
+}
 
 // Per slot and (chunk, micro-batch) (Builder::cm_index): the op of a pipeline send, and the
 // first op of the pass that waits for the neighbour's send (-1: none). Filled by each slot's
@@ -106,8 +114,9 @@ struct PipeTables {
   std::vector<std::vector<std::int32_t>> send_fwd, send_bwd, first_fwd, first_bwd;
 };
 
-// net_for's key: (group kind, group colour, collective, message bytes, rounds).
-using NetKey = std::tuple<int, std::int64_t, int, std::int64_t, std::int32_t>;
+// net_for's key: (group kind, group colour, collective, message bytes, rounds, the kernels that
+// carry it).
+using NetKey = std::tuple<int, std::int64_t, int, std::int64_t, std::int32_t, int>;
 // A collective instance among simulated group members: (group kind, group colour, how many
 // collectives of that kind the slot had issued before it); kind -1: an instance of one op.
 using CollectiveKey = std::tuple<int, std::int64_t, std::int64_t>;
@@ -383,8 +392,8 @@ class Builder {
     std::vector<std::int32_t> wait;  // ops the next compute op waits for
     std::array<std::int64_t, kCommGroupCount> coll_count{};  // collectives issued per CommGroup
     std::array<GroupInfo, kCommGroupCount> groups;          // by CommGroup
-    // This slot's demands: (group kind, collective, message bytes, rounds, net).
-    std::vector<std::tuple<int, int, std::int64_t, std::int32_t, std::int32_t>> nets;
+    // This slot's demands: (group kind, collective, message bytes, rounds, kernels, net).
+    std::vector<std::tuple<int, int, std::int64_t, std::int32_t, int, std::int32_t>> nets;
     const StepTasks* step = nullptr;  // the stage's tasks and parameter blocks
     std::map<std::int64_t, std::size_t> block_of_layer;
     std::vector<std::int64_t> backwards_done;  // per block
@@ -413,8 +422,10 @@ class Builder {
   TimedTasks timed(const std::vector<Task>& tasks) const {
     if (opt_.expand_repeats && has_repeats(tasks)) return timed(expand_repeats(tasks));
     TimedTasks t;
-    for (const Task& task : tasks)
+    for (const Task& task : tasks) {
       t.ns.push_back(to_ns(task_copy_time_s(task, rates_)) * task.repeat);
+      t.shape.push_back(op_shape(task, rates_));  // one copy's: contention slows it by a ratio
+    }
     t.partner = tp_overlap_partners(tasks, plan_);
     t.fed.assign(t.partner.size(), false);
     for (std::size_t i = 0; i < t.partner.size(); ++i)
@@ -436,6 +447,7 @@ class Builder {
         t.tasks.push_back(c);
         t.ns.push_back(0);
       }
+    t.shape.assign(t.tasks.size(), OpShape{});
     if (units == 0 && t.tasks.size() == 1) return {};
     return t;
   }
@@ -470,7 +482,6 @@ class Builder {
 
   std::int32_t compute(RankState& rs, TimeNs ns, OpMeta meta) {
     meta.pipeline = meta.pass == 'F' || meta.pass == 'B' || meta.pass == 'R' || meta.pass == 'W';
-    ns = beside_all_to_all(ns);
     const std::int32_t id = new_op(rs, StreamKind::kCompute, ns, meta);
     for (std::int32_t w : rs.wait) eng_->add_dep(w, id);
     rs.wait.clear();
@@ -513,11 +524,13 @@ class Builder {
 
   // Keyed without `spread`: within one group kind every all-to-all carries the model's one
   // spread (the MoE layers' dispatch and combine), so the key still names one demand.
-  // `rounds`: a run's collective (Task::repeat), that many exchanges back to back.
+  // `rounds`: a run's collective (Task::repeat), that many exchanges back to back. The demand
+  // holds, on each member while in flight, what `kernels` take (contention.h).
   std::int32_t net_for(int kind, std::int64_t color, Collective c, std::int64_t bytes,
                        const std::vector<std::int64_t>& group, bool dp_sum,
-                       const RoutedSpread& spread = {}, std::int32_t rounds = 1) {
-    const auto key = std::make_tuple(kind, color, static_cast<int>(c), bytes, rounds);
+                       const RoutedSpread& spread, CommKernels kernels, std::int32_t rounds = 1) {
+    const auto key = std::make_tuple(kind, color, static_cast<int>(c), bytes, rounds,
+                                     static_cast<int>(kernels));
     auto it = nets_.find(key);
     if (it != nets_.end()) return it->second;
     NetDemand demand;
@@ -527,6 +540,12 @@ class Builder {
                                     : SumAlgorithm::kRing;
       demand = topo_.collective_demand(
           c, bytes, group, algo, [this](std::int32_t l) { return canonical_link(l); }, spread);
+      std::map<std::int64_t, std::int64_t> per_node;
+      for (std::int64_t g : group) ++per_node[topo_.node_of(g)];
+      const auto nodes = static_cast<std::int64_t>(per_node.size());
+      const std::int64_t local = std::max<std::int64_t>(1, static_cast<std::int64_t>(group.size()) / nodes);
+      demand.hold = comm_hold(cluster_, kernels, c, bytes, nodes, local,
+                              demand.latency_s + demand.transfer_s);
     }
     demand.rounds = rounds;
     const std::int32_t id = new_net(std::move(demand), key);
@@ -548,21 +567,30 @@ class Builder {
     return info;
   }
 
-  std::int32_t collective(RankState& rs, const Task& t, OpMeta meta) {
+  // `kernels`: what carries it (contention.h); NCCL unless a TP overlap names another. The
+  // expert all-to-alls of the overlapped MoE schedules (DualPipe, Plan::ep_overlap) run on
+  // DeepSeek-V3's / DeepEP's dispatch kernels.
+  std::int32_t collective(RankState& rs, const Task& t, OpMeta meta,
+                          CommKernels kernels = CommKernels::kNccl) {
+    if (kernels == CommKernels::kNccl && t.group == CommGroup::kEp &&
+        t.collective == Collective::kAllToAll &&
+        (plan_.ep_overlap || plan_.schedule == Schedule::kDualPipe))
+      kernels = CommKernels::kExpertDispatch;
     const GroupInfo& gi = group_info(rs, t.group);
     const auto members = static_cast<std::int32_t>(gi.ranks.size());  // the whole group
     const int kind = static_cast<int>(t.group);
     std::int32_t net = -1;
-    for (const auto& [k, c, bytes, rounds, id] : rs.nets)
+    for (const auto& [k, c, bytes, rounds, kern, id] : rs.nets)
       if (k == kind && c == static_cast<int>(t.collective) && bytes == t.message_bytes &&
-          rounds == t.repeat)
+          rounds == t.repeat && kern == static_cast<int>(kernels))
         net = id;
     if (net < 0) {
       const bool dp_sum = t.group == CommGroup::kDp || t.group == CommGroup::kExpertDp ||
                           t.group == CommGroup::kDpReplica;
       net = net_for(kind, gi.color, t.collective, t.message_bytes, gi.ranks, dp_sum, t.spread,
-                    t.repeat);
-      rs.nets.emplace_back(kind, static_cast<int>(t.collective), t.message_bytes, t.repeat, net);
+                    kernels, t.repeat);
+      rs.nets.emplace_back(kind, static_cast<int>(t.collective), t.message_bytes, t.repeat,
+                           static_cast<int>(kernels), net);
     }
     meta.name = t.name;
     meta.group = report_group_of(t.group);
@@ -593,9 +621,12 @@ class Builder {
   // it instead, the GEMM split in two (tp_overlapped_pair_s): a GEMM fed by the collective runs
   // its first (tp-1)/tp while the collective travels and its last chunk after it; a GEMM the
   // collective follows runs its first chunk, then the rest beside the collective, which what
-  // follows waits for. A collective with Task::beside (context parallelism's ring exchange) is
-  // issued when the compute before it and what that waits for are done, and the compute op after
-  // the next `beside` ones waits for it.
+  // follows waits for. The collective's kernels are Transformer Engine's userbuffers
+  // (contention.h): an all-gather feeding its GEMM goes over copy engines, a collective after
+  // its GEMM runs on 16 SMs, which the engine takes from the GEMM while it is in flight. A
+  // collective with Task::beside (context parallelism's ring exchange) is issued when the compute
+  // before it and what that waits for are done, and the compute op after the next `beside` ones
+  // waits for it.
   std::int32_t tasks(RankState& rs, const TimedTasks& tt, OpMeta meta) {
     std::int32_t first = -1;
     std::int32_t gathering = -1;  // a collective feeding the GEMM ahead, which ends after it
@@ -624,13 +655,14 @@ class Builder {
       } else if (t.kind == TaskKind::kComm && partner_of(i) >= 0) {
         // Issued when the compute before it is done; the compute stream goes on (the GEMM's
         // last chunk waits for it).
-        id = collective(rs, t, meta);
+        id = collective(rs, t, meta, CommKernels::kCopyEngine);
         eng_->add_dep(rs.last_compute, id);
         for (std::int32_t w : rs.wait) eng_->add_dep(w, id);
         gathering = id;
       } else if (t.kind == TaskKind::kGemm && !tt.fed.empty() && tt.fed[i]) {
         OpMeta m = meta;
         m.name = t.name;
+        m.shape = tt.shape[i];
         const TimeNs last = tt.ns[i] / chunks;
         id = compute(rs, tt.ns[i] - last, m);
         if (gathering >= 0) rs.wait.push_back(gathering);
@@ -642,13 +674,26 @@ class Builder {
         // rest.
         OpMeta m = meta;
         m.name = t.name;
+        m.shape = tt.shape[i];
         const TimeNs head = tt.ns[i] / chunks;
         id = compute(rs, head, m);
-        const std::int32_t rs_id = collective(rs, tt.tasks[i + 1], meta);  // what follows waits
+        // The forward's pipelined reduce-scatter: its GEMM launched with an SM margin for all of
+        // its run; the backward's bulk overlaps: SMs held while in flight (contention.h).
+        const bool margin = gemm_direction(t) == GemmDirection::kForward;
+        const std::int32_t rs_id =  // what follows waits
+            collective(rs, tt.tasks[i + 1], meta,
+                       margin ? CommKernels::kUserbuffersMargin : CommKernels::kUserbuffersSm);
         eng_->add_dep(id, rs_id);
-        // The collective's kernels take SMs from the rest of the GEMM (tp_overlap_sm_slowdown).
-        const double slowdown = tp_overlap_sm_slowdown(cluster_.gpu.sm_count, true);
-        compute(rs, static_cast<TimeNs>(std::llround(static_cast<double>(tt.ns[i] - head) * slowdown)), m);
+        TimeNs rest = tt.ns[i] - head;
+        if (margin && comm_contention_applies(opt_, cluster_.gpu)) {
+          const OpShape& s = tt.shape[i];
+          rest = static_cast<TimeNs>(std::llround(
+              static_cast<double>(rest) *
+              contended_ratio(WorkShape{s.compute_s, s.memory_s, s.overhead_s, s.tiles},
+                              rates_.sm_count, rates_.hbm_bytes_per_s,
+                              CommHold{kUserbufferSms, 0})));
+        }
+        compute(rs, rest, m);
         rs.wait.push_back(rs_id);
         ++i;
       } else if (t.kind == TaskKind::kComm) {
@@ -658,13 +703,11 @@ class Builder {
         rs.wait.clear();
         rs.wait.push_back(id);
         // A merged pass pair changes turns at each expert all-to-all (merged_pair).
-        if (window_ && t.group == CommGroup::kEp) {
-          if (pair_sm_slowdown_ != 1.0 && chain_ == 0) first_all_to_all_ns_.push_back(all_to_all_ns(rs, t));
-          ++segment_;
-        }
+        if (window_ && t.group == CommGroup::kEp) ++segment_;
       } else {
         OpMeta m = meta;
         m.name = t.name;
+        m.shape = tt.shape[i];
         id = compute(rs, tt.ns[i], m);
       }
       if (t.kind != TaskKind::kComm) computed();
@@ -746,6 +789,7 @@ class Builder {
     if (dp_point_count(plan_, rs.step->blocks[bi], point) == 0) return;
     for (const Task& t : rs.step->compute_copies(bi, point)) {
       meta.name = t.name;
+      meta.shape = op_shape(t, rates_);
       const std::int32_t id =
           compute(rs, opt_.uniform_compute ? 0 : to_ns(task_time_s(t, rates_)), meta);
       mem(rs, id, false, MemKind::kBuffers, t.bytes / 2.0);
@@ -1151,7 +1195,7 @@ class Builder {
     const int kind = 100 + static_cast<int>(k);  // p2p: its own key space
     const std::int32_t net =
         net_for(kind, rank * layout_.world_size() + peer_rank, t.collective, t.message_bytes,
-                {rank, peer_rank}, false);
+                {rank, peer_rank}, false, {}, CommKernels::kNccl);
     meta.name = name;
     meta.group = ReportGroup::kPp;
     meta.bytes_sent = t.bytes_sent();
@@ -1174,6 +1218,7 @@ class Builder {
     } else {
       const Task& step = rs.step->optimizer;
       const TimeNs ns = opt_.uniform_compute ? 0 : to_ns(task_time_s(step, rates_));
+      meta.shape = op_shape(step, rates_);
       if (rs.last_dp >= 0) rs.wait.push_back(rs.last_dp);
       if (rs.last_other_sync >= 0) rs.wait.push_back(rs.last_other_sync);
       done = compute(rs, ns, meta);
@@ -1291,68 +1336,12 @@ class Builder {
   // DualPipe's F&B (PipeStep::overlap_next): a forward and the backward of the other direction
   // after it, merged as merged_pair merges its pairs, so each one's expert all-to-alls and
   // pipeline send travel while the other computes (DeepSeek-V3, arXiv:2412.19437, sec. 3.2.1,
-  // fig. 4). While the other pass's all-to-all is in flight, compute gets the SMs the
-  // all-to-all kernels leave it (dualpipe_comm_sm_slowdown): the backward's segment k runs
-  // beside the forward's k-th all-to-all, the forward's segment k >= 1 beside the backward's
-  // (k-1)-th, each for the all-to-all's uncontended time. The pipeline sends are NCCL p2p as on
-  // every other schedule, whose SMs are not modelled.
+  // fig. 4). While an all-to-all is in flight its dispatch kernels hold their SMs
+  // (CommKernels::kExpertDispatch), which the engine takes from the compute beside it.
   void fb_pair(RankState& rs, const PipeStep& fwd, const PipeStep& bwd) {
     TRAINPLAN_CHECK(fwd.forward && !bwd.forward && bwd.part == BackwardPart::kWhole)
         << "dualpipe F&B pairs a forward with a whole backward";
-    if (plan_.ep > 1) {
-      pair_sm_slowdown_ = dualpipe_comm_sm_slowdown(cluster_.gpu.sm_count);
-      other_all_to_all_ns_ = backward_all_to_alls_ns(rs, bwd);
-      first_all_to_all_ns_.clear();
-      beside_segment_ = beside_chain_ = -1;
-    }
     merged_pair(rs, fwd, bwd);
-    pair_sm_slowdown_ = 1.0;
-  }
-
-  // The uncontended times of the expert all-to-alls a whole backward of `step`'s chunk issues
-  // (its recompute's too), in order.
-  std::vector<TimeNs> backward_all_to_alls_ns(RankState& rs, const PipeStep& step) {
-    const std::size_t c = chunk_index(step.virtual_chunk, rs.stage);
-    std::vector<TimeNs> out;
-    for (std::int64_t l = first_layer_[c] + layers_[c] - 1; l >= first_layer_[c]; --l) {
-      const LayerWork& w = work(l);
-      for (const TimedTasks* tt : {&w.rec, &w.bwd}) {
-        if (tt == &w.rec && !recomputes_layer(plan_, l)) continue;
-        for (const Task& t : tt->tasks)
-          if (t.kind == TaskKind::kComm && t.group == CommGroup::kEp)
-            out.push_back(all_to_all_ns(rs, t));
-      }
-    }
-    return out;
-  }
-
-  // An expert all-to-all's time on an idle network (the topology's alpha-beta demand).
-  TimeNs all_to_all_ns(RankState& rs, const Task& t) {
-    if (opt_.free_communication) return 0;
-    auto it = all_to_all_ns_.find(t.message_bytes);
-    if (it != all_to_all_ns_.end()) return it->second;
-    const NetDemand demand = topo_.collective_demand(
-        t.collective, t.message_bytes, group_info(rs, CommGroup::kEp).ranks, SumAlgorithm::kRing,
-        [](std::int32_t l) { return l; }, t.spread);
-    return all_to_all_ns_[t.message_bytes] = to_ns(demand.latency_s + demand.transfer_s);
-  }
-
-  // fb_pair: a compute op of `ns` at full rate, stretched for the part of it that runs beside
-  // the other pass's all-to-all (at 1/slowdown of the rate while the all-to-all is in flight).
-  TimeNs beside_all_to_all(TimeNs ns) {
-    if (pair_sm_slowdown_ == 1.0 || window_ == nullptr) return ns;
-    const std::vector<TimeNs>& other = chain_ == 1 ? first_all_to_all_ns_ : other_all_to_all_ns_;
-    const std::int32_t k = chain_ == 1 ? segment_ : segment_ - 1;
-    if (k < 0 || k >= static_cast<std::int32_t>(other.size())) return ns;
-    if (k != beside_segment_ || chain_ != beside_chain_) {
-      beside_segment_ = k;
-      beside_chain_ = chain_;
-      beside_left_ns_ = other[static_cast<std::size_t>(k)];
-    }
-    const double s = pair_sm_slowdown_;
-    const double slowed = std::min(static_cast<double>(ns) * s, static_cast<double>(beside_left_ns_));
-    beside_left_ns_ -= static_cast<TimeNs>(std::llround(slowed));
-    return static_cast<TimeNs>(std::llround(slowed + static_cast<double>(ns) - slowed / s));
   }
 
   // Plan::ep_overlap: a backward and the forward after it as two chains of one merged pass
@@ -1460,11 +1449,6 @@ class Builder {
   // fb_pair: the slowdown of compute beside an all-to-all; the backward's all-to-all times
   // (known before the forward is built) and the forward's (as it is built); the segment whose
   // all-to-all the compute being added runs beside, and what is left of that all-to-all.
-  double pair_sm_slowdown_ = 1.0;
-  std::vector<TimeNs> other_all_to_all_ns_, first_all_to_all_ns_;
-  std::int32_t beside_segment_ = -1, beside_chain_ = -1;
-  TimeNs beside_left_ns_ = 0;
-  std::map<std::int64_t, TimeNs> all_to_all_ns_;  // by message bytes
 
   // What one layer of a kind does and keeps, per micro-batch.
   struct LayerWork {

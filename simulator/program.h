@@ -35,6 +35,14 @@ enum class MemKind : std::int8_t { kActivations, kBuffers, kInFlight };
 // What the report and the trace need to know about an op beyond its timing. The simulated
 // rank is not here (Program::slot_of): the ranks of a stage then carry the same metadata, and
 // Program keeps it once.
+// A compute op's roofline terms (core/cost/compute_model.h WorkShape, in floats): how much a
+// collective in flight beside it slows it (core/cost/contention.h). All zero: not slowed.
+struct OpShape {
+  float compute_s = 0, memory_s = 0, overhead_s = 0, tiles = 0;
+  bool operator==(const OpShape&) const = default;
+  bool empty() const { return compute_s <= 0 && memory_s <= 0; }
+};
+
 struct OpMeta {
   std::string_view name;   // the cost model's task name, "send_forward", "optimizer", ...
   std::int32_t micro_batch = -1;
@@ -46,6 +54,7 @@ struct OpMeta {
   // A run's op (Task::repeat): the steps it stands for, said in the trace's labels (" x8").
   std::int32_t repeat = 1;
   std::int64_t bytes_sent = 0;  // this rank's payload (collectives.h convention), every step's
+  OpShape shape;                // compute ops (contention)
   bool operator==(const OpMeta&) const = default;
 };
 

@@ -137,6 +137,11 @@ double estimate_trace_bytes(std::int64_t ops, std::int64_t memory_changes) {
   return 190.0 * static_cast<double>(ops) + 150.0 * static_cast<double>(memory_changes);
 }
 
+bool comm_contention_applies(const SimOptions& options, const GpuSpec& gpu) {
+  return options.comm_contention && !options.hardware && !options.uniform_compute &&
+         gpu.sm_count > 0;
+}
+
 Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& cluster_in,
                                 const Plan& plan, const SimOptions& options) {
   if (options.extrapolate_above_micro_batches > 0 && validate_plan(plan).ok() &&
@@ -182,6 +187,13 @@ Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& clust
       return Status::Error(buf, ExitCode::kUsage);
     }
   }
+  if (comm_contention_applies(options, cluster.gpu))
+    program.engine.set_contention([&program, &rates](std::int32_t op, const CommHold& held) {
+      const sim::OpShape& s = program.meta(op).shape;
+      if (s.empty()) return 1.0;
+      return contended_ratio(WorkShape{s.compute_s, s.memory_s, s.overhead_s, s.tiles},
+                             rates.sm_count, rates.hbm_bytes_per_s, held);
+    });
   SimResult result;
   if (options.progress) program.engine.set_progress(options.progress);
   result.events = program.engine.run();

@@ -68,6 +68,11 @@ struct SimOptions {
   // each pair's forward, then its backward, as deepseek-ai/DualPipe runs them for a module
   // without overlapped_forward_backward (tests compare the two).
   bool dualpipe_overlap = true;
+  // Collectives in flight take the SMs and device-memory bandwidth their kernels hold from the
+  // compute beside them (core/cost/contention.h; the engine's fluid model). Applies on GPU
+  // presets only: a measured hardware profile's rates were timed with nothing beside them on its
+  // own machine (a CPU's MPI ranks hold no SM). false: collectives are free to the compute.
+  bool comm_contention = true;
   // zb-v's order built with the pipeline send time (core/schedule.h schedule_zb_v: kept only
   // where it replays shorter than the send-blind order). false: the send-blind order
   // (`simulate --zb-v-send-blind`; the study schedules-zbv-dualpipe-estimate compares them).
@@ -105,6 +110,11 @@ struct SimResult {
 double estimate_trace_bytes(std::int64_t ops, std::int64_t memory_changes);
 
 // Simulates one optimizer step. Errors: the plan does not fit the model or the cluster size.
+// Whether collectives take from the compute beside them in this simulation
+// (SimOptions::comm_contention on a GPU preset: no measured profile, no uniform compute, a known
+// SM count).
+bool comm_contention_applies(const SimOptions& options, const GpuSpec& gpu);
+
 Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& cluster,
                                 const Plan& plan, const SimOptions& options);
 

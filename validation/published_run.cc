@@ -255,6 +255,7 @@ Status read_hardware(const Json& j, const std::string& where, PublishedRun& run)
   if (has_nics) {
     ClusterSpec& cl = run.cluster;
     cl.inter_node_bytes_per_s = shared_nic_bytes_per_s(nics, nic_Gbps, cl.gpus_per_node);
+    cl.nics_per_node = nics;
     run.assumptions.push_back(
         "inter-node: " + std::to_string(nics) + " x " + format_number(nic_Gbps) +
         " Gb/s NICs shared by " + std::to_string(cl.gpus_per_node) + " GPUs, " +

@@ -89,33 +89,46 @@ double attention_flops_per_s(const Task& t, const DeviceRates& r) {
 }
 }  // namespace
 
-double task_time_s(const Task& t, const DeviceRates& r) {
-  const double one = task_copy_time_s(t, r);
-  return t.repeat == 1 ? one : static_cast<double>(t.repeat) * one;
-}
+bool WorkShape::operator==(const WorkShape&) const = default;
 
-double task_copy_time_s(const Task& t, const DeviceRates& r) {
-  double compute = 0.0;
+WorkShape work_shape(const Task& t, const DeviceRates& r) {
+  WorkShape w;
   switch (t.kind) {
-    case TaskKind::kComm: return 0.0;
+    case TaskKind::kComm: return w;
     case TaskKind::kMemory: break;
     case TaskKind::kGemm: {
       const double peak = t.fp8 ? r.fp8_peak_flops_per_s : r.peak_flops_per_s;
       TRAINPLAN_CHECK(peak > 0) << "task " << t.name << ": no " << (t.fp8 ? "FP8 " : "")
                                 << "peak rate (plan_rates checks FP8 plans)";
-      compute = t.executed_flops / (peak * gemm_efficiency_of(r, gemm_direction(t)) *
-                                    gemm_shape_efficiency(r, t.m, t.n, t.k, t.batch));
+      w.compute_s = t.executed_flops / (peak * gemm_efficiency_of(r, gemm_direction(t)) *
+                                        gemm_shape_efficiency(r, t.m, t.n, t.k, t.batch));
       break;
     }
     case TaskKind::kAttention:
-      compute = t.executed_flops / attention_flops_per_s(t, r);
+      w.compute_s = t.executed_flops / attention_flops_per_s(t, r);
       break;
   }
+  if (t.kind != TaskKind::kMemory)
+    w.tiles = std::ceil(static_cast<double>(t.m) / r.tile_m) *
+              std::ceil(static_cast<double>(t.n) / r.tile_n) *
+              static_cast<double>(std::max<std::int64_t>(1, t.batch));
   const double eff = t.kind == TaskKind::kMemory ? memory_efficiency_of(r, t.memory_kernel)
                                                  : r.memory_efficiency;
-  double mem = t.bytes / (r.hbm_bytes_per_s * eff);
-  if (t.kind == TaskKind::kMemory) mem += t.transcendentals * r.transcendental_s;
-  return std::max(compute, mem) + static_cast<double>(t.launches) * r.kernel_overhead_s;
+  w.memory_s = t.bytes / (r.hbm_bytes_per_s * eff);
+  if (t.kind == TaskKind::kMemory) w.memory_s += t.transcendentals * r.transcendental_s;
+  w.overhead_s = static_cast<double>(t.launches) * r.kernel_overhead_s;
+  return w;
+}
+
+double task_copy_time_s(const Task& t, const DeviceRates& r) {
+  if (t.kind == TaskKind::kComm) return 0.0;
+  const WorkShape w = work_shape(t, r);
+  return std::max(w.compute_s, w.memory_s) + w.overhead_s;
+}
+
+double task_time_s(const Task& t, const DeviceRates& r) {
+  const double one = task_copy_time_s(t, r);
+  return t.repeat == 1 ? one : static_cast<double>(t.repeat) * one;
 }
 
 Result<HardwareProfile> hardware_profile_from_json(const Json& j, std::string_view source) {

@@ -87,6 +87,15 @@ double task_time_s(const Task& task, const DeviceRates& r);
 // One copy's seconds (task_time_s is Task::repeat times it): what the simulator rounds to
 // nanoseconds before multiplying, as each step's op is rounded when played step by step.
 double task_copy_time_s(const Task& task, const DeviceRates& r);
+// The roofline terms of one copy (task_copy_time_s = max(compute_s, memory_s) + overhead_s) and the output
+// tiles a GEMM or attention kernel spreads over the SMs (0 for a memory-bound kernel): what
+// core/cost/contention.h slows when a collective holds SMs and bandwidth beside it.
+struct WorkShape {
+  double compute_s = 0, memory_s = 0, overhead_s = 0;
+  double tiles = 0;
+  bool operator==(const WorkShape&) const;  // defaulted in compute_model.cc (nvcc: C++17)
+};
+WorkShape work_shape(const Task& task, const DeviceRates& r);
 
 // A measured hardware profile (written by `calibrate`): the device's fitted rates and the
 // measured links. Units in every key; see README "Hardware profiles".

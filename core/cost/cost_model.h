@@ -222,29 +222,15 @@ std::vector<Task> head_backward_tasks(const ModelSpec& model, const Plan& plan);
 std::vector<std::int32_t> tp_overlap_partners(const std::vector<Task>& tasks, const Plan& plan);
 // A TP collective of comm_s decomposed into tp chunks and overlapped with a GEMM of gemm_s
 // (ring collective matmul, Wang et al. 2023): the first (all-gather) or last (reduce-scatter)
-// chunk of the GEMM waits, the other (tp-1)/tp of it run beside the collective. The pair takes
-// max(comm_s, gemm_s (tp-1)/tp) + gemm_s / tp: the GEMM's time when the collective is shorter,
-// the collective's plus one chunk when it is longer.
-// sm_slowdown (>= 1) stretches the chunks that run beside the collective when the collective's
-// kernels take SMs from the GEMM (tp_overlap_sm_slowdown); 1 when it runs on copy engines.
+// chunk of the GEMM waits, the other (tp-1)/tp of it run beside the collective. With
+// sm_slowdown s >= 1, how much longer the GEMM runs while the collective's kernels are in flight
+// beside it (core/cost/contention.h; 1 when it runs on copy engines), the rest R = gemm_s
+// (tp-1)/tp takes comm_s when comm_s >= R s, else R + comm_s (1 - 1/s), the simulator's fluid
+// model in closed form; the pair adds the waiting chunk, gemm_s / tp. At s = 1: max(comm_s, R)
+// + gemm_s / tp. whole_gemm (a GEMM launched with an SM margin, CommKernels::kUserbuffersMargin):
+// the rest runs slowed throughout, max(comm_s, R s) + gemm_s / tp.
 double tp_overlapped_pair_s(double comm_s, double gemm_s, std::int64_t tp,
-                            double sm_slowdown = 1.0);
-// Transformer Engine's userbuffers overlap (transformer_engine/pytorch/module/base.py,
-// initialize_ub, get_default_config): the reduce-scatters after a GEMM ("pipeline") and the
-// backward's bulk overlaps run as kernels on num_sm = 16 SMs and, with set_sm_margin, the GEMM
-// beside them launches on the rest; the all-gathers feeding a GEMM ("ring_exchange") go over
-// copy engines and take none. The GEMM beside an SM collective is slowed by sm_count /
-// (sm_count - 16); a partner GEMM after its collective (a ring exchange) by nothing. 1 when the
-// GPU's SM count is unknown (0) or too small.
-double tp_overlap_sm_slowdown(std::int64_t sm_count, bool partner_before_collective);
-// DualPipe's F&B pairs (DeepSeek-V3, arXiv:2412.19437): the expert all-to-all's dispatch and
-// combine kernels run on SMs set aside for them while the other pass computes on the rest.
-// DeepSeek-V3 gives them 20 SMs (sec. 3.2.2: 20 SMs suffice to use IB and NVLink fully; sec.
-// 3.5.1: "20 out of the 132 SMs available in the H800 GPU"), so compute beside them is slowed
-// by sm_count / (sm_count - 20). The 20 is kept on every GPU (the kernels' need follows the
-// links they drive, not the GPU's size: an assumption off the H800). 1 when the SM count is
-// unknown (0) or too small.
-double dualpipe_comm_sm_slowdown(std::int64_t sm_count);
+                            double sm_slowdown = 1.0, bool whole_gemm = false);
 
 // Tokens of one micro-batch on one rank: micro_batch_size * seq_len / cp (context parallelism
 // splits each sequence over cp ranks).

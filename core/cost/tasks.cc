@@ -1388,21 +1388,16 @@ std::vector<std::int32_t> tp_overlap_partners(const std::vector<Task>& tasks, co
   return partner;
 }
 
-double tp_overlapped_pair_s(double comm_s, double gemm_s, std::int64_t tp, double sm_slowdown) {
+double tp_overlapped_pair_s(double comm_s, double gemm_s, std::int64_t tp, double sm_slowdown,
+                            bool whole_gemm) {
   const double chunk = gemm_s / d(std::max<std::int64_t>(1, tp));
-  return std::max(comm_s, (gemm_s - chunk) * sm_slowdown) + chunk;
-}
-
-double tp_overlap_sm_slowdown(std::int64_t sm_count, bool partner_before_collective) {
-  constexpr std::int64_t kUserbufferSms = 16;  // TE's default num_sm for pipeline and bulk
-  if (!partner_before_collective || sm_count <= 2 * kUserbufferSms) return 1.0;
-  return d(sm_count) / d(sm_count - kUserbufferSms);
-}
-
-double dualpipe_comm_sm_slowdown(std::int64_t sm_count) {
-  constexpr std::int64_t kCommSms = 20;  // DeepSeek-V3 sec. 3.2.2 / 3.5.1 (cost_model.h)
-  if (sm_count <= 2 * kCommSms) return 1.0;
-  return d(sm_count) / d(sm_count - kCommSms);
+  const double rest = gemm_s - chunk;
+  if (whole_gemm) return std::max(comm_s, rest * std::max(1.0, sm_slowdown)) + chunk;
+  // The rest runs at 1/sm_slowdown of its rate while the collective is in flight: all of it
+  // (comm_s >= rest * s), or comm_s of it, the remainder at full rate.
+  const double s = std::max(1.0, sm_slowdown);
+  const double beside = comm_s >= rest * s ? comm_s : rest + comm_s * (1.0 - 1.0 / s);
+  return beside + chunk;
 }
 
 std::int64_t pipeline_message_bytes(const ModelSpec& m, const Plan& p) {

@@ -1617,16 +1617,19 @@ TEST(TpCommOverlap, PairTimeBetweenTheGemmAndTheCollectivePlusAChunk) {
     EXPECT_GE(tp_overlapped_pair_s(c, 4.0, 4), std::max(c, 4.0));
 }
 
-// Transformer Engine's SM collectives (reduce-scatters after a GEMM, the backward's bulk
-// overlaps) take 16 SMs from the GEMM beside them; ring-exchange all-gathers take none.
-TEST(TpCommOverlap, SmCollectivesSlowTheGemmBesideThem) {
-  EXPECT_DOUBLE_EQ(tp_overlap_sm_slowdown(132, true), 132.0 / 116.0);  // H100 SXM
-  EXPECT_DOUBLE_EQ(tp_overlap_sm_slowdown(108, true), 108.0 / 92.0);   // A100
-  EXPECT_DOUBLE_EQ(tp_overlap_sm_slowdown(132, false), 1.0);
-  EXPECT_DOUBLE_EQ(tp_overlap_sm_slowdown(0, true), 1.0);  // unknown SM count
-  // The first chunk runs alone at full speed, the other 7 of 8 beside the collective, slowed.
-  EXPECT_DOUBLE_EQ(tp_overlapped_pair_s(0.0, 8.0, 8, 1.5), 7.0 * 1.5 + 1.0);
+// The rest of the GEMM runs slowed only while the collective is in flight (contention.h): all
+// of it when the collective outlasts it slowed, else the collective's time of it.
+TEST(TpCommOverlap, TheGemmIsSlowedOnlyWhileTheCollectiveIsInFlight) {
+  // The first chunk alone, the other 7 of 8: beside a collective of 3, 7 + 3 (1 - 1/1.5) = 8.
+  EXPECT_DOUBLE_EQ(tp_overlapped_pair_s(3.0, 8.0, 8, 1.5), 1.0 + 7.0 + 3.0 * (1.0 - 1.0 / 1.5));
+  EXPECT_DOUBLE_EQ(tp_overlapped_pair_s(0.0, 8.0, 8, 1.5), 8.0);
+  // A collective of 7 * 1.5 or more: the rest runs beside it throughout.
+  EXPECT_DOUBLE_EQ(tp_overlapped_pair_s(10.5, 8.0, 8, 1.5), 11.5);
   EXPECT_DOUBLE_EQ(tp_overlapped_pair_s(20.0, 8.0, 8, 1.5), 21.0);
+  // Continuous at comm = rest * s, and never below the pair without contention.
+  EXPECT_NEAR(tp_overlapped_pair_s(10.5 - 1e-9, 8.0, 8, 1.5), 11.5, 1e-8);
+  for (double c : {0.5, 3.0, 9.0, 12.0})
+    EXPECT_GE(tp_overlapped_pair_s(c, 4.0, 4, 1.3), tp_overlapped_pair_s(c, 4.0, 4));
 }
 
 TEST(TpCommOverlap, NeedsTpAndSequenceParallelAndRoundTrips) {

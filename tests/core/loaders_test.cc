@@ -350,6 +350,9 @@ TEST(ClusterLoader, FieldErrors) {
       {"intra_node_GBps", 0, {"0"}},
       {"intra_node_GBps", "fast", {"\"fast\""}},
       {"inter_node_GBps", -1, {"-1"}},
+      {"nics_per_node", 0, {"0"}},
+      {"nics_per_node", 2.5, {"2.5"}},
+      {"nics_per_node", "four", {"\"four\""}},
       {"intra_node_latency_us", -1, {"-1"}},
       {"inter_node_latency_us", 1e300, {"1e+300"}},
       {"pcie_GBps", false, {"false"}},
@@ -373,6 +376,25 @@ TEST(ClusterLoader, FieldErrors) {
           << c.field << ": message lacks \"" << e << "\": " << r.status().message();
     }
   }
+}
+
+// nics_per_node: the NICs a node's GPUs share (NCCL's channels across nodes follow them,
+// core/cost/contention.h); absent, one per GPU, and then not written back.
+TEST(ClusterLoader, NicsPerNodeRoundTrips) {
+  Json j = basic_cluster();
+  auto c = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->nics_per_node, 0);
+  EXPECT_FALSE(cluster_to_json(*c).contains("nics_per_node"));
+  j["nics_per_node"] = 4;
+  c = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->nics_per_node, 4);
+  const Json back = cluster_to_json(*c);
+  EXPECT_EQ(back.at("nics_per_node").get<std::int64_t>(), 4);
+  auto again = cluster_from_json(back, "back.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->nics_per_node, 4);
 }
 
 // Host memory is given and written in GB like every figure the tools print; the GiB key of

@@ -214,10 +214,13 @@ TEST(Simulator, PartialFullRecomputeRebuildsOnlyItsLayers) {
   Plan p = testing::make_plan(1, 2, 4, 1, 16, Schedule::kInterleaved, 2);  // 2 layers per chunk
   p.zero_stage = 3;
   const ClusterSpec c = testing::cluster_for(p);
+  // Compute exactly the work: the ZeRO-3 gathers take nothing from it (SimOptions).
+  SimOptions exact;
+  exact.comm_contention = false;
   auto run = [&](Recompute rc, std::int64_t n) {
     p.recompute = rc;
     p.recompute_num_layers = n;
-    return testing::simulate_ok(gpt, c, p);
+    return testing::simulate_ok(gpt, c, p, exact);
   };
   const SimResult none = run(Recompute::kNone, 0), all = run(Recompute::kFull, 0),
                   half = run(Recompute::kFull, 1);
@@ -608,7 +611,9 @@ TEST(Simulator, EachLayerKindFollowsTheCostModel) {
 
 // Plan::ep_overlap: each backward merged with the forward after it. The same work and bytes;
 // the all-to-all hides behind the other pass's compute, so the step is shorter and its exposed
-// all-to-all (never more than the rank's idle time) smaller.
+// all-to-all (never more than the rank's idle time) smaller. The compute beside an all-to-all
+// runs on the SMs its dispatch kernels leave (CommKernels::kExpertDispatch, 20): longer, by
+// less than all of it slowed.
 TEST(Simulator, EpOverlapHidesTheAllToAllAndKeepsTheWork) {
   const ModelSpec m = testing::moe_model();
   for (std::int64_t pp : {1, 2}) {
@@ -625,7 +630,8 @@ TEST(Simulator, EpOverlapHidesTheAllToAllAndKeepsTheWork) {
     for (std::size_t i = 0; i < merged.report.ranks.size(); ++i) {
       const RankStep& a = plain.report.ranks[i];
       const RankStep& b = merged.report.ranks[i];
-      EXPECT_NEAR(b.compute_s, a.compute_s, 1e-9);
+      EXPECT_GT(b.compute_s, a.compute_s);
+      EXPECT_LT(b.compute_s, 1.25 * a.compute_s);
       EXPECT_LT(b.comm.at("ep").exposed_s, a.comm.at("ep").exposed_s);
       EXPECT_LE(b.comm.at("ep").exposed_s, b.idle_s + 1e-9);
       EXPECT_EQ(b.memory.weights_bytes, a.memory.weights_bytes);
@@ -681,9 +687,9 @@ TEST(Simulator, TpCommOverlapHidesCollectivesBehindTheirGemms) {
   EXPECT_EQ(overlapped.report.bytes_per_group, plain.report.bytes_per_group);
   EXPECT_LT(overlapped.report.step_time_s, 0.95 * plain.report.step_time_s);
   EXPECT_GE(overlapped.report.step_time_s, ideal->report.step_time_s);
-  // The GEMM chunks beside a reduce-scatter run on the SMs the collective leaves them
-  // (tp_overlap_sm_slowdown): compute grows, by less than the whole compute slowed so.
-  const double slowdown = tp_overlap_sm_slowdown(c.gpu.sm_count, true);
+  // The GEMM chunks beside a reduce-scatter run on the SMs its 16 userbuffers SMs leave them
+  // (contention.h): compute grows, by less than the whole compute slowed so.
+  const double slowdown = static_cast<double>(c.gpu.sm_count) / static_cast<double>(c.gpu.sm_count - 16);
   ASSERT_GT(slowdown, 1.0);
   for (std::size_t i = 0; i < overlapped.report.ranks.size(); ++i) {
     EXPECT_GT(overlapped.report.ranks[i].compute_s, plain.report.ranks[i].compute_s);
@@ -698,13 +704,10 @@ TEST(Simulator, TpCommOverlapHidesCollectivesBehindTheirGemms) {
 // DualPipe's F&B pairs overlapped (DeepSeek-V3 sec. 3.2.1): against the same order played
 // pair by pair (SimOptions::dualpipe_overlap false), the same bytes; the all-to-alls travel
 // beside the other pass's compute, so less of them is exposed and the step is shorter; and the
-// compute beside an all-to-all runs on 112 of 132 SMs (dualpipe_comm_sm_slowdown).
-//  - Closed form (uniform compute: a layer's F one op of 1 unit, B 2 units, each followed by
-//    its two all-to-alls, here about 19 us each, longer than any compute op slowed): in a pair
-//    of L-layer chunks the backward's compute of each layer runs beside one of the forward's
-//    all-to-alls and the forward's compute of layers 2..L beside one of the backward's, so
-//    each pair adds exactly (s - 1)(2L + (L - 1)) units of compute.
-//  - Real compute, ep 8 over two nodes: the overlapped step against 1F1B's on the same plan.
+// compute beside an all-to-all runs on the SMs its 20 dispatch SMs leave (contention.h), while
+// it is in flight only: longer, by less than the whole compute at 132 / 112. Uniform compute
+// (ops without a roofline) is not slowed. Real compute, ep 8 over two nodes: the overlapped step
+// against 1F1B's on the same plan.
 TEST(Simulator, DualPipeOverlapsEachPairsAllToAllsWithTheOtherPassOnTheSmsLeft) {
   const ModelSpec m = testing::moe_model();  // 8 MoE layers: 2 per chunk at pp 4
   for (std::int64_t ep : {2, 8}) {
@@ -712,8 +715,6 @@ TEST(Simulator, DualPipeOverlapsEachPairsAllToAllsWithTheOtherPassOnTheSmsLeft) 
     Plan p = testing::make_plan(1, 4, ep, 1, 16 * ep, Schedule::kDualPipe, 2);
     p.ep = ep;
     const ClusterSpec c = testing::cluster_for(p);
-    const double s = dualpipe_comm_sm_slowdown(c.gpu.sm_count);
-    ASSERT_NEAR(s, 132.0 / 112.0, 1e-12);
     for (bool uniform : {true, false}) {
       SimOptions on, off;
       on.uniform_compute = off.uniform_compute = uniform;
@@ -725,17 +726,12 @@ TEST(Simulator, DualPipeOverlapsEachPairsAllToAllsWithTheOtherPassOnTheSmsLeft) 
         const RankStep& x = a.report.ranks[i];
         const RankStep& y = b.report.ranks[i];
         EXPECT_LT(x.comm.at("ep").exposed_s, (uniform ? 1.0 : 0.5) * y.comm.at("ep").exposed_s);
-        EXPECT_GT(x.compute_s, y.compute_s);
-        if (!uniform) continue;
-        std::int64_t pairs = 0;
-        for (const sim::PipeStep& st : sim::schedule_dualpipe(4, static_cast<std::int64_t>(i), 16))
-          pairs += st.overlap_next;
-        const std::int64_t layers = 2;
-        const double unit_s = 1e-6;
-        EXPECT_NEAR(x.compute_s - y.compute_s,
-                    static_cast<double>(pairs) * (s - 1) * static_cast<double>(3 * layers - 1) * unit_s,
-                    static_cast<double>(pairs) * 3e-9)
-            << "stage " << i;
+        if (uniform) {
+          EXPECT_NEAR(x.compute_s, y.compute_s, 1e-12);
+        } else {
+          EXPECT_GT(x.compute_s, y.compute_s);
+          EXPECT_LT(x.compute_s, 132.0 / 112.0 * y.compute_s);
+        }
       }
       if (uniform) continue;
       Plan q = p;
@@ -1182,11 +1178,25 @@ TEST(Simulator, ContextParallelRingRunsPlayAsTheirStepsOneAfterAnother) {
   const ModelSpec gpt = testing::gpt_model(1, 2048, 16, 32768, 32000);
   Plan p = testing::make_plan(1, 1, 1, 1, 1);
   p.cp = 8;
+  // The exact comparison holds the SMs a ring's exchange takes from its kernels aside
+  // (SimOptions::comm_contention): re-rated while the exchange is in flight, a run's kernels and
+  // the steps' kernels round to nanoseconds at different points (compared below to 1e-6).
   SimOptions o;
   o.collect_trace = true;
   o.overlap_grad_reduce = false;
+  o.comm_contention = false;
   SimOptions step_by_step = o;
   step_by_step.expand_repeats = true;
+  for (CpComm form : {CpComm::kP2p, CpComm::kTorchAllGather, CpComm::kTorchAllToAll}) {
+    SimOptions contended = o, contended_steps = step_by_step;
+    contended.comm_contention = contended_steps.comm_contention = true;
+    p.cp_comm = form;
+    const ClusterSpec c = testing::cluster_for(p);
+    const SimResult runs = testing::simulate_ok(gpt, c, p, contended);
+    const SimResult steps = testing::simulate_ok(gpt, c, p, contended_steps);
+    EXPECT_NEAR(runs.report.step_time_s, steps.report.step_time_s, 1e-6 * steps.report.step_time_s)
+        << to_string(form);
+  }
   for (double slower : {1.0, 100.0}) {
     ClusterSpec c = testing::cluster_for(p);
     c.intra_node_bytes_per_s /= slower;

@@ -120,6 +120,69 @@ TEST(Engine, ALateFlowSlowsTheRestOfAnEarlyOne) {
   EXPECT_EQ(e.op(b).end, 2'000'000'000);
 }
 
+// Contention (engine.h): compute on a lane slows by ratio(op, held) only while a collective
+// holding something is in flight on that lane. Closed form: W of compute beside a collective of
+// C < W r: the compute runs C at 1/r, then W - C/r alone, ending at W + C (1 - 1/r).
+TEST(Engine, ComputeSlowsOnlyWhileACollectiveIsInFlightOnItsLane) {
+  for (const bool hold : {false, true}) {
+    sim::Engine e(1);
+    const std::int32_t compute = e.add_stream(0, true), comm = e.add_stream(0);
+    const std::int32_t other = e.add_stream(1, true);
+    sim::NetDemand d;
+    d.transfer_s = 4e-6;  // C = 4 us
+    d.links = {0};
+    if (hold) d.hold.sms = 24;
+    const std::int32_t coll = e.add_op(comm, 0);
+    e.join(coll, e.add_collective(e.add_net(d), 1));
+    const std::int32_t work = e.add_op(compute, 10'000);  // W = 10 us
+    const std::int32_t after = e.add_op(compute, 1'000);  // starts once the collective ended
+    const std::int32_t elsewhere = e.add_op(other, 10'000);  // another lane: never held
+    const double r = 1.5;
+    e.set_contention([&](std::int32_t op, const CommHold& held) {
+      EXPECT_TRUE(op == work);
+      EXPECT_EQ(held.sms, 24);
+      return r;
+    });
+    e.run();
+    EXPECT_EQ(e.op(coll).end, 4'000);
+    const TimeNs w = hold ? static_cast<TimeNs>(std::llround(10'000 + 4'000 * (1 - 1 / r))) : 10'000;
+    EXPECT_EQ(e.op(work).end, w);
+    EXPECT_EQ(e.op(after).end, w + 1'000);
+    EXPECT_EQ(e.op(elsewhere).end, 10'000);
+  }
+}
+
+// Two collectives in flight on a lane hold the sum; a compute op that starts inside one runs at
+// the contended rate from its start. C >= W r: the compute ends at W r.
+TEST(Engine, HoldsAddUpAndComputeStartingInsideACollectiveIsSlowedFromItsStart) {
+  sim::Engine e(2);
+  const std::int32_t compute = e.add_stream(0, true), c1 = e.add_stream(0), c2 = e.add_stream(0);
+  auto flow = [&](std::int32_t stream, std::int32_t link, double s, double sms) {
+    sim::NetDemand d;
+    d.transfer_s = s;
+    d.links = {link};
+    d.hold.sms = sms;
+    const std::int32_t op = e.add_op(stream, 0);
+    e.join(op, e.add_collective(e.add_net(d), 1));
+    return op;
+  };
+  flow(c1, 0, 20e-6, 8);
+  flow(c2, 1, 20e-6, 16);
+  const std::int32_t gap = e.add_op(compute, 1'000);
+  const std::int32_t work = e.add_op(compute, 5'000);
+  std::vector<double> seen;
+  e.set_contention([&](std::int32_t op, const CommHold& held) {
+    seen.push_back(held.sms);
+    return op == work ? 2.0 : 1.0;
+  });
+  e.run();
+  // Both are in flight from 0: the gap is rated at 24 SMs held (ratio 1), the work at 2.
+  EXPECT_EQ(e.op(gap).end, 1'000);
+  EXPECT_EQ(e.op(work).end, 1'000 + 10'000);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back(), 24);
+}
+
 TEST(Engine, CollectiveStartsWhenEveryParticipantArrives) {
   sim::Engine e(1);
   const std::int32_t s0 = e.add_stream(), s1 = e.add_stream();

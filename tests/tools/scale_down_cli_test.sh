@@ -47,7 +47,7 @@ loop() {
 loop gpt3-4 gpt3.json 4 "tp=4 pp=1 dp=1 zero=3 mbs=2 1f1b recompute=full:1 sp" \
   "execute: scale-down: offload optimizer+params -> none"
 # The README's loop: context parallelism as the CPU executor runs it (cp_comm all-gather).
-loop llama3-8b-4 llama3-8b.json 4 "tp=1 cp=4 pp=1 dp=1 zero=2" \
+loop llama3-8b-4 llama3-8b.json 4 "tp=1 cp=2 pp=2 dp=1 zero=1" \
   "execute: scale-down: activation swiglu -> gelu" --cp-comm all-gather
 # plan's default, Transformer Engine's ring, run as the all-gather and said so.
 loop llama3-8b-8 llama3-8b.json 8 "tp=1 cp=2 pp=1 dp=4 zero=2" \

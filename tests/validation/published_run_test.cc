@@ -467,6 +467,7 @@ TEST(PublishedRun, SharedNicsSetTheInterNodeBandwidth) {
   const PublishedRun r = map_ok(e);
   EXPECT_NEAR(r.cluster.inter_node_bytes_per_s, dgx / 2, 1e6);
   EXPECT_TRUE(has_assumption(r, "4 x 200 Gb/s NICs shared by 8 GPUs, 11.5 GB/s per GPU"));
+  EXPECT_EQ(r.cluster.nics_per_node, 4);  // NCCL's channels across nodes follow the NICs
   e["hardware"].erase("nic_Gbps");
   EXPECT_NE(map_error(e).find("nics_per_node=4 needs nic_Gbps"), std::string::npos);
   e["hardware"].erase("nics_per_node");
