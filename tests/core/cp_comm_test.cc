@@ -292,7 +292,7 @@ TEST(CpComm, RingStepsOfOneShapeAreHeldAsRunsThatCountEveryStep) {
                                                            sends[1].message_bytes, p.cp));
   const auto rates = plan_rates(p, gpu_preset("H100-80GB").value(), std::nullopt);
   ASSERT_TRUE(rates.ok()) << rates.status().message();
-  const Task& run = named(f, "attention_step")[0];
+  const Task run = named(f, "attention_step")[0];  // a copy: named() returns by value
   EXPECT_DOUBLE_EQ(task_time_s(run, *rates), 8.0 * task_copy_time_s(run, *rates));
   double run_s = 0, steps_s = 0;
   for (const Task& t : f) run_s += task_time_s(t, *rates);
