@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Planning and simulation time and peak memory of one build, REPS times each, one line per run:
 #   label rep load1 wall_s user_s sys_s maxrss_kb
-# usage (repository root): bench/results/cp-compact-2026-12-02/timing.sh BUILD CP16_PLAN REPS > OUT.tsv
+# usage (repository root): bench/scripts/cp_compact_timing.sh BUILD CP16_PLAN REPS > OUT.tsv
+#   (CP16_PLAN: bench/recommendations/llama3-405b-cp16-p2p.plan.json; study bench/results/cp-compact-2026-12-02)
 # The machine is shared: load1 is /proc/loadavg's one-minute figure when the run started.
 set -uo pipefail
 b="$1"; cp16="$2"; reps="${3:-3}"
