@@ -403,6 +403,16 @@ TorchMerge torch_merge(const Shape& x) {
   // the statistics' sub, sigmoid, sub, logsigmoid, sub on rows.
   return x.eager_merge ? TorchMerge{36.0 + x.e, 9} : TorchMerge{8.0 + x.e, 1};
 }
+// K and V for the ring's next steps: torch's all-gather rotater gathers every chunk once (at
+// step 0), its all-to-all rotater passes the local chunk on at every step.
+void push_torch_kv_exchange(std::vector<Task>& out, const Shape& x, bool all_gather,
+                            std::string_view gather_name, std::int32_t waits) {
+  if (all_gather)
+    out.push_back(cp_collective(gather_name, Collective::kAllGather, x, cp_kv_bytes(x), waits));
+  else
+    out.push_back(
+        cp_collective("cp_rotate_kv", Collective::kSendRecv, x, local_kv_bytes(x), waits));
+}
 void add_torch_ring_forward(std::vector<Task>& out, const Shape& x, bool all_gather) {
   const double kv = local_kv_bytes(x), e = x.e;
   const std::int64_t s = x.s, c = x.s / 2, cp = x.cp;
@@ -411,15 +421,10 @@ void add_torch_ring_forward(std::vector<Task>& out, const Shape& x, bool all_gat
     const bool full = ring_step_full_queries(i, cp);
     if (i + 1 < cp && (i == 0 || !all_gather || x.eager_merge))
       out.push_back(cp_kernel("cp_kv_cat", 2.0 * kv, 1));
-    if (i + 1 < cp && (i == 0 || !all_gather)) {
-      // The all-gather is waited for at step 1, after step 0's kernel and merge; each rotation
-      // at the step after it.
-      if (all_gather)
-        out.push_back(
-            cp_collective("cp_all_gather_kv", Collective::kAllGather, x, cp_kv_bytes(x), 2));
-      else
-        out.push_back(cp_collective("cp_rotate_kv", Collective::kSendRecv, x, kv, 2));
-    }
+    // The all-gather is waited for at step 1, after step 0's kernel and merge; each rotation
+    // at the step after it.
+    if (i + 1 < cp && (i == 0 || !all_gather))
+      push_torch_kv_exchange(out, x, all_gather, "cp_all_gather_kv", 2);
     out.push_back(ring_step(x, i, false));
     const std::int64_t rows = i == 0 || full ? s : c;
     if (i == 0) {
@@ -452,15 +457,9 @@ void add_torch_ring_backward(std::vector<Task>& out, const Shape& x, bool all_ga
     const bool send_kv = i + 1 < cp && (i == 0 || !all_gather);
     if (i + 1 < cp && (send_kv || x.eager_merge))
       out.push_back(cp_kernel("cp_kv_cat", 2.0 * kv, 1));
-    if (send_kv) {
-      // Waited for at the next step's start: after this step's kernel, its dK/dV update and cat,
-      // and its dQ update.
-      if (all_gather)
-        out.push_back(
-            cp_collective("cp_all_gather_kv_bwd", Collective::kAllGather, x, cp_kv_bytes(x), 4));
-      else
-        out.push_back(cp_collective("cp_rotate_kv", Collective::kSendRecv, x, kv, 4));
-    }
+    // Waited for at the next step's start: after this step's kernel, its dK/dV update and cat,
+    // and its dQ update.
+    if (send_kv) push_torch_kv_exchange(out, x, all_gather, "cp_all_gather_kv_bwd", 4);
     out.push_back(ring_step(x, i, true));
     // grad_key += grad_key_ (fp32 += e, read both, write fp32), on the first key chunk through
     // _partial_update (and its torch.cat of the other half), K and V each.
