@@ -15,26 +15,56 @@ constexpr std::size_t kLengths = 6;
 // The published sequence lengths: 512, 1k, 2k, 4k, 8k, 16k.
 constexpr std::array<double, kLengths> kSeqLen = {512, 1024, 2048, 4096, 8192, 16384};
 
-// TFLOP/s on H100 SXM5 (989.4 TFLOP/s dense bf16), head dim 128, as printed on the bars of
-// arXiv:2407.08608: Fig. 5 "Attention forward speed, head dim 128" with and without the causal
-// mask, and Fig. 6 "Attention backward speed, head dim 128" (no mask).
-struct HopperSeries {
+// A kernel's TFLOP/s by length. Hopper: on H100 SXM5 (989.4 TFLOP/s dense bf16), head dim 128,
+// as printed on the bars of arXiv:2407.08608: Fig. 5 "Attention forward speed, head dim 128"
+// with and without the causal mask, and Fig. 6 "Attention backward speed, head dim 128" (no
+// mask).
+struct KernelSeries {
   std::array<double, kLengths> forward_causal;
   std::array<double, kLengths> forward;
   std::array<double, kLengths> backward;
 };
-constexpr HopperSeries kHopperFlash2 = {{191, 260, 298, 319, 333, 335},
+constexpr KernelSeries kHopperFlash2 = {{191, 260, 298, 319, 333, 335},
                                         {309, 350, 362, 368, 370, 370},
                                         {214, 260, 291, 310, 318, 322}};
-constexpr HopperSeries kHopperCudnn = {{315, 410, 484, 518, 529, 539},
+constexpr KernelSeries kHopperCudnn = {{315, 410, 484, 518, 529, 539},
                                        {497, 574, 617, 609, 600, 595},
                                        {305, 408, 465, 499, 518, 516}};
-constexpr HopperSeries kHopperFlash3 = {{292, 423, 521, 579, 602, 616},
+constexpr KernelSeries kHopperFlash3 = {{292, 423, 521, 579, 602, 616},
                                         {467, 565, 625, 638, 646, 648},
                                         {316, 424, 501, 542, 559, 561}};
 constexpr double kH100SxmPeakTflops = 989.4;
 
-const HopperSeries* hopper_series(AttentionKernel k) {
+// FlashAttention-2 on Blackwell (B200, 2,250 TFLOP/s dense bf16). FA2's kernels use Ampere's
+// warp-level MMA (flash-attention csrc/flash_attn/src/kernel_traits.h: SM80_16x8x16 MMA atoms for
+// sm80 and up), not Blackwell's own tensor-core instructions, and run on a B200 at about their H100
+// rate, far below the part's peak. The forward without the mask, head dim 128, measured on a B200
+// by tritonbench (meta-pytorch/tritonbench PR 171, 2025-03-04: `run.py --op flash_attention
+// --metrics tflops --only flash_v2 --batch 8 --n-heads 16 --d-head 128`, its printed table at 512
+// to 16k tokens; the operator's defaults are the forward, tritonbench/utils/parser.py `--mode fwd`,
+// and no mask, operators/flash_attention/operator.py `--causal` off; its `flops` metric is
+// attention_rates.h's convention, 4*b*s^2*h*d per forward). flash-attention issue 1589 (2025-04-13,
+// flash_attn 2.7.4.post1 on a B200, benchmarks/benchmark_flash_attention.py) shows the same level
+// at head dim 64 without the mask: 307-381 TFLOP/s forward, 243-334 backward. No causal forward or
+// backward at head dim 128 is published for B200: each is taken in the same kernel's Hopper shape,
+// the unmasked B200 forward times kHopperFlash2's ratio to its unmasked forward at the same length
+// (an assumption, said in docs/inputs.md).
+constexpr std::array<double, kLengths> kBlackwellFlash2Forward = {245.259, 315.111, 352.104,
+                                                                  353.912, 361.591, 330.587};
+constexpr double kB200PeakTflops = 2250;
+
+KernelSeries blackwell_flash2() {
+  KernelSeries s{};
+  for (std::size_t i = 0; i < kLengths; ++i) {
+    const double f = kBlackwellFlash2Forward[i];
+    s.forward[i] = f;
+    s.forward_causal[i] = f * kHopperFlash2.forward_causal[i] / kHopperFlash2.forward[i];
+    s.backward[i] = f * kHopperFlash2.backward[i] / kHopperFlash2.forward[i];
+  }
+  return s;
+}
+
+const KernelSeries* hopper_series(AttentionKernel k) {
   switch (k) {
     case AttentionKernel::kFlash2: return &kHopperFlash2;
     case AttentionKernel::kCudnn: return &kHopperCudnn;
@@ -64,14 +94,22 @@ double at_length(const std::array<double, kLengths>& series, std::int64_t seq_le
 std::optional<AttentionKernelRate> attention_kernel_rate(std::string_view architecture,
                                                          AttentionKernel kernel, bool backward,
                                                          bool causal, std::int64_t seq_len) {
-  if (architecture != "hopper") return std::nullopt;
-  const HopperSeries* s = hopper_series(kernel);
+  static const KernelSeries kBlackwellFlash2 = blackwell_flash2();
+  const KernelSeries* s = nullptr;
+  double measured_peak_tflops = 0;
+  if (architecture == "hopper") {
+    s = hopper_series(kernel);
+    measured_peak_tflops = kH100SxmPeakTflops;
+  } else if (architecture == "blackwell" && kernel == AttentionKernel::kFlash2) {
+    s = &kBlackwellFlash2;
+    measured_peak_tflops = kB200PeakTflops;
+  }
   if (s == nullptr) return std::nullopt;
   // Without the mask: the paper's unmasked bars, forward and backward as published.
   if (!causal)
     return AttentionKernelRate{
         (backward ? at_length(s->backward, seq_len) : at_length(s->forward, seq_len)) * kTFLOP,
-        kH100SxmPeakTflops * kTFLOP};
+        measured_peak_tflops * kTFLOP};
   const double forward_causal = at_length(s->forward_causal, seq_len);
   double tflops = forward_causal;
   if (backward) {
@@ -81,7 +119,7 @@ std::optional<AttentionKernelRate> attention_kernel_rate(std::string_view archit
     // the same length (an assumption: no causal backward figure is published).
     tflops = at_length(s->backward, seq_len) * forward_causal / at_length(s->forward, seq_len);
   }
-  return AttentionKernelRate{tflops * kTFLOP, kH100SxmPeakTflops * kTFLOP};
+  return AttentionKernelRate{tflops * kTFLOP, measured_peak_tflops * kTFLOP};
 }
 
 }  // namespace trainplan

@@ -1,6 +1,6 @@
 // Published attention kernel rates (core/cost/attention_rates.h) and how the cost model times a
 // fused attention task with them: the paper's bars, interpolation, the causal backward, scaling
-// to another part's peak, the plan field and every refusal.
+// to another part's peak, FlashAttention-2 on Blackwell, the plan field and every refusal.
 #include "core/cost/attention_rates.h"
 
 #include <gtest/gtest.h>
@@ -53,6 +53,31 @@ TEST(AttentionRates, UnmaskedStepsTakeThePapersUnmaskedBars) {
   EXPECT_DOUBLE_EQ(unmasked(AttentionKernel::kFlash2, true, 8192), 318);
   EXPECT_DOUBLE_EQ(unmasked(AttentionKernel::kCudnn, false, 16384), 595);
   EXPECT_FALSE(attention_kernel_rate("ampere", AttentionKernel::kFlash2, true, false, 4096));
+}
+
+TEST(AttentionRates, BlackwellFlash2IsTheMeasuredB200ForwardInHoppersShape) {
+  // meta-pytorch/tritonbench PR 171: FA2 forward, no mask, head dim 128, on a B200: 361.591 at 8k.
+  auto rate = [](bool backward, bool causal, std::int64_t seq) {
+    const auto r = attention_kernel_rate("blackwell", AttentionKernel::kFlash2, backward, causal,
+                                         seq);
+    EXPECT_TRUE(r.has_value());
+    return r ? r->flops_per_s / kTFLOP : 0.0;
+  };
+  EXPECT_DOUBLE_EQ(rate(false, false, 8192), 361.591);
+  EXPECT_DOUBLE_EQ(rate(false, false, 512), 245.259);
+  EXPECT_DOUBLE_EQ(rate(false, false, 1 << 20), 330.587);
+  // The causal forward and the backward in Hopper FA2's shape (arXiv:2407.08608 Fig. 5-6 at 8k:
+  // causal 333, unmasked 370, backward 318).
+  EXPECT_NEAR(rate(false, true, 8192), 361.591 * 333.0 / 370.0, 1e-9);
+  EXPECT_NEAR(rate(true, false, 8192), 361.591 * 318.0 / 370.0, 1e-9);
+  EXPECT_NEAR(rate(true, true, 8192), 361.591 * 318.0 / 370.0 * 333.0 / 370.0, 1e-9);
+  EXPECT_DOUBLE_EQ(attention_kernel_rate("blackwell", AttentionKernel::kFlash2, false, true, 512)
+                       ->measured_peak_flops_per_s,
+                   2250 * kTFLOP);
+  // Only FA2 is published on Blackwell.
+  EXPECT_FALSE(attention_kernel_rate("blackwell", AttentionKernel::kCudnn, false, true, 4096));
+  EXPECT_FALSE(attention_kernel_rate("blackwell", AttentionKernel::kFlash3, false, true, 4096));
+  EXPECT_FALSE(attention_kernel_rate("blackwell", AttentionKernel::kGeneric, false, true, 4096));
 }
 
 TEST(AttentionRates, NoneOutsideHopperOrForTheGenericModel) {
@@ -111,6 +136,23 @@ TEST(AttentionRates, TaskTimeIsExecutedFlopsAtTheScaledRate) {
                               gemm_shape_efficiency(*generic, fwd.m, fwd.n, fwd.k, fwd.batch);
   EXPECT_NEAR(task_time_s(fwd, *generic) - generic->kernel_overhead_s,
               fwd.executed_flops / generic_rate, 1e-12);
+}
+
+TEST(AttentionRates, B200RunsFlash2AtItsMeasuredRateAndRefusesTheOthers) {
+  AttentionCase c;
+  auto rates = rates_for(AttentionKernel::kFlash2, "B200-192GB");
+  ASSERT_TRUE(rates.ok()) << rates.status().message();
+  const std::vector<Task> forward = layer_forward_tasks(c.model, c.plan);
+  const Task& fwd = task_named(forward, "attention");
+  // The B200 preset is the part the forward was measured on: no scaling.
+  EXPECT_NEAR(task_time_s(fwd, *rates) - rates->kernel_overhead_s,
+              fwd.executed_flops / (361.591 * 333.0 / 370.0 * kTFLOP), 1e-12);
+  for (AttentionKernel k : {AttentionKernel::kCudnn, AttentionKernel::kFlash3}) {
+    auto r = rates_for(k, "B200-192GB");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("B200-192GB (architecture 'blackwell')"),
+              std::string::npos);
+  }
 }
 
 TEST(AttentionRates, PlanRatesRefusesAKernelWithoutPublishedRates) {
