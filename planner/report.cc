@@ -347,9 +347,14 @@ void ties_and_band(std::ostream& os, const PlanSearch& s, const ReportContext& c
   os << "  " << s.ties.tied << " candidates predict step times within "
      << fmt("%.0f", 100 * s.ties.tolerance)
      << "% of the fastest, the typical error above: they are tied. The pick is ";
-  if (s.ties.measured > 0)
-    os << "among the " << s.ties.measured << " whose pipeline published runs measured, ";
-  os << "the one with the most memory headroom, then the simplest layout";
+  if (s.ties.measured == 1)
+    os << "the only one whose pipeline published runs measured";
+  else if (s.ties.measured > 1)
+    os << "among the " << s.ties.measured
+       << " whose pipeline published runs measured, the one with the most memory headroom, then "
+          "the simplest layout";
+  else
+    os << "the one with the most memory headroom, then the simplest layout";
   if (!s.ties.fastest.empty()) os << " (the fastest prediction was " << s.ties.fastest << ")";
   os << ".\n";
 }
