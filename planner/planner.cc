@@ -261,7 +261,7 @@ std::array<int, 5> layout_complexity(const Plan& p) {
 constexpr double kHeadroomGrain = 0.05;
 
 void break_ties(PlanSearch& search, double tolerance, double capacity_bytes,
-                bool simulated_only) {
+                bool simulated_only, const MeasuredLayouts& measured) {
   search.ties = {};
   if (search.ranked.empty() || tolerance <= 0) return;
   auto eligible = [&](const Candidate& c) { return c.simulated || !simulated_only; };
@@ -274,18 +274,36 @@ void break_ties(PlanSearch& search, double tolerance, double capacity_bytes,
     return eligible(c) && c.estimate.step_time_s <= fastest * (1 + tolerance);
   };
   const auto tie_end = std::stable_partition(search.ranked.begin(), search.ranked.end(), in_tie);
-  // The pick: among the tied, those within kHeadroomGrain of capacity of the most headroom;
-  // among those the simplest layout, then the fastest. It goes first; the rest keep their order.
-  double most_room = 0;
-  for (auto it = search.ranked.begin(); it != tie_end; ++it)
-    most_room = std::max(most_room, capacity_bytes - it->estimate.peak_memory_bytes);
-  auto pick = search.ranked.end();
-  for (auto it = search.ranked.begin(); it != tie_end; ++it) {
-    if (capacity_bytes - it->estimate.peak_memory_bytes < most_room - kHeadroomGrain * capacity_bytes)
-      continue;
-    if (pick == search.ranked.end() || layout_complexity(it->plan) < layout_complexity(pick->plan))
-      pick = it;  // equal complexity keeps the earlier, faster one
-  }
+  // The pick: among the tied whose pipeline the corpus measured (all the tied when none is, or
+  // no corpus is given), those within kHeadroomGrain of capacity of the most headroom; among
+  // those the simplest layout, then the fastest. It goes first; the rest keep their order.
+  std::size_t measured_tied = 0;
+  if (measured.known())
+    for (auto it = search.ranked.begin(); it != tie_end; ++it)
+      measured_tied += measured_runs(it->plan, measured) > 0 ? 1 : 0;
+  auto choose = [&](bool measured_only) {
+    auto considered = [&](const Candidate& c) {
+      return !measured_only || measured_runs(c.plan, measured) > 0;
+    };
+    double most_room = 0;
+    for (auto it = search.ranked.begin(); it != tie_end; ++it)
+      if (considered(*it))
+        most_room = std::max(most_room, capacity_bytes - it->estimate.peak_memory_bytes);
+    auto pick = search.ranked.end();
+    for (auto it = search.ranked.begin(); it != tie_end; ++it) {
+      if (!considered(*it) || capacity_bytes - it->estimate.peak_memory_bytes <
+                                  most_room - kHeadroomGrain * capacity_bytes)
+        continue;
+      if (pick == search.ranked.end() ||
+          layout_complexity(it->plan) < layout_complexity(pick->plan))
+        pick = it;  // equal complexity keeps the earlier, faster one
+    }
+    return pick;
+  };
+  const auto unrestricted = choose(false);
+  const auto pick = measured_tied > 0 ? choose(true) : unrestricted;
+  search.ties.measured = measured_tied;
+  search.ties.by_measured = pick != unrestricted;
   std::rotate(search.ranked.begin(), pick, pick + 1);
   search.ties.tolerance = tolerance;
   search.ties.tied = static_cast<std::size_t>(tie_end - search.ranked.begin());
@@ -425,7 +443,8 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
     const double tolerance = options.tie_tolerance >= 0 ? options.tie_tolerance
                              : options.error_band.known() ? options.error_band.typical_abs
                                                           : 0.0;
-    break_ties(search, tolerance, cluster.gpu.hbm_bytes, refine && options.simulate_top > 0);
+    break_ties(search, tolerance, cluster.gpu.hbm_bytes, refine && options.simulate_top > 0,
+               options.prefer_measured ? options.measured : MeasuredLayouts{});
     if (static_cast<std::int64_t>(search.ranked.size()) > options.top_k)
       search.ranked.resize(static_cast<std::size_t>(options.top_k));
     for (Candidate& cand : search.ranked)

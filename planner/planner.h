@@ -14,6 +14,7 @@
 
 #include "core/cluster_spec.h"
 #include "core/error_band.h"
+#include "core/measured_layouts.h"
 #include "core/cost/compute_model.h"
 #include "core/cost/cost_model.h"
 #include "core/model_spec.h"
@@ -82,6 +83,12 @@ struct PlannerOptions {
   // Overrides the tie tolerance (relative step time; 0: no ties). Negative: the band's typical
   // error.
   double tie_tolerance = -1;
+  // The pipeline layouts published runs measured on this GPU generation (`plan` fills it from
+  // the corpus, validation/coverage.h). Among tied candidates the planner prefers those whose
+  // schedule the corpus measured at their pipeline depth or deeper (TieBreak); empty: no
+  // preference. The report says how many measured the pick's pipeline (planner/report.h).
+  MeasuredLayouts measured;
+  bool prefer_measured = true;  // false: the tie ignores `measured` (`plan --no-prefer-measured`)
   // Called about once a second during long searches (evaluated so far, total estimate).
   std::function<void(std::int64_t, std::int64_t)> progress;
   // Refinement by the simulator: threads that simulate candidates at once (0: every core; the
@@ -111,14 +118,20 @@ struct OffloadTier {
 };
 
 // Candidates the model cannot rank with confidence: predicted step times within the error
-// band's typical error of the fastest. Among them the planner prefers the most memory headroom
-// (within 5% of the device's capacity of the most), then the simplest layout (fewest parallel
-// dimensions in use, then no interleaving, the lowest ZeRO stage, no recompute, no offload),
-// then the fastest; the pick goes first and the others keep their order.
+// band's typical error of the fastest. Among them the planner prefers, when PlannerOptions::
+// measured is given and any tied candidate has it, a pipeline the published runs measured
+// (measured_runs() > 0: the band's error is known for it; a schedule or depth no run measured is
+// an extrapolation whose error is not), then the most memory headroom (within 5% of the
+// device's capacity of the most), then the simplest layout (fewest parallel dimensions in use,
+// then no interleaving, the lowest ZeRO stage, no recompute, no offload), then the fastest; the
+// pick goes first and the others keep their order.
 struct TieBreak {
   double tolerance = 0;        // relative step time; 0: no ties were called
   std::size_t tied = 0;        // candidates in the tie, the pick included (1: no tie)
   std::string fastest;         // describe() of the fastest, when the pick is another
+  std::size_t measured = 0;    // tied candidates whose pipeline the corpus measured
+  bool by_measured = false;    // the preference for a measured pipeline set the pick aside
+                               // from candidates the other rules would have taken
 };
 
 struct PlanSearch {
@@ -165,7 +178,10 @@ Result<PlanResult> plan_training(const ModelSpec& model, const ClusterSpec& clus
 // Orders the tied head of `search.ranked` (TieBreak) so that ranked.front() is the pick. Only
 // simulated candidates take part when `simulated_only` (a refined search: the pick is a figure
 // the simulator confirmed). Capacity: the device's memory in bytes.
-void break_ties(PlanSearch& search, double tolerance, double capacity_bytes, bool simulated_only);
+// With `measured` (PlannerOptions::measured) known, candidates whose pipeline it measured go
+// before the rest of the tie, where any does.
+void break_ties(PlanSearch& search, double tolerance, double capacity_bytes, bool simulated_only,
+                const MeasuredLayouts& measured = {});
 
 // One search at a fixed GPU count (used by plan_training and the benchmark): without offload,
 // with optimizer states on the host (offload true), or with the states `tier` names.

@@ -294,17 +294,67 @@ std::string explain_choice(const Candidate& w, const Candidate& r) {
   return os.str();
 }
 
+std::pair<double, double> measured_mfu_band(double predicted_mfu, const ErrorBand& band) {
+  // MFU scales as 1 / step time: measured = predicted / (1 + error).
+  return {predicted_mfu / (1 + band.relative_high), predicted_mfu / (1 + band.relative_low)};
+}
+
+std::string measured_pipeline_note(const Plan& plan, const MeasuredLayouts& measured) {
+  if (!measured.known() || plan.pp == 1) return "";
+  const std::size_t n = measured_runs(plan, measured);
+  std::int64_t deepest = 0;
+  std::size_t same_schedule = 0;
+  for (const MeasuredLayout& m : measured.runs)
+    if (m.schedule == plan.schedule) {
+      deepest = std::max(deepest, m.pp);
+      ++same_schedule;
+    }
+  const std::string what = std::string(to_string(plan.schedule)) + " at pp " +
+                           std::to_string(plan.pp);
+  if (n > 0)
+    return "Its pipeline (" + what + " or deeper) was measured by " + std::to_string(n) +
+           " of the " + measured.basis + ".";
+  std::string out = "Its pipeline (" + what + ") was measured by none of the " + measured.basis;
+  if (same_schedule == 0)
+    out += ", which hold no " + std::string(to_string(plan.schedule)) + " run";
+  else
+    out += " (" + std::to_string(same_schedule) + " " + std::string(to_string(plan.schedule)) +
+           " runs, the deepest at pp " + std::to_string(deepest) + ")";
+  out += ": the band above does not cover it, and its figures are an extrapolation.";
+  return out;
+}
+
 namespace {
 // The expected error of the figures above, and how the pick was made among candidates the
 // model cannot tell apart (PlanSearch::ties).
 void ties_and_band(std::ostream& os, const PlanSearch& s, const ReportContext& ctx) {
   if (!ctx.options) return;
-  os << "  " << describe(ctx.options->error_band) << ".\n";
+  const ErrorBand& band = ctx.options->error_band;
+  os << "  " << describe(band) << ".\n";
+  if (band.known() && !s.ranked.empty()) {
+    const auto [low, high] = measured_mfu_band(s.ranked.front().estimate.mfu, band);
+    os << "  Runs like this measure " << fmt("%.0f", 100 * low) << "% to "
+       << fmt("%.0f", 100 * high) << "% MFU: the predicted "
+       << fmt("%.1f", 100 * s.ranked.front().estimate.mfu)
+       << "% under the band above (it is a prediction; the band is how far measured runs fell "
+          "from theirs).\n";
+  }
+  if (!s.ranked.empty()) {
+    const std::string note = measured_pipeline_note(s.ranked.front().plan, ctx.options->measured);
+    if (!note.empty()) os << "  " << note << "\n";
+  }
   if (s.ties.tied <= 1) return;
   os << "  " << s.ties.tied << " candidates predict step times within "
      << fmt("%.0f", 100 * s.ties.tolerance)
-     << "% of the fastest, the typical error above: they are tied. The pick is the one with the "
-        "most memory headroom, then the simplest layout";
+     << "% of the fastest, the typical error above: they are tied. The pick is ";
+  if (s.ties.measured == 1)
+    os << "the only one whose pipeline published runs measured";
+  else if (s.ties.measured > 1)
+    os << "among the " << s.ties.measured
+       << " whose pipeline published runs measured, the one with the most memory headroom, then "
+          "the simplest layout";
+  else
+    os << "the one with the most memory headroom, then the simplest layout";
   if (!s.ties.fastest.empty()) os << " (the fastest prediction was " << s.ties.fastest << ")";
   os << ".\n";
 }
@@ -503,8 +553,11 @@ Json search_json(const PlanSearch& s) {
   if (s.ties.tolerance > 0) {
     j["ties"] = {{"tolerance", s.ties.tolerance},
                  {"tied", s.ties.tied},
-                 {"rule", "most memory headroom (within 5% of capacity of the most), then "
-                          "the simplest layout, then the fastest"}};
+                 {"measured", s.ties.measured},
+                 {"by_measured", s.ties.by_measured},
+                 {"rule", "a pipeline published runs measured (where any tied candidate has "
+                          "one), then the most memory headroom (within 5% of capacity of the "
+                          "most), then the simplest layout, then the fastest"}};
     if (!s.ties.fastest.empty()) j["ties"]["fastest"] = s.ties.fastest;
   }
   return j;
@@ -546,6 +599,15 @@ Json plan_report_to_json(const PlanResult& r, const ReportContext& ctx) {
                           : r.offload_search && !r.offload_search->ranked.empty() ? *r.offload_search
                                                                                  : *infinity;
     if (s.ranked.size() > 1) rec["why"] = explain_choice(*w, s.ranked[1]);
+    if (ctx.options->error_band.known()) {
+      const auto [low, high] = measured_mfu_band(w->estimate.mfu, ctx.options->error_band);
+      rec["measured_mfu_band"] = {low, high};
+    }
+    if (ctx.options->measured.known()) {
+      rec["measured_runs"] = measured_runs(w->plan, ctx.options->measured);
+      const std::string note = measured_pipeline_note(w->plan, ctx.options->measured);
+      if (!note.empty()) rec["measured_note"] = note;
+    }
     if (ctx.run_tokens) {
       const double tokens_per_step = static_cast<double>(w->plan.global_batch_size) *
                                      static_cast<double>(ctx.model->seq_len);

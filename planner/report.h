@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "core/json_util.h"
 #include <vector>
@@ -42,6 +43,14 @@ std::string format_plan_report(const PlanResult& result, const ReportContext& ct
 Json plan_report_to_json(const PlanResult& result, const ReportContext& ctx);
 // Why the winner beats the runner-up, in one or two sentences.
 std::string explain_choice(const Candidate& winner, const Candidate& runner_up);
+// The MFU a run predicted at `predicted_mfu` is expected to measure, as the error band's 10th
+// and 90th percentiles of measured / predicted step time give it: predicted / (1 + high) to
+// predicted / (1 + low).
+std::pair<double, double> measured_mfu_band(double predicted_mfu, const ErrorBand& band);
+// One sentence on how many published runs measured `plan`'s pipeline (core/measured_layouts.h),
+// and, when none did, that its figures are an extrapolation; empty without pipeline
+// parallelism or without layouts.
+std::string measured_pipeline_note(const Plan& plan, const MeasuredLayouts& measured);
 // The plan that `--emit-plan` writes: the recommendation (offload plan when nothing fits).
 const Candidate* recommended(const PlanResult& result);
 

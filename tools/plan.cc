@@ -18,6 +18,7 @@
 #include "planner/refine.h"
 #include "planner/report.h"
 #include "simulator/simulator.h"
+#include "validation/coverage.h"
 #include "validation/error_band.h"
 #include "tools/cli.h"
 
@@ -220,6 +221,9 @@ int run(int argc, char** argv) {
        "relative step-time difference within which candidates are tied and chosen by memory "
        "headroom, then the simplest layout (default: the typical cross-validated error of "
        "published runs on this GPU generation; 0: no ties)"},
+      {"no-prefer-measured", false,
+       "among tied candidates, do not prefer those whose pipeline schedule published runs "
+       "measured at that depth on this GPU generation (validation/corpus)"},
       {"top", true, "candidates to show (default 10)"},
       {"simulate-top", true, "candidates refined by the event simulator (default 8, 0: none)"},
       {"threads", true, "threads simulating candidates at once (default 0: every core; the "
@@ -264,6 +268,10 @@ int run(int argc, char** argv) {
     if (!st.ok()) return cli::fail("plan", st);
   opt.tie_tolerance = *tie_tolerance;
   opt.error_band = expected_band(*cluster, *hardware);
+  // The layouts published runs measured on this GPU generation, as the band is chosen; a
+  // measured hardware profile has its own check (see expected_band).
+  if (!*hardware) opt.measured = measured_layouts_for(cluster->gpu.name, corpus_layouts());
+  opt.prefer_measured = !args.has("no-prefer-measured");
   opt.max_cp = *max_cp;
   opt.global_batch_size = batch->sequences;
   opt.memory_headroom = *headroom;

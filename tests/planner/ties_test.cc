@@ -76,6 +76,89 @@ TEST(Ties, OnlySimulatedCandidatesTakePartInARefinedSearch) {
   EXPECT_EQ(s.ranked[0].plan.tp, 2);
 }
 
+MeasuredLayouts measured_1f1b_to_pp(std::int64_t deepest) {
+  MeasuredLayouts m;
+  m.runs = {{"a", "A100", Schedule::k1F1B, deepest}, {"b", "A100", Schedule::k1F1B, 1}};
+  m.basis = "2 published runs on A100";
+  return m;
+}
+
+TEST(Ties, AMeasuredPipelineGoesFirstWithinTheTie) {
+  PlanSearch s;
+  // The fastest, with the most headroom, runs DualPipe, which no run measured; 1f1b at pp 4
+  // was measured (at pp 8), so it is the pick though it has less headroom.
+  Candidate dual = candidate(2, 4, 1, 1.00, 20);
+  dual.plan.schedule = Schedule::kDualPipe;
+  s.ranked = {dual, candidate(4, 4, 1, 1.04, 60), candidate(8, 8, 1, 1.20, 10)};
+  const MeasuredLayouts m = measured_1f1b_to_pp(8);
+  EXPECT_EQ(measured_runs(s.ranked[0].plan, m), 0u);
+  EXPECT_EQ(measured_runs(s.ranked[1].plan, m), 1u);
+  break_ties(s, 0.05, kCapacity, true, m);
+  EXPECT_EQ(s.ties.tied, 2u);
+  EXPECT_EQ(s.ties.measured, 1u);
+  EXPECT_TRUE(s.ties.by_measured);
+  EXPECT_EQ(s.ranked[0].plan.tp, 4);
+  EXPECT_EQ(s.ranked[1].plan.schedule, Schedule::kDualPipe);
+  EXPECT_EQ(s.ranked[2].plan.tp, 8);  // outside the tie: measured or not, it stays last
+  // Without layouts, or when none of the tied is measured, the earlier rules decide.
+  break_ties(s, 0.05, kCapacity, true);
+  EXPECT_EQ(s.ranked[0].plan.schedule, Schedule::kDualPipe);
+  EXPECT_EQ(s.ties.measured, 0u);
+  EXPECT_FALSE(s.ties.by_measured);
+  break_ties(s, 0.05, kCapacity, true, measured_1f1b_to_pp(2));  // pp 4 deeper than measured
+  EXPECT_EQ(s.ties.measured, 0u);
+  EXPECT_EQ(s.ranked[0].plan.schedule, Schedule::kDualPipe);
+}
+
+TEST(Ties, MeasuredRunsCountTheScheduleAtThatDepthOrDeeper) {
+  const MeasuredLayouts m = measured_1f1b_to_pp(8);
+  Plan p;
+  p.pp = 1;
+  EXPECT_EQ(measured_runs(p, m), 1u);  // pp 1: every run without a pipeline
+  p.pp = 8;
+  p.schedule = Schedule::k1F1B;
+  EXPECT_EQ(measured_runs(p, m), 1u);
+  p.pp = 16;
+  EXPECT_EQ(measured_runs(p, m), 0u);
+  p.pp = 4;
+  p.schedule = Schedule::kInterleaved;
+  EXPECT_EQ(measured_runs(p, m), 0u);
+  EXPECT_EQ(measured_runs(p, MeasuredLayouts{}), 0u);
+}
+
+TEST(Ties, TheReportSaysWhenThePicksPipelineWasNotMeasured) {
+  const MeasuredLayouts m = measured_1f1b_to_pp(8);
+  Plan p;
+  p.pp = 32;
+  p.schedule = Schedule::kDualPipe;
+  EXPECT_EQ(measured_pipeline_note(p, m),
+            "Its pipeline (dualpipe at pp 32) was measured by none of the 2 published runs on "
+            "A100, which hold no dualpipe run: the band above does not cover it, and its figures "
+            "are an extrapolation.");
+  p.schedule = Schedule::k1F1B;
+  EXPECT_EQ(measured_pipeline_note(p, m),
+            "Its pipeline (1f1b at pp 32) was measured by none of the 2 published runs on A100 "
+            "(2 1f1b runs, the deepest at pp 8): the band above does not cover it, and its "
+            "figures are an extrapolation.");
+  p.pp = 4;
+  EXPECT_EQ(measured_pipeline_note(p, m),
+            "Its pipeline (1f1b at pp 4 or deeper) was measured by 1 of the 2 published runs on "
+            "A100.");
+  p.pp = 1;
+  EXPECT_EQ(measured_pipeline_note(p, m), "");
+  EXPECT_EQ(measured_pipeline_note(p, MeasuredLayouts{}), "");
+}
+
+TEST(Ties, MeasuredMfuIsThePredictionUnderTheBand) {
+  ErrorBand band;
+  band.runs = 10;
+  band.relative_low = -0.2;   // measured 20% faster than predicted
+  band.relative_high = 0.25;  // measured 25% slower
+  const auto [low, high] = measured_mfu_band(0.5, band);
+  EXPECT_DOUBLE_EQ(low, 0.4);
+  EXPECT_DOUBLE_EQ(high, 0.625);
+}
+
 TEST(Ties, PlanTrainingUsesTheBandsTypicalErrorOrTheOverride) {
   const ModelSpec m = testing::load_repo_model("llama3-8b.json");
   auto c = make_cluster("H100-80GB", 64, 8);

@@ -146,6 +146,18 @@ expect 0 '"error_band"' -- "$plan" --model "$src/models/llama3-8b.json" --gpus 6
 expect 0 "they are tied" -- "$plan" --model "$src/models/llama3-70b.json" --gpus 64 --tie-tolerance 0.2
 expect 2 "--tie-tolerance: '2' is not a number in [0, 1]" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --tie-tolerance 2
 expect 2 "--tie-tolerance: 'wide' is not a number in [0, 1]" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --tie-tolerance wide
+# Among tied candidates a pipeline the published runs measured goes first (docs/validation.md):
+# GPT-3 on 1,024 A100 picks interleaving at pp 4 over DualPipe, which no A100 run measured; with
+# --no-prefer-measured it picks DualPipe and says its figures are an extrapolation. Both print
+# the MFU a run like the pick measures under the band.
+gpt3_1024=("$plan" --model "$src/models/gpt3.json" --gpus 1024 --gpu A100-80GB --global-batch 1536)
+expect 0 "Its pipeline (interleaved at pp 4 or deeper) was measured by" -- "${gpt3_1024[@]}"
+expect 0 "The pick is among the 4 whose pipeline published runs measured" -- "${gpt3_1024[@]}"
+expect 0 "Runs like this measure" -- "${gpt3_1024[@]}"
+expect 0 "Its pipeline (dualpipe at pp 32) was measured by none of the" -- "${gpt3_1024[@]}" --no-prefer-measured
+expect 0 '"measured_runs": 0' -- "${gpt3_1024[@]}" --no-prefer-measured --json
+expect 0 '"measured_mfu_band"' -- "${gpt3_1024[@]}" --json
+expect 2 "option '--no-prefer-measured' takes no value" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --no-prefer-measured=yes
 expect 2 "--write-residuals needs --cross-validate" -- "$tools/simulate" --published "$src/validation/corpus/published_runs.json" --write-residuals "$tmp/r.json"
 expect 2 "--write-residuals needs --published" -- "$tools/simulate" --write-residuals "$tmp/r.json"
 expect 0 "expected error: measured step time" -- "$tools/simulate" --model "$src/models/llama3-70b.json" --gpus 64 --plan "$tmp/70b_flat.json"
