@@ -109,12 +109,14 @@ enum HeadTensor : std::size_t { kLnfG, kLnfB, kHeadW };  // kHeadW only when the
 // backend's (executor/cpu/cpu_stage.h); the CUDA backend refuses it itself.
 Status check_executor_supports(const ModelSpec& model, const Plan& plan);
 
-// The blocks of `stage` for TP rank `tp_rank` and EP rank `ep_rank` (which num_experts / ep
-// experts it holds), in param_blocks_on_stage order. Their dense and expert sizes equal that
-// function's dense_params and expert_params (checked).
+// The blocks of `stage` for TP rank `tp_rank`, EP rank `ep_rank` (which num_experts / ep
+// experts it holds) and, folded, expert-TP rank `expert_tp_rank` (which slice of each expert's
+// MLP), in param_blocks_on_stage order. Their dense and expert sizes equal that function's
+// dense_params and expert_params (checked).
 std::vector<BlockLayout> stage_layouts(const ModelSpec& model, const Plan& plan,
                                        std::int64_t stage, std::int64_t tp_rank,
-                                       std::int64_t ep_rank = 0);
+                                       std::int64_t ep_rank = 0,
+                                       std::int64_t expert_tp_rank = 0);
 
 // The initial value of element (row, col) of the full tensor `name`.
 float init_value(std::uint64_t seed, const TensorSlice& t, std::int64_t row, std::int64_t col);

@@ -141,7 +141,8 @@ bool StageModel::kept_until_weight_pass(const float* p) const {
 StageModel::StageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
                        BlockAccess& access)
     : StageModelBase(model, plan, stage, comm.group_rank(CommGroup::kTp),
-                     comm.group_rank(CommGroup::kCp), comm.group_rank(CommGroup::kEp)),
+                     comm.group_rank(CommGroup::kCp), comm.group_rank(CommGroup::kEp),
+                     comm.group_rank(CommGroup::kExpertTp)),
       model_(model),
       plan_(plan),
       comm_(comm),
@@ -983,7 +984,17 @@ std::size_t StageModel::kernel_workspace_floats() const {
                                A(sq, model_.seq_len));
 }
 
+std::int64_t StageModel::expert_tp_members() const {
+  return plan_.expert_layout == ExpertLayout::kFolded ? comm_.group_size(CommGroup::kExpertTp) : 1;
+}
+
 std::int64_t StageModel::routed_capacity_rows() const {
+  return moe_capacity_rows(comm_.group_size(CommGroup::kEp) * expert_tp_members(), x_.tokens,
+                           model_.experts_per_token, model_.num_experts / plan_.ep,
+                           expert_capacity_);
+}
+
+std::int64_t StageModel::dispatch_capacity_rows() const {
   return moe_capacity_rows(comm_.group_size(CommGroup::kEp), x_.tokens, model_.experts_per_token,
                            model_.num_experts / plan_.ep, expert_capacity_);
 }
@@ -998,7 +1009,10 @@ std::size_t StageModel::moe_forward_floats() const {
   const std::int64_t k = model_.experts_per_token, cap = routed_capacity_rows();
   const std::size_t route = std::max(A(T, E) + A(T, 1), A(1, E));
   const bool shared = model_.shared_expert_ffn_size > 0;
-  return A(cap, h) + std::max({A(T * k, h) + route, A(cap, h), shared ? A(T, h) : 0});
+  // Folded with expert_tp > 1: the received rows beside the gathered ones.
+  const std::size_t received = expert_tp_members() > 1 ? A(dispatch_capacity_rows(), h) : 0;
+  return received + A(cap, h) +
+         std::max({A(T * k, h) + route, A(cap, h), shared ? A(T, h) : 0});
 }
 
 std::size_t StageModel::moe_backward_floats(std::size_t block) const {
@@ -1010,8 +1024,9 @@ std::size_t StageModel::moe_backward_floats(std::size_t block) const {
   const std::size_t shared_bwd = shared ? 2 * A(T, l.tensors[kSharedW1].cols) : 0;
   const std::size_t experts = 2 * A(cap, f) + A(cap, h);
   const std::size_t router = 2 * A(T, E) + A(T, 1);
-  return std::max(shared_bwd,
-                  A(T * k, h) + A(T, k) + 2 * A(cap, h) + std::max(experts, router));
+  const std::size_t received = expert_tp_members() > 1 ? A(dispatch_capacity_rows(), h) : 0;
+  return std::max(shared_bwd, A(T * k, h) + A(T, k) + 2 * A(cap, h) + received +
+                                  std::max(experts, router));
 }
 
 // Folded (moe_folded_forward / _backward): the routed experts on this rank's Tl tokens, bounded

@@ -129,8 +129,14 @@ class StageModel final : public StageModelBase {
   std::size_t attention_backward_floats() const;
   std::size_t gather_kv_floats() const;
   std::size_t kernel_workspace_floats() const;
-  // The rows an MoE layer's routed buffers are sized for on this rank (moe.h).
+  // The rows an MoE layer's routed buffers are sized for on this rank (moe.h): those its experts
+  // process (folded with expert_tp > 1, gathered over the expert-TP group), and those the
+  // dispatch's all-to-all brings it.
   std::int64_t routed_capacity_rows() const;
+  std::int64_t dispatch_capacity_rows() const;
+  // The expert-TP members that gather each other's routed rows: folded, the expert_tp group's;
+  // carved, 1 (the experts' TP split rides on the layer's own TP collectives).
+  std::int64_t expert_tp_members() const;
 
   // Buffers (workspace.h): `take` gives m the shape from the pool, `release` returns a layer's
   // cache to it.

@@ -55,7 +55,10 @@ struct MoeCache {
                                           // micro-batch's whole sequences (summed over cp)
   std::int64_t aux_tokens = 0;            // the tokens they come from (T x cp)
   std::vector<std::int64_t> send_counts, recv_counts;  // floats per EP member
-  std::vector<std::int64_t> recv_rows;    // (ep, local experts) rows received per expert
+  std::vector<std::int64_t> recv_rows;    // (ep, local experts) rows received per expert;
+                                          // folded with expert_tp > 1, (expert_tp, ep, local):
+                                          // what each expert-TP member received, gathered
+  std::vector<std::int64_t> gather_counts;  // (expert_tp) floats each expert-TP member received
   std::vector<std::int64_t> expert_row0;  // (local + 1) each local expert's first row in x, a, g
   Mat x, a, g;                            // (capacity, h), (capacity, f), (capacity, f): the
                                           // local experts' input rows, fc1 out, GELU out
@@ -111,6 +114,7 @@ struct MoeScratch {
   std::vector<std::int64_t> pair_at, per_expert;  // moe_route: (E), (ep * local)
   std::vector<std::int64_t> by_expert, kept;      // moe_drop_over_capacity: (T*k), (E)
   std::vector<std::int64_t> cp_mine, cp_all;      // moe_aux_loss, cp > 1: (cp * E) each
+  std::vector<std::int64_t> etp_mine;             // moe_route, expert_tp > 1: (etp * ep * local)
 };
 
 }  // namespace trainplan::executor

@@ -323,6 +323,21 @@ TEST(Params, UnsupportedModelsAreRejectedWithAReason) {
                 .find("moe_capacity_factor with expert_layout folded and tp=2"),
             std::string::npos)
       << check_executor_supports(capped, folded).message();
+  // Folded with the experts split over expert_tp > 1 runs (moe.cc gathers the routed rows over
+  // the expert-TP group and reduce-scatters the experts' partial outputs), with a capacity too
+  // where each rank routes whole micro-batches (tp 1).
+  ModelSpec dropless = capped;
+  dropless.moe_capacity_factor.reset();
+  Plan etp2 = folded;
+  etp2.ep = 1;
+  etp2.expert_tp = 2;
+  EXPECT_TRUE(check_executor_supports(dropless, etp2).ok())
+      << check_executor_supports(dropless, etp2).message();
+  etp2.tp = 1;
+  etp2.sequence_parallel = false;
+  etp2.dp = 2;
+  EXPECT_TRUE(check_executor_supports(capped, etp2).ok())
+      << check_executor_supports(capped, etp2).message();
 }
 
 // Plan fields that plan and simulate model and the executor does not run: each is rejected
