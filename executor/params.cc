@@ -25,22 +25,6 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
     return no("tp=" + std::to_string(p.tp) +
               " with a mixture-of-experts model without sequence_parallel (Megatron-LM requires "
               "it too); set \"sequence_parallel\": true or tp 1");
-  // A capacity is per rank's tokens, as Megatron-Core's router computes it on the tokens it
-  // sees: with cp > 1 each rank would drop by its own part of the sequences, so the run would
-  // not be the single-process one's (executor/cpu/moe.h).
-  if (m.moe_capacity_factor && p.cp > 1)
-    return Status::Error("moe_capacity_factor with cp=" + std::to_string(p.cp) +
-                             ": the executor drops over capacity per micro-batch of whole "
-                             "sequences; use cp 1, or no capacity factor (dropless)",
-                         ExitCode::kInvalidInput);
-  // Folded over tp > 1, each TP rank routes (and so would drop by) its own share of the tokens.
-  if (m.moe_capacity_factor && p.expert_layout == ExpertLayout::kFolded && p.tp > 1)
-    return Status::Error("moe_capacity_factor with expert_layout folded and tp=" +
-                             std::to_string(p.tp) +
-                             ": each TP rank would drop over capacity by its own share of the "
-                             "tokens; use the carved layout, tp 1, or no capacity factor "
-                             "(dropless)",
-                         ExitCode::kInvalidInput);
   if (p.ep_overlap)
     return Status::Error("ep_overlap: the executors run each expert all-to-all whole, between "
                          "the kernels around it; plan and simulate model the overlap",

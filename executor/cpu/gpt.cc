@@ -139,7 +139,7 @@ bool StageModel::kept_until_weight_pass(const float* p) const {
 
 
 StageModel::StageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
-                       BlockAccess& access)
+                       BlockAccess& access, MoeCapacityShares capacity_shares)
     : StageModelBase(model, plan, stage, comm.group_rank(CommGroup::kTp),
                      comm.group_rank(CommGroup::kCp), comm.group_rank(CommGroup::kEp),
                      comm.group_rank(CommGroup::kExpertTp)),
@@ -148,9 +148,21 @@ StageModel::StageModel(const ModelSpec& model, const Plan& plan, std::int64_t st
       comm_(comm),
       access_(access) {
   for (std::int64_t j = 0; j < x_.seq_tokens; ++j) q_positions_.push_back(x_.position(j));
-  if (model_.is_moe())
-    expert_capacity_ = moe_expert_capacity(x_.tokens, model_.experts_per_token,
-                                           model_.num_experts, model_.moe_capacity_factor);
+  if (model_.is_moe()) {
+    // The capacity of the tokens one router sees (params.h's MoeCapacityShares): this rank's,
+    // its cp part of the sequences and, folded over tp with sequence parallelism, its TP rank's
+    // rows of those; on one rank given shares, one share of the micro-batch.
+    const bool folded_sp = plan_.expert_layout == ExpertLayout::kFolded && x_.sp;
+    capacity_shares_ = capacity_shares;
+    capacity_share_count_ = capacity_shares.cp * capacity_shares.tp;
+    TRAINPLAN_CHECK(capacity_share_count_ == 1 || (x_.cp == 1 && !folded_sp))
+        << "capacity shares are for the single-process reference of a plan that splits the "
+           "routed tokens";
+    const std::int64_t routed = folded_sp ? x_.local_tokens : x_.tokens;
+    expert_capacity_ =
+        moe_expert_capacity(routed / capacity_share_count_, model_.experts_per_token,
+                            model_.num_experts, model_.moe_capacity_factor);
+  }
   // Sized once, from the plan; the kernels' workspace first, below every frame.
   arena_.reserve(scratch_floats());
   kernel_workspace_ = arena_.floats(static_cast<std::int64_t>(kernel_workspace_floats()));
@@ -991,12 +1003,29 @@ std::int64_t StageModel::expert_tp_members() const {
 std::int64_t StageModel::routed_capacity_rows() const {
   return moe_capacity_rows(comm_.group_size(CommGroup::kEp) * expert_tp_members(), x_.tokens,
                            model_.experts_per_token, model_.num_experts / plan_.ep,
-                           expert_capacity_);
+                           expert_capacity_rows());
 }
 
 std::int64_t StageModel::dispatch_capacity_rows() const {
   return moe_capacity_rows(comm_.group_size(CommGroup::kEp), x_.tokens, model_.experts_per_token,
-                           model_.num_experts / plan_.ep, expert_capacity_);
+                           model_.num_experts / plan_.ep, expert_capacity_rows());
+}
+
+std::int64_t StageModel::capacity_share(std::int64_t t) const {
+  const std::int64_t cp = capacity_shares_.cp, tp = capacity_shares_.tp, seq = x_.seq_len;
+  const std::int64_t sequence = t / seq, s = t % seq;
+  // The cp rank holding position s (data.h's cp_position: chunks r and 2cp-1-r), and s's
+  // place among that rank's positions.
+  std::int64_t rank = 0, j = s;
+  if (cp > 1) {
+    const std::int64_t chunk = seq / (2 * cp), c = s / chunk;
+    rank = c < cp ? c : 2 * cp - 1 - c;
+    j = (c < cp ? 0 : chunk) + s - c * chunk;
+  }
+  // Its row among that rank's rows of the micro-batch, and the TP rank whose sequence-parallel
+  // block of rows holds it.
+  const std::int64_t row = sequence * (seq / cp) + j, rows = x_.tokens / cp;
+  return rank * tp + row / (rows / tp);
 }
 
 std::size_t StageModel::gather_kv_floats() const {

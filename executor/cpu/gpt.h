@@ -43,8 +43,10 @@ class BlockAccess : public DpEvents {
 
 class StageModel final : public StageModelBase {
  public:
+  // capacity_shares: see params.h (MoeCapacityShares); only with a plan that routes whole
+  // micro-batches.
   StageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
-             BlockAccess& access);
+             BlockAccess& access, MoeCapacityShares capacity_shares = {});
   ~StageModel();
   StageModel(const StageModel&) = delete;
   StageModel& operator=(const StageModel&) = delete;
@@ -245,7 +247,14 @@ class StageModel final : public StageModelBase {
   BufferPool<Vec> vecs_;
   ScratchArena arena_;                  // every temporary (workspace.h)
   float* kernel_workspace_ = nullptr;   // its first slice, for the kernels' own
-  std::int64_t expert_capacity_ = 0;    // MoE: moe_expert_capacity (moe.h), 0: dropless
+  std::int64_t expert_capacity_ = 0;    // MoE: moe_expert_capacity (moe.h) of a share of the
+                                        // routed tokens, 0: dropless
+  MoeCapacityShares capacity_shares_;   // the shares each dropping on its own (params.h)
+  std::int64_t capacity_share_count_ = 1;  // cp * tp of them
+  // The most rows one expert keeps of a micro-batch: its capacity in every share (0: dropless).
+  std::int64_t expert_capacity_rows() const { return expert_capacity_ * capacity_share_count_; }
+  // The share of the micro-batch's token t (0 <= t < its T routed tokens) with capacity_shares_.
+  std::int64_t capacity_share(std::int64_t t) const;
   MoeScratch moe_scratch_;  // moe.cc's routing bookkeeping (index vectors)
   struct InFlight {
     std::int64_t chunk, mb;

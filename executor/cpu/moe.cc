@@ -185,16 +185,41 @@ void StageModel::moe_drop_over_capacity(MoeCache& c) {
   w.kept.assign(c.assigned.begin(), c.assigned.end());
   c.row_of_pair.assign(static_cast<std::size_t>(pairs), -1);
   std::int64_t row = 0, begin = 0;
+  // The C highest gates of [first, last) stay, back in pair order (ties to the earlier pair).
+  auto keep_best = [&](auto first, auto last, std::int64_t e) {
+    std::partial_sort(first, first + expert_capacity_, last, [&](std::int64_t a, std::int64_t b) {
+      const float pa = c.probs(a / k, e), pb = c.probs(b / k, e);
+      return pa > pb || (pa == pb && a < b);
+    });
+    std::sort(first, first + expert_capacity_);
+  };
   for (std::int64_t e = 0; e < E; ++e) {
     const std::int64_t n = c.assigned[static_cast<std::size_t>(e)];
     const auto first = w.by_expert.begin() + begin, last = first + n;
-    if (expert_capacity_ > 0 && n > expert_capacity_) {
+    if (expert_capacity_ > 0 && capacity_share_count_ > 1) {
+      // On one rank for a plan whose ranks route parts of the micro-batch (MoeCapacityShares):
+      // each share keeps its own C, then the kept pairs go back in pair order, as the ranks'
+      // (whose local order is the pairs' order within each share) would keep them.
+      w.share_kept.clear();
+      for (std::int64_t share = 0; share < capacity_share_count_; ++share) {
+        w.share_pairs.clear();
+        for (auto it = first; it != last; ++it)
+          if (capacity_share(*it / k) == share) w.share_pairs.push_back(*it);
+        auto n_share = static_cast<std::int64_t>(w.share_pairs.size());
+        if (n_share > expert_capacity_) {
+          keep_best(w.share_pairs.begin(), w.share_pairs.end(), e);
+          if (!recomputing_) dropped_assignments_ += n_share - expert_capacity_;
+          n_share = expert_capacity_;
+        }
+        w.share_kept.insert(w.share_kept.end(), w.share_pairs.begin(),
+                            w.share_pairs.begin() + n_share);
+      }
+      std::sort(w.share_kept.begin(), w.share_kept.end());
+      std::copy(w.share_kept.begin(), w.share_kept.end(), first);
+      w.kept[static_cast<std::size_t>(e)] = static_cast<std::int64_t>(w.share_kept.size());
+    } else if (expert_capacity_ > 0 && n > expert_capacity_) {
       // Megatron-Core's drop policy "probs": the C highest gates stay, then back in token order.
-      std::partial_sort(first, first + expert_capacity_, last, [&](std::int64_t a, std::int64_t b) {
-        const float pa = c.probs(a / k, e), pb = c.probs(b / k, e);
-        return pa > pb || (pa == pb && a < b);
-      });
-      std::sort(first, first + expert_capacity_);
+      keep_best(first, last, e);
       w.kept[static_cast<std::size_t>(e)] = expert_capacity_;
       if (!recomputing_) dropped_assignments_ += n - expert_capacity_;
     }
@@ -394,7 +419,7 @@ void StageModel::moe_experts_backward(std::size_t block, MoeCache& c, MatMap dou
   const ExpertRows rows = expert_rows(model_, plan_, c);
   const Eigen::Index capacity = c.x.rows();
   const std::int64_t expert_capacity =
-      moe_expert_capacity_rows(rows.members, c.probs.rows(), expert_capacity_);
+      moe_expert_capacity_rows(rows.members, c.probs.rows(), expert_capacity_rows());
   ScratchArena::Frame frame(arena_);
   // The output gradients the weight GEMMs read: in a zero-bubble B pass, written straight into
   // two buffers held for the W pass (the layer's capacity rows, one per tensor, so the pools

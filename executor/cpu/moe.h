@@ -115,6 +115,7 @@ struct MoeScratch {
   std::vector<std::int64_t> by_expert, kept;      // moe_drop_over_capacity: (T*k), (E)
   std::vector<std::int64_t> cp_mine, cp_all;      // moe_aux_loss, cp > 1: (cp * E) each
   std::vector<std::int64_t> etp_mine;             // moe_route, expert_tp > 1: (etp * ep * local)
+  std::vector<std::int64_t> share_pairs, share_kept;  // moe_drop_over_capacity with shares
 };
 
 }  // namespace trainplan::executor

@@ -7,7 +7,9 @@
 //       cp > 1 runs the plan with attention=fused, as context parallelism needs;
 //       model=tiny-moe: tests/executor/models/tiny-moe.json, 4 experts top-2;
 //       capacity=F: its moe_capacity_factor F, each expert dropping what it gets over its
-//       capacity (executor/cpu/moe.h): the routing drops, so the ep group's bytes are at most,
+//       capacity (executor/cpu/moe.h), computed on the tokens each rank routes (its cp part,
+//       folded over tp its sequence-parallel rows), the reference dropping share by share alike
+//       (params.h's MoeCapacityShares): the routing drops, so the ep group's bytes are at most,
 //       and here below, the balanced routing's (check 3);
 //       link_GBps=X: the pipeline order built for one-GPU H100 nodes over an X GB/s link, as
 //       `execute --cluster` builds it, and check 5 below)
@@ -228,7 +230,15 @@ int main(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, 3);
   }
   auto par = make_cpu_trainer(*model, plan, opt, **comm);
-  auto ref = make_cpu_trainer(*model, ref_plan, opt, *local);
+  // With a capacity, the reference drops share by share as the plan's ranks route them (each
+  // over the capacity of its own tokens: params.h's MoeCapacityShares).
+  TrainOptions ref_opt = opt;
+  if (drops) {
+    ref_opt.moe_capacity_shares.cp = plan.cp;
+    if (plan.expert_layout == ExpertLayout::kFolded && plan.sequence_parallel)
+      ref_opt.moe_capacity_shares.tp = plan.tp;
+  }
+  auto ref = make_cpu_trainer(*model, ref_plan, ref_opt, *local);
   if (!par.ok() || !ref.ok()) {
     std::cerr << "rank " << rank << ": " << (par.ok() ? ref.status() : par.status()).message()
               << "\n";
