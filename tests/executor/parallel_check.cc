@@ -33,7 +33,8 @@
 //     (core/schedule.h's order_costs feeds both), and zb-v's send-aware order differs from the
 //     send-blind one there (so the check can fail).
 // Before training it also checks the collectives the trainer does not use (all-to-all, the
-// variable all-to-all and its counts exchange, barrier) and their byte count, and the in-place forms of reduce-scatter and all-gather. Exit 0 when every rank passes; each rank prints one line.
+// variable all-to-all and its counts exchange, the variable all-gather and reduce-scatter,
+// barrier) and their byte count, and the in-place forms of reduce-scatter and all-gather. Exit 0 when every rank passes; each rank prints one line.
 #include <mpi.h>
 
 #include <algorithm>
@@ -314,6 +315,54 @@ int main(int argc, char** argv) {
       if (std::string(e.what()).find("1 send and") == std::string::npos) {
         ++failures;
         log << "  all_to_all_v error: " << e.what() << "\n";
+      }
+    }
+    // The variable all-gather and reduce-scatter (folded expert_tp's gather and scatter of the
+    // routed rows): member i's block is i + 1 floats; each member's count is (n-1) x its own
+    // block (comm.h).
+    {
+      std::vector<std::int64_t> blocks;
+      std::int64_t total = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        blocks.push_back(i + 1);
+        total += i + 1;
+      }
+      std::vector<float> mine_v(static_cast<std::size_t>(me + 1)), all_v(static_cast<std::size_t>(total));
+      for (std::int64_t x = 0; x <= me; ++x) mine_v[static_cast<std::size_t>(x)] = static_cast<float>(1000 * me + x);
+      const std::int64_t before_g = (*comm)->counters(g).bytes_sent;
+      (*comm)->all_gather_v(g, mine_v.data(), all_v.data(), blocks);
+      std::size_t at_v = 0;
+      for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t x = 0; x <= i; ++x)
+          if (all_v[at_v++] != static_cast<float>(1000 * i + x)) {
+            ++failures;
+            log << "  all_gather_v: wrong element from member " << i << "\n";
+          }
+      // Every member holds 1000 * me + position in the whole buffer: block me sums to
+      // 1000 * n(n-1)/2 + n * position.
+      for (std::int64_t j = 0; j < total; ++j) all_v[static_cast<std::size_t>(j)] = static_cast<float>(1000 * me + j);
+      (*comm)->reduce_scatter_v(g, all_v.data(), mine_v.data(), blocks);
+      const std::int64_t first = me * (me + 1) / 2;
+      for (std::int64_t x = 0; x <= me; ++x)
+        if (mine_v[static_cast<std::size_t>(x)] != static_cast<float>(1000 * n * (n - 1) / 2 + n * (first + x))) {
+          ++failures;
+          log << "  reduce_scatter_v: element " << x << " is " << mine_v[static_cast<std::size_t>(x)] << "\n";
+        }
+      if ((*comm)->counters(g).bytes_sent - before_g != 2 * (n - 1) * (me + 1) * 4) {
+        ++failures;
+        log << "  all_gather_v + reduce_scatter_v counted "
+            << (*comm)->counters(g).bytes_sent - before_g << " bytes\n";
+      }
+      try {  // counts for the wrong number of members: an error, before any message
+        (*comm)->all_gather_v(g, mine_v.data(), all_v.data(),
+                              std::vector<std::int64_t>(static_cast<std::size_t>(n + 1), 1));
+        ++failures;
+        log << "  all_gather_v took " << n + 1 << " counts for " << n << " members\n";
+      } catch (const CommError& e) {
+        if (std::string(e.what()).find(std::to_string(n + 1) + " counts for") == std::string::npos) {
+          ++failures;
+          log << "  all_gather_v error: " << e.what() << "\n";
+        }
       }
     }
     // In-place reduce-scatter and all-gather (comm.h), as ZeRO uses them: the shard at its
