@@ -415,7 +415,8 @@ void StageModel::moe_mlp_backward(std::size_t block, LayerCache& c, const ConstM
 // A folded MoE layer (Plan::expert_layout folded; Megatron-Core's MoELayer.forward): the shared
 // experts first, a TP-split MLP entered by the gather of the sequence-parallel norm2 output and
 // left by its TP sum; then the routed experts on this rank's own tokens, whose outputs come back
-// complete from the all-to-all (expert_tp 1).
+// complete from the all-to-all (with expert_tp > 1, once the expert-TP group's reduce-scatter has
+// summed them: moe_forward).
 void StageModel::moe_folded_forward(std::size_t block, LayerCache& c, MatRef m) {
   ScratchArena::Frame frame(arena_);
   const bool shared = model_.shared_expert_ffn_size > 0;

@@ -9,8 +9,9 @@
 //    the result comes back, over all_to_all_v in the ep group (the cost model's ep_dispatch and
 //    ep_combine, and their backward ep_combine_bwd and ep_dispatch_bwd). Dropless by default:
 //    every token reaches its k experts, as Megatron-Core's default (moe_expert_capacity_factor
-//    None); with the model's moe_capacity_factor, each expert takes at most its capacity of a
-//    micro-batch's assignments and drops the rest (moe_expert_capacity below);
+//    None); with the model's moe_capacity_factor, each expert takes at most its capacity of the
+//    assignments a rank routes of a micro-batch and drops the rest (moe_expert_capacity below;
+//    params.h's MoeCapacityShares where ranks route parts of a micro-batch);
 //  - experts: this EP rank's num_experts / ep GELU MLPs, each on the rows routed to it;
 //  - shared experts (shared_expert_ffn_size > 0): a dense MLP on every token, after the routed
 //    ones (Megatron-Core's SharedExpertMLP, as the cost model orders it);
