@@ -1,6 +1,8 @@
 // Byte and time counting, and the trace hook, shared by every communication backend; see comm.h.
 #include "executor/comm.h"
 
+#include <algorithm>
+
 namespace trainplan::executor {
 
 namespace {
@@ -13,8 +15,12 @@ constexpr std::int64_t kFloatBytes = sizeof(float);
 
 void Comm::count(CommGroup g, Collective c, std::int64_t message_bytes, Clock::time_point t0,
                  std::string_view task) {
+  count_sent(g, c, bytes_sent_per_rank(c, message_bytes, group_size(g)), t0, task);
+}
+
+void Comm::count_sent(CommGroup g, Collective c, std::int64_t bytes_sent, Clock::time_point t0,
+                      std::string_view task) {
   const Clock::time_point t1 = Clock::now();
-  const std::int64_t bytes_sent = bytes_sent_per_rank(c, message_bytes, group_size(g));
   GroupCounters& k = counters_[index(g)];
   k.bytes_sent += bytes_sent;
   k.time_s += seconds_between(t0, t1);
@@ -67,6 +73,51 @@ void Comm::all_to_all_v(CommGroup g, const float* in,
   std::int64_t total = 0;
   for (std::int64_t c : send_counts) total += c;
   count(g, Collective::kAllToAll, total * kFloatBytes, t0, task);
+}
+
+std::int64_t Comm::own_count(CommGroup g, const std::vector<std::int64_t>& counts,
+                             std::string_view what) const {
+  const std::int64_t n = group_size(g);
+  if (static_cast<std::int64_t>(counts.size()) != n)
+    throw CommError(std::string(what) + " on group " + std::string(to_string(g)) + ": " +
+                    std::to_string(counts.size()) + " counts for " + std::to_string(n) +
+                    " members");
+  return counts[static_cast<std::size_t>(group_rank(g))];
+}
+
+void Comm::all_gather_v(CommGroup g, const float* in, float* out,
+                        const std::vector<std::int64_t>& counts, std::string_view task) {
+  const std::int64_t mine = own_count(g, counts, "all_gather_v");
+  const Clock::time_point t0 = Clock::now();
+  if (group_size(g) > 1) {
+    do_all_gather_v(g, in, out, counts);
+  } else if (in != out) {
+    std::copy_n(in, mine, out);
+  }
+  count_sent(g, Collective::kAllGather, (group_size(g) - 1) * mine * kFloatBytes, t0, task);
+}
+
+void Comm::reduce_scatter_v(CommGroup g, const float* in, float* out,
+                            const std::vector<std::int64_t>& counts, std::string_view task) {
+  const std::int64_t mine = own_count(g, counts, "reduce_scatter_v");
+  const Clock::time_point t0 = Clock::now();
+  if (group_size(g) > 1) {
+    do_reduce_scatter_v(g, in, out, counts);
+  } else if (in != out) {
+    std::copy_n(in, mine, out);
+  }
+  count_sent(g, Collective::kReduceScatter, (group_size(g) - 1) * mine * kFloatBytes, t0, task);
+}
+
+void Comm::do_all_gather_v(CommGroup g, const float*, float*, const std::vector<std::int64_t>&) {
+  throw CommError("the " + backend_name() + " backend has no variable all-gather (group " +
+                  std::string(to_string(g)) + ")");
+}
+
+void Comm::do_reduce_scatter_v(CommGroup g, const float*, float*,
+                               const std::vector<std::int64_t>&) {
+  throw CommError("the " + backend_name() + " backend has no variable reduce-scatter (group " +
+                  std::string(to_string(g)) + ")");
 }
 
 std::vector<std::int64_t> Comm::exchange_counts(CommGroup g,

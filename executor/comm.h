@@ -87,6 +87,20 @@ class Comm {
   void all_to_all_v(CommGroup g, const float* in, const std::vector<std::int64_t>& send_counts,
                     float* out, const std::vector<std::int64_t>& recv_counts,
                     std::string_view task = {});
+  // Variable all-gather (MPI_Allgatherv), as the folded MoE layer's gather of the routed rows
+  // over the expert tensor-parallel group: `in` holds counts[group_rank] elements, `out` every
+  // member's in group-rank order (counts[i] from member i). Variable reduce-scatter
+  // (MPI_Reduce_scatter), its partner after the experts: `in` holds the counts' sum, `out`
+  // receives counts[group_rank] elements, the element-wise sum over the members of that block.
+  // Both counted by blocks: each member's block crosses n-1 links (to or from its n-1 peers),
+  // charged to its member, (n-1) * counts[group_rank] floats. With equal blocks that is the ring
+  // figure ((n-1)/n of the gathered buffer), and the group's sum is (n-1) times the buffer
+  // always, what the cost model's expert_tp_all_gather and expert_tp_reduce_scatter predict for
+  // balanced routing (core/cost/tasks.cc).
+  void all_gather_v(CommGroup g, const float* in, float* out,
+                    const std::vector<std::int64_t>& counts, std::string_view task = {});
+  void reduce_scatter_v(CommGroup g, const float* in, float* out,
+                        const std::vector<std::int64_t>& counts, std::string_view task = {});
   // The counts an all_to_all_v needs: `send` holds per_member values for each member in turn;
   // returns the values each member sent this rank, in member order. Bookkeeping, not payload
   // (the cost model lists no task for it, nor does Megatron-Core's token dispatcher count its
@@ -129,6 +143,12 @@ class Comm {
   virtual void do_all_to_all_v(CommGroup g, const float* in,
                                const std::vector<std::int64_t>& send_counts, float* out,
                                const std::vector<std::int64_t>& recv_counts) = 0;
+  // The variable all-gather and reduce-scatter: a backend without them (NCCL's: MoE runs on the
+  // CPU executor) keeps these, which throw CommError.
+  virtual void do_all_gather_v(CommGroup g, const float* in, float* out,
+                               const std::vector<std::int64_t>& counts);
+  virtual void do_reduce_scatter_v(CommGroup g, const float* in, float* out,
+                                   const std::vector<std::int64_t>& counts);
   // in and out: per_member values for each member of g.
   virtual void do_exchange_counts(CommGroup g, const std::int64_t* in, std::int64_t* out,
                                   std::int64_t per_member) = 0;
@@ -149,6 +169,12 @@ class Comm {
   // `message_bytes` (nccl-tests' S), time, and the trace span.
   void count(CommGroup g, Collective c, std::int64_t message_bytes, Clock::time_point t0,
              std::string_view task);
+  // The same with the bytes this rank sent already known.
+  void count_sent(CommGroup g, Collective c, std::int64_t bytes_sent, Clock::time_point t0,
+                  std::string_view task);
+  // Checks a variable collective's counts (one per member) and returns this member's.
+  std::int64_t own_count(CommGroup g, const std::vector<std::int64_t>& counts,
+                         std::string_view what) const;
 
   std::array<GroupCounters, kNumCommGroups> counters_{};
   GroupCounters control_;

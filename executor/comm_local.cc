@@ -31,6 +31,14 @@ class LocalComm final : public Comm {
                        float* out, const std::vector<std::int64_t>&) override {
     if (in != out) std::copy(in, in + send_counts[0], out);
   }
+  void do_all_gather_v(CommGroup, const float* in, float* out,
+                       const std::vector<std::int64_t>& counts) override {
+    if (in != out) std::copy(in, in + counts[0], out);
+  }
+  void do_reduce_scatter_v(CommGroup, const float* in, float* out,
+                           const std::vector<std::int64_t>& counts) override {
+    if (in != out) std::copy(in, in + counts[0], out);
+  }
   void do_exchange_counts(CommGroup, const std::int64_t* in, std::int64_t* out,
                           std::int64_t per_member) override {
     std::copy(in, in + per_member, out);

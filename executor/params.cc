@@ -25,30 +25,6 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
     return no("tp=" + std::to_string(p.tp) +
               " with a mixture-of-experts model without sequence_parallel (Megatron-LM requires "
               "it too); set \"sequence_parallel\": true or tp 1");
-  // Folded expert groups run with whole experts (expert_tp 1): each rank routes its own
-  // (sequence-parallel) tokens over the folded ep communicator (cpu/moe.cc, gpt.cc's
-  // moe_folded_forward). Experts split over expert_tp > 1 would need the gather and scatter of
-  // the routed rows over the expert tensor-parallel group, which the executor does not run.
-  if (p.expert_layout == ExpertLayout::kFolded && p.expert_tp_size() > 1)
-    return no("expert_layout folded with expert_tp=" + std::to_string(p.expert_tp_size()) +
-              " (the experts split over expert_tp, their routed rows gathered and scattered over "
-              "it; modelled by plan and simulate): it runs folded layouts with expert_tp 1");
-  // A capacity is per rank's tokens, as Megatron-Core's router computes it on the tokens it
-  // sees: with cp > 1 each rank would drop by its own part of the sequences, so the run would
-  // not be the single-process one's (executor/cpu/moe.h).
-  if (m.moe_capacity_factor && p.cp > 1)
-    return Status::Error("moe_capacity_factor with cp=" + std::to_string(p.cp) +
-                             ": the executor drops over capacity per micro-batch of whole "
-                             "sequences; use cp 1, or no capacity factor (dropless)",
-                         ExitCode::kInvalidInput);
-  // Folded over tp > 1, each TP rank routes (and so would drop by) its own share of the tokens.
-  if (m.moe_capacity_factor && p.expert_layout == ExpertLayout::kFolded && p.tp > 1)
-    return Status::Error("moe_capacity_factor with expert_layout folded and tp=" +
-                             std::to_string(p.tp) +
-                             ": each TP rank would drop over capacity by its own share of the "
-                             "tokens; use the carved layout, tp 1, or no capacity factor "
-                             "(dropless)",
-                         ExitCode::kInvalidInput);
   if (p.ep_overlap)
     return Status::Error("ep_overlap: the executors run each expert all-to-all whole, between "
                          "the kernels around it; plan and simulate model the overlap",
@@ -192,7 +168,8 @@ void add_mlp(Builder& bl, const std::string& prefix, std::int64_t f, std::int64_
 }  // namespace
 
 std::vector<BlockLayout> stage_layouts(const ModelSpec& m, const Plan& p, std::int64_t stage,
-                                       std::int64_t r, std::int64_t ep_rank) {
+                                       std::int64_t r, std::int64_t ep_rank,
+                                       std::int64_t expert_tp_rank) {
   const std::int64_t t = p.tp, h = m.hidden_size, q = m.q_width(), f = m.ffn_hidden_size;
   const std::int64_t vp = padded_vocab(m, t);
   const bool sp = p.sequence_parallel && t > 1;
@@ -248,16 +225,17 @@ std::vector<BlockLayout> stage_layouts(const ModelSpec& m, const Plan& p, std::i
         if (lm.shared_expert_ffn_size > 0)
           add_mlp(bl, L + "shared.", lm.shared_expert_ffn_size, t, r, resid_std);
         // This EP rank's experts: global indices [ep_rank * local, (ep_rank + 1) * local), each
-        // split over TP like a dense MLP when carved (the cost model's expert parameters, f / tp
-        // wide: Megatron-Core's expert tensor parallelism equal to tp), whole when folded
-        // (expert_tp 1, the only folded expert_tp the executor runs: check_executor_supports).
+        // split like a dense MLP over the experts' tensor-parallel ranks (the cost model's
+        // expert parameters, f / expert_tp wide): the attention's tp ranks when carved
+        // (Megatron-Core's expert tensor parallelism equal to tp), the expert_tp group when
+        // folded (Plan::expert_tp_size; this rank is expert_tp_rank of it).
         bl.pad_to(p.zero_shard_ranks());
         bl.b.expert_offset = bl.b.size;
         const std::int64_t local = lm.num_experts / p.ep;
         const bool folded = p.expert_layout == ExpertLayout::kFolded;
         for (std::int64_t j = 0; j < local; ++j)
-          add_mlp(bl, L + "e" + std::to_string(ep_rank * local + j) + ".", f, folded ? 1 : t,
-                  folded ? 0 : r, resid_std);
+          add_mlp(bl, L + "e" + std::to_string(ep_rank * local + j) + ".", f,
+                  folded ? p.expert_tp_size() : t, folded ? expert_tp_rank : r, resid_std);
         break;
       }
       case BlockKind::kHead:

@@ -109,12 +109,27 @@ enum HeadTensor : std::size_t { kLnfG, kLnfB, kHeadW };  // kHeadW only when the
 // backend's (executor/cpu/cpu_stage.h); the CUDA backend refuses it itself.
 Status check_executor_supports(const ModelSpec& model, const Plan& plan);
 
-// The blocks of `stage` for TP rank `tp_rank` and EP rank `ep_rank` (which num_experts / ep
-// experts it holds), in param_blocks_on_stage order. Their dense and expert sizes equal that
-// function's dense_params and expert_params (checked).
+// How the tokens of a micro-batch are split between the ranks that route them, for an expert
+// capacity (ModelSpec::moe_capacity_factor): each share drops over its own capacity, computed
+// on its own tokens, as Megatron-Core's router computes it on the tokens it sees (moe_utils.py's
+// topk_routing_with_score_function: get_capacity(num_tokens * topk) over its logits' rows, a
+// cp rank's part of the sequences and with sequence parallelism a TP rank's part of those).
+// cp: context parallelism's load-balanced chunks (data.h's cp_position); tp: then the
+// sequence-parallel rows of each cp share (a folded layout over tp routes them apart). A rank
+// of such a plan routes one share; the single-process reference of its run takes the plan's
+// (TrainOptions::moe_capacity_shares) and drops share by share. 1, 1: the whole micro-batch.
+struct MoeCapacityShares {
+  std::int64_t cp = 1, tp = 1;
+};
+
+// The blocks of `stage` for TP rank `tp_rank`, EP rank `ep_rank` (which num_experts / ep
+// experts it holds) and, folded, expert-TP rank `expert_tp_rank` (which slice of each expert's
+// MLP), in param_blocks_on_stage order. Their dense and expert sizes equal that function's
+// dense_params and expert_params (checked).
 std::vector<BlockLayout> stage_layouts(const ModelSpec& model, const Plan& plan,
                                        std::int64_t stage, std::int64_t tp_rank,
-                                       std::int64_t ep_rank = 0);
+                                       std::int64_t ep_rank = 0,
+                                       std::int64_t expert_tp_rank = 0);
 
 // The initial value of element (row, col) of the full tensor `name`.
 float init_value(std::uint64_t seed, const TensorSlice& t, std::int64_t row, std::int64_t col);

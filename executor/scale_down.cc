@@ -84,17 +84,20 @@ void scale_widths(ModelSpec& m, const Plan& p, Changes& c) {
   c.set("num_attention_heads", m.num_attention_heads, heads);
   c.set("head_dim", m.head_dim, head_dim);
   c.set("hidden_size", m.hidden_size, heads * head_dim);
-  // An MLP width keeps its ratio to the hidden size, in whole multiples of tp.
+  // An MLP width keeps its ratio to the hidden size, in whole multiples of tp; an expert's (an
+  // MoE model's ffn_hidden_size) in whole multiples of expert_tp too, which splits it when
+  // folded.
   const double new_hidden = static_cast<double>(m.hidden_size);
-  const auto scale_ffn = [&](const char* field, std::int64_t& width) {
+  const auto scale_ffn = [&](const char* field, std::int64_t& width, std::int64_t split) {
     if (width == 0) return;
     const double per_rank = static_cast<double>(width) / old_hidden * new_hidden /
-                            static_cast<double>(p.tp);
-    c.set(field, width, std::max<std::int64_t>(1, std::llround(per_rank)) * p.tp);
+                            static_cast<double>(split);
+    c.set(field, width, std::max<std::int64_t>(1, std::llround(per_rank)) * split);
   };
-  scale_ffn("ffn_hidden_size", m.ffn_hidden_size);
-  scale_ffn("shared_expert_ffn_size", m.shared_expert_ffn_size);
-  scale_ffn("dense_ffn_hidden_size", m.dense_ffn_hidden_size);
+  scale_ffn("ffn_hidden_size", m.ffn_hidden_size,
+            m.is_moe() ? std::lcm(p.tp, p.expert_tp_size()) : p.tp);
+  scale_ffn("shared_expert_ffn_size", m.shared_expert_ffn_size, p.tp);
+  scale_ffn("dense_ffn_hidden_size", m.dense_ffn_hidden_size, p.tp);
   c.set("vocab_size", m.vocab_size, kVocab, "byte-level tokens");
   std::int64_t divisor = p.cp > 1 ? 2 * p.cp : 1;
   if (p.sequence_parallel || p.partition_activations) divisor = std::lcm(divisor, p.cp * p.tp);

@@ -45,7 +45,7 @@ std::vector<std::vector<std::size_t>> chunk_layer_blocks(const ModelSpec& model,
 
 StageGeometry stage_geometry(const ModelSpec& model, const Plan& plan, std::int64_t stage,
                              std::int64_t tp_rank, std::int64_t cp_rank,
-                             std::int64_t ep_rank) {
+                             std::int64_t ep_rank, std::int64_t expert_tp_rank) {
   StageGeometry g;
   StageShape& x = g.shape;
   x.stage = stage;
@@ -60,7 +60,7 @@ StageGeometry stage_geometry(const ModelSpec& model, const Plan& plan, std::int6
   x.local_tokens = x.sp ? x.tokens / plan.tp : x.tokens;
   x.first = stage_holds_embedding(plan, stage);
   x.last = stage_holds_head(plan, stage);
-  g.layouts = stage_layouts(model, plan, stage, tp_rank, ep_rank);
+  g.layouts = stage_layouts(model, plan, stage, tp_rank, ep_rank, expert_tp_rank);
   g.chunk_blocks = chunk_layer_blocks(model, plan, stage, g.layouts);
   g.num_model_chunks = plan.num_chunks();
   for (std::int64_t v = 0; v < plan.virtual_stages; ++v)

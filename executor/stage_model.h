@@ -67,10 +67,11 @@ struct StageGeometry {
   }
 };
 
-// Stage `stage` for TP rank `tp_rank`, CP rank `cp_rank` and EP rank `ep_rank`.
+// Stage `stage` for TP rank `tp_rank`, CP rank `cp_rank`, EP rank `ep_rank` and expert-TP rank
+// `expert_tp_rank` (folded layouts).
 StageGeometry stage_geometry(const ModelSpec& model, const Plan& plan, std::int64_t stage,
                              std::int64_t tp_rank, std::int64_t cp_rank = 0,
-                             std::int64_t ep_rank = 0);
+                             std::int64_t ep_rank = 0, std::int64_t expert_tp_rank = 0);
 
 // The part of a stage model that both backends share: its geometry, with the short names the
 // kernels' code reads, and where the head's matrix is.
@@ -84,8 +85,9 @@ class StageModelBase {
 
  protected:
   StageModelBase(const ModelSpec& model, const Plan& plan, std::int64_t stage,
-                 std::int64_t tp_rank, std::int64_t cp_rank = 0, std::int64_t ep_rank = 0)
-      : geo_(stage_geometry(model, plan, stage, tp_rank, cp_rank, ep_rank)) {}
+                 std::int64_t tp_rank, std::int64_t cp_rank = 0, std::int64_t ep_rank = 0,
+                 std::int64_t expert_tp_rank = 0)
+      : geo_(stage_geometry(model, plan, stage, tp_rank, cp_rank, ep_rank, expert_tp_rank)) {}
   ~StageModelBase() = default;
   StageModelBase(const StageModelBase&) = delete;
   StageModelBase& operator=(const StageModelBase&) = delete;

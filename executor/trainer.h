@@ -52,6 +52,10 @@ struct TrainOptions {
   // Where the offloaded states go (Plan::offload, offload.h): offload_device nvme needs a
   // directory; ignored without offload.
   OffloadOptions offload;
+  // MoE with a capacity, on one rank: drop share by share as the plan with this cp (and folded
+  // tp) does (params.h). Only for a plan that itself routes whole micro-batches (cp 1, not
+  // folded over tp > 1): the single-process reference of such a run.
+  MoeCapacityShares moe_capacity_shares;
 };
 
 struct StepResult {

@@ -465,7 +465,8 @@ enum Field {
 constexpr CommGroup kGroups[] = {CommGroup::kTp,        CommGroup::kPp,
                                  CommGroup::kDp,        CommGroup::kEmbedding,
                                  CommGroup::kDpReplica, CommGroup::kCp,
-                                 CommGroup::kEp,        CommGroup::kExpertDp};
+                                 CommGroup::kEp,        CommGroup::kExpertDp,
+                                 CommGroup::kExpertTp};
 constexpr int kNumGroups = static_cast<int>(std::size(kGroups));
 constexpr int kFields = kFirstGroup + 2 * kNumGroups;
 

@@ -84,6 +84,10 @@ class MpiComm final : public Comm {
     // and sum their gradients (the cost model's expert_dp_cp).
     split(CommGroup::kEp, static_cast<int>(layout->group_color(Axis::kEp, rank)),
           static_cast<int>(layout->index_in_group(Axis::kEp, rank)));
+    // Folded with expert_tp > 1, the ranks that split each expert's MLP and gather the rows the
+    // all-to-all brought them (Axis::kExpertTp; carved, the tp group, which no call uses).
+    split(CommGroup::kExpertTp, static_cast<int>(layout->group_color(Axis::kExpertTp, rank)),
+          static_cast<int>(layout->index_in_group(Axis::kExpertTp, rank)));
     split(CommGroup::kExpertDp, static_cast<int>(layout->group_color(Axis::kExpertDp, rank)),
           static_cast<int>(layout->index_in_group(Axis::kExpertDp, rank)));
     split(CommGroup::kPp, static_cast<int>(layout->group_color(Axis::kPp, rank)),
@@ -168,6 +172,33 @@ class MpiComm final : public Comm {
     lay_out(recv_counts, rc, rd);
     TRAINPLAN_MPI_CALL(MPI_Alltoallv(in, sc.data(), sd.data(), MPI_FLOAT, out, rc.data(),
                                      rd.data(), MPI_FLOAT, comm(g)));
+  }
+  void do_all_gather_v(CommGroup g, const float* in, float* out,
+                       const std::vector<std::int64_t>& counts) override {
+    std::vector<int> &c = a2a_recv_counts_, &at = a2a_recv_at_;  // kept members, as above
+    c.clear();
+    at.clear();
+    std::int64_t next = 0;
+    for (std::int64_t k : counts) {
+      c.push_back(to_int(k));
+      at.push_back(to_int(next));
+      next += k;
+    }
+    static_cast<void>(to_int(next));
+    TRAINPLAN_MPI_CALL(MPI_Allgatherv(in, c[static_cast<std::size_t>(group_rank(g))], MPI_FLOAT,
+                                      out, c.data(), at.data(), MPI_FLOAT, comm(g)));
+  }
+  void do_reduce_scatter_v(CommGroup g, const float* in, float* out,
+                           const std::vector<std::int64_t>& counts) override {
+    std::vector<int>& c = a2a_recv_counts_;
+    c.clear();
+    std::int64_t total = 0;
+    for (std::int64_t k : counts) {
+      c.push_back(to_int(k));
+      total += k;
+    }
+    static_cast<void>(to_int(total));
+    TRAINPLAN_MPI_CALL(MPI_Reduce_scatter(in, out, c.data(), MPI_FLOAT, MPI_SUM, comm(g)));
   }
   void do_exchange_counts(CommGroup g, const std::int64_t* in, std::int64_t* out,
                           std::int64_t per_member) override {

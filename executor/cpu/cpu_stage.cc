@@ -53,13 +53,13 @@ class FloatsPool {
 class CpuStage final : public Stage, private BlockAccess {
  public:
   CpuStage(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
-           DpEvents& events, OffloadOptions offload)
+           DpEvents& events, OffloadOptions offload, MoeCapacityShares capacity_shares)
       : plan_(plan), comm_(comm), events_(events), offload_options_(std::move(offload)) {
     offload_ = plan.offload != Offload::kNone;
     offload_params_ = plan.offload == Offload::kOptimizerParams;  // validate_plan: ZeRO-3
     nvme_ = offload_ && plan.offload_device == OffloadDevice::kNvme;
     BlockAccess& access = *this;
-    net_ = std::make_unique<StageModel>(model, plan, stage, comm, access);
+    net_ = std::make_unique<StageModel>(model, plan, stage, comm, access, capacity_shares);
     hidden_ = model.hidden_size;
   }
 
@@ -685,17 +685,21 @@ Status CpuStage::for_each_grad(const std::function<void(const TensorSlice&, std:
 
 }  // namespace
 
-Backend cpu_backend(const ModelSpec& model, const Plan& plan, const OffloadOptions& offload) {
+Backend cpu_backend(const ModelSpec& model, const Plan& plan, const OffloadOptions& offload,
+                    MoeCapacityShares capacity_shares) {
   return Backend{
       .check_supports = check_executor_supports,
-      .make_stage = [model, plan, offload](std::int64_t stage, Comm& comm, DpEvents& events) {
-        return std::unique_ptr<Stage>(new CpuStage(model, plan, stage, comm, events, offload));
+      .make_stage = [model, plan, offload, capacity_shares](std::int64_t stage, Comm& comm,
+                                                            DpEvents& events) {
+        return std::unique_ptr<Stage>(
+            new CpuStage(model, plan, stage, comm, events, offload, capacity_shares));
       }};
 }
 
 Result<std::unique_ptr<Trainer>> make_cpu_trainer(const ModelSpec& model, const Plan& plan,
                                                   const TrainOptions& options, Comm& comm) {
-  return Trainer::make(model, plan, options, &comm, cpu_backend(model, plan, options.offload));
+  return Trainer::make(model, plan, options, &comm,
+                       cpu_backend(model, plan, options.offload, options.moe_capacity_shares));
 }
 
 }  // namespace trainplan::executor

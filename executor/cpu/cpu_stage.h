@@ -28,7 +28,8 @@ namespace trainplan::executor {
 // The CPU backend: check_executor_supports (params.h) and a CpuStage per rank, which keeps the
 // states the plan offloads (Plan::offload) in host buffers apart from its "device" ones, or in a
 // file per rank under offload.dir (offload_device nvme; executor/offload.h).
-Backend cpu_backend(const ModelSpec& model, const Plan& plan, const OffloadOptions& offload = {});
+Backend cpu_backend(const ModelSpec& model, const Plan& plan, const OffloadOptions& offload = {},
+                    MoeCapacityShares capacity_shares = {});
 
 // A Trainer on the CPU backend over `comm` (which must outlive it).
 Result<std::unique_ptr<Trainer>> make_cpu_trainer(const ModelSpec& model, const Plan& plan,

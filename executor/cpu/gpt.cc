@@ -139,17 +139,30 @@ bool StageModel::kept_until_weight_pass(const float* p) const {
 
 
 StageModel::StageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
-                       BlockAccess& access)
+                       BlockAccess& access, MoeCapacityShares capacity_shares)
     : StageModelBase(model, plan, stage, comm.group_rank(CommGroup::kTp),
-                     comm.group_rank(CommGroup::kCp), comm.group_rank(CommGroup::kEp)),
+                     comm.group_rank(CommGroup::kCp), comm.group_rank(CommGroup::kEp),
+                     comm.group_rank(CommGroup::kExpertTp)),
       model_(model),
       plan_(plan),
       comm_(comm),
       access_(access) {
   for (std::int64_t j = 0; j < x_.seq_tokens; ++j) q_positions_.push_back(x_.position(j));
-  if (model_.is_moe())
-    expert_capacity_ = moe_expert_capacity(x_.tokens, model_.experts_per_token,
-                                           model_.num_experts, model_.moe_capacity_factor);
+  if (model_.is_moe()) {
+    // The capacity of the tokens one router sees (params.h's MoeCapacityShares): this rank's,
+    // its cp part of the sequences and, folded over tp with sequence parallelism, its TP rank's
+    // rows of those; on one rank given shares, one share of the micro-batch.
+    const bool folded_sp = plan_.expert_layout == ExpertLayout::kFolded && x_.sp;
+    capacity_shares_ = capacity_shares;
+    capacity_share_count_ = capacity_shares.cp * capacity_shares.tp;
+    TRAINPLAN_CHECK(capacity_share_count_ == 1 || (x_.cp == 1 && !folded_sp))
+        << "capacity shares are for the single-process reference of a plan that splits the "
+           "routed tokens";
+    const std::int64_t routed = folded_sp ? x_.local_tokens : x_.tokens;
+    expert_capacity_ =
+        moe_expert_capacity(routed / capacity_share_count_, model_.experts_per_token,
+                            model_.num_experts, model_.moe_capacity_factor);
+  }
   // Sized once, from the plan; the kernels' workspace first, below every frame.
   arena_.reserve(scratch_floats());
   kernel_workspace_ = arena_.floats(static_cast<std::int64_t>(kernel_workspace_floats()));
@@ -402,7 +415,8 @@ void StageModel::moe_mlp_backward(std::size_t block, LayerCache& c, const ConstM
 // A folded MoE layer (Plan::expert_layout folded; Megatron-Core's MoELayer.forward): the shared
 // experts first, a TP-split MLP entered by the gather of the sequence-parallel norm2 output and
 // left by its TP sum; then the routed experts on this rank's own tokens, whose outputs come back
-// complete from the all-to-all (expert_tp 1).
+// complete from the all-to-all (with expert_tp > 1, once the expert-TP group's reduce-scatter has
+// summed them: moe_forward).
 void StageModel::moe_folded_forward(std::size_t block, LayerCache& c, MatRef m) {
   ScratchArena::Frame frame(arena_);
   const bool shared = model_.shared_expert_ffn_size > 0;
@@ -983,9 +997,36 @@ std::size_t StageModel::kernel_workspace_floats() const {
                                A(sq, model_.seq_len));
 }
 
+std::int64_t StageModel::expert_tp_members() const {
+  return plan_.expert_layout == ExpertLayout::kFolded ? comm_.group_size(CommGroup::kExpertTp) : 1;
+}
+
 std::int64_t StageModel::routed_capacity_rows() const {
+  return moe_capacity_rows(comm_.group_size(CommGroup::kEp) * expert_tp_members(), x_.tokens,
+                           model_.experts_per_token, model_.num_experts / plan_.ep,
+                           expert_capacity_rows());
+}
+
+std::int64_t StageModel::dispatch_capacity_rows() const {
   return moe_capacity_rows(comm_.group_size(CommGroup::kEp), x_.tokens, model_.experts_per_token,
-                           model_.num_experts / plan_.ep, expert_capacity_);
+                           model_.num_experts / plan_.ep, expert_capacity_rows());
+}
+
+std::int64_t StageModel::capacity_share(std::int64_t t) const {
+  const std::int64_t cp = capacity_shares_.cp, tp = capacity_shares_.tp, seq = x_.seq_len;
+  const std::int64_t sequence = t / seq, s = t % seq;
+  // The cp rank holding position s (data.h's cp_position: chunks r and 2cp-1-r), and s's
+  // place among that rank's positions.
+  std::int64_t rank = 0, j = s;
+  if (cp > 1) {
+    const std::int64_t chunk = seq / (2 * cp), c = s / chunk;
+    rank = c < cp ? c : 2 * cp - 1 - c;
+    j = (c < cp ? 0 : chunk) + s - c * chunk;
+  }
+  // Its row among that rank's rows of the micro-batch, and the TP rank whose sequence-parallel
+  // block of rows holds it.
+  const std::int64_t row = sequence * (seq / cp) + j, rows = x_.tokens / cp;
+  return rank * tp + row / (rows / tp);
 }
 
 std::size_t StageModel::gather_kv_floats() const {
@@ -998,7 +1039,10 @@ std::size_t StageModel::moe_forward_floats() const {
   const std::int64_t k = model_.experts_per_token, cap = routed_capacity_rows();
   const std::size_t route = std::max(A(T, E) + A(T, 1), A(1, E));
   const bool shared = model_.shared_expert_ffn_size > 0;
-  return A(cap, h) + std::max({A(T * k, h) + route, A(cap, h), shared ? A(T, h) : 0});
+  // Folded with expert_tp > 1: the received rows beside the gathered ones.
+  const std::size_t received = expert_tp_members() > 1 ? A(dispatch_capacity_rows(), h) : 0;
+  return received + A(cap, h) +
+         std::max({A(T * k, h) + route, A(cap, h), shared ? A(T, h) : 0});
 }
 
 std::size_t StageModel::moe_backward_floats(std::size_t block) const {
@@ -1010,8 +1054,9 @@ std::size_t StageModel::moe_backward_floats(std::size_t block) const {
   const std::size_t shared_bwd = shared ? 2 * A(T, l.tensors[kSharedW1].cols) : 0;
   const std::size_t experts = 2 * A(cap, f) + A(cap, h);
   const std::size_t router = 2 * A(T, E) + A(T, 1);
-  return std::max(shared_bwd,
-                  A(T * k, h) + A(T, k) + 2 * A(cap, h) + std::max(experts, router));
+  const std::size_t received = expert_tp_members() > 1 ? A(dispatch_capacity_rows(), h) : 0;
+  return std::max(shared_bwd, A(T * k, h) + A(T, k) + 2 * A(cap, h) + received +
+                                  std::max(experts, router));
 }
 
 // Folded (moe_folded_forward / _backward): the routed experts on this rank's Tl tokens, bounded

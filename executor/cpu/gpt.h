@@ -43,8 +43,10 @@ class BlockAccess : public DpEvents {
 
 class StageModel final : public StageModelBase {
  public:
+  // capacity_shares: see params.h (MoeCapacityShares); only with a plan that routes whole
+  // micro-batches.
   StageModel(const ModelSpec& model, const Plan& plan, std::int64_t stage, Comm& comm,
-             BlockAccess& access);
+             BlockAccess& access, MoeCapacityShares capacity_shares = {});
   ~StageModel();
   StageModel(const StageModel&) = delete;
   StageModel& operator=(const StageModel&) = delete;
@@ -129,8 +131,14 @@ class StageModel final : public StageModelBase {
   std::size_t attention_backward_floats() const;
   std::size_t gather_kv_floats() const;
   std::size_t kernel_workspace_floats() const;
-  // The rows an MoE layer's routed buffers are sized for on this rank (moe.h).
+  // The rows an MoE layer's routed buffers are sized for on this rank (moe.h): those its experts
+  // process (folded with expert_tp > 1, gathered over the expert-TP group), and those the
+  // dispatch's all-to-all brings it.
   std::int64_t routed_capacity_rows() const;
+  std::int64_t dispatch_capacity_rows() const;
+  // The expert-TP members that gather each other's routed rows: folded, the expert_tp group's;
+  // carved, 1 (the experts' TP split rides on the layer's own TP collectives).
+  std::int64_t expert_tp_members() const;
 
   // Buffers (workspace.h): `take` gives m the shape from the pool, `release` returns a layer's
   // cache to it.
@@ -239,7 +247,14 @@ class StageModel final : public StageModelBase {
   BufferPool<Vec> vecs_;
   ScratchArena arena_;                  // every temporary (workspace.h)
   float* kernel_workspace_ = nullptr;   // its first slice, for the kernels' own
-  std::int64_t expert_capacity_ = 0;    // MoE: moe_expert_capacity (moe.h), 0: dropless
+  std::int64_t expert_capacity_ = 0;    // MoE: moe_expert_capacity (moe.h) of a share of the
+                                        // routed tokens, 0: dropless
+  MoeCapacityShares capacity_shares_;   // the shares each dropping on its own (params.h)
+  std::int64_t capacity_share_count_ = 1;  // cp * tp of them
+  // The most rows one expert keeps of a micro-batch: its capacity in every share (0: dropless).
+  std::int64_t expert_capacity_rows() const { return expert_capacity_ * capacity_share_count_; }
+  // The share of the micro-batch's token t (0 <= t < its T routed tokens) with capacity_shares_.
+  std::int64_t capacity_share(std::int64_t t) const;
   MoeScratch moe_scratch_;  // moe.cc's routing bookkeeping (index vectors)
   struct InFlight {
     std::int64_t chunk, mb;

@@ -67,8 +67,11 @@ struct ExpertRows {
   }
 };
 
-ExpertRows expert_rows(const Comm& comm, const ModelSpec& m, const Plan& p, const MoeCache& c) {
-  return {comm.group_size(CommGroup::kEp), m.num_experts / p.ep, &c};
+// The sources of a layer's expert rows are the ep members, and folded with expert_tp > 1 those
+// of every expert-TP member in turn (MoeCache::recv_rows).
+ExpertRows expert_rows(const ModelSpec& m, const Plan& p, const MoeCache& c) {
+  const std::int64_t local = m.num_experts / p.ep;
+  return {static_cast<std::int64_t>(c.recv_rows.size()) / local, local, &c};
 }
 
 // Rows [row0, row0 + n) of a buffer of `cols` floats per row, as a matrix.
@@ -136,11 +139,26 @@ void StageModel::moe_route(std::size_t block, const ConstMatRef& y, MoeCache& c,
   moe_aux_loss(c);
   comm_.exchange_counts(CommGroup::kEp, w.per_expert, c.recv_rows);
   c.recv_counts.assign(static_cast<std::size_t>(members), 0);
-  c.expert_row0.assign(static_cast<std::size_t>(local + 1), 0);
   for (std::int64_t s = 0; s < members; ++s)
+    for (std::int64_t j = 0; j < local; ++j)
+      c.recv_counts[static_cast<std::size_t>(s)] +=
+          c.recv_rows[static_cast<std::size_t>(s * local + j)] * h;
+  // Folded with expert_tp > 1, the expert-TP members gather what each received, so each needs
+  // every member's counts (Megatron-Core's MoEAlltoAllTokenDispatcher.preprocess gathers them
+  // over its tp x ep group for output_splits_tp): recv_rows becomes (expert_tp, ep, local).
+  const std::int64_t etp = expert_tp_members();
+  if (etp > 1) {
+    w.etp_mine.clear();
+    for (std::int64_t q = 0; q < etp; ++q)
+      w.etp_mine.insert(w.etp_mine.end(), c.recv_rows.begin(), c.recv_rows.end());
+    comm_.exchange_counts(CommGroup::kExpertTp, w.etp_mine, c.recv_rows);
+  }
+  c.gather_counts.assign(static_cast<std::size_t>(etp), 0);
+  c.expert_row0.assign(static_cast<std::size_t>(local + 1), 0);
+  for (std::int64_t s = 0; s < etp * members; ++s)
     for (std::int64_t j = 0; j < local; ++j) {
       const std::int64_t n = c.recv_rows[static_cast<std::size_t>(s * local + j)];
-      c.recv_counts[static_cast<std::size_t>(s)] += n * h;
+      c.gather_counts[static_cast<std::size_t>(s / members)] += n * h;
       c.expert_row0[static_cast<std::size_t>(j + 1)] += n;
     }
   for (std::int64_t j = 0; j < local; ++j)
@@ -167,16 +185,41 @@ void StageModel::moe_drop_over_capacity(MoeCache& c) {
   w.kept.assign(c.assigned.begin(), c.assigned.end());
   c.row_of_pair.assign(static_cast<std::size_t>(pairs), -1);
   std::int64_t row = 0, begin = 0;
+  // The C highest gates of [first, last) stay, back in pair order (ties to the earlier pair).
+  auto keep_best = [&](auto first, auto last, std::int64_t e) {
+    std::partial_sort(first, first + expert_capacity_, last, [&](std::int64_t a, std::int64_t b) {
+      const float pa = c.probs(a / k, e), pb = c.probs(b / k, e);
+      return pa > pb || (pa == pb && a < b);
+    });
+    std::sort(first, first + expert_capacity_);
+  };
   for (std::int64_t e = 0; e < E; ++e) {
     const std::int64_t n = c.assigned[static_cast<std::size_t>(e)];
     const auto first = w.by_expert.begin() + begin, last = first + n;
-    if (expert_capacity_ > 0 && n > expert_capacity_) {
+    if (expert_capacity_ > 0 && capacity_share_count_ > 1) {
+      // On one rank for a plan whose ranks route parts of the micro-batch (MoeCapacityShares):
+      // each share keeps its own C, then the kept pairs go back in pair order, as the ranks'
+      // (whose local order is the pairs' order within each share) would keep them.
+      w.share_kept.clear();
+      for (std::int64_t share = 0; share < capacity_share_count_; ++share) {
+        w.share_pairs.clear();
+        for (auto it = first; it != last; ++it)
+          if (capacity_share(*it / k) == share) w.share_pairs.push_back(*it);
+        auto n_share = static_cast<std::int64_t>(w.share_pairs.size());
+        if (n_share > expert_capacity_) {
+          keep_best(w.share_pairs.begin(), w.share_pairs.end(), e);
+          if (!recomputing_) dropped_assignments_ += n_share - expert_capacity_;
+          n_share = expert_capacity_;
+        }
+        w.share_kept.insert(w.share_kept.end(), w.share_pairs.begin(),
+                            w.share_pairs.begin() + n_share);
+      }
+      std::sort(w.share_kept.begin(), w.share_kept.end());
+      std::copy(w.share_kept.begin(), w.share_kept.end(), first);
+      w.kept[static_cast<std::size_t>(e)] = static_cast<std::int64_t>(w.share_kept.size());
+    } else if (expert_capacity_ > 0 && n > expert_capacity_) {
       // Megatron-Core's drop policy "probs": the C highest gates stay, then back in token order.
-      std::partial_sort(first, first + expert_capacity_, last, [&](std::int64_t a, std::int64_t b) {
-        const float pa = c.probs(a / k, e), pb = c.probs(b / k, e);
-        return pa > pb || (pa == pb && a < b);
-      });
-      std::sort(first, first + expert_capacity_);
+      keep_best(first, last, e);
       w.kept[static_cast<std::size_t>(e)] = expert_capacity_;
       if (!recomputing_) dropped_assignments_ += n - expert_capacity_;
     }
@@ -239,14 +282,24 @@ void StageModel::moe_forward(std::size_t block, const ConstMatRef& y, MoeCache& 
   const bool folded = plan_.expert_layout == ExpertLayout::kFolded;
   // Carved with tp > 1 each expert's fc1 is column- and fc2 row-parallel (f / tp each), so this
   // rank's outputs are partial sums; the row-parallel biases are added on TP rank 0 only, and
-  // the layer's TP sum after the MLP (tp_sum) completes them. Folded (expert_tp 1) each expert
-  // is whole on its rank and its outputs complete.
+  // the layer's TP sum after the MLP (tp_sum) completes them. Folded the same holds over the
+  // expert_tp group, whose members gather the rows the all-to-all brought each of them before
+  // the experts and reduce-scatter the partial outputs back after (Megatron-Core's
+  // MoEAlltoAllTokenDispatcher: dispatch_postprocess's gather_from_sequence_parallel_region and
+  // combine_preprocess's reduce_scatter_to_sequence_parallel_region over the expert tp group,
+  // with output_splits_tp; megatron/core/transformer/moe/token_dispatcher.py at NVIDIA/
+  // Megatron-LM 0014f13): the cost model's expert_tp_all_gather and expert_tp_reduce_scatter.
+  // With expert_tp 1 each expert is whole on its rank and its outputs complete.
   const std::int64_t f = l.tensors[expert_tensor(shared, 0, kExpW1)].cols;
-  const bool expert_bias_rank = folded || comm_.group_rank(CommGroup::kTp) == 0;
+  const bool expert_bias_rank = folded ? comm_.group_rank(CommGroup::kExpertTp) == 0
+                                       : comm_.group_rank(CommGroup::kTp) == 0;
   const std::int64_t capacity = routed_capacity_rows();
+  const bool gather = expert_tp_members() > 1;
   ScratchArena::Frame frame(arena_);
-  // The received rows, and once they are in the cache the experts' outputs in member order.
-  MatMap recv = arena_.mat(capacity, h);
+  // The received rows, and once they are in the cache the experts' outputs in member order;
+  // with expert_tp > 1 the expert-TP group's rows gathered, then the partial outputs.
+  MatMap recv = arena_.mat(gather ? dispatch_capacity_rows() : capacity, h);
+  MatMap gathered = gather ? arena_.mat(capacity, h) : MatMap(recv.data(), capacity, h);
   TraceSpan span(trace_);
   {
     ScratchArena::Frame dispatch(arena_);
@@ -255,11 +308,14 @@ void StageModel::moe_forward(std::size_t block, const ConstMatRef& y, MoeCache& 
     comm_.all_to_all_v(CommGroup::kEp, send.data(), c.send_counts, recv.data(), c.recv_counts,
                        "ep_dispatch");
   }
-  const ExpertRows rows = expert_rows(comm_, model_, plan_, c);
+  if (gather)
+    comm_.all_gather_v(CommGroup::kExpertTp, recv.data(), gathered.data(), c.gather_counts,
+                       "expert_tp_all_gather");
+  const ExpertRows rows = expert_rows(model_, plan_, c);
   take(c.x, capacity, h);
   take(c.a, capacity, f);
   take(c.g, capacity, f);
-  rows.permute(recv.data(), c.x.data(), h, /*to_expert_major=*/true);
+  rows.permute(gathered.data(), c.x.data(), h, /*to_expert_major=*/true);
   {
     ScratchArena::Frame experts(arena_);
     MatMap expert_out = arena_.mat(capacity, h);
@@ -276,9 +332,12 @@ void StageModel::moe_forward(std::size_t block, const ConstMatRef& y, MoeCache& 
                           expert_bias_rank ? t(kExpB2) : nullptr,
                           rows_of(expert_out.data(), h, r0, n));
     }
-    rows.permute(expert_out.data(), recv.data(), h, /*to_expert_major=*/false);
+    rows.permute(expert_out.data(), gathered.data(), h, /*to_expert_major=*/false);
   }
   span.end();
+  if (gather)
+    comm_.reduce_scatter_v(CommGroup::kExpertTp, gathered.data(), recv.data(), c.gather_counts,
+                           "expert_tp_reduce_scatter");
   take(c.combined, T * k, h);
   comm_.all_to_all_v(CommGroup::kEp, recv.data(), c.recv_counts, c.combined.data(),
                      c.send_counts, "ep_combine");
@@ -357,10 +416,10 @@ void StageModel::moe_experts_backward(std::size_t block, MoeCache& c, MatMap dou
   const bool shared = model_.shared_expert_ffn_size > 0;
   const std::int64_t h = model_.hidden_size,
                      f = l.tensors[expert_tensor(shared, 0, kExpW1)].cols;  // f / tp
-  const ExpertRows rows = expert_rows(comm_, model_, plan_, c);
+  const ExpertRows rows = expert_rows(model_, plan_, c);
   const Eigen::Index capacity = c.x.rows();
   const std::int64_t expert_capacity =
-      moe_expert_capacity_rows(rows.members, c.probs.rows(), expert_capacity_);
+      moe_expert_capacity_rows(rows.members, c.probs.rows(), expert_capacity_rows());
   ScratchArena::Frame frame(arena_);
   // The output gradients the weight GEMMs read: in a zero-bubble B pass, written straight into
   // two buffers held for the W pass (the layer's capacity rows, one per tensor, so the pools
@@ -470,12 +529,24 @@ void StageModel::moe_backward(std::size_t block, const ConstMatRef& y, MoeCache&
     dgates(t, pair % k) = dm.row(t).dot(c.combined.row(row));
   }
   span.end();
-  MatMap dx_rows = arena_.mat(c.x.rows(), h), drecv = arena_.mat(c.x.rows(), h);
+  // Folded with expert_tp > 1, the received gradient rows are gathered over the expert-TP
+  // group before the experts' backward and their partial input gradients reduce-scattered back
+  // after (the backward of the forward's scatter and gather: the cost model's
+  // expert_tp_all_gather_grad and expert_tp_reduce_scatter_grad).
+  const bool gather = expert_tp_members() > 1;
+  MatMap dx_rows = arena_.mat(c.x.rows(), h), dgathered = arena_.mat(c.x.rows(), h);
+  MatMap drecv = gather ? arena_.mat(dispatch_capacity_rows(), h) : dgathered;
   comm_.all_to_all_v(CommGroup::kEp, dsend.data(), c.send_counts, drecv.data(), c.recv_counts,
                      "ep_combine_bwd");
-  moe_experts_backward(block, c, drecv, dx_rows);
-  comm_.all_to_all_v(CommGroup::kEp, dx_rows.data(), c.recv_counts, dsend.data(),
-                     c.send_counts, "ep_dispatch_bwd");
+  if (gather)
+    comm_.all_gather_v(CommGroup::kExpertTp, drecv.data(), dgathered.data(), c.gather_counts,
+                       "expert_tp_all_gather_grad");
+  moe_experts_backward(block, c, dgathered, dx_rows);
+  if (gather)
+    comm_.reduce_scatter_v(CommGroup::kExpertTp, dx_rows.data(), drecv.data(), c.gather_counts,
+                           "expert_tp_reduce_scatter_grad");
+  comm_.all_to_all_v(CommGroup::kEp, gather ? drecv.data() : dx_rows.data(), c.recv_counts,
+                     dsend.data(), c.send_counts, "ep_dispatch_bwd");
   // Dispatch's backward: each token sums the input gradients of its kept copies, in slot order.
   span.begin("expert_fc1_dgrad");
   for (std::int64_t pair = 0; pair < T * k; ++pair) {

@@ -9,8 +9,9 @@
 //    the result comes back, over all_to_all_v in the ep group (the cost model's ep_dispatch and
 //    ep_combine, and their backward ep_combine_bwd and ep_dispatch_bwd). Dropless by default:
 //    every token reaches its k experts, as Megatron-Core's default (moe_expert_capacity_factor
-//    None); with the model's moe_capacity_factor, each expert takes at most its capacity of a
-//    micro-batch's assignments and drops the rest (moe_expert_capacity below);
+//    None); with the model's moe_capacity_factor, each expert takes at most its capacity of the
+//    assignments a rank routes of a micro-batch and drops the rest (moe_expert_capacity below;
+//    params.h's MoeCapacityShares where ranks route parts of a micro-batch);
 //  - experts: this EP rank's num_experts / ep GELU MLPs, each on the rows routed to it;
 //  - shared experts (shared_expert_ffn_size > 0): a dense MLP on every token, after the routed
 //    ones (Megatron-Core's SharedExpertMLP, as the cost model orders it);
@@ -55,7 +56,10 @@ struct MoeCache {
                                           // micro-batch's whole sequences (summed over cp)
   std::int64_t aux_tokens = 0;            // the tokens they come from (T x cp)
   std::vector<std::int64_t> send_counts, recv_counts;  // floats per EP member
-  std::vector<std::int64_t> recv_rows;    // (ep, local experts) rows received per expert
+  std::vector<std::int64_t> recv_rows;    // (ep, local experts) rows received per expert;
+                                          // folded with expert_tp > 1, (expert_tp, ep, local):
+                                          // what each expert-TP member received, gathered
+  std::vector<std::int64_t> gather_counts;  // (expert_tp) floats each expert-TP member received
   std::vector<std::int64_t> expert_row0;  // (local + 1) each local expert's first row in x, a, g
   Mat x, a, g;                            // (capacity, h), (capacity, f), (capacity, f): the
                                           // local experts' input rows, fc1 out, GELU out
@@ -111,6 +115,8 @@ struct MoeScratch {
   std::vector<std::int64_t> pair_at, per_expert;  // moe_route: (E), (ep * local)
   std::vector<std::int64_t> by_expert, kept;      // moe_drop_over_capacity: (T*k), (E)
   std::vector<std::int64_t> cp_mine, cp_all;      // moe_aux_loss, cp > 1: (cp * E) each
+  std::vector<std::int64_t> etp_mine;             // moe_route, expert_tp > 1: (etp * ep * local)
+  std::vector<std::int64_t> share_pairs, share_kept;  // moe_drop_over_capacity with shares
 };
 
 }  // namespace trainplan::executor

@@ -7,7 +7,9 @@
 //       cp > 1 runs the plan with attention=fused, as context parallelism needs;
 //       model=tiny-moe: tests/executor/models/tiny-moe.json, 4 experts top-2;
 //       capacity=F: its moe_capacity_factor F, each expert dropping what it gets over its
-//       capacity (executor/cpu/moe.h): the routing drops, so the ep group's bytes are at most,
+//       capacity (executor/cpu/moe.h), computed on the tokens each rank routes (its cp part,
+//       folded over tp its sequence-parallel rows), the reference dropping share by share alike
+//       (params.h's MoeCapacityShares): the routing drops, so the ep group's bytes are at most,
 //       and here below, the balanced routing's (check 3);
 //       link_GBps=X: the pipeline order built for one-GPU H100 nodes over an X GB/s link, as
 //       `execute --cluster` builds it, and check 5 below)
@@ -31,7 +33,8 @@
 //     (core/schedule.h's order_costs feeds both), and zb-v's send-aware order differs from the
 //     send-blind one there (so the check can fail).
 // Before training it also checks the collectives the trainer does not use (all-to-all, the
-// variable all-to-all and its counts exchange, barrier) and their byte count, and the in-place forms of reduce-scatter and all-gather. Exit 0 when every rank passes; each rank prints one line.
+// variable all-to-all and its counts exchange, the variable all-gather and reduce-scatter,
+// barrier) and their byte count, and the in-place forms of reduce-scatter and all-gather. Exit 0 when every rank passes; each rank prints one line.
 #include <mpi.h>
 
 #include <algorithm>
@@ -200,6 +203,7 @@ int main(int argc, char** argv) {
 
   Plan ref_plan = plan;
   ref_plan.tp = ref_plan.cp = ref_plan.pp = ref_plan.dp = ref_plan.ep = 1;
+  ref_plan.expert_tp = 0;  // tp's, 1
   ref_plan.zero_stage = 0;
   ref_plan.zero_shard_size = 0;
   ref_plan.recompute = Recompute::kNone;
@@ -227,7 +231,15 @@ int main(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, 3);
   }
   auto par = make_cpu_trainer(*model, plan, opt, **comm);
-  auto ref = make_cpu_trainer(*model, ref_plan, opt, *local);
+  // With a capacity, the reference drops share by share as the plan's ranks route them (each
+  // over the capacity of its own tokens: params.h's MoeCapacityShares).
+  TrainOptions ref_opt = opt;
+  if (drops) {
+    ref_opt.moe_capacity_shares.cp = plan.cp;
+    if (plan.expert_layout == ExpertLayout::kFolded && plan.sequence_parallel)
+      ref_opt.moe_capacity_shares.tp = plan.tp;
+  }
+  auto ref = make_cpu_trainer(*model, ref_plan, ref_opt, *local);
   if (!par.ok() || !ref.ok()) {
     std::cerr << "rank " << rank << ": " << (par.ok() ? ref.status() : par.status()).message()
               << "\n";
@@ -305,6 +317,54 @@ int main(int argc, char** argv) {
         log << "  all_to_all_v error: " << e.what() << "\n";
       }
     }
+    // The variable all-gather and reduce-scatter (folded expert_tp's gather and scatter of the
+    // routed rows): member i's block is i + 1 floats; each member's count is (n-1) x its own
+    // block (comm.h).
+    {
+      std::vector<std::int64_t> blocks;
+      std::int64_t total = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        blocks.push_back(i + 1);
+        total += i + 1;
+      }
+      std::vector<float> mine_v(static_cast<std::size_t>(me + 1)), all_v(static_cast<std::size_t>(total));
+      for (std::int64_t x = 0; x <= me; ++x) mine_v[static_cast<std::size_t>(x)] = static_cast<float>(1000 * me + x);
+      const std::int64_t before_g = (*comm)->counters(g).bytes_sent;
+      (*comm)->all_gather_v(g, mine_v.data(), all_v.data(), blocks);
+      std::size_t at_v = 0;
+      for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t x = 0; x <= i; ++x)
+          if (all_v[at_v++] != static_cast<float>(1000 * i + x)) {
+            ++failures;
+            log << "  all_gather_v: wrong element from member " << i << "\n";
+          }
+      // Every member holds 1000 * me + position in the whole buffer: block me sums to
+      // 1000 * n(n-1)/2 + n * position.
+      for (std::int64_t j = 0; j < total; ++j) all_v[static_cast<std::size_t>(j)] = static_cast<float>(1000 * me + j);
+      (*comm)->reduce_scatter_v(g, all_v.data(), mine_v.data(), blocks);
+      const std::int64_t first = me * (me + 1) / 2;
+      for (std::int64_t x = 0; x <= me; ++x)
+        if (mine_v[static_cast<std::size_t>(x)] != static_cast<float>(1000 * n * (n - 1) / 2 + n * (first + x))) {
+          ++failures;
+          log << "  reduce_scatter_v: element " << x << " is " << mine_v[static_cast<std::size_t>(x)] << "\n";
+        }
+      if ((*comm)->counters(g).bytes_sent - before_g != 2 * (n - 1) * (me + 1) * 4) {
+        ++failures;
+        log << "  all_gather_v + reduce_scatter_v counted "
+            << (*comm)->counters(g).bytes_sent - before_g << " bytes\n";
+      }
+      try {  // counts for the wrong number of members: an error, before any message
+        (*comm)->all_gather_v(g, mine_v.data(), all_v.data(),
+                              std::vector<std::int64_t>(static_cast<std::size_t>(n + 1), 1));
+        ++failures;
+        log << "  all_gather_v took " << n + 1 << " counts for " << n << " members\n";
+      } catch (const CommError& e) {
+        if (std::string(e.what()).find(std::to_string(n + 1) + " counts for") == std::string::npos) {
+          ++failures;
+          log << "  all_gather_v error: " << e.what() << "\n";
+        }
+      }
+    }
     // In-place reduce-scatter and all-gather (comm.h), as ZeRO uses them: the shard at its
     // own position in the full buffer. Member i holds 100 * i + j at position j.
     std::vector<float> whole(send);
@@ -336,7 +396,7 @@ int main(int argc, char** argv) {
   const CommGroup kModelGroups[] = {CommGroup::kTp,        CommGroup::kPp,
                                     CommGroup::kDp,        CommGroup::kEmbedding,
                                     CommGroup::kDpReplica, CommGroup::kCp, CommGroup::kEp,
-                                    CommGroup::kExpertDp};
+                                    CommGroup::kExpertDp,  CommGroup::kExpertTp};
   for (std::int64_t s = 0; s < steps; ++s) {
     const auto batch = corpus_batch(corpus, 11, s, plan.global_batch_size, model->seq_len);
     const bool last = s == steps - 1;
@@ -450,9 +510,21 @@ int main(int argc, char** argv) {
   // Bytes.
   const CommVolume v = comm_volume_on_stage(*model, plan, p.stage());
   const double n = static_cast<double>(steps);
+  // The cost model reports the expert-TP group's bytes under tp (report_group); the executor
+  // counts them on their own group, and like the ep group's they follow the routing (each
+  // member gathers what the all-to-all brought the others), so they are checked summed over
+  // the stage. The same plan with expert_tp 1 has every task but the expert-TP ones.
+  Plan no_expert_tp = plan;
+  if (plan.expert_layout == ExpertLayout::kFolded) no_expert_tp.expert_tp = 1;
+  const double expert_tp_bytes =
+      v.tp_bytes - comm_volume_on_stage(*model, no_expert_tp, p.stage()).tp_bytes;
+  const double stage_ranks = static_cast<double>(size / plan.pp);
   struct Row { const char* group; double got, want; };
   const Row rows[] = {
-      {"tp", static_cast<double>(sent[CommGroup::kTp]), n * v.tp_bytes},
+      {"tp", static_cast<double>(sent[CommGroup::kTp]), n * (v.tp_bytes - expert_tp_bytes)},
+      {"expert_tp (stage sum)",
+       static_cast<double>(stage_sum(sent[CommGroup::kExpertTp], p.stage())),
+       n * expert_tp_bytes * stage_ranks},
       {"cp", static_cast<double>(sent[CommGroup::kCp]), n * v.cp_bytes},
       {"pp", static_cast<double>(sent[CommGroup::kPp] + sent[CommGroup::kEmbedding]),
        n * v.pp_bytes},
@@ -461,7 +533,7 @@ int main(int argc, char** argv) {
                            sent[CommGroup::kExpertDp]),
        n * v.dp_bytes},
       {"ep (stage sum)", static_cast<double>(stage_sum(sent[CommGroup::kEp], p.stage())),
-       n * v.ep_bytes * static_cast<double>(size / plan.pp)}};
+       n * v.ep_bytes * stage_ranks}};
   std::ostringstream bytes;
   // This rank's own ep bytes, against the cost model's balanced-routing figure (not checked:
   // how many rows come back to each rank's experts is the router's choice).
@@ -472,10 +544,11 @@ int main(int argc, char** argv) {
     bytes << " " << r.group << "=" << static_cast<std::int64_t>(r.got);
     // With a capacity the dispatch and combine carry only the kept assignments: below the
     // balanced routing's T*k rows when anything is dropped (an ep group of one sends nothing).
-    if (drops && std::string(r.group) == "ep (stage sum)" && r.want > 0) {
+    if (drops && std::string(r.group).ends_with("(stage sum)") && r.want > 0) {
       if (!(r.got < r.want)) {
         ++failures;
-        log << "  ep bytes sent " << static_cast<std::int64_t>(r.got) << " with a capacity: not "
+        log << "  " << r.group << " bytes sent " << static_cast<std::int64_t>(r.got)
+            << " with a capacity: not "
             << "below the dropless " << static_cast<std::int64_t>(r.want)
             << " (nothing dropped?)\n";
       }

@@ -146,6 +146,28 @@ TEST(ScaleDown, MixtureOfExpertsStaysOne) {
   EXPECT_EQ(r->plan.ep, 8);
 }
 
+// Megatron-Core's MoE parallel folding with the experts split over expert_tp 4 beside tp 2: the
+// experts' width stays a multiple of both (expert_tp splits it), and the CPU executor runs it.
+TEST(ScaleDown, FoldedExpertTensorParallelKeepsTheExpertsDivisible) {
+  const ModelSpec m = zoo("mixtral-8x7b.json");
+  Plan p;
+  p.tp = 2;
+  p.sequence_parallel = true;
+  p.dp = 4;
+  p.ep = 2;
+  p.expert_layout = ExpertLayout::kFolded;
+  p.expert_tp = 4;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 64;
+  auto r = scale_down(m, p);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  expect_same_layout(r->plan, p);
+  EXPECT_EQ(r->plan.expert_tp, 4);
+  EXPECT_EQ(r->model.ffn_hidden_size % 4, 0) << r->model.ffn_hidden_size;
+  EXPECT_TRUE(check_executor_supports(r->model, r->plan).ok())
+      << check_executor_supports(r->model, r->plan).message();
+}
+
 // DeepSeek-V3's group-limited routing becomes top-k over every expert, and an FP8 plan written
 // as Transformer Engine runs it (delayed scaling, cached weights) loses its FP8 fields with its
 // FP8, so the scaled plan is still one the planner accepts; each change is listed.

@@ -141,6 +141,16 @@ int MPI_Alltoallv(const void* in, const int* n, const int* at, MPI_Datatype t, v
   InMpi mpi;
   return PMPI_Alltoallv(in, n, at, t, out, m, to, u, c);
 }
+int MPI_Allgatherv(const void* in, int n, MPI_Datatype t, void* out, const int* m,
+                   const int* at, MPI_Datatype u, MPI_Comm c) {
+  InMpi mpi;
+  return PMPI_Allgatherv(in, n, t, out, m, at, u, c);
+}
+int MPI_Reduce_scatter(const void* in, void* out, const int* n, MPI_Datatype t, MPI_Op op,
+                       MPI_Comm c) {
+  InMpi mpi;
+  return PMPI_Reduce_scatter(in, out, n, t, op, c);
+}
 int MPI_Isend(const void* data, int n, MPI_Datatype t, int peer, int tag, MPI_Comm c,
               MPI_Request* r) {
   InMpi mpi;
@@ -398,6 +408,18 @@ TEST(StepAllocationsMpi, ExpertParallelAtCapacity) {
   ModelSpec model = moe(3);
   model.moe_capacity_factor = 1.0;
   expect_no_step_allocations_mpi(model, plan);
+}
+
+// MoE parallel folding with the experts split over expert_tp 2 (tp 2 with SP, dp 2, ep 2): the
+// expert-TP group's counts exchange, and its variable all-gather and reduce-scatter of rows
+// whose number follows the routing, into buffers sized for the most they can hold (moe.h).
+TEST(StepAllocationsMpi, FoldedExpertTensorParallel) {
+  Plan plan = four_ranks(2, 1, 1, 2);
+  plan.sequence_parallel = true;
+  plan.expert_layout = ExpertLayout::kFolded;
+  plan.ep = 2;
+  plan.expert_tp = 2;
+  expect_no_step_allocations_mpi(moe(3), plan);
 }
 
 // zb-v's V: the last stage feeds itself (the trainer's same-stage messages).

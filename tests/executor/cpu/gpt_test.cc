@@ -297,8 +297,9 @@ TEST(Params, UnsupportedModelsAreRejectedWithAReason) {
   grouped.router_group_topk = 2;
   EXPECT_NE(check_executor_supports(grouped, p).message().find("router_groups=4"),
             std::string::npos);
-  // An expert capacity runs, but not with context parallelism (each rank would drop by its part
-  // of the sequences, not the single-process run's way).
+  // An expert capacity runs, with context parallelism and folded over tp too (each rank drops
+  // over the capacity of the tokens it routes, as Megatron-Core's router: params.h's
+  // MoeCapacityShares).
   ModelSpec capped = m;
   capped.num_experts = 4;
   capped.experts_per_token = 2;
@@ -306,10 +307,8 @@ TEST(Params, UnsupportedModelsAreRejectedWithAReason) {
   EXPECT_TRUE(check_executor_supports(capped, p).ok());
   Plan cp2 = p;
   cp2.cp = 2;
-  EXPECT_NE(check_executor_supports(capped, cp2).message().find("moe_capacity_factor with cp=2"),
-            std::string::npos)
+  EXPECT_TRUE(check_executor_supports(capped, cp2).ok())
       << check_executor_supports(capped, cp2).message();
-  // Nor folded over tp > 1 (each TP rank routes its own share of the tokens); folded at tp 1 runs.
   Plan folded = p;
   folded.expert_layout = ExpertLayout::kFolded;
   folded.ep = 2;
@@ -318,11 +317,23 @@ TEST(Params, UnsupportedModelsAreRejectedWithAReason) {
       << check_executor_supports(capped, folded).message();
   folded.tp = 2;
   folded.sequence_parallel = true;
-  EXPECT_NE(check_executor_supports(capped, folded)
-                .message()
-                .find("moe_capacity_factor with expert_layout folded and tp=2"),
-            std::string::npos)
+  EXPECT_TRUE(check_executor_supports(capped, folded).ok())
       << check_executor_supports(capped, folded).message();
+  // Folded with the experts split over expert_tp > 1 runs (moe.cc gathers the routed rows over
+  // the expert-TP group and reduce-scatters the experts' partial outputs), with a capacity too
+  // where each rank routes whole micro-batches (tp 1).
+  ModelSpec dropless = capped;
+  dropless.moe_capacity_factor.reset();
+  Plan etp2 = folded;
+  etp2.ep = 1;
+  etp2.expert_tp = 2;
+  EXPECT_TRUE(check_executor_supports(dropless, etp2).ok())
+      << check_executor_supports(dropless, etp2).message();
+  etp2.tp = 1;
+  etp2.sequence_parallel = false;
+  etp2.dp = 2;
+  EXPECT_TRUE(check_executor_supports(capped, etp2).ok())
+      << check_executor_supports(capped, etp2).message();
 }
 
 // Plan fields that plan and simulate model and the executor does not run: each is rejected
