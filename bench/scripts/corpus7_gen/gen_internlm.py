@@ -62,7 +62,8 @@ for r in rows:
             'residual branch in backward (drop_rate 0; elementwise, not modelled)'),
         'zero1=8 (HybridZeroOptimizer, internlm/solver/optimizer/hybrid_zero_optim.py @ c18bec93): the fp32 master weights and '
         'Adam states are sharded over the 8 GPUs of a node and replicated across nodes. Its gradients are ALL-REDUCED whole over '
-        'all data-parallel ranks (reduce_tensor with dst_rank None, in bf16, 512 MiB buckets, started from the backward hooks of '
+        'all data-parallel ranks (reduce_tensor with dst_rank None, in bf16, buckets of 512 Mi elements (1 GiB in bf16: '
+        '_store_and_try_reduce_grads_by_bucket compares reduce_bucket_size with element counts), started from the backward hooks of '
         'the last micro-batch only: skip_grad_reduce on the others, no_pipeline_scheduler.py), each bucket after a '
         'torch.cuda.synchronize(); after the step each shard owner broadcasts its bf16 parameters within the node. Entered as '
         'zero_stage 1 with zero_shard_size 8 (the plan\'s hybrid sharding: reduce-scatter in the node, all-reduce of the shard '
