@@ -77,7 +77,13 @@ void add_nvme(std::vector<Preset>& presets) {
 // "Machine Learning Engineering", compute/accelerator/README.md, MAMF table (bf16). Parts
 // built on a measured die take that die's figure: H800, H200 ("H200 is the same") and the 96 GB
 // H100 are H100 dies; the 96 GB part's fraction applies to its estimated peak. This workplace's
-// H200 measured 769-798 TFLOP/s on an 8192^3 bf16 GEMM (0.78-0.81), in line. V100 has no row.
+// H200 measured 769-798 TFLOP/s on an 8192^3 bf16 GEMM (0.78-0.81), in line. V100 has no row
+// there; its figure is Baidu's DeepBench (baidu-research/DeepBench @ da81ba78,
+// results/train/DeepBench_NV_V100.xlsx, sheet "Results - FP16 ip, Mixed math": DGX-1 V100 SXM2,
+// CUDA 10.1.243, cublasGemmEx with tensor ops, fp16 inputs and fp32 accumulation, mean of 400
+// calls after a warm-up, code/nvidia/gemm_bench.cu): its best of 160 GEMMs is M=4096 N=7000
+// K=4096 NN in 2.092 ms, 112.3 TFLOP/s of 125 (0.898); the next nine reach 105.7-109.4.
+// Both V100 presets take it (the DGX-2's SXM3 part has the same 125 TFLOP/s peak).
 void add_achievable_matmul(std::vector<Preset>& p) {
   for (Preset& preset : p) {
     GpuSpec& g = preset.gpu;
@@ -88,6 +94,8 @@ void add_achievable_matmul(std::vector<Preset>& p) {
       g.achievable_matmul_fraction = 794.5 / 989;
     } else if (n.starts_with("B200")) {
       g.achievable_matmul_fraction = 1745.0 / 2250;
+    } else if (n.starts_with("V100")) {
+      g.achievable_matmul_fraction = 112.3 / 125;  // DeepBench, V100 SXM2, cuBLAS 10.1
     }
     g.gemm_efficiency = in_step_gemm_efficiency(g, kPresetGemmShare);
   }

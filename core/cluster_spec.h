@@ -17,8 +17,8 @@ enum class Precision { kBf16, kFp16, kFp32 };
 std::string_view to_string(Precision p);
 double bytes_per_element(Precision p);  // 2 for bf16/fp16, 4 for fp32
 
-// The MAMF fraction assumed for a part that has none measured (V100, custom GPUs): 0.8, the
-// middle of the measured 0.776-0.869.
+// The MAMF fraction assumed for a part that has none measured (custom GPUs without a "base"):
+// 0.8, the middle of the measured 0.776-0.869 of Bekman's table.
 inline constexpr double kUnmeasuredMatmulFraction = 0.8;
 // The presets' two measured-efficiency constants: the share of a part's achievable matmul rate
 // that the step's GEMMs reach, and the memory-bound kernels' fraction of HBM bandwidth. Both are
@@ -49,9 +49,11 @@ struct GpuSpec {
   // torch.matmul on cuBLAS, mean of 100 iterations) as a fraction of its dense peak; 0: not
   // measured. Presets: S. Bekman, "Machine Learning Engineering", compute/accelerator/README.md,
   // "Maximum Achievable Matmul FLOPS comparison table" (bf16: A100 SXM 271.2 of 312 = 0.869,
-  // H100 SXM 794.5 of 989 = 0.803, "H200 is the same", B200 SXM 1745 of 2250 = 0.776). A
-  // framework's GEMMs reach a share of it: cross-validation chooses that share
-  // (in_step_gemm_efficiency), so that parts with a lower MAMF fraction run their GEMMs slower.
+  // H100 SXM 794.5 of 989 = 0.803, "H200 is the same", B200 SXM 1745 of 2250 = 0.776); V100,
+  // which the table lacks: DeepBench's best fp16 cuBLAS GEMM, 112.3 of 125 = 0.898
+  // (cluster_spec.cc). A framework's GEMMs reach a share of it: cross-validation chooses that
+  // share (in_step_gemm_efficiency), so that parts with a lower MAMF fraction run their GEMMs
+  // slower.
   double achievable_matmul_fraction = 0;
   // FP8 GEMMs take the same fraction of the FP8 peak. The table's FP8 rows are lower (H100 SXM
   // 1402.6 of 1979 = 0.709), but scaling FP8 GEMMs by FP8 MAMF / bf16 MAMF made the predicted

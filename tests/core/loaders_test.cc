@@ -474,11 +474,13 @@ TEST(ClusterLoader, CustomGpuErrors) {
 }
 
 // GEMM efficiency per generation: each preset's measured maximum achievable matmul fraction
-// (core/cluster_spec.h, Bekman's MAMF table) times the one share the corpus fit chose.
+// (core/cluster_spec.h: Bekman's MAMF table; V100 from DeepBench) times the one share the corpus
+// fit chose.
 TEST(GpuPresets, GemmEfficiencyIsTheShareOfEachPartsAchievableMatmulRate) {
   const std::vector<std::pair<const char*, double>> measured = {
       {"A100-80GB", 271.2 / 312}, {"H100-80GB", 794.5 / 989}, {"H200-141GB", 794.5 / 989},
-      {"H800-80GB", 794.5 / 989}, {"B200-192GB", 1745.0 / 2250}};
+      {"H800-80GB", 794.5 / 989}, {"B200-192GB", 1745.0 / 2250},
+      {"V100-16GB", 112.3 / 125}, {"V100-32GB", 112.3 / 125}};
   for (const auto& [name, fraction] : measured) {
     auto g = gpu_preset(name);
     ASSERT_TRUE(g.ok()) << g.status().message();
@@ -486,12 +488,9 @@ TEST(GpuPresets, GemmEfficiencyIsTheShareOfEachPartsAchievableMatmulRate) {
     EXPECT_DOUBLE_EQ(g->gemm_efficiency, kPresetGemmShare * fraction) << name;
     EXPECT_DOUBLE_EQ(g->memory_efficiency, kPresetMemoryEfficiency) << name;
   }
-  // No measurement for V100: the assumed fraction, said in its constant.
+  // A share above what the part can reach is capped at its peak.
   auto v100 = gpu_preset("V100-32GB");
   ASSERT_TRUE(v100.ok());
-  EXPECT_EQ(v100->achievable_matmul_fraction, 0.0);
-  EXPECT_DOUBLE_EQ(v100->gemm_efficiency, kPresetGemmShare * kUnmeasuredMatmulFraction);
-  // A share above what the part can reach is capped at its peak.
   EXPECT_DOUBLE_EQ(in_step_gemm_efficiency(*v100, 2.0), 1.0);
 }
 
