@@ -54,6 +54,15 @@ class TrainplanModule(unittest.TestCase):
                          "--top", "3", "--global-batch", "64", "--tokens", "1e9")
         self.assertEqual(got, want)
 
+    def test_no_prefer_measured_equals_the_tool(self):
+        cluster = trainplan.make_cluster("A100-80GB", 16)
+        got = trainplan.plan(TINY, cluster, {"top": 3, "no_prefer_measured": True})
+        want = tool_json("plan", "--model", TINY, "--gpus", "16", "--gpu", "A100-80GB",
+                         "--top", "3", "--no-prefer-measured")
+        self.assertEqual(got, want)
+        with self.assertRaisesRegex(ValueError, "no_prefer_measured"):
+            trainplan.plan(TINY, cluster, {"no_prefer_measured": "yes"})
+
     def test_simulate_equals_the_tool(self):
         with tempfile.TemporaryDirectory() as tmp:
             plan_file = os.path.join(tmp, "plan.json")

@@ -22,6 +22,7 @@
 #include "planner/refine.h"
 #include "planner/report.h"
 #include "simulator/simulator.h"
+#include "validation/coverage.h"
 #include "validation/error_band.h"
 
 namespace py = pybind11;
@@ -101,6 +102,11 @@ PlannerOptions planner_options(const Json& j, const ClusterSpec& cluster,
   r.get_double("tie_tolerance", opt.tie_tolerance, 0.0, 1.0, false);
   // As `plan` without --hardware: the expected error from the published runs of this GPU.
   opt.error_band = expected_error_band(cluster.gpu.name, corpus_residuals());
+  // As `plan`: among tied candidates, a pipeline the published runs of this GPU measured.
+  opt.measured = measured_layouts_for(cluster.gpu.name, corpus_layouts());
+  bool no_prefer_measured = false;
+  r.get_bool("no_prefer_measured", no_prefer_measured, false);
+  opt.prefer_measured = !no_prefer_measured;
   if (Status st = r.finish(); !st.ok()) throw py::value_error(st.message());
   return opt;
 }
