@@ -10,21 +10,15 @@ Usage: residuals_compare.py BEFORE.json AFTER.json
 Run by hand in a study (bench/results/published-2026-12-02-final/NOTES.md); it only formats.
 """
 import json
-import math
 import statistics
 import sys
+
+from common_runs_stats import stats  # the same median / p90 / mean line (this folder)
 
 
 def families(path):
     with open(path, encoding="utf-8") as f:
         return {x["family"]: x["errors"] for x in json.load(f)["families"]}
-
-
-def stats(values):
-    a = sorted(abs(v) for v in values)
-    p90 = a[max(0, math.ceil(0.9 * len(a)) - 1)]
-    return (f"{100 * statistics.median(a):.2f}% / {100 * p90:.2f}% / "
-            f"{100 * sum(values) / len(values):+.2f}% over {len(values)} runs")
 
 
 def main(argv):

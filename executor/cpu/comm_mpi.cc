@@ -28,6 +28,20 @@ int to_int(std::int64_t v) {
 
 MPI_Op to_mpi(ReduceOp op) { return op == ReduceOp::kMax ? MPI_MAX : MPI_SUM; }
 
+// MPI's counts and displacements (ints) for blocks of `counts` floats laid end to end, into
+// vectors the caller keeps from call to call (a step allocates nothing, issue 28).
+void lay_out(const std::vector<std::int64_t>& counts, std::vector<int>& c, std::vector<int>& at) {
+  c.clear();
+  at.clear();
+  std::int64_t next = 0;
+  for (std::int64_t k : counts) {
+    c.push_back(to_int(k));
+    at.push_back(to_int(next));
+    next += k;
+  }
+  static_cast<void>(to_int(next));  // the whole buffer must fit int displacements
+}
+
 class MpiComm final : public Comm {
  public:
   ~MpiComm() override {
@@ -156,18 +170,6 @@ class MpiComm final : public Comm {
     // Members, kept from call to call (a step allocates nothing, issue 28).
     std::vector<int> &sc = a2a_send_counts_, &sd = a2a_send_at_, &rc = a2a_recv_counts_,
                      &rd = a2a_recv_at_;
-    auto lay_out = [](const std::vector<std::int64_t>& counts, std::vector<int>& c,
-                      std::vector<int>& at) {
-      c.clear();
-      at.clear();
-      std::int64_t next = 0;
-      for (std::int64_t k : counts) {
-        c.push_back(to_int(k));
-        at.push_back(to_int(next));
-        next += k;
-      }
-      static_cast<void>(to_int(next));  // the whole buffer must fit int displacements
-    };
     lay_out(send_counts, sc, sd);
     lay_out(recv_counts, rc, rd);
     TRAINPLAN_MPI_CALL(MPI_Alltoallv(in, sc.data(), sd.data(), MPI_FLOAT, out, rc.data(),
@@ -176,15 +178,7 @@ class MpiComm final : public Comm {
   void do_all_gather_v(CommGroup g, const float* in, float* out,
                        const std::vector<std::int64_t>& counts) override {
     std::vector<int> &c = a2a_recv_counts_, &at = a2a_recv_at_;  // kept members, as above
-    c.clear();
-    at.clear();
-    std::int64_t next = 0;
-    for (std::int64_t k : counts) {
-      c.push_back(to_int(k));
-      at.push_back(to_int(next));
-      next += k;
-    }
-    static_cast<void>(to_int(next));
+    lay_out(counts, c, at);
     TRAINPLAN_MPI_CALL(MPI_Allgatherv(in, c[static_cast<std::size_t>(group_rank(g))], MPI_FLOAT,
                                       out, c.data(), at.data(), MPI_FLOAT, comm(g)));
   }
