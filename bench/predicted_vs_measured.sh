@@ -11,10 +11,11 @@
 #        ROUNDS=5 FIRST_ROUND=1 TRIES=3 DRIFT_PCT=5 OTHER_PCT=10 OUT=DIR
 #        ONLY="dp2 tp2" (a subset of the matrix, by name)
 # The matrix covers every plan kind the CPU executor runs: data, tensor (with and without
-# sequence parallelism), pipeline (gpipe, 1f1b, interleaved, zb-h1, zb-v) and context
+# sequence parallelism), pipeline (gpipe, 1f1b, interleaved, zb-h1, zb-v, dualpipe) and context
 # parallelism, ZeRO 1-3, selective and full recompute (some layers; partitioned checkpoints),
 # and an MoE model (MOE_MODEL: a dense first layer, 4 experts top-2, a shared expert) on one
-# rank, over dp, with expert parallelism (ZeRO 0 and 1), tp 2 with SP, cp 2 and pp 2.
+# rank, over dp, with expert parallelism (ZeRO 0 and 1), tp 2 with SP, cp 2, pp 2, and
+# Megatron-Core's parallel folding over tp 2 (the experts over ep 2, or split over expert_tp 2).
 # This host's speed jumps between states some 40% apart and stays in one for tens of seconds
 # (a shared VM: the same step measured 20 to 47 ms within a minute), so a calibration is only
 # good for the minute it was taken in. Each plan is therefore its own attempt: a reference plan
@@ -93,6 +94,9 @@ MATRIX=(
   "moe_tp2_sp             2 moe \"tp\":2,\"pp\":1,\"dp\":1,\"sequence_parallel\":true,\"micro_batch_size\":2,\"global_batch_size\":4"
   "moe_cp2                2 moe \"tp\":1,\"pp\":1,\"dp\":1,\"cp\":2,\"micro_batch_size\":2,\"global_batch_size\":4"
   "moe_pp2_1f1b           2 moe \"tp\":1,\"pp\":2,\"dp\":1,\"micro_batch_size\":1,\"global_batch_size\":4,\"schedule\":\"1f1b\""
+  "pp2_dualpipe           2 tiny \"tp\":1,\"pp\":2,\"dp\":1,\"micro_batch_size\":1,\"global_batch_size\":4,\"schedule\":\"dualpipe\",\"virtual_stages\":2"
+  "moe_fold_tp2_etp2      2 moe \"tp\":2,\"pp\":1,\"dp\":1,\"sequence_parallel\":true,\"expert_layout\":\"folded\",\"expert_tp\":2,\"micro_batch_size\":2,\"global_batch_size\":4"
+  "moe_fold_tp2_ep2       2 moe \"tp\":2,\"pp\":1,\"dp\":1,\"ep\":2,\"sequence_parallel\":true,\"expert_layout\":\"folded\",\"expert_tp\":1,\"micro_batch_size\":2,\"global_batch_size\":4"
 )
 
 echo "== probe: the executor's fixed memory (models/probe.json, 2 ranks)"
