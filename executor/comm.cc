@@ -85,28 +85,29 @@ std::int64_t Comm::own_count(CommGroup g, const std::vector<std::int64_t>& count
   return counts[static_cast<std::size_t>(group_rank(g))];
 }
 
-void Comm::all_gather_v(CommGroup g, const float* in, float* out,
-                        const std::vector<std::int64_t>& counts, std::string_view task) {
-  const std::int64_t mine = own_count(g, counts, "all_gather_v");
+void Comm::variable_collective(CommGroup g, Collective c, std::string_view what, VariableOp op,
+                               const float* in, float* out,
+                               const std::vector<std::int64_t>& counts, std::string_view task) {
+  const std::int64_t mine = own_count(g, counts, what);
   const Clock::time_point t0 = Clock::now();
   if (group_size(g) > 1) {
-    do_all_gather_v(g, in, out, counts);
+    (this->*op)(g, in, out, counts);
   } else if (in != out) {
     std::copy_n(in, mine, out);
   }
-  count_sent(g, Collective::kAllGather, (group_size(g) - 1) * mine * kFloatBytes, t0, task);
+  count_sent(g, c, (group_size(g) - 1) * mine * kFloatBytes, t0, task);
+}
+
+void Comm::all_gather_v(CommGroup g, const float* in, float* out,
+                        const std::vector<std::int64_t>& counts, std::string_view task) {
+  variable_collective(g, Collective::kAllGather, "all_gather_v", &Comm::do_all_gather_v, in, out,
+                      counts, task);
 }
 
 void Comm::reduce_scatter_v(CommGroup g, const float* in, float* out,
                             const std::vector<std::int64_t>& counts, std::string_view task) {
-  const std::int64_t mine = own_count(g, counts, "reduce_scatter_v");
-  const Clock::time_point t0 = Clock::now();
-  if (group_size(g) > 1) {
-    do_reduce_scatter_v(g, in, out, counts);
-  } else if (in != out) {
-    std::copy_n(in, mine, out);
-  }
-  count_sent(g, Collective::kReduceScatter, (group_size(g) - 1) * mine * kFloatBytes, t0, task);
+  variable_collective(g, Collective::kReduceScatter, "reduce_scatter_v",
+                      &Comm::do_reduce_scatter_v, in, out, counts, task);
 }
 
 void Comm::do_all_gather_v(CommGroup g, const float*, float*, const std::vector<std::int64_t>&) {

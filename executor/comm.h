@@ -172,6 +172,13 @@ class Comm {
   // The same with the bytes this rank sent already known.
   void count_sent(CommGroup g, Collective c, std::int64_t bytes_sent, Clock::time_point t0,
                   std::string_view task);
+  // all_gather_v and reduce_scatter_v: checks the counts, runs `op` across the group (a copy on
+  // one member), counts this member's block as sent (n-1 times).
+  using VariableOp = void (Comm::*)(CommGroup, const float*, float*,
+                                    const std::vector<std::int64_t>&);
+  void variable_collective(CommGroup g, Collective c, std::string_view what, VariableOp op,
+                           const float* in, float* out, const std::vector<std::int64_t>& counts,
+                           std::string_view task);
   // Checks a variable collective's counts (one per member) and returns this member's.
   std::int64_t own_count(CommGroup g, const std::vector<std::int64_t>& counts,
                          std::string_view what) const;
