@@ -4,6 +4,8 @@
 #   bench/accuracy.sh OUT_DIR [BUILD_DIR]
 # Writes OUT_DIR/report.md, report.json, held_out_by_family.svg (and the two raw JSON reports
 # under OUT_DIR/raw/, which are not committed). About 3 CPU-minutes.
+# RESIDUALS=FILE also writes the held-out errors per family there (simulate --write-residuals;
+# validation/corpus/error_residuals.json after a corpus or model change) from the same run.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:?usage: bench/accuracy.sh OUT_DIR [BUILD_DIR]}"
@@ -12,5 +14,7 @@ corpus="$root/validation/corpus/published_runs.json"
 mkdir -p "$out/raw"
 # Runs that cannot be mapped make simulate exit non-zero after the rest ran; they are listed.
 "$build/tools/simulate" --published "$corpus" --json > "$out/raw/presets.json" || true
-"$build/tools/simulate" --published "$corpus" --cross-validate --json > "$out/raw/cv.json"
+residuals=()
+[[ -n "${RESIDUALS:-}" ]] && residuals=(--write-residuals "$RESIDUALS")
+"$build/tools/simulate" --published "$corpus" --cross-validate "${residuals[@]}" --json > "$out/raw/cv.json"
 python3 "$root/bench/scripts/accuracy_report.py" "$out/raw/presets.json" "$out/raw/cv.json" "$out"
