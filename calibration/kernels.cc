@@ -8,6 +8,7 @@
 #include <Eigen/Dense>
 
 #include "executor/cpu/kernels.h"
+#include "executor/cpu/reference_gemm.h"
 
 namespace trainplan::calibration {
 
@@ -88,10 +89,10 @@ double time_product(const GemmShape& s, GemmDirection direction, const TimingOpt
   Mat out = Mat::Zero(s.m, s.n);
   double seconds = 0;
   if (direction == GemmDirection::kForward) {
-    const Mat x = Mat::Random(s.m, s.k), w = Mat::Random(s.k, s.n);
-    seconds = median_call_time(o, calls, [&] {
-      executor::linear_forward(x, ConstMatMap(w.data(), s.k, s.n), nullptr, out);
-    });
+    // The operands and call the in-run reference kernel also runs (reference_gemm.h).
+    executor::GemmOperands gemm(s.m, s.n, s.k);
+    seconds = median_call_time(o, calls, [&] { gemm.run(); });
+    g_sink = g_sink + gemm.checksum();
   } else if (direction == GemmDirection::kInputGradient) {
     const Mat dy = Mat::Random(s.m, s.k), w = Mat::Random(s.n, s.k);
     seconds = median_call_time(o, calls, [&] {

@@ -48,6 +48,17 @@ std::vector<GemmShape> gemm_sweep_shapes(const std::vector<std::int64_t>& sizes)
 TaskSample time_gemm(const GemmShape& shape, const TimingOptions& options,
                      GemmDirection direction = GemmDirection::kForward);
 
+// The reference kernel (executor/cpu/reference_gemm.h: one fixed forward GEMM, the median of
+// a few calls) timed at several points of a calibration: `execute` times it between its steps,
+// and validation/reference_gate.h compares the two rates. Empty `seconds`: not measured.
+struct ReferenceSamples {
+  std::int64_t m = 0, n = 0, k = 0;
+  int calls = 0;                // timed calls per sample (the median is kept)
+  std::vector<double> seconds;  // one median per sample, in the order taken
+  double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) *
+                                static_cast<double>(k); }
+};
+
 // STREAM-style kernels (McCalpin): copy a=b, scale a=s*b, add a=b+c, triad a=b+s*c, over
 // arrays of `array_bytes` each. Bytes counted as STREAM does (no write-allocate traffic).
 struct StreamSample {

@@ -109,8 +109,29 @@ Result<Calibration> calibrate_from(const Measurements& m, const MachineIdentity&
   return c;
 }
 
+Json reference_gemm_json(const ReferenceSamples& r) {
+  if (r.seconds.empty()) return nullptr;
+  std::vector<double> rates;
+  for (double s : r.seconds) rates.push_back(s > 0 ? r.flops() / s : 0.0);
+  std::vector<double> sorted = rates;
+  std::sort(sorted.begin(), sorted.end());
+  const double mid = sorted.size() % 2 == 1
+      ? sorted[sorted.size() / 2]
+      : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+  return Json{{"kernel", "linear_forward (executor/cpu/reference_gemm.h)"},
+              {"m", r.m},
+              {"n", r.n},
+              {"k", r.k},
+              {"calls", r.calls},
+              {"flops", r.flops()},
+              {"samples_flops_per_s", rates},
+              {"flops_per_s", mid},
+              {"spread_pct", mid > 0 ? 100.0 * (sorted.back() - sorted.front()) / mid : 0.0}};
+}
+
 Json measurements_to_json(const Measurements& m, const Calibration& c) {
   Json j;
+  j["reference_gemm"] = reference_gemm_json(m.reference);
   Json tasks = Json::array();
   for (const TaskSample& s : m.tasks) {
     Json names = Json::array();

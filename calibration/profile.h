@@ -40,7 +40,16 @@ struct Measurements {
   // The ranks' compute between waits per traced step (executor_probe.h); empty with one rank.
   std::vector<SkewSample> skew;
   ProcessMemory baseline;                     // before any model-sized allocation (max over ranks)
+  // The reference kernel before the executor's steps, after them and after the GEMM sweep
+  // (rank 0's); written as measurements.reference_gemm (reference_gemm_json).
+  ReferenceSamples reference;
 };
+
+// measurements.reference_gemm: the shape, the calls per sample, every sample's rate, their
+// median ("flops_per_s", what validation/reference_gate.h compares an in-run rate with) and
+// their spread ((max - min) / median, percent: how much the host's speed moved during the
+// calibration itself). Null when not measured.
+Json reference_gemm_json(const ReferenceSamples& r);
 
 struct Calibration {
   HardwareProfile profile;

@@ -24,6 +24,7 @@
 #include "calibration/profile.h"
 #include "executor/allocator.h"
 #include "executor/cpu/comm_mpi.h"
+#include "executor/cpu/reference_gemm.h"
 #include "core/units.h"
 #include "tools/backend.h"
 #include "tools/cli.h"
@@ -148,6 +149,15 @@ Result<Measurements> measure_compute(const Setup& s, int rank, int world) {
     idle_until_rank0_done();
     return m;
   }
+  // The reference kernel (executor/cpu/reference_gemm.h) before the steps, after them and
+  // after the GEMM sweep, every rank at once as the steps run (or rank 0 alone): the rate
+  // `execute` compares its own between steps with (compare's reference gate).
+  executor::ReferenceGemm reference;
+  m.reference.m = reference.operands().m();
+  m.reference.n = reference.operands().n();
+  m.reference.k = reference.operands().k();
+  m.reference.calls = reference.calls();
+  m.reference.seconds.push_back(reference.median_seconds());
   log("the executor's tasks in traced training steps");
   // Odd, so that the median over steps is one step's.
   const int steps = s.quick ? 3 : 5;
@@ -168,6 +178,7 @@ Result<Measurements> measure_compute(const Setup& s, int rank, int world) {
       m.skew.insert(m.skew.end(), samples->skew.begin(), samples->skew.end());
     }
   }
+  m.reference.seconds.push_back(reference.median_seconds());
   log("the executor's GEMMs (forward, input and weight gradient) over a sweep of shapes");
   const std::vector<std::int64_t> sweep =
       s.quick ? std::vector<std::int64_t>{16, 64, 256}
@@ -177,6 +188,7 @@ Result<Measurements> measure_compute(const Setup& s, int rank, int world) {
   for (GemmDirection d : {GemmDirection::kForward, GemmDirection::kInputGradient,
                           GemmDirection::kWeightGradient})
     for (const GemmShape& g : gemm_sweep_shapes(sweep)) m.tasks.push_back(time_gemm(g, t, d));
+  m.reference.seconds.push_back(reference.median_seconds());
   log("STREAM bandwidth");
   const std::vector<double> arrays =
       s.quick ? std::vector<double>{256 * kKiB, 32 * kMiB, 128 * kMiB}

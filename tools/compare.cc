@@ -1,6 +1,7 @@
 // compare: predicted against measured, side by side, with the error in percent.
 //
 //   compare --predicted predicted.json --measured measured.json [--json] [--out FILE]
+//           [--hardware PROFILE [--reference-tolerance-pct P]]
 //   compare --model M --plan P --hardware H [--cluster F] --np N [--steps S] [--warmup W]
 //           [--workdir DIR] [--json] [--out FILE]
 //
@@ -10,6 +11,12 @@
 // machine's CPU ranks, so the prediction must be for this machine: the one-go form needs
 // --cluster or --hardware (calibrate's --cluster-out / --out), and refuses a prediction for a
 // preset GPU (H100-80GB, ...) against a CPU run. Given two files, such a pair gets a warning.
+// With --hardware (the profile calibrate wrote; in both forms), the in-run reference gate
+// (validation/reference_gate.h): the reference kernel's rate `execute` timed between its steps
+// against the rate calibrate timed, within --reference-tolerance-pct (default
+// kDefaultReferenceTolerancePct), printed and written as the JSON's "reference_gate". Without
+// an explicit tolerance, a profile or report that lacks the figures only gets a note; with
+// one, that is an error. It is a gate, not a correction: the comparison is the same either way.
 // Exit codes: 0 compared; 2 usage; 3 a report is malformed (the message names file and field);
 // 5 simulate or execute failed; 6 a file could not be read or written.
 // Tested by tests/calibration/tools_test.cc (CompareTool).
@@ -21,8 +28,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "validation/compare.h"
+#include "validation/reference_gate.h"
 #include "tools/cli.h"
 
 namespace {
@@ -55,6 +64,49 @@ std::string machine_mismatch(const StepReport& predicted, const StepReport& meas
          "(execute cpu): the difference would be between machines, not the model's error; "
          "predict for this machine with simulate --cluster (calibrate --cluster-out) and "
          "--hardware (calibrate --out)";
+}
+
+// The reference gate for --hardware, or nullopt (with a note on stderr) when the profile or
+// the report lacks the reference figures and no tolerance was asked for.
+Result<std::optional<ReferenceGate>> reference_gate(const cli::Args& args,
+                                                    const StepReport& measured,
+                                                    const std::string& measured_path) {
+  const bool asked = args.has("reference-tolerance-pct");
+  if (!args.has("hardware")) {
+    if (asked)
+      return Status::Error("--reference-tolerance-pct needs --hardware PROFILE (the profile "
+                           "calibrate wrote, whose measurements.reference_gemm it compares with)",
+                           ExitCode::kUsage);
+    return std::optional<ReferenceGate>();
+  }
+  auto tolerance = args.get_double("reference-tolerance-pct", kDefaultReferenceTolerancePct, 0, 100);
+  if (!tolerance.ok()) return tolerance.status();
+  if (!(*tolerance > 0 && *tolerance < 100))
+    return Status::Error("--reference-tolerance-pct " + args.get("reference-tolerance-pct") +
+                             ": expected a percentage above 0 and below 100",
+                         ExitCode::kUsage);
+  const std::string profile_path = args.get("hardware");
+  auto profile = cli::read_json_file(profile_path);
+  if (!profile.ok()) return profile.status();
+  auto calibrated = calibrated_reference_from_profile(*profile, profile_path);
+  if (!calibrated.ok()) return calibrated.status();
+  auto in_run = in_run_reference_from_report(measured, measured_path);
+  if (!in_run.ok()) return in_run.status();
+  std::string missing;
+  if (!*calibrated)
+    missing = "the profile '" + profile_path + "' has no measurements.reference_gemm (calibrate "
+              "before 2026-12-02, or another backend's)";
+  else if (!*in_run)
+    missing = "the measured report '" + measured_path + "' has no cluster.reference_gemm "
+              "(execute --reference-calls 0, or another backend's)";
+  if (!missing.empty()) {
+    if (asked) return Status::Error("no reference gate: " + missing, ExitCode::kInvalidInput);
+    cli::print_error_line(std::string(kProgram) + ": note: no reference gate: " + missing + "\n");
+    return std::optional<ReferenceGate>();
+  }
+  auto gate = gate_reference(**calibrated, **in_run, *tolerance);
+  if (!gate.ok()) return gate.status();
+  return std::optional<ReferenceGate>(*gate);
 }
 
 // Removes the one-go form's temporary directory however compare ends.
@@ -163,7 +215,11 @@ int run(int argc, char** argv) {
                   {"out", true, "also write the JSON comparison to FILE"},
                   {"model", true, "in one go: model JSON"},
                   {"plan", true, "in one go: plan JSON"},
-                  {"hardware", true, "in one go: hardware profile for simulate"},
+                  {"hardware", true, "calibrate's profile: in one go, for simulate; in both "
+                                     "forms, the in-run reference gate's calibration rate"},
+                  {"reference-tolerance-pct", true,
+                   "with --hardware: how far (percent) the run's reference-kernel rate may be "
+                   "from the calibration's for the run to count as steady (default 5)"},
                   {"cluster", true, "in one go: cluster JSON for simulate (default --gpus NP)"},
                   {"np", true, "in one go: ranks for mpirun -np"},
                   {"steps", true, "in one go: steps to execute (default 5)"},
@@ -203,9 +259,12 @@ int run(int argc, char** argv) {
   }
   auto cmp = compare_reports(*predicted, ppath, *measured, mpath);
   if (!cmp.ok()) return cli::fail(kProgram, cmp.status());
-  const Json j = comparison_to_json(*cmp);
+  auto gate = reference_gate(args, *measured, mpath);
+  if (!gate.ok()) return cli::fail(kProgram, gate.status());
+  Json j = comparison_to_json(*cmp);
+  if (*gate) j["reference_gate"] = reference_gate_to_json(**gate);
   if (args.has("json")) std::cout << j.dump(2) << "\n";
-  else std::cout << format_comparison_table(*cmp);
+  else std::cout << format_comparison_table(*cmp) << (*gate ? format_reference_gate(**gate) + "\n" : "");
   if (args.has("out"))
     if (Status st = cli::write_file_atomic(args.get("out"), j.dump(2) + "\n"); !st.ok())
       return cli::fail(kProgram, st);

@@ -68,6 +68,7 @@
 #include "executor/cpu/cpu_stage.h"
 #include "executor/cpu/kernels.h"
 #include "executor/cpu/moe.h"
+#include "executor/cpu/reference_gemm.h"
 #include "core/cost/cost_model.h"
 #include "core/schedule.h"
 #include "core/step_report.h"
@@ -163,6 +164,8 @@ struct Setup {
   double lr = 0;
   std::int64_t lr_warmup = 0;
   int threads = 1;     // --threads: per rank, for the matrix products
+  // --reference-calls: timed calls of the reference kernel after every step; 0: none.
+  int reference_calls = ReferenceGemm::kDefaultCalls;
   std::string corpus;  // empty: random tokens
   std::string out;
   std::string trace;   // empty: no trace
@@ -289,6 +292,10 @@ Result<Setup> parse(cli::Args& args, int argc, char** argv, int mpi_rank, int mp
   auto threads = args.get_int("threads", 1, 1, kMaxThreads);
   if (!threads.ok()) return threads.status();
   s.threads = static_cast<int>(*threads);
+  auto reference_calls = args.get_int("reference-calls", ReferenceGemm::kDefaultCalls, 0,
+                                      ReferenceGemm::kMaxCalls);
+  if (!reference_calls.ok()) return reference_calls.status();
+  s.reference_calls = static_cast<int>(*reference_calls);
   s.inject = args.get("inject-fault");
   s.dump = args.get("dump-reference");
   if (!s.dump.empty() && (mpi_size != 1 || s.plan.zero_stage >= 2))
@@ -486,6 +493,11 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
                   {"data", true, "text file, byte-level tokens (e.g. data/kjv-genesis.txt)"},
                   {"random-tokens", false, "uniform random tokens instead of --data (timing)"},
                   {"seed", true, "initialisation and sampling seed (default 1234)"},
+                  {"reference-calls", true,
+                   "timed calls of the reference kernel (a 256^3 GEMM, as calibrate times it) "
+                   "after every step, outside the step's time, every rank at once; each step's "
+                   "median rate goes to the report for compare's reference gate (default 5; "
+                   "0: none)"},
                   {"lr", true, "AdamW learning rate (default 1e-3)"},
                   {"lr-warmup", true, "linear learning-rate warm-up over this many steps "
                                       "(default 0: none)"},
@@ -581,6 +593,14 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   double optimizer_s = 0;
   OffloadBytes offloaded;  // over the measured steps
   TraceRecorder recorder;  // the last step's, with --trace
+  // The reference kernel (executor/cpu/reference_gemm.h), timed after every step, outside the
+  // step's timed region: its operands and the rates are allocated here, before the first step.
+  std::optional<ReferenceGemm> reference;
+  std::vector<double> reference_rates;
+  if (s.reference_calls > 0) {
+    reference.emplace(s.reference_calls);
+    reference_rates.reserve(static_cast<std::size_t>(s.steps));
+  }
   for (std::int64_t k = 0; k < s.steps; ++k) {
     if (k == s.warmup) c.reset_counters();
     if (rank == fault_rank && k == fault_step)
@@ -594,6 +614,11 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
       // Every rank got the same status (the trainer agrees on non-finite losses).
       if (rank == 0) return cli::fail(kProgram, r.status());
       return static_cast<int>(r.status().code());
+    }
+    if (reference) {
+      // Every rank at once, as calibrate times it (all ranks computing, or one rank alone).
+      MPI_Barrier(MPI_COMM_WORLD);
+      reference_rates.push_back(reference->flops_per_s());
     }
     losses.push_back(r->loss);
     times.push_back(r->seconds);
@@ -649,6 +674,12 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   mine[kNvmePrefetched] = offloaded.nvme_prefetched / measured;
   std::vector<double> all(static_cast<std::size_t>(kFields * size));
   MPI_Gather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  std::vector<double> all_reference;  // [rank][step], on rank 0
+  if (reference) {
+    all_reference.resize(static_cast<std::size_t>(s.steps * size));
+    MPI_Gather(reference_rates.data(), static_cast<int>(s.steps), MPI_DOUBLE,
+               all_reference.data(), static_cast<int>(s.steps), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  }
   std::vector<std::string> memory_parts;
   if (!s.memory_report.empty())
     memory_parts = gather_text(memory_report_of_rank(t, rank, mine[kPeakMemory]).dump(), rank,
@@ -672,6 +703,25 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
                        {"freed_memory_kept_mapped", freed_memory_kept_mapped},
                        {"control_bytes_per_step",
                         static_cast<double>(c.control_counters().bytes_sent) / measured}};
+    if (reference) {
+      // validation/reference_gate.h reads it; every step's rate, the warm-up's included.
+      Json per_rank = Json::array();
+      for (int r = 0; r < size; ++r) {
+        const auto first = all_reference.begin() + static_cast<std::ptrdiff_t>(r) * s.steps;
+        per_rank.push_back({{"rank", r},
+                            {"flops_per_s", std::vector<double>(first, first + s.steps)}});
+      }
+      const GemmOperands& g = reference->operands();
+      rep.cluster["reference_gemm"] = Json{
+          {"kernel", "linear_forward (executor/cpu/reference_gemm.h)"},
+          {"m", g.m()}, {"n", g.n()}, {"k", g.k()},
+          {"calls", reference->calls()},
+          {"flops", g.flops()},
+          {"warmup_steps", s.warmup},
+          {"note", "after every step, outside its time, every rank at once: the median of "
+                   "`calls` calls after one warm-up call"},
+          {"per_rank", per_rank}};
+    }
     if (s.plan.offload != Offload::kNone) {
       // Per rank and measured step (executor/offload.h; the cost model's
       // offload_traffic_on_stage).
@@ -719,6 +769,14 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
               << times.size() - static_cast<std::size_t>(s.warmup) << "), " << std::setprecision(0) << std::fixed
               << rep.tokens_per_s << " tokens/s; loss " << std::setprecision(4) << losses.front()
               << " -> " << losses.back() << "; wrote " << s.out << std::endl;
+    if (reference) {
+      std::vector<double> r0(reference_rates.begin() + static_cast<std::ptrdiff_t>(s.warmup),
+                             reference_rates.end());
+      std::cout << kProgram << ": reference kernel " << reference->operands().m() << "x"
+                << reference->operands().n() << "x" << reference->operands().k() << ": rank 0 "
+                << std::setprecision(2) << median(r0) / 1e9
+                << " GFLOP/s (median of the measured steps)" << std::endl;
+    }
     if (!s.memory_report.empty()) {
       const Status wm = write_memory_report(s, memory_parts);
       if (!wm.ok()) return cli::fail(kProgram, wm);

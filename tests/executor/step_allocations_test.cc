@@ -26,6 +26,7 @@
 #include "executor/allocator.h"
 #include "executor/comm.h"
 #include "executor/cpu/cpu_stage.h"
+#include "executor/cpu/reference_gemm.h"
 #include "executor/data.h"
 #ifdef TRAINPLAN_HAVE_MPI
 #include <mpi.h>
@@ -256,6 +257,20 @@ Plan one_rank(std::int64_t micro, std::int64_t micro_batches) {
   plan.global_batch_size = micro_batches * micro;
   plan.precision = Precision::kFp32;
   return plan;
+}
+
+// The reference kernel `execute` times after every step (executor/cpu/reference_gemm.h):
+// its operands and timing buffer come from the constructor, so timing it between steps adds
+// no allocation to a run.
+TEST(StepAllocations, ReferenceKernelTimingAllocatesNothing) {
+  ReferenceGemm reference(ReferenceGemm::kDefaultCalls);
+  reference.median_seconds();  // the first call, as the first step, may size Eigen's buffers
+  const long long a0 = g_allocations.load(), b0 = g_bytes.load();
+  double rate = 0;
+  for (int i = 0; i < 3; ++i) rate += reference.flops_per_s();
+  EXPECT_GT(rate, 0);
+  EXPECT_EQ(g_allocations.load() - a0, 0);
+  EXPECT_EQ(g_bytes.load() - b0, 0);
 }
 
 TEST(StepAllocations, SmallGptStepsAllocateNothing) {
