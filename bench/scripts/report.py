@@ -19,6 +19,11 @@ wall_s W" for the kept attempt: the share of all cores' time that other processe
 plan ran. With it, an attempt is steady only if X is also at most OTHER_PCT; without it (older
 studies), the references alone decide.
 
+NAME.compare.json's "reference_gate" (compare --hardware, since cpu-gate-2026-12-02;
+validation/reference_gate.h) is the in-run gate: the reference kernel's rate `execute` timed
+between its steps against the one `calibrate` timed, within compare's tolerance. With it, an
+attempt is steady only if the gate also says so; its signed deviation is listed per round.
+
     python3 bench/scripts/report.py [--drift-pct 5] [--other-pct 10] [--targets 15,7,10] DIR
 
 --targets: every plan's step-time error, the median's and peak memory's, in percent (issue 6:
@@ -56,6 +61,11 @@ def load_runs(out):
             "step_error_pct": cmp["step_time_error_pct"],
             "bytes_exact": cmp["bytes_exact"],
             "max_abs_memory_error_pct": cmp["max_abs_memory_error_pct"],
+            # The in-run reference gate; None for a comparison made without it.
+            "reference_gate_steady": (cmp["reference_gate"]["steady"]
+                                      if cmp.get("reference_gate") else None),
+            "reference_gate_deviation_pct": (cmp["reference_gate"]["deviation_pct"]
+                                             if cmp.get("reference_gate") else None),
         })
     return runs
 
@@ -143,7 +153,8 @@ def add_brackets(round_dir, runs, drift_pct, other_pct):
         after = refs[k][1]
         r["reference_around_ms"] = [before, after]
         r["reference_steady"] = (abs(after - before) <= drift_pct / 100.0 * (before + after) / 2
-                                 and r.get("other_cpu_pct", 0.0) <= other_pct)
+                                 and r.get("other_cpu_pct", 0.0) <= other_pct
+                                 and r.get("reference_gate_steady") is not False)
 
 
 def median_rounds(round_runs):
@@ -168,6 +179,8 @@ def median_rounds(round_runs):
         r["round_steady"] = [bool(x.get("reference_steady")) for _, x in by_name[name]]
         r["round_attempts"] = [x["attempts"] for _, x in by_name[name]]
         r["round_other_cpu_pct"] = [x.get("other_cpu_pct") for _, x in by_name[name]]
+        r["round_reference_gate_pct"] = [x.get("reference_gate_deviation_pct")
+                                         for _, x in by_name[name]]
         r["steady_rounds"] = len(steady)
         r["bytes_exact"] = all(x["bytes_exact"] for _, x in by_name[name])
         r["max_abs_memory_error_pct"] = max(x["max_abs_memory_error_pct"]
@@ -227,6 +240,8 @@ def main():
         "load1_range": [min((x["load1"] for x in samples if "load1" in x), default=None),
                         max((x["load1"] for x in samples if "load1" in x), default=None)],
         "steady_samples": sum(bool(x.get("reference_steady")) for x in samples),
+        "refused_by_reference_gate": sum(x.get("reference_gate_steady") is False
+                                         for x in samples),
         "samples": len(samples),
         "attempts": sum(x["attempts"] for x in samples),
         "plans_without_steady_round": [r["name"] for r in runs if r["steady_rounds"] == 0],
@@ -263,13 +278,19 @@ def main():
           + (f" and other processes took at most {other_pct:g}% of the cores' time while the "
              "plan ran (the percentage in brackets per round)"
              if any("other_cpu_pct" in x for x in samples) else "")
+          + (" and the in-run reference kernel's rate was within compare's tolerance of the "
+             "calibration's (its signed deviation, `ref`, per round)"
+             if any(x.get("reference_gate_steady") is not None for x in samples) else "")
           + ", and an unsteady one was tried again. Per plan and round, `round-K/runs/`: "
           "`NAME.{plan,profile,predicted,measured,compare}.json`, `NAME.calibrate.txt`, the "
           "predicted and measured Chrome traces `NAME.{predicted,measured}_trace.json` and their "
           "per-task difference `NAME.trace_diff.txt`. A plan's error is its median over its "
           "steady rounds, shown with the times of the round nearest to it.", "", "![step time](step_time.svg)", "",
           f"Steady attempts kept: {summary['steady_samples']} of {summary['samples']} "
-          f"({summary['attempts']} attempts in all)."
+          f"({summary['attempts']} attempts in all"
+          + (f"; {summary['refused_by_reference_gate']} kept attempt(s) refused by the in-run "
+             "reference gate" if any(x.get("reference_gate_steady") is not None for x in samples)
+             else "") + ")."
           + (" Plans with no steady round (their rows use every round): "
              + ", ".join(summary["plans_without_steady_round"]) + "."
              if summary["plans_without_steady_round"] else ""), "",
@@ -277,9 +298,11 @@ def main():
           "|---|---:|---:|---:|---:|---:|---|---:|:---:|---:|"]
     for r in runs:
         per_round = ", ".join(
-            f"{e:+.1f}%{' s' if st else ''} ({a}{'' if o is None else f'; {o:.0f}%'})"
-            for e, st, a, o in zip(r["round_step_errors_pct"], r["round_steady"],
-                                   r["round_attempts"], r["round_other_cpu_pct"]))
+            f"{e:+.1f}%{' s' if st else ''} ({a}{'' if o is None else f'; {o:.0f}%'}"
+            f"{'' if g is None else f'; ref {g:+.1f}%'})"
+            for e, st, a, o, g in zip(r["round_step_errors_pct"], r["round_steady"],
+                                      r["round_attempts"], r["round_other_cpu_pct"],
+                                      r["round_reference_gate_pct"]))
         md.append(f"| {r['name']} | {r['ranks']} | {r['predicted_step_s'] * 1e3:.2f} | "
                   f"{r['measured_step_s'] * 1e3:.2f} | {r['fastest_step_s'] * 1e3:.2f} | "
                   f"{r['step_error_pct']:+.1f}% | "

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "validation/compare.h"
+#include "validation/reference_gate.h"
 #include "core/cluster_spec.h"
 #include "core/cost/compute_model.h"
 #include "core/step_report.h"
@@ -80,6 +81,17 @@ TEST(CalibrateTool, QuickUnderTwoRanksWritesALoadableProfile) {
   EXPECT_GT(p->rates.gemm_weight_gradient_efficiency, 0);
   EXPECT_NE(r.output.find("gemm efficiency by direction"), std::string::npos) << r.output;
   EXPECT_FALSE(j["measurements"]["collectives"].empty());
+  // The reference kernel (executor/cpu/reference_gemm.h) at three points of the run, which
+  // compare's reference gate reads back.
+  const Json& ref = j["measurements"]["reference_gemm"];
+  ASSERT_TRUE(ref.is_object()) << j["measurements"].dump();
+  EXPECT_EQ(ref["m"], 256);
+  EXPECT_EQ(ref["samples_flops_per_s"].size(), 3u);
+  EXPECT_GT(ref["flops_per_s"].get<double>(), 1e6);
+  EXPECT_GE(ref["spread_pct"].get<double>(), 0);
+  auto back = validation::calibrated_reference_from_profile(j, "profile.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->has_value());
   // Both ranks' compute between waits, one sample per traced step of each probe plan (tp 1 and
   // tp 2 at the default micro-batches, 3 steps each with --quick), and the spread from them.
   const Json& skew = j["measurements"]["rank_skew"];
@@ -251,6 +263,80 @@ TEST_F(CompareTool, MachineMismatchWarnsForTwoFiles) {
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("compare: warning: the prediction is for H100-80GB GPUs but the "
                           "measurement ran on CPU ranks"),
+            std::string::npos)
+      << r.output;
+}
+
+// --hardware PROFILE: the in-run reference gate (validation/reference_gate.h) against the
+// profile's measurements.reference_gemm, in the table and the JSON; its errors.
+TEST_F(CompareTool, ReferenceGate) {
+  const Json reference = {{"kernel", "linear_forward"}, {"m", 256}, {"n", 256}, {"k", 256},
+                          {"calls", 5}, {"flops", 33554432.0},
+                          {"samples_flops_per_s", {99e9, 100e9, 101e9}},
+                          {"flops_per_s", 100e9}, {"spread_pct", 2.0}};
+  write(dir_ / "profile.json", Json{{"measurements", {{"reference_gemm", reference}}}}.dump());
+  write(dir_ / "old_profile.json", Json{{"measurements", Json::object()}}.dump());
+  auto measured_with = [&](const std::string& name, std::vector<double> rates) {
+    Json m = read_json(dir_ / "m.json");
+    m["cluster"] = {{"device", "cpu"},
+                    {"reference_gemm", {{"m", 256}, {"n", 256}, {"k", 256}, {"calls", 5},
+                                        {"warmup_steps", 1},
+                                        {"per_rank", {{{"rank", 0}, {"flops_per_s", rates}}}}}}};
+    write(dir_ / name, m.dump());
+    return (dir_ / name).string();
+  };
+  const std::string steady = measured_with("steady.json", {1e9, 101e9, 102e9, 99e9});
+  const std::string slow = measured_with("slow.json", {1e9, 70e9, 71e9, 72e9});
+  const std::string files = compare() + " --predicted " + (dir_ / "p.json").string();
+  const std::string profile = " --hardware " + (dir_ / "profile.json").string();
+
+  Outcome r = run(files + " --measured " + steady + profile + " --json --out " +
+                  (dir_ / "c.json").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  Json j = read_json(dir_ / "c.json");
+  EXPECT_EQ(j["reference_gate"]["steady"], true) << j.dump();
+  EXPECT_DOUBLE_EQ(j["reference_gate"]["tolerance_pct"].get<double>(), 5.0);
+  EXPECT_NEAR(j["step_time_error_pct"].get<double>(), 20.0, 1e-9);  // a gate, not a correction
+
+  r = run(files + " --measured " + slow + profile + " --out " + (dir_ / "c.json").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("reference kernel: UNSTEADY: the run's reference rate is -29.0%"),
+            std::string::npos)
+      << r.output;
+  j = read_json(dir_ / "c.json");
+  EXPECT_EQ(j["reference_gate"]["steady"], false);
+  EXPECT_NEAR(j["step_time_error_pct"].get<double>(), 20.0, 1e-9);
+  // A wider tolerance lets it through.
+  r = run(files + " --measured " + slow + profile + " --reference-tolerance-pct 40");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("reference kernel: steady"), std::string::npos) << r.output;
+
+  // Without the figures: a note by default, an error when a tolerance was asked for.
+  r = run(files + " --measured " + (dir_ / "m.json").string() + profile);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("note: no reference gate: the measured report"), std::string::npos)
+      << r.output;
+  r = run(files + " --measured " + steady + " --hardware " + (dir_ / "old_profile.json").string() +
+          " --reference-tolerance-pct 5");
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_NE(r.output.find("has no measurements.reference_gemm"), std::string::npos) << r.output;
+  // Usage errors.
+  r = run(files + " --measured " + steady + " --reference-tolerance-pct 5");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--reference-tolerance-pct needs --hardware"), std::string::npos)
+      << r.output;
+  for (const char* bad : {"0", "100", "-3", "five"}) {
+    r = run(files + " --measured " + steady + profile + " --reference-tolerance-pct " + bad);
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.output;
+    EXPECT_NE(r.output.find("reference-tolerance-pct"), std::string::npos) << r.output;
+  }
+  // A malformed figure names the file and the field.
+  Json broken = read_json(steady);
+  broken["cluster"]["reference_gemm"]["per_rank"][0]["flops_per_s"][2] = -1;
+  write(dir_ / "broken_ref.json", broken.dump());
+  r = run(files + " --measured " + (dir_ / "broken_ref.json").string() + profile);
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_NE(r.output.find("broken_ref.json' cluster.reference_gemm.per_rank[0].flops_per_s[2]"),
             std::string::npos)
       << r.output;
 }

@@ -1,10 +1,13 @@
 # Runs CMD (a ;-list) and checks its outcome, for the executor's end-to-end tests:
 #   cmake -DCMD=... -DEXIT=nonzero|zero -DREGEX=... [-DMAX_SECONDS=N] [-DREPORT=FILE
-#         -DMAX_FINAL_LOSS=X] [-DMEMORY_REPORT=FILE -DMEMORY_RANKS=N] -P expect.cmake
+#         -DMAX_FINAL_LOSS=X] [-DMEMORY_REPORT=FILE -DMEMORY_RANKS=N]
+#         [-DREFERENCE_REPORT=FILE -DREFERENCE_RANKS=N -DREFERENCE_STEPS=S] -P expect.cmake
 # EXIT: whether the command must fail; REGEX: must appear in stdout+stderr; MAX_SECONDS: wall
 # time limit; REPORT/MAX_FINAL_LOSS: the mean loss of the last 20 steps in the step report
 # must be below X and below the first step's loss; MEMORY_REPORT/MEMORY_RANKS: execute
-# --memory-report's file lists N ranks, each with weights and activations kept for B at its peak.
+# --memory-report's file lists N ranks, each with weights and activations kept for B at its peak;
+# REFERENCE_*: the step report's cluster.reference_gemm (executor/cpu/reference_gemm.h) has N
+# ranks, each with S positive rates (one per step).
 string(TIMESTAMP t0 "%s")
 execute_process(COMMAND ${CMD} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 string(TIMESTAMP t1 "%s")
@@ -62,6 +65,27 @@ if(DEFINED MEMORY_REPORT)
       string(JSON b GET "${json}" ranks ${r} at_peak by_use ${use})
       if(b MATCHES "^0(\\.0*)?$")
         message(FATAL_ERROR "${MEMORY_REPORT}: rank ${r} has no ${use} at its peak")
+      endif()
+    endforeach()
+  endforeach()
+endif()
+if(DEFINED REFERENCE_REPORT)
+  file(READ ${REFERENCE_REPORT} json)
+  string(JSON n LENGTH "${json}" cluster reference_gemm per_rank)
+  if(NOT n EQUAL REFERENCE_RANKS)
+    message(FATAL_ERROR "${REFERENCE_REPORT}: reference_gemm has ${n} ranks, expected ${REFERENCE_RANKS}")
+  endif()
+  math(EXPR last "${n} - 1")
+  foreach(r RANGE 0 ${last})
+    string(JSON steps LENGTH "${json}" cluster reference_gemm per_rank ${r} flops_per_s)
+    if(NOT steps EQUAL REFERENCE_STEPS)
+      message(FATAL_ERROR "${REFERENCE_REPORT}: rank ${r} has ${steps} reference rates, expected ${REFERENCE_STEPS}")
+    endif()
+    math(EXPR last_step "${steps} - 1")
+    foreach(k RANGE 0 ${last_step})
+      string(JSON rate GET "${json}" cluster reference_gemm per_rank ${r} flops_per_s ${k})
+      if(NOT rate MATCHES "^[0-9]" OR rate MATCHES "^0(\\.0*)?$")
+        message(FATAL_ERROR "${REFERENCE_REPORT}: rank ${r} step ${k}: rate ${rate} is not positive")
       endif()
     endforeach()
   endforeach()
