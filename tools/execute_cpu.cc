@@ -15,6 +15,10 @@
 // --memory-report FILE writes every rank's memory account (executor/memory_account.h): its
 // buffers one by one with what each lives for, at the end of the pass where the most was in
 // use, beside its VmHWM; bench/scripts/memory_items.py puts it beside simulate's breakdown.
+// --reference-calls N (default 5; 0: none): after every step, outside its time, every rank
+// times the reference kernel (executor/cpu/reference_gemm.h, the GEMM calibrate also times) and
+// the report gets each step's rate under cluster.reference_gemm, for compare's in-run reference
+// gate (validation/reference_gate.h).
 // --cluster FILE (or --gpus N [--gpu NAME] [--gpus-per-node G]) and --hardware FILE: the machine
 // `simulate` was given. zb-v's order depends on it (the pipeline send against a layer's
 // forward; core/schedule.h's order_costs); with it the executor runs the order simulate plays,

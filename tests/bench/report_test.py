@@ -147,6 +147,30 @@ class ReportTest(unittest.TestCase):
             self.assertEqual(done.returncode, 0, done.stderr)
             self.assertEqual(load(os.path.join(root, "report.json"))["runs"][0]["steady_rounds"], 2)
 
+    def test_the_in_run_reference_gate_refuses_a_round(self):
+        with tempfile.TemporaryDirectory() as root:
+            # Both rounds' references agree and no other process ran; round 1's in-run
+            # reference kernel ran 30% slower than calibrated (compare's reference_gate).
+            make_round(root, 1, [("a", 20, 30)], [("a:before", 10), ("a", 10)])
+            make_round(root, 2, [("a", 20, 21)], [("a:before", 10), ("a", 10)])
+            for k, steady, dev in ((1, False, -30.0), (2, True, 1.5)):
+                path = os.path.join(root, f"round-{k}", "runs", "a.compare.json")
+                cmp = load(path)
+                cmp["reference_gate"] = {"steady": steady, "deviation_pct": dev}
+                write(path, json.dumps(cmp))
+            done = run_report(root)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            report = load(os.path.join(root, "report.json"))
+            a = report["runs"][0]
+            self.assertEqual(a["round_steady"], [False, True])
+            self.assertAlmostEqual(a["step_error_pct"], err(20, 21))
+            self.assertEqual(a["round_reference_gate_pct"], [-30.0, 1.5])
+            self.assertEqual(report["summary"]["refused_by_reference_gate"], 1)
+            with open(os.path.join(root, "report.md")) as f:
+                md = f.read()
+            self.assertIn("(1; ref -30.0%)", md)
+            self.assertIn("in-run reference kernel", md)
+
     def test_a_malformed_contention_file_names_the_file(self):
         with tempfile.TemporaryDirectory() as root:
             make_round(root, 1, [("a", 20, 20)], [("a:before", 10), ("a", 10)])
