@@ -127,6 +127,9 @@ std::string_view to_string(ZeroCopies c) {
 std::string_view to_string(InterleavedWarmup w) {
   return w == InterleavedWarmup::kMegatron ? "megatron" : "torch";
 }
+std::string_view to_string(TpOverlapImpl i) {
+  return i == TpOverlapImpl::kTeUserbuffers ? "te-userbuffers" : "torch-async";
+}
 std::string_view to_string(ExpertLayout l) {
   return l == ExpertLayout::kCarved ? "carved" : "folded";
 }
@@ -209,6 +212,8 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   r.get_bool("fp8_all_gather", p.fp8_all_gather, false);
   r.get_bool("ep_overlap", p.ep_overlap, false);
   r.get_bool("tp_comm_overlap", p.tp_comm_overlap, false);
+  if (r.get_choice("tp_comm_overlap_impl", c, {"te-userbuffers", "torch-async"}, false))
+    p.tp_comm_overlap_impl = static_cast<TpOverlapImpl>(c);
   r.get_int_list("layers_per_stage", p.layers_per_stage, 1, ModelLimits::kMaxLayers, false);
   TRAINPLAN_RETURN_IF_ERROR(r.finish());
   Status st = validate_plan(p);
@@ -275,6 +280,8 @@ Json plan_to_json(const Plan& p) {
   if (p.fp8_all_gather) j["fp8_all_gather"] = true;  // written only when used, as cp
   if (p.ep_overlap) j["ep_overlap"] = true;
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
+  if (p.tp_comm_overlap_impl != TpOverlapImpl::kTeUserbuffers)  // written only when set
+    j["tp_comm_overlap_impl"] = std::string(to_string(p.tp_comm_overlap_impl));
   if (!p.layers_per_stage.empty()) j["layers_per_stage"] = p.layers_per_stage;
   return j;
 }
@@ -322,6 +329,8 @@ std::string describe(const Plan& p) {
   if (p.cp > 1 && p.cp_comm != CpComm::kAllGather) os << " cp-comm=" << to_string(p.cp_comm);
   if (p.ep_overlap) os << " ep-overlap";
   if (p.tp_comm_overlap) os << " tp-overlap";
+  if (p.tp_comm_overlap_impl != TpOverlapImpl::kTeUserbuffers)
+    os << "=" << to_string(p.tp_comm_overlap_impl);
   if (!p.layers_per_stage.empty()) {
     os << " layers=";
     for (std::size_t i = 0; i < p.layers_per_stage.size(); ++i)
@@ -554,6 +563,10 @@ Status validate_plan(const Plan& p) {
                "parallelism's all-gathers and reduce-scatters), the plan has tp=" +
                std::to_string(p.tp) + " sequence_parallel=" +
                (p.sequence_parallel ? "true" : "false"));
+  if (p.tp_comm_overlap_impl != TpOverlapImpl::kTeUserbuffers && !p.tp_comm_overlap)
+    return err("tp_comm_overlap_impl=" + std::string(to_string(p.tp_comm_overlap_impl)) +
+               " needs tp_comm_overlap (it names how the overlapped TP collectives are "
+               "decomposed), the plan has tp_comm_overlap=false");
   if (p.offload != Offload::kNone && p.optimizer == Optimizer::kSgd)
     return err("offload optimizer: plain sgd has no optimizer states to offload");
   // ZeRO-Infinity streams each rank's parameter shard in; without ZeRO-3 every rank would hold

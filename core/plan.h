@@ -35,6 +35,17 @@ enum class Schedule { kNaive, kGpipe, k1F1B, kInterleaved, kZbH1, kZbV, kDualPip
 // such case: at m == pp the last stages start their backwards after the usual warm-up, so they
 // hold fewer micro-batches (the head's logits among them).
 enum class InterleavedWarmup { kMegatron, kTorch };
+// Which implementation decomposes the TP collectives under Plan::tp_comm_overlap.
+// te-userbuffers: Transformer Engine's userbuffers (Megatron-Core's --tp-comm-overlap): every
+// sequence-parallel all-gather and reduce-scatter of a layer overlapped with a GEMM beside it,
+// forward and backward (core/cost/contention.h for its kernels).
+// torch-async: PyTorch's async TP (torch._inductor's micro_pipeline_tp pass, torchtitan's
+// enable_async_tensor_parallel): only an all-gather whose gathered tensor is the left operand of
+// the matmuls after it (fused_all_gather_matmul) and a reduce-scatter whose input is one matmul's
+// output (fused_matmul_reduce_scatter) are decomposed; the GEMM runs as tp chunks of m/tp rows,
+// the transfers go over copy engines, and the reduce-scatter ends with a reduction kernel of the
+// tp partials (core/cost/cost_model.h, tp_overlap_partners and tp_decomposed_gemm_s).
+enum class TpOverlapImpl { kTeUserbuffers, kTorchAsync };
 // none: store every activation. selective: recompute the attention core (softmax, dropout,
 // scores x V), Korthikanti et al. 2022 sec. 5. full: store only each layer's input, recompute
 // the layer's forward in the backward pass (of every layer, or of the first
@@ -272,6 +283,7 @@ std::string_view to_string(ZeroRecomputeGather g);
 std::string_view to_string(ZeroBackwardPrefetch p);
 std::string_view to_string(ZeroCopies c);
 std::string_view to_string(InterleavedWarmup w);
+std::string_view to_string(TpOverlapImpl i);
 std::string_view to_string(Fp8Scaling s);
 std::string_view to_string(ExpertLayout l);
 std::string_view to_string(CpComm c);
@@ -378,6 +390,8 @@ struct Plan {
   // that the GEMM it feeds consumes as they arrive, and each reduce-scatter sends the chunks of
   // the GEMM before it as they are computed. Needs tp >= 2 and sequence parallelism.
   bool tp_comm_overlap = false;
+  // Which implementation overlaps them (TpOverlapImpl); needs tp_comm_overlap.
+  TpOverlapImpl tp_comm_overlap_impl = TpOverlapImpl::kTeUserbuffers;
   // Layers per model chunk, in pipeline order (pp * virtual_stages entries). Empty: even split.
   std::vector<std::int64_t> layers_per_stage;
 

@@ -104,6 +104,10 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
     return no("elementwise " + std::string(to_string(p.elementwise)) +
               " (PyTorch eager's unfused norm, rotary and activation kernels, modelled by plan "
               "and simulate): the executors run each as one kernel; use fused");
+  if (p.tp_comm_overlap_impl != TpOverlapImpl::kTeUserbuffers)
+    return no("tp_comm_overlap_impl " + std::string(to_string(p.tp_comm_overlap_impl)) +
+              " (PyTorch's micro-pipelined TP, modelled by plan and simulate): the executors run "
+              "each TP collective whole");
   if (p.tp_comm_overlap)
     return Status::Error("tp_comm_overlap: the executors run each TP collective whole, between "
                          "the kernels around it; plan and simulate model the overlap",

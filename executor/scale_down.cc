@@ -173,6 +173,8 @@ void to_executor_plan(Plan& p, Changes& c) {
         "the executors run each norm and activation as one kernel");
   c.set("tp_comm_overlap", p.tp_comm_overlap, false,
         "the executor runs each TP collective whole");
+  c.set("tp_comm_overlap_impl", p.tp_comm_overlap_impl, TpOverlapImpl::kTeUserbuffers,
+        "the executor runs each TP collective whole");
   c.set("cp_comm", p.cp_comm, CpComm::kAllGather,
         "the CPU executor all-gathers K and V and reduce-scatters their gradients");
 }

@@ -101,17 +101,22 @@ Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan&
         // forward GEMM before its reduce-scatter launched with a 16-SM margin throughout, a
         // backward one beside a bulk overlap's 16 SMs while in flight, copy engines for an
         // all-gather feeding its GEMM.
+        // torch-async: the GEMM as tp chunks (tp_decomposed_gemm_s), copy engines both ways,
+        // and the reduce-scatter's sum of partials after it (tp_partials_reduce_task).
         const Task& gemm = tasks[static_cast<std::size_t>(partner[i])];
-        const double gemm_s = task_time_s(gemm, r);
+        const bool torch_async = plan.tp_comm_overlap_impl == TpOverlapImpl::kTorchAsync;
+        const double whole_s = task_time_s(gemm, r);
+        const double gemm_s = tp_decomposed_gemm_s(gemm, plan, r);
         const bool before = partner[i] < static_cast<std::int32_t>(i);
-        const bool margin = before && gemm_direction(gemm) == GemmDirection::kForward;
-        const CommKernels kernels = !before  ? CommKernels::kCopyEngine
-                                    : margin ? CommKernels::kUserbuffersMargin
-                                             : CommKernels::kUserbuffersSm;
+        const bool margin = !torch_async && before && gemm_direction(gemm) == GemmDirection::kForward;
+        const CommKernels kernels = !before || torch_async ? CommKernels::kCopyEngine
+                                    : margin               ? CommKernels::kUserbuffersMargin
+                                                           : CommKernels::kUserbuffersSm;
         CommHold hold = hold_of(kernels, task.collective, task.message_bytes, task.group_size, 1);
         if (margin && contention()) hold.sms = kUserbufferSms;
         const double slowdown = beside_ratio({work_shape(gemm, r)}, hold, r);
-        t.tp_s += tp_overlapped_pair_s(comm_s, gemm_s, plan.tp, slowdown, margin) - gemm_s;
+        t.tp_s += tp_overlapped_pair_s(comm_s, gemm_s, plan.tp, slowdown, margin) - whole_s;
+        if (torch_async && before) t.tp_s += task_time_s(tp_partials_reduce_task(gemm, plan), r);
       }
     } else if (task.group == CommGroup::kExpertTp) {
       // Folded experts' gather and scatter over their expert_tp consecutive ranks.
@@ -143,7 +148,7 @@ Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan&
 
 const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan) {
   // Everything below depends only on these fields of the plan.
-  const std::array<std::int64_t, 14> key{plan.tp, plan.cp, plan.ep, plan.micro_batch_size,
+  const std::array<std::int64_t, 15> key{plan.tp, plan.cp, plan.ep, plan.micro_batch_size,
                                          static_cast<std::int64_t>(plan.expert_layout),
                                          plan.expert_tp_size(),
                                          plan.sequence_parallel ? 1 : 0,
@@ -153,6 +158,7 @@ const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan)
                                          plan.fp8 ? 1 : 0,
                                          plan.partition_activations ? 1 : 0,
                                          plan.tp_comm_overlap ? 1 : 0,
+                                         static_cast<std::int64_t>(plan.tp_comm_overlap_impl),
                                          static_cast<std::int64_t>(plan.cp_comm)};
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;

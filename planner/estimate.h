@@ -176,7 +176,7 @@ class Estimator {
   ModelSpec model_;
   ClusterSpec cluster_;
   std::optional<HardwareProfile> hardware_;
-  std::map<std::array<std::int64_t, 14>, MicroBatchTimes> cache_;
+  std::map<std::array<std::int64_t, 15>, MicroBatchTimes> cache_;
   std::unordered_map<int, DeviceRates> rates_;
   std::unordered_map<int, StepFlops> flops_per_sequence_;
 };

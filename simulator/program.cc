@@ -428,9 +428,14 @@ class Builder {
     }
     t.partner = tp_overlap_partners(tasks, plan_);
     t.fed.assign(t.partner.size(), false);
-    for (std::size_t i = 0; i < t.partner.size(); ++i)
-      if (t.partner[i] > static_cast<std::int32_t>(i))
-        t.fed[static_cast<std::size_t>(t.partner[i])] = true;
+    for (std::size_t i = 0; i < t.partner.size(); ++i) {
+      if (t.partner[i] < 0) continue;
+      const auto g = static_cast<std::size_t>(t.partner[i]);
+      if (t.partner[i] > static_cast<std::int32_t>(i)) t.fed[g] = true;
+      // torch-async: the GEMM runs as tp chunks (tp_decomposed_gemm_s).
+      if (plan_.tp_comm_overlap_impl == TpOverlapImpl::kTorchAsync)
+        t.ns[g] = to_ns(tp_decomposed_gemm_s(tasks[g], plan_, rates_)) * tasks[g].repeat;
+    }
     t.tasks = tasks;
     return t;
   }
@@ -679,10 +684,15 @@ class Builder {
         id = compute(rs, head, m);
         // The forward's pipelined reduce-scatter: its GEMM launched with an SM margin for all of
         // its run; the backward's bulk overlaps: SMs held while in flight (contention.h).
-        const bool margin = gemm_direction(t) == GemmDirection::kForward;
+        // torch-async: the partial chunks are pulled by copy engines (_pipelined_produce_and_
+        // all2all's copy_ of a contiguous peer buffer: cudaMemcpyAsync), no SM margin.
+        const bool torch_async = plan_.tp_comm_overlap_impl == TpOverlapImpl::kTorchAsync;
+        const bool margin = !torch_async && gemm_direction(t) == GemmDirection::kForward;
         const std::int32_t rs_id =  // what follows waits
             collective(rs, tt.tasks[i + 1], meta,
-                       margin ? CommKernels::kUserbuffersMargin : CommKernels::kUserbuffersSm);
+                       torch_async ? CommKernels::kCopyEngine
+                       : margin    ? CommKernels::kUserbuffersMargin
+                                   : CommKernels::kUserbuffersSm);
         eng_->add_dep(id, rs_id);
         TimeNs rest = tt.ns[i] - head;
         if (margin && comm_contention_applies(opt_, cluster_.gpu)) {
@@ -695,6 +705,13 @@ class Builder {
         }
         compute(rs, rest, m);
         rs.wait.push_back(rs_id);
+        if (torch_async) {  // the sum of the received partials, after the last transfer
+          const Task red = tp_partials_reduce_task(t, plan_);
+          OpMeta rm = meta;
+          rm.name = red.name;
+          rm.shape = op_shape(red, rates_);
+          compute(rs, opt_.uniform_compute ? 0 : to_ns(task_time_s(red, rates_)), rm);
+        }
         ++i;
       } else if (t.kind == TaskKind::kComm) {
         id = collective(rs, t, meta);

@@ -598,6 +598,9 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
                {"after-reduce", "before-reduce"}, false);
   int interleaved_warmup = -1;
   r.get_choice("interleaved_warmup", interleaved_warmup, {"megatron", "torch"}, false);
+  int tp_comm_overlap_impl = -1;
+  r.get_choice("tp_comm_overlap_impl", tp_comm_overlap_impl, {"te-userbuffers", "torch-async"},
+               false);
   int zero3_copies = -1;
   r.get_choice("zero3_copies", zero3_copies, {"none", "flat-param", "per-param"}, false);
   int fp8_scaling = -1;
@@ -693,6 +696,9 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
     p.interleaved_warmup = static_cast<InterleavedWarmup>(interleaved_warmup);
   // PyTorch FSDP's copies around its collectives, where the entry names its FSDP version from
   // its framework's code (Plan::zero3_copies).
+  // PyTorch's async TP where the entry's source names it (Plan::tp_comm_overlap_impl).
+  if (tp_comm_overlap_impl >= 0)
+    p.tp_comm_overlap_impl = static_cast<TpOverlapImpl>(tp_comm_overlap_impl);
   if (zero3_copies >= 0) p.zero3_copies = static_cast<ZeroCopies>(zero3_copies);
   // The FP8 recipe, where the entry names it from its source's recipe and framework version;
   // otherwise current scaling with a cast per micro-batch (the plan's default).

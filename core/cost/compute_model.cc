@@ -131,6 +131,11 @@ double task_time_s(const Task& t, const DeviceRates& r) {
   return t.repeat == 1 ? one : static_cast<double>(t.repeat) * one;
 }
 
+double tp_decomposed_gemm_s(const Task& gemm, const Plan& p, const DeviceRates& r) {
+  if (p.tp_comm_overlap_impl != TpOverlapImpl::kTorchAsync || p.tp < 2) return task_time_s(gemm, r);
+  return static_cast<double>(p.tp) * task_time_s(tp_decomposed_chunk(gemm, p.tp), r);
+}
+
 Result<HardwareProfile> hardware_profile_from_json(const Json& j, std::string_view source) {
   HardwareProfile p;
   JsonReader r(j, "hardware profile '" + std::string(source) + "'");

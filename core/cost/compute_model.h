@@ -84,6 +84,11 @@ double gemm_shape_efficiency(const DeviceRates& r, std::int64_t m, std::int64_t 
 // Seconds for one compute task (kGemm, kAttention or kMemory), all its Task::repeat copies; 0
 // for kComm.
 double task_time_s(const Task& task, const DeviceRates& r);
+// Seconds of a GEMM that Plan::tp_comm_overlap decomposes beside a TP collective: with
+// tp_comm_overlap_impl torch-async, tp chunks of ceil(m/tp) rows (tp_decomposed_chunk), each at
+// its own shape efficiency (smaller chunks fill fewer waves); te-userbuffers: the GEMM as one
+// (task_time_s).
+double tp_decomposed_gemm_s(const Task& gemm, const Plan& plan, const DeviceRates& r);
 // One copy's seconds (task_time_s is Task::repeat times it): what the simulator rounds to
 // nanoseconds before multiplying, as each step's op is rounded when played step by step.
 double task_copy_time_s(const Task& task, const DeviceRates& r);

@@ -231,6 +231,17 @@ std::vector<std::int32_t> tp_overlap_partners(const std::vector<Task>& tasks, co
 // the rest runs slowed throughout, max(comm_s, R s) + gemm_s / tp.
 double tp_overlapped_pair_s(double comm_s, double gemm_s, std::int64_t tp,
                             double sm_slowdown = 1.0, bool whole_gemm = false);
+// Plan::tp_comm_overlap_impl torch-async: one of the tp chunks PyTorch's fused ops run a
+// decomposed GEMM as (torch/distributed/_symmetric_memory/__init__.py, _fused_all_gather_matmul
+// and _fused_matmul_reduce_scatter_impl: x.chunk(group_size) along the rows, one mm per chunk),
+// ceil(m/tp) rows, its FLOPs and bytes in proportion. compute_model.h's tp_decomposed_gemm_s
+// times the tp of them with the shape and wave model.
+Task tp_decomposed_chunk(const Task& gemm, std::int64_t tp);
+// The kernel after torch's decomposed reduce-scatter (_fused_matmul_reduce_scatter_impl:
+// reduce_fn over the stacked partials, torch.sum(dim=0)): reads the tp partial chunks of
+// ceil(m/tp) x n this rank received and writes their sum, in the activations' dtype. Runs after
+// the last transfer, on the compute stream: exposed.
+Task tp_partials_reduce_task(const Task& gemm, const Plan& plan);
 
 // Tokens of one micro-batch on one rank: micro_batch_size * seq_len / cp (context parallelism
 // splits each sequence over cp ranks).

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/cost/compute_model.h"
 #include "core/cost/internal.h"
 
 namespace trainplan {
@@ -1367,17 +1368,37 @@ std::vector<std::int32_t> tp_overlap_partners(const std::vector<Task>& tasks, co
     taken[gemm] = true;
     return true;
   };
+  // PyTorch's async TP decomposes only what its micro_pipeline_tp pass matches
+  // (torch/_inductor/fx_passes/micro_pipeline_tp.py; read at pytorch/pytorch 00122fb1, 2024-06,
+  // and at the 2026 file, cyyever/pytorch 0011014f; the rules below hold in both):
+  //  - fuse_matmul_reduce_scatter: the reduce-scatter's input must be one matmul's output
+  //    (_find_producer_matmul: mm, _scaled_mm or reshape(mm)). The forward's row-parallel GEMMs
+  //    (output projection, fc2) match. The backward's reduce-scatters of the input gradient do
+  //    not: that gradient is the sum of the data gradients of every column-parallel layer that
+  //    read the gathered input (torchtitan's wq, wk, wv; w1, w3), an add node. They stay whole.
+  //  - fuse_all_gather_matmul: the gathered tensor must be the left operand of the matmuls
+  //    (_find_consumer_matmuls). The forward's column-parallel GEMMs and the backward's data
+  //    gradient after the gathered output gradient match; a weight gradient (X^T dY: the
+  //    gathered tensor transposed) does not.
+  const bool torch_async = p.tp_comm_overlap_impl == TpOverlapImpl::kTorchAsync;
   // Reduce-scatters first: each drains the GEMM just before it.
   for (std::size_t i = 1; i < tasks.size(); ++i)
-    if (tp_comm(i, Collective::kReduceScatter)) claim(i, i - 1);
+    if (tp_comm(i, Collective::kReduceScatter) &&
+        (!torch_async || (tasks[i - 1].kind == TaskKind::kGemm &&
+                          gemm_direction(tasks[i - 1]) == GemmDirection::kForward)))
+      claim(i, i - 1);
   // All-gathers feed the first GEMM after them; one whose GEMM a reduce-scatter has (the
-  // backward's re-gather for a weight gradient) runs beside the GEMM before it instead.
+  // backward's re-gather for a weight gradient) runs beside the GEMM before it instead. Under
+  // torch-async a weight gradient is never fed: torch does not gather the input again (the
+  // fused op returns the gathered A, which autograd keeps), so the task list's re-gather (the
+  // Megatron-LM order) stays beside the data gradient before it, costing what TE's does.
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     if (!tp_comm(i, Collective::kAllGather)) continue;
     bool fed = false;
     for (std::size_t j = i + 1; j < tasks.size(); ++j) {
       if (tasks[j].kind == TaskKind::kGemm) {
-        fed = claim(i, j);
+        if (!torch_async || gemm_direction(tasks[j]) != GemmDirection::kWeightGradient)
+          fed = claim(i, j);
         break;
       }
       if (tasks[j].kind != TaskKind::kMemory) break;
@@ -1397,6 +1418,28 @@ double tp_overlapped_pair_s(double comm_s, double gemm_s, std::int64_t tp, doubl
   const double s = std::max(1.0, sm_slowdown);
   const double beside = comm_s >= rest * s ? comm_s : rest + comm_s * (1.0 - 1.0 / s);
   return beside + chunk;
+}
+
+Task tp_decomposed_chunk(const Task& gemm, std::int64_t tp) {
+  Task c = gemm;
+  const std::int64_t parts = std::max<std::int64_t>(1, tp);
+  c.m = (gemm.m + parts - 1) / parts;
+  const double share = d(c.m) / d(std::max<std::int64_t>(1, gemm.m));
+  c.flops = gemm.flops * share;
+  c.executed_flops = gemm.executed_flops * share;
+  const double whole = d(gemm.m) * d(gemm.k) + d(gemm.k) * d(gemm.n) + d(gemm.m) * d(gemm.n);
+  const double part = d(c.m) * d(c.k) + d(c.k) * d(c.n) + d(c.m) * d(c.n);
+  if (whole > 0) c.bytes = gemm.bytes * part / whole;
+  return c;
+}
+
+Task tp_partials_reduce_task(const Task& gemm, const Plan& p) {
+  const std::int64_t parts = std::max<std::int64_t>(1, p.tp);
+  const double rows = d((gemm.m + parts - 1) / parts) * d(gemm.batch);
+  // The output dtype: the activations' (a float8 _scaled_mm writes out_dtype bf16).
+  const double e = bytes_per_element(p.precision);
+  return memory("tp_partials_reduce", (d(parts) + 1.0) * rows * d(gemm.n) * e,
+                MemoryKernel::kElementwise);
 }
 
 std::int64_t pipeline_message_bytes(const ModelSpec& m, const Plan& p) {

@@ -1632,6 +1632,99 @@ TEST(TpCommOverlap, TheGemmIsSlowedOnlyWhileTheCollectiveIsInFlight) {
     EXPECT_GE(tp_overlapped_pair_s(c, 4.0, 4, 1.3), tp_overlapped_pair_s(c, 4.0, 4));
 }
 
+// Plan::tp_comm_overlap_impl torch-async: what torch's micro_pipeline_tp pass decomposes. The
+// forward's four pairs as TE's; in the backward only the gathered output gradients feed their
+// data gradients (the reduce-scatters of input gradients, sums of several matmuls, stay whole;
+// a weight gradient is never fed), and the re-gather stays beside the data gradient before it.
+TEST(TpCommOverlap, TorchAsyncDecomposesOnlyWhatMicroPipelineTpMatches) {
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(8, 1, 1, 1, 8);
+  p.sequence_parallel = true;
+  p.recompute = Recompute::kFull;
+  p.tp_comm_overlap = true;
+  p.tp_comm_overlap_impl = TpOverlapImpl::kTorchAsync;
+  auto pairs_of = [&](const std::vector<Task>& tasks) {
+    const std::vector<std::int32_t> partner = tp_overlap_partners(tasks, p);
+    std::vector<std::string> pairs;
+    for (std::size_t i = 0; i < tasks.size(); ++i)
+      if (partner[i] >= 0)
+        pairs.push_back(std::string(tasks[i].name) + ">" +
+                        std::string(tasks[static_cast<std::size_t>(partner[i])].name));
+    return pairs;
+  };
+  EXPECT_EQ(pairs_of(layer_forward_tasks(m, p)),
+            (std::vector<std::string>{"tp_all_gather_attn>qkv", "tp_reduce_scatter_attn>out_proj",
+                                      "tp_all_gather_mlp>fc1", "tp_reduce_scatter_mlp>fc2"}));
+  EXPECT_EQ(pairs_of(layer_recompute_tasks(m, p)), pairs_of(layer_forward_tasks(m, p)));
+  const std::vector<std::string> bwd = pairs_of(layer_backward_tasks(m, p));
+  EXPECT_EQ(bwd, (std::vector<std::string>{"tp_all_gather_mlp_grad>fc2_dgrad",
+                                           "tp_all_gather_mlp_input>fc1_dgrad",
+                                           "tp_all_gather_attn_grad>out_proj_dgrad",
+                                           "tp_all_gather_attn_input>qkv_dgrad"}));
+  for (const std::string& pair : bwd) EXPECT_EQ(pair.find("reduce_scatter"), std::string::npos);
+  for (bool fp8 : {false, true}) {  // FP8 casts between change nothing
+    p.fp8 = fp8;
+    EXPECT_EQ(pairs_of(layer_backward_tasks(m, p)).size(), 4u);
+  }
+}
+
+// torch-async's decomposed GEMM: tp chunks of ceil(m/tp) rows, never faster than the GEMM whole,
+// FLOPs kept; te-userbuffers' is the GEMM whole. The reduction after its reduce-scatter reads
+// the tp partials and writes their sum.
+TEST(TpCommOverlap, TorchAsyncChunksTheGemmAndSumsThePartials) {
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(8, 1, 1, 1, 8);
+  p.sequence_parallel = true;
+  p.tp_comm_overlap = true;
+  const DeviceRates r = device_rates(*gpu_preset("H100-80GB"), Precision::kBf16);
+  const std::vector<Task> fwd = layer_forward_tasks(m, p);
+  const Task& out_proj = *std::find_if(fwd.begin(), fwd.end(),
+                                       [](const Task& t) { return t.name == "out_proj"; });
+  EXPECT_DOUBLE_EQ(tp_decomposed_gemm_s(out_proj, p, r), task_time_s(out_proj, r));
+  p.tp_comm_overlap_impl = TpOverlapImpl::kTorchAsync;
+  const Task chunk = tp_decomposed_chunk(out_proj, p.tp);
+  EXPECT_EQ(chunk.m, (out_proj.m + 7) / 8);
+  EXPECT_EQ(chunk.n, out_proj.n);
+  EXPECT_EQ(chunk.k, out_proj.k);
+  EXPECT_NEAR(8.0 * chunk.flops, out_proj.flops, 1e-6 * out_proj.flops);
+  EXPECT_GE(tp_decomposed_gemm_s(out_proj, p, r), task_time_s(out_proj, r));
+  EXPECT_DOUBLE_EQ(tp_decomposed_gemm_s(out_proj, p, r), 8.0 * task_time_s(chunk, r));
+  const Task red = tp_partials_reduce_task(out_proj, p);
+  EXPECT_EQ(red.kind, TaskKind::kMemory);
+  EXPECT_DOUBLE_EQ(red.bytes, 9.0 * static_cast<double>(chunk.m) *
+                                  static_cast<double>(out_proj.n) * 2.0);
+}
+
+// tp_comm_overlap_impl: needs tp_comm_overlap; written only when torch-async; shown in the
+// description; an unknown value is refused naming the field and the value.
+TEST(TpCommOverlap, ImplNeedsTheOverlapAndRoundTrips) {
+  Plan p = plan_of(4, 1, 2, 1, 8);
+  p.sequence_parallel = true;
+  p.tp_comm_overlap_impl = TpOverlapImpl::kTorchAsync;
+  Status st = validate_plan(p);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("tp_comm_overlap_impl=torch-async needs tp_comm_overlap"),
+            std::string::npos) << st.message();
+  p.tp_comm_overlap = true;
+  ASSERT_TRUE(validate_plan(p).ok());
+  EXPECT_NE(describe(p).find(" tp-overlap=torch-async"), std::string::npos);
+  Json j = plan_to_json(p);
+  EXPECT_EQ(j.at("tp_comm_overlap_impl"), "torch-async");
+  auto back = plan_from_json(j, "p.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->tp_comm_overlap_impl, TpOverlapImpl::kTorchAsync);
+  j["tp_comm_overlap_impl"] = "te-userbuffers";
+  back = plan_from_json(j, "p.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->tp_comm_overlap_impl, TpOverlapImpl::kTeUserbuffers);
+  EXPECT_FALSE(plan_to_json(*back).contains("tp_comm_overlap_impl"));
+  j["tp_comm_overlap_impl"] = "async";
+  auto bad = plan_from_json(j, "p.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tp_comm_overlap_impl"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("async"), std::string::npos);
+}
+
 TEST(TpCommOverlap, NeedsTpAndSequenceParallelAndRoundTrips) {
   Plan p = plan_of(1, 1, 8, 1, 8);
   p.tp_comm_overlap = true;

@@ -648,6 +648,22 @@ TEST(PublishedRun, InterleavedWarmupOnlyWhenTheEntryNamesIt) {
                      InterleavedWarmup::kMegatron, "torch", InterleavedWarmup::kTorch, "titan");
 }
 
+// PyTorch's async TP only where the entry names it; a bad value is refused naming the field,
+// and the value without tp_comm_overlap is refused by the plan's own check.
+TEST(PublishedRun, TpCommOverlapImplOnlyWhenTheEntryNamesIt) {
+  Json e = llama_entry();
+  e["parallel"]["tp"] = 8;
+  e["parallel"]["dp"] = 1;
+  e["parallel"]["sequence_parallel"] = true;
+  e["parallel"]["tp_comm_overlap"] = true;
+  e = expect_named_field(e, "tp_comm_overlap_impl", &Plan::tp_comm_overlap_impl,
+                         TpOverlapImpl::kTeUserbuffers, "torch-async", TpOverlapImpl::kTorchAsync,
+                         "micro-pipeline");
+  e["parallel"]["tp_comm_overlap"] = false;
+  EXPECT_NE(map_error(e).find("tp_comm_overlap_impl=torch-async needs tp_comm_overlap"),
+            std::string::npos);
+}
+
 // PyTorch FSDP's copies only where the entry names its FSDP; a bad value is refused naming the
 // field.
 TEST(PublishedRun, Zero3CopiesOnlyWhenTheEntryNamesThem) {

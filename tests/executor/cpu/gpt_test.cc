@@ -417,6 +417,13 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
          p.tp_comm_overlap = true;
        },
        "tp_comm_overlap: the executors run each TP collective whole"},
+      {[](Plan& p) {
+         p.tp = 2;
+         p.sequence_parallel = true;
+         p.tp_comm_overlap = true;
+         p.tp_comm_overlap_impl = TpOverlapImpl::kTorchAsync;
+       },
+       "the CPU executor does not support tp_comm_overlap_impl torch-async"},
   };
   for (const auto& c : cases) {
     Plan p = single_plan(Recompute::kNone);
