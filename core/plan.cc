@@ -214,6 +214,8 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   r.get_bool("tp_comm_overlap", p.tp_comm_overlap, false);
   if (r.get_choice("tp_comm_overlap_impl", c, {"te-userbuffers", "torch-async"}, false))
     p.tp_comm_overlap_impl = static_cast<TpOverlapImpl>(c);
+  r.get_bool("defer_embedding_wgrad", p.defer_embedding_wgrad, false);
+  r.get_int("wgrad_deferral_limit", p.wgrad_deferral_limit, 0, PL::kMaxBatch, false);
   r.get_int_list("layers_per_stage", p.layers_per_stage, 1, ModelLimits::kMaxLayers, false);
   TRAINPLAN_RETURN_IF_ERROR(r.finish());
   Status st = validate_plan(p);
@@ -282,6 +284,8 @@ Json plan_to_json(const Plan& p) {
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
   if (p.tp_comm_overlap_impl != TpOverlapImpl::kTeUserbuffers)  // written only when set
     j["tp_comm_overlap_impl"] = std::string(to_string(p.tp_comm_overlap_impl));
+  if (p.defer_embedding_wgrad) j["defer_embedding_wgrad"] = true;
+  if (p.wgrad_deferral_limit != 0) j["wgrad_deferral_limit"] = p.wgrad_deferral_limit;
   if (!p.layers_per_stage.empty()) j["layers_per_stage"] = p.layers_per_stage;
   return j;
 }
@@ -331,6 +335,10 @@ std::string describe(const Plan& p) {
   if (p.tp_comm_overlap) os << " tp-overlap";
   if (p.tp_comm_overlap_impl != TpOverlapImpl::kTeUserbuffers)
     os << "=" << to_string(p.tp_comm_overlap_impl);
+  if (p.defer_embedding_wgrad) {
+    os << " defer-embedding-wgrad";
+    if (p.wgrad_deferral_limit > 0) os << "=" << p.wgrad_deferral_limit;
+  }
   if (!p.layers_per_stage.empty()) {
     os << " layers=";
     for (std::size_t i = 0; i < p.layers_per_stage.size(); ++i)
@@ -567,6 +575,22 @@ Status validate_plan(const Plan& p) {
     return err("tp_comm_overlap_impl=" + std::string(to_string(p.tp_comm_overlap_impl)) +
                " needs tp_comm_overlap (it names how the overlapped TP collectives are "
                "decomposed), the plan has tp_comm_overlap=false");
+  // Megatron-Core refuses it without pipeline parallelism (model_parallel_config.py,
+  // __post_init__); zb-h1 / zb-v already run every weight gradient apart from its backward.
+  if (p.wgrad_deferral_limit < 0)
+    return err("wgrad_deferral_limit=" + std::to_string(p.wgrad_deferral_limit) +
+               " must be >= 0 (0 defers every micro-batch's output-layer weight gradient)");
+  if (p.wgrad_deferral_limit != 0 && !p.defer_embedding_wgrad)
+    return err("wgrad_deferral_limit=" + std::to_string(p.wgrad_deferral_limit) +
+               " needs defer_embedding_wgrad true");
+  if (p.defer_embedding_wgrad && p.pp < 2)
+    return err("defer_embedding_wgrad needs pp >= 2 (it defers the head's weight gradients to "
+               "the pipeline flush), the plan has pp=" + std::to_string(p.pp));
+  if (p.defer_embedding_wgrad && (p.schedule == Schedule::kZbH1 || p.schedule == Schedule::kZbV ||
+                                  p.schedule == Schedule::kDualPipe))
+    return err("defer_embedding_wgrad with schedule " + std::string(to_string(p.schedule)) +
+               " is not modelled (its backwards are already split into input and weight "
+               "passes)");
   if (p.offload != Offload::kNone && p.optimizer == Optimizer::kSgd)
     return err("offload optimizer: plain sgd has no optimizer states to offload");
   // ZeRO-Infinity streams each rank's parameter shard in; without ZeRO-3 every rank would hold

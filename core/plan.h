@@ -392,6 +392,17 @@ struct Plan {
   bool tp_comm_overlap = false;
   // Which implementation overlaps them (TpOverlapImpl); needs tp_comm_overlap.
   TpOverlapImpl tp_comm_overlap_impl = TpOverlapImpl::kTeUserbuffers;
+  // The output layer's weight-gradient GEMMs deferred to the pipeline flush (Megatron-Core's
+  // defer_embedding_wgrad_compute, megatron/core/tensor_parallel/layers.py
+  // LinearWithGradAccumulationAndAsyncCommunication.backward and
+  // pipeline_parallel/schedules.py finish_embedding_wgrad_compute, core_v0.11.0): on the last
+  // pipeline stage the backward of each of the step's first wgrad_deferral_limit micro-batches
+  // (0: all of them) computes only the head's input gradient and keeps the head's input and its
+  // output gradient; after the stage's last backward the kept weight-gradient GEMMs run one
+  // after another, while the stages before it drain, before the data-parallel gradient
+  // reduction. Needs pp > 1 and a schedule whose backwards are whole (not zb-h1 / zb-v).
+  bool defer_embedding_wgrad = false;
+  std::int64_t wgrad_deferral_limit = 0;
   // Layers per model chunk, in pipeline order (pp * virtual_stages entries). Empty: even split.
   std::vector<std::int64_t> layers_per_stage;
 

@@ -112,6 +112,11 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
     return Status::Error("tp_comm_overlap: the executors run each TP collective whole, between "
                          "the kernels around it; plan and simulate model the overlap",
                          ExitCode::kInvalidInput);
+  if (p.defer_embedding_wgrad)
+    return Status::Error("defer_embedding_wgrad: the executors compute the head's weight "
+                         "gradient in each micro-batch's backward; plan and simulate model the "
+                         "deferral to the pipeline flush",
+                         ExitCode::kInvalidInput);
   return Status::Ok();
 }
 

@@ -175,6 +175,10 @@ void to_executor_plan(Plan& p, Changes& c) {
         "the executor runs each TP collective whole");
   c.set("tp_comm_overlap_impl", p.tp_comm_overlap_impl, TpOverlapImpl::kTeUserbuffers,
         "the executor runs each TP collective whole");
+  c.set("defer_embedding_wgrad", p.defer_embedding_wgrad, false,
+        "the executors compute the head's weight gradient in each backward");
+  c.set("wgrad_deferral_limit", p.wgrad_deferral_limit, std::int64_t{0},
+        "the executors defer no weight gradient");
   c.set("cp_comm", p.cp_comm, CpComm::kAllGather,
         "the CPU executor all-gathers K and V and reduce-scatters their gradients");
 }

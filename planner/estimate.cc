@@ -200,6 +200,7 @@ const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan)
   };
   t.embedding = add(cost(tasks.embedding_forward, plan, r), cost(tasks.embedding_backward, plan, r));
   t.head = add(cost(tasks.head_forward, plan, r), cost(tasks.head_backward, plan, r));
+  t.head_weight_gradient_s = cost(backward_weight_tasks(tasks.head_backward), plan, r).compute_s;
   t.pipeline_message_bytes = tasks.pipeline_message_bytes;
   return cache_.emplace(key, t).first->second;
 }
@@ -334,7 +335,16 @@ Estimator::StageTimes Estimator::stage_times(const Plan& plan, const MicroBatchT
   st.ep_fwd = ep_fwd;
   if (plan.ep_overlap && st.ep > 0) hide_expert_all_to_all(ep_fwd, mb.dispatch_ratio, st);
   if (stage_holds_embedding(plan, s)) add_edge_times(mb.embedding, st);
-  if (stage_holds_head(plan, s)) add_edge_times(mb.head, st);
+  if (stage_holds_head(plan, s)) {
+    add_edge_times(mb.head, st);
+    // Plan::defer_embedding_wgrad: the head's weight gradient of the step's first
+    // wgrad_deferral_limit micro-batches (all at 0) leaves their backwards for the flush; the
+    // per-micro-batch time keeps the average of what stays.
+    if (plan.defer_embedding_wgrad) {
+      st.deferred = d(deferred_head_micro_batches(plan)) * mb.head_weight_gradient_s;
+      st.bwd -= st.deferred / d(plan.num_micro_batches());
+    }
+  }
   if (plan.pp > 1) add_pipeline_sends(plan, s, p2p_s, st);
   if (plan.schedule == Schedule::kDualPipe) halve_for_two_directions(st);
   return st;
@@ -448,6 +458,20 @@ void Estimator::pipeline(const Plan& plan, const CostedStages& c, Estimate& e) c
     e.pipeline_s = std::max(d(M) * t_max + (f_sum - f_last) / d(v), zb_h1);
   } else {
     e.pipeline_s = d(M - 1) * t_max + t_sum;
+  }
+  // Plan::defer_embedding_wgrad: the last stage runs the deferred head weight gradients after
+  // its last backward, while the stages before it finish theirs (about one backward each, the
+  // drain); what does not fit there lengthens the step.
+  if (plan.defer_embedding_wgrad && pp > 1) {
+    double deferred = 0, drain = 0;
+    for (std::size_t i = 0; i < c.stages.size(); ++i) {
+      const std::int64_t s = c.stages[i];
+      const StageTimes& st = c.times[i];
+      const double copies = (!c.differ && pp > 2 && s == 1) ? d(pp - 2) : 1.0;
+      if (s == pp - 1) deferred = st.deferred;
+      else drain += st.bwd * copies / d(v);
+    }
+    e.pipeline_s += std::max(0.0, deferred - drain);
   }
   e.bubble_fraction = e.pipeline_s > 0 ? std::max(0.0, 1.0 - d(M) * t0 / e.pipeline_s) : 0.0;
   e.compute_s = d(M) * busiest.compute;

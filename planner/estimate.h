@@ -90,6 +90,7 @@ class Estimator {
     };
     std::array<Layer, kLayerKindCount> layer;  // by LayerKind
     PassTimes embedding, head;                  // fwd + bwd
+    double head_weight_gradient_s = 0;          // head's W part, compute only
     std::int64_t pipeline_message_bytes = 0;    // a stage boundary's send
     // The MoE layer's forward and backward compute beside an expert all-to-all on the dispatch
     // kernels of the overlapped MoE schedules (CommKernels::kExpertDispatch): how much longer.
@@ -127,6 +128,7 @@ class Estimator {
     double weight_gradient = 0;  // of bwd, the W passes (zero-bubble schedules move them)
     double ep_fwd = 0;  // of ep, the forward's all-to-alls (the rest: backward and recompute)
     double edge = 0;  // the embedding's or head's forward + backward, on the end stages
+    double deferred = 0;  // Plan::defer_embedding_wgrad: head W moved to the flush, per step
     std::int64_t layers = 0;
     std::int64_t recomputed = 0;  // layers fully recomputed
   };

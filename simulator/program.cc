@@ -162,6 +162,10 @@ class Builder {
     head_b_ = timed(mbt.head_backward);
     head_b_input_ = timed(backward_input_tasks(mbt.head_backward));
     head_b_weight_ = timed(backward_weight_tasks(mbt.head_backward));
+    // Plan::defer_embedding_wgrad keeps the operands of the head's weight-gradient GEMM (its
+    // input and the logits' gradient, Megatron-Core's embedding_activation_buffer and
+    // grad_output_buffer) from the backward to the flush.
+    head_weight_operand_bytes_ = deferred_head_operand_bytes(m, p);
     if (o.uniform_compute) {
       // No embedding or head.
       emb_f_ = uniform(emb_f_, 0);
@@ -408,6 +412,7 @@ class Builder {
     bool gathered_ahead = false;
     std::int32_t last_offload = -1;   // the latest gradient shard sent to the host
     std::vector<Task> deferred;       // collectives issued after the last backward
+    std::int64_t deferred_head = 0;   // Plan::defer_embedding_wgrad: head wgrads kept this step
   };
 
   // The step's tasks of a stage, assembled on first use.
@@ -1058,13 +1063,24 @@ class Builder {
     if (c + 1 == layers_.size()) {
       const std::size_t head = rs.step->blocks.size() - 1;
       const std::int32_t table = gather_table_for_head(rs, DpPoint::kBeforeBackward, meta);
-      const std::int32_t pass =
-          block_pass(rs, head, DpPoint::kBeforeBackward, split_ ? head_b_input_ : head_b_, meta,
-                     [&] { gather_below_ahead(rs, c, layers_[c], meta); });
+      // Plan::defer_embedding_wgrad: the step's first wgrad_deferral_limit micro-batches (all at
+      // 0) keep their head weight gradient for the flush (drain_head_weight_gradients).
+      const bool defer = !split_ && plan_.defer_embedding_wgrad &&
+                         (plan_.wgrad_deferral_limit == 0 ||
+                          rs.deferred_head < plan_.wgrad_deferral_limit);
+      const std::int32_t pass = block_pass(rs, head, DpPoint::kBeforeBackward,
+                                           split_ || defer ? head_b_input_ : head_b_, meta,
+                                           [&] { gather_below_ahead(rs, c, layers_[c], meta); });
       zero3_release(rs, rs.step->blocks.front(), table);
-      if (!split_) grad_buffer(rs, rs.step->blocks[head], pass);
+      if (!split_ && !defer) grad_buffer(rs, rs.step->blocks[head], pass);
       if (edges) mem(rs, rs.last_compute, true, MemKind::kActivations, -logits_bytes_);
-      if (!split_) after_backward(rs, head, meta);
+      if (defer) {
+        ++rs.deferred_head;
+        if (edges)
+          mem(rs, rs.last_compute, false, MemKind::kActivations, head_weight_operand_bytes_);
+      } else if (!split_) {
+        after_backward(rs, head, meta);
+      }
     }
     fetched_.assign(static_cast<std::size_t>(layers_[c]), -1);
     fetch_checkpoint(rs, c, layers_[c] - 1, rs.last_compute, meta);
@@ -1167,6 +1183,25 @@ class Builder {
     }
     // The embedding's gradient is a scatter-add with no weight-gradient GEMM: B completes it.
     mem(rs, rs.last_compute, true, MemKind::kInFlight, -1.0);
+  }
+
+  // Plan::defer_embedding_wgrad: after the last stage's last backward, the kept head
+  // weight-gradient GEMMs one after another (Megatron-Core's finish_embedding_wgrad_compute,
+  // called before finalize_model_grads), each freeing its operands; the head's gradient
+  // collectives follow them.
+  void drain_head_weight_gradients(RankState& rs) {
+    if (rs.deferred_head == 0) return;
+    const std::size_t head = rs.step->blocks.size() - 1;
+    OpMeta meta;
+    meta.pass = 'W';
+    for (std::int64_t k = 0; k < rs.deferred_head; ++k) {
+      meta.micro_batch = static_cast<std::int32_t>(k);
+      grad_buffer(rs, rs.step->blocks[head], tasks(rs, head_b_weight_, meta));
+      if (!opt_.uniform_compute)
+        mem(rs, rs.last_compute, true, MemKind::kActivations, -head_weight_operand_bytes_);
+      after_backward(rs, head, meta);
+    }
+    rs.deferred_head = 0;
   }
 
   void after_backward(RankState& rs, std::size_t bi, OpMeta meta) {
@@ -1317,6 +1352,7 @@ class Builder {
         pass(rs, step);
       }
     }
+    drain_head_weight_gradients(rs);
     optimizer(rs);
   }
 
@@ -1482,6 +1518,7 @@ class Builder {
   std::array<LayerWork, kLayerKindCount> work_;
   TimedTasks emb_f_, emb_b_, head_f_, head_b_, head_b_input_, head_b_weight_;
   double layer_input_bytes_ = 0, embedding_out_bytes_ = 0, logits_bytes_ = 0;
+  double head_weight_operand_bytes_ = 0;  // Plan::defer_embedding_wgrad: X and dY of the head
   std::int64_t pp_message_bytes_ = 0;
   PassCosts order_costs_;  // zb_v_costs(), once per program
   std::vector<std::optional<StepTasks>> step_tasks_;  // by stage (step_tasks_of)

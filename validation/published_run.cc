@@ -314,6 +314,10 @@ Status read_parallel(const Json& j, const std::string& where, std::int64_t num_g
   r.get_bool("sequence_parallel", p.sequence_parallel, false);
   r.get_bool("ep_overlap", p.ep_overlap, false);  // Plan::ep_overlap; checked with the plan
   r.get_bool("tp_comm_overlap", p.tp_comm_overlap, false);  // Plan::tp_comm_overlap; likewise
+  // Plan::defer_embedding_wgrad (Megatron-Core's defer_embedding_wgrad_compute) and its
+  // wgrad_deferral_limit; likewise checked with the plan.
+  r.get_bool("defer_embedding_wgrad", p.defer_embedding_wgrad, false);
+  r.get_int("wgrad_deferral_limit", p.wgrad_deferral_limit, 0, PL::kMaxBatch, false);
   int recompute = -1;
   r.get_choice("recompute", recompute, {"none", "selective", "full", "selective-op"}, false);
   r.get_string("selective_ac_option", run.selective_ac_option, false);

@@ -361,6 +361,13 @@ double grad_bytes_per_element(const Plan& plan);
 // Bytes the loss holds per logit on the stage with the head, at its peak (Plan::cross_entropy):
 // 4 fused, 12 unfused.
 double cross_entropy_bytes_per_logit(const Plan& plan);
+// Plan::defer_embedding_wgrad: what the last stage keeps per deferred micro-batch for the head's
+// weight gradient at the flush, on one TP rank: the head's input (its sequence-parallel shard,
+// all-gathered again at the flush) and the logits' gradient (tokens x vocab / tp), in the
+// activations' precision (Megatron-Core's embedding_activation_buffer and grad_output_buffer);
+// and how many micro-batches a step defers (wgrad_deferral_limit, all at 0; 0 when off).
+double deferred_head_operand_bytes(const ModelSpec& model, const Plan& plan);
+std::int64_t deferred_head_micro_batches(const Plan& plan);
 
 // Stored activation bytes of one layer for one micro-batch on one TP rank (Korthikanti et al.
 // 2022 sec. 4, generalised to GQA, SwiGLU and fused attention).

@@ -396,6 +396,9 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
     // the logits, their fp32 copy and the kept softmax, 10 bytes with bf16 logits.
     mem.activations_bytes += cross_entropy_bytes_per_logit(p) * d(x.tokens) *
                              d(padded_vocab(m, p.tp)) / d(p.tp);
+    // Plan::defer_embedding_wgrad: the operands kept for the flush, held by the last
+    // micro-batch's backward.
+    mem.activations_bytes += d(deferred_head_micro_batches(p)) * deferred_head_operand_bytes(m, p);
   }
   if (stage_holds_embedding(p, stage)) {
     // Embedding output (and its dropout mask), per micro-batch in flight.
@@ -416,6 +419,19 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   mem.buffers_bytes += largest_grad;
   mem.buffers_bytes += workspace;
   return mem;
+}
+
+double deferred_head_operand_bytes(const ModelSpec& m, const Plan& p) {
+  const double tokens = d(tokens_per_micro_batch(m, p));
+  const double input_tokens = tokens / (p.sequence_parallel && p.tp > 1 ? d(p.tp) : 1.0);
+  return (input_tokens * d(m.hidden_size) + tokens * d(padded_vocab(m, p.tp)) / d(p.tp)) *
+         bytes_per_element(p.precision);
+}
+
+std::int64_t deferred_head_micro_batches(const Plan& p) {
+  if (!p.defer_embedding_wgrad) return 0;
+  const std::int64_t M = p.num_micro_batches();
+  return p.wgrad_deferral_limit > 0 ? std::min(p.wgrad_deferral_limit, M) : M;
 }
 
 double cross_entropy_bytes_per_logit(const Plan& p) {

@@ -1748,5 +1748,73 @@ TEST(TpCommOverlap, NeedsTpAndSequenceParallelAndRoundTrips) {
   EXPECT_FALSE(plan_to_json(p).contains("tp_comm_overlap"));
 }
 
+// --- Plan::defer_embedding_wgrad ---------------------------------------------------------
+
+TEST(DeferEmbeddingWgrad, RefusedWithoutAPipelineOrWithSplitBackwardsAndRoundTrips) {
+  Plan p = plan_of(2, 1, 4, 1, 8);
+  p.defer_embedding_wgrad = true;
+  Status st = validate_plan(p);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("defer_embedding_wgrad needs pp >= 2"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("pp=1"), std::string::npos);
+  p = plan_of(2, 4, 2, 1, 16);
+  p.schedule = Schedule::kZbH1;
+  p.defer_embedding_wgrad = true;
+  st = validate_plan(p);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("defer_embedding_wgrad with schedule zb-h1"), std::string::npos)
+      << st.message();
+  p.schedule = Schedule::k1F1B;
+  p.wgrad_deferral_limit = -3;
+  st = validate_plan(p);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("wgrad_deferral_limit=-3"), std::string::npos) << st.message();
+  p.wgrad_deferral_limit = 22;
+  p.defer_embedding_wgrad = false;
+  st = validate_plan(p);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("wgrad_deferral_limit=22 needs defer_embedding_wgrad"),
+            std::string::npos) << st.message();
+  p.defer_embedding_wgrad = true;
+  ASSERT_TRUE(validate_plan(p).ok());
+  EXPECT_NE(describe(p).find(" defer-embedding-wgrad=22"), std::string::npos) << describe(p);
+  const Json j = plan_to_json(p);
+  EXPECT_TRUE(j.at("defer_embedding_wgrad").get<bool>());
+  EXPECT_EQ(j.at("wgrad_deferral_limit").get<std::int64_t>(), 22);
+  auto back = plan_from_json(j, "p.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->defer_embedding_wgrad);
+  EXPECT_EQ(back->wgrad_deferral_limit, 22);
+  Json bad = j;
+  bad["wgrad_deferral_limit"] = -1;
+  auto refused = plan_from_json(bad, "p.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("wgrad_deferral_limit"), std::string::npos)
+      << refused.status().message();
+  p.defer_embedding_wgrad = false;
+  p.wgrad_deferral_limit = 0;
+  EXPECT_FALSE(plan_to_json(p).contains("defer_embedding_wgrad"));
+  EXPECT_FALSE(plan_to_json(p).contains("wgrad_deferral_limit"));
+}
+
+// The last stage holds the operands of every deferred micro-batch (at most the step's).
+TEST(DeferEmbeddingWgrad, TheLastStageHoldsTheDeferredOperands) {
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(8, 4, 1, 1, 16);
+  p.sequence_parallel = true;
+  const double plain_last = memory_on_stage(m, p, 3).activations_bytes;
+  const double plain_first = memory_on_stage(m, p, 0).activations_bytes;
+  p.defer_embedding_wgrad = true;
+  EXPECT_EQ(deferred_head_micro_batches(p), 16);
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, p, 3).activations_bytes - plain_last,
+                   16 * deferred_head_operand_bytes(m, p));
+  EXPECT_DOUBLE_EQ(memory_on_stage(m, p, 0).activations_bytes, plain_first);
+  p.wgrad_deferral_limit = 5;
+  EXPECT_EQ(deferred_head_micro_batches(p), 5);
+  p.wgrad_deferral_limit = 40;
+  EXPECT_EQ(deferred_head_micro_batches(p), 16);
+}
+
 }  // namespace
 }  // namespace trainplan

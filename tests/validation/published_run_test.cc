@@ -729,6 +729,24 @@ TEST(PublishedRun, NonUniformMoeAndLatentAttentionMap) {
   EXPECT_TRUE(map_ok(e).plan.ep_overlap);
 }
 
+// Megatron-Core's defer_embedding_wgrad_compute where the entry names it (parallel.
+// defer_embedding_wgrad, parallel.wgrad_deferral_limit), checked with the plan: it needs a
+// pipeline, and a negative limit is refused naming the field.
+TEST(PublishedRun, DeferredEmbeddingWgradOnlyWhenTheEntryNamesIt) {
+  Json e = llama_entry();
+  EXPECT_FALSE(map_ok(e).plan.defer_embedding_wgrad);
+  e["parallel"]["defer_embedding_wgrad"] = true;
+  e["parallel"]["wgrad_deferral_limit"] = 22;
+  EXPECT_NE(map_error(e).find("defer_embedding_wgrad needs pp >= 2"), std::string::npos);
+  e["parallel"]["pp"] = 2;
+  e["parallel"]["dp"] = 4;
+  const PublishedRun r = map_ok(e);
+  EXPECT_TRUE(r.plan.defer_embedding_wgrad);
+  EXPECT_EQ(r.plan.wgrad_deferral_limit, 22);
+  e["parallel"]["wgrad_deferral_limit"] = -1;
+  EXPECT_NE(map_error(e).find("wgrad_deferral_limit"), std::string::npos);
+}
+
 // Megatron-Core's MoE parallel folding where the entry names it (parallel.expert_layout and
 // parallel.expert_tp): the Model Zoo's Qwen3-235B row at TP 2, EP 32, DP 16 is refused carved
 // (ep does not divide dp) and placed folded; bad values are refused naming the field.

@@ -276,6 +276,11 @@ TEST(Params, UnsupportedModelsAreRejectedWithAReason) {
   ModelSpec m = small_model();
   Plan p = single_plan(Recompute::kNone);
   EXPECT_TRUE(check_executor_supports(m, p).ok());
+  // The head's weight gradient deferred to the flush is planned and simulated, not executed.
+  Plan deferred = p;
+  deferred.defer_embedding_wgrad = true;
+  EXPECT_NE(check_executor_supports(m, deferred).message().find("defer_embedding_wgrad"),
+            std::string::npos);
   p.precision = Precision::kBf16;
   EXPECT_NE(check_executor_supports(m, p).message().find("fp32"), std::string::npos);
   p.precision = Precision::kFp32;
