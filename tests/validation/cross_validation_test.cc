@@ -107,7 +107,16 @@ namespace {
 // +6.00% -> 9.65% / 25.22% / +6.03% (11 families better, 24 worse,
 // published-2026-12-02-final/NOTES.md). Median loosened to 10.0% to hold the larger corpus;
 // p90 tightened to 25.5%; memory kept.
-constexpr double kMedianRatchet = 0.100;
+// 2026-12-02, third merge (bench/results/published-2026-12-02-third/): 9 runs in two new
+// families (corpus9: TinyLlama on lit-gpt, dgxc v25.04 NeMo 2.x), PyTorch's async TP as its own
+// mechanism (Plan::tp_comm_overlap_impl torch-async), Megatron-Core's deferred head weight
+// gradients (defer_embedding_wgrad), the MaxText and Paxml entries read from their XLA flags
+// and remat policies: 9.56%, 23.68%, +3.5%, memory 8.52% over 335 and 49 runs. 40 of 57 folds
+// choose share 0.8 and memory 0.6, 17 share 0.85. Median tightened to 9.7%. The p90 is kept at
+// 25.5%: its fall is a rank crossing a gap (the 302nd of 335 errors is 23.7%, the 303rd 25.7%);
+// on the 326 runs both studies hold it went 25.39% -> 25.66% (residuals_compare.txt). Memory
+// kept.
+constexpr double kMedianRatchet = 0.097;
 constexpr double kP90Ratchet = 0.255;
 constexpr double kMemoryMedianRatchet = 0.086;
 
