@@ -2,7 +2,7 @@
 # The reference kernel's spread on this host: N times, `calibrate --quick` of a one-rank plan's
 # kind (rank 0 computing alone, as bench/predicted_vs_measured.sh calibrates single_mbs4), then
 # `execute` of single_mbs4 (8 steps, 3 warm-up). Summarise with spread_summary.py OUT.
-#   N=5 OUT=/tmp/spread bash bench/results/cpu-gate-2026-12-02/spread.sh [BUILD_DIR]
+#   N=5 OUT=/tmp/spread bash bench/scripts/cpu_gate/spread.sh [BUILD_DIR]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 BUILD="$(cd "${1:-$ROOT/build}" && pwd)"
