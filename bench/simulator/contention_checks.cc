@@ -137,27 +137,24 @@ int checks() {
 int per_run(const std::string& path, const std::string& filter) {
   const std::optional<Json> json = bench::read_runs_file(path, "contention_checks");
   if (!json) return 2;
-  for (std::size_t i = 0; i < json->size(); ++i) {
-    auto run = published_run_from_json((*json)[i], "entry " + std::to_string(i));
-    if (!run.ok()) continue;
-    if (run->family.key().find(filter) == std::string::npos &&
-        run->id.find(filter) == std::string::npos)
-      continue;
-    SimOptions off = run->options;
+  const int failed = bench::for_each_run(*json, "contention_checks", filter, [](const PublishedRun& run) {
+    SimOptions off = run.options;
     off.comm_contention = false;
-    auto with = simulate_step(run->model, run->cluster, run->plan, run->options);
-    auto without = simulate_step(run->model, run->cluster, run->plan, off);
-    if (!with.ok() || !without.ok()) continue;
-    std::cout << Json{{"id", run->id},
-                      {"family", run->family.key()},
-                      {"measured_step_s", run->measured.iteration_time_s.value_or(0.0)},
+    auto with = simulate_step(run.model, run.cluster, run.plan, run.options);
+    if (!with.ok()) return with.status();
+    auto without = simulate_step(run.model, run.cluster, run.plan, off);
+    if (!without.ok()) return without.status();
+    std::cout << Json{{"id", run.id},
+                      {"family", run.family.key()},
+                      {"measured_step_s", run.measured.iteration_time_s.value_or(0.0)},
                       {"predicted_step_s", with->report.step_time_s},
                       {"without_contention_s", without->report.step_time_s},
                       {"contention", with->report.step_time_s / without->report.step_time_s - 1.0}}
                      .dump()
               << "\n";
-  }
-  return 0;
+    return Status::Ok();
+  });
+  return failed == 0 ? 0 : 1;
 }
 
 }  // namespace

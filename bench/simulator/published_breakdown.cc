@@ -11,7 +11,8 @@
 // latency: what-if knobs for the diagnosis (how slow would the network have to be for the
 // prediction to meet the measurement?), not a model.
 // Tested by bench/simulator/CMakeLists.txt (CTest published_breakdown_*: a family's runs print,
-// an unreadable file and a bad knob are refused with a message and exit status 2).
+// an unreadable file and a bad knob are refused with a message and exit status 2; an entry that
+// does not read or simulate is named on stderr and makes the exit status 1).
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -79,17 +80,14 @@ int main(int argc, char** argv) {
               << argv[slowdown ? 4 : 3] << "'\n";
     return 2;
   }
-  for (std::size_t i = 0; i < json->size(); ++i) {
-    auto run = trainplan::published_run_from_json((*json)[i], "entry " + std::to_string(i));
-    if (!run.ok()) continue;
-    if (run->family.key().find(filter) == std::string::npos &&
-        run->id.find(filter) == std::string::npos)
-      continue;
-    run->cluster.inter_node_bytes_per_s /= *slowdown;
-    run->cluster.inter_node_latency_s *= *latency_x;
-    auto sim = trainplan::simulate_step(run->model, run->cluster, run->plan, run->options);
-    if (!sim.ok()) continue;
-    std::cout << run_json(*run, *sim).dump() << "\n";
-  }
-  return 0;
+  const int failed = trainplan::bench::for_each_run(
+      *json, "published_breakdown", filter, [&](trainplan::PublishedRun& run) {
+        run.cluster.inter_node_bytes_per_s /= *slowdown;
+        run.cluster.inter_node_latency_s *= *latency_x;
+        auto sim = trainplan::simulate_step(run.model, run.cluster, run.plan, run.options);
+        if (!sim.ok()) return sim.status();
+        std::cout << run_json(run, *sim).dump() << "\n";
+        return trainplan::Status::Ok();
+      });
+  return failed == 0 ? 0 : 1;
 }

@@ -24,18 +24,16 @@ int main(int argc, char** argv) {
   const std::optional<Json> json = bench::read_runs_file(argv[1], "published_grid");
   if (!json) return 2;
   const std::string filter = argc > 2 ? argv[2] : "";
-  for (std::size_t i = 0; i < json->size(); ++i) {
-    auto parsed = published_run_from_json((*json)[i], "entry " + std::to_string(i));
-    if (!parsed.ok()) continue;
-    if (parsed->family.key().find(filter) == std::string::npos &&
-        parsed->id.find(filter) == std::string::npos)
-      continue;
+  const int failed = bench::for_each_run(*json, "published_grid", filter, [](const PublishedRun& parsed) {
     for (const EfficiencyPoint& point : default_efficiency_grid()) {
-      PublishedRun run = *parsed;
+      PublishedRun run = parsed;
       run.cluster.gpu.gemm_efficiency = in_step_gemm_efficiency(run.cluster.gpu, point.gemm_share);
       run.cluster.gpu.memory_efficiency = point.memory_efficiency;
       auto sim = simulate_step(run.model, run.cluster, run.plan, run.options);
-      if (!sim.ok()) continue;
+      if (!sim.ok())
+        return Status::Error("at GEMM share " + std::to_string(point.gemm_share) +
+                             ", memory efficiency " + std::to_string(point.memory_efficiency) +
+                             ": " + sim.status().message());
       const RunErrors e = run_errors(compare_published_run(run, sim->report));
       Json out{{"id", run.id},
                {"family", run.family.key()},
@@ -45,6 +43,7 @@ int main(int argc, char** argv) {
       if (e.memory) out["memory"] = *e.memory;
       std::cout << out.dump() << "\n";
     }
-  }
-  return 0;
+    return Status::Ok();
+  });
+  return failed == 0 ? 0 : 1;
 }

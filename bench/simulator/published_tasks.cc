@@ -61,25 +61,26 @@ int main(int argc, char** argv) {
       trainplan::bench::read_runs_file(argv[1], "published_tasks");
   if (!json) return 2;
   const std::string id = argv[2];
-  for (std::size_t i = 0; i < json->size(); ++i) {
-    auto run = trainplan::published_run_from_json((*json)[i], "entry " + std::to_string(i));
-    if (!run.ok() || run->id != id) continue;
-    auto rates = trainplan::plan_rates(run->plan, run->cluster.gpu, run->options.hardware);
-    if (!rates.ok()) {
-      std::cerr << "published_tasks: " << id << ": " << rates.status().message() << "\n";
-      return 2;
-    }
-    const auto& m = run->model;
-    const auto& p = run->plan;
-    print_pass("layer_forward", trainplan::layer_forward_tasks(m, p), *rates);
-    print_pass("layer_recompute", trainplan::layer_recompute_tasks(m, p), *rates);
-    print_pass("layer_backward", trainplan::layer_backward_tasks(m, p), *rates);
-    print_pass("embedding_forward", trainplan::embedding_forward_tasks(m, p), *rates);
-    print_pass("embedding_backward", trainplan::embedding_backward_tasks(m, p), *rates);
-    print_pass("head_forward", trainplan::head_forward_tasks(m, p), *rates);
-    print_pass("head_backward", trainplan::head_backward_tasks(m, p), *rates);
-    return 0;
-  }
-  std::cerr << "published_tasks: no simulated run with id '" << id << "' in " << argv[1] << "\n";
+  bool found = false;
+  const int failed = trainplan::bench::for_each_run(
+      *json, "published_tasks", id, [&](const trainplan::PublishedRun& run) {
+        if (run.id != id) return trainplan::Status::Ok();
+        found = true;
+        auto rates = trainplan::plan_rates(run.plan, run.cluster.gpu, run.options.hardware);
+        if (!rates.ok()) return rates.status();
+        const auto& m = run.model;
+        const auto& p = run.plan;
+        print_pass("layer_forward", trainplan::layer_forward_tasks(m, p), *rates);
+        print_pass("layer_recompute", trainplan::layer_recompute_tasks(m, p), *rates);
+        print_pass("layer_backward", trainplan::layer_backward_tasks(m, p), *rates);
+        print_pass("embedding_forward", trainplan::embedding_forward_tasks(m, p), *rates);
+        print_pass("embedding_backward", trainplan::embedding_backward_tasks(m, p), *rates);
+        print_pass("head_forward", trainplan::head_forward_tasks(m, p), *rates);
+        print_pass("head_backward", trainplan::head_backward_tasks(m, p), *rates);
+        return trainplan::Status::Ok();
+      });
+  if (failed != 0) return 1;
+  if (found) return 0;
+  std::cerr << "published_tasks: no run with id '" << id << "' in " << argv[1] << "\n";
   return 2;
 }

@@ -62,9 +62,7 @@ class ReportTest(unittest.TestCase):
             make_round(root, 2, [("a", 20, 40)], [("a:before", 10), ("a", 20)])
             make_round(root, 3, [("a", 20, 24), ("b", 10, 10)],
                        [("a:before", 10), ("a", 10), ("b:before", 10), ("b", 10.4)])
-            done = run_report(root)
-            self.assertEqual(done.returncode, 0, done.stderr)
-            report = load(os.path.join(root, "report.json"))
+            report = self.report_of(root)
             runs = {r["name"]: r for r in report["runs"]}
             a = runs["a"]
             self.assertEqual(a["steady_rounds"], 2)
@@ -81,9 +79,7 @@ class ReportTest(unittest.TestCase):
             self.assertEqual(report["summary"]["samples"], 4)
             self.assertEqual(report["device"], "cpu: test")
             # With a 3% limit b's round is no longer steady and b uses every round it has.
-            done = run_report(root, "--drift-pct", "3")
-            self.assertEqual(done.returncode, 0, done.stderr)
-            report = load(os.path.join(root, "report.json"))
+            report = self.report_of(root, "--drift-pct", "3")
             self.assertEqual(report["summary"]["plans_without_steady_round"], ["b"])
             with open(os.path.join(root, "report.md")) as f:
                 self.assertIn("Plans with no steady round (their rows use every round): b.", f.read())
@@ -93,9 +89,7 @@ class ReportTest(unittest.TestCase):
             make_round(root, 1, [("a", 20, 30)], [("a:before", 10), ("a", 20)], {"a": "3\n"})
             make_round(root, 2, [("a", 20, 20)], [("a:before", 20), ("a", 10)], {"a": "2"})
             make_round(root, 3, [("a", 20, 25)], [("a:before", 10), ("a", 30)], {"a": "3"})
-            done = run_report(root)
-            self.assertEqual(done.returncode, 0, done.stderr)
-            report = load(os.path.join(root, "report.json"))
+            report = self.report_of(root)
             a = report["runs"][0]
             self.assertEqual(a["steady_rounds"], 0)
             self.assertAlmostEqual(a["step_error_pct"], err(20, 25))  # the middle of three
@@ -108,9 +102,7 @@ class ReportTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as root:
             make_round(root, 1, [("a", 20, 20), ("b", 20, 30)],
                        [("calibrated", 10), ("a", 10), ("b", 15)], round_profile=True)
-            done = run_report(root)
-            self.assertEqual(done.returncode, 0, done.stderr)
-            report = load(os.path.join(root, "report.json"))
+            report = self.report_of(root)
             runs = {r["name"]: r for r in report["runs"]}
             self.assertEqual(runs["a"]["reference_around_ms"], [10, 10])
             self.assertEqual(runs["b"]["reference_around_ms"], [10, 15])
@@ -129,9 +121,7 @@ class ReportTest(unittest.TestCase):
                   "other_cpu_pct 3.0 load1 0.9 own_cpu_s 1.1 wall_s 0.6\n")
             write(os.path.join(root, "round-2", "runs", "a.measured.json"),
                   json.dumps({"step_times_s": [0.025, 0.019, 0.021]}))
-            done = run_report(root)
-            self.assertEqual(done.returncode, 0, done.stderr)
-            report = load(os.path.join(root, "report.json"))
+            report = self.report_of(root)
             a = report["runs"][0]
             self.assertEqual(a["round_steady"], [False, True])
             self.assertAlmostEqual(a["step_error_pct"], err(20, 21))
@@ -143,9 +133,7 @@ class ReportTest(unittest.TestCase):
             self.assertIn("(1; 40%)", md)
             self.assertIn("at most 10% of the cores' time", md)
             # With a 50% limit both rounds count.
-            done = run_report(root, "--other-pct", "50")
-            self.assertEqual(done.returncode, 0, done.stderr)
-            self.assertEqual(load(os.path.join(root, "report.json"))["runs"][0]["steady_rounds"], 2)
+            self.assertEqual(self.report_of(root, "--other-pct", "50")["runs"][0]["steady_rounds"], 2)
 
     def test_the_in_run_reference_gate_refuses_a_round(self):
         with tempfile.TemporaryDirectory() as root:
@@ -158,9 +146,7 @@ class ReportTest(unittest.TestCase):
                 cmp = load(path)
                 cmp["reference_gate"] = {"steady": steady, "deviation_pct": dev}
                 write(path, json.dumps(cmp))
-            done = run_report(root)
-            self.assertEqual(done.returncode, 0, done.stderr)
-            report = load(os.path.join(root, "report.json"))
+            report = self.report_of(root)
             a = report["runs"][0]
             self.assertEqual(a["round_steady"], [False, True])
             self.assertAlmostEqual(a["step_error_pct"], err(20, 21))
@@ -176,6 +162,12 @@ class ReportTest(unittest.TestCase):
             make_round(root, 1, [("a", 20, 20)], [("a:before", 10), ("a", 10)])
             write(os.path.join(root, "round-1", "runs", "a.contention"), "other_cpu_pct busy\n")
             self.assert_fails_naming(root, "a.contention", "other_cpu_pct busy")
+
+    def report_of(self, root, *extra):
+        """Runs report.py over root, asserts it succeeded and returns its report.json."""
+        done = run_report(root, *extra)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return load(os.path.join(root, "report.json"))
 
     def assert_fails_naming(self, root, *names):
         done = run_report(root)
