@@ -6,7 +6,8 @@ cost per MoE layer invocation shows as the same milliseconds across models of di
 
 Run: python3 bench/scripts/moe_layer_excess.py build/tools/simulate \
        validation/corpus/published_runs.json [FILTER]
-Only runs with measured tokens_per_s and a global batch are read; exits 2 on bad arguments."""
+Only runs with measured tokens_per_s and a global batch are read; exits 2 on bad arguments, an unreadable corpus,
+no matching run or a simulate that does not run."""
 import json
 import subprocess
 import sys
@@ -32,7 +33,16 @@ def main(argv):
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
         json.dump(runs, f)
         f.flush()
-        out = subprocess.run([simulate, "--published", f.name], capture_output=True, text=True).stdout
+        try:
+            done = subprocess.run([simulate, "--published", f.name], capture_output=True, text=True)
+        except OSError as e:
+            print(f"moe_layer_excess: cannot run simulate '{simulate}': {e}", file=sys.stderr)
+            return 2
+        if done.returncode not in (0, 1):
+            print(f"moe_layer_excess: '{simulate} --published' exited {done.returncode}: "
+                  f"{done.stderr.strip()[:300]}", file=sys.stderr)
+            return 2
+        out = done.stdout
     by_id = {r["id"]: r for r in runs}
     current = None
     for line in out.splitlines():
