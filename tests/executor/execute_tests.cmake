@@ -9,7 +9,7 @@ set(_out ${PROJECT_BINARY_DIR}/tests/executor)
 
 function(_execute_test name timeout)
   add_test(NAME executor_execute_${name} COMMAND ${ARGN})
-  set_tests_properties(executor_execute_${name} PROPERTIES TIMEOUT ${timeout}
+  trainplan_test_timeout(executor_execute_${name} ${timeout}
                        LABELS "executor;mpi" PROCESSORS 2)
 endfunction()
 
@@ -128,7 +128,7 @@ endif()
 add_test(NAME executor_reference_check
          COMMAND ${PROJECT_SOURCE_DIR}/tests/executor/reference_check_test.sh ${_mpirun} --
                  $<TARGET_FILE:execute> ${PROJECT_SOURCE_DIR} ${_out}/reference_check)
-set_tests_properties(executor_reference_check PROPERTIES TIMEOUT 900 LABELS "executor;mpi"
+trainplan_test_timeout(executor_reference_check 900 LABELS "executor;mpi"
                      PROCESSORS 1)
 if(NOT TRAINPLAN_REQUIRE_TEST_DEPS)
   set_tests_properties(executor_reference_check PROPERTIES SKIP_RETURN_CODE 77)

@@ -31,10 +31,8 @@ expect 2 "--grad-precision: unknown value 'bf16' (expected one of: compute, fp32
 expect 0 "need 98.2 GB per GPU" -- "$plan" --model "$src/models/gpt3.json" --gpus 32 --grad-precision fp32
 
 # GPT-3 175B on 32 x 80 GB: nothing fits, say so, recommend offload with its cost.
-expect 0 "Nothing fits in GPU memory" -- "$plan" --model "$src/models/gpt3.json" --gpus 32
-expect 0 "need 87.3 GB per GPU" -- "$plan" --model "$src/models/gpt3.json" --gpus 32
-expect 0 "Smallest GPU count that fits without offload" -- "$plan" --model "$src/models/gpt3.json" --gpus 32
-expect 0 "The offload costs" -- "$plan" --model "$src/models/gpt3.json" --gpus 32
+expect_each 0 "Nothing fits in GPU memory" "need 87.3 GB per GPU" "Smallest GPU count that fits without offload" \
+  "The offload costs" -- "$plan" --model "$src/models/gpt3.json" --gpus 32
 expect 0 "Whole run:" -- "$plan" --model "$src/models/gpt3.json" --gpus 32 --tokens 3e11
 # The seed's 32 GPUs as 8 nodes x 4, from a cluster file.
 printf '{"gpu": "A100-80GB", "num_nodes": 8, "gpus_per_node": 4}' > "$tmp/cluster.json"
@@ -44,8 +42,8 @@ expect 2 "cannot be combined" -- "$plan" --model "$src/models/llama3-8b.json" --
 # Hugging Face MoE/MLA configs: DeepSeek-V3 on 256 GPUs with its dense layers and latent
 # attention named; a config's long max_position_embeddings as the sequence is said on stderr;
 # encoders are refused naming the field.
-expect 0 "671.03B parameters (37.55B active)" -- "$plan" --model "$src/models/hf-deepseek-v3-config.json" --seq-len 4096 --gpus 256 --top 3
-expect 0 "3 dense layers" -- "$plan" --model "$src/models/hf-deepseek-v3-config.json" --seq-len 4096 --gpus 256 --top 3
+expect_each 0 "671.03B parameters (37.55B active)" "3 dense layers" -- \
+  "$plan" --model "$src/models/hf-deepseek-v3-config.json" --seq-len 4096 --gpus 256 --top 3
 expect 0 "note: training sequence length 163840 is the model's max_position_embeddings" -- "$plan" --model "$src/models/hf-deepseek-v3-config.json" --gpus 256 --top 1
 expect 3 "field 'model_type': value \"bert\" is an encoder" -- "$plan" --model "$src/tests/data/hf/bert-base-uncased-config.json" --gpus 8
 
@@ -140,8 +138,7 @@ fi
 
 # The expected error band (validation/error_band.h) and ties: printed and in the JSON; the
 # tolerance is checked; a measured hardware profile gets no band from published runs.
-expect 0 "expected error: measured step time" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 64
-expect 0 "held-out runs on H100" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 64
+expect_each 0 "expected error: measured step time" "held-out runs on H100" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 64
 expect 0 '"error_band"' -- "$plan" --model "$src/models/llama3-8b.json" --gpus 64 --json
 expect 0 "they are tied" -- "$plan" --model "$src/models/llama3-70b.json" --gpus 64 --tie-tolerance 0.2
 expect 2 "--tie-tolerance: '2' is not a number in [0, 1]" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --tie-tolerance 2
@@ -151,12 +148,10 @@ expect 2 "--tie-tolerance: 'wide' is not a number in [0, 1]" -- "$plan" --model 
 # --no-prefer-measured it picks DualPipe and says its figures are an extrapolation. Both print
 # the MFU a run like the pick measures under the band.
 gpt3_1024=("$plan" --model "$src/models/gpt3.json" --gpus 1024 --gpu A100-80GB --global-batch 1536)
-expect 0 "Its pipeline (interleaved at pp 4 or deeper) was measured by" -- "${gpt3_1024[@]}"
-expect 0 "whose pipeline published runs measured, the one with the most memory headroom" -- "${gpt3_1024[@]}"
-expect 0 "Runs like this measure" -- "${gpt3_1024[@]}"
-expect 0 "Its pipeline (dualpipe at pp 32) was measured by none of the" -- "${gpt3_1024[@]}" --no-prefer-measured
-expect 0 '"measured_runs": 0' -- "${gpt3_1024[@]}" --no-prefer-measured --json
-expect 0 '"measured_mfu_band"' -- "${gpt3_1024[@]}" --json
+expect_each 0 "Its pipeline (interleaved at pp 4 or deeper) was measured by" \
+  "whose pipeline published runs measured, the one with the most memory headroom" "Runs like this measure" -- "${gpt3_1024[@]}"
+expect_each 0 "Its pipeline (dualpipe at pp 32) was measured by none of the" "Runs like this measure" -- "${gpt3_1024[@]}" --no-prefer-measured
+expect_each 0 '"measured_runs": 0' '"measured_mfu_band"' -- "${gpt3_1024[@]}" --no-prefer-measured --json
 expect 2 "option '--no-prefer-measured' takes no value" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --no-prefer-measured=yes
 expect 2 "--write-residuals needs --cross-validate" -- "$tools/simulate" --published "$src/validation/corpus/published_runs.json" --write-residuals "$tmp/r.json"
 expect 2 "--write-residuals needs --published" -- "$tools/simulate" --write-residuals "$tmp/r.json"
