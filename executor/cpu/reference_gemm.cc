@@ -22,19 +22,52 @@ ReferenceGemm::ReferenceGemm(int calls, std::int64_t size)
   TRAINPLAN_CHECK(calls >= 1 && calls <= kMaxCalls) << "ReferenceGemm: calls " << calls;
 }
 
-double ReferenceGemm::median_seconds() {
+namespace detail {
+double median_call_seconds(std::vector<double>& times, void (*call)(void*), void* what) {
   using Clock = std::chrono::steady_clock;
-  gemm_.run();
-  for (double& t : times_) {
+  call(what);
+  for (double& t : times) {
     const auto t0 = Clock::now();
-    gemm_.run();
+    call(what);
     t = std::chrono::duration<double>(Clock::now() - t0).count();
   }
-  const auto mid = times_.begin() + static_cast<std::ptrdiff_t>(times_.size() / 2);
-  std::nth_element(times_.begin(), mid, times_.end());
+  const auto mid = times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2);
+  std::nth_element(times.begin(), mid, times.end());
   return *mid;
+}
+}  // namespace detail
+
+double ReferenceGemm::median_seconds() {
+  return detail::median_call_seconds(
+      times_, [](void* g) { static_cast<GemmOperands*>(g)->run(); }, &gemm_);
 }
 
 double ReferenceGemm::flops_per_s() { return gemm_.flops() / median_seconds(); }
+
+}  // namespace trainplan::executor
+
+namespace trainplan::executor {
+
+ReferenceTriad::ReferenceTriad(int calls, std::int64_t elements)
+    : calls_(calls), times_(static_cast<std::size_t>(calls)) {
+  TRAINPLAN_CHECK(calls >= 1 && calls <= ReferenceGemm::kMaxCalls)
+      << "ReferenceTriad: calls " << calls;
+  TRAINPLAN_CHECK(elements >= 1) << "ReferenceTriad: elements " << elements;
+  // Written here, so that every page is resident before the first timed call.
+  a_ = Eigen::ArrayXf::Zero(elements);
+  b_ = Eigen::ArrayXf::Constant(elements, 2.0f);
+  c_ = Eigen::ArrayXf::Constant(elements, 1.0f);
+}
+
+void ReferenceTriad::run() { a_ = b_ + kScalar * c_; }
+
+double ReferenceTriad::bytes() const { return 3.0 * sizeof(float) * static_cast<double>(a_.size()); }
+
+double ReferenceTriad::median_seconds() {
+  return detail::median_call_seconds(
+      times_, [](void* t) { static_cast<ReferenceTriad*>(t)->run(); }, this);
+}
+
+double ReferenceTriad::bytes_per_s() { return bytes() / median_seconds(); }
 
 }  // namespace trainplan::executor

@@ -273,6 +273,19 @@ TEST(StepAllocations, ReferenceKernelTimingAllocatesNothing) {
   EXPECT_EQ(g_bytes.load() - b0, 0);
 }
 
+// The memory-bound reference (ReferenceTriad, the same header): its arrays come from the
+// constructor too.
+TEST(StepAllocations, ReferenceTriadTimingAllocatesNothing) {
+  ReferenceTriad triad(ReferenceGemm::kDefaultCalls, std::int64_t{1} << 20);
+  triad.median_seconds();
+  const long long a0 = g_allocations.load(), b0 = g_bytes.load();
+  double rate = 0;
+  for (int i = 0; i < 3; ++i) rate += triad.bytes_per_s();
+  EXPECT_GT(rate, 0);
+  EXPECT_EQ(g_allocations.load() - a0, 0);
+  EXPECT_EQ(g_bytes.load() - b0, 0);
+}
+
 TEST(StepAllocations, SmallGptStepsAllocateNothing) {
   expect_no_step_allocations(gpt(2, 64, 4, 32), one_rank(2, 2));
 }

@@ -43,3 +43,39 @@ TEST(ReferenceGemmDeathTest, RefusesACallCountOutOfRange) {
 
 }  // namespace
 }  // namespace trainplan::executor
+
+namespace trainplan::executor {
+namespace {
+
+// The memory-bound reference: STREAM's triad, bytes counted as STREAM does (3 x 4 per float).
+TEST(ReferenceTriad, RunsTheTriadAndCountsStreamBytes) {
+  ReferenceTriad t(3, 1000);
+  EXPECT_EQ(t.calls(), 3);
+  EXPECT_EQ(t.elements(), 1000);
+  EXPECT_DOUBLE_EQ(t.bytes(), 3.0 * 4.0 * 1000);
+  EXPECT_DOUBLE_EQ(t.footprint_bytes(), t.bytes());
+  EXPECT_EQ(t.a()(0), 0.0f);  // not run yet
+  t.run();
+  // b = 2, c = 1, s = 3: every element 5, and running again overwrites.
+  EXPECT_EQ((t.a() == 2.0f + ReferenceTriad::kScalar).count(), 1000);
+  t.run();
+  EXPECT_EQ((t.a() == 5.0f).count(), 1000);
+}
+
+TEST(ReferenceTriad, TimesTheMedianOfItsCalls) {
+  ReferenceTriad t(3, std::int64_t{1} << 20);
+  const double s = t.median_seconds();
+  EXPECT_GT(s, 0);
+  EXPECT_LT(s, 10);
+  EXPECT_GT(t.bytes_per_s(), 1e6);  // any memory of this century
+  EXPECT_EQ(ReferenceTriad::kReferenceElements, std::int64_t{1} << 24);
+}
+
+TEST(ReferenceTriadDeathTest, RefusesBadArguments) {
+  EXPECT_DEATH(ReferenceTriad(0, 16), "calls 0");
+  EXPECT_DEATH(ReferenceTriad(ReferenceGemm::kMaxCalls + 1, 16), "calls");
+  EXPECT_DEATH(ReferenceTriad(1, 0), "elements 0");
+}
+
+}  // namespace
+}  // namespace trainplan::executor
