@@ -16,7 +16,11 @@
 // against the rate calibrate timed, within --reference-tolerance-pct (default
 // kDefaultReferenceTolerancePct), printed and written as the JSON's "reference_gate". Without
 // an explicit tolerance, a profile or report that lacks the figures only gets a note; with
-// one, that is an error. It is a gate, not a correction: the comparison is the same either way.
+// one, that is an error. Since 2026-12-03 the gate also compares the memory-bound reference (the
+// STREAM triad, measurements.reference_triad against cluster.reference_triad): steady only when
+// both kernels are, the reason naming the one that moved; files without the triad are gated on
+// the GEMM alone, with a note and the line saying so.
+// It is a gate, not a correction: the comparison is the same either way.
 // Exit codes: 0 compared; 2 usage; 3 a report is malformed (the message names file and field);
 // 5 simulate or execute failed; 6 a file could not be read or written.
 // Tested by tests/calibration/tools_test.cc (CompareTool).
@@ -66,18 +70,20 @@ std::string machine_mismatch(const StepReport& predicted, const StepReport& meas
          "--hardware (calibrate --out)";
 }
 
-// The reference gate for --hardware, or nullopt (with a note on stderr) when the profile or
-// the report lacks the reference figures and no tolerance was asked for.
-Result<std::optional<ReferenceGate>> reference_gate(const cli::Args& args,
-                                                    const StepReport& measured,
-                                                    const std::string& measured_path) {
+// The reference gates for --hardware (the GEMM's and, where both files have it, the triad's),
+// or nullopt (with a note on stderr) when the profile or the report lacks the GEMM's figures
+// and no tolerance was asked for. A missing triad (files from before 2026-12-03) is never an
+// error: the gate is the GEMM's alone and its line says so.
+Result<std::optional<ReferenceGates>> reference_gate(const cli::Args& args,
+                                                     const StepReport& measured,
+                                                     const std::string& measured_path) {
   const bool asked = args.has("reference-tolerance-pct");
   if (!args.has("hardware")) {
     if (asked)
       return Status::Error("--reference-tolerance-pct needs --hardware PROFILE (the profile "
                            "calibrate wrote, whose measurements.reference_gemm it compares with)",
                            ExitCode::kUsage);
-    return std::optional<ReferenceGate>();
+    return std::optional<ReferenceGates>();
   }
   auto tolerance = args.get_double("reference-tolerance-pct", kDefaultReferenceTolerancePct, 0, 100);
   if (!tolerance.ok()) return tolerance.status();
@@ -88,25 +94,38 @@ Result<std::optional<ReferenceGate>> reference_gate(const cli::Args& args,
   const std::string profile_path = args.get("hardware");
   auto profile = cli::read_json_file(profile_path);
   if (!profile.ok()) return profile.status();
-  auto calibrated = calibrated_reference_from_profile(*profile, profile_path);
-  if (!calibrated.ok()) return calibrated.status();
-  auto in_run = in_run_reference_from_report(measured, measured_path);
-  if (!in_run.ok()) return in_run.status();
-  std::string missing;
-  if (!*calibrated)
-    missing = "the profile '" + profile_path + "' has no measurements.reference_gemm (calibrate "
-              "before 2026-12-02, or another backend's)";
-  else if (!*in_run)
-    missing = "the measured report '" + measured_path + "' has no cluster.reference_gemm "
-              "(execute --reference-calls 0, or another backend's)";
-  if (!missing.empty()) {
-    if (asked) return Status::Error("no reference gate: " + missing, ExitCode::kInvalidInput);
-    cli::print_error_line(std::string(kProgram) + ": note: no reference gate: " + missing + "\n");
-    return std::optional<ReferenceGate>();
+  std::optional<ReferenceGate> gates[2];
+  std::string missing[2];
+  const ReferenceKernel kernels[2] = {ReferenceKernel::kGemm, ReferenceKernel::kTriad};
+  for (int i = 0; i < 2; ++i) {
+    const std::string field = reference_kernel_field(kernels[i]);
+    auto calibrated = calibrated_reference_from_profile(*profile, profile_path, kernels[i]);
+    if (!calibrated.ok()) return calibrated.status();
+    auto in_run = in_run_reference_from_report(measured, measured_path, kernels[i]);
+    if (!in_run.ok()) return in_run.status();
+    if (!*calibrated)
+      missing[i] = "the profile '" + profile_path + "' has no measurements." + field +
+                   (i == 0 ? " (calibrate before 2026-12-02, or another backend's)"
+                           : " (calibrate before 2026-12-03, or another backend's)");
+    else if (!*in_run)
+      missing[i] = "the measured report '" + measured_path + "' has no cluster." + field +
+                   (i == 0 ? " (execute --reference-calls 0, or another backend's)"
+                           : " (execute before 2026-12-03, --reference-calls 0, or another "
+                             "backend's)");
+    if (!missing[i].empty()) continue;
+    auto gate = gate_reference(**calibrated, **in_run, *tolerance);
+    if (!gate.ok()) return gate.status();
+    gates[i] = *gate;
   }
-  auto gate = gate_reference(**calibrated, **in_run, *tolerance);
-  if (!gate.ok()) return gate.status();
-  return std::optional<ReferenceGate>(*gate);
+  if (!missing[0].empty()) {
+    if (asked) return Status::Error("no reference gate: " + missing[0], ExitCode::kInvalidInput);
+    cli::print_error_line(std::string(kProgram) + ": note: no reference gate: " + missing[0] + "\n");
+    return std::optional<ReferenceGates>();
+  }
+  if (!missing[1].empty())
+    cli::print_error_line(std::string(kProgram) + ": note: the reference gate is the GEMM's "
+                          "alone, not gated on memory bandwidth: " + missing[1] + "\n");
+  return std::optional<ReferenceGates>(combine_reference_gates(*gates[0], gates[1], missing[1]));
 }
 
 // Removes the one-go form's temporary directory however compare ends.
@@ -262,9 +281,9 @@ int run(int argc, char** argv) {
   auto gate = reference_gate(args, *measured, mpath);
   if (!gate.ok()) return cli::fail(kProgram, gate.status());
   Json j = comparison_to_json(*cmp);
-  if (*gate) j["reference_gate"] = reference_gate_to_json(**gate);
+  if (*gate) j["reference_gate"] = reference_gates_to_json(**gate);
   if (args.has("json")) std::cout << j.dump(2) << "\n";
-  else std::cout << format_comparison_table(*cmp) << (*gate ? format_reference_gate(**gate) + "\n" : "");
+  else std::cout << format_comparison_table(*cmp) << (*gate ? format_reference_gates(**gate) + "\n" : "");
   if (args.has("out"))
     if (Status st = cli::write_file_atomic(args.get("out"), j.dump(2) + "\n"); !st.ok())
       return cli::fail(kProgram, st);
