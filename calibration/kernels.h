@@ -59,6 +59,15 @@ struct ReferenceSamples {
                                 static_cast<double>(k); }
 };
 
+// The memory-bound reference kernel (executor/cpu/reference_gemm.h's ReferenceTriad: STREAM's
+// triad), sampled at the same points as the GEMM. Empty `seconds`: not measured.
+struct TriadReferenceSamples {
+  std::int64_t elements = 0;
+  int calls = 0;
+  std::vector<double> seconds;
+  double bytes() const { return 3.0 * 4.0 * static_cast<double>(elements); }  // STREAM's count
+};
+
 // STREAM-style kernels (McCalpin): copy a=b, scale a=s*b, add a=b+c, triad a=b+s*c, over
 // arrays of `array_bytes` each. Bytes counted as STREAM does (no write-allocate traffic).
 struct StreamSample {

@@ -109,29 +109,50 @@ Result<Calibration> calibrate_from(const Measurements& m, const MachineIdentity&
   return c;
 }
 
-Json reference_gemm_json(const ReferenceSamples& r) {
-  if (r.seconds.empty()) return nullptr;
+namespace {
+// The rates of one reference kernel's samples (work / seconds), under "samples_" + key; their
+// median under key; their spread ((max - min) / median, percent) under "spread_pct".
+void add_reference_rates(Json& j, const std::vector<double>& seconds, double work,
+                         const std::string& key) {
   std::vector<double> rates;
-  for (double s : r.seconds) rates.push_back(s > 0 ? r.flops() / s : 0.0);
+  for (double s : seconds) rates.push_back(s > 0 ? work / s : 0.0);
   std::vector<double> sorted = rates;
   std::sort(sorted.begin(), sorted.end());
   const double mid = sorted.size() % 2 == 1
       ? sorted[sorted.size() / 2]
       : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
-  return Json{{"kernel", "linear_forward (executor/cpu/reference_gemm.h)"},
-              {"m", r.m},
-              {"n", r.n},
-              {"k", r.k},
-              {"calls", r.calls},
-              {"flops", r.flops()},
-              {"samples_flops_per_s", rates},
-              {"flops_per_s", mid},
-              {"spread_pct", mid > 0 ? 100.0 * (sorted.back() - sorted.front()) / mid : 0.0}};
+  j["samples_" + key] = rates;
+  j[key] = mid;
+  j["spread_pct"] = mid > 0 ? 100.0 * (sorted.back() - sorted.front()) / mid : 0.0;
+}
+}  // namespace
+
+Json reference_gemm_json(const ReferenceSamples& r) {
+  if (r.seconds.empty()) return nullptr;
+  Json j{{"kernel", "linear_forward (executor/cpu/reference_gemm.h)"},
+         {"m", r.m},
+         {"n", r.n},
+         {"k", r.k},
+         {"calls", r.calls},
+         {"flops", r.flops()}};
+  add_reference_rates(j, r.seconds, r.flops(), "flops_per_s");
+  return j;
+}
+
+Json reference_triad_json(const TriadReferenceSamples& r) {
+  if (r.seconds.empty()) return nullptr;
+  Json j{{"kernel", "STREAM triad a = b + s c, float32 (executor/cpu/reference_gemm.h)"},
+         {"elements", r.elements},
+         {"calls", r.calls},
+         {"bytes", r.bytes()}};
+  add_reference_rates(j, r.seconds, r.bytes(), "bytes_per_s");
+  return j;
 }
 
 Json measurements_to_json(const Measurements& m, const Calibration& c) {
   Json j;
   j["reference_gemm"] = reference_gemm_json(m.reference);
+  j["reference_triad"] = reference_triad_json(m.triad_reference);
   Json tasks = Json::array();
   for (const TaskSample& s : m.tasks) {
     Json names = Json::array();

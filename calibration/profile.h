@@ -43,6 +43,8 @@ struct Measurements {
   // The reference kernel before the executor's steps, after them and after the GEMM sweep
   // (rank 0's); written as measurements.reference_gemm (reference_gemm_json).
   ReferenceSamples reference;
+  // The triad reference at the same points (rank 0's); measurements.reference_triad.
+  TriadReferenceSamples triad_reference;
 };
 
 // measurements.reference_gemm: the shape, the calls per sample, every sample's rate, their
@@ -50,6 +52,9 @@ struct Measurements {
 // their spread ((max - min) / median, percent: how much the host's speed moved during the
 // calibration itself). Null when not measured.
 Json reference_gemm_json(const ReferenceSamples& r);
+// measurements.reference_triad: the same for the triad, its rate in bytes/s ("bytes_per_s",
+// "samples_bytes_per_s") and its size in elements. Null when not measured.
+Json reference_triad_json(const TriadReferenceSamples& r);
 
 struct Calibration {
   HardwareProfile profile;

@@ -157,7 +157,15 @@ Result<Measurements> measure_compute(const Setup& s, int rank, int world) {
   m.reference.n = reference.operands().n();
   m.reference.k = reference.operands().k();
   m.reference.calls = reference.calls();
-  m.reference.seconds.push_back(reference.median_seconds());
+  // And the memory-bound one (STREAM's triad), after the GEMM at each point.
+  executor::ReferenceTriad triad;
+  m.triad_reference.elements = triad.elements();
+  m.triad_reference.calls = triad.calls();
+  auto sample_references = [&] {
+    m.reference.seconds.push_back(reference.median_seconds());
+    m.triad_reference.seconds.push_back(triad.median_seconds());
+  };
+  sample_references();
   log("the executor's tasks in traced training steps");
   // Odd, so that the median over steps is one step's.
   const int steps = s.quick ? 3 : 5;
@@ -178,7 +186,7 @@ Result<Measurements> measure_compute(const Setup& s, int rank, int world) {
       m.skew.insert(m.skew.end(), samples->skew.begin(), samples->skew.end());
     }
   }
-  m.reference.seconds.push_back(reference.median_seconds());
+  sample_references();
   log("the executor's GEMMs (forward, input and weight gradient) over a sweep of shapes");
   const std::vector<std::int64_t> sweep =
       s.quick ? std::vector<std::int64_t>{16, 64, 256}
@@ -188,7 +196,7 @@ Result<Measurements> measure_compute(const Setup& s, int rank, int world) {
   for (GemmDirection d : {GemmDirection::kForward, GemmDirection::kInputGradient,
                           GemmDirection::kWeightGradient})
     for (const GemmShape& g : gemm_sweep_shapes(sweep)) m.tasks.push_back(time_gemm(g, t, d));
-  m.reference.seconds.push_back(reference.median_seconds());
+  sample_references();
   log("STREAM bandwidth");
   const std::vector<double> arrays =
       s.quick ? std::vector<double>{256 * kKiB, 32 * kMiB, 128 * kMiB}

@@ -18,7 +18,10 @@
 // --reference-calls N (default 5; 0: none): after every step, outside its time, every rank
 // times the reference kernel (executor/cpu/reference_gemm.h, the GEMM calibrate also times) and
 // the report gets each step's rate under cluster.reference_gemm, for compare's in-run reference
-// gate (validation/reference_gate.h).
+// gate (validation/reference_gate.h). Beside it, the memory-bound reference (ReferenceTriad,
+// STREAM's triad over 3 arrays of 64 MiB, the same number of calls), its bytes/s per step under
+// cluster.reference_triad. Its arrays are allocated before the trainer and stay resident to the
+// end, so the reported peak memory (VmHWM) is given less their size.
 // --cluster FILE (or --gpus N [--gpu NAME] [--gpus-per-node G]) and --hardware FILE: the machine
 // `simulate` was given. zb-v's order depends on it (the pipeline send against a layer's
 // forward; core/schedule.h's order_costs); with it the executor runs the order simulate plays,
@@ -549,6 +552,11 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   Setup& s = *setup;
 
   set_threads(s.threads, rank);
+  // The memory-bound reference (executor/cpu/reference_gemm.h), allocated and touched before
+  // anything model-sized, so that its arrays are resident through every peak of the run and the
+  // peak memory less their size is the run's own.
+  std::optional<ReferenceTriad> triad;
+  if (s.reference_calls > 0) triad.emplace(s.reference_calls);
   auto comm = make_mpi_comm(s.plan, MPI_COMM_WORLD);
   if (!comm.ok()) return cli::fail(kProgram, comm.status());
   TrainOptions options;
@@ -600,10 +608,11 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   // The reference kernel (executor/cpu/reference_gemm.h), timed after every step, outside the
   // step's timed region: its operands and the rates are allocated here, before the first step.
   std::optional<ReferenceGemm> reference;
-  std::vector<double> reference_rates;
+  std::vector<double> reference_rates, triad_rates;
   if (s.reference_calls > 0) {
     reference.emplace(s.reference_calls);
     reference_rates.reserve(static_cast<std::size_t>(s.steps));
+    triad_rates.reserve(static_cast<std::size_t>(s.steps));
   }
   for (std::int64_t k = 0; k < s.steps; ++k) {
     if (k == s.warmup) c.reset_counters();
@@ -623,6 +632,8 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
       // Every rank at once, as calibrate times it (all ranks computing, or one rank alone).
       MPI_Barrier(MPI_COMM_WORLD);
       reference_rates.push_back(reference->flops_per_s());
+      MPI_Barrier(MPI_COMM_WORLD);
+      triad_rates.push_back(triad->bytes_per_s());
     }
     losses.push_back(r->loss);
     times.push_back(r->seconds);
@@ -661,7 +672,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   for (std::size_t k = static_cast<std::size_t>(s.warmup); k < times.size(); ++k) step_sum += times[k];
   double mine[kFields] = {};
   mine[kStage] = static_cast<double>(t.stage());
-  mine[kPeakMemory] = peak_memory_bytes();
+  mine[kPeakMemory] = peak_memory_bytes() - (triad ? triad->footprint_bytes() : 0.0);
   double comm_s = 0;
   for (int g = 0; g < kNumGroups; ++g) {
     const GroupCounters& k = c.counters(kGroups[g]);
@@ -678,11 +689,14 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   mine[kNvmePrefetched] = offloaded.nvme_prefetched / measured;
   std::vector<double> all(static_cast<std::size_t>(kFields * size));
   MPI_Gather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  std::vector<double> all_reference;  // [rank][step], on rank 0
+  std::vector<double> all_reference, all_triad;  // [rank][step], on rank 0
   if (reference) {
-    all_reference.resize(static_cast<std::size_t>(s.steps * size));
-    MPI_Gather(reference_rates.data(), static_cast<int>(s.steps), MPI_DOUBLE,
-               all_reference.data(), static_cast<int>(s.steps), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    for (auto [mine_rates, all_rates] : {std::pair{&reference_rates, &all_reference},
+                                         std::pair{&triad_rates, &all_triad}}) {
+      all_rates->resize(static_cast<std::size_t>(s.steps * size));
+      MPI_Gather(mine_rates->data(), static_cast<int>(s.steps), MPI_DOUBLE, all_rates->data(),
+                 static_cast<int>(s.steps), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    }
   }
   std::vector<std::string> memory_parts;
   if (!s.memory_report.empty())
@@ -703,18 +717,23 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
                        {"ranks", size},
                        {"threads_per_rank", s.threads},
                        {"backend", c.backend_name()},
-                       {"peak_memory", "process VmHWM (resident high-water mark)"},
+                       {"peak_memory", triad ? "process VmHWM (resident high-water mark) less "
+                                               "the reference triad's arrays"
+                                             : "process VmHWM (resident high-water mark)"},
                        {"freed_memory_kept_mapped", freed_memory_kept_mapped},
                        {"control_bytes_per_step",
                         static_cast<double>(c.control_counters().bytes_sent) / measured}};
     if (reference) {
-      // validation/reference_gate.h reads it; every step's rate, the warm-up's included.
-      Json per_rank = Json::array();
-      for (int r = 0; r < size; ++r) {
-        const auto first = all_reference.begin() + static_cast<std::ptrdiff_t>(r) * s.steps;
-        per_rank.push_back({{"rank", r},
-                            {"flops_per_s", std::vector<double>(first, first + s.steps)}});
-      }
+      // validation/reference_gate.h reads them; every step's rate, the warm-up's included.
+      auto per_rank_rates = [&](const std::vector<double>& all_rates, const char* key) {
+        Json per_rank = Json::array();
+        for (int r = 0; r < size; ++r) {
+          const auto first = all_rates.begin() + static_cast<std::ptrdiff_t>(r) * s.steps;
+          per_rank.push_back({{"rank", r}, {key, std::vector<double>(first, first + s.steps)}});
+        }
+        return per_rank;
+      };
+      const Json per_rank = per_rank_rates(all_reference, "flops_per_s");
       const GemmOperands& g = reference->operands();
       rep.cluster["reference_gemm"] = Json{
           {"kernel", "linear_forward (executor/cpu/reference_gemm.h)"},
@@ -725,6 +744,16 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
           {"note", "after every step, outside its time, every rank at once: the median of "
                    "`calls` calls after one warm-up call"},
           {"per_rank", per_rank}};
+      rep.cluster["reference_triad"] = Json{
+          {"kernel", "STREAM triad a = b + s c, float32 (executor/cpu/reference_gemm.h)"},
+          {"elements", triad->elements()},
+          {"calls", triad->calls()},
+          {"bytes", triad->bytes()},
+          {"warmup_steps", s.warmup},
+          {"note", "after every step and the reference GEMM, outside the step's time, every "
+                   "rank at once: the median of `calls` calls after one warm-up call; bytes as "
+                   "STREAM counts them (3 x 4 per element)"},
+          {"per_rank", per_rank_rates(all_triad, "bytes_per_s")}};
     }
     if (s.plan.offload != Offload::kNone) {
       // Per rank and measured step (executor/offload.h; the cost model's
@@ -780,6 +809,11 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
                 << reference->operands().n() << "x" << reference->operands().k() << ": rank 0 "
                 << std::setprecision(2) << median(r0) / 1e9
                 << " GFLOP/s (median of the measured steps)" << std::endl;
+      std::vector<double> t0(triad_rates.begin() + static_cast<std::ptrdiff_t>(s.warmup),
+                             triad_rates.end());
+      std::cout << kProgram << ": reference triad " << triad->elements() << " elements: rank 0 "
+                << std::setprecision(2) << median(t0) / 1e9
+                << " GB/s (median of the measured steps)" << std::endl;
     }
     if (!s.memory_report.empty()) {
       const Status wm = write_memory_report(s, memory_parts);

@@ -234,7 +234,7 @@ ReferenceGates combine_reference_gates(const ReferenceGate& gemm,
   for (const ReferenceGate* g : {&r.gemm, r.triad ? &*r.triad : nullptr}) {
     if (g == nullptr || g->steady) continue;
     if (!r.reason.empty()) r.reason += "; ";
-    r.reason += std::string(reference_kernel_name(g->kernel)) + ": " + g->reason;
+    r.reason += g->reason;  // names its kernel
   }
   r.steady = r.reason.empty();
   return r;

@@ -96,7 +96,8 @@ Json reference_gate_to_json(const ReferenceGate& gate);
 std::string format_reference_gate(const ReferenceGate& gate);
 
 // Both kernels' gates: steady only when the GEMM's is and the triad's, where there is one, is
-// too. reason: each unsteady kernel's, "GEMM: ..." / "triad: ...", joined by "; ".
+// too. reason: each unsteady kernel's (each names its kernel: "... (GEMM, tolerance 5.0%) ..."),
+// joined by "; ".
 struct ReferenceGates {
   ReferenceGate gemm;
   std::optional<ReferenceGate> triad;  // nullopt: not gated on it (triad_note says why)

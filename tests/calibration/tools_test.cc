@@ -92,6 +92,17 @@ TEST(CalibrateTool, QuickUnderTwoRanksWritesALoadableProfile) {
   auto back = validation::calibrated_reference_from_profile(j, "profile.json");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_TRUE(back->has_value());
+  // And the memory-bound one (the STREAM triad) at the same points, in bytes/s.
+  const Json& triad = j["measurements"]["reference_triad"];
+  ASSERT_TRUE(triad.is_object()) << j["measurements"].dump();
+  EXPECT_EQ(triad["elements"], std::int64_t{1} << 24);
+  EXPECT_DOUBLE_EQ(triad["bytes"].get<double>(), 3.0 * 4.0 * (std::int64_t{1} << 24));
+  EXPECT_EQ(triad["samples_bytes_per_s"].size(), 3u);
+  EXPECT_GT(triad["bytes_per_s"].get<double>(), 1e6);
+  back = validation::calibrated_reference_from_profile(j, "profile.json",
+                                                       validation::ReferenceKernel::kTriad);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->has_value());
   // Both ranks' compute between waits, one sample per traced step of each probe plan (tp 1 and
   // tp 2 at the default micro-batches, 3 steps each with --quick), and the spread from them.
   const Json& skew = j["measurements"]["rank_skew"];
@@ -337,6 +348,55 @@ TEST_F(CompareTool, ReferenceGate) {
   r = run(files + " --measured " + (dir_ / "broken_ref.json").string() + profile);
   EXPECT_EQ(r.code, 3) << r.output;
   EXPECT_NE(r.output.find("broken_ref.json' cluster.reference_gemm.per_rank[0].flops_per_s[2]"),
+            std::string::npos)
+      << r.output;
+
+  // The memory-bound reference beside it (the STREAM triad): the gate is steady only when both
+  // kernels are, and the reason names the one that moved.
+  Json with_triad = read_json(dir_ / "profile.json");
+  with_triad["measurements"]["reference_triad"] = {
+      {"elements", 1 << 24}, {"calls", 5}, {"bytes", 3.0 * 4 * (1 << 24)},
+      {"samples_bytes_per_s", {20e9, 20e9, 20e9}}, {"bytes_per_s", 20e9}, {"spread_pct", 0.0}};
+  write(dir_ / "triad_profile.json", with_triad.dump());
+  auto with_triad_rates = [&](const std::string& name, std::vector<double> rates) {
+    Json m = read_json(steady);
+    m["cluster"]["reference_triad"] = {
+        {"elements", 1 << 24}, {"calls", 5}, {"warmup_steps", 1},
+        {"per_rank", {{{"rank", 0}, {"bytes_per_s", rates}}}}};
+    write(dir_ / name, m.dump());
+    return (dir_ / name).string();
+  };
+  const std::string triad_profile = " --hardware " + (dir_ / "triad_profile.json").string();
+  r = run(files + " --measured " + with_triad_rates("t_steady.json", {1e9, 20e9, 20.4e9, 19.8e9}) +
+          triad_profile + " --json --out " + (dir_ / "c.json").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  j = read_json(dir_ / "c.json");
+  EXPECT_EQ(j["reference_gate"]["steady"], true) << j.dump();
+  EXPECT_EQ(j["reference_gate"]["triad"]["steady"], true) << j.dump();
+  r = run(files + " --measured " + with_triad_rates("t_slow.json", {1e9, 15e9, 15e9, 15e9}) +
+          triad_profile + " --out " + (dir_ / "c.json").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("reference kernel: UNSTEADY: the run's reference rate is -25.0% from "
+                          "the calibration's (triad"),
+            std::string::npos)
+      << r.output;
+  j = read_json(dir_ / "c.json");
+  EXPECT_EQ(j["reference_gate"]["steady"], false);
+  EXPECT_EQ(j["reference_gate"]["gemm_steady"], true);
+  // A report without the triad (execute before 2026-12-03): the GEMM alone, said so.
+  r = run(files + " --measured " + steady + triad_profile);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("not gated on memory bandwidth: the measured report"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("reference kernel: steady"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("triad not gated"), std::string::npos) << r.output;
+  // A malformed triad figure names the file and the field, even with the GEMM steady.
+  Json broken_triad = read_json(with_triad_rates("t_broken.json", {1e9, 20e9}));
+  broken_triad["cluster"]["reference_triad"]["per_rank"][0]["bytes_per_s"][1] = 0;
+  write(dir_ / "t_broken.json", broken_triad.dump());
+  r = run(files + " --measured " + (dir_ / "t_broken.json").string() + triad_profile);
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_NE(r.output.find("t_broken.json' cluster.reference_triad.per_rank[0].bytes_per_s[1]"),
             std::string::npos)
       << r.output;
 }
