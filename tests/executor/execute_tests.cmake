@@ -191,11 +191,12 @@ _execute_test(offload_cpu 120 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=zero
               "-DREGEX=wrote .*offload_cpu.json" -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
 
 # The reference kernel (executor/cpu/reference_gemm.h) after every step: every rank's rate per
-# step in the report (cluster.reference_gemm), rank 0's median printed; --reference-calls 0
+# step in the report (cluster.reference_gemm), and the STREAM triad's beside it
+# (cluster.reference_triad), rank 0's medians printed; --reference-calls 0
 # leaves it out; a count out of range is a usage error naming the option.
 string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/dp2.json;--steps;3;--warmup;1;--random-tokens;--out;${_out}/reference_dp2.json")
 _execute_test(reference_kernel 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=zero
-              "-DREGEX=reference kernel 256x256x256: rank 0 [0-9.]+ GFLOP/s"
+              "-DREGEX=reference kernel 256x256x256: rank 0 [0-9.]+ GFLOP/s.*reference triad 16777216 elements: rank 0 [0-9.]+ GB/s"
               -DREFERENCE_REPORT=${_out}/reference_dp2.json -DREFERENCE_RANKS=2 -DREFERENCE_STEPS=3
               -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
 string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/dp2.json;--steps;2;--random-tokens;--reference-calls;1001;--out;${_out}/reference_bad.json")
