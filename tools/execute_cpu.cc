@@ -19,9 +19,13 @@
 // times the reference kernel (executor/cpu/reference_gemm.h, the GEMM calibrate also times) and
 // the report gets each step's rate under cluster.reference_gemm, for compare's in-run reference
 // gate (validation/reference_gate.h). Beside it, the memory-bound reference (ReferenceTriad,
-// STREAM's triad over 3 arrays of 64 MiB, the same number of calls), its bytes/s per step under
-// cluster.reference_triad. Its arrays are allocated before the trainer and stay resident to the
-// end, so the reported peak memory (VmHWM) is given less their size.
+// STREAM's triad over 3 arrays of 64 MiB, the same number of calls), its bytes/s under
+// cluster.reference_triad: with --reference-triad ends (the default) before the first step and
+// after the last, with every-step after every step as the GEMM, with off not at all. Not after
+// every step by default: its 192 MiB per call evict the model from the caches, and the step after
+// it ran some 2x slower on this VM (tiny.json, dp2: bench/results/cpu-triad-2026-12-03/NOTES.md).
+// Its arrays are allocated before the trainer and stay resident to the end, so the reported peak
+// memory (VmHWM) is given less their size.
 // --cluster FILE (or --gpus N [--gpu NAME] [--gpus-per-node G]) and --hardware FILE: the machine
 // `simulate` was given. zb-v's order depends on it (the pipeline send against a layer's
 // forward; core/schedule.h's order_costs); with it the executor runs the order simulate plays,
@@ -173,6 +177,8 @@ struct Setup {
   int threads = 1;     // --threads: per rank, for the matrix products
   // --reference-calls: timed calls of the reference kernel after every step; 0: none.
   int reference_calls = ReferenceGemm::kDefaultCalls;
+  // --reference-triad: when the triad reference is timed (with reference_calls > 0).
+  enum class TriadWhen { kEnds, kEveryStep, kOff } triad_when = TriadWhen::kEnds;
   std::string corpus;  // empty: random tokens
   std::string out;
   std::string trace;   // empty: no trace
@@ -303,6 +309,13 @@ Result<Setup> parse(cli::Args& args, int argc, char** argv, int mpi_rank, int mp
                                       ReferenceGemm::kMaxCalls);
   if (!reference_calls.ok()) return reference_calls.status();
   s.reference_calls = static_cast<int>(*reference_calls);
+  const std::string triad_when = args.get("reference-triad", "ends");
+  if (triad_when == "ends") s.triad_when = Setup::TriadWhen::kEnds;
+  else if (triad_when == "every-step") s.triad_when = Setup::TriadWhen::kEveryStep;
+  else if (triad_when == "off") s.triad_when = Setup::TriadWhen::kOff;
+  else
+    return Status::Error("--reference-triad '" + triad_when + "': expected ends, every-step or off",
+                         ExitCode::kUsage);
   s.inject = args.get("inject-fault");
   s.dump = args.get("dump-reference");
   if (!s.dump.empty() && (mpi_size != 1 || s.plan.zero_stage >= 2))
@@ -500,6 +513,10 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
                   {"data", true, "text file, byte-level tokens (e.g. data/kjv-genesis.txt)"},
                   {"random-tokens", false, "uniform random tokens instead of --data (timing)"},
                   {"seed", true, "initialisation and sampling seed (default 1234)"},
+                  {"reference-triad", true,
+                   "when the STREAM triad reference (3 arrays of 64 MiB) is timed: ends (before "
+                   "the first step and after the last; default), every-step, or off",
+                   "ends|every-step|off"},
                   {"reference-calls", true,
                    "timed calls of the reference kernel (a 256^3 GEMM, as calibrate times it) "
                    "after every step, outside the step's time, every rank at once; each step's "
@@ -556,7 +573,8 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   // anything model-sized, so that its arrays are resident through every peak of the run and the
   // peak memory less their size is the run's own.
   std::optional<ReferenceTriad> triad;
-  if (s.reference_calls > 0) triad.emplace(s.reference_calls);
+  if (s.reference_calls > 0 && s.triad_when != Setup::TriadWhen::kOff)
+    triad.emplace(s.reference_calls);
   auto comm = make_mpi_comm(s.plan, MPI_COMM_WORLD);
   if (!comm.ok()) return cli::fail(kProgram, comm.status());
   TrainOptions options;
@@ -614,6 +632,13 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
     reference_rates.reserve(static_cast<std::size_t>(s.steps));
     triad_rates.reserve(static_cast<std::size_t>(s.steps));
   }
+  const bool triad_every_step = triad && s.triad_when == Setup::TriadWhen::kEveryStep;
+  // Every rank at once, as calibrate times it.
+  auto time_triad = [&] {
+    MPI_Barrier(MPI_COMM_WORLD);
+    triad_rates.push_back(triad->bytes_per_s());
+  };
+  if (triad && !triad_every_step) time_triad();  // before the first step
   for (std::int64_t k = 0; k < s.steps; ++k) {
     if (k == s.warmup) c.reset_counters();
     if (rank == fault_rank && k == fault_step)
@@ -632,8 +657,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
       // Every rank at once, as calibrate times it (all ranks computing, or one rank alone).
       MPI_Barrier(MPI_COMM_WORLD);
       reference_rates.push_back(reference->flops_per_s());
-      MPI_Barrier(MPI_COMM_WORLD);
-      triad_rates.push_back(triad->bytes_per_s());
+      if (triad_every_step) time_triad();
     }
     losses.push_back(r->loss);
     times.push_back(r->seconds);
@@ -665,6 +689,7 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
     if (const Status w = write_routing(s, s.steps, std::move(routing)); !w.ok())
       return cli::fail(kProgram, w);
   }
+  if (triad && !triad_every_step) time_triad();  // after the last step
 
   // Per-rank figures, per measured step.
   const double measured = static_cast<double>(s.steps - s.warmup);
@@ -689,14 +714,14 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
   mine[kNvmePrefetched] = offloaded.nvme_prefetched / measured;
   std::vector<double> all(static_cast<std::size_t>(kFields * size));
   MPI_Gather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  std::vector<double> all_reference, all_triad;  // [rank][step], on rank 0
-  if (reference) {
-    for (auto [mine_rates, all_rates] : {std::pair{&reference_rates, &all_reference},
-                                         std::pair{&triad_rates, &all_triad}}) {
-      all_rates->resize(static_cast<std::size_t>(s.steps * size));
-      MPI_Gather(mine_rates->data(), static_cast<int>(s.steps), MPI_DOUBLE, all_rates->data(),
-                 static_cast<int>(s.steps), MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    }
+  std::vector<double> all_reference, all_triad;  // [rank][sample], on rank 0
+  for (auto [mine_rates, all_rates] : {std::pair{&reference_rates, &all_reference},
+                                       std::pair{&triad_rates, &all_triad}}) {
+    if (mine_rates->empty()) continue;  // the same on every rank
+    const int n = static_cast<int>(mine_rates->size());
+    all_rates->resize(static_cast<std::size_t>(n * size));
+    MPI_Gather(mine_rates->data(), n, MPI_DOUBLE, all_rates->data(), n, MPI_DOUBLE, 0,
+               MPI_COMM_WORLD);
   }
   std::vector<std::string> memory_parts;
   if (!s.memory_report.empty())
@@ -723,16 +748,17 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
                        {"freed_memory_kept_mapped", freed_memory_kept_mapped},
                        {"control_bytes_per_step",
                         static_cast<double>(c.control_counters().bytes_sent) / measured}};
+    // validation/reference_gate.h reads them; every sample's rate, the warm-up's included.
+    auto per_rank_rates = [&](const std::vector<double>& all_rates, const char* key) {
+      const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(all_rates.size()) / size;
+      Json per_rank = Json::array();
+      for (int r = 0; r < size; ++r) {
+        const auto first = all_rates.begin() + static_cast<std::ptrdiff_t>(r) * n;
+        per_rank.push_back({{"rank", r}, {key, std::vector<double>(first, first + n)}});
+      }
+      return per_rank;
+    };
     if (reference) {
-      // validation/reference_gate.h reads them; every step's rate, the warm-up's included.
-      auto per_rank_rates = [&](const std::vector<double>& all_rates, const char* key) {
-        Json per_rank = Json::array();
-        for (int r = 0; r < size; ++r) {
-          const auto first = all_rates.begin() + static_cast<std::ptrdiff_t>(r) * s.steps;
-          per_rank.push_back({{"rank", r}, {key, std::vector<double>(first, first + s.steps)}});
-        }
-        return per_rank;
-      };
       const Json per_rank = per_rank_rates(all_reference, "flops_per_s");
       const GemmOperands& g = reference->operands();
       rep.cluster["reference_gemm"] = Json{
@@ -744,15 +770,23 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
           {"note", "after every step, outside its time, every rank at once: the median of "
                    "`calls` calls after one warm-up call"},
           {"per_rank", per_rank}};
+    }
+    if (triad) {
       rep.cluster["reference_triad"] = Json{
           {"kernel", "STREAM triad a = b + s c, float32 (executor/cpu/reference_gemm.h)"},
           {"elements", triad->elements()},
           {"calls", triad->calls()},
           {"bytes", triad->bytes()},
-          {"warmup_steps", s.warmup},
-          {"note", "after every step and the reference GEMM, outside the step's time, every "
-                   "rank at once: the median of `calls` calls after one warm-up call; bytes as "
-                   "STREAM counts them (3 x 4 per element)"},
+          // ends: two samples, none of them a warm-up's.
+          {"warmup_steps", triad_every_step ? s.warmup : 0},
+          {"when", triad_every_step ? "every-step" : "ends"},
+          {"note", triad_every_step
+                       ? "after every step and the reference GEMM, outside the step's time, "
+                         "every rank at once: the median of `calls` calls after one warm-up "
+                         "call; bytes as STREAM counts them (3 x 4 per element)"
+                       : "before the first step and after the last, every rank at once: the "
+                         "median of `calls` calls after one warm-up call; bytes as STREAM "
+                         "counts them (3 x 4 per element)"},
           {"per_rank", per_rank_rates(all_triad, "bytes_per_s")}};
     }
     if (s.plan.offload != Offload::kNone) {
@@ -809,11 +843,17 @@ int run(int argc, char** argv, bool freed_memory_kept_mapped) {
                 << reference->operands().n() << "x" << reference->operands().k() << ": rank 0 "
                 << std::setprecision(2) << median(r0) / 1e9
                 << " GFLOP/s (median of the measured steps)" << std::endl;
-      std::vector<double> t0(triad_rates.begin() + static_cast<std::ptrdiff_t>(s.warmup),
-                             triad_rates.end());
+    }
+    if (triad) {
+      std::vector<double> t0(
+          triad_rates.begin() + static_cast<std::ptrdiff_t>(triad_every_step ? s.warmup : 0),
+          triad_rates.end());
       std::cout << kProgram << ": reference triad " << triad->elements() << " elements: rank 0 "
                 << std::setprecision(2) << median(t0) / 1e9
-                << " GB/s (median of the measured steps)" << std::endl;
+                << (triad_every_step ? " GB/s (median of the measured steps)"
+                                     : " GB/s (median of before the first step and after the "
+                                       "last)")
+                << std::endl;
     }
     if (!s.memory_report.empty()) {
       const Status wm = write_memory_report(s, memory_parts);

@@ -103,7 +103,7 @@ Result<std::optional<InRunReference>> in_run_reference_from_report(
   in.kernel = kernel;
   read_shape(r, kernel, in.m, in.n, in.k);
   r.get_int("warmup_steps", in.warmup_steps, 0, std::int64_t{1} << 24, true);
-  for (const char* k : {"kernel", "calls", work_key(kernel), "note"}) r.accept(k);
+  for (const char* k : {"kernel", "calls", work_key(kernel), "note", "when"}) r.accept(k);
   r.accept("per_rank");
   TRAINPLAN_RETURN_IF_ERROR(r.finish());
   if (!j.contains("per_rank") || !j["per_rank"].is_array() || j["per_rank"].empty())

@@ -199,6 +199,18 @@ _execute_test(reference_kernel 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=zero
               "-DREGEX=reference kernel 256x256x256: rank 0 [0-9.]+ GFLOP/s.*reference triad 16777216 elements: rank 0 [0-9.]+ GB/s"
               -DREFERENCE_REPORT=${_out}/reference_dp2.json -DREFERENCE_RANKS=2 -DREFERENCE_STEPS=3
               -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+# The triad after every step (--reference-triad every-step), as the GEMM; a bad value names the
+# option.
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/dp2.json;--steps;3;--warmup;1;--random-tokens;--reference-triad;every-step;--out;${_out}/reference_triad_every_step.json")
+_execute_test(reference_triad_every_step 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=zero
+              "-DREGEX=reference triad 16777216 elements: rank 0 [0-9.]+ GB/s .median of the measured steps"
+              -DREFERENCE_REPORT=${_out}/reference_triad_every_step.json -DREFERENCE_RANKS=2
+              -DREFERENCE_STEPS=3 -DREFERENCE_TRIAD_SAMPLES=3
+              -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
+string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/dp2.json;--steps;2;--random-tokens;--reference-triad;always;--out;${_out}/reference_triad_bad.json")
+_execute_test(reference_triad_bad_value 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
+              "-DREGEX=execute: error: --reference-triad 'always': expected ends, every-step or off"
+              -DMAX_SECONDS=30 -P ${PROJECT_SOURCE_DIR}/tests/executor/expect.cmake)
 string(REPLACE ";" "\\;" _cmd "${_mpirun};-np;2;$<TARGET_FILE:execute>;--model;${PROJECT_SOURCE_DIR}/models/tiny.json;--plan;${_plans}/dp2.json;--steps;2;--random-tokens;--reference-calls;1001;--out;${_out}/reference_bad.json")
 _execute_test(reference_calls_out_of_range 60 ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DEXIT=nonzero
               "-DREGEX=execute: error: --reference-calls" -DMAX_SECONDS=30

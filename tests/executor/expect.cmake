@@ -1,13 +1,15 @@
 # Runs CMD (a ;-list) and checks its outcome, for the executor's end-to-end tests:
 #   cmake -DCMD=... -DEXIT=nonzero|zero -DREGEX=... [-DMAX_SECONDS=N] [-DREPORT=FILE
 #         -DMAX_FINAL_LOSS=X] [-DMEMORY_REPORT=FILE -DMEMORY_RANKS=N]
-#         [-DREFERENCE_REPORT=FILE -DREFERENCE_RANKS=N -DREFERENCE_STEPS=S] -P expect.cmake
+#         [-DREFERENCE_REPORT=FILE -DREFERENCE_RANKS=N -DREFERENCE_STEPS=S
+#         [-DREFERENCE_TRIAD_SAMPLES=T]] -P expect.cmake
 # EXIT: whether the command must fail; REGEX: must appear in stdout+stderr; MAX_SECONDS: wall
 # time limit; REPORT/MAX_FINAL_LOSS: the mean loss of the last 20 steps in the step report
 # must be below X and below the first step's loss; MEMORY_REPORT/MEMORY_RANKS: execute
 # --memory-report's file lists N ranks, each with weights and activations kept for B at its peak;
 # REFERENCE_*: the step report's cluster.reference_gemm and cluster.reference_triad
-# (executor/cpu/reference_gemm.h) have N ranks each, each with S positive rates (one per step).
+# (executor/cpu/reference_gemm.h) have N ranks each, each with positive rates: the GEMM S (one
+# per step), the triad REFERENCE_TRIAD_SAMPLES (default 2: --reference-triad ends).
 string(TIMESTAMP t0 "%s")
 execute_process(COMMAND ${CMD} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 string(TIMESTAMP t1 "%s")
@@ -72,9 +74,14 @@ endif()
 if(DEFINED REFERENCE_REPORT)
   file(READ ${REFERENCE_REPORT} json)
   # Both reference kernels: the GEMM's FLOP/s and the STREAM triad's bytes/s.
-  foreach(pair "reference_gemm;flops_per_s" "reference_triad;bytes_per_s")
+  if(NOT DEFINED REFERENCE_TRIAD_SAMPLES)
+    set(REFERENCE_TRIAD_SAMPLES 2)  # execute --reference-triad ends: before and after the steps
+  endif()
+  foreach(pair "reference_gemm;flops_per_s;${REFERENCE_STEPS}"
+               "reference_triad;bytes_per_s;${REFERENCE_TRIAD_SAMPLES}")
     list(GET pair 0 field)
     list(GET pair 1 key)
+    list(GET pair 2 want)
     string(JSON n LENGTH "${json}" cluster ${field} per_rank)
     if(NOT n EQUAL REFERENCE_RANKS)
       message(FATAL_ERROR "${REFERENCE_REPORT}: ${field} has ${n} ranks, expected ${REFERENCE_RANKS}")
@@ -82,8 +89,8 @@ if(DEFINED REFERENCE_REPORT)
     math(EXPR last "${n} - 1")
     foreach(r RANGE 0 ${last})
       string(JSON steps LENGTH "${json}" cluster ${field} per_rank ${r} ${key})
-      if(NOT steps EQUAL REFERENCE_STEPS)
-        message(FATAL_ERROR "${REFERENCE_REPORT}: ${field} rank ${r} has ${steps} rates, expected ${REFERENCE_STEPS}")
+      if(NOT steps EQUAL want)
+        message(FATAL_ERROR "${REFERENCE_REPORT}: ${field} rank ${r} has ${steps} rates, expected ${want}")
       endif()
       math(EXPR last_step "${steps} - 1")
       foreach(k RANGE 0 ${last_step})
