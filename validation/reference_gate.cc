@@ -206,9 +206,10 @@ namespace {
 std::string gate_figures(const ReferenceGate& g, bool named) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "%s%s %s from the calibration's %.2f %s, steps %s to %s; calibration spread %.1f%%",
+                "%s%s %s from the calibration's %.2f %s, %s %s to %s; calibration spread %.1f%%",
                 named ? reference_kernel_name(g.kernel) : "", named ? "" : "run",
                 pct(g.deviation_pct).c_str(), g.calibrated_flops_per_s / 1e9, rate_unit(g.kernel),
+                named ? "samples" : "steps",
                 pct(g.min_step_deviation_pct).c_str(), pct(g.max_step_deviation_pct).c_str(),
                 g.calibration_spread_pct);
   return buf;
