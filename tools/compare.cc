@@ -110,8 +110,8 @@ Result<std::optional<ReferenceGates>> reference_gate(const cli::Args& args,
     else if (!*in_run)
       missing[i] = "the measured report '" + measured_path + "' has no cluster." + field +
                    (i == 0 ? " (execute --reference-calls 0, or another backend's)"
-                           : " (execute before 2026-12-03, --reference-calls 0, or another "
-                             "backend's)");
+                           : " (execute before 2026-12-03, --reference-triad off, "
+                             "--reference-calls 0, or another backend's)");
     if (!missing[i].empty()) continue;
     auto gate = gate_reference(**calibrated, **in_run, *tolerance);
     if (!gate.ok()) return gate.status();
