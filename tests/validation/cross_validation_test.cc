@@ -116,8 +116,13 @@ namespace {
 // 25.5%: its fall is a rank crossing a gap (the 302nd of 335 errors is 23.7%, the 303rd 25.7%);
 // on the 326 runs both studies hold it went 25.39% -> 25.66% (residuals_compare.txt). Memory
 // kept.
+// 2026-12-03 (bench/results/corpus10-2026-12-03/): Llama 3 405B's FSDP read as ZeRO-1 and the
+// FlashAttention repository's training table (5 runs, a new family): 9.54%, 23.29%, +3.7%, memory
+// 8.52% over 340 and 49 runs. 35 of 58 folds choose share 0.8, 23 share 0.85; each change flipped
+// about ten folds between the two (the near-tie), moving families both ways. Median kept at 9.7%
+// (it moves by some 0.2 points with such flips); p90 tightened to 25.0%; memory kept.
 constexpr double kMedianRatchet = 0.097;
-constexpr double kP90Ratchet = 0.255;
+constexpr double kP90Ratchet = 0.250;
 constexpr double kMemoryMedianRatchet = 0.086;
 
 Json read_json(const std::string& relative) {
