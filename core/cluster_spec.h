@@ -26,8 +26,10 @@ inline constexpr double kUnmeasuredMatmulFraction = 0.8;
 // --cross-validate` reports as "one fit over all runs" (validation/accuracy.h;
 // bench/results/published-2026-12-02-third, 335 runs: share 0.8, memory 0.6; before it, from
 // published-2026-11-25d's 229 runs, 0.9 and 0.45), so that `plan` and `simulate` predict at the
-// constants whose held-out errors give their error band (40 of the 57 folds choose this point).
-// The accuracy headline does not use them: there each family is predicted with constants
+// constants whose held-out errors give their error band (40 of the 57 folds chose this point).
+// Since 2026-12-03 the folds weigh each family as one and all choose share 0.85, memory 0.45
+// (bench/results/foldcrit-2026-12-03); the presets were not moved to it (docs/validation.md says
+// why). The accuracy headline does not use them: there each family is predicted with constants
 // chosen without it.
 inline constexpr double kPresetGemmShare = 0.8;
 inline constexpr double kPresetMemoryEfficiency = 0.6;

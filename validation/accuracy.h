@@ -77,8 +77,9 @@ struct CrossValidation {
 };
 
 // `families[i]` is run i's family; `evaluate(i, point)` predicts run i with the constants at
-// `point` (nullopt errors where it cannot). The objective on the training runs is the median
-// |throughput error|, ties broken by the 90th percentile, then by distance from the presets.
+// `point` (nullopt errors where it cannot). The objective on the training runs weighs each
+// family one (a run of a family of n runs weighs 1/n): the weighted median |throughput error|,
+// ties broken by the weighted 90th percentile, then by distance from the presets.
 // `evaluate` is called once per run and grid point (plus once at `presets`), in any order, and
 // may be called from several threads at once when `threads` > 1.
 CrossValidation cross_validate(const std::vector<std::string>& families,

@@ -1,0 +1,97 @@
+// Leave-one-family-out cross-validation (validation/accuracy.h) on synthetic errors: the fold
+// objective weighs each training family one, so a family with many runs does not choose the
+// constants for the others; held-out errors are the chosen point's; the statistics.
+#include "validation/accuracy.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace trainplan {
+namespace {
+
+const EfficiencyPoint kA{0.8, 0.6};
+const EfficiencyPoint kB{0.85, 0.6};
+
+// Run i's throughput error at a point: `at_a[i]` at kA, `at_b[i]` at kB.
+struct Synthetic {
+  std::vector<std::string> families;
+  std::vector<double> at_a, at_b;
+  RunErrors operator()(std::size_t i, const EfficiencyPoint& p) const {
+    RunErrors e;
+    e.throughput = p.gemm_share == kB.gemm_share ? at_b[i] : at_a[i];
+    return e;
+  }
+};
+
+std::map<std::string, double> chosen_share(const CrossValidation& cv) {
+  std::map<std::string, double> out;
+  for (const auto& fold : cv.folds) out[fold.family] = fold.chosen.gemm_share;
+  return out;
+}
+
+TEST(CrossValidate, EachTrainingFamilyWeighsOneNotEachRun) {
+  // "big" has five runs that kA predicts within 1% and kB within 10%; three one-run families
+  // are 20% off at kA and 2% at kB. Pooled over runs the five would pick kA for everyone
+  // (median 1%); weighted by family, kB is better for three of the four training families.
+  Synthetic s{{"big", "big", "big", "big", "big", "s1", "s2", "s3"},
+              {0.01, -0.01, 0.01, -0.01, 0.01, 0.2, -0.2, 0.2},
+              {0.1, -0.1, 0.1, -0.1, 0.1, 0.02, -0.02, 0.02}};
+  const CrossValidation cv = cross_validate(s.families, {kA, kB}, kA, s);
+  const auto share = chosen_share(cv);
+  ASSERT_EQ(share.size(), 4u);
+  EXPECT_DOUBLE_EQ(share.at("big"), kB.gemm_share);
+  EXPECT_DOUBLE_EQ(share.at("s1"), kB.gemm_share);
+  EXPECT_DOUBLE_EQ(cv.fit_all.gemm_share, kB.gemm_share);
+  // Held out, each run takes its fold's point.
+  ASSERT_EQ(cv.held_out.size(), 8u);
+  EXPECT_DOUBLE_EQ(*cv.held_out[0].throughput, 0.1);
+  EXPECT_DOUBLE_EQ(*cv.held_out[5].throughput, 0.02);
+  EXPECT_EQ(cv.throughput.count, 8u);
+  EXPECT_DOUBLE_EQ(cv.throughput_presets.median_abs, 0.01);
+}
+
+TEST(CrossValidate, WeightedP90BreaksAMedianTieThenTheDistanceFromThePresets) {
+  // Three one-run families with the same |error| at both points except the third: the weighted
+  // medians tie (0.05), the weighted p90 picks the point where the worst family is better.
+  Synthetic s{{"f1", "f2", "f3", "f4"}, {0.05, 0.05, 0.3, 0.05}, {0.05, 0.05, 0.1, 0.05}};
+  const CrossValidation cv = cross_validate(s.families, {kA, kB}, kA, s);
+  EXPECT_DOUBLE_EQ(chosen_share(cv).at("f1"), kB.gemm_share);
+  // Held out f3 itself, the training families tie on both statistics: the presets' point wins.
+  EXPECT_DOUBLE_EQ(chosen_share(cv).at("f3"), kA.gemm_share);
+}
+
+TEST(CrossValidate, RunsWithoutAThroughputErrorDoNotWeigh) {
+  // "big"'s runs without a throughput error (the source measured none) do not dilute its
+  // measured one: it still weighs one, against two families that prefer kB.
+  struct WithGaps : Synthetic {
+    RunErrors operator()(std::size_t i, const EfficiencyPoint& p) const {
+      if (i >= 1 && i <= 3) return {};
+      return Synthetic::operator()(i, p);
+    }
+  };
+  WithGaps s;
+  s.families = {"big", "big", "big", "big", "t1", "t2"};
+  s.at_a = {0.01, 0, 0, 0, 0.2, 0.2};
+  s.at_b = {0.3, 0, 0, 0, 0.02, 0.02};
+  const CrossValidation cv = cross_validate(s.families, {kA, kB}, kA, s);
+  // Held out t2: big and t1 weigh one each; the weighted median is 0.01 at kA and 0.02 at kB.
+  // Had big's three empty runs counted, its measured run would weigh 1/4 and kB would win
+  // (0.2 at kA).
+  EXPECT_DOUBLE_EQ(chosen_share(cv).at("t2"), kA.gemm_share);
+  EXPECT_EQ(cv.throughput.count, 3u);
+}
+
+TEST(ErrorStats, MedianP90AndBias) {
+  const ErrorStats s = error_stats({0.1, -0.2, 0.3, -0.4, 0.05});
+  EXPECT_EQ(s.count, 5u);
+  EXPECT_DOUBLE_EQ(s.median_abs, 0.2);
+  EXPECT_DOUBLE_EQ(s.p90_abs, 0.4);
+  EXPECT_NEAR(s.mean_signed, -0.03, 1e-12);
+  EXPECT_EQ(error_stats({}).count, 0u);
+}
+
+}  // namespace
+}  // namespace trainplan
