@@ -15,6 +15,10 @@
 // PyTorch's SDPA ran it on B200 until cuDNN attention became its default on sm100 (PyTorch PR
 // 162073, 2025-09-04, for 2.9).
 //
+// Ampere (A100): FlashAttention-2 only (attention_rates.cc: the flash-attention README's A100
+// forward + backward figure, arXiv:2307.08691 Fig. 4, head dim 128, causal and unmasked, split
+// into forward and backward in the Hopper FA2 figures' shape).
+//
 // Tested by tests/core/attention_rates_test.cc.
 #pragma once
 

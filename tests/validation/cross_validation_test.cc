@@ -127,7 +127,11 @@ namespace {
 // memory 8.5% over 351 and 49 runs (the old criterion on the same runs: 9.1%, 24.0%, +4.8%).
 // Every fold chooses share 0.85, memory 0.45. Median tightened to 9.0%, p90 to 22.5%; memory
 // kept.
-constexpr double kMedianRatchet = 0.090;
+// 2026-12-03, later still (bench/results/a100fa2-2026-12-03/): FlashAttention-2's published A100
+// rates and the 16 A100 entries that run it: 8.58%, 21.73%, +1.2%; the four families 13.7% ->
+// 0.8%, 12.6% -> 8.4%, 4.2% -> 2.3%, 8.8% -> 2.9%, three folds moved to (0.8, 0.6). Median
+// tightened to 8.8%; p90 and memory kept.
+constexpr double kMedianRatchet = 0.088;
 constexpr double kP90Ratchet = 0.225;
 constexpr double kMemoryMedianRatchet = 0.086;
 
