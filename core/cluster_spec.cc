@@ -101,8 +101,12 @@ void add_achievable_matmul(std::vector<Preset>& p) {
   }
 }
 
-constexpr double kIntraLatencyUs = 2.0;
-constexpr double kInterLatencyUs = 6.0;
+// Per-hop latency of NCCL's ring at the Simple protocol, the one large messages run: 3.4 us over
+// NVLink and 14.0 us over the network, NCCL's own tuning model (src/graph/tuning.cc, `hwLat`,
+// "Latencies in us", the 2.19-2.2x line; validation/corpus/NOTES.md, fourteenth pass). The
+// other protocols and the tree take NCCL's values for the same link (collectives.cc).
+constexpr double kIntraLatencyUs = 3.4;
+constexpr double kInterLatencyUs = 14.0;
 
 std::vector<Preset> presets() {
   std::vector<Preset> p;
@@ -242,6 +246,7 @@ ClusterSpec cluster_from_preset(const Preset& p, std::int64_t num_nodes,
   c.intra_node_latency_s = kIntraLatencyUs * kUs;
   c.inter_node_bytes_per_s = p.inter_GBps * kGB;
   c.inter_node_latency_s = kInterLatencyUs * kUs;
+  c.collective_model = CollectiveModel::kNccl;
   c.pcie_bytes_per_s = p.pcie_GBps * kGB;
   c.host_memory_bytes_per_node = p.host_GiB * kGiB;
   c.host_memory_bytes_per_s_per_node = p.host_GBps * kGB;
@@ -404,6 +409,9 @@ Result<ClusterSpec> cluster_from_json(const Json& j, std::string_view source) {
   if (r.get_double("inter_node_GBps", v, 1e-6, 1e6, false)) c.inter_node_bytes_per_s = v * kGB;
   if (r.get_double("inter_node_latency_us", v, 0, 1e6, false)) c.inter_node_latency_s = v * kUs;
   r.get_int("nics_per_node", c.nics_per_node, 1, ClusterLimits::kMaxGpusPerNode, false);
+  int model = -1;
+  if (r.get_choice("collective_model", model, {"alpha-beta", "nccl"}, false))
+    c.collective_model = static_cast<CollectiveModel>(model);
   if (r.get_double("pcie_GBps", v, 1e-6, 1e6, false)) c.pcie_bytes_per_s = v * kGB;
   // GB like every other figure the tools print; the GiB key of earlier versions is still read.
   const bool host_gb = r.get_double("host_memory_GB_per_node", v, 0, 1e9, false);
@@ -434,6 +442,7 @@ Json cluster_to_json(const ClusterSpec& c) {
   j["inter_node_GBps"] = c.inter_node_bytes_per_s / kGB;
   j["inter_node_latency_us"] = c.inter_node_latency_s / kUs;
   if (c.nics_per_node > 0) j["nics_per_node"] = c.nics_per_node;  // 0: one per GPU, not written
+  j["collective_model"] = c.collective_model == CollectiveModel::kNccl ? "nccl" : "alpha-beta";
   j["pcie_GBps"] = c.pcie_bytes_per_s / kGB;
   j["host_memory_GB_per_node"] = c.host_memory_bytes_per_node / kGB;
   j["host_memory_GBps_per_node"] = c.host_memory_bytes_per_s_per_node / kGB;

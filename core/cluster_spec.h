@@ -79,6 +79,13 @@ struct GpuSpec {
 // GEMM efficiency of a framework whose GEMMs reach `share` of the part's achievable rate.
 double in_step_gemm_efficiency(const GpuSpec& gpu, double share);
 
+// How a cluster's collectives are timed (core/cost/collectives.h).
+// kAlphaBeta: ring steps x a per-hop latency + bytes / bandwidth, one protocol: what a measured
+// link profile (`calibrate`) fits, and what a hand-made ClusterSpec gets by default.
+// kNccl: NCCL's own choice among its algorithms and protocols (nccl_collective_time_s), the
+// latencies of its tuning model; the GPU presets' model.
+enum class CollectiveModel { kAlphaBeta, kNccl };
+
 struct ClusterSpec {
   std::string name;
   GpuSpec gpu;
@@ -91,6 +98,9 @@ struct ClusterSpec {
   // Achievable per-GPU bandwidth across nodes (one NIC per GPU; nccl-tests busbw per NIC).
   double inter_node_bytes_per_s = 0;
   double inter_node_latency_s = 0;       // per ring step across nodes
+  // With kNccl the two latencies are the ring Simple protocol's per-hop latencies, NCCL's other
+  // protocols and its tree scaled from them (collectives.h).
+  CollectiveModel collective_model = CollectiveModel::kAlphaBeta;
   // NICs a node's GPUs share for inter-node traffic; 0: one per GPU (a DGX/HGX). With it, each
   // NIC's line rate is inter_node_bytes_per_s x gpus_per_node / nics_per_node /
   // kNicAchievableFraction. It sets how many channels NCCL runs across nodes (contention.h).
@@ -136,7 +146,7 @@ Result<ClusterSpec> make_cluster(std::string_view gpu_name, std::int64_t total_g
 // Cluster JSON: {"gpu": "H100-80GB" | {gpu object}, "num_nodes", "gpus_per_node",
 //  "intra_node_GBps", "intra_node_latency_us", "inter_node_GBps", "inter_node_latency_us",
 //  "pcie_GBps", "host_memory_GB_per_node", "host_memory_GBps_per_node", "nvme_TB_per_node",
-//  "nvme_GBps_per_node"}; links default to the
+//  "nvme_GBps_per_node", "collective_model": "nccl" | "alpha-beta"}; links default to the
 // GPU preset's node figures. "host_memory_GiB_per_node" (GiB, earlier versions) is read in
 // place of "host_memory_GB_per_node"; both at once is an error.
 Result<ClusterSpec> cluster_from_json(const Json& json, std::string_view source);

@@ -54,6 +54,16 @@ double Estimator::group_time_s(Collective c, std::int64_t bytes, std::int64_t n_
                                std::int64_t stride_outer, const RoutedSpread& spread) const {
   if (n_inner * n_outer <= 1) return 0.0;
   const auto [nodes, per_node] = group_nodes(n_inner, stride_inner, n_outer, stride_outer);
+  if (cluster_.collective_model == CollectiveModel::kNccl && nccl_tuned(c)) {
+    // NCCL's algorithm and protocol over the Simple protocol's transfer (collectives.h), as
+    // the simulator's network times it.
+    const double transfer_s =
+        group_collective_time_s(c, bytes, nodes, per_node, cluster_.intra_node_bytes_per_s, 0.0,
+                                cluster_.inter_node_bytes_per_s, 0.0, spread);
+    return nccl_choice(c, bytes, nodes, per_node, transfer_s, cluster_.intra_node_latency_s,
+                       cluster_.inter_node_latency_s, cluster_.gpu.architecture == "volta")
+        .time_s;
+  }
   return group_collective_time_s(c, bytes, nodes, per_node, cluster_.intra_node_bytes_per_s,
                                  cluster_.intra_node_latency_s, cluster_.inter_node_bytes_per_s,
                                  cluster_.inter_node_latency_s, spread);

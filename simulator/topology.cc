@@ -16,6 +16,8 @@ Topology::Topology(const ClusterSpec& c)
       intra_latency_s_(c.intra_node_latency_s),
       inter_bytes_per_s_(c.inter_node_bytes_per_s),
       inter_latency_s_(c.inter_node_latency_s),
+      model_(c.collective_model),
+      pre_ampere_(c.gpu.architecture == "volta"),
       graph_(static_cast<std::size_t>(num_gpus_ + 2 * num_nodes_ + 1)) {
   links_.resize(static_cast<std::size_t>(num_links()));
   // A path inside a node crosses two NVLink edges and one ring step's latency; a path across
@@ -121,16 +123,24 @@ NetDemand Topology::collective_demand(
     // two-level decomposition of group_collective_time_s, as the planner's estimate uses. A
     // flat ring at one NIC's bandwidth would leave the node's other NICs idle (nccl-tests
     // busbw across DGX nodes is about the node's NIC total, not one NIC's rate).
-    if (nodes > 1 && local > 1 && even) {
-      split([&](bool lat) {
+    auto alpha_beta = [&](bool lat) {
+      if (nodes > 1 && local > 1 && even)
         return group_collective_time_s(c, message_bytes, nodes, local, intra_bytes_per_s_,
                                        lat ? intra_latency_s_ : 0.0, inter_bytes_per_s_,
                                        lat ? inter_latency_s_ : 0.0, spread);
-      });
+      return ring_collective_time_s(c, message_bytes, n, bw, lat ? latency : 0.0);
+    };
+    if (model_ == CollectiveModel::kNccl && nccl_tuned(c)) {
+      // NCCL's algorithm and protocol (collectives.h): the transfer stays the network's (it
+      // contends for the links); the rest of the chosen pair's time, its latency and a slower
+      // protocol's or the tree's bandwidth share, does not.
+      d.transfer_s = alpha_beta(false);
+      const NcclChoice choice = nccl_choice(c, message_bytes, nodes, (n + nodes - 1) / nodes,
+                                            d.transfer_s, intra_latency_s_, inter_latency_s_,
+                                            pre_ampere_);
+      d.latency_s = std::max(0.0, choice.time_s - d.transfer_s);
     } else {
-      split([&](bool lat) {
-        return ring_collective_time_s(c, message_bytes, n, bw, lat ? latency : 0.0);
-      });
+      split(alpha_beta);
     }
   }
   if (c != Collective::kSendRecv) {

@@ -71,6 +71,8 @@ class Topology {
   std::int64_t num_gpus_ = 0, num_nodes_ = 0, gpus_per_node_ = 1;
   double intra_bytes_per_s_ = 0, intra_latency_s_ = 0, inter_bytes_per_s_ = 0,
          inter_latency_s_ = 0;
+  CollectiveModel model_ = CollectiveModel::kAlphaBeta;
+  bool pre_ampere_ = false;  // NCCL's ring plateau is larger before sm80 (collectives.h)
   Graph graph_;
   std::vector<LinkProps> links_;  // by link id, a copy of the edge properties
 };

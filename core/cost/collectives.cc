@@ -163,6 +163,89 @@ double gather_broadcast_time_s(std::int64_t message_bytes, std::int64_t n,
   return 2.0 * (latency_s + root_bytes / link_bytes_per_s);
 }
 
+namespace {
+// NCCL's tuning tables (src/graph/tuning.cc, 2.19-2.2x; "Latencies in us"), by protocol LL,
+// LL128, Simple. Base latency of a call, and per-hop latency over NVLink and over the network.
+constexpr double kRingBaseUs[3] = {6.6, 14.0, 8.4};
+constexpr double kTreeBaseUs[3] = {6.8, 14.0, 8.4};
+constexpr double kRingNvlinkUs[3] = {0.6, 1.9, 3.4};
+constexpr double kTreeNvlinkUs[3] = {0.6, 1.25, 4.0};
+constexpr double kRingNetUs[3] = {2.7, 4.0, 14.0};
+constexpr double kTreeNetUs[3] = {5.0, 8.5, 14.0};
+// ncclTopoTuneModel's bandwidth refinements: ring LL at half the bus bandwidth, ring LL128 at
+// 0.92; the tree's all-reduce at 0.92, LL a further 1/3.8, LL128 across nodes 120/128.
+constexpr double kRingShare[3] = {0.5, 0.92, 1.0};
+constexpr double kTreeShare[3] = {0.92 / 3.8, 0.92 * 120.0 / 128.0, 0.92};
+// treeCorrectionFactor: the tree's bandwidth at medium sizes, by log2(bytes / 64), 64 B to
+// 256 MB; 1 above.
+constexpr double kTreeCorrection[3][23] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+// ncclTopoGetAlgoTime's ring plateau applies once every channel carries at least 64 bytes a
+// rank; NCCL's channel count is at most 32 (MAXCHANNELS), taken here.
+constexpr double kPlateauChannels = 32;
+
+// NCCL's log2i: the floor of log2, 0 for 0 and 1.
+int floor_log2(std::int64_t v) {
+  int r = 0;
+  while (v >>= 1) ++r;
+  return r;
+}
+}  // namespace
+
+bool nccl_tuned(Collective c) {
+  return c == Collective::kAllReduce || c == Collective::kReduceScatter ||
+         c == Collective::kAllGather;
+}
+
+NcclChoice nccl_choice(Collective c, std::int64_t message_bytes, std::int64_t nodes,
+                       std::int64_t per_node, double transfer_s, double intra_hop_s,
+                       double inter_hop_s, bool pre_ampere) {
+  NcclChoice best;
+  nodes = std::max<std::int64_t>(1, nodes);
+  per_node = std::max<std::int64_t>(1, per_node);
+  const std::int64_t n = nodes * per_node;
+  if (n <= 1) return best;
+  constexpr double kUs = 1e-6;
+  const double intra_scale = intra_hop_s / (kRingNvlinkUs[2] * kUs);
+  const double inter_scale = inter_hop_s / (kRingNetUs[2] * kUs);
+  const bool all_reduce = c == Collective::kAllReduce;
+  const std::int64_t steps = all_reduce ? 2 * (n - 1) : n - 1;
+  const std::int64_t inter_steps = nodes == 1 ? 0 : all_reduce ? 2 * (nodes - 1) : nodes - 1;
+  const int log_size = floor_log2(message_bytes >> 6);
+  bool first = true;
+  auto consider = [&](NcclAlgorithm a, int p, double latency_us, double share) {
+    if (share <= 0) return;
+    const double latency_s = latency_us * kUs;
+    const double t = latency_s + transfer_s / share;
+    if (first || t < best.time_s) {
+      best = {a, static_cast<NcclProtocol>(p), latency_s, t};
+      first = false;
+    }
+  };
+  for (int p = 0; p < 3; ++p) {
+    double ring = kRingBaseUs[p] +
+                  static_cast<double>(steps - inter_steps) * kRingNvlinkUs[p] * intra_scale +
+                  static_cast<double>(inter_steps) * kRingNetUs[p] * inter_scale;
+    if (p == 2 && all_reduce && nodes > 1 &&
+        static_cast<double>(message_bytes) / (kPlateauChannels * static_cast<double>(n)) >= 64)
+      ring *= pre_ampere ? 1.9 : 1.4;  // "Plateau effect of ring"
+    consider(NcclAlgorithm::kRing, p, ring, kRingShare[p]);
+    if (all_reduce && nodes > 1) {
+      const double tree =
+          kTreeBaseUs[p] +
+          2.0 * (static_cast<double>(per_node - 1) * kTreeNvlinkUs[p] * intra_scale +
+                 static_cast<double>(floor_log2(nodes)) * kTreeNetUs[p] * inter_scale);
+      // NCCL's tree algbw is busbw x 0.5; the ring's busbw x n / 2(n-1), as transfer_s.
+      double share = kTreeShare[p] * static_cast<double>(n - 1) / static_cast<double>(n);
+      if (log_size < 23) share *= kTreeCorrection[p][log_size];
+      consider(NcclAlgorithm::kTree, p, tree, share);
+    }
+  }
+  return best;
+}
+
 bool RoutedSpread::operator==(const RoutedSpread&) const = default;
 
 }  // namespace trainplan

@@ -92,6 +92,31 @@ double group_collective_time_s(Collective c, std::int64_t message_bytes, std::in
                                double intra_latency_s, double inter_bytes_per_s,
                                double inter_latency_s, const RoutedSpread& spread = {});
 
+// NCCL's own choice of algorithm and protocol for an all-reduce, reduce-scatter or all-gather
+// over `nodes` x `per_node` ranks (NVIDIA NCCL src/graph/tuning.cc, ncclTopoTuneModel and
+// ncclTopoGetAlgoTime, the 2.19-2.2x line; validation/corpus/NOTES.md, fourteenth pass): the
+// least, over the ring and (an all-reduce spanning nodes) the tree, and over the LL, LL128 and
+// Simple protocols, of NCCL's predicted latency plus the transfer at that protocol's share of the
+// bandwidth. `transfer_s`: the group's bandwidth time at the Simple protocol (what
+// group_collective_time_s gives with zero latencies, or the simulator's network with
+// contention). `intra_hop_s`, `inter_hop_s`: the ring Simple protocol's per-hop latency over
+// NVLink and over the network (NCCL: 3.4 and 14.0 us); the other protocols' and the tree's hops
+// are NCCL's, scaled by the same ratio. `pre_ampere`: NCCL's larger ring plateau before sm80.
+// Not modelled: LL's and LL128's bandwidth caps, the network overhead floor, NVLS, CollNet, PAT.
+enum class NcclAlgorithm { kRing, kTree };
+enum class NcclProtocol { kLL, kLL128, kSimple };
+struct NcclChoice {
+  NcclAlgorithm algorithm = NcclAlgorithm::kRing;
+  NcclProtocol protocol = NcclProtocol::kSimple;
+  double latency_s = 0;  // the chosen pair's latency (plateau included)
+  double time_s = 0;     // latency + transfer at the pair's bandwidth
+};
+// Whether NCCL's tuner times collective c (the others run as point-to-point sends).
+bool nccl_tuned(Collective c);
+NcclChoice nccl_choice(Collective c, std::int64_t message_bytes, std::int64_t nodes,
+                       std::int64_t per_node, double transfer_s, double intra_hop_s,
+                       double inter_hop_s, bool pre_ampere);
+
 // Single-process DataParallel (torch.nn.DataParallel): gather every gradient to one device and
 // broadcast the result back; the root's link carries (n-1) * S each way.
 double gather_broadcast_time_s(std::int64_t message_bytes, std::int64_t n,

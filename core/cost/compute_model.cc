@@ -245,6 +245,9 @@ void apply_profile_links(const HardwareProfile& p, ClusterSpec& c) {
   c.intra_node_latency_s = p.intra_node_latency_s;
   c.inter_node_bytes_per_s = p.inter_node_bytes_per_s;
   c.inter_node_latency_s = p.inter_node_latency_s;
+  // A measured profile fitted one alpha-beta line to its timings (one protocol, whatever the
+  // library ran): it replaces NCCL's model rather than feeding it.
+  c.collective_model = CollectiveModel::kAlphaBeta;
 }
 
 Result<DeviceRates> plan_rates(const Plan& plan, const GpuSpec& gpu,

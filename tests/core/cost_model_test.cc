@@ -1085,6 +1085,48 @@ TEST(Collectives, NcclTestsBusBandwidthFactors) {
             ring_collective_time_s(Collective::kAllReduce, 1 << 30, 8, 1e11, 0));
 }
 
+// NCCL's algorithm and protocol choice (collectives.h; NCCL src/graph/tuning.cc 2.19-2.2x).
+TEST(Collectives, NcclChoiceFollowsTuningModel) {
+  const double intra = 3.4e-6, inter = 14.0e-6;  // the presets' ring Simple hops
+  // A tiny all-reduce inside a node runs LL: base 6.6 + 14 hops x 0.6 us, the transfer doubled.
+  const double tiny_transfer = 1e-7;
+  NcclChoice t = nccl_choice(Collective::kAllReduce, 4096, 1, 8, tiny_transfer, intra, inter, false);
+  EXPECT_EQ(t.protocol, NcclProtocol::kLL);
+  EXPECT_EQ(t.algorithm, NcclAlgorithm::kRing);
+  EXPECT_NEAR(t.latency_s, (6.6 + 14 * 0.6) * 1e-6, 1e-12);
+  EXPECT_NEAR(t.time_s, t.latency_s + tiny_transfer / 0.5, 1e-12);
+  // A large one runs Simple: base 8.4 + 14 hops x 3.4 us, the transfer at full rate.
+  const double big_transfer = 0.02;
+  NcclChoice b = nccl_choice(Collective::kAllReduce, 1 << 30, 1, 8, big_transfer, intra, inter, false);
+  EXPECT_EQ(b.protocol, NcclProtocol::kSimple);
+  EXPECT_NEAR(b.latency_s, (8.4 + 14 * 3.4) * 1e-6, 1e-12);
+  EXPECT_NEAR(b.time_s, b.latency_s + big_transfer, 1e-12);
+  // Across 4 nodes of 8 a large all-reduce pays the ring's plateau: 62 steps, 6 across nodes,
+  // times 1.4 (1.9 before sm80).
+  const double ring = (8.4 + 56 * 3.4 + 6 * 14.0) * 1e-6;
+  NcclChoice r = nccl_choice(Collective::kAllReduce, 1 << 30, 4, 8, 1.0, intra, inter, false);
+  EXPECT_EQ(r.algorithm, NcclAlgorithm::kRing);
+  EXPECT_NEAR(r.latency_s, ring * 1.4, 1e-12);
+  EXPECT_NEAR(nccl_choice(Collective::kAllReduce, 1 << 30, 4, 8, 1.0, intra, inter, true).latency_s,
+              ring * 1.9, 1e-12);
+  // Over 512 nodes a mid-size all-reduce goes to the tree: log2 of the nodes, not their count.
+  NcclChoice tr = nccl_choice(Collective::kAllReduce, 1 << 20, 512, 8, 1e-4, intra, inter, false);
+  EXPECT_EQ(tr.algorithm, NcclAlgorithm::kTree);
+  // Reduce-scatter and all-gather have no tree; their ring counts n-1 steps, nodes-1 across.
+  NcclChoice ag = nccl_choice(Collective::kAllGather, 1 << 30, 4, 8, 1.0, intra, inter, false);
+  EXPECT_EQ(ag.algorithm, NcclAlgorithm::kRing);
+  EXPECT_NEAR(ag.latency_s, (8.4 + 28 * 3.4 + 3 * 14.0) * 1e-6, 1e-12);
+  // A cluster's own Simple hop scales the other protocols' hops with it.
+  NcclChoice slow = nccl_choice(Collective::kAllReduce, 4096, 1, 8, tiny_transfer, 2 * intra, inter, false);
+  EXPECT_NEAR(slow.latency_s, (6.6 + 14 * 1.2) * 1e-6, 1e-12);
+  // Never slower than the best single choice, never below the transfer itself.
+  EXPECT_GE(b.time_s, big_transfer);
+  EXPECT_TRUE(nccl_tuned(Collective::kReduceScatter));
+  EXPECT_FALSE(nccl_tuned(Collective::kAllToAll));
+  EXPECT_FALSE(nccl_tuned(Collective::kSendRecv));
+  EXPECT_DOUBLE_EQ(nccl_choice(Collective::kAllReduce, 1 << 20, 1, 1, 1.0, intra, inter, false).time_s, 0.0);
+}
+
 TEST(CommVolume, TensorParallelClosedForm) {
   // Per layer and micro-batch without SP: 2 all-reduces forward and 2 backward of s*b*h*e
   // (Megatron's f and g); full recompute repeats the forward's 2. Each rank sends 2(t-1)/t of it.

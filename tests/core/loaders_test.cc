@@ -362,6 +362,8 @@ TEST(ClusterLoader, FieldErrors) {
       {"nvme_TB_per_node", -1, {"-1"}},
       {"nvme_GBps_per_node", 0, {"0"}},
       {"nvme_GBps_per_node", "fast", {"\"fast\""}},
+      {"collective_model", "mpi", {"\"mpi\"", "nccl", "alpha-beta"}},
+      {"collective_model", 1, {"1"}},
       {"name", 1, {"1"}},
   };
   for (const FieldCase& c : cases) {
@@ -395,6 +397,39 @@ TEST(ClusterLoader, NicsPerNodeRoundTrips) {
   auto again = cluster_from_json(back, "back.json");
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(again->nics_per_node, 4);
+}
+
+// collective_model: the GPU presets time collectives by NCCL's algorithm and protocol choice;
+// a file may ask for the plain alpha-beta line; written back; a measured link profile turns
+// the model off (it measured one protocol).
+TEST(ClusterLoader, CollectiveModelDefaultsToNcclAndRoundTrips) {
+  Json j = basic_cluster();
+  auto c = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->collective_model, CollectiveModel::kNccl);
+  EXPECT_EQ(cluster_to_json(*c).at("collective_model").get<std::string>(), "nccl");
+  j["collective_model"] = "alpha-beta";
+  c = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->collective_model, CollectiveModel::kAlphaBeta);
+  auto again = cluster_from_json(cluster_to_json(*c), "back.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->collective_model, CollectiveModel::kAlphaBeta);
+  // The presets' ring Simple hops are NCCL's (src/graph/tuning.cc): 3.4 us NVLink, 14 us network.
+  auto preset = make_cluster("H100-80GB", 16, 8);
+  ASSERT_TRUE(preset.ok());
+  EXPECT_EQ(preset->collective_model, CollectiveModel::kNccl);
+  EXPECT_NEAR(preset->intra_node_latency_s, 3.4e-6, 1e-15);
+  EXPECT_NEAR(preset->inter_node_latency_s, 14.0e-6, 1e-15);
+  HardwareProfile measured;
+  measured.has_links = true;
+  measured.intra_node_bytes_per_s = 1e10;
+  measured.intra_node_latency_s = 5e-6;
+  measured.inter_node_bytes_per_s = 1e9;
+  measured.inter_node_latency_s = 20e-6;
+  ClusterSpec from_profile = *preset;
+  apply_profile_links(measured, from_profile);
+  EXPECT_EQ(from_profile.collective_model, CollectiveModel::kAlphaBeta);
 }
 
 // Host memory is given and written in GB like every figure the tools print; the GiB key of

@@ -39,7 +39,8 @@ TEST(Topology, RoutesAreShortestPathsOfTheGraph) {
 }
 
 TEST(Topology, CollectiveTimesComeFromCollectivesH) {
-  const ClusterSpec c = *make_cluster("H100-80GB", 32, 8);
+  ClusterSpec c = *make_cluster("H100-80GB", 32, 8);
+  c.collective_model = CollectiveModel::kAlphaBeta;  // the plain line; NCCL's choice below
   const Topology t(c);
   const std::int64_t bytes = 64 << 20;
   auto total = [](const sim::NetDemand& d) { return d.latency_s + d.transfer_s; };
@@ -78,6 +79,36 @@ TEST(Topology, CollectiveTimesComeFromCollectivesH) {
                                                  c.inter_node_latency_s),
               1e-12);
   EXPECT_EQ(p2p.links.size(), 2u);
+}
+
+// The GPU presets' model: NCCL's algorithm and protocol (collectives.h) on top of the
+// network's own transfer, which stays the part that contends for links.
+TEST(Topology, NcclModelAddsTheChosenPairsLatencyToTheTransfer) {
+  const ClusterSpec c = *make_cluster("H100-80GB", 32, 8);
+  ASSERT_EQ(c.collective_model, CollectiveModel::kNccl);
+  ClusterSpec plain = c;
+  plain.collective_model = CollectiveModel::kAlphaBeta;
+  const Topology t(c), p(plain);
+  std::vector<std::int64_t> all;
+  for (std::int64_t g = 0; g < 32; ++g) all.push_back(g);
+  for (std::int64_t bytes : {std::int64_t{4096}, std::int64_t{1} << 20, std::int64_t{1} << 30}) {
+    const sim::NetDemand n =
+        t.collective_demand(Collective::kAllReduce, bytes, all, sim::SumAlgorithm::kRing, identity);
+    const sim::NetDemand a =
+        p.collective_demand(Collective::kAllReduce, bytes, all, sim::SumAlgorithm::kRing, identity);
+    EXPECT_DOUBLE_EQ(n.transfer_s, a.transfer_s) << bytes;
+    const NcclChoice want = nccl_choice(Collective::kAllReduce, bytes, 4, 8, a.transfer_s,
+                                        c.intra_node_latency_s, c.inter_node_latency_s, false);
+    EXPECT_NEAR(n.latency_s + n.transfer_s, want.time_s, 1e-15) << bytes;
+    EXPECT_EQ(n.links, a.links) << bytes;
+  }
+  // Point-to-point is outside NCCL's tuner: the same line in both models.
+  const auto s2 = [&](const Topology& topo) {
+    const sim::NetDemand d = topo.collective_demand(Collective::kSendRecv, 1 << 20, {3, 11},
+                                                    sim::SumAlgorithm::kRing, identity);
+    return d.latency_s + d.transfer_s;
+  };
+  EXPECT_DOUBLE_EQ(s2(t), s2(p));
 }
 
 TEST(Engine, FlowsOnTheSameLinkShareItsBandwidth) {
