@@ -118,6 +118,14 @@ if want layouts; then
 say "layouts on one GPU"
 if launch single 1 bench/gpu/plans/single.json 4 1 "$TINY" --params-out "$OUTDIR/p_single"; then
   stuck=0
+  # The noise floor (compare_layouts.py): one rank, the same batch in four micro-batches.
+  FLOOR=()
+  if launch single_m4 1 bench/gpu/plans/single_m4.json 4 1 "$TINY" --params-out "$OUTDIR/p_single_m4"; then
+    FLOOR=("$OUTDIR/single_m4.json" "$OUTDIR/p_single_m4")
+    add "| floor single_m4 | ran | $($PY bench/gpu/compare_layouts.py "$OUTDIR/single.json" "$OUTDIR/p_single" "$OUTDIR/single_m4.json" "$OUTDIR/p_single_m4" single_m4 2>&1 | tail -1) |"
+  else
+    add "| floor single_m4 | FAIL | $(tail -2 "$OUTDIR/single_m4.rank0.log" | tr '\n' ' ') |"
+  fi
   # zero2_m2 (two micro-batches per replica) and pp2_interleaved: what the one Trainer gave the
   # CUDA backend (issue 22): per-micro-batch ZeRO-2 reduce-scatters, the interleaved schedule.
   for spec in dp2:2 tp2:2 tp2_sp:2 pp2_1f1b:2 pp2_gpipe:2 zero1:2 zero2:2 zero3:2 zero2_m2:2 \
@@ -132,7 +140,7 @@ if launch single 1 bench/gpu/plans/single.json 4 1 "$TINY" --params-out "$OUTDIR
       stuck=0
       # The exit status decides, not the first word: a traceback or a SystemExit is a failure.
       if line=$($PY bench/gpu/compare_layouts.py "$OUTDIR/single.json" "$OUTDIR/p_single" \
-                "$OUTDIR/$name.json" "$OUTDIR/p_$name" "$name" 2>&1); then st=PASS; else st=FAIL; fi
+                "$OUTDIR/$name.json" "$OUTDIR/p_$name" "$name" "${FLOOR[@]}" 2>&1); then st=PASS; else st=FAIL; fi
       add "| layout $name | $st | $(echo "$line" | tail -3 | tr '\n' ' ') |"
     else
       grep -q "^step 1/" "$OUTDIR/$name.rank0.log" || stuck=$((stuck + 1))
@@ -183,7 +191,7 @@ PY
   fi
 }
 if want throughput; then
-bench_model gpt2_124m models/gpt2-124m.json bench/gpu/plans/gpt2_124m_1gpu.json 12 4
+[ "${SKIP_124M:-0}" = 1 ] || bench_model gpt2_124m models/gpt2-124m.json bench/gpu/plans/gpt2_124m_1gpu.json 12 4
 [ "${SKIP_1_5B:-0}" = 1 ] || bench_model gpt2_1.5b models/gpt2-1.5b.json bench/gpu/plans/gpt2_1.5b_1gpu.json 8 3
 fi
 

@@ -269,8 +269,8 @@ def main():
         f.write(svg_chart(runs))
     yes = lambda b: "yes" if b else "**no**"
     t = summary["targets_met"]
-    md = [f"# Predicted vs measured: {profile['device']}", "",
-          f"{len(round_dirs)} round(s) of the matrix (first calibrated {profile['date']}). Each "
+    bracketed = any("reference_around_ms" in x for x in samples)
+    how = (f"{len(round_dirs)} round(s) of the matrix (first calibrated {profile['date']}). Each "
           "plan in each round is an attempt: the reference plan (dp 2, both cores), a calibration "
           "of the kind the plan needs, the prediction, the run, and the reference plan again; the "
           f"attempt is steady when the two reference runs agree within {drift_pct:g}% (the "
@@ -285,7 +285,18 @@ def main():
           "`NAME.{plan,profile,predicted,measured,compare}.json`, `NAME.calibrate.txt`, the "
           "predicted and measured Chrome traces `NAME.{predicted,measured}_trace.json` and their "
           "per-task difference `NAME.trace_diff.txt`. A plan's error is its median over its "
-          "steady rounds, shown with the times of the round nearest to it.", "", "![step time](step_time.svg)", "",
+          "steady rounds, shown with the times of the round nearest to it.")
+    if not bracketed:
+        # The GPU script (bench/gpu/predicted_vs_measured.sh) calibrates once and runs no
+        # reference plan: no attempt can be called steady, and the text must not say otherwise.
+        how = (f"{len(round_dirs)} round(s) of the matrix, after one calibration "
+               f"({profile['date']}). No reference plan brackets the runs here, so no attempt is "
+               "counted steady and each plan's error is its median over every round. Per plan "
+               "and round, `round-K/runs/`: `NAME.{plan,predicted,measured,compare}.json`, the "
+               "predicted and measured Chrome traces and their per-task difference "
+               "`NAME.trace_diff.txt`.")
+    md = [f"# Predicted vs measured: {profile['device']}", "", how, "", "![step time](step_time.svg)", "",
+          "" if not bracketed else
           f"Steady attempts kept: {summary['steady_samples']} of {summary['samples']} "
           f"({summary['attempts']} attempts in all"
           + (f"; {summary['refused_by_reference_gate']} kept attempt(s) refused by the in-run "

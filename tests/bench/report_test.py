@@ -84,6 +84,19 @@ class ReportTest(unittest.TestCase):
             with open(os.path.join(root, "report.md")) as f:
                 self.assertIn("Plans with no steady round (their rows use every round): b.", f.read())
 
+    def test_rounds_without_a_reference_plan_say_so(self):
+        # The GPU script calibrates once and runs no reference plan: the text must not describe
+        # the CPU study's brackets, nor count steady attempts.
+        with tempfile.TemporaryDirectory() as root:
+            make_round(root, 1, [("a", 20, 25), ("b", 10, 10)], [])
+            report = self.report_of(root)
+            self.assertEqual(report["summary"]["steady_samples"], 0)
+            with open(os.path.join(root, "report.md")) as f:
+                md = f.read()
+            self.assertIn("No reference plan brackets the runs here", md)
+            self.assertNotIn("both cores", md)
+            self.assertNotIn("Steady attempts kept", md)
+
     def test_without_a_steady_round_every_round_counts(self):
         with tempfile.TemporaryDirectory() as root:
             make_round(root, 1, [("a", 20, 30)], [("a:before", 10), ("a", 20)], {"a": "3\n"})
