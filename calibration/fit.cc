@@ -293,6 +293,7 @@ Result<ComputeFit> fit_compute(const std::vector<TaskSample>& samples, double st
   r.tile_m = lf->tile_m;
   r.tile_n = lf->tile_n;
   r.sm_count = o.parallel_units;
+  r.split_k = o.split_k;
   r.kernel_overhead_s = x(kOverhead);
   r.transcendental_s = x(kTranscendental);
 

@@ -55,6 +55,8 @@ struct ComputeFitOptions {
   // Parallel units for wave quantization: one per thread, one thread per rank.
   std::int64_t parallel_units = 1;
   bool fit_overhead = true;
+  // The fitted rates' split_k (compute_model.h): set for GPUs, whose BLAS splits K.
+  bool split_k = false;
 };
 
 struct ComputeFit {

@@ -289,6 +289,7 @@ int run(int argc, char** argv) {
   cal::ComputeFitOptions fit;
   fit.parallel_units = device.sm_count;  // wave quantization over the SMs
   fit.tiles = {16, 32, 64, 128, 256};
+  fit.split_k = true;  // cuBLAS splits K where the output tiles leave SMs idle
   auto calib = cal::calibrate_from(m, id, fit);
   if (!calib.ok()) return ct::fail(calib.status());
   // The executor's own device memory is what the pool allocates (its report's peak): no

@@ -18,6 +18,7 @@ DeviceRates device_rates(const GpuSpec& gpu, Precision precision) {
   r.gemm_efficiency = gpu.gemm_efficiency;
   r.memory_efficiency = gpu.memory_efficiency;
   r.sm_count = std::max<std::int64_t>(1, gpu.sm_count);
+  r.split_k = true;
   return r;
 }
 
@@ -58,18 +59,30 @@ double memory_efficiency_of(const DeviceRates& r, MemoryKernel k) {
 }
 
 double gemm_shape_efficiency(const DeviceRates& r, std::int64_t m, std::int64_t n, std::int64_t k,
-                             std::int64_t batch) {
+                             std::int64_t batch, bool may_split_k) {
   const double tiles_m = std::ceil(static_cast<double>(m) / r.tile_m);
   const double tiles_n = std::ceil(static_cast<double>(n) / r.tile_n);
   const double tiles = tiles_m * tiles_n * static_cast<double>(std::max<std::int64_t>(1, batch));
   const double units = static_cast<double>(r.sm_count);
-  const double waves = std::ceil(tiles / units);
-  const double wave_eff = tiles / (waves * units);
   const double pad_eff = (static_cast<double>(m) * static_cast<double>(n)) /
                          (tiles_m * r.tile_m * tiles_n * r.tile_n);
-  const double kd = static_cast<double>(k);
-  const double k_eff = kd / (kd + r.k_half);
-  return std::max(1e-6, wave_eff * pad_eff * k_eff);
+  // S slices of K: S x tiles work units in waves, each slice's K ceil(k / S) (S = 1: no split).
+  auto at_split = [&](double s) {
+    const double work = tiles * s;
+    const double wave_eff = work / (std::ceil(work / units) * units);
+    const double kd = s == 1.0 ? static_cast<double>(k) : std::ceil(static_cast<double>(k) / s);
+    return wave_eff * pad_eff * kd / (kd + r.k_half);
+  };
+  double best = at_split(1.0);
+  if (may_split_k && r.split_k && tiles < units) {
+    // A slice is at least one K-tile of the main loop: 64 for bf16 on Hopper and Ampere
+    // (CUTLASS's 128x128x64 threadblock tiles; Stream-K divides the loop in such iterations).
+    constexpr double kSliceK = 64;
+    const double most = std::min(std::floor(units / tiles),
+                                 std::floor(static_cast<double>(k) / kSliceK));
+    for (double s = 2; s <= most; ++s) best = std::max(best, at_split(s));
+  }
+  return std::max(1e-6, best);
 }
 
 namespace {
@@ -101,7 +114,7 @@ WorkShape work_shape(const Task& t, const DeviceRates& r) {
       TRAINPLAN_CHECK(peak > 0) << "task " << t.name << ": no " << (t.fp8 ? "FP8 " : "")
                                 << "peak rate (plan_rates checks FP8 plans)";
       w.compute_s = t.executed_flops / (peak * gemm_efficiency_of(r, gemm_direction(t)) *
-                                        gemm_shape_efficiency(r, t.m, t.n, t.k, t.batch));
+                                        gemm_shape_efficiency(r, t.m, t.n, t.k, t.batch, true));
       break;
     }
     case TaskKind::kAttention:
@@ -165,6 +178,8 @@ Result<HardwareProfile> hardware_profile_from_json(const Json& j, std::string_vi
   r.get_double("tile_m", p.rates.tile_m, 1, 4096, false);
   r.get_double("tile_n", p.rates.tile_n, 1, 4096, false);
   r.get_double("k_half", p.rates.k_half, 0, 1e6, false);
+  // Profiles written before split-K was modelled have none: off, as they were fitted.
+  r.get_bool("split_k", p.rates.split_k, false);
   if (r.get_double("kernel_overhead_us", v, 0, 1e6, false)) p.rates.kernel_overhead_s = v * kUs;
   if (r.get_double("transcendental_ns", v, 0, 1e6, false)) p.rates.transcendental_s = v * kNs;
   if (const Json* by_kernel = r.get_object("memory_efficiency_by_kernel", false)) {
@@ -226,6 +241,7 @@ Json hardware_profile_to_json(const HardwareProfile& p) {
   j["tile_m"] = p.rates.tile_m;
   j["tile_n"] = p.rates.tile_n;
   j["k_half"] = p.rates.k_half;
+  if (p.rates.split_k) j["split_k"] = true;
   j["kernel_overhead_us"] = p.rates.kernel_overhead_s / kUs;
   if (p.rates.transcendental_s > 0) j["transcendental_ns"] = p.rates.transcendental_s / kNs;
   j["baseline_memory_MB"] = p.baseline_memory_bytes / kMB;

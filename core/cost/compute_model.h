@@ -58,6 +58,10 @@ struct DeviceRates {
   // bytes, so the two do not overlap. 0 on GPUs (the presets): special-function units keep
   // them under the memory traffic.
   double transcendental_s = 0;
+  // Whether a GEMM that leaves units idle may split its K across them (gemm_shape_efficiency):
+  // GPU BLAS libraries do (the GPU presets and `calibrate --backend cuda` set it); Eigen's CPU
+  // GEMM partitions M and N only (`calibrate --backend cpu` leaves it off).
+  bool split_k = false;
 };
 
 DeviceRates device_rates(const GpuSpec& gpu, Precision precision);
@@ -79,8 +83,17 @@ double attention_efficiency_of(const DeviceRates& r, bool backward);
 // The fraction of bandwidth a memory-bound kernel of kind k reaches.
 double memory_efficiency_of(const DeviceRates& r, MemoryKernel k);
 
+// The shape's share of the GEMM rate: wave quantization x tile padding x k / (k + k_half).
+// may_split_k (a GEMM task, not the generic attention's products): on rates with split_k, a
+// product whose output tiles leave units idle may divide K into S slices, S in
+// 1..min(floor(units / tiles), floor(k / 64)) (a slice is at least one 64-deep K-tile), and runs
+// at the best of them (GPU BLAS libraries' split-K and
+// Stream-K decompositions: CUTLASS's split-K GEMMs; Osama et al., "Stream-K", PPoPP 2023).
+// Each slice pays k_eff on its own shorter K; the partial sums' reduction (S x m x n float32
+// written and read once) is not counted. Registered in validation/corpus/NOTES.md (fifteenth
+// pass), from our H200 run's weight-gradient GEMMs (bench/results/gpu-2026-12-04/notes.md).
 double gemm_shape_efficiency(const DeviceRates& r, std::int64_t m, std::int64_t n, std::int64_t k,
-                             std::int64_t batch);
+                             std::int64_t batch, bool may_split_k = false);
 // Seconds for one compute task (kGemm, kAttention or kMemory), all its Task::repeat copies; 0
 // for kComm.
 double task_time_s(const Task& task, const DeviceRates& r);

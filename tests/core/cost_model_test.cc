@@ -1257,6 +1257,42 @@ TEST(Tasks, TranscendentalsCountTheExpAndTanhEvaluated) {
   EXPECT_DOUBLE_EQ(task_time_s(fc1, r), task_time_s(fc1, free_tanh));
 }
 
+// Split-K (compute_model.h): the H200 run's out_proj weight gradient of GPT-2 124M at micro-batch
+// 8 (768 x 768 output, K = 8,192 tokens; bench/results/gpu-2026-12-04/notes.md) has 36 tiles of
+// 128 x 128 on 132 SMs: one wave at 27% without a split; split in 3, 108 of 132 units work.
+TEST(GemmShape, SplitKFillsIdleUnitsOnGpuRatesOnly) {
+  DeviceRates gpu = device_rates(*gpu_preset("H100-80GB"), Precision::kBf16);
+  gpu.sm_count = 132;
+  ASSERT_TRUE(gpu.split_k);
+  const double k_eff = 8192.0 / (8192.0 + gpu.k_half);
+  EXPECT_NEAR(gemm_shape_efficiency(gpu, 768, 768, 8192, 1), 36.0 / 132.0 * k_eff, 1e-12);
+  const double split = gemm_shape_efficiency(gpu, 768, 768, 8192, 1, true);
+  const double k3 = std::ceil(8192.0 / 3.0);
+  EXPECT_NEAR(split, 108.0 / 132.0 * k3 / (k3 + gpu.k_half), 1e-12);
+  // A GEMM that fills the units already is not split: 12 x 24 = 288 tiles.
+  EXPECT_DOUBLE_EQ(gemm_shape_efficiency(gpu, 1536, 3072, 8192, 1, true),
+                   gemm_shape_efficiency(gpu, 1536, 3072, 8192, 1));
+  // A slice is at least one 64-deep K-tile: K = 128 splits in two at most, K = 100 not at all.
+  const double two = gemm_shape_efficiency(gpu, 128, 128, 128, 1, true);
+  EXPECT_NEAR(two, 2.0 / 132.0 * 64.0 / (64.0 + gpu.k_half), 1e-12);
+  EXPECT_DOUBLE_EQ(gemm_shape_efficiency(gpu, 128, 128, 100, 1, true),
+                   gemm_shape_efficiency(gpu, 128, 128, 100, 1));
+  // Rates without split_k (a CPU profile) keep the unsplit figure.
+  DeviceRates cpu = gpu;
+  cpu.split_k = false;
+  EXPECT_DOUBLE_EQ(gemm_shape_efficiency(cpu, 768, 768, 8192, 1, true),
+                   gemm_shape_efficiency(cpu, 768, 768, 8192, 1));
+  // The task time: a weight-gradient GEMM task takes the split.
+  Task t;
+  t.kind = TaskKind::kGemm;
+  t.name = "out_proj_wgrad";
+  t.m = 768;
+  t.n = 768;
+  t.k = 8192;
+  t.executed_flops = 2.0 * 768 * 768 * 8192;
+  EXPECT_LT(task_time_s(t, gpu), task_time_s(t, cpu));
+}
+
 TEST(Tasks, BackwardHasTwiceTheForwardFlops) {
   for (const char* name : {"gpt3.json", "llama3-8b.json", "mixtral-8x7b.json"}) {
     const ModelSpec m = load_repo_model(name);

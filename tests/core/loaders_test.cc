@@ -1300,6 +1300,7 @@ TEST(HardwareProfileLoader, FieldErrors) {
       {"baseline_memory_MiB", -1, {"-1"}},
       {"baseline_memory_MB", -1, {"-1"}},
       {"links", 5, {"5", "expected an object"}},
+      {"split_k", "yes", {"\"yes\""}},
   };
   for (const FieldCase& c : cases) {
     Json j = basic_profile();
@@ -1369,6 +1370,21 @@ TEST(HardwareProfileLoader, DirectionEfficienciesFallBackToTheSingleFigures) {
 
 // The baseline memory is written in MB; a profile of earlier versions gives it in MiB, which is
 // still read, converted; both at once is refused naming the MiB key.
+TEST(HardwareProfileLoader, SplitKIsOffUnlessTheProfileSaysAndRoundTrips) {
+  auto old = hardware_profile_from_json(basic_profile(), "hw.json");
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  EXPECT_FALSE(old->rates.split_k);  // written before split-K was modelled: fitted without it
+  EXPECT_FALSE(hardware_profile_to_json(*old).contains("split_k"));
+  Json j = basic_profile();
+  j["split_k"] = true;
+  auto p = hardware_profile_from_json(j, "hw.json");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_TRUE(p->rates.split_k);
+  auto again = hardware_profile_from_json(hardware_profile_to_json(*p), "again.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(again->rates.split_k);
+}
+
 TEST(HardwareProfileLoader, BaselineMemoryInMbOrTheOldMib) {
   Json j = basic_profile();
   j["baseline_memory_MB"] = 120.0;
