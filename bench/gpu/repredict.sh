@@ -2,8 +2,10 @@
 # Predicts a GPU lease's predicted-vs-measured matrix again, here, with this build: a model
 # change is checked against the GPU's measured steps without a GPU. PVM_DIR is the folder
 # bench/gpu/predicted_vs_measured.sh wrote there (its round-1/runs/NAME.{plan,measured}.json,
-# the models, cluster.json and profile.json); PROFILE replaces its profile.json.
-#   bash bench/gpu/repredict.sh PVM_DIR [BUILD] [PROFILE]
+# the models, cluster.json and profile.json); PROFILE replaces its profile.json. SPLIT_K=1
+# predicts with the profile's split_k set (compute_model.h), as `calibrate --backend cuda` now
+# writes it, for a profile fitted before the field existed.
+#   [SPLIT_K=1] bash bench/gpu/repredict.sh PVM_DIR [BUILD] [PROFILE]
 set -euo pipefail
 pvm=${1:?usage: bench/gpu/repredict.sh PVM_DIR [BUILD] [PROFILE]}
 build=${2:-build}
@@ -13,6 +15,11 @@ for f in "$pvm/cluster.json" "$profile" "$build/tools/simulate"; do
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+if [ "${SPLIT_K:-0}" = 1 ]; then
+  python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); p["split_k"] = True; json.dump(p, open(sys.argv[2], "w"))' \
+    "$profile" "$tmp/profile.json" || { echo "repredict: $profile is not a JSON profile" >&2; exit 2; }
+  profile=$tmp/profile.json
+fi
 shopt -s nullglob
 plans=("$pvm"/round-1/runs/*.plan.json)
 [ ${#plans[@]} -gt 0 ] || { echo "repredict: no round-1/runs/*.plan.json under $pvm" >&2; exit 2; }

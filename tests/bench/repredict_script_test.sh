@@ -11,7 +11,7 @@ dir=$src/bench/results/gpu-2026-12-04
 script=$src/bench/gpu/repredict.sh
 fail() { echo "FAIL: $*"; exit 1; }
 
-out=$(bash "$script" "$dir/matrix" "$build" "$dir/profile-h200-split_k.json") || fail "split_k run: $out"
+out=$(SPLIT_K=1 bash "$script" "$dir/matrix" "$build" "$dir/profile-h200.json") || fail "split_k run: $out"
 echo "$out"
 for plan in gpt2_mbs1 gpt2_mbs4 gpt2_mbs8 gpt2_full_rc; do
   err=$(echo "$out" | awk -v p="$plan" '$1 == p {gsub(/[%+]/, "", $4); print $4}')
