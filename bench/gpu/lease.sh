@@ -72,6 +72,9 @@ want tests && part tests 90 env OUT=$R/tests PARTS=tests bash bench/gpu/run_all.
 want layouts && part layouts 150 env OUT=$R/layouts PARTS=layouts RANK_TIMEOUT=45 bash bench/gpu/run_all.sh
 want t124m && part t124m 150 env OUT=$R/t124m PARTS=throughput SKIP_1_5B=1 bash bench/gpu/run_all.sh
 want pvm && part pvm 150 env OUT=$R/pvm QUICK=1 ROUNDS=${ROUNDS:-1} STEPS=${STEPS:-8} WARMUP=${WARMUP:-3} bash bench/gpu/predicted_vs_measured.sh
+# The matrix as one record for validation/gpu/ (bench/gpu/repredict.sh predicts it again later).
+[ -d "$R/pvm/round-1/runs" ] && python3 bench/gpu/matrix_record.py "$R/pvm" "$OUT/matrix-record.json" \
+  --note "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1); git $(git rev-parse --short HEAD 2>/dev/null); $(date -u +%Y-%m-%d)"
 want t1558m && part t1558m 240 env OUT=$R/t1558m PARTS=throughput SKIP_124M=1 bash bench/gpu/run_all.sh
 for f in "$R"/*/summary.md "$R"/pvm/report.md; do [ -f "$f" ] && { echo "---- $f"; tail -n +9 "$f"; }; done
 echo "lease: $(( $(date +%s) - T0 )) s"

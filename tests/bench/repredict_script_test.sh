@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# bench/gpu/repredict.sh on the committed H200 matrix (bench/results/gpu-2026-12-04/matrix):
-# the four GPT-2 124M plans predicted within 10% of their measured steps with the profile's
-# split_k on (a ratchet on the GPU figure, notes.md), the prediction of the lease reproduced with
-# it off, and the script's input errors.
+# bench/gpu/repredict.sh on the committed H200 record (validation/gpu/h200-2026-12-04.json, packed
+# by bench/gpu/matrix_record.py): the four GPT-2 124M plans predicted within 10% of their measured
+# steps with the profile's split_k on (a ratchet on issue 27's GPU figure), the lease's own
+# prediction reproduced with it off, and the input errors of both scripts.
 #   repredict_script_test.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
 src=${1:?source dir}
 build=${2:?build dir}
-dir=$src/bench/results/gpu-2026-12-04
+record=$src/validation/gpu/h200-2026-12-04.json
 script=$src/bench/gpu/repredict.sh
 fail() { echo "FAIL: $*"; exit 1; }
 
-out=$(SPLIT_K=1 bash "$script" "$dir/matrix" "$build" "$dir/profile-h200.json") || fail "split_k run: $out"
+out=$(SPLIT_K=1 bash "$script" "$record" "$build") || fail "split_k run: $out"
 echo "$out"
 for plan in gpt2_mbs1 gpt2_mbs4 gpt2_mbs8 gpt2_full_rc; do
   err=$(echo "$out" | awk -v p="$plan" '$1 == p {gsub(/[%+]/, "", $4); print $4}')
@@ -19,17 +19,23 @@ for plan in gpt2_mbs1 gpt2_mbs4 gpt2_mbs8 gpt2_full_rc; do
   awk -v e="$err" 'BEGIN {exit !(e >= -10 && e <= 10)}' || fail "$plan: error $err% outside 10%"
 done
 # Without split_k the lease's own prediction comes back (gpt2_mbs8: 42.85 ms, +17.1%).
-out=$(bash "$script" "$dir/matrix" "$build" "$dir/profile-h200.json") || fail "plain run: $out"
+out=$(bash "$script" "$record" "$build") || fail "plain run: $out"
 echo "$out" | grep -qE '^gpt2_mbs8 +42\.85 +36\.58 +\+17\.1%$' || fail "the lease's prediction changed: $out"
 
-# Input errors: a missing folder, a folder without plans, no argument.
-msg=$(bash "$script" /nonexistent "$build" 2>&1); rc=$?
-[ $rc -eq 2 ] && [[ $msg == *"/nonexistent/cluster.json does not exist"* ]] || fail "missing folder: rc $rc: $msg"
-empty=$(mktemp -d); trap 'rm -rf "$empty"' EXIT
-cp "$dir/matrix/cluster.json" "$dir/profile-h200.json" "$empty/"
-mv "$empty/profile-h200.json" "$empty/profile.json"
-msg=$(bash "$script" "$empty" "$build" 2>&1); rc=$?
-[ $rc -eq 2 ] && [[ $msg == *"no round-1/runs/*.plan.json"* ]] || fail "no plans: rc $rc: $msg"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# repredict's input errors: a missing record, another schema, no runs, no argument.
+msg=$(bash "$script" /nonexistent.json "$build" 2>&1); rc=$?
+[ $rc -eq 2 ] && [[ $msg == *"/nonexistent.json does not exist"* ]] || fail "missing record: rc $rc: $msg"
+echo '{"schema": "other"}' > "$tmp/other.json"
+msg=$(bash "$script" "$tmp/other.json" "$build" 2>&1); rc=$?
+[ $rc -eq 2 ] && [[ $msg == *"expected 'trainplan.gpu_matrix/1'"* ]] || fail "schema: rc $rc: $msg"
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r["runs"] = []; json.dump(r, open(sys.argv[2], "w"))' \
+  "$record" "$tmp/empty.json"
+msg=$(bash "$script" "$tmp/empty.json" "$build" 2>&1); rc=$?
+[ $rc -eq 2 ] && [[ $msg == *"'runs' is empty"* ]] || fail "no runs: rc $rc: $msg"
 msg=$(bash "$script" 2>&1); rc=$?
 [ $rc -ne 0 ] && [[ $msg == *usage* ]] || fail "no argument: rc $rc: $msg"
+# matrix_record.py: a folder without plans.
+msg=$(python3 "$src/bench/gpu/matrix_record.py" "$tmp" "$tmp/out.json" 2>&1); rc=$?
+[ $rc -ne 0 ] && [[ $msg == *"no round-1/runs/*.plan.json"* ]] || fail "record of nothing: rc $rc: $msg"
 echo PASS

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/units.h"
+#include "tests/core/test_util.h"
 
 namespace trainplan {
 namespace {
@@ -133,13 +134,7 @@ TEST(Contention, WorkShapeIsTheRooflineOfTaskTime) {
   auto g = gpu_preset("H100-80GB");
   ASSERT_TRUE(g.ok());
   const DeviceRates r = device_rates(*g, Precision::kBf16);
-  Task t;
-  t.kind = TaskKind::kGemm;
-  t.name = "qkv";
-  t.m = 8192;
-  t.n = 6144;
-  t.k = 4096;
-  t.flops = t.executed_flops = 2.0 * 8192 * 6144 * 4096;
+  Task t = testing::gemm_task("qkv", 8192, 6144, 4096);
   t.bytes = 2.0 * (8192.0 * 4096 + 4096.0 * 6144 + 8192.0 * 6144);
   const WorkShape w = work_shape(t, r);
   EXPECT_DOUBLE_EQ(std::max(w.compute_s, w.memory_s) + w.overhead_s, task_time_s(t, r));

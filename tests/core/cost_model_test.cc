@@ -1283,13 +1283,7 @@ TEST(GemmShape, SplitKFillsIdleUnitsOnGpuRatesOnly) {
   EXPECT_DOUBLE_EQ(gemm_shape_efficiency(cpu, 768, 768, 8192, 1, true),
                    gemm_shape_efficiency(cpu, 768, 768, 8192, 1));
   // The task time: a weight-gradient GEMM task takes the split.
-  Task t;
-  t.kind = TaskKind::kGemm;
-  t.name = "out_proj_wgrad";
-  t.m = 768;
-  t.n = 768;
-  t.k = 8192;
-  t.executed_flops = 2.0 * 768 * 768 * 8192;
+  const Task t = testing::gemm_task("out_proj_wgrad", 768, 768, 8192);
   EXPECT_LT(task_time_s(t, gpu), task_time_s(t, cpu));
 }
 

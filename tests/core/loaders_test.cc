@@ -1317,14 +1317,7 @@ TEST(HardwareProfileLoader, FieldErrors) {
 }
 
 // A GEMM task of each direction, same shape, so only the efficiency tells their times apart.
-Task direction_gemm(std::string_view name) {
-  Task t;
-  t.name = name;
-  t.kind = TaskKind::kGemm;
-  t.m = t.n = t.k = 512;
-  t.flops = t.executed_flops = 2.0 * 512 * 512 * 512;
-  return t;
-}
+Task direction_gemm(std::string_view name) { return testing::gemm_task(name, 512, 512, 512); }
 
 // A profile written before calibrate measured the directions apart (no direction keys) still
 // loads, and every GEMM direction and both attention directions take its single figures; a

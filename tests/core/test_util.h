@@ -5,9 +5,11 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include <gtest/gtest.h>
 
+#include "core/cost/cost_model.h"
 #include "core/json_util.h"
 #include "core/model_spec.h"
 
@@ -29,6 +31,20 @@ inline ModelSpec gpt_model(std::int64_t layers, std::int64_t hidden, std::int64_
   m.seq_len = seq;
   m.max_position_embeddings = seq;
   return m;
+}
+
+// A GEMM task of m x n output and reduction k, with its 2mnk FLOPs (the cost model's tasks
+// carry more; the compute model needs these).
+inline Task gemm_task(std::string_view name, std::int64_t m, std::int64_t n, std::int64_t k) {
+  Task t;
+  t.kind = TaskKind::kGemm;
+  t.name = name;
+  t.m = m;
+  t.n = n;
+  t.k = k;
+  t.flops = t.executed_flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) *
+                               static_cast<double>(k);
+  return t;
 }
 
 inline ModelSpec load_repo_model(const std::string& name) {
