@@ -6,14 +6,17 @@
 //    row (forward, dQ) or key row (dK, dV); each lane holds D = ceil(hd/32) of the head's
 //    values in registers (compile-time indices only). CUDA cores, float32: simple and the
 //    reference on the device.
-//  - tensor cores (gemm != nullptr, what the stage model uses): per sequence, batched cuBLASLt
+//  - tensor cores (gemm != nullptr): per sequence, batched cuBLASLt
 //    GEMMs over the heads for the scores and the products with V, dO, K and Q, and row kernels
 //    for the causal softmax and its backward; the (heads, seq, seq) scratch exists only
-//    inside one call. Computes the masked triangle as well. A FlashAttention-2 kernel (mma /
-//    wgmma tiles) would replace both.
+//    inside one call. Computes the masked triangle as well.
+// The stage model runs the FlashAttention-2 kernels of flash_attention.cu where they apply
+// (attention_impl_from_env); these two remain the fallback and the on-device reference.
 // Tested by tests/executor/cuda/kernels_test.cc against executor::attention_forward/backward.
 #include <cfloat>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "executor/cuda/gemm.h"
 #include "executor/cuda/kernels.h"
@@ -310,6 +313,44 @@ void dispatch_d(std::int64_t hd, F&& f) {
 
 }  // namespace
 
+AttentionImpl attention_impl_from_env(std::int64_t hd, std::int64_t ld) {
+  const char* v = std::getenv("TRAINPLAN_CUDA_ATTENTION");
+  const std::string choice = v != nullptr ? v : "";
+  const bool flash_ok = flash_attention_supported(hd, ld);
+  if (choice.empty() || choice == "auto") return flash_ok ? AttentionImpl::kFlash : AttentionImpl::kGemm;
+  if (choice == "gemm") return AttentionImpl::kGemm;
+  if (choice == "fused") return AttentionImpl::kFused;
+  if (choice == "flash") {
+    if (!flash_ok)
+      throw CudaError("TRAINPLAN_CUDA_ATTENTION=flash: head_dim " + std::to_string(hd) +
+                      " with row stride " + std::to_string(ld) +
+                      " is not supported here (needs sm_80+, head_dim 16/32/64/80/96/128 and a "
+                      "row stride that is a multiple of 8)");
+    return AttentionImpl::kFlash;
+  }
+  throw CudaError("TRAINPLAN_CUDA_ATTENTION=" + choice +
+                  ": expected auto, flash, gemm or fused");
+}
+
+const char* attention_impl_name(AttentionImpl impl) {
+  switch (impl) {
+    case AttentionImpl::kFlash: return "flash";
+    case AttentionImpl::kGemm: return "gemm";
+    case AttentionImpl::kFused: return "fused";
+  }
+  return "?";
+}
+
+void attention_delta(const bf16* out, const bf16* dout, float* delta, std::int64_t batch,
+                     std::int64_t seq, std::int64_t heads, std::int64_t hd, cudaStream_t s) {
+  check_shape(hd, batch, heads);
+  dispatch_d(hd, [&](auto d) {
+    attention_delta_kernel<decltype(d)::value><<<grid_for(batch, seq, heads), 32 * kWarps, 0, s>>>(
+        out, dout, delta, seq, heads, static_cast<int>(hd));
+  });
+  TP_LAUNCH_CHECK(attention_delta_kernel);
+}
+
 void attention_forward(const bf16* q, const bf16* k, const bf16* v, std::int64_t ld, bf16* out,
                        float* lse, std::int64_t batch, std::int64_t seq, std::int64_t heads,
                        std::int64_t hd, cudaStream_t s, Gemm* gemm) {
@@ -346,11 +387,7 @@ void attention_backward(const bf16* q, const bf16* k, const bf16* v, std::int64_
   const dim3 grid = grid_for(batch, seq, heads);
   const int hdi = static_cast<int>(hd);
   if (gemm != nullptr) {
-    dispatch_d(hd, [&](auto d) {
-      attention_delta_kernel<decltype(d)::value><<<grid, 32 * kWarps, 0, s>>>(out, dout, delta,
-                                                                             seq, heads, hdi);
-    });
-    TP_LAUNCH_CHECK(attention_delta_kernel);
+    attention_delta(out, dout, delta, batch, seq, heads, hd, s);
     const std::int64_t lds = (seq + 7) / 8 * 8, ldo = heads * hd;
     DeviceBuffer<float> S(heads * seq * lds), dP(heads * seq * lds);
     DeviceBuffer<bf16> P(heads * seq * lds);
@@ -380,10 +417,9 @@ void attention_backward(const bf16* q, const bf16* k, const bf16* v, std::int64_
     }
     return;
   }
+  attention_delta(out, dout, delta, batch, seq, heads, hd, s);
   dispatch_d(hd, [&](auto d) {
     constexpr int kD = decltype(d)::value;
-    attention_delta_kernel<kD><<<grid, 32 * kWarps, 0, s>>>(out, dout, delta, seq, heads, hdi);
-    TP_LAUNCH_CHECK(attention_delta_kernel);
     attention_dq_kernel<kD><<<grid, 32 * kWarps, 0, s>>>(q, k, v, ld, dout, lse, delta, dq, seq,
                                                          heads, hdi, scale);
     TP_LAUNCH_CHECK(attention_dq_kernel);

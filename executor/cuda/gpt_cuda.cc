@@ -125,6 +125,7 @@ CudaStageModel::CudaStageModel(const ModelSpec& model, const Plan& plan, std::in
       << "a multi-rank plan needs a communicator";
   heads_ = model.num_attention_heads / plan.tp;
   hd_ = model.q_width() / model.num_attention_heads;
+  attention_impl_ = attention_impl_from_env(hd_, model.q_width() / plan.tp);
 }
 
 CudaStageModel::~CudaStageModel() = default;
@@ -193,8 +194,13 @@ void CudaStageModel::layer_forward(std::size_t block, Buf&& x, LayerCache& c, Bu
   span.begin(attention_task_);
   c.attn.resize(T * qr);
   c.lse.resize(plan_.micro_batch_size * heads_ * model_.seq_len);
-  attention_forward(c.q.data(), c.k.data(), c.v.data(), qr, c.attn.data(), c.lse.data(),
-                    plan_.micro_batch_size, model_.seq_len, heads_, hd_, stream_, &gemm_);
+  if (attention_impl_ == AttentionImpl::kFlash)
+    flash_attention_forward(c.q.data(), c.k.data(), c.v.data(), qr, c.attn.data(), c.lse.data(),
+                            plan_.micro_batch_size, model_.seq_len, heads_, hd_, stream_);
+  else
+    attention_forward(c.q.data(), c.k.data(), c.v.data(), qr, c.attn.data(), c.lse.data(),
+                      plan_.micro_batch_size, model_.seq_len, heads_, hd_, stream_,
+                      attention_impl_ == AttentionImpl::kGemm ? &gemm_ : nullptr);
   span.begin("out_proj");
   Buf partial(T * h), o;
   gemm_.linear_forward(c.attn.data(), P.p[kWo], nullptr, partial.data(), T, qr, h, stream_);
@@ -307,9 +313,16 @@ void CudaStageModel::layer_backward(std::size_t block, LayerCache& c, const Buf&
   span.begin(attention_bwd_task_);
   Buf dq(T * qr), dk(T * qr), dv(T * qr);
   FBuf delta(c.lse.size());
-  attention_backward(c.q.data(), c.k.data(), c.v.data(), qr, c.attn.data(), dattn.data(),
-                     c.lse.data(), delta.data(), dq.data(), dk.data(), dv.data(),
-                     plan_.micro_batch_size, model_.seq_len, heads_, hd_, stream_, &gemm_);
+  if (attention_impl_ == AttentionImpl::kFlash)
+    flash_attention_backward(c.q.data(), c.k.data(), c.v.data(), qr, c.attn.data(),
+                             dattn.data(), c.lse.data(), delta.data(), dq.data(), dk.data(),
+                             dv.data(), plan_.micro_batch_size, model_.seq_len, heads_, hd_,
+                             stream_);
+  else
+    attention_backward(c.q.data(), c.k.data(), c.v.data(), qr, c.attn.data(), dattn.data(),
+                       c.lse.data(), delta.data(), dq.data(), dk.data(), dv.data(),
+                       plan_.micro_batch_size, model_.seq_len, heads_, hd_, stream_,
+                       attention_impl_ == AttentionImpl::kGemm ? &gemm_ : nullptr);
   span.begin("qkv_dgrad");
   dy.resize(T * h);
   gemm_.linear_dgrad(dq.data(), P.p[kWq], dy.data(), T, h, qr, false, stream_);

@@ -6,7 +6,8 @@
 // group equal comm_volume_on_stage for a bf16 plan: activations move as bf16 (2 bytes), the
 // cross-entropy's three per-token values as float32.
 //
-// Differences from the CPU model, by design: attention is fused (attention.cu) and keeps one
+// Differences from the CPU model, by design: attention is fused (flash_attention.cu, or
+// attention.cu where that does not apply; kernels.h, attention_impl_from_env) and keeps one
 // log-sum-exp per row instead of the probabilities, so selective recompute has nothing left to
 // drop; everything runs asynchronously on one compute stream; the loss is accumulated on the
 // device.
@@ -25,6 +26,7 @@
 #include "executor/cuda/device.h"
 #include "executor/cuda/device_trace.h"
 #include "executor/cuda/gemm.h"
+#include "executor/cuda/kernels.h"
 #include "executor/params.h"
 #include "executor/stage.h"
 #include "executor/stage_model.h"
@@ -109,6 +111,7 @@ class CudaStageModel final : public StageModelBase {
   Gemm& gemm_;
   cudaStream_t stream_;
   std::int64_t heads_ = 0, hd_ = 0;  // heads on this rank, head dim
+  AttentionImpl attention_impl_ = AttentionImpl::kGemm;  // kernels.h, attention_impl_from_env
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<MicroBatch>> in_flight_;
   DeviceTrace* trace_ = nullptr;
 };

@@ -1,4 +1,4 @@
-// The CUDA executor's non-GEMM kernels (kernels.cu, attention.cu): bf16 activations, float32
+// The CUDA executor's non-GEMM kernels (kernels.cu, attention.cu, flash_attention.cu): bf16 activations, float32
 // statistics and accumulation, float32 gradients of parameters. They mirror executor/cpu/kernels.h
 // one for one and follow its conventions: activations row-major (tokens, features), tokens of
 // one micro-batch sequence after sequence; backward kernels ACCUMULATE parameter gradients and
@@ -97,6 +97,34 @@ void attention_backward(const bf16* q, const bf16* k, const bf16* v, std::int64_
                         std::int64_t heads, std::int64_t hd, cudaStream_t stream,
                         Gemm* gemm = nullptr);
 inline constexpr std::int64_t kMaxHeadDim = 128;  // attention.cu: hd/32 values per lane
+
+// delta_i = dO_i . O_i for every (row, head), FlashAttention-2's D: the backward's first step
+// (delta: batch*heads*seq, as lse).
+void attention_delta(const bf16* out, const bf16* dout, float* delta, std::int64_t batch,
+                     std::int64_t seq, std::int64_t heads, std::int64_t hd, cudaStream_t stream);
+
+// The same two functions as FlashAttention-2 tensor-core kernels (flash_attention.cu): 64-row
+// tiles, mma.sync bf16 products with float32 accumulation, the scores kept on chip; one launch
+// per pass for the whole micro-batch. Needs sm_80 or later, head_dim in {16, 32, 64, 80, 96,
+// 128} and ld a multiple of 8 (flash_attention_supported; otherwise they throw CudaError).
+bool flash_attention_supported(std::int64_t hd, std::int64_t ld);
+void flash_attention_forward(const bf16* q, const bf16* k, const bf16* v, std::int64_t ld,
+                             bf16* out, float* lse, std::int64_t batch, std::int64_t seq,
+                             std::int64_t heads, std::int64_t hd, cudaStream_t stream);
+void flash_attention_backward(const bf16* q, const bf16* k, const bf16* v, std::int64_t ld,
+                              const bf16* out, const bf16* dout, const float* lse, float* delta,
+                              bf16* dq, bf16* dk, bf16* dv, std::int64_t batch,
+                              std::int64_t seq, std::int64_t heads, std::int64_t hd,
+                              cudaStream_t stream);
+
+// Which attention the stage model runs. The environment variable TRAINPLAN_CUDA_ATTENTION
+// chooses, as Transformer Engine's NVTE_FLASH_ATTN does: "flash", "gemm" (cuBLASLt per
+// sequence), "fused" (CUDA cores), or unset / "auto": flash where flash_attention_supported,
+// else gemm. Any other value, or "flash" where it is not supported, throws CudaError naming
+// the variable and the value.
+enum class AttentionImpl { kFlash, kGemm, kFused };
+AttentionImpl attention_impl_from_env(std::int64_t hd, std::int64_t ld);
+const char* attention_impl_name(AttentionImpl impl);
 
 // AdamW over n float32 master values, identical in arithmetic to executor::adamw_update; also
 // writes the bf16 compute copy when param_bf16 is not null. Weight decay applies inside the

@@ -6,8 +6,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "executor/cuda/device.h"
@@ -21,6 +24,25 @@ namespace trainplan::executor::cuda::testing {
     if (::trainplan::executor::cuda::device_count(&why_) == 0)                         \
       GTEST_SKIP() << "needs a CUDA GPU (" << why_ << "); run bench/gpu/run_all.sh on one"; \
   } while (0)
+
+// Sets variables for one test and restores the previous values afterwards.
+class ScopedEnv {
+ public:
+  void set(const char* name, const char* value) {
+    const char* old = std::getenv(name);
+    saved_.emplace_back(name, old != nullptr ? std::optional<std::string>(old) : std::nullopt);
+    if (value != nullptr) ::setenv(name, value, 1); else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
+      else ::unsetenv(it->first.c_str());
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
 
 inline float round_bf16(float x) { return __bfloat162float(__float2bfloat16(x)); }
 

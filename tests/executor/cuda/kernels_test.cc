@@ -141,17 +141,21 @@ TEST(CudaKernels, LinearForwardAndBackwardMatchCpu) {
   EXPECT_LT(rel_l2(download(dx_d), from_mat(twice)), kTwoRoundings);
 }
 
-// Both implementations (the fused CUDA-core kernels; the tensor-core path through batched
-// cuBLASLt GEMMs), head_dim 16 (one partly used lane group), 64 (GPT-2) and 80 (three lane
-// groups, masked); seq 70 is not a multiple of 8 (padded score rows).
-class CudaAttention : public ::testing::TestWithParam<std::tuple<std::int64_t, bool>> {};
+// The three implementations (the fused CUDA-core kernels; the tensor-core path through
+// batched cuBLASLt GEMMs; the FlashAttention-2 tiles of flash_attention.cu) at head_dim 16,
+// 64 (GPT-2), 80 and 128, and seq 70 (one partial 64-row tile, rows not a multiple of 8) and
+// 200 (four tiles, the last partial, so the causal mask, the online softmax's rescaling across
+// tiles and the backward's loops over tiles all run).
+using AttentionCase = std::tuple<std::int64_t, std::int64_t, AttentionImpl>;
+class CudaAttention : public ::testing::TestWithParam<AttentionCase> {};
 
 TEST_P(CudaAttention, ForwardAndBackwardMatchCpu) {
   TRAINPLAN_REQUIRE_GPU();
-  const auto [hd, tensor_cores] = GetParam();
-  const std::int64_t batch = 2, seq = 70, heads = 3, w = heads * hd;
+  const auto [hd, seq, impl] = GetParam();
+  const std::int64_t batch = 2, heads = 3, w = heads * hd;
+  if (impl == AttentionImpl::kFlash && !flash_attention_supported(hd, w))
+    GTEST_SKIP() << "flash attention needs sm_80 or later";
   Gemm gemm;
-  Gemm* path = tensor_cores ? &gemm : nullptr;
   const std::int64_t rows = batch * seq;
   const auto q = random_bf16(rows * w, 20), k = random_bf16(rows * w, 21);
   const auto v = random_bf16(rows * w, 22), dout = random_bf16(rows * w, 23);
@@ -165,24 +169,68 @@ TEST_P(CudaAttention, ForwardAndBackwardMatchCpu) {
   DeviceBuffer<bf16> out_d(rows * w), dq_d(rows * w), dk_d(rows * w), dv_d(rows * w);
   DeviceBuffer<float> lse(batch * heads * seq), delta(batch * heads * seq);
   for (auto* b : {&out_d, &dq_d, &dk_d, &dv_d}) poison(*b);
-  attention_forward(q_d.data(), k_d.data(), v_d.data(), w, out_d.data(), lse.data(), batch, seq,
-                    heads, hd, nullptr, path);
-  attention_backward(q_d.data(), k_d.data(), v_d.data(), w, out_d.data(), do_d.data(), lse.data(),
-                     delta.data(), dq_d.data(), dk_d.data(), dv_d.data(), batch, seq, heads, hd,
-                     nullptr, path);
-  // The tensor-core path rounds the probabilities to bf16 before P V: two roundings.
-  EXPECT_LT(rel_l2(download(out_d), from_mat(out)), tensor_cores ? kTwoRoundings : kOneRounding);
+  if (impl == AttentionImpl::kFlash) {
+    flash_attention_forward(q_d.data(), k_d.data(), v_d.data(), w, out_d.data(), lse.data(),
+                            batch, seq, heads, hd, nullptr);
+    flash_attention_backward(q_d.data(), k_d.data(), v_d.data(), w, out_d.data(), do_d.data(),
+                             lse.data(), delta.data(), dq_d.data(), dk_d.data(), dv_d.data(),
+                             batch, seq, heads, hd, nullptr);
+  } else {
+    Gemm* path = impl == AttentionImpl::kGemm ? &gemm : nullptr;
+    attention_forward(q_d.data(), k_d.data(), v_d.data(), w, out_d.data(), lse.data(), batch,
+                      seq, heads, hd, nullptr, path);
+    attention_backward(q_d.data(), k_d.data(), v_d.data(), w, out_d.data(), do_d.data(),
+                       lse.data(), delta.data(), dq_d.data(), dk_d.data(), dv_d.data(), batch,
+                       seq, heads, hd, nullptr, path);
+  }
+  // The tensor-core paths round the probabilities to bf16 before P V: two roundings.
+  const double out_tol = impl == AttentionImpl::kFused ? kOneRounding : kTwoRoundings;
+  EXPECT_LT(rel_l2(download(out_d), from_mat(out)), out_tol);
   EXPECT_LT(rel_l2(download(dq_d), from_mat(dq)), kTwoRoundings);
   EXPECT_LT(rel_l2(download(dk_d), from_mat(dk)), kTwoRoundings);
   EXPECT_LT(rel_l2(download(dv_d), from_mat(dv)), kTwoRoundings);
 }
 INSTANTIATE_TEST_SUITE_P(
     HeadDims, CudaAttention,
-    ::testing::Combine(::testing::Values<std::int64_t>(16, 64, 80), ::testing::Bool()),
-    [](const ::testing::TestParamInfo<std::tuple<std::int64_t, bool>>& p) {
-      return "hd" + std::to_string(std::get<0>(p.param)) +
-             (std::get<1>(p.param) ? "_tensor_cores" : "_fused");
+    ::testing::Combine(::testing::Values<std::int64_t>(16, 64, 80, 128),
+                       ::testing::Values<std::int64_t>(70, 200),
+                       ::testing::Values(AttentionImpl::kFused, AttentionImpl::kGemm,
+                                         AttentionImpl::kFlash)),
+    [](const ::testing::TestParamInfo<AttentionCase>& p) {
+      return "hd" + std::to_string(std::get<0>(p.param)) + "_seq" +
+             std::to_string(std::get<1>(p.param)) + "_" +
+             attention_impl_name(std::get<2>(p.param));
     });
+
+// The stage model's choice: TRAINPLAN_CUDA_ATTENTION names the implementation; a value it does
+// not know, or flash where flash cannot run, is an error naming the variable and the value.
+// Runs without a GPU (flash is then unsupported, so auto falls back to gemm).
+TEST(CudaAttentionChoice, EnvironmentSelectsAndRejectsWithTheValue) {
+  testing::ScopedEnv env;
+  env.set("TRAINPLAN_CUDA_ATTENTION", "gemm");
+  EXPECT_EQ(attention_impl_from_env(64, 768), AttentionImpl::kGemm);
+  env.set("TRAINPLAN_CUDA_ATTENTION", "fused");
+  EXPECT_EQ(attention_impl_from_env(64, 768), AttentionImpl::kFused);
+  env.set("TRAINPLAN_CUDA_ATTENTION", "auto");
+  EXPECT_EQ(attention_impl_from_env(24, 72), AttentionImpl::kGemm);  // head_dim 24: no flash
+  EXPECT_EQ(attention_impl_from_env(64, 768),
+            flash_attention_supported(64, 768) ? AttentionImpl::kFlash : AttentionImpl::kGemm);
+  env.set("TRAINPLAN_CUDA_ATTENTION", "flashy");
+  try {
+    attention_impl_from_env(64, 768);
+    ADD_FAILURE() << "no error for an unknown value";
+  } catch (const CudaError& e) {
+    EXPECT_NE(std::string(e.what()).find("TRAINPLAN_CUDA_ATTENTION=flashy"), std::string::npos)
+        << e.what();
+  }
+  env.set("TRAINPLAN_CUDA_ATTENTION", "flash");
+  try {
+    attention_impl_from_env(24, 72);
+    ADD_FAILURE() << "no error for flash at head_dim 24";
+  } catch (const CudaError& e) {
+    EXPECT_NE(std::string(e.what()).find("head_dim 24"), std::string::npos) << e.what();
+  }
+}
 
 TEST(CudaKernels, CrossEntropyMatchesDoubleReference) {
   TRAINPLAN_REQUIRE_GPU();
