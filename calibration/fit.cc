@@ -167,10 +167,12 @@ bool in_linear_fit(const TaskSample& s) {
 // tasks' overheads) is the selected tasks' measured share; the ratio is their modelled
 // compute time over that share. Samples with another task that `exclude` selects stay out
 // (their share could not be split). 0 when no sample has the tasks.
+// weighted: each sample's ratio counts by the compute time it has to explain (`left`), a
+// weighted median; else the plain median.
 template <class Of, class Exclude>
 double direction_ratio(const std::vector<TaskSample>& samples, const DeviceRates& r, Of&& of,
-                       Exclude&& exclude) {
-  std::vector<double> ratios;
+                       Exclude&& exclude, bool weighted = false) {
+  std::vector<std::pair<double, double>> ratios;  // (ratio, weight)
   for (const TaskSample& s : samples) {
     double others = 0, selected = 0, overheads = 0;
     bool any = false, mixed = false;
@@ -186,12 +188,24 @@ double direction_ratio(const std::vector<TaskSample>& samples, const DeviceRates
       }
     }
     const double left = s.time_s - others - overheads;
-    if (any && !mixed && left > 0 && selected > 0) ratios.push_back(selected / left);
+    if (any && !mixed && left > 0 && selected > 0)
+      ratios.emplace_back(selected / left, weighted ? left : 1.0);
   }
   if (ratios.empty()) return 0;
-  std::nth_element(ratios.begin(), ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2),
-                   ratios.end());
-  return ratios[ratios.size() / 2];
+  if (!weighted) {
+    std::nth_element(ratios.begin(),
+                     ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2), ratios.end());
+    return ratios[ratios.size() / 2].first;
+  }
+  std::sort(ratios.begin(), ratios.end());
+  double total = 0;
+  for (const auto& [ratio, w] : ratios) total += w;
+  double below = 0;
+  for (const auto& [ratio, w] : ratios) {
+    below += w;
+    if (below >= total / 2) return ratio;
+  }
+  return ratios.back().first;
 }
 
 // The backward GEMMs' own efficiencies (dX = dY W^T and dW = X^T dY, whose transposed
@@ -210,8 +224,15 @@ void fit_gemm_directions(const std::vector<TaskSample>& samples, DeviceRates& r)
 }
 
 // Fused attention (Dao et al. 2022), forward and backward apart: the efficiency of each is
-// the median ratio of its samples at attention efficiency 1 (the GEMM rate). The forward's is
-// 1 without samples; the backward's is 0 without samples (the forward's then applies).
+// the median ratio of its samples at attention efficiency 1 (the GEMM rate), weighted by each
+// sample's compute time. Weighted because the probes span two regimes: on the H200 lease of
+// 2026-12-04 the tiny model's attention (seq 64, head_dim 16) took 6.1 us of which the fitted
+// launch overhead is 4.7 us, while GPT-2's took 55-594 us; a ratio made from 1.5 us left over
+// after the overhead is mostly the overhead fit's error, and with as many tiny probes as GPT-2
+// ones the plain median took it (efficiency 2.68 where GPT-2's four probes agree on
+// 0.44-0.47: GPT-2 attention predicted 5.5x too fast; bench/results/gpu-2026-12-04b/notes.md).
+// The forward's is 1 without samples; the backward's is 0 without samples (the forward's then
+// applies).
 void fit_attention_directions(const std::vector<TaskSample>& samples, DeviceRates& r) {
   r.attention_efficiency = 1.0;
   r.attention_backward_efficiency = 0.0;
@@ -220,7 +241,7 @@ void fit_attention_directions(const std::vector<TaskSample>& samples, DeviceRate
     eff[backward] = direction_ratio(
         samples, r,
         [&](const Task& t) { return t.kind == TaskKind::kAttention && t.backward == backward; },
-        [](const Task& t) { return t.kind == TaskKind::kAttention; });
+        [](const Task& t) { return t.kind == TaskKind::kAttention; }, /*weighted=*/true);
   if (eff[0] > 0) r.attention_efficiency = std::clamp(eff[0], 1e-3, 10.0);
   if (eff[1] > 0) r.attention_backward_efficiency = std::clamp(eff[1], 1e-3, 10.0);
 }

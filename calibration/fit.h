@@ -82,8 +82,9 @@ struct ComputeFit {
 // Each backward direction's efficiency is gemm_efficiency times the median over its samples of
 // the tasks' forward-rate time over their measured share (0, i.e. the forward's, without
 // samples). attention_efficiency and attention_backward_efficiency are the same median over
-// forward and backward attention samples apart, at the GEMM rate (1 and 0 without samples:
-// the CPU executor's default attention is unfused).
+// forward and backward attention samples apart, at the GEMM rate, weighted by each sample's
+// measured compute time (fit.cc says why; 1 and 0 without samples: the CPU executor's default
+// attention is unfused).
 // Errors: too few samples, a sample without tasks or time, no positive rate.
 Result<ComputeFit> fit_compute(const std::vector<TaskSample>& samples, double stream_bytes_per_s,
                                const ComputeFitOptions& options = {});

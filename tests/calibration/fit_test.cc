@@ -134,6 +134,25 @@ TEST(FitCompute, RecoversFusedAttentionEfficiencyWithoutDisturbingTheGemmFit) {
   EXPECT_LT(fit->all.max_rel, 1e-6);
 }
 
+// Launch-bound attention probes (compute a fraction of the launch overhead) whose time the
+// model does not explain, outnumbering the compute-bound ones: the time-weighted median keeps
+// the compute-bound probes' efficiency, where a plain median would take the small ones'.
+TEST(FitCompute, AttentionEfficiencyIsWeightedByComputeTime) {
+  DeviceRates r = truth();
+  r.attention_efficiency = 0.35;
+  std::vector<TaskSample> samples = synthetic_samples(r);
+  for (std::int64_t batch : {8, 16, 32})
+    samples.push_back(sample({fused_attention(512, 64, batch)}, r));
+  for (std::int64_t batch : {1, 2, 3, 4, 5}) {
+    TaskSample small = sample({fused_attention(16, 16, batch)}, r);
+    small.time_s = r.kernel_overhead_s + 0.5 * (small.time_s - r.kernel_overhead_s);
+    samples.push_back(small);
+  }
+  auto fit = fit_compute(samples, /*stream_bytes_per_s=*/20e9);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_NEAR(fit->rates.attention_efficiency, 0.35, 0.35 * 1e-6);
+}
+
 TEST(FitCompute, AttentionEfficiencyIsOneWithoutFusedAttentionSamples) {
   auto fit = fit_compute(synthetic_samples(truth()), 20e9);
   ASSERT_TRUE(fit.ok()) << fit.status().message();
