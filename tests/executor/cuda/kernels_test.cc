@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -147,6 +148,10 @@ TEST(CudaKernels, LinearForwardAndBackwardMatchCpu) {
 // 200 (four tiles, the last partial, so the causal mask, the online softmax's rescaling across
 // tiles and the backward's loops over tiles all run).
 using AttentionCase = std::tuple<std::int64_t, std::int64_t, AttentionImpl>;
+}  // namespace
+// gtest prints the implementation by name in a failing case's parameters.
+void PrintTo(AttentionImpl impl, std::ostream* os) { *os << attention_impl_name(impl); }
+namespace {
 class CudaAttention : public ::testing::TestWithParam<AttentionCase> {};
 
 TEST_P(CudaAttention, ForwardAndBackwardMatchCpu) {
