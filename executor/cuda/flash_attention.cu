@@ -83,7 +83,7 @@ __device__ __forceinline__ void load_b(u32& b0, u32& b1, const bf16* s, int lds,
 }
 
 // The A operand of columns [16 kk, 16 kk + 16) of a 16 x 64 float32 C tile set, in bf16.
-__device__ __forceinline__ void c_to_a(u32 (&a)[4], const float (&c)[kTile / 8][4], int kk) {
+__device__ __forceinline__ void c_to_a(u32 (&a)[4], const float (*c)[4], int kk) {
   a[0] = pack2(c[2 * kk][0], c[2 * kk][1]);
   a[1] = pack2(c[2 * kk][2], c[2 * kk][3]);
   a[2] = pack2(c[2 * kk + 1][0], c[2 * kk + 1][1]);
@@ -117,6 +117,60 @@ __device__ __forceinline__ float quad_max(float v) {
 __device__ __forceinline__ float quad_sum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// c1 = a1 B1 and c2 = a2 B2 for the 16 rows of a1, a2 (D wide, in registers) against two
+// streamed tiles stored n-major (s[n][k], row stride D + kPad): the backward's S and dP, one
+// column tile at a time, each tile's two operand loads together.
+template <int D>
+__device__ __forceinline__ void tile_products(float (&c1)[kTile / 8][4], const u32 (&a1)[D / 16][4],
+                                              const bf16* s1, float (&c2)[kTile / 8][4],
+                                              const u32 (&a2)[D / 16][4], const bf16* s2, int g,
+                                              int t) {
+#pragma unroll
+  for (int nt = 0; nt < kTile / 8; ++nt) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) c1[nt][r] = c2[nt][r] = 0.0f;
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc) {
+      u32 b0, b1;
+      load_b(b0, b1, s1, D + kPad, nt * 8, kc * 16, g, t);
+      mma(c1[nt], a1[kc], b0, b1);
+      load_b(b0, b1, s2, D + kPad, nt * 8, kc * 16, g, t);
+      mma(c2[nt], a2[kc], b0, b1);
+    }
+  }
+}
+
+// One term of accumulate_products: acc (D / 8 C tiles) += C B, C the 16 x kTile float32 tiles
+// of a previous product, rounded to bf16 as the A operand (c_to_a); B a streamed tile stored
+// transposed, st[d][k] with row stride kTile + kPad.
+struct AccumulateTerm {
+  float (*acc)[4];
+  const float (*c)[4];
+  const bf16* st;
+};
+
+// The N terms' products, interleaved per column tile as the forward (N = 1: O += P V), dQ
+// (N = 1: dQ += dS K) and dK/dV (N = 2: dV += P^T dO beside dK += dS^T Q) need them.
+template <int D, int N>
+__device__ __forceinline__ void accumulate_products(const AccumulateTerm (&terms)[N], int g,
+                                                    int t) {
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk) {
+    u32 a[N][4];
+#pragma unroll
+    for (int i = 0; i < N; ++i) c_to_a(a[i], terms[i].c, kk);
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        u32 b0, b1;
+        load_b(b0, b1, terms[i].st, kTile + kPad, dt * 8, kk * 16, g, t);
+        mma(terms[i].acc[dt], a[i], b0, b1);
+      }
+    }
+  }
 }
 
 // Writes a 16 x D float32 C tile set (times `mul`) as bf16 to rows row_lo / row_hi (null: skip).
@@ -216,17 +270,7 @@ __global__ void __launch_bounds__(kThreads)
       o[dt][2] *= c_hi;
       o[dt][3] *= c_hi;
     }
-#pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      u32 pa[4];
-      c_to_a(pa, s, kk);
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        u32 b0, b1;
-        load_b(b0, b1, vt, kTile + kPad, dt * 8, kk * 16, g, t);
-        mma(o[dt], pa, b0, b1);
-      }
-    }
+    accumulate_products<D>({AccumulateTerm{o, s, vt}}, g, t);
   }
   l_lo = quad_sum(l_lo);
   l_hi = quad_sum(l_hi);
@@ -241,6 +285,44 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The A operands (D wide) of a warp's two rows, lo and lo + 8, of two row-major matrices at
+// once (m1 rows of ld1, m2 rows of ld2); a row past the sequence reads as zeros.
+template <int D>
+__device__ __forceinline__ void load_rows(u32 (&a1)[D / 16][4], const bf16* m1, std::int64_t ld1,
+                                          u32 (&a2)[D / 16][4], const bf16* m2, std::int64_t ld2,
+                                          int lo, bool in_lo, bool in_hi, int t) {
+#pragma unroll
+  for (int kc = 0; kc < D / 16; ++kc) {
+    load_a(a1[kc], in_lo ? m1 + lo * ld1 : nullptr, in_hi ? m1 + (lo + 8) * ld1 : nullptr,
+           kc * 16, t);
+    load_a(a2[kc], in_lo ? m2 + lo * ld2 : nullptr, in_hi ? m2 + (lo + 8) * ld2 : nullptr,
+           kc * 16, t);
+  }
+}
+
+// The backward kernels' operands for one (sequence, head), blockIdx.y = b * heads + a: row 0
+// of the sequence at the head's columns (q, k, v rows of `ld`; dO rows of ldo = heads * D) and
+// the head's per-row statistics.
+template <int D>
+struct BackwardSlice {
+  std::int64_t b, a, base, ldo;
+  const bf16 *q, *k, *v, *dout;
+  const float *lse, *delta;
+  __device__ BackwardSlice(const bf16* q0, const bf16* k0, const bf16* v0, std::int64_t ld,
+                           const bf16* dout0, const float* lse0, const float* delta0, int seq,
+                           int heads)
+      : b(blockIdx.y / heads),
+        a(blockIdx.y % heads),
+        base(b * seq),
+        ldo(static_cast<std::int64_t>(heads) * D),
+        q(q0 + base * ld + a * D),
+        k(k0 + base * ld + a * D),
+        v(v0 + base * ld + a * D),
+        dout(dout0 + base * ldo + a * D),
+        lse(lse0 + (b * heads + a) * seq),
+        delta(delta0 + (b * heads + a) * seq) {}
+};
+
 // ---- dQ: grid (query tiles, batch * heads). dQ_i = scale sum_j P_ij (dP_ij - delta_i) k_j ----
 template <int D>
 __global__ void __launch_bounds__(kThreads)
@@ -253,23 +335,14 @@ __global__ void __launch_bounds__(kThreads)
   bf16* kt_s = vs + kTile * (D + kPad);      // [D][kTile + kPad]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int qt = gridDim.x - 1 - blockIdx.x;
-  const std::int64_t b = blockIdx.y / heads, a = blockIdx.y % heads, base = b * seq;
-  const std::int64_t ldo = static_cast<std::int64_t>(heads) * D;
-  const bf16* qh = q + base * ld + a * D;
-  const bf16* kh = k + base * ld + a * D;
-  const bf16* vh = v + base * ld + a * D;
-  const bf16* doh = dout + base * ldo + a * D;
+  const BackwardSlice<D> h(q, k, v, ld, dout, lse, delta, seq, heads);
+  const std::int64_t a = h.a, base = h.base, ldo = h.ldo;
+  const bf16 *qh = h.q, *kh = h.k, *vh = h.v, *doh = h.dout;
   const int i_lo = qt * kTile + warp * 16 + g, i_hi = i_lo + 8;
   const bool in_lo = i_lo < seq, in_hi = i_hi < seq;
   u32 qa[D / 16][4], da[D / 16][4];
-#pragma unroll
-  for (int kc = 0; kc < D / 16; ++kc) {
-    load_a(qa[kc], in_lo ? qh + i_lo * ld : nullptr, in_hi ? qh + i_hi * ld : nullptr, kc * 16, t);
-    load_a(da[kc], in_lo ? doh + i_lo * ldo : nullptr, in_hi ? doh + i_hi * ldo : nullptr,
-           kc * 16, t);
-  }
-  const float* lh = lse + (b * heads + a) * seq;
-  const float* dh = delta + (b * heads + a) * seq;
+  load_rows<D>(qa, qh, ld, da, doh, ldo, i_lo, in_lo, in_hi, t);
+  const float *lh = h.lse, *dh = h.delta;
   const float L_lo = in_lo ? lh[i_lo] : 0.0f, L_hi = in_hi ? lh[i_hi] : 0.0f;
   const float D_lo = in_lo ? dh[i_lo] : 0.0f, D_hi = in_hi ? dh[i_hi] : 0.0f;
   float acc[D / 8][4];
@@ -281,18 +354,9 @@ __global__ void __launch_bounds__(kThreads)
     load_tile<D>(vh, ld, kt * kTile, seq, vs, nullptr);
     __syncthreads();
     float s[kTile / 8][4], dp[kTile / 8][4];
+    tile_products<D>(s, qa, ks, dp, da, vs, g, t);
 #pragma unroll
     for (int nt = 0; nt < kTile / 8; ++nt) {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) s[nt][r] = dp[nt][r] = 0.0f;
-#pragma unroll
-      for (int kc = 0; kc < D / 16; ++kc) {
-        u32 b0, b1;
-        load_b(b0, b1, ks, D + kPad, nt * 8, kc * 16, g, t);
-        mma(s[nt], qa[kc], b0, b1);
-        load_b(b0, b1, vs, D + kPad, nt * 8, kc * 16, g, t);
-        mma(dp[nt], da[kc], b0, b1);
-      }
 #pragma unroll
       for (int e = 0; e < 2; ++e) {  // s := dS (unscaled): P (dP - delta), zero where masked
         const int j = kt * kTile + nt * 8 + 2 * t + e;
@@ -302,17 +366,7 @@ __global__ void __launch_bounds__(kThreads)
         s[nt][2 + e] = p_hi * (dp[nt][2 + e] - D_hi);
       }
     }
-#pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      u32 sa[4];
-      c_to_a(sa, s, kk);
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        u32 b0, b1;
-        load_b(b0, b1, kt_s, kTile + kPad, dt * 8, kk * 16, g, t);
-        mma(acc[dt], sa, b0, b1);
-      }
-    }
+    accumulate_products<D>({AccumulateTerm{acc, s, kt_s}}, g, t);
   }
   bf16* dqh = dq + base * ld + a * D;
   store_rows<D>(acc, scale, scale, in_lo ? dqh + i_lo * ld : nullptr,
@@ -336,22 +390,14 @@ __global__ void __launch_bounds__(kThreads)
   float* del_s = lse_s + kTile;                                        // [kTile]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int kb = blockIdx.x;
-  const std::int64_t b = blockIdx.y / heads, a = blockIdx.y % heads, base = b * seq;
-  const std::int64_t ldo = static_cast<std::int64_t>(heads) * D;
-  const bf16* qh = q + base * ld + a * D;
-  const bf16* kh = k + base * ld + a * D;
-  const bf16* vh = v + base * ld + a * D;
-  const bf16* doh = dout + base * ldo + a * D;
-  const float* lh = lse + (b * heads + a) * seq;
-  const float* dh = delta + (b * heads + a) * seq;
+  const BackwardSlice<D> h(q, k, v, ld, dout, lse, delta, seq, heads);
+  const std::int64_t a = h.a, base = h.base, ldo = h.ldo;
+  const bf16 *qh = h.q, *kh = h.k, *vh = h.v, *doh = h.dout;
+  const float *lh = h.lse, *dh = h.delta;
   const int j_lo = kb * kTile + warp * 16 + g, j_hi = j_lo + 8;
   const bool in_lo = j_lo < seq, in_hi = j_hi < seq;
   u32 ka[D / 16][4], va[D / 16][4];
-#pragma unroll
-  for (int kc = 0; kc < D / 16; ++kc) {
-    load_a(ka[kc], in_lo ? kh + j_lo * ld : nullptr, in_hi ? kh + j_hi * ld : nullptr, kc * 16, t);
-    load_a(va[kc], in_lo ? vh + j_lo * ld : nullptr, in_hi ? vh + j_hi * ld : nullptr, kc * 16, t);
-  }
+  load_rows<D>(ka, kh, ld, va, vh, ld, j_lo, in_lo, in_hi, t);
   float dka[D / 8][4], dva[D / 8][4];
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt)
@@ -369,18 +415,9 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     float p[kTile / 8][4], dp[kTile / 8][4];
+    tile_products<D>(p, ka, qs, dp, va, ds, g, t);
 #pragma unroll
     for (int nt = 0; nt < kTile / 8; ++nt) {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) p[nt][r] = dp[nt][r] = 0.0f;
-#pragma unroll
-      for (int kc = 0; kc < D / 16; ++kc) {
-        u32 b0, b1;
-        load_b(b0, b1, qs, D + kPad, nt * 8, kc * 16, g, t);
-        mma(p[nt], ka[kc], b0, b1);
-        load_b(b0, b1, ds, D + kPad, nt * 8, kc * 16, g, t);
-        mma(dp[nt], va[kc], b0, b1);
-      }
 #pragma unroll
       for (int e = 0; e < 2; ++e) {  // p := P^T, dp := dS^T (unscaled), zero where masked
         const int c = nt * 8 + 2 * t + e, i = it * kTile + c;
@@ -392,20 +429,7 @@ __global__ void __launch_bounds__(kThreads)
         dp[nt][2 + e] = ph * (dp[nt][2 + e] - del_s[c]);
       }
     }
-#pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      u32 pa[4], sa[4];
-      c_to_a(pa, p, kk);
-      c_to_a(sa, dp, kk);
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        u32 b0, b1;
-        load_b(b0, b1, dt_s, kTile + kPad, dt * 8, kk * 16, g, t);
-        mma(dva[dt], pa, b0, b1);
-        load_b(b0, b1, qt_s, kTile + kPad, dt * 8, kk * 16, g, t);
-        mma(dka[dt], sa, b0, b1);
-      }
-    }
+    accumulate_products<D>({AccumulateTerm{dva, p, dt_s}, AccumulateTerm{dka, dp, qt_s}}, g, t);
   }
   store_rows<D>(dka, scale, scale, in_lo ? dk + (base + j_lo) * ld + a * D : nullptr,
                 in_hi ? dk + (base + j_hi) * ld + a * D : nullptr, t);
