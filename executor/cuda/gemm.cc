@@ -60,6 +60,11 @@ void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
     TP_CUBLAS(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     TP_CUBLAS(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
                                              sizeof(g.bias)));
+    if (g.batch > 1 && g.stride_bias != 0) {
+      const std::int64_t stride = g.stride_bias;
+      TP_CUBLAS(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+                                               &stride, sizeof(stride)));
+    }
   }
   // Stored shapes in column-major terms: B as stored is (ldb-strided) rows of B.
   const std::uint64_t x_rows = g.trans_b ? g.k : g.n, x_cols = g.trans_b ? g.n : g.k;
@@ -85,7 +90,7 @@ void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
             al_c = alignment_bytes(g.c);
   const Key key{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.c_fp32,
                 g.bias != nullptr, g.beta != 0.0f, al_a * 10000 + al_b * 100 + al_c,
-                g.batch, g.stride_a, g.stride_b, g.stride_c};
+                g.batch, g.stride_a, g.stride_b, g.stride_c, g.stride_bias};
   auto it = algos_.find(key);
   if (it == algos_.end()) {
     TP_CUBLAS(cublasLtMatmulPreferenceCreate(&d.pref));
@@ -145,6 +150,43 @@ void Gemm::linear_wgrad(const bf16* x, const bf16* dy, float* dw, std::int64_t r
   g.c = dw; g.ldc = out;
   g.c_fp32 = true;
   g.beta = 1.0f;
+  run(g, stream);
+}
+
+void Gemm::linear_forward_shared_input(const bf16* x, const bf16* w, const bf16* b,
+                                       std::int64_t w_stride, bf16* y, std::int64_t y_stride,
+                                       std::int64_t batch, std::int64_t rows, std::int64_t in,
+                                       std::int64_t out, cudaStream_t stream) {
+  GemmArgs g;
+  g.m = rows; g.n = out; g.k = in;
+  g.a = x; g.lda = in;
+  g.b = w; g.ldb = out;
+  g.c = y; g.ldc = out;
+  g.bias = b;
+  g.batch = batch;
+  g.stride_a = 0;  // x shared by every product
+  g.stride_b = w_stride;
+  g.stride_c = y_stride;
+  g.stride_bias = b != nullptr ? w_stride : 0;
+  run(g, stream);
+}
+
+void Gemm::linear_wgrad_shared_input(const bf16* x, const bf16* dy, std::int64_t y_stride,
+                                     float* dw, std::int64_t w_stride, std::int64_t batch,
+                                     std::int64_t rows, std::int64_t in, std::int64_t out,
+                                     cudaStream_t stream) {
+  GemmArgs g;
+  g.trans_a = true;
+  g.m = in; g.n = out; g.k = rows;
+  g.a = x; g.lda = in;
+  g.b = dy; g.ldb = out;
+  g.c = dw; g.ldc = out;
+  g.c_fp32 = true;
+  g.beta = 1.0f;
+  g.batch = batch;
+  g.stride_a = 0;
+  g.stride_b = y_stride;
+  g.stride_c = w_stride;
   run(g, stream);
 }
 

@@ -26,8 +26,9 @@ struct GemmArgs {
   bool c_fp32 = false;
   float alpha = 1.0f, beta = 0.0f;        // beta = 1 accumulates (parameter gradients)
   const bf16* bias = nullptr;             // (n) added to every row; bf16 output only
-  // Strided batch: `batch` products, operand i at a + i * stride_a (elements), etc.
-  std::int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+  // Strided batch: `batch` products, operand i at a + i * stride_a (elements), etc. A stride of 0
+  // shares the operand across the batch; stride_bias steps the bias vector.
+  std::int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0, stride_bias = 0;
 };
 
 class Gemm {
@@ -50,13 +51,26 @@ class Gemm {
   void linear_wgrad(const bf16* x, const bf16* dy, float* dw, std::int64_t rows, std::int64_t in,
                     std::int64_t out, cudaStream_t stream);
 
+  // `batch` linear layers of one shape on one input, in one launch: for i < batch,
+  // y_i = x W_i (+ b_i) with W_i = w + i * w_stride, b_i = b + i * w_stride, y_i = y + i * y_stride
+  // (elements), and dW_i += x^T dy_i with dy_i = dy + i * y_stride, dW_i = dw + i * w_stride.
+  // The q, k and v projections: BlockLayout keeps W_q, b_q, W_k, b_k, W_v, b_v at one stride,
+  // and the cost model's qkv task is one product of 3 q_width columns.
+  void linear_forward_shared_input(const bf16* x, const bf16* w, const bf16* b,
+                                   std::int64_t w_stride, bf16* y, std::int64_t y_stride,
+                                   std::int64_t batch, std::int64_t rows, std::int64_t in,
+                                   std::int64_t out, cudaStream_t stream);
+  void linear_wgrad_shared_input(const bf16* x, const bf16* dy, std::int64_t y_stride, float* dw,
+                                 std::int64_t w_stride, std::int64_t batch, std::int64_t rows,
+                                 std::int64_t in, std::int64_t out, cudaStream_t stream);
+
  private:
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
   using Key = std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
                          std::int64_t, std::int64_t, bool, bool, bool, int, std::int64_t, std::int64_t,
-                         std::int64_t, std::int64_t>;
+                         std::int64_t, std::int64_t, std::int64_t>;
   std::map<Key, cublasLtMatmulAlgo_t> algos_;
 };
 

@@ -83,11 +83,28 @@ Status check_cuda_executor_supports(const ModelSpec& m, const Plan& p) {
   return Status::Ok();
 }
 
+namespace {
+
+// The stride (elements) at which the block's layout keeps W_q, W_k, W_v and their biases, and
+// so their gradients (executor/params.h: kWq, kBq, kWk, kBk, kWv, kBv, equal sizes); 0 when
+// they are not at one stride, and the three products then run apart.
+template <class Params>
+std::int64_t qkv_stride(const Params& P) {
+  const std::int64_t s = P.p[kWk] - P.p[kWq];
+  const bool weights = P.p[kWv] - P.p[kWk] == s && P.g[kWk] - P.g[kWq] == s &&
+                       P.g[kWv] - P.g[kWk] == s;
+  const bool biases = P.p[kBq] == nullptr ||
+                      (P.p[kBk] - P.p[kBq] == s && P.p[kBv] - P.p[kBk] == s);
+  return weights && biases ? s : 0;
+}
+
+}  // namespace
+
 struct CudaStageModel::LayerCache {
   Buf x;                       // (Tl, h) layer input (all that full recompute keeps)
   Buf ln1;                     // (Tl, h)
   FBuf ln1_mean, ln1_rstd;     // (Tl)
-  Buf q, k, v;                 // (T, q/tp)
+  Buf qkv;                     // (3, T, q/tp): q, k, v one after another
   Buf attn;                    // (T, q/tp)
   FBuf lse;                    // (b * heads/tp * s) attention log-sum-exp per row
   Buf x1;                      // (Tl, h)
@@ -187,18 +204,26 @@ void CudaStageModel::layer_forward(std::size_t block, Buf&& x, LayerCache& c, Bu
     y1 = &gathered;
   }
   span.begin("qkv");
-  for (Buf* b : {&c.q, &c.k, &c.v}) b->resize(T * qr);
-  gemm_.linear_forward(y1->data(), P.p[kWq], P.p[kBq], c.q.data(), T, h, qr, stream_);
-  gemm_.linear_forward(y1->data(), P.p[kWk], P.p[kBk], c.k.data(), T, h, qr, stream_);
-  gemm_.linear_forward(y1->data(), P.p[kWv], P.p[kBv], c.v.data(), T, h, qr, stream_);
+  c.qkv.resize(3 * T * qr);
+  bf16* const q = c.qkv.data();
+  bf16* const k = q + T * qr;
+  bf16* const v = k + T * qr;
+  if (const std::int64_t stride = qkv_stride(P); stride != 0) {
+    gemm_.linear_forward_shared_input(y1->data(), P.p[kWq], P.p[kBq], stride, q, T * qr, 3, T, h,
+                                      qr, stream_);
+  } else {
+    gemm_.linear_forward(y1->data(), P.p[kWq], P.p[kBq], q, T, h, qr, stream_);
+    gemm_.linear_forward(y1->data(), P.p[kWk], P.p[kBk], k, T, h, qr, stream_);
+    gemm_.linear_forward(y1->data(), P.p[kWv], P.p[kBv], v, T, h, qr, stream_);
+  }
   span.begin(attention_task_);
   c.attn.resize(T * qr);
   c.lse.resize(plan_.micro_batch_size * heads_ * model_.seq_len);
   if (attention_impl_ == AttentionImpl::kFlash)
-    flash_attention_forward(c.q.data(), c.k.data(), c.v.data(), qr, c.attn.data(), c.lse.data(),
+    flash_attention_forward(q, k, v, qr, c.attn.data(), c.lse.data(),
                             plan_.micro_batch_size, model_.seq_len, heads_, hd_, stream_);
   else
-    attention_forward(c.q.data(), c.k.data(), c.v.data(), qr, c.attn.data(), c.lse.data(),
+    attention_forward(q, k, v, qr, c.attn.data(), c.lse.data(),
                       plan_.micro_batch_size, model_.seq_len, heads_, hd_, stream_,
                       attention_impl_ == AttentionImpl::kGemm ? &gemm_ : nullptr);
   span.begin("out_proj");
@@ -311,23 +336,28 @@ void CudaStageModel::layer_backward(std::size_t block, LayerCache& c, const Buf&
   gemm_.linear_wgrad(c.attn.data(), dop->data(), P.g[kWo], T, qr, h, stream_);
   bias_backward(dop->data(), P.g[kBo], T, h, stream_);
   span.begin(attention_bwd_task_);
-  Buf dq(T * qr), dk(T * qr), dv(T * qr);
+  const bf16* const q = c.qkv.data();
+  const bf16* const k = q + T * qr;
+  const bf16* const v = k + T * qr;
+  Buf dqkv(3 * T * qr);  // dq, dk, dv one after another, as the forward's q, k, v
+  bf16* const dq = dqkv.data();
+  bf16* const dk = dq + T * qr;
+  bf16* const dv = dk + T * qr;
   FBuf delta(c.lse.size());
   if (attention_impl_ == AttentionImpl::kFlash)
-    flash_attention_backward(c.q.data(), c.k.data(), c.v.data(), qr, c.attn.data(),
-                             dattn.data(), c.lse.data(), delta.data(), dq.data(), dk.data(),
-                             dv.data(), plan_.micro_batch_size, model_.seq_len, heads_, hd_,
-                             stream_);
+    flash_attention_backward(q, k, v, qr, c.attn.data(), dattn.data(), c.lse.data(),
+                             delta.data(), dq, dk, dv, plan_.micro_batch_size, model_.seq_len,
+                             heads_, hd_, stream_);
   else
-    attention_backward(c.q.data(), c.k.data(), c.v.data(), qr, c.attn.data(), dattn.data(),
-                       c.lse.data(), delta.data(), dq.data(), dk.data(), dv.data(),
+    attention_backward(q, k, v, qr, c.attn.data(), dattn.data(), c.lse.data(), delta.data(),
+                       dq, dk, dv,
                        plan_.micro_batch_size, model_.seq_len, heads_, hd_, stream_,
                        attention_impl_ == AttentionImpl::kGemm ? &gemm_ : nullptr);
   span.begin("qkv_dgrad");
   dy.resize(T * h);
-  gemm_.linear_dgrad(dq.data(), P.p[kWq], dy.data(), T, h, qr, false, stream_);
-  gemm_.linear_dgrad(dk.data(), P.p[kWk], dy.data(), T, h, qr, true, stream_);
-  gemm_.linear_dgrad(dv.data(), P.p[kWv], dy.data(), T, h, qr, true, stream_);
+  gemm_.linear_dgrad(dq, P.p[kWq], dy.data(), T, h, qr, false, stream_);
+  gemm_.linear_dgrad(dk, P.p[kWk], dy.data(), T, h, qr, true, stream_);
+  gemm_.linear_dgrad(dv, P.p[kWv], dy.data(), T, h, qr, true, stream_);
   const Buf* y1 = &c.ln1;
   if (x_.sp) {
     span.end();
@@ -335,12 +365,17 @@ void CudaStageModel::layer_backward(std::size_t block, LayerCache& c, const Buf&
     y1 = &gathered;
   }
   span.begin("qkv_wgrad");
-  gemm_.linear_wgrad(y1->data(), dq.data(), P.g[kWq], T, h, qr, stream_);
-  gemm_.linear_wgrad(y1->data(), dk.data(), P.g[kWk], T, h, qr, stream_);
-  gemm_.linear_wgrad(y1->data(), dv.data(), P.g[kWv], T, h, qr, stream_);
-  bias_backward(dq.data(), P.g[kBq], T, qr, stream_);
-  bias_backward(dk.data(), P.g[kBk], T, qr, stream_);
-  bias_backward(dv.data(), P.g[kBv], T, qr, stream_);
+  if (const std::int64_t stride = qkv_stride(P); stride != 0) {
+    gemm_.linear_wgrad_shared_input(y1->data(), dq, T * qr, P.g[kWq], stride, 3, T, h, qr,
+                                    stream_);
+  } else {
+    gemm_.linear_wgrad(y1->data(), dq, P.g[kWq], T, h, qr, stream_);
+    gemm_.linear_wgrad(y1->data(), dk, P.g[kWk], T, h, qr, stream_);
+    gemm_.linear_wgrad(y1->data(), dv, P.g[kWv], T, h, qr, stream_);
+  }
+  bias_backward(dq, P.g[kBq], T, qr, stream_);
+  bias_backward(dk, P.g[kBk], T, qr, stream_);
+  bias_backward(dv, P.g[kBv], T, qr, stream_);
   span.end();
   if (x_.sp) {
     reduce_scatter_tokens(dy, dyl, "tp_reduce_scatter_attn_grad");

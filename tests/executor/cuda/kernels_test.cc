@@ -142,6 +142,45 @@ TEST(CudaKernels, LinearForwardAndBackwardMatchCpu) {
   EXPECT_LT(rel_l2(download(dx_d), from_mat(twice)), kTwoRoundings);
 }
 
+// Three linear layers of one shape on one input in one launch, as the stage model runs q, k and
+// v: weight and bias i at a constant stride (W, b, W, b, W, b, as BlockLayout packs them), the
+// input shared (batch stride 0), each output and weight gradient against the CPU's.
+TEST(CudaKernels, SharedInputBatchedLinearMatchesCpuPerLayer) {
+  TRAINPLAN_REQUIRE_GPU();
+  const std::int64_t rows = 40, in = 72, out = 48, batch = 3, stride = in * out + out;
+  const auto x = random_bf16(rows * in, 40), packed = random_bf16(batch * stride, 41, 0.2f);
+  const auto dy = random_bf16(batch * rows * out, 42);
+  const auto dw0 = random_bf16(batch * stride, 43);
+  Gemm gemm;
+  auto x_d = upload_bf16(x), p_d = upload_bf16(packed), dy_d = upload_bf16(dy);
+  auto dw_d = upload_f32(dw0);
+  DeviceBuffer<bf16> y_d(batch * rows * out);
+  poison(y_d);
+  gemm.linear_forward_shared_input(x_d.data(), p_d.data(), p_d.data() + in * out, stride,
+                                   y_d.data(), rows * out, batch, rows, in, out, nullptr);
+  gemm.linear_wgrad_shared_input(x_d.data(), dy_d.data(), rows * out, dw_d.data(), stride, batch,
+                                 rows, in, out, nullptr);
+  const auto y = download(y_d), dw = download(dw_d);
+  for (std::int64_t i = 0; i < batch; ++i) {
+    const float* w = packed.data() + i * stride;
+    Mat y_ref(rows, out), dx;
+    executor::linear_forward(to_mat(x, rows, in), ConstMatMap(w, in, out), w + in * out, y_ref);
+    std::vector<float> dw_ref(dw0.begin() + i * stride, dw0.begin() + i * stride + in * out);
+    std::vector<float> db_unused(out, 0.0f);
+    MatMap dw_map(dw_ref.data(), in, out);
+    const std::vector<float> dy_i(dy.begin() + i * rows * out, dy.begin() + (i + 1) * rows * out);
+    executor::linear_backward(to_mat(x, rows, in), ConstMatMap(w, in, out),
+                              to_mat(dy_i, rows, out), &dx, dw_map, db_unused.data());
+    const std::vector<float> y_i(y.begin() + i * rows * out, y.begin() + (i + 1) * rows * out);
+    const std::vector<float> dw_i(dw.begin() + i * stride, dw.begin() + i * stride + in * out);
+    EXPECT_LT(rel_l2(y_i, from_mat(y_ref)), kOneRounding) << "layer " << i;
+    EXPECT_LT(rel_l2(dw_i, dw_ref), kOneRounding) << "layer " << i;
+    // The bias slots between the weights are not written by the weight-gradient product.
+    for (std::int64_t j = 0; j < out; ++j)
+      EXPECT_EQ(dw[i * stride + in * out + j], dw0[i * stride + in * out + j]) << "layer " << i;
+  }
+}
+
 // The three implementations (the fused CUDA-core kernels; the tensor-core path through
 // batched cuBLASLt GEMMs; the FlashAttention-2 tiles of flash_attention.cu) at head_dim 16,
 // 64 (GPT-2), 80 and 128, and seq 70 (one partial 64-row tile, rows not a multiple of 8) and
