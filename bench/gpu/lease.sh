@@ -69,17 +69,28 @@ part() {  # NAME TIMEOUT_S CMD...: runs CMD with at most min(TIMEOUT_S, what is 
   python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda, torch.cuda.nccl.version())' 2>&1
 } | tee "$R/env.txt"
 want tests && part tests 90 env OUT=$R/tests PARTS=tests bash bench/gpu/run_all.sh
+# The failed tests' names, one a line ("Suite.Name/param"), from the kernels' and stage's logs.
+failed() { sed -n 's/^\[  FAILED  \] \([^ ,]*\).*/\1/p' "$R"/tests/test_kernels.log "$R"/tests/test_gpt.log 2>/dev/null | sort -u; }
+# q, k, v as one batched product (TRAINPLAN_CUDA_QKV): if its checks fail on this device, the
+# rest of the lease runs three products, and says so.
+if want tests && [ -z "${TRAINPLAN_CUDA_QKV:-}" ] && failed | grep -qE 'SharedInputBatched|_batched$'; then
+  echo "the batched q, k, v product failed its check: TRAINPLAN_CUDA_QKV=separate from here" |
+    tee -a "$R/env.txt"
+  export TRAINPLAN_CUDA_QKV=separate
+fi
 # The stage model runs the FlashAttention-2 kernels by default (kernels.h); if their check or
-# the stage's fails on this device, the rest of the lease measures the cuBLASLt path instead
-# and says so, rather than timing wrong numbers.
+# the stage's fails on this device, the rest of the lease measures the cuBLASLt path instead and
+# says so, rather than timing wrong numbers. (With the batched product failing, the trainer's
+# tests fail with it, so then only flash's and the separate stage's failures count.)
+stage_failures='flash|StageModel|Trainer'
+[ "${TRAINPLAN_CUDA_QKV:-}" = separate ] && stage_failures='flash|_separate$'
 if want tests && [ -z "${TRAINPLAN_CUDA_ATTENTION:-}" ] &&
-   { grep -qE '^\[  FAILED  \] .*flash' "$R/tests/test_kernels.log" 2>/dev/null ||
-     grep -qE '^\[  FAILED  \]' "$R/tests/test_gpt.log" 2>/dev/null; }; then
+   failed | grep -vE 'SharedInputBatched|_batched$' | grep -qiE "$stage_failures"; then
   echo "flash attention or the stage failed its check: TRAINPLAN_CUDA_ATTENTION=gemm from here" |
     tee -a "$R/env.txt"
   export TRAINPLAN_CUDA_ATTENTION=gemm
 fi
-echo "attention: ${TRAINPLAN_CUDA_ATTENTION:-auto}" | tee -a "$R/env.txt"
+echo "attention: ${TRAINPLAN_CUDA_ATTENTION:-auto}; qkv: ${TRAINPLAN_CUDA_QKV:-batched}" | tee -a "$R/env.txt"
 want layouts && part layouts 150 env OUT=$R/layouts PARTS=layouts RANK_TIMEOUT=45 bash bench/gpu/run_all.sh
 want t124m && part t124m 150 env OUT=$R/t124m PARTS=throughput SKIP_1_5B=1 bash bench/gpu/run_all.sh
 want pvm && part pvm 150 env OUT=$R/pvm QUICK=1 ROUNDS=${ROUNDS:-1} STEPS=${STEPS:-8} WARMUP=${WARMUP:-3} bash bench/gpu/predicted_vs_measured.sh

@@ -4,6 +4,7 @@
 #include "executor/cuda/gpt_cuda.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "executor/cuda/kernels.h"
 
@@ -100,6 +101,14 @@ std::int64_t qkv_stride(const Params& P) {
 
 }  // namespace
 
+bool batched_qkv_from_env() {
+  const char* v = std::getenv("TRAINPLAN_CUDA_QKV");
+  const std::string choice = v != nullptr ? v : "";
+  if (choice.empty() || choice == "batched") return true;
+  if (choice == "separate") return false;
+  throw CudaError("TRAINPLAN_CUDA_QKV=" + choice + ": expected batched or separate");
+}
+
 struct CudaStageModel::LayerCache {
   Buf x;                       // (Tl, h) layer input (all that full recompute keeps)
   Buf ln1;                     // (Tl, h)
@@ -143,6 +152,7 @@ CudaStageModel::CudaStageModel(const ModelSpec& model, const Plan& plan, std::in
   heads_ = model.num_attention_heads / plan.tp;
   hd_ = model.q_width() / model.num_attention_heads;
   attention_impl_ = attention_impl_from_env(hd_, model.q_width() / plan.tp);
+  batched_qkv_ = batched_qkv_from_env();
 }
 
 CudaStageModel::~CudaStageModel() = default;
@@ -208,7 +218,7 @@ void CudaStageModel::layer_forward(std::size_t block, Buf&& x, LayerCache& c, Bu
   bf16* const q = c.qkv.data();
   bf16* const k = q + T * qr;
   bf16* const v = k + T * qr;
-  if (const std::int64_t stride = qkv_stride(P); stride != 0) {
+  if (const std::int64_t stride = batched_qkv_ ? qkv_stride(P) : 0; stride != 0) {
     gemm_.linear_forward_shared_input(y1->data(), P.p[kWq], P.p[kBq], stride, q, T * qr, 3, T, h,
                                       qr, stream_);
   } else {
@@ -365,7 +375,7 @@ void CudaStageModel::layer_backward(std::size_t block, LayerCache& c, const Buf&
     y1 = &gathered;
   }
   span.begin("qkv_wgrad");
-  if (const std::int64_t stride = qkv_stride(P); stride != 0) {
+  if (const std::int64_t stride = batched_qkv_ ? qkv_stride(P) : 0; stride != 0) {
     gemm_.linear_wgrad_shared_input(y1->data(), dq, T * qr, P.g[kWq], stride, 3, T, h, qr,
                                     stream_);
   } else {

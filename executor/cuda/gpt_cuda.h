@@ -40,6 +40,12 @@ namespace trainplan::executor::cuda {
 // with bf16 instead of fp32).
 Status check_cuda_executor_supports(const ModelSpec& model, const Plan& plan);
 
+// How the stage model computes q, k and v. The environment variable TRAINPLAN_CUDA_QKV
+// chooses: unset or "batched", one strided-batched product over the shared input where the
+// block's layout keeps W_q, W_k, W_v at one stride (else three); "separate", always three.
+// Any other value throws CudaError naming the variable and the value.
+bool batched_qkv_from_env();
+
 // executor/cpu/gpt.h's BlockAccess on the device: bf16 compute weights, float32 gradients,
 // laid out as BlockLayout (offsets in elements); the data-parallel points go to the Trainer.
 class DeviceBlockAccess : public DpEvents {
@@ -112,6 +118,7 @@ class CudaStageModel final : public StageModelBase {
   cudaStream_t stream_;
   std::int64_t heads_ = 0, hd_ = 0;  // heads on this rank, head dim
   AttentionImpl attention_impl_ = AttentionImpl::kGemm;  // kernels.h, attention_impl_from_env
+  bool batched_qkv_ = true;                              // batched_qkv_from_env
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<MicroBatch>> in_flight_;
   DeviceTrace* trace_ = nullptr;
 };

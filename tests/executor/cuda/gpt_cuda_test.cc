@@ -142,13 +142,17 @@ Mat reference_logits(const ModelSpec& m, const std::vector<BlockLayout>& layouts
   return ln * ConstMatMap(at(0, kWte), vp, h).transpose();
 }
 
-class CudaStageModelTest : public ::testing::TestWithParam<Recompute> {};
+// Recompute, and TRAINPLAN_CUDA_QKV (q, k, v as one batched product or three).
+class CudaStageModelTest : public ::testing::TestWithParam<std::tuple<Recompute, const char*>> {};
 
 TEST_P(CudaStageModelTest, MatchesCpuStageModel) {
   TRAINPLAN_REQUIRE_GPU();
+  const auto [recompute, qkv] = GetParam();
+  testing::ScopedEnv env;
+  env.set("TRAINPLAN_CUDA_QKV", qkv);
   const ModelSpec model = small_model();
-  const Plan cpu_plan = plan_for(Precision::kFp32, GetParam());
-  const Plan gpu_plan = plan_for(Precision::kBf16, GetParam());
+  const Plan cpu_plan = plan_for(Precision::kFp32, recompute);
+  const Plan gpu_plan = plan_for(Precision::kBf16, recompute);
   ASSERT_TRUE(check_cuda_executor_supports(model, gpu_plan).ok());
   const std::vector<BlockLayout> layouts = stage_layouts(model, cpu_plan, 0, 0);
   const auto weights = initial_blocks(layouts);
@@ -218,12 +222,34 @@ TEST_P(CudaStageModelTest, MatchesCpuStageModel) {
   TP_CUDA(cudaStreamDestroy(stream));
 }
 
-INSTANTIATE_TEST_SUITE_P(Recompute, CudaStageModelTest,
-                         ::testing::Values(Recompute::kNone, Recompute::kFull),
-                         [](const ::testing::TestParamInfo<Recompute>& p) {
-                           return p.param == Recompute::kNone ? std::string("none")
-                                                                 : std::string("full");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    RecomputeQkv, CudaStageModelTest,
+    ::testing::Combine(::testing::Values(Recompute::kNone, Recompute::kFull),
+                       ::testing::Values("batched", "separate")),
+    [](const ::testing::TestParamInfo<std::tuple<Recompute, const char*>>& p) {
+      return std::string(std::get<0>(p.param) == Recompute::kNone ? "none_" : "full_") +
+             std::get<1>(p.param);
+    });
+
+// TRAINPLAN_CUDA_QKV: unset, batched or separate; any other value is an error naming the
+// variable and the value. Runs without a GPU.
+TEST(CudaQkvChoice, EnvironmentSelectsAndRejectsWithTheValue) {
+  testing::ScopedEnv env;
+  env.set("TRAINPLAN_CUDA_QKV", nullptr);
+  EXPECT_TRUE(batched_qkv_from_env());
+  env.set("TRAINPLAN_CUDA_QKV", "batched");
+  EXPECT_TRUE(batched_qkv_from_env());
+  env.set("TRAINPLAN_CUDA_QKV", "separate");
+  EXPECT_FALSE(batched_qkv_from_env());
+  env.set("TRAINPLAN_CUDA_QKV", "fused");
+  try {
+    batched_qkv_from_env();
+    ADD_FAILURE() << "no error for an unknown value";
+  } catch (const CudaError& e) {
+    EXPECT_NE(std::string(e.what()).find("TRAINPLAN_CUDA_QKV=fused"), std::string::npos)
+        << e.what();
+  }
+}
 
 // Whole optimizer steps: the CUDA trainer (bf16 compute, float32 master weights and AdamW state)
 // against the CPU Trainer (float32) over a few steps on the same batches. The CPU starts from
