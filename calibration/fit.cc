@@ -209,14 +209,21 @@ double direction_ratio(const std::vector<TaskSample>& samples, const DeviceRates
 }
 
 // The backward GEMMs' own efficiencies (dX = dY W^T and dW = X^T dY, whose transposed
-// operands Eigen packs differently from the forward's): the forward's efficiency times the
-// median ratio of that direction's samples; 0 (the forward's applies) without samples.
+// operands Eigen packs differently from the forward's, and for which cuBLASLt picks other
+// kernels): the forward's efficiency times the median ratio of that direction's samples,
+// weighted by each sample's compute time for the reason fit_attention_directions gives. On the
+// H200 lease of 2026-12-04 (third) the plain median fell among the tiny model's launch-bound
+// probes and gave a weight-gradient efficiency of 0.17 where GPT-2's twenty probes ran at
+// 0.4-0.9: every GPT-2 weight gradient predicted 2.4-5.5x too slow, the matrix's median error
+// 41%; the weighted median, applied to that lease's measurements, gives 0.81 (notes:
+// bench/results/gpu-2026-12-04c/notes.md). 0 (the forward's applies) without samples.
 void fit_gemm_directions(const std::vector<TaskSample>& samples, DeviceRates& r) {
   for (GemmDirection d : {GemmDirection::kInputGradient, GemmDirection::kWeightGradient}) {
     const double ratio = direction_ratio(
         samples, r,
         [&](const Task& t) { return t.kind == TaskKind::kGemm && gemm_direction(t) == d; },
-        [](const Task& t) { return is_backward_gemm(t) || t.kind == TaskKind::kAttention; });
+        [](const Task& t) { return is_backward_gemm(t) || t.kind == TaskKind::kAttention; },
+        /*weighted=*/true);
     const double e = ratio > 0 ? std::clamp(r.gemm_efficiency * ratio, 1e-6, 1.0) : 0.0;
     (d == GemmDirection::kInputGradient ? r.gemm_input_gradient_efficiency
                                         : r.gemm_weight_gradient_efficiency) = e;

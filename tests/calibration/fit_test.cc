@@ -203,6 +203,25 @@ TEST(FitCompute, RecoversEachDirectionsEfficiency) {
   EXPECT_EQ(fit->outliers, 0);
 }
 
+// Launch-bound weight-gradient probes (compute a fraction of the overhead) whose time the
+// model does not explain, outnumbering the compute-bound ones, as the tiny model's did on the
+// H200: the time-weighted median keeps the compute-bound probes' efficiency.
+TEST(FitCompute, DirectionEfficiencyIsWeightedByComputeTime) {
+  DeviceRates r = truth();
+  r.gemm_weight_gradient_efficiency = 0.6;
+  std::vector<TaskSample> samples = synthetic_samples(r);
+  for (std::int64_t m : {256, 512, 1024})
+    samples.push_back(sample({named(gemm(m, m, 256, 1), "fc1_wgrad")}, r));
+  for (std::int64_t m : {8, 12, 16, 20, 24}) {
+    TaskSample small = sample({named(gemm(m, m, 8, 1), "fc1_wgrad")}, r);
+    small.time_s = r.kernel_overhead_s + 3.0 * (small.time_s - r.kernel_overhead_s);
+    samples.push_back(small);
+  }
+  auto fit = fit_compute(samples, /*stream_bytes_per_s=*/20e9);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_NEAR(fit->rates.gemm_weight_gradient_efficiency, 0.6, 0.6 * 1e-6);
+}
+
 // Without backward-direction samples the profile has no direction efficiencies (0): the
 // forward's single figure then applies to every direction (compute_model.h).
 TEST(FitCompute, NoDirectionEfficiencyWithoutItsSamples) {
