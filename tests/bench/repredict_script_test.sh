@@ -23,6 +23,24 @@ out=$(bash "$script" "$record" "$build") || fail "plain run: $out"
 echo "$out" | grep -qE '^gpt2_mbs8 +42\.85 +36\.58 +\+17\.1%$' || fail "the lease's prediction changed: $out"
 
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# refit_directions.py on the third lease's record (validation/gpu/h200-2026-12-04c.json): the
+# weighted GEMM-direction step of calibrate (21ed2a3) applied to its stored probe times takes the
+# weight-gradient efficiency from the lease's 0.172 to 0.806, and the three GPT-2 plans at
+# micro-batch 4 and 8 within 5% (at the lease: +39% to +57%).
+refit=$src/bench/gpu/refit_directions.py
+python3 "$refit" "$src/validation/gpu/h200-2026-12-04c.json" "$tmp/refit.json" > "$tmp/refit.txt" ||
+  fail "refit: $(cat "$tmp/refit.txt")"
+grep -q 'gemm_weight_gradient_efficiency: 0.172 at the lease, 0.806 weighted' "$tmp/refit.txt" ||
+  fail "refit: $(cat "$tmp/refit.txt")"
+out=$(bash "$script" "$tmp/refit.json" "$build") || fail "refit run: $out"
+echo "$out"
+for plan in gpt2_mbs4 gpt2_mbs8 gpt2_full_rc; do
+  err=$(echo "$out" | awk -v p="$plan" '$1 == p {gsub(/[%+]/, "", $4); print $4}')
+  [ -n "$err" ] || fail "refit $plan: no row"
+  awk -v e="$err" 'BEGIN {exit !(e >= -5 && e <= 5)}' || fail "refit $plan: error $err% outside 5%"
+done
+msg=$(python3 "$refit" "$record" "$tmp/x.json" 2>&1); rc=$?
+[ $rc -ne 0 ] && [[ $msg == *"no 'task_measurements'"* ]] || fail "refit, old record: rc $rc: $msg"
 # repredict's input errors: a missing record, another schema, no runs, no argument.
 msg=$(bash "$script" /nonexistent.json "$build" 2>&1); rc=$?
 [ $rc -eq 2 ] && [[ $msg == *"/nonexistent.json does not exist"* ]] || fail "missing record: rc $rc: $msg"
