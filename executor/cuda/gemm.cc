@@ -118,13 +118,7 @@ void Gemm::run(const GemmArgs& g, cudaStream_t stream) {
 void Gemm::linear_forward(const bf16* x, const bf16* w, const bf16* b, bf16* y,
                           std::int64_t rows, std::int64_t in, std::int64_t out,
                           cudaStream_t stream) {
-  GemmArgs g;
-  g.m = rows; g.n = out; g.k = in;
-  g.a = x; g.lda = in;
-  g.b = w; g.ldb = out;
-  g.c = y; g.ldc = out;
-  g.bias = b;
-  run(g, stream);
+  linear_forward_shared_input(x, w, b, 0, y, 0, 1, rows, in, out, stream);
 }
 
 void Gemm::linear_dgrad(const bf16* dy, const bf16* w, bf16* dx, std::int64_t rows,
@@ -142,15 +136,7 @@ void Gemm::linear_dgrad(const bf16* dy, const bf16* w, bf16* dx, std::int64_t ro
 
 void Gemm::linear_wgrad(const bf16* x, const bf16* dy, float* dw, std::int64_t rows,
                         std::int64_t in, std::int64_t out, cudaStream_t stream) {
-  GemmArgs g;
-  g.trans_a = true;
-  g.m = in; g.n = out; g.k = rows;
-  g.a = x; g.lda = in;  // x stored (rows, in): x^T is (in, rows)
-  g.b = dy; g.ldb = out;
-  g.c = dw; g.ldc = out;
-  g.c_fp32 = true;
-  g.beta = 1.0f;
-  run(g, stream);
+  linear_wgrad_shared_input(x, dy, 0, dw, 0, 1, rows, in, out, stream);
 }
 
 void Gemm::linear_forward_shared_input(const bf16* x, const bf16* w, const bf16* b,
