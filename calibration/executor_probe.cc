@@ -75,6 +75,31 @@ double per_occurrence_time_s(const std::vector<std::vector<double>>& per_step) {
   return median(std::move(means));
 }
 
+// A span's sample: the tasks its name joins with '+' (each a compute task of `tasks`), its
+// occurrences and its time per occurrence.
+Result<TaskSample> span_sample(const std::map<std::string, Task, std::less<>>& tasks,
+                               const std::string& probe, const std::string& name,
+                               std::int64_t calls, double time_s) {
+  TaskSample s;
+  s.name = name;
+  s.probe = probe;
+  std::size_t from = 0;
+  while (from <= name.size()) {
+    const std::size_t plus = std::min(name.find('+', from), name.size());
+    const std::string part = name.substr(from, plus - from);
+    const auto it = tasks.find(part);
+    if (it == tasks.end())
+      return Status::Error("executor trace (" + probe + "): span '" + name + "' names '" + part +
+                               "', which is not a compute task of the cost model",
+                           ExitCode::kInternal);
+    s.tasks.push_back(it->second);
+    from = plus + 1;
+  }
+  s.calls = calls;
+  s.time_s = time_s;
+  return s;
+}
+
 // Where a rank waits for others: a collective over a group or a receive. A send returns at once.
 bool is_wait(const executor::TraceEvent& e) {
   return e.group.has_value() && e.task.rfind("send", 0) != 0;
@@ -175,27 +200,37 @@ Result<std::vector<TaskSample>> task_samples_from_events(
   }
   std::vector<TaskSample> out;
   for (auto& [name, t] : times) {
-    TaskSample s;
-    s.name = name;
-    s.probe = probe;
-    std::size_t from = 0;
-    while (from <= name.size()) {
-      const std::size_t plus = std::min(name.find('+', from), name.size());
-      const std::string part = name.substr(from, plus - from);
-      const auto it = tasks.find(part);
-      if (it == tasks.end())
-        return Status::Error("executor trace (" + probe + "): span '" + name + "' names '" +
-                                 part + "', which is not a compute task of the cost model",
-                             ExitCode::kInternal);
-      s.tasks.push_back(it->second);
-      from = plus + 1;
-    }
-    s.calls = 0;
-    for (const std::vector<double>& step : t) s.calls += static_cast<std::int64_t>(step.size());
-    s.time_s = per_occurrence_time_s(t);
-    out.push_back(std::move(s));
+    std::int64_t calls = 0;
+    for (const std::vector<double>& step : t) calls += static_cast<std::int64_t>(step.size());
+    auto s = span_sample(tasks, probe, name, calls, per_occurrence_time_s(t));
+    if (!s.ok()) return s.status();
+    out.push_back(std::move(*s));
   }
   return out;
+}
+
+Result<TaskSample> task_sample_of_span(const ModelSpec& model, const Plan& plan,
+                                       std::int64_t stage, const std::string& probe,
+                                       const std::string& name, std::int64_t calls,
+                                       double time_s) {
+  return span_sample(compute_tasks_by_name(all_step_tasks(model, plan, stage)), probe, name,
+                     calls, time_s);
+}
+
+Plan cuda_probe_plan(std::int64_t world, std::int64_t micro_batch) {
+  Plan p;
+  p.dp = world;
+  p.micro_batch_size = micro_batch;
+  p.global_batch_size = micro_batch * world;
+  p.precision = Precision::kBf16;
+  p.grad_precision = GradPrecision::kFp32;
+  p.schedule = Schedule::k1F1B;
+  return p;
+}
+
+std::string cuda_probe_name(const ModelSpec& model, const Plan& plan) {
+  return model.name + ", micro-batch " + std::to_string(plan.micro_batch_size) + ", " +
+         std::to_string(plan.dp) + " rank(s)";
 }
 
 namespace {

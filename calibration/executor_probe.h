@@ -32,6 +32,20 @@ Result<std::vector<TaskSample>> task_samples_from_events(
     const std::vector<std::vector<executor::TraceEvent>>& steps, const ModelSpec& model,
     const Plan& plan, std::int64_t stage, const std::string& probe);
 
+// One span's sample again from its recorded figures (a profile's measurements.tasks: name,
+// calls, time): the cost-model tasks of (model, plan, stage) that the name joins with '+', as
+// task_samples_from_events finds them. A name that is not a compute task is an error naming it.
+Result<TaskSample> task_sample_of_span(const ModelSpec& model, const Plan& plan,
+                                       std::int64_t stage, const std::string& probe,
+                                       const std::string& name, std::int64_t calls,
+                                       double time_s);
+
+// The CUDA calibration's probes (calibrate --backend cuda): data parallel over `world` ranks,
+// one micro-batch per replica, bf16 with float32 gradients, and the name its samples carry,
+// "MODEL, micro-batch B, R rank(s)".
+Plan cuda_probe_plan(std::int64_t world, std::int64_t micro_batch);
+std::string cuda_probe_name(const ModelSpec& model, const Plan& plan);
+
 // The collectives of recorded steps over groups of 2+ ranks, per (task, message size): the
 // time of one call on this rank (median over steps of the step's mean) as a CollectiveSample,
 // message size and collective from the cost-model task of that name whose bytes sent match the

@@ -255,6 +255,14 @@ void fit_attention_directions(const std::vector<TaskSample>& samples, DeviceRate
 
 }  // namespace
 
+ComputeFitOptions gpu_fit_options(std::int64_t sm_count) {
+  ComputeFitOptions o;
+  o.parallel_units = sm_count;  // wave quantization over the SMs
+  o.tiles = {16, 32, 64, 128, 256};
+  o.split_k = true;  // cuBLAS splits K where the output tiles leave SMs idle
+  return o;
+}
+
 double sample_time_s(const TaskSample& s, const DeviceRates& r) {
   double t = 0;
   for (const Task& task : s.tasks) t += task_time_s(task, r);

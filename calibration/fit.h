@@ -58,6 +58,9 @@ struct ComputeFitOptions {
   // The fitted rates' split_k (compute_model.h): set for GPUs, whose BLAS splits K.
   bool split_k = false;
 };
+// A GPU's fit (calibrate --backend cuda): wave quantization over its `sm_count` SMs, cuBLAS's
+// tile sizes, split-K.
+ComputeFitOptions gpu_fit_options(std::int64_t sm_count);
 
 struct ComputeFit {
   DeviceRates rates;          // fitted; peak and bandwidth as measured (see fit_compute)

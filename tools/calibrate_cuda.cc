@@ -101,19 +101,6 @@ tp::Result<Args> parse(int argc, char** argv) {
   return a;
 }
 
-// The probe plan: data parallel over every rank, one micro-batch per replica, bf16 with fp32
-// gradients (what the CUDA backend accumulates and its optimizer reads).
-tp::Plan probe_plan(std::int64_t world, std::int64_t micro_batch) {
-  tp::Plan p;
-  p.dp = world;
-  p.micro_batch_size = micro_batch;
-  p.global_batch_size = micro_batch * world;
-  p.precision = tp::Precision::kBf16;
-  p.grad_precision = tp::GradPrecision::kFp32;
-  p.schedule = tp::Schedule::k1F1B;
-  return p;
-}
-
 // The samples of the plan's traced steps, combined over ranks as the CPU calibration's
 // (calibration/executor_probe.h: task times the mean over ranks, a collective's the shortest,
 // the ranks' skew); the ranks run the same tasks in the same order (data parallel replicas).
@@ -132,8 +119,7 @@ tp::Result<cal::ProbeSamples> time_tasks(const tp::ModelSpec& model, const tp::P
     if (auto r = (*trainer)->step(batch, &trace); !r.ok()) return r.status();
     steps.push_back(trace.events());
   }
-  const std::string probe = model.name + ", micro-batch " + std::to_string(plan.micro_batch_size) +
-                            ", " + std::to_string(plan.dp) + " rank(s)";
+  const std::string probe = cal::cuda_probe_name(model, plan);
   std::unique_ptr<tp::executor::Comm> local;
   if (comm == nullptr) local = tp::executor::make_local_comm();
   return cal::probe_samples_across_ranks(std::move(steps), model, plan, (*trainer)->stage(),
@@ -248,7 +234,7 @@ int run(int argc, char** argv) {
   if (world > 1) {
     cx::NcclOptions opt;
     opt.hard_exit_after_s = 30;
-    auto c = cx::NcclComm::make(probe_plan(world, 1), *info, opt);
+    auto c = cx::NcclComm::make(cal::cuda_probe_plan(world, 1), *info, opt);
     if (!c.ok()) return ct::fail(c.status(), info->rank);
     comm = std::move(*c);
   } else {
@@ -264,7 +250,7 @@ int run(int argc, char** argv) {
   for (const tp::ModelSpec& model : models)
     for (std::int64_t b : args->micro_batches) {
       log("timing the executor's tasks: " + model.name + ", micro-batch " + std::to_string(b));
-      auto samples = time_tasks(model, probe_plan(world, b), comm.get(), *args);
+      auto samples = time_tasks(model, cal::cuda_probe_plan(world, b), comm.get(), *args);
       if (!samples.ok()) return ct::fail(samples.status(), info->rank);
       m.tasks.insert(m.tasks.end(), samples->tasks.begin(), samples->tasks.end());
       m.step_collectives.insert(m.step_collectives.end(), samples->collectives.begin(),
@@ -286,11 +272,7 @@ int run(int argc, char** argv) {
   id.cpu_model = device.name;
   id.ranks = world;
   id.date = cal::iso8601_utc_now();
-  cal::ComputeFitOptions fit;
-  fit.parallel_units = device.sm_count;  // wave quantization over the SMs
-  fit.tiles = {16, 32, 64, 128, 256};
-  fit.split_k = true;  // cuBLAS splits K where the output tiles leave SMs idle
-  auto calib = cal::calibrate_from(m, id, fit);
+  auto calib = cal::calibrate_from(m, id, cal::gpu_fit_options(device.sm_count));
   if (!calib.ok()) return ct::fail(calib.status());
   // The executor's own device memory is what the pool allocates (its report's peak): no
   // baseline beside the model's memory.

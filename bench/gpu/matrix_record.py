@@ -2,8 +2,8 @@
 """Packs a GPU lease's predicted-vs-measured matrix into one record: what `simulate` needs to
 predict each plan again without a GPU (the cluster, the fitted profile without its raw
 measurements, the models, each plan), what was measured (step time, peak memory), with the
-prediction made at the lease, and calibrate's per-probe task times (`task_measurements`: what
-bench/gpu/refit_directions.py re-fits a step of calibrate from). bench/gpu/repredict.sh reads it; bench/gpu/lease.sh writes it.
+prediction made at the lease, and calibrate's per-probe task times and device-copy bandwidths
+(`measurements`: what bench/gpu/refit_record.cc fits the profile again from). bench/gpu/repredict.sh reads it; bench/gpu/lease.sh writes it.
 
   python3 bench/gpu/matrix_record.py PVM_DIR OUT.json [--note TEXT]
 
@@ -36,8 +36,9 @@ def main():
     if not plans:
         sys.exit(f"matrix_record: no round-1/runs/*.plan.json under {a.pvm_dir}")
     profile = load(os.path.join(a.pvm_dir, "profile.json"))
-    # The raw samples stay with the lease, but for the per-probe task times (about 70 kB).
-    tasks = profile.pop("measurements", {}).get("tasks", [])
+    # The raw samples stay with the lease, but for what the compute fit reads (about 70 kB).
+    raw = profile.pop("measurements", {})
+    measurements = {"tasks": raw.get("tasks", []), "stream": raw.get("stream", [])}
     record = {"schema": "trainplan.gpu_matrix/1", "device": profile.get("device", ""),
               "calibrated": profile.get("date", ""), "note": a.note,
               "cluster": load(os.path.join(a.pvm_dir, "cluster.json")), "profile": profile,
@@ -55,7 +56,7 @@ def main():
         if os.path.exists(predicted):
             run["predicted_at_lease_step_s"] = load(predicted)["step_time_s"]
         record["runs"].append(run)
-    record["task_measurements"] = tasks
+    record["measurements"] = measurements
     with open(a.out + ".tmp", "w") as f:
         json.dump(record, f, indent=1)
         f.write("\n")

@@ -23,24 +23,42 @@ out=$(bash "$script" "$record" "$build") || fail "plain run: $out"
 echo "$out" | grep -qE '^gpt2_mbs8 +42\.85 +36\.58 +\+17\.1%$' || fail "the lease's prediction changed: $out"
 
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-# refit_directions.py on the third lease's record (validation/gpu/h200-2026-12-04c.json): the
-# weighted GEMM-direction step of calibrate (21ed2a3) applied to its stored probe times takes the
-# weight-gradient efficiency from the lease's 0.172 to 0.806, and the three GPT-2 plans at
-# micro-batch 4 and 8 within 5% (at the lease: +39% to +57%).
-refit=$src/bench/gpu/refit_directions.py
-python3 "$refit" "$src/validation/gpu/h200-2026-12-04c.json" "$tmp/refit.json" > "$tmp/refit.txt" ||
-  fail "refit: $(cat "$tmp/refit.txt")"
-grep -q 'gemm_weight_gradient_efficiency: 0.172 at the lease, 0.806 weighted' "$tmp/refit.txt" ||
-  fail "refit: $(cat "$tmp/refit.txt")"
-out=$(bash "$script" "$tmp/refit.json" "$build") || fail "refit run: $out"
-echo "$out"
-for plan in gpt2_mbs4 gpt2_mbs8 gpt2_full_rc; do
-  err=$(echo "$out" | awk -v p="$plan" '$1 == p {gsub(/[%+]/, "", $4); print $4}')
-  [ -n "$err" ] || fail "refit $plan: no row"
-  awk -v e="$err" 'BEGIN {exit !(e >= -5 && e <= 5)}' || fail "refit $plan: error $err% outside 5%"
-done
-msg=$(python3 "$refit" "$record" "$tmp/x.json" 2>&1); rc=$?
-[ $rc -ne 0 ] && [[ $msg == *"no 'task_measurements'"* ]] || fail "refit, old record: rc $rc: $msg"
+# bench/gpu/refit_record (calibrate's fit run again here on a record's measurements) on the
+# third lease's record (validation/gpu/h200-2026-12-04c.json): the fit's own figures come back
+# (overhead, k_half, attention as at the lease), and the compute-time-weighted GEMM directions
+# (21ed2a3) take the weight-gradient efficiency from the lease's 0.1725 to 0.8059 and the three
+# GPT-2 plans at micro-batch 4 and 8 within 5% (at the lease: +39% to +57%).
+refit=$build/bench/gpu/refit_record
+if [ -x "$refit" ]; then
+  "$refit" "$src/validation/gpu/h200-2026-12-04c.json" "$tmp/refit.json" > "$tmp/refit.txt" 2>&1 ||
+    fail "refit: $(cat "$tmp/refit.txt")"
+  grep -qE '^gemm_weight_gradient_efficiency +0\.1725 +0\.8059$' "$tmp/refit.txt" ||
+    fail "refit: $(cat "$tmp/refit.txt")"
+  grep -qE '^kernel_overhead_us +6\.409 +6\.409$' "$tmp/refit.txt" || fail "refit: $(cat "$tmp/refit.txt")"
+  out=$(bash "$script" "$tmp/refit.json" "$build") || fail "refit run: $out"
+  echo "$out"
+  for plan in gpt2_mbs4 gpt2_mbs8 gpt2_full_rc; do
+    err=$(echo "$out" | awk -v p="$plan" '$1 == p {gsub(/[%+]/, "", $4); print $4}')
+    [ -n "$err" ] || fail "refit $plan: no row"
+    awk -v e="$err" 'BEGIN {exit !(e >= -5 && e <= 5)}' || fail "refit $plan: error $err% outside 5%"
+  done
+  # A record packed before the measurements were kept, and a file that is not there.
+  msg=$("$refit" "$record" "$tmp/x.json" 2>&1); rc=$?
+  [ $rc -eq 2 ] && [[ $msg == *"no 'measurements'"* ]] || fail "refit, old record: rc $rc: $msg"
+  # A probe that is not calibrate --backend cuda's, and a span that is not a cost-model task.
+  python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r["measurements"]["tasks"][0]["probe"] = "GPT-2 124M, tp 2"; json.dump(r, open(sys.argv[2], "w"))' \
+    "$src/validation/gpu/h200-2026-12-04c.json" "$tmp/probe.json"
+  msg=$("$refit" "$tmp/probe.json" "$tmp/x.json" 2>&1); rc=$?
+  [ $rc -eq 2 ] && [[ $msg == *"probe 'GPT-2 124M, tp 2' is not a CUDA calibration probe"* ]] || fail "refit, probe: rc $rc: $msg"
+  python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r["measurements"]["tasks"][0]["name"] = "fc3"; json.dump(r, open(sys.argv[2], "w"))' \
+    "$src/validation/gpu/h200-2026-12-04c.json" "$tmp/span.json"
+  msg=$("$refit" "$tmp/span.json" "$tmp/x.json" 2>&1); rc=$?
+  [ $rc -eq 2 ] && [[ $msg == *"span 'fc3' names 'fc3', which is not a compute task"* ]] || fail "refit, span: rc $rc: $msg"
+  msg=$("$refit" /nonexistent.json "$tmp/x.json" 2>&1); rc=$?
+  [ $rc -eq 2 ] && [[ $msg == *"cannot read '/nonexistent.json'"* ]] || fail "refit, no file: rc $rc: $msg"
+else
+  echo "refit_record: not built (bench/ is off in this build), its checks skipped"
+fi
 # repredict's input errors: a missing record, another schema, no runs, no argument.
 msg=$(bash "$script" /nonexistent.json "$build" 2>&1); rc=$?
 [ $rc -eq 2 ] && [[ $msg == *"/nonexistent.json does not exist"* ]] || fail "missing record: rc $rc: $msg"
