@@ -248,6 +248,12 @@ int run_cross_validation(const std::vector<PublishedEntry>& entries, bool as_jso
     for (const FamilyStats& f : cv.by_family)
       by_family.push_back({{"family", f.family}, {"throughput", stats_json(f.throughput)},
                            {"memory", stats_json(f.memory)}});
+    Json surface = Json::array();
+    for (const auto& s : cv.surface)
+      surface.push_back({{"gemm_share", s.point.gemm_share},
+                         {"memory_efficiency", s.point.memory_efficiency},
+                         {"weighted_median_abs", s.weighted_median_abs},
+                         {"weighted_p90_abs", s.weighted_p90_abs}});
     std::cout << Json{{"schema", "trainplan.cross_validation/1"},
                       {"folds", folds},
                       {"by_family", by_family},
@@ -256,6 +262,7 @@ int run_cross_validation(const std::vector<PublishedEntry>& entries, bool as_jso
                       {"fit_all", {{"gemm_share", cv.fit_all.gemm_share},
                                    {"memory_efficiency", cv.fit_all.memory_efficiency},
                                    {"throughput", stats_json(cv.throughput_fit_all)}}},
+                      {"objective_surface", surface},
                       {"presets", {{"throughput", stats_json(cv.throughput_presets)},
                                    {"memory", stats_json(cv.memory_presets)}}}}
                      .dump(2)

@@ -90,15 +90,14 @@ double weighted_quantile_abs(std::vector<std::pair<double, double>> value_weight
 // error|, then the weighted p90, then the distance from the presets. Pooled over runs, the
 // families with many runs would choose the constant for the others, and the pooled median of
 // 300-odd runs sat on a near-tie between two grid points (bench/results/foldcrit-2026-12-03).
-std::size_t best_point(const std::vector<std::vector<RunErrors>>& errors,
-                       const std::vector<std::string>& families,
-                       const std::vector<EfficiencyPoint>& grid, const EfficiencyPoint& presets,
-                       const std::function<bool(std::size_t)>& take) {
+std::vector<Score> scores(const std::vector<std::vector<RunErrors>>& errors,
+                          const std::vector<std::string>& families,
+                          const std::vector<EfficiencyPoint>& grid, const EfficiencyPoint& presets,
+                          const std::function<bool(std::size_t)>& take) {
   std::map<std::string, std::size_t> runs_of;
   for (std::size_t i = 0; i < errors.size(); ++i)
     if (take(i) && errors[i].front().throughput) ++runs_of[families[i]];
-  std::size_t best = 0;
-  Score best_score{};
+  std::vector<Score> out;
   for (std::size_t g = 0; g < grid.size(); ++g) {
     std::vector<std::pair<double, double>> column;
     for (std::size_t i = 0; i < errors.size(); ++i)
@@ -106,8 +105,21 @@ std::size_t best_point(const std::vector<std::vector<RunErrors>>& errors,
         column.emplace_back(*errors[i][g].throughput,
                             1.0 / static_cast<double>(std::max<std::size_t>(
                                       runs_of[families[i]], 1)));
-    const Score score{weighted_quantile_abs(column, 0.5), weighted_quantile_abs(column, 0.9),
-                      distance(grid[g], presets)};
+    out.push_back({weighted_quantile_abs(column, 0.5), weighted_quantile_abs(column, 0.9),
+                   distance(grid[g], presets)});
+  }
+  return out;
+}
+
+std::size_t best_point(const std::vector<std::vector<RunErrors>>& errors,
+                       const std::vector<std::string>& families,
+                       const std::vector<EfficiencyPoint>& grid, const EfficiencyPoint& presets,
+                       const std::function<bool(std::size_t)>& take) {
+  const std::vector<Score> all = scores(errors, families, grid, presets, take);
+  std::size_t best = 0;
+  Score best_score{};
+  for (std::size_t g = 0; g < all.size(); ++g) {
+    const Score& score = all[g];
     if (g == 0 || score < best_score) {
       best = g;
       best_score = score;
@@ -184,8 +196,11 @@ CrossValidation cross_validate(
   cv.held_out = held_out;
   cv.throughput = error_stats(throughput_of(held_out));
   cv.memory = error_stats(memory_of(held_out));
-  const std::size_t all =
-      best_point(on_grid, families, grid, presets, [](std::size_t) { return true; });
+  const auto every = [](std::size_t) { return true; };
+  const std::size_t all = best_point(on_grid, families, grid, presets, every);
+  const std::vector<Score> surface = scores(on_grid, families, grid, presets, every);
+  for (std::size_t g = 0; g < grid.size(); ++g)
+    cv.surface.push_back({grid[g], surface[g].median_abs, surface[g].p90_abs});
   cv.fit_all = grid[all];
   std::vector<RunErrors> at_all;
   for (const auto& row : on_grid) at_all.push_back(row[all]);

@@ -74,6 +74,13 @@ struct CrossValidation {
   // the errors at the presets' own constants.
   EfficiencyPoint fit_all;
   ErrorStats throughput_fit_all, throughput_presets, memory_presets;
+  // The objective over all runs at every grid point, in the grid's order: how flat it is near
+  // the chosen point says how fragile the folds' choice is (two points a hair apart flip folds).
+  struct Objective {
+    EfficiencyPoint point;
+    double weighted_median_abs = 0, weighted_p90_abs = 0;  // each family weighs one
+  };
+  std::vector<Objective> surface;
 };
 
 // `families[i]` is run i's family; `evaluate(i, point)` predicts run i with the constants at

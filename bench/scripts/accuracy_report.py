@@ -115,6 +115,15 @@ def main():
         f"- Runs in the corpus: {presets['summary']['runs']}; simulated: "
         f"{presets['summary']['simulated']}.",
     ]
+    surface = sorted(cv.get("objective_surface", []),
+                     key=lambda s: (s["weighted_median_abs"], s["weighted_p90_abs"]))
+    if surface:
+        summary.append(
+            "- The folds' objective over every run (family-weighted median |error|, p90), best "
+            "five grid points: " + "; ".join(
+                f"({gemm_of(s)}, {rounded(s['memory_efficiency'])}) "
+                f"{pct(s['weighted_median_abs'])}, {pct(s['weighted_p90_abs'])}"
+                for s in surface[:5]) + ".")
     (out / "report.md").write_text(
         "# Accuracy against the published-run corpus\n\nMade by `bench/accuracy.sh`; see "
         "NOTES.md for what changed and why.\n\n" + "\n".join(summary) + "\n\n" +

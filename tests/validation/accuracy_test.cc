@@ -51,6 +51,14 @@ TEST(CrossValidate, EachTrainingFamilyWeighsOneNotEachRun) {
   EXPECT_DOUBLE_EQ(*cv.held_out[5].throughput, 0.02);
   EXPECT_EQ(cv.throughput.count, 8u);
   EXPECT_DOUBLE_EQ(cv.throughput_presets.median_abs, 0.01);
+  // The objective over all runs at each grid point (total weight 4: big's five runs 1/5 each):
+  // at kA 0.01 carries weight 1, so the median and p90 are 0.2; at kB the three 0.02 carry 3.
+  ASSERT_EQ(cv.surface.size(), 2u);
+  EXPECT_DOUBLE_EQ(cv.surface[0].point.gemm_share, kA.gemm_share);
+  EXPECT_DOUBLE_EQ(cv.surface[0].weighted_median_abs, 0.2);
+  EXPECT_DOUBLE_EQ(cv.surface[0].weighted_p90_abs, 0.2);
+  EXPECT_DOUBLE_EQ(cv.surface[1].weighted_median_abs, 0.02);
+  EXPECT_DOUBLE_EQ(cv.surface[1].weighted_p90_abs, 0.1);
 }
 
 TEST(CrossValidate, WeightedP90BreaksAMedianTieThenTheDistanceFromThePresets) {
