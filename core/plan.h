@@ -163,8 +163,16 @@ enum class Elementwise { kFused, kEager, kEagerSwiglu };
 // micro-batch's adds run in its communication hook (get_fp32_accum_hook), the same kernels per
 // bucket. Either way the `precision` gradients stay allocated beside the fp32 buffer until the
 // pass frees them (core/cost/memory.cc), and the pass runs on the compute stream after each
-// micro-batch's backward (core/cost/tasks.cc).
-enum class GradAccumulationPass { kNone, kCastAdd, kAdd };
+// micro-batch's backward (core/cost/tasks.cc). autograd: PyTorch's own accumulation, where
+// the 16-bit gradients stay in each parameter's .grad between micro-batches and no buffer or
+// hook takes them (AccumulateGrad, torch/csrc/autograd/functions/accumulate_grad.h: the first
+// micro-batch's gradient is stolen, each later one added in place, "variable_grad +=
+// new_grad"): Megatron-LM 2021 with fp16 and no contiguous buffers (6985e58938,
+// megatron/arguments.py 147-161), DeepSpeed's pipeline engine with ZeRO 0 or 1 and no
+// overlap_comm (v0.5.10, runtime/zero/stage_1_and_2.py 468-469, reduce_gradients 582-600). One
+// add per tensor reading 2 x 2 bytes and writing 2 at fp16, for micro-batches 2..M; the held
+// gradient is the plan's gradient buffer, so no memory is added.
+enum class GradAccumulationPass { kNone, kCastAdd, kAdd, kAutograd };
 // Whether ZeRO-3 gathers a fully recomputed layer's weights again for its recompute. again:
 // the recompute's forward gathers, then the backward gathers once more (DeepSpeed ZeRO-3, whose
 // hooks sit on every submodule and fire inside the recompute; the model as it was before this

@@ -60,8 +60,8 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
   // Before the precision check: the pass needs a 16-bit plan, which is refused below.
   if (p.grad_accumulation_pass != GradAccumulationPass::kNone)
     return no("grad_accumulation_pass " + std::string(to_string(p.grad_accumulation_pass)) +
-              " (DeepSpeed BF16_Optimizer's or nanotron's per-micro-batch add of the 16-bit "
-              "gradients into fp32, modelled by plan and simulate): the executors accumulate in "
+              " (a separate per-micro-batch gradient accumulation pass, modelled by plan and "
+              "simulate): the executors accumulate in "
               "the backward; use none");
   if (p.precision != Precision::kFp32)
     return no("precision " + std::string(to_string(p.precision)) +

@@ -318,7 +318,9 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   // The 16-bit gradients a separate accumulation pass reads are allocated beside the fp32
   // buffer at the end of each micro-batch's backward (Plan::grad_accumulation_pass: DeepSpeed
   // frees them before the next backward, nanotron right after its add; ZeRO 0 or 1, unsharded).
-  if (p.grad_accumulation_pass != GradAccumulationPass::kNone)
+  // autograd adds into the held gradients themselves, the buffer counted above.
+  if (p.grad_accumulation_pass != GradAccumulationPass::kNone &&
+      p.grad_accumulation_pass != GradAccumulationPass::kAutograd)
     mem.gradients_bytes += sb.weights * (dense + expert);
   const double opt = sb.optimizer * shard(dense, expert, p.zero_stage >= 1);
   place_offloaded_states(

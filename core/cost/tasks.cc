@@ -941,13 +941,27 @@ namespace {
 // fp32 buffer. cast-add (DeepSpeed's BF16_Optimizer.update_hp_grads): a cast to fp32 (reads e
 // bytes, writes 4) and an add (reads 4 + 4, writes 4), two kernels per tensor. add (nanotron's
 // FP32GradientAccumulator): one in-place add that casts as it reads (reads e + 4, writes 4).
+// autograd (PyTorch's AccumulateGrad into .grad): one in-place add in the compute precision
+// (reads e + e, writes e) for micro-batches 2..M only, the first's gradient being stolen; each
+// micro-batch is charged (M - 1) / M of it, so a step's total is exact.
 void add_grad_accumulation_pass(std::vector<Task>& out, const ParamBlock& b, const Plan& p) {
   if (p.grad_accumulation_pass == GradAccumulationPass::kNone) return;
   const double params = d(b.dense_params + b.expert_params);
   if (params <= 0) return;
   const double e = bytes_per_element(p.precision);
+  double bytes = 0.0;
+  switch (p.grad_accumulation_pass) {
+    case GradAccumulationPass::kCastAdd: bytes = e + 4.0 + 4.0 + 4.0 + 4.0; break;
+    case GradAccumulationPass::kAdd: bytes = e + 4.0 + 4.0; break;
+    case GradAccumulationPass::kAutograd: {
+      const double m = d(std::max<std::int64_t>(1, p.num_micro_batches()));
+      bytes = 3.0 * e * (m - 1.0) / m;
+      break;
+    }
+    case GradAccumulationPass::kNone: return;
+  }
+  if (bytes <= 0) return;
   const bool cast = p.grad_accumulation_pass == GradAccumulationPass::kCastAdd;
-  const double bytes = cast ? e + 4.0 + 4.0 + 4.0 + 4.0 : e + 4.0 + 4.0;
   Task t = memory("grad_accumulation_pass", params * bytes, MemoryKernel::kElementwise);
   t.launches = (cast ? 2 : 1) * std::max<std::int64_t>(1, b.tensors + b.expert_tensors);
   out.push_back(t);

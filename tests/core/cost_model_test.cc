@@ -395,6 +395,38 @@ TEST(Tasks, GradAccumulationPassAddIsOneKernelPerTensor) {
   EXPECT_DOUBLE_EQ(x.gradients_bytes, y.gradients_bytes);
 }
 
+// Plan::grad_accumulation_pass autograd (PyTorch's AccumulateGrad into .grad: Megatron-LM 2021
+// fp16, DeepSpeed's pipeline engine): one in-place fp16 add per tensor, 2 + 2 + 2 bytes per
+// parameter, for micro-batches 2..M only, charged (M - 1) / M per micro-batch; nothing with one
+// micro-batch; no memory beyond the gradients themselves.
+TEST(Tasks, GradAccumulationPassAutogradAddsEveryMicroBatchAfterTheFirst) {
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(4, 4, 2, 1, 16);  // 8 micro-batches
+  p.zero_stage = 1;
+  p.precision = Precision::kFp16;
+  p.grad_precision = GradPrecision::kCompute;
+  ASSERT_EQ(p.num_micro_batches(), 8);
+  Plan pass = p;
+  pass.grad_accumulation_pass = GradAccumulationPass::kAutograd;
+  ASSERT_TRUE(validate_plan(pass).ok()) << validate_plan(pass).message();
+  const ParamBlock layer = param_blocks_on_stage(m, p, 1)[0];
+  ASSERT_EQ(layer.kind, BlockKind::kLayer);
+  const std::vector<Task> a = layer_backward_tasks(m, p), b = layer_backward_tasks(m, pass);
+  ASSERT_EQ(b.size(), a.size() + 1);
+  const Task& t = b.back();
+  EXPECT_EQ(t.name, "grad_accumulation_pass");
+  EXPECT_DOUBLE_EQ(t.bytes, static_cast<double>(layer.dense_params) * 6.0 * 7.0 / 8.0);
+  EXPECT_EQ(t.launches, layer.tensors);
+  for (std::int64_t stage : {0, 3}) {
+    const MemoryBreakdown x = memory_on_stage(m, p, stage), y = memory_on_stage(m, pass, stage);
+    EXPECT_DOUBLE_EQ(y.gradients_bytes, x.gradients_bytes);
+  }
+  Plan one = pass;
+  one.global_batch_size = 2;  // one micro-batch: the gradient is kept, nothing is added
+  ASSERT_EQ(one.num_micro_batches(), 1);
+  EXPECT_EQ(layer_backward_tasks(m, one).size(), a.size());
+}
+
 // Plan::zero3_gather per-tensor (DeepSpeed 0.3.11-0.5.4): a layer's gather becomes one
 // all-gather per parameter tensor (GPT-3's layer, Megatron-LM's layout: two LayerNorms with
 // biases, QKV and the output projection, fc1 and fc2, each with a bias: 12; Llama's: two

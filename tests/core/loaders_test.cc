@@ -1141,6 +1141,20 @@ TEST(PlanLoader, AllReduceZero1AndGradAccumulationPassRoundTripAndErrors) {
   ASSERT_TRUE(nt.ok()) << nt.status().message();
   EXPECT_EQ(nt->grad_accumulation_pass, GradAccumulationPass::kAdd);
   EXPECT_EQ(plan_to_json(*nt).at("grad_accumulation_pass"), "add");
+  // autograd (PyTorch's AccumulateGrad into .grad) keeps the gradients in the compute precision.
+  j["grad_accumulation_pass"] = "autograd";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
+                        {"p.json", "grad_accumulation_pass=autograd", "grad_precision fp32"}));
+  j["grad_precision"] = "compute";
+  auto ag = plan_from_json(j, "p.json");
+  ASSERT_TRUE(ag.ok()) << ag.status().message();
+  EXPECT_EQ(ag->grad_accumulation_pass, GradAccumulationPass::kAutograd);
+  EXPECT_EQ(plan_to_json(*ag).at("grad_accumulation_pass"), "autograd");
+  j["zero_stage"] = 3;
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
+                        {"p.json", "grad_accumulation_pass=autograd", "zero_stage 3"}));
+  j["zero_stage"] = 0;
+  j["grad_precision"] = "fp32";
   j["grad_accumulation_pass"] = "yes";
   EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "grad_accumulation_pass", "yes"}));
   j["grad_accumulation_pass"] = true;  // the boolean of earlier versions is refused by name

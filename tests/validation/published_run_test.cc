@@ -187,6 +187,12 @@ TEST(PublishedRun, Bf16OptimizerBehavioursOnlyWhenTheEntryNamesThem) {
   EXPECT_EQ(r.plan.grad_precision, GradPrecision::kFp32);
   e["grad_accumulation_pass"] = "add";
   EXPECT_EQ(map_ok(e).plan.grad_accumulation_pass, GradAccumulationPass::kAdd);
+  e["grad_accumulation_pass"] = "autograd";  // needs the gradients in bf16
+  EXPECT_NE(map_error(e).find("grad_precision fp32"), std::string::npos) << map_error(e);
+  e["grad_precision"] = "compute";
+  EXPECT_EQ(map_ok(e).plan.grad_accumulation_pass, GradAccumulationPass::kAutograd);
+  e.erase("grad_precision");
+  e["grad_accumulation_pass"] = "add";
   e["grad_accumulation_pass"] = "true";
   EXPECT_NE(map_error(e).find("grad_accumulation_pass"), std::string::npos);
   e["grad_accumulation_pass"] = true;
