@@ -403,30 +403,71 @@ Result<LinkFit> fit_links(const std::vector<CollectiveSample>& samples) {
     return Status::Error("link fit: need at least 2 collective samples over 2 or more ranks, got " +
                          std::to_string(use.size()));
   const auto rows = static_cast<Eigen::Index>(use.size());
-  Eigen::MatrixXd a(rows, 2);
+  // Columns: ring steps (latency), ring steps over the eager limit (rendezvous), bytes sent.
+  Eigen::MatrixXd a(rows, 3);
   Eigen::VectorXd y(rows), w(rows);
   for (Eigen::Index i = 0; i < rows; ++i) {
     const CollectiveSample& s = *use[static_cast<std::size_t>(i)];
     a(i, 0) = d(ring_steps(s.collective, s.group_size));
-    a(i, 1) = d(bytes_sent_per_rank(s.collective, s.bytes, s.group_size));
+    a(i, 1) = 0;
+    a(i, 2) = d(bytes_sent_per_rank(s.collective, s.bytes, s.group_size));
     y(i) = s.time_s;
     w(i) = 1.0 / s.time_s;
   }
-  std::vector<bool> fixed(2, false);
-  Eigen::VectorXd x = weighted_least_squares(a, y, w, fixed);
-  if (x(0) < 0) {
-    fixed[0] = true;
-    x = weighted_least_squares(a, y, w, fixed);
-  }
-  if (!(x(1) > 0))
+  // Non-negative latencies: a negative one is held at zero and the rest refitted.
+  auto solve = [&](bool rendezvous) {
+    std::vector<bool> fixed{false, !rendezvous, false};
+    Eigen::VectorXd x = weighted_least_squares(a, y, w, fixed);
+    for (int k : {0, 1})
+      if (!fixed[static_cast<std::size_t>(k)] && x(k) < 0) {
+        fixed[static_cast<std::size_t>(k)] = true;
+        x = weighted_least_squares(a, y, w, fixed);
+      }
+    return x;
+  };
+  auto weighted_sse = [&](const Eigen::VectorXd& x) {
+    return (w.asDiagonal() * (a * x - y)).squaredNorm();
+  };
+  Eigen::VectorXd x = solve(false);
+  if (!(x(2) > 0))
     return Status::Error("link fit: the fitted bandwidth is not positive (measurements noisy?)");
   LinkFit f;
   f.latency_s = x(0);
-  f.bytes_per_s = 1.0 / x(1);
+  f.bytes_per_s = 1.0 / x(2);
+  const double line_sse = weighted_sse(x);
+  std::vector<std::int64_t> sizes;
+  for (const CollectiveSample* s : use)
+    sizes.push_back(per_step_message_bytes(s->collective, s->bytes, s->group_size));
+  std::vector<std::int64_t> limits = sizes;
+  std::sort(limits.begin(), limits.end());
+  limits.erase(std::unique(limits.begin(), limits.end()), limits.end());
+  double best_sse = line_sse / 2;
+  // A line within 0.1% rms (relative) has no jump to find.
+  if (line_sse <= static_cast<double>(rows) * 1e-6) limits.clear();
+  for (std::int64_t limit : limits) {
+    Eigen::Index over = 0;
+    for (Eigen::Index i = 0; i < rows; ++i) {
+      const bool rendezvous = sizes[static_cast<std::size_t>(i)] > limit;
+      a(i, 1) = rendezvous ? a(i, 0) : 0.0;
+      over += rendezvous ? 1 : 0;
+    }
+    if (over < 2 || rows - over < 2 || limit <= 0) continue;
+    const Eigen::VectorXd xr = solve(true);
+    const double sse = weighted_sse(xr);
+    if (xr(1) > 0 && xr(2) > 0 && sse <= best_sse) {
+      best_sse = sse;
+      f.latency_s = xr(0);
+      f.rendezvous_latency_s = xr(1);
+      f.bytes_per_s = 1.0 / xr(2);
+      f.eager_limit_bytes = limit;
+    }
+  }
   std::vector<double> pred, meas;
   for (const CollectiveSample* s : use) {
     pred.push_back(ring_collective_time_s(s->collective, s->bytes, s->group_size, f.bytes_per_s,
-                                          f.latency_s));
+                                          f.latency_s) +
+                   rendezvous_time_s(s->collective, s->bytes, s->group_size,
+                                     f.eager_limit_bytes, f.rendezvous_latency_s));
     meas.push_back(s->time_s);
   }
   f.stats = fit_stats(pred, meas);

@@ -98,9 +98,19 @@ double sample_time_s(const TaskSample& sample, const DeviceRates& rates);
 struct LinkFit {
   double latency_s = 0;     // per ring step
   double bytes_per_s = 0;   // per-rank link bandwidth (ring busbw at large sizes)
+  // The MPI library's rendezvous protocol (rendezvous_time_s, core/cost/collectives.h); 0: the
+  // samples show none.
+  std::int64_t eager_limit_bytes = 0;
+  double rendezvous_latency_s = 0;
   FitStats stats;
 };
-// Fits samples of one group size or several (all share the link). Errors: too few samples.
+// Fits samples of one group size or several (all share the link), weighted by 1/time (relative
+// residuals): the alpha-beta line, then the same with a rendezvous step over an eager limit,
+// the limit tried at every per-step message size the samples hold (the largest size still
+// eager, since the samples say only that the library's limit lies below the next one). The
+// three-parameter fit is kept where it has at least two samples on each side, a positive
+// rendezvous latency, and at most half the line's weighted squared residual: a jump the line
+// cannot follow, not noise. Errors: too few samples.
 Result<LinkFit> fit_links(const std::vector<CollectiveSample>& samples);
 
 }  // namespace trainplan::calibration

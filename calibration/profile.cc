@@ -105,6 +105,8 @@ Result<Calibration> calibrate_from(const Measurements& m, const MachineIdentity&
     p.has_links = true;
     p.intra_node_bytes_per_s = p.inter_node_bytes_per_s = c.links.bytes_per_s;
     p.intra_node_latency_s = p.inter_node_latency_s = c.links.latency_s;
+    p.eager_limit_bytes = c.links.eager_limit_bytes;
+    p.rendezvous_latency_s = c.links.rendezvous_latency_s;
   }
   return c;
 }
@@ -376,6 +378,14 @@ std::string format_fit_summary(const Calibration& c) {
                                      : "the benchmark loop",
                   c.links.latency_s * 1e6, c.links.bytes_per_s / 1e9);
     os << line;
+    if (c.links.eager_limit_bytes > 0) {
+      std::snprintf(line, sizeof line,
+                    "  rendezvous over an eager limit of %lld bytes per ring step: %.2f us more "
+                    "per step\n",
+                    static_cast<long long>(c.links.eager_limit_bytes),
+                    c.links.rendezvous_latency_s * 1e6);
+      os << line;
+    }
     stats("collectives", c.links.stats);
   }
   return os.str();

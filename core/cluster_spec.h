@@ -101,6 +101,11 @@ struct ClusterSpec {
   // With kNccl the two latencies are the ring Simple protocol's per-hop latencies, NCCL's other
   // protocols and its tree scaled from them (collectives.h).
   CollectiveModel collective_model = CollectiveModel::kAlphaBeta;
+  // kAlphaBeta only: an MPI library's rendezvous protocol (rendezvous_time_s, collectives.h),
+  // what a measured link profile fits where its timings jump at the library's eager limit.
+  // 0: none (NCCL's protocols are kNccl's; the presets have none).
+  std::int64_t eager_limit_bytes = 0;
+  double rendezvous_latency_s = 0;  // per ring step over the eager limit
   // NICs a node's GPUs share for inter-node traffic; 0: one per GPU (a DGX/HGX). With it, each
   // NIC's line rate is inter_node_bytes_per_s x gpus_per_node / nics_per_node /
   // kNicAchievableFraction. It sets how many channels NCCL runs across nodes (contention.h).

@@ -17,6 +17,8 @@ Topology::Topology(const ClusterSpec& c)
       inter_bytes_per_s_(c.inter_node_bytes_per_s),
       inter_latency_s_(c.inter_node_latency_s),
       model_(c.collective_model),
+      eager_limit_bytes_(c.eager_limit_bytes),
+      rendezvous_latency_s_(c.rendezvous_latency_s),
       pre_ampere_(c.gpu.architecture == "volta"),
       graph_(static_cast<std::size_t>(num_gpus_ + 2 * num_nodes_ + 1)) {
   links_.resize(static_cast<std::size_t>(num_links()));
@@ -143,6 +145,9 @@ NetDemand Topology::collective_demand(
       split(alpha_beta);
     }
   }
+  // An MPI library's handshake for messages over its eager limit (a measured profile's).
+  d.latency_s += rendezvous_time_s(c, message_bytes, c == Collective::kSendRecv ? 2 : n,
+                                   eager_limit_bytes_, rendezvous_latency_s_);
   if (c != Collective::kSendRecv) {
     // NCCL runs a collective over several rings (channels) in different orders, so every
     // member's links of a class carry the same share: the collective loads, on every member,

@@ -72,6 +72,8 @@ class Topology {
   double intra_bytes_per_s_ = 0, intra_latency_s_ = 0, inter_bytes_per_s_ = 0,
          inter_latency_s_ = 0;
   CollectiveModel model_ = CollectiveModel::kAlphaBeta;
+  std::int64_t eager_limit_bytes_ = 0;  // ClusterSpec's rendezvous protocol
+  double rendezvous_latency_s_ = 0;
   bool pre_ampere_ = false;  // NCCL's ring plateau is larger before sm80 (collectives.h)
   Graph graph_;
   std::vector<LinkProps> links_;  // by link id, a copy of the edge properties

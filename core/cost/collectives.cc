@@ -73,6 +73,20 @@ double ring_collective_time_s(Collective c, std::int64_t message_bytes, std::int
          static_cast<double>(bytes_sent_per_rank(c, message_bytes, n)) / link_bytes_per_s;
 }
 
+std::int64_t per_step_message_bytes(Collective c, std::int64_t message_bytes, std::int64_t n) {
+  if (c == Collective::kSendRecv) return message_bytes;
+  const std::int64_t steps = ring_steps(c, n);
+  return steps > 0 ? bytes_sent_per_rank(c, message_bytes, n) / steps : 0;
+}
+
+double rendezvous_time_s(Collective c, std::int64_t message_bytes, std::int64_t n,
+                         std::int64_t eager_limit_bytes, double rendezvous_latency_s) {
+  if (eager_limit_bytes <= 0 || rendezvous_latency_s <= 0) return 0.0;
+  return per_step_message_bytes(c, message_bytes, n) > eager_limit_bytes
+             ? static_cast<double>(ring_steps(c, n)) * rendezvous_latency_s
+             : 0.0;
+}
+
 double hierarchical_all_reduce_time_s(std::int64_t message_bytes, std::int64_t nodes,
                                       std::int64_t per_node, double intra_bytes_per_s,
                                       double intra_latency_s, double inter_bytes_per_s,

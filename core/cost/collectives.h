@@ -43,6 +43,20 @@ std::int64_t ring_steps(Collective c, std::int64_t n);
 double ring_collective_time_s(Collective c, std::int64_t message_bytes, std::int64_t n,
                               double link_bytes_per_s, double latency_s);
 
+// The message one ring step sends: bytes_sent_per_rank / ring_steps; the whole message for
+// send/recv; 0 over one rank.
+std::int64_t per_step_message_bytes(Collective c, std::int64_t message_bytes, std::int64_t n);
+
+// An MPI library's rendezvous handshake: each ring step whose message (per_step_message_bytes)
+// exceeds `eager_limit_bytes` is sent only after
+// the receiver has answered a request, one more round trip per step. Open MPI's shared-memory
+// transport sends messages up to its eager limit at once and larger ones by this protocol
+// (Open MPI 4.1 `ompi_info --param btl vader --level 9`: btl_vader_eager_limit, 4 KiB by
+// default). Returns steps x `rendezvous_latency_s` for a collective over that limit, else 0;
+// 0 with no limit (eager_limit_bytes <= 0) or over one rank.
+double rendezvous_time_s(Collective c, std::int64_t message_bytes, std::int64_t n,
+                         std::int64_t eager_limit_bytes, double rendezvous_latency_s);
+
 // Two-level (hierarchical) all-reduce for a group spanning `nodes` nodes with `per_node`
 // ranks in each: reduce-scatter inside the node, all-reduce of 1/per_node of the data across
 // nodes (all per_node NICs in parallel), all-gather inside the node. (NCCL's tree/ring mix and

@@ -208,6 +208,16 @@ Result<HardwareProfile> hardware_profile_from_json(const Json& j, std::string_vi
     p.inter_node_latency_s = p.intra_node_latency_s;
     if (lr.get_double("inter_node_GBps", v, 1e-9, 1e6, false)) p.inter_node_bytes_per_s = v * kGB;
     if (lr.get_double("inter_node_latency_us", v, 0, 1e7, false)) p.inter_node_latency_s = v * kUs;
+    // The rendezvous protocol: both keys or neither.
+    const bool limit = lr.get_double("eager_limit_bytes", v, 1, 1e12, false);
+    if (limit) p.eager_limit_bytes = static_cast<std::int64_t>(std::llround(v));
+    const bool rendezvous = lr.get_double("rendezvous_latency_us", v, 0, 1e7, false);
+    if (rendezvous) p.rendezvous_latency_s = v * kUs;
+    if (limit != rendezvous)
+      lr.fail_field(limit ? "rendezvous_latency_us" : "eager_limit_bytes",
+                    std::string("missing: it goes with ") +
+                        (limit ? "eager_limit_bytes" : "rendezvous_latency_us") +
+                        " (an MPI rendezvous protocol needs both)");
     TRAINPLAN_RETURN_IF_ERROR(lr.finish());
   }
   TRAINPLAN_RETURN_IF_ERROR(r.finish());
@@ -251,6 +261,10 @@ Json hardware_profile_to_json(const HardwareProfile& p) {
                   {"intra_node_latency_us", p.intra_node_latency_s / kUs},
                   {"inter_node_GBps", p.inter_node_bytes_per_s / kGB},
                   {"inter_node_latency_us", p.inter_node_latency_s / kUs}};
+    if (p.eager_limit_bytes > 0) {
+      j["links"]["eager_limit_bytes"] = p.eager_limit_bytes;
+      j["links"]["rendezvous_latency_us"] = p.rendezvous_latency_s / kUs;
+    }
   }
   return j;
 }
@@ -261,6 +275,8 @@ void apply_profile_links(const HardwareProfile& p, ClusterSpec& c) {
   c.intra_node_latency_s = p.intra_node_latency_s;
   c.inter_node_bytes_per_s = p.inter_node_bytes_per_s;
   c.inter_node_latency_s = p.inter_node_latency_s;
+  c.eager_limit_bytes = p.eager_limit_bytes;
+  c.rendezvous_latency_s = p.rendezvous_latency_s;
   // A measured profile fitted one alpha-beta line to its timings (one protocol, whatever the
   // library ran): it replaces NCCL's model rather than feeding it.
   c.collective_model = CollectiveModel::kAlphaBeta;

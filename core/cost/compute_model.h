@@ -124,6 +124,10 @@ struct HardwareProfile {
   bool has_links = false;
   double intra_node_bytes_per_s = 0, intra_node_latency_s = 0;
   double inter_node_bytes_per_s = 0, inter_node_latency_s = 0;
+  // The MPI library's rendezvous protocol over its eager limit (ClusterSpec, rendezvous_time_s);
+  // 0: none fitted.
+  std::int64_t eager_limit_bytes = 0;
+  double rendezvous_latency_s = 0;
   // Bytes of memory a rank uses before the model (runtime, libraries): added to predictions.
   double baseline_memory_bytes = 0;
   // Rank skew: the relative standard deviation of a rank's compute time between two meetings

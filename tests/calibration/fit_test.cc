@@ -344,6 +344,47 @@ TEST(FitLinks, RecoversLatencyAndBandwidthExactly) {
   EXPECT_LT(fit->stats.max_rel, 1e-9);
 }
 
+// The alpha-beta line of the test above has no jump: no rendezvous is fitted.
+TEST(FitLinks, ALineHasNoRendezvous) {
+  std::vector<CollectiveSample> samples;
+  for (std::int64_t bytes = 64; bytes <= (std::int64_t{4} << 20); bytes *= 2) {
+    CollectiveSample s;
+    s.group_size = 2;
+    s.bytes = bytes;
+    s.time_s = ring_collective_time_s(Collective::kAllReduce, bytes, 2, 4e9, 0.5e-6);
+    samples.push_back(s);
+  }
+  auto fit = fit_links(samples);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_EQ(fit->eager_limit_bytes, 0);
+  EXPECT_EQ(fit->rendezvous_latency_s, 0.0);
+}
+
+// Timings that jump where the per-step message passes 2 KiB (Open MPI's shared-memory
+// transport, all-reduce over two ranks between 4 and 8 KiB; bench/results/cpu-2026-12-05):
+// the fit finds the limit, the handshake and the line on both sides, where one line through
+// them all would take the jump for bandwidth.
+TEST(FitLinks, FindsTheEagerLimitAndTheRendezvousLatency) {
+  std::vector<CollectiveSample> samples;
+  for (Collective c : {Collective::kAllReduce, Collective::kAllGather})
+    for (std::int64_t bytes = 64; bytes <= (std::int64_t{4} << 20); bytes *= 2) {
+      CollectiveSample s;
+      s.collective = c;
+      s.group_size = 2;
+      s.bytes = bytes;
+      s.time_s = ring_collective_time_s(c, bytes, 2, 4e9, 0.5e-6) +
+                 rendezvous_time_s(c, bytes, 2, 2048, 4e-6);
+      samples.push_back(s);
+    }
+  auto fit = fit_links(samples);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_EQ(fit->eager_limit_bytes, 2048);
+  EXPECT_NEAR(fit->rendezvous_latency_s, 4e-6, 4e-6 * 1e-6);
+  EXPECT_NEAR(fit->latency_s, 0.5e-6, 0.5e-6 * 1e-6);
+  EXPECT_NEAR(fit->bytes_per_s, 4e9, 4e9 * 1e-6);
+  EXPECT_LT(fit->stats.max_rel, 1e-9);
+}
+
 TEST(FitLinks, NeedsSamplesOverTwoRanks) {
   CollectiveSample s;
   s.group_size = 1;

@@ -1102,6 +1102,21 @@ TEST(Collectives, NodeLimitedAllToAllSendsEachTokenOncePerNode) {
   EXPECT_NEAR(dedup / plain, (3.5 / 8.0) / (56.0 / 64.0), 1e-9);
 }
 
+// The MPI rendezvous term: each ring step over the eager limit pays the handshake once; the
+// step's message is bytes_sent_per_rank / ring_steps (a send's whole message).
+TEST(Collectives, RendezvousIsPaidPerRingStepOverTheEagerLimit) {
+  EXPECT_EQ(per_step_message_bytes(Collective::kAllReduce, 32768, 2), 16384);
+  EXPECT_EQ(per_step_message_bytes(Collective::kAllGather, 32768, 4), 8192);
+  EXPECT_EQ(per_step_message_bytes(Collective::kSendRecv, 32768, 2), 32768);
+  EXPECT_EQ(per_step_message_bytes(Collective::kAllReduce, 32768, 1), 0);
+  EXPECT_DOUBLE_EQ(rendezvous_time_s(Collective::kAllReduce, 32768, 2, 4096, 3e-6), 2 * 3e-6);
+  EXPECT_DOUBLE_EQ(rendezvous_time_s(Collective::kAllGather, 32768, 4, 4096, 3e-6), 3 * 3e-6);
+  EXPECT_DOUBLE_EQ(rendezvous_time_s(Collective::kAllReduce, 8192, 2, 4096, 3e-6), 0.0);
+  EXPECT_DOUBLE_EQ(rendezvous_time_s(Collective::kSendRecv, 4097, 2, 4096, 3e-6), 3e-6);
+  EXPECT_DOUBLE_EQ(rendezvous_time_s(Collective::kAllReduce, 1 << 20, 2, 0, 3e-6), 0.0);
+  EXPECT_DOUBLE_EQ(rendezvous_time_s(Collective::kAllReduce, 1 << 20, 1, 4096, 3e-6), 0.0);
+}
+
 TEST(Collectives, NcclTestsBusBandwidthFactors) {
   EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kAllReduce, 8), 2.0 * 7 / 8);
   EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kReduceScatter, 8), 7.0 / 8);

@@ -1432,6 +1432,45 @@ TEST(HardwareProfileLoader, MissingUnknownAndLinks) {
   j["links"]["inter_node_latency_us"] = -1;
   EXPECT_TRUE(FailsWith(hardware_profile_from_json(j, "hw.json"),
                         {"hw.json", "'inter_node_latency_us'", "-1"}));
+  // The rendezvous protocol: both keys or neither, each in range.
+  j = basic_profile();
+  j["links"]["eager_limit_bytes"] = 4096;
+  EXPECT_TRUE(FailsWith(hardware_profile_from_json(j, "hw.json"),
+                        {"hw.json", "links", "'rendezvous_latency_us'", "missing",
+                         "eager_limit_bytes"}));
+  j = basic_profile();
+  j["links"]["rendezvous_latency_us"] = 4;
+  EXPECT_TRUE(FailsWith(hardware_profile_from_json(j, "hw.json"),
+                        {"hw.json", "links", "'eager_limit_bytes'", "missing"}));
+  j["links"]["eager_limit_bytes"] = 0;
+  EXPECT_TRUE(FailsWith(hardware_profile_from_json(j, "hw.json"),
+                        {"hw.json", "'eager_limit_bytes'", "0"}));
+  j["links"]["eager_limit_bytes"] = 4096;
+  j["links"]["rendezvous_latency_us"] = -4;
+  EXPECT_TRUE(FailsWith(hardware_profile_from_json(j, "hw.json"),
+                        {"hw.json", "'rendezvous_latency_us'", "-4"}));
+}
+
+// A profile's MPI rendezvous protocol is read, written back, and handed to the cluster; one
+// without it has none.
+TEST(HardwareProfileLoader, RendezvousProtocolRoundTripsAndReachesTheCluster) {
+  auto plain = hardware_profile_from_json(basic_profile(), "hw.json");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->eager_limit_bytes, 0);
+  EXPECT_FALSE(hardware_profile_to_json(*plain)["links"].contains("eager_limit_bytes"));
+  Json j = basic_profile();
+  j["links"]["eager_limit_bytes"] = 2048;
+  j["links"]["rendezvous_latency_us"] = 4.5;
+  auto p = hardware_profile_from_json(j, "hw.json");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  auto again = hardware_profile_from_json(hardware_profile_to_json(*p), "again.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->eager_limit_bytes, 2048);
+  EXPECT_DOUBLE_EQ(again->rendezvous_latency_s, 4.5e-6);
+  ClusterSpec c;
+  apply_profile_links(*again, c);
+  EXPECT_EQ(c.eager_limit_bytes, 2048);
+  EXPECT_DOUBLE_EQ(c.rendezvous_latency_s, 4.5e-6);
 }
 
 // --- step report ----------------------------------------------------------------------------

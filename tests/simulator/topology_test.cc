@@ -81,6 +81,35 @@ TEST(Topology, CollectiveTimesComeFromCollectivesH) {
   EXPECT_EQ(p2p.links.size(), 2u);
 }
 
+// A measured profile's MPI rendezvous protocol: each ring step whose message is over the eager
+// limit pays the handshake on top of the line; below it, the line alone.
+TEST(Topology, RendezvousStepsOverTheEagerLimitPayTheHandshake) {
+  ClusterSpec c = *make_cluster("H100-80GB", 8, 8);
+  c.collective_model = CollectiveModel::kAlphaBeta;
+  const ClusterSpec plain = c;
+  c.eager_limit_bytes = 4096;
+  c.rendezvous_latency_s = 5e-6;
+  const Topology t(c), p(plain);
+  auto total = [](const sim::NetDemand& d) { return d.latency_s + d.transfer_s; };
+  const std::vector<std::int64_t> two = {0, 1};
+  for (const auto& [bytes, extra] : {std::pair<std::int64_t, double>{8192, 0.0},
+                                     {8194, 2 * 5e-6}, {1 << 20, 2 * 5e-6}}) {
+    // All-reduce over two ranks: two steps of half the message each.
+    const double with = total(t.collective_demand(Collective::kAllReduce, bytes, two,
+                                                  sim::SumAlgorithm::kRing, identity));
+    const double without = total(p.collective_demand(Collective::kAllReduce, bytes, two,
+                                                     sim::SumAlgorithm::kRing, identity));
+    EXPECT_NEAR(with - without, extra, 1e-15) << bytes;
+  }
+  // A pipeline send: one step of the whole message.
+  const auto send = [&](const Topology& topo, std::int64_t bytes) {
+    return total(topo.collective_demand(Collective::kSendRecv, bytes, two,
+                                        sim::SumAlgorithm::kRing, identity));
+  };
+  EXPECT_NEAR(send(t, 4096) - send(p, 4096), 0.0, 1e-15);
+  EXPECT_NEAR(send(t, 4097) - send(p, 4097), 5e-6, 1e-15);
+}
+
 // The GPU presets' model: NCCL's algorithm and protocol (collectives.h) on top of the
 // network's own transfer, which stays the part that contends for links.
 TEST(Topology, NcclModelAddsTheChosenPairsLatencyToTheTransfer) {
