@@ -223,6 +223,20 @@ Task cp_gather_kv(std::string_view name, const Shape& x) {
   return comm(name, Collective::kAllGather, CommGroup::kCp, x.cp, cp_kv_bytes(x));
 }
 
+// The unfused attention core's scores on this rank: b x heads x s queries x s_full keys.
+double unfused_scores(const Shape& x) {
+  return d(x.b * x.heads_per_rank) * d(x.s) * d(x.s_full);
+}
+// The share of a row's scores Megatron-LM's causal softmax kernels load: row i loads i + 1 of s,
+// (s + 1) / 2s on average. 1 where the queries are not the whole sequence (context parallelism,
+// which runs fused attention only).
+double unfused_causal_read_fraction(const Shape& x) {
+  return x.s == x.s_full ? d(x.s_full + 1) / (2.0 * d(x.s_full)) : 1.0;
+}
+// Bytes per score of attention dropout (torch Dropout): forward reads e and writes e and a 1-byte
+// mask; backward reads the gradient and the mask and writes e. 0 without dropout.
+double attention_dropout_bytes(const Shape& x) { return x.dropout ? 1.0 + 2.0 * x.e : 0.0; }
+
 // The attention core of this rank's s queries against the keys of the whole sequence (s_full;
 // s = s_full without context parallelism). With the load-balanced chunks each CP rank does
 // 1/cp of the causal work, so its FLOPs are the full-sequence core's / cp.
@@ -241,10 +255,16 @@ void add_attention_core(std::vector<Task>& out, const Shape& x) {
     return;
   }
   out.push_back(gemm("attn_scores", x.s, x.s_full, x.hd, batch, x.e));
-  // Scale, causal mask and softmax (one fused kernel), then dropout: read scores, write
-  // probabilities; dropout writes a 1-byte mask and the dropped probabilities.
-  const double elems = d(batch) * d(x.s) * d(x.s_full);
-  Task softmax = memory("softmax", elems * (2.0 * x.e + (x.dropout ? 1.0 + 2.0 * x.e : 0.0)),
+  // Scale, causal mask and softmax (one fused kernel), then dropout. Megatron-LM's causal kernel
+  // (scaled_upper_triang_masked_softmax_warp_forward, megatron/fused_kernels/
+  // scaled_upper_triang_masked_softmax.h, NVIDIA/Megatron-LM 2387ce01) loads a row's scores only
+  // up to the diagonal and stores the whole row (the masked part as zeros): e x
+  // unfused_causal_read_fraction read, e written per score. Dropout, its own op (torch Dropout),
+  // reads the probabilities and writes them with a 1-byte mask. validation/corpus/NOTES.md,
+  // nineteenth pass.
+  Task softmax = memory("softmax",
+                        unfused_scores(x) * (x.e * unfused_causal_read_fraction(x) + x.e +
+                                             attention_dropout_bytes(x)),
                         MemoryKernel::kSoftmax);
   // Causal: an exp for each unmasked score, s(s+1)/2 per row block (Megatron's
   // scaled_upper_triang_masked_softmax skips the masked ones).
@@ -1052,8 +1072,13 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
   } else {
     add_gemm_backward(out, find_task(fwd, "attn_values"), "attn_values_dgrad_p",
                       "attn_values_dgrad_v", x.e);
-    Task sm = find_task(fwd, "softmax");
-    out.push_back(memory("softmax_bwd", sm.bytes * 1.5, MemoryKernel::kSoftmax));
+    // The causal kernel's backward (scaled_upper_triang_masked_softmax_warp_backward, same file)
+    // loads the gradient and the saved probabilities below the diagonal and stores the whole
+    // row; dropout's backward reads the gradient and the mask and writes the gradient.
+    out.push_back(memory("softmax_bwd",
+                         unfused_scores(x) * (2.0 * x.e * unfused_causal_read_fraction(x) + x.e +
+                                              attention_dropout_bytes(x)),
+                         MemoryKernel::kSoftmax));
     add_gemm_backward(out, find_task(fwd, "attn_scores"), "attn_scores_dgrad_q",
                       "attn_scores_dgrad_k", x.e);
   }

@@ -1267,6 +1267,35 @@ TEST(Memory, BackwardWorkspaceIsTheLargerOfTheMlpAndAttentionGradients) {
   EXPECT_DOUBLE_EQ(layer_backward_workspace_bytes(g, p), e * (T * h + 3 * T * f));
 }
 
+TEST(Tasks, UnfusedSoftmaxMovesWhatMegatronsCausalKernelsAndDropoutMove) {
+  // GPT-3 175B at t = 8, micro-batch 2, bf16 (e = 2), dropout on: 2 x 12 heads x 2048 x 2048
+  // scores per rank. The causal kernels (scaled_upper_triang_masked_softmax.h) load a row up to
+  // the diagonal, (s + 1) / 2s of it, and store the whole row; dropout moves 1 + 2e per score
+  // each way. Forward: e r + e + 1 + 2e; backward: 2 e r + e + 1 + 2e (validation/corpus/
+  // NOTES.md, nineteenth pass).
+  const ModelSpec m = gpt3();
+  Plan p = plan_of(8, 1, 1, 2, 2);
+  p.attention = AttentionImpl::kUnfused;
+  const double s = static_cast<double>(m.seq_len), e = 2.0;
+  const double scores = 2.0 * (m.num_attention_heads / 8) * s * s, r = (s + 1) / (2 * s);
+  auto bytes_of = [](const std::vector<Task>& tasks, std::string_view name) {
+    for (const Task& t : tasks)
+      if (t.name == name) return t.bytes;
+    ADD_FAILURE() << "no task " << name;
+    return 0.0;
+  };
+  EXPECT_DOUBLE_EQ(bytes_of(layer_forward_tasks(m, p), "softmax"),
+                   scores * (e * r + e + 1 + 2 * e));
+  EXPECT_DOUBLE_EQ(bytes_of(layer_backward_tasks(m, p), "softmax_bwd"),
+                   scores * (2 * e * r + e + 1 + 2 * e));
+  // Without dropout only the softmax's own bytes remain.
+  ModelSpec nd = m;
+  nd.dropout = false;
+  EXPECT_DOUBLE_EQ(bytes_of(layer_forward_tasks(nd, p), "softmax"), scores * (e * r + e));
+  EXPECT_DOUBLE_EQ(bytes_of(layer_backward_tasks(nd, p), "softmax_bwd"),
+                   scores * (2 * e * r + e));
+}
+
 TEST(Tasks, TranscendentalsCountTheExpAndTanhEvaluated) {
   const ModelSpec m = gpt3();
   Plan p = plan_of(8, 1, 1, 2, 2);
