@@ -143,7 +143,11 @@ namespace {
 // memory unchanged; 62 of 63 folds choose (0.85, 0.45). The p90 is loosened to 23.0% (the ninth
 // loosening): the two H100 rows miss by +30% held out, and the nearest-rank p90 of 360 runs lands
 // on the next value of a steep tail (21.5% -> 23.0%). Median and memory kept.
-constexpr double kMedianRatchet = 0.086;
+// 2026-12-05 (bench/results/foldcrit2-2026-12-05/): the folds' criterion weighs the p90 (the
+// larger of median/8% and p90/20%; twenty-second pass), then the nineteenth and twenty-first
+// passes under it: 8.32%, 22.99%, +1.1% over 360 runs, memory unchanged; all 63 folds choose
+// (0.85, 0.45). Median tightened to 8.4%; p90 and memory kept.
+constexpr double kMedianRatchet = 0.084;
 constexpr double kP90Ratchet = 0.230;
 constexpr double kMemoryMedianRatchet = 0.086;
 
