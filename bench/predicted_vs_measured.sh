@@ -170,8 +170,10 @@ attempt() {
   [ "$ranks" = 1 ] && CAL+=(--active-ranks 1 --ranks-per-node 1)
   "${MPIRUN[@]}" -np 2 "$TOOLS/calibrate" "${CAL[@]}" > "$run.calibrate.txt" 2>&1 \
     || { cat "$run.calibrate.txt" >&2; exit 5; }
+  # The CPU executor sums data-parallel gradients once the backward is done (executor/trainer.cc
+  # finish_gradients): one thread per rank cannot run them beside it.
   "$TOOLS/simulate" --model "$model" --plan "$run.plan.json" --cluster "$run.cluster.json" \
-    --hardware "$run.profile.json" --json --out "$run.predicted.json" \
+    --hardware "$run.profile.json" --grad-reduce-after-backward --json --out "$run.predicted.json" \
     --trace "$run.predicted_trace.json" > /dev/null || exit 5
   execute_watched "$model" "$ranks" "$run" || { cat "$run.execute.txt" >&2; exit 5; }
   after="$(reference_ms "$DIR")" || exit 5

@@ -6,6 +6,8 @@
 #include <limits>
 #include <optional>
 
+#include <boost/math/distributions/fisher_f.hpp>
+
 namespace trainplan::calibration {
 
 namespace {
@@ -395,7 +397,8 @@ Result<ComputeFit> fit_compute(const std::vector<TaskSample>& samples, double st
   return f;
 }
 
-Result<LinkFit> fit_links(const std::vector<CollectiveSample>& samples) {
+Result<LinkFit> fit_links(const std::vector<CollectiveSample>& samples,
+                          std::int64_t eager_limit_bytes) {
   std::vector<const CollectiveSample*> use;
   for (const CollectiveSample& s : samples)
     if (s.group_size >= 2 && s.time_s > 0) use.push_back(&s);
@@ -441,9 +444,18 @@ Result<LinkFit> fit_links(const std::vector<CollectiveSample>& samples) {
   std::vector<std::int64_t> limits = sizes;
   std::sort(limits.begin(), limits.end());
   limits.erase(std::unique(limits.begin(), limits.end()), limits.end());
-  double best_sse = line_sse / 2;
-  // A line within 0.1% rms (relative) has no jump to find.
-  if (line_sse <= static_cast<double>(rows) * 1e-6) limits.clear();
+  if (eager_limit_bytes >= 0) limits.assign(eager_limit_bytes > 0 ? 1 : 0, eager_limit_bytes);
+  // The jump is kept where the nested-model F test rejects the line at 1%, Bonferroni-corrected
+  // for the limits tried (the limit is chosen from the data): F = (SSE_line - SSE) /
+  // (SSE / (rows - 3)) above the F(1, rows - 3) quantile at 1 - 0.01 / limits. A line within 0.1%
+  // rms (relative) has no jump to find.
+  if (line_sse <= static_cast<double>(rows) * 1e-6 || rows < 5) limits.clear();
+  const double f_critical =
+      limits.empty() ? 0.0
+                     : boost::math::quantile(boost::math::complement(
+                           boost::math::fisher_f_distribution<double>(1.0, d(rows) - 3.0),
+                           0.01 / d(static_cast<std::int64_t>(limits.size()))));
+  double best_sse = line_sse;
   for (std::int64_t limit : limits) {
     Eigen::Index over = 0;
     for (Eigen::Index i = 0; i < rows; ++i) {
@@ -454,7 +466,8 @@ Result<LinkFit> fit_links(const std::vector<CollectiveSample>& samples) {
     if (over < 2 || rows - over < 2 || limit <= 0) continue;
     const Eigen::VectorXd xr = solve(true);
     const double sse = weighted_sse(xr);
-    if (xr(1) > 0 && xr(2) > 0 && sse <= best_sse) {
+    const bool significant = (line_sse - sse) * (d(rows) - 3.0) > f_critical * sse;
+    if (xr(1) > 0 && xr(2) > 0 && significant && sse < best_sse) {
       best_sse = sse;
       f.latency_s = xr(0);
       f.rendezvous_latency_s = xr(1);

@@ -109,8 +109,12 @@ struct LinkFit {
 // the limit tried at every per-step message size the samples hold (the largest size still
 // eager, since the samples say only that the library's limit lies below the next one). The
 // three-parameter fit is kept where it has at least two samples on each side, a positive
-// rendezvous latency, and at most half the line's weighted squared residual: a jump the line
-// cannot follow, not noise. Errors: too few samples.
-Result<LinkFit> fit_links(const std::vector<CollectiveSample>& samples);
+// rendezvous latency, and the nested-model F test rejects the line at 1% (Bonferroni-corrected
+// for the limits tried): a jump the line cannot follow, not noise. `eager_limit_bytes` > 0 tries
+// that limit only (found on other samples: calibrate takes it from the benchmark loop, whose
+// sizes double from 8 bytes, and the rates from the executor's noisier in-step collectives);
+// 0 fits the line only. Errors: too few samples.
+Result<LinkFit> fit_links(const std::vector<CollectiveSample>& samples,
+                          std::int64_t eager_limit_bytes = -1);
 
 }  // namespace trainplan::calibration

@@ -98,7 +98,14 @@ Result<Calibration> calibrate_from(const Measurements& m, const MachineIdentity&
       m.step_collectives.empty() ? m.collectives : m.step_collectives;
   c.links_from_steps = !m.step_collectives.empty();
   if (!link_samples.empty()) {
-    auto links = fit_links(link_samples);
+    // The eager limit from the benchmark loop where there is one (every size from 8 bytes, so
+    // the jump lies between two neighbours), the rates from the samples the links come from.
+    std::int64_t eager_limit = -1;
+    if (c.links_from_steps && !m.collectives.empty()) {
+      auto loop = fit_links(m.collectives);
+      if (loop.ok()) eager_limit = loop->eager_limit_bytes;
+    }
+    auto links = fit_links(link_samples, eager_limit);
     if (!links.ok()) return links.status();
     c.links = *links;
     c.has_link_fit = true;

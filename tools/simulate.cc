@@ -293,7 +293,7 @@ int run_published(const cli::Args& args) {
   for (const char* o : {"plan", "model", "cluster", "gpus", "gpu", "gpus-per-node", "hardware",
                         "seq-len", "out", "trace", "all-ranks", "rank-order", "dp-algorithm",
                         "html", "trace-limit-gb", "memory-headroom", "threads",
-                        "zb-v-send-blind"})
+                        "zb-v-send-blind", "grad-reduce-after-backward"})
     if (args.has(o))
       return cli::fail(kProgram, Status::Error(std::string("--published takes no --") + o +
                                                    ": each entry gives its model, plan and cluster",
@@ -417,6 +417,10 @@ int run(int argc, char** argv) {
       {"dp-algorithm", true, "data-parallel gradient sum: ring (default) or gather-broadcast"},
       {"zb-v-send-blind", false, "zb-v: order the passes without the pipeline send time "
                                  "(default: a send-aware order where it replays shorter)"},
+      {"grad-reduce-after-backward", false,
+       "data-parallel gradient sums once the whole backward has run, not bucketed beside it "
+       "(Megatron-LM 2021's local DDP; what the CPU executor does, executor/trainer.cc "
+       "finish_gradients)"},
       {"expand-repeats", false, "play a context-parallel ring's runs of identical steps step by "
                                 "step, one op per step (a check: the same step, slower)"},
       {"published", true, "published measured runs (JSON list) to simulate and compare"},
@@ -455,6 +459,7 @@ int run(int argc, char** argv) {
   opt.hardware = *hardware;
   opt.all_ranks = args.has("all-ranks");
   opt.zb_v_send_aware = !args.has("zb-v-send-blind");
+  opt.overlap_grad_reduce = !args.has("grad-reduce-after-backward");
   opt.expand_repeats = args.has("expand-repeats");
   opt.rank_order = args.get("rank-order", "tp,cp,dp,pp");
   opt.collect_trace = args.has("trace");

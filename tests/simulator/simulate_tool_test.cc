@@ -81,6 +81,27 @@ TEST_F(SimulateTool, SummaryAllRanksAndOptions) {
   EXPECT_NE(r.out.find("bubble"), std::string::npos);
 }
 
+// --grad-reduce-after-backward: the data-parallel sums wait for the whole backward (the CPU
+// executor's order), so none of them hides behind it and the step is longer.
+TEST_F(SimulateTool, GradReduceAfterBackwardExposesTheDataParallelSums) {
+  std::ofstream(dir_ / "dp.json") << R"({"tp": 1, "pp": 1, "dp": 8, "micro_batch_size": 1,
+                                         "global_batch_size": 16, "precision": "bf16"})";
+  const std::string base = "--model " + model_ + " --plan " + (dir_ / "dp.json").string() +
+                           " --gpus 8 --gpus-per-node 4 --json";
+  const ToolRun overlapped = run(base), after = run(base + " --grad-reduce-after-backward");
+  ASSERT_EQ(overlapped.code, 0) << overlapped.out;
+  ASSERT_EQ(after.code, 0) << after.out;
+  const double t_overlapped =
+      trainplan::Json::parse(overlapped.out).at("step_time_s").get<double>();
+  const double t_after = trainplan::Json::parse(after.out).at("step_time_s").get<double>();
+  EXPECT_GT(t_after, t_overlapped);
+  const ToolRun published = run("--published x.json --grad-reduce-after-backward");
+  EXPECT_EQ(published.code, 2) << published.out;
+  EXPECT_NE(published.out.find("--published takes no --grad-reduce-after-backward"),
+            std::string::npos)
+      << published.out;
+}
+
 TEST_F(SimulateTool, Errors) {
   // Wrong GPU count for the plan: infeasible (4).
   ToolRun r = run("--model " + model_ + " --plan " + plan() + " --gpus 16");
@@ -132,6 +153,7 @@ TEST_F(SimulateTool, PublishedRunsErrors) {
       std::string(TRAINPLAN_SOURCE_DIR) + "/validation/corpus/published_runs.json"));
   trainplan::Json two = trainplan::Json::array({dev.at(0), dev.at(1)});
   two[1]["precision"] = "fp8";
+  two[1].erase("grad_accumulation_pass");  // Table 1's fp16 .grad accumulation; not what fails here
   std::ofstream(dir_ / "two.json") << two.dump();
   ToolRun r = run("--published " + (dir_ / "two.json").string());
   EXPECT_EQ(r.code, 4) << r.out;
