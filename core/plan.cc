@@ -199,6 +199,7 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   if (r.get_choice("grad_accumulation_pass", c, {"none", "cast-add", "add", "autograd"},
                    false))
     p.grad_accumulation_pass = static_cast<GradAccumulationPass>(c);
+  r.get_bool("pipeline_scatter_gather", p.pipeline_scatter_gather, false);
   if (r.get_choice("zero3_recompute_gather", c, {"again", "kept"}, false))
     p.zero3_recompute_gather = static_cast<ZeroRecomputeGather>(c);
   if (r.get_choice("zero3_backward_prefetch", c, {"after-reduce", "before-reduce"}, false))
@@ -270,6 +271,7 @@ Json plan_to_json(const Plan& p) {
   if (p.ddp_bucket_copy) j["ddp_bucket_copy"] = true;  // written only when set, as cp
   if (p.grad_accumulation_pass != GradAccumulationPass::kNone)  // written only when set
     j["grad_accumulation_pass"] = std::string(to_string(p.grad_accumulation_pass));
+  if (p.pipeline_scatter_gather) j["pipeline_scatter_gather"] = true;  // written only when set
   if (p.zero3_recompute_gather != ZeroRecomputeGather::kAgain)  // written only when set
     j["zero3_recompute_gather"] = std::string(to_string(p.zero3_recompute_gather));
   if (p.zero3_backward_prefetch != ZeroBackwardPrefetch::kAfterReduce)  // written only when set
@@ -324,6 +326,7 @@ std::string describe(const Plan& p) {
     os << " zero1-collectives=" << to_string(p.zero1_collectives);
   if (p.grad_accumulation_pass != GradAccumulationPass::kNone)
     os << " grad-accumulation-pass=" << to_string(p.grad_accumulation_pass);
+  if (p.pipeline_scatter_gather) os << " pp-scatter-gather";
   if (p.elementwise == Elementwise::kEager) os << " eager";
   if (p.elementwise == Elementwise::kEagerSwiglu) os << " eager-swiglu";
   if (p.zero3_recompute_gather == ZeroRecomputeGather::kKept) os << " zero3-recompute-gather=kept";
@@ -425,6 +428,13 @@ Status validate_plan(const Plan& p) {
     return err("zero1_collectives=" + std::string(to_string(p.zero1_collectives)) +
                " says how ZeRO-1 reduces gradients and gathers parameters; the plan has "
                "zero_stage " + std::to_string(p.zero_stage));
+  if (p.pipeline_scatter_gather && (p.tp < 2 || p.pp < 2 || p.sequence_parallel))
+    return err("pipeline_scatter_gather=true splits a pipeline message over the TP ranks and "
+               "gathers it after the send; the plan has tp " + std::to_string(p.tp) + ", pp " +
+               std::to_string(p.pp) + " and sequence_parallel " +
+               (p.sequence_parallel ? "true" : "false") +
+               " (it needs tp > 1, pp > 1 and sequence_parallel false: sequence parallelism "
+               "already sends 1/tp)");
   const std::string pass =
       "grad_accumulation_pass=" + std::string(to_string(p.grad_accumulation_pass));
   const bool autograd = p.grad_accumulation_pass == GradAccumulationPass::kAutograd;

@@ -365,6 +365,15 @@ struct Plan {
   // gradient GEMMs (GradAccumulationPass). Needs grad_precision fp32, a 16-bit precision and
   // ZeRO 0 or 1.
   GradAccumulationPass grad_accumulation_pass = GradAccumulationPass::kNone;
+  // Megatron-LM's scatter/gather of pipeline messages (Narayanan et al. 2021, arXiv:2104.04473
+  // sec. 4.1; megatron/p2p_communication.py at 6985e58938, lines 59-66, 87-94, 132-141): each TP
+  // rank sends 1/tp of the stage boundary's activation to its peer in the next stage, and the
+  // receiver all-gathers the pieces over the TP group before the pass that reads them. On by
+  // default in Megatron-LM from 72e4230bb5 (2021-02-16) until p2p moved into megatron/core
+  // (39b83c7953, 2023-01-31), which sends the whole tensor from every TP rank: hence off here.
+  // Needs tp > 1, pp > 1 and no sequence parallelism (which already sends 1/tp; Megatron-LM
+  // skipped the optimisation under it).
+  bool pipeline_scatter_gather = false;
   ZeroRecomputeGather zero3_recompute_gather = ZeroRecomputeGather::kAgain;  // with zero_stage 3
   ZeroBackwardPrefetch zero3_backward_prefetch = ZeroBackwardPrefetch::kAfterReduce;  // with zero_stage 3
   ZeroCopies zero3_copies = ZeroCopies::kNone;  // with zero_stage 3 and zero3_gather flat

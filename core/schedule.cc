@@ -456,17 +456,26 @@ PassCosts with_send_time(PassCosts costs, double send_s, double forward_s) {
 namespace {
 
 // One pipeline send between the first ranks of stages 0 and 1 (every neighbour pair shares
-// that link under the default rank order), as the simulator's topology times it.
+// that link under the default rank order), as the simulator's topology times it, and what its
+// receiver runs before reading it (pipeline_receive_tasks: a TP collective, over the node's
+// links when the TP group fits in a node, as rank_layout.h places it).
 Result<double> pipeline_send_s(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster,
                                const std::string& rank_order) {
   auto layout = RankLayout::make(plan, rank_order);
   if (!layout.ok()) return layout.status();
   const std::int64_t per_node = std::max<std::int64_t>(1, cluster.gpus_per_node);
   const bool same_node = layout->rank({0, 0, 0}) / per_node == layout->rank({0, 0, 1}) / per_node;
-  return ring_collective_time_s(
+  double s = ring_collective_time_s(
       Collective::kSendRecv, pipeline_message_bytes(model, plan), 2,
       same_node ? cluster.intra_node_bytes_per_s : cluster.inter_node_bytes_per_s,
       same_node ? cluster.intra_node_latency_s : cluster.inter_node_latency_s);
+  const bool tp_in_node = plan.tp <= per_node;
+  for (const Task& t : pipeline_receive_tasks(model, plan))
+    s += ring_collective_time_s(
+        t.collective, t.message_bytes, t.group_size,
+        tp_in_node ? cluster.intra_node_bytes_per_s : cluster.inter_node_bytes_per_s,
+        tp_in_node ? cluster.intra_node_latency_s : cluster.inter_node_latency_s);
+  return s;
 }
 
 // A model chunk's forward at the plan's rates: its layers' compute tasks (the send is timed

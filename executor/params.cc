@@ -83,6 +83,10 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
               "rank, or DeepSpeed's BF16_Optimizer's whole-gradient all-reduce, modelled by plan "
               "and simulate): the "
               "executors reduce and gather each block flat; use flat");
+  if (p.pipeline_scatter_gather)
+    return no("pipeline_scatter_gather (Megatron-LM 2021's split pipeline sends, modelled by plan "
+              "and simulate): the executors send a pipeline message whole from each TP rank; "
+              "set it false");
   if (p.ddp_bucket_copy)
     return no("ddp_bucket_copy (PyTorch DDP's second copy of the gradients, modelled by plan "
               "and simulate): the executors keep one gradient buffer; leave it false");

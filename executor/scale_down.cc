@@ -161,6 +161,8 @@ void to_executor_plan(Plan& p, Changes& c) {
   c.set("zero1_collectives", p.zero1_collectives, ZeroCollectives::kFlat,
         "the executors reduce and gather each block's shards flat");
   c.set("ddp_bucket_copy", p.ddp_bucket_copy, false, "the executors keep one gradient buffer");
+  c.set("pipeline_scatter_gather", p.pipeline_scatter_gather, false,
+        "the executors send a pipeline message whole from each TP rank");
   c.set("grad_accumulation_pass", p.grad_accumulation_pass, GradAccumulationPass::kNone,
         "the executors accumulate gradients in the backward");
   c.set("zero3_recompute_gather", p.zero3_recompute_gather, ZeroRecomputeGather::kAgain,

@@ -158,7 +158,7 @@ Estimator::PassTimes Estimator::cost(const std::vector<Task>& tasks, const Plan&
 
 const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan) {
   // Everything below depends only on these fields of the plan.
-  const std::array<std::int64_t, 15> key{plan.tp, plan.cp, plan.ep, plan.micro_batch_size,
+  const std::array<std::int64_t, 16> key{plan.tp, plan.cp, plan.ep, plan.micro_batch_size,
                                          static_cast<std::int64_t>(plan.expert_layout),
                                          plan.expert_tp_size(),
                                          plan.sequence_parallel ? 1 : 0,
@@ -169,7 +169,8 @@ const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan)
                                          plan.partition_activations ? 1 : 0,
                                          plan.tp_comm_overlap ? 1 : 0,
                                          static_cast<std::int64_t>(plan.tp_comm_overlap_impl),
-                                         static_cast<std::int64_t>(plan.cp_comm)};
+                                         static_cast<std::int64_t>(plan.cp_comm),
+                                         plan.pipeline_scatter_gather ? 1 : 0};
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   const DeviceRates& r = rates(plan.precision);
@@ -212,6 +213,7 @@ const Estimator::MicroBatchTimes& Estimator::micro_batch_times(const Plan& plan)
   t.head = add(cost(tasks.head_forward, plan, r), cost(tasks.head_backward, plan, r));
   t.head_weight_gradient_s = cost(backward_weight_tasks(tasks.head_backward), plan, r).compute_s;
   t.pipeline_message_bytes = tasks.pipeline_message_bytes;
+  t.pipeline_receive_s = cost(tasks.pipeline_receive, plan, r).tp_s;
   return cache_.emplace(key, t).first->second;
 }
 
@@ -374,9 +376,11 @@ Estimator::CostedStages Estimator::costed_stages(const Plan& plan, const MicroBa
   const std::int64_t pp = plan.pp;
   // Pipeline-boundary transfer: one per chunk boundary per micro-batch and direction.
   const std::int64_t stage_stride = plan.tp * plan.cp * plan.dp;
+  // Each send is matched by its receiver's pipeline_receive_tasks (the scatter/gather's TP
+  // all-gather), on the critical path as the send is.
   const double p2p_s =
-      pp > 1 ? group_time_s(Collective::kSendRecv, mb.pipeline_message_bytes, 2, stage_stride) /
-                   1.0
+      pp > 1 ? group_time_s(Collective::kSendRecv, mb.pipeline_message_bytes, 2, stage_stride) +
+                   mb.pipeline_receive_s
              : 0.0;
   CostedStages c;
   c.dispatch_ratio = mb.dispatch_ratio;

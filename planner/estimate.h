@@ -92,6 +92,7 @@ class Estimator {
     PassTimes embedding, head;                  // fwd + bwd
     double head_weight_gradient_s = 0;          // head's W part, compute only
     std::int64_t pipeline_message_bytes = 0;    // a stage boundary's send
+    double pipeline_receive_s = 0;              // what its receiver runs (pipeline_receive_tasks)
     // The MoE layer's forward and backward compute beside an expert all-to-all on the dispatch
     // kernels of the overlapped MoE schedules (CommKernels::kExpertDispatch): how much longer.
     double dispatch_ratio = 1.0;
@@ -178,7 +179,7 @@ class Estimator {
   ModelSpec model_;
   ClusterSpec cluster_;
   std::optional<HardwareProfile> hardware_;
-  std::map<std::array<std::int64_t, 15>, MicroBatchTimes> cache_;
+  std::map<std::array<std::int64_t, 16>, MicroBatchTimes> cache_;
   std::unordered_map<int, DeviceRates> rates_;
   std::unordered_map<int, StepFlops> flops_per_sequence_;
 };

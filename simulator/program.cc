@@ -985,12 +985,27 @@ class Builder {
   }
 
   // A zero-time op on the compute stream that the neighbour's send completes (Megatron-LM's
-  // blocking recv_forward / recv_backward).
-  std::int32_t recv(RankState& rs, std::string_view name, std::int64_t mb) {
+  // blocking recv_forward / recv_backward), then what the receiver runs before the pass reads
+  // the message (MicroBatchTasks::pipeline_receive: the scatter/gather's TP all-gather, which
+  // the compute stream waits for; not when chunk `from` is on this stage: the V's turn, which
+  // reads the output in place). Returns the receive op.
+  std::int32_t recv(RankState& rs, std::string_view name, std::int64_t mb, std::size_t from) {
     OpMeta m;
     m.name = name;
     m.micro_batch = static_cast<std::int32_t>(mb);
-    return compute(rs, 0, m);
+    const std::int32_t id = compute(rs, 0, m);
+    const bool local = chunk_stage(plan_, static_cast<std::int64_t>(from),
+                                   pipeline_direction(plan_, mb)) == rs.stage;
+    if (local) return id;
+    for (const Task& t : rs.step->micro_batch.pipeline_receive) {
+      OpMeta gm = m;
+      const std::int32_t g = collective(rs, t, gm);
+      eng_->add_dep(rs.last_compute, g);
+      for (std::int32_t w : rs.wait) eng_->add_dep(w, g);
+      rs.wait.clear();
+      rs.wait.push_back(g);
+    }
+    return id;
   }
 
   // ZeRO-3 with a tied head in another chunk of the embedding's stage (ParamBlock::read_by_head):
@@ -1005,7 +1020,7 @@ class Builder {
     const bool edges = !opt_.uniform_compute;  // embedding and head exist as ops
     std::int32_t anchor = -1;  // the forward's first op on this rank
     if (c > 0) {
-      anchor = recv(rs, "recv_forward", mb);
+      anchor = recv(rs, "recv_forward", mb, c - 1);
       pipe_->first_fwd[static_cast<std::size_t>(rs.slot)][cm_index(c, mb)] = anchor;
     }
     OpMeta meta;
@@ -1056,7 +1071,7 @@ class Builder {
     const std::size_t c = chunk_index(v, rs.stage);
     const bool edges = !opt_.uniform_compute;
     if (c + 1 < layers_.size())
-      pipe_->first_bwd[static_cast<std::size_t>(rs.slot)][cm_index(c, mb)] = recv(rs, "recv_backward", mb);
+      pipe_->first_bwd[static_cast<std::size_t>(rs.slot)][cm_index(c, mb)] = recv(rs, "recv_backward", mb, c + 1);
     OpMeta meta;
     meta.micro_batch = static_cast<std::int32_t>(mb);
     meta.pass = 'B';

@@ -595,6 +595,8 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   r.get_choice("elementwise", elementwise, {"fused", "eager", "eager-swiglu"}, false);
   bool ddp_bucket_copy = false;
   r.get_bool("ddp_bucket_copy", ddp_bucket_copy, false);
+  bool pipeline_scatter_gather = false;
+  r.get_bool("pipeline_scatter_gather", pipeline_scatter_gather, false);
   int zero3_recompute_gather = -1;
   r.get_choice("zero3_recompute_gather", zero3_recompute_gather, {"again", "kept"}, false);
   int zero3_backward_prefetch = -1;
@@ -682,6 +684,9 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   if (elementwise >= 0) p.elementwise = static_cast<Elementwise>(elementwise);
   // PyTorch DDP's bucket copy of the gradients, where the entry names its framework's way.
   p.ddp_bucket_copy = ddp_bucket_copy;
+  // Megatron-LM's pipeline scatter/gather, where the entry's source ran Megatron-LM code that had
+  // it on (Plan::pipeline_scatter_gather).
+  p.pipeline_scatter_gather = pipeline_scatter_gather;
   // A separate pass adding each micro-batch's 16-bit gradients into fp32, where the entry names
   // its framework's optimizer doing so (Plan::grad_accumulation_pass).
   if (grad_accumulation_pass >= 0)

@@ -247,9 +247,15 @@ Task tp_partials_reduce_task(const Task& gemm, const Plan& plan);
 // splits each sequence over cp ranks).
 std::int64_t tokens_per_micro_batch(const ModelSpec& model, const Plan& plan);
 
-// Bytes of the activation tensor a stage boundary sends per micro-batch (scatter/gather
-// optimisation of Narayanan et al. 2021 sec. 4.1 when sequence parallel: each TP rank sends 1/t).
+// Bytes of the activation tensor a stage boundary sends per micro-batch, from each TP rank: the
+// whole tensor, or 1/t of it (the scatter/gather of Narayanan et al. 2021 sec. 4.1) when
+// sequence parallel or with Plan::pipeline_scatter_gather.
 std::int64_t pipeline_message_bytes(const ModelSpec& model, const Plan& plan);
+// What the receiver of a pipeline message runs before the pass that reads it: with
+// Plan::pipeline_scatter_gather, the all-gather of the t pieces over the TP group
+// (megatron/p2p_communication.py at 6985e58938, 132-141: gather_split_1d_tensor before
+// _communicate returns); empty otherwise.
+std::vector<Task> pipeline_receive_tasks(const ModelSpec& model, const Plan& plan);
 
 // Parameter blocks: the unit of data-parallel synchronisation (a gradient bucket, a ZeRO-3
 // gather). A stage holds, in forward order, [embedding], its layers, [head]. Counts are the

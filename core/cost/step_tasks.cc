@@ -19,6 +19,7 @@ MicroBatchTasks micro_batch_tasks(const ModelSpec& model, const Plan& plan) {
   t.head_forward = head_forward_tasks(model, plan);
   t.head_backward = head_backward_tasks(model, plan);
   t.pipeline_message_bytes = pipeline_message_bytes(model, plan);
+  t.pipeline_receive = pipeline_receive_tasks(model, plan);
   return t;
 }
 

@@ -31,6 +31,7 @@ struct MicroBatchTasks {
   std::vector<Task> embedding_forward, embedding_backward;  // first stage
   std::vector<Task> head_forward, head_backward;            // last stage
   std::int64_t pipeline_message_bytes = 0;  // a stage boundary's send, each way
+  std::vector<Task> pipeline_receive;       // pipeline_receive_tasks: after each receive
   const LayerTasks& of(LayerKind kind) const { return layer[static_cast<std::size_t>(kind)]; }
 };
 MicroBatchTasks micro_batch_tasks(const ModelSpec& model, const Plan& plan);

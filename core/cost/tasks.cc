@@ -1483,7 +1483,13 @@ Task tp_partials_reduce_task(const Task& gemm, const Plan& p) {
 
 std::int64_t pipeline_message_bytes(const ModelSpec& m, const Plan& p) {
   const Shape x = shape_of(m, p);
-  return std::llround(d(x.norm_tokens) * d(x.h) * x.e);
+  const double pieces = p.pipeline_scatter_gather ? d(x.t) : 1.0;
+  return std::llround(d(x.norm_tokens) * d(x.h) * x.e / pieces);
+}
+
+std::vector<Task> pipeline_receive_tasks(const ModelSpec& m, const Plan& p) {
+  if (!p.pipeline_scatter_gather) return {};
+  return {tp_gather("pp_recv_all_gather", shape_of(m, p))};
 }
 
 bool Task::operator==(const Task&) const = default;

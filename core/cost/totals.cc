@@ -114,13 +114,20 @@ CommVolume comm_volume_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   // input gradient backward unless it is the first, once per micro-batch; not when the
   // neighbour chunk is on this stage (the V's turn, chunk_stage). DualPipe: local chunk c
   // carries direction c, its neighbours on that direction's stages.
+  // Each message received runs pipeline_receive_tasks (the scatter/gather's TP all-gather).
   const double msg = d(pipeline_message_bytes(m, p));
+  const std::vector<Task> receive = pipeline_receive_tasks(m, p);
   for (std::int64_t c = 0; c < p.virtual_stages; ++c) {
     const std::int64_t chunk = stage_chunk(p, stage, c);
     const std::int64_t dir = p.schedule == Schedule::kDualPipe ? c : 0;
-    if (chunk < p.num_chunks() - 1 && chunk_stage(p, chunk + 1, dir) != stage)
+    if (chunk < p.num_chunks() - 1 && chunk_stage(p, chunk + 1, dir) != stage) {
+      v.pp_bytes += msg * M;        // the activation sent forward
+      add_task_bytes(receive, M, v);  // the gradient received back
+    }
+    if (chunk > 0 && chunk_stage(p, chunk - 1, dir) != stage) {
       v.pp_bytes += msg * M;
-    if (chunk > 0 && chunk_stage(p, chunk - 1, dir) != stage) v.pp_bytes += msg * M;
+      add_task_bytes(receive, M, v);
+    }
   }
   for (const ParamBlock& b : param_blocks_on_stage(m, p, stage)) {
     for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kBeforeRecompute,

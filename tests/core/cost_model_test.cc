@@ -1971,3 +1971,47 @@ TEST(DeferEmbeddingWgrad, TheLastStageHoldsTheDeferredOperands) {
 
 }  // namespace
 }  // namespace trainplan
+
+namespace trainplan {
+namespace {
+
+// Plan::pipeline_scatter_gather (Megatron-LM 2021, p2p_communication.py at 6985e58938): each TP
+// rank sends 1/tp of the boundary activation, and the receiver all-gathers the tp pieces, the
+// whole s*b*h tensor, over the TP group; a middle stage of a 1F1B pipeline receives one message
+// each way per micro-batch, so its TP bytes grow by two gathers per micro-batch.
+TEST(PipelineScatterGather, SendsOneTpthAndGathersTheWholeTensorOnReceipt) {
+  const ModelSpec m = gpt3();
+  Plan whole = plan_of(8, 4, 1, 2, 16);
+  whole.sequence_parallel = false;
+  Plan sg = whole;
+  sg.pipeline_scatter_gather = true;
+  const std::int64_t tensor_bytes = 2 * m.seq_len * m.hidden_size * 2;  // mbs 2, bf16
+  EXPECT_EQ(pipeline_message_bytes(m, whole), tensor_bytes);
+  EXPECT_EQ(pipeline_message_bytes(m, sg), tensor_bytes / 8);
+  EXPECT_TRUE(pipeline_receive_tasks(m, whole).empty());
+  const std::vector<Task> receive = pipeline_receive_tasks(m, sg);
+  ASSERT_EQ(receive.size(), 1u);
+  EXPECT_EQ(receive[0].collective, Collective::kAllGather);
+  EXPECT_EQ(receive[0].group, CommGroup::kTp);
+  EXPECT_EQ(receive[0].group_size, 8);
+  EXPECT_EQ(receive[0].message_bytes, tensor_bytes);
+  const CommVolume a = comm_volume_on_stage(m, whole, 1);
+  const CommVolume b = comm_volume_on_stage(m, sg, 1);
+  EXPECT_DOUBLE_EQ(b.pp_bytes, a.pp_bytes / 8);
+  EXPECT_DOUBLE_EQ(b.tp_bytes - a.tp_bytes, 2.0 * 8 * receive[0].bytes_sent());
+  // The first stage receives only the gradients, the last only the activations.
+  EXPECT_DOUBLE_EQ(comm_volume_on_stage(m, sg, 0).tp_bytes - comm_volume_on_stage(m, whole, 0).tp_bytes,
+                   8 * receive[0].bytes_sent());
+  // Sequence parallelism already sends 1/tp: the two are refused together (plan.cc).
+  sg.sequence_parallel = true;
+  Json j = plan_to_json(sg);
+  auto refused = plan_from_json(j, "p.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("pipeline_scatter_gather=true"), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("sequence_parallel true"), std::string::npos)
+      << refused.status().message();
+}
+
+}  // namespace
+}  // namespace trainplan

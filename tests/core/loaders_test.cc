@@ -1213,6 +1213,37 @@ TEST(PlanLoader, DdpBucketCopyRoundTripAndErrors) {
   EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "ddp_bucket_copy"}));
 }
 
+// pipeline_scatter_gather: written only when true, shown in the description, refused without
+// tp > 1 and pp > 1 or with sequence parallelism; a non-boolean refused naming the field.
+TEST(PlanLoader, PipelineScatterGatherRoundTripAndErrors) {
+  Json j = basic_plan();
+  j["tp"] = 2;
+  j["pp"] = 2;
+  j["sequence_parallel"] = false;
+  auto none = plan_from_json(j, "p.json");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_FALSE(none->pipeline_scatter_gather);
+  EXPECT_FALSE(plan_to_json(*none).contains("pipeline_scatter_gather"));
+  j["pipeline_scatter_gather"] = true;
+  auto sg = plan_from_json(j, "p.json");
+  ASSERT_TRUE(sg.ok()) << sg.status().message();
+  EXPECT_TRUE(sg->pipeline_scatter_gather);
+  EXPECT_EQ(plan_to_json(*sg).at("pipeline_scatter_gather"), true);
+  EXPECT_NE(describe(*sg).find(" pp-scatter-gather"), std::string::npos) << describe(*sg);
+  j["tp"] = 1;
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "pipeline_scatter_gather=true", "tp 1"}));
+  j["tp"] = 2;
+  j["pp"] = 1;
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "pipeline_scatter_gather=true", "pp 1"}));
+  j["pp"] = 2;
+  j["sequence_parallel"] = true;
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
+                        {"p.json", "pipeline_scatter_gather=true", "sequence_parallel true"}));
+  j["sequence_parallel"] = false;
+  j["pipeline_scatter_gather"] = "yes";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "pipeline_scatter_gather"}));
+}
+
 TEST(PlanLoader, AttentionKernelAndCrossEntropyRoundTrip) {
   auto generic = plan_from_json(basic_plan(), "p.json");
   ASSERT_TRUE(generic.ok()) << generic.status().message();

@@ -8,7 +8,7 @@ namespace trainplan {
 namespace {
 
 struct Case {
-  const char* name;
+  std::string name;
   ModelSpec model;
   Plan plan;
 };
@@ -66,6 +66,15 @@ std::vector<Case> cases() {
   cp_moe.zero_stage = 1;
   cp_moe.sequence_parallel = true;
   out.push_back({"cp2 moe ep2 zero1 sp", testing::moe_model(), cp_moe});
+  // Megatron-LM's pipeline scatter/gather: 1/tp sends, a TP all-gather per message received;
+  // none at the V's turn (zb-v's chunks 0 and 1 on one stage) or between chunks on one stage.
+  for (const Plan& base : {plan(2, 2, 2, 1, 8, Schedule::kInterleaved, 2),
+                           plan(4, 2, 1, 1, 8, Schedule::kZbV, 2), plan(2, 4, 1, 1, 8)}) {
+    Plan sg = base;
+    sg.sequence_parallel = false;
+    sg.pipeline_scatter_gather = true;
+    out.push_back({"pipeline scatter/gather " + std::string(to_string(sg.schedule)), gpt, sg});
+  }
   return out;
 }
 

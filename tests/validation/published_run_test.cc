@@ -205,6 +205,24 @@ TEST(PublishedRun, Bf16OptimizerBehavioursOnlyWhenTheEntryNamesThem) {
   EXPECT_NE(map_error(e).find("zero1_collectives"), std::string::npos);
 }
 
+// Megatron-LM's pipeline scatter/gather only where the entry names it; a non-boolean refused,
+// and a layout it does not apply to refused, naming the field.
+TEST(PublishedRun, PipelineScatterGatherOnlyWhenTheEntryNamesIt) {
+  Json e = gpt_entry();
+  e["parallel"]["tp"] = 8;
+  e["parallel"]["pp"] = 2;
+  e["parallel"]["dp"] = 2;
+  e["parallel"]["micro_batch"] = 1;
+  EXPECT_FALSE(map_ok(e).plan.pipeline_scatter_gather);
+  e["pipeline_scatter_gather"] = true;
+  EXPECT_TRUE(map_ok(e).plan.pipeline_scatter_gather);
+  e["pipeline_scatter_gather"] = "on";
+  EXPECT_NE(map_error(e).find("pipeline_scatter_gather"), std::string::npos);
+  e["pipeline_scatter_gather"] = true;
+  e["parallel"]["sequence_parallel"] = true;
+  EXPECT_NE(map_error(e).find("pipeline_scatter_gather=true"), std::string::npos);
+}
+
 // nanotron's memory behaviours only where the entry names them: the cast loss, eager SwiGLU and
 // DDP's bucket copy; bad values refused naming the field.
 TEST(PublishedRun, NanotronLossSwigluAndDdpCopyOnlyWhenTheEntryNamesThem) {

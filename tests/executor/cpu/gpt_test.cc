@@ -390,6 +390,14 @@ TEST(Params, PlanFieldsTheExecutorDoesNotRunAreRejectedNamingTheField) {
        "the CPU executor does not support elementwise eager-swiglu"},
       {[](Plan& p) { p.ddp_bucket_copy = true; },
        "the CPU executor does not support ddp_bucket_copy"},
+      // Megatron-LM 2021's split pipeline sends are simulated, not executed.
+      {[](Plan& p) {
+         p.tp = 2;
+         p.pp = 2;
+         p.sequence_parallel = false;
+         p.pipeline_scatter_gather = true;
+       },
+       "the CPU executor does not support pipeline_scatter_gather"},
       // PyTorch eager's unfused norm, rotary and activation kernels are simulated, not executed.
       {[](Plan& p) { p.elementwise = Elementwise::kEager; },
        "the CPU executor does not support elementwise eager"},
