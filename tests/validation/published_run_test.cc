@@ -59,7 +59,7 @@ std::string map_error(const Json& e) {
 // the field at `named`, for a test's further cases.
 template <typename T>
 Json expect_named_field(Json e, const std::string& field, T Plan::*member, T unnamed,
-                        const std::string& named, T named_value, const std::string& bad) {
+                        const Json& named, T named_value, const std::string& bad) {
   SCOPED_TRACE(field);
   EXPECT_EQ(map_ok(e).plan.*member, unnamed);
   e[field] = bad;
@@ -213,12 +213,8 @@ TEST(PublishedRun, PipelineScatterGatherOnlyWhenTheEntryNamesIt) {
   e["parallel"]["pp"] = 2;
   e["parallel"]["dp"] = 2;
   e["parallel"]["micro_batch"] = 1;
-  EXPECT_FALSE(map_ok(e).plan.pipeline_scatter_gather);
-  e["pipeline_scatter_gather"] = true;
-  EXPECT_TRUE(map_ok(e).plan.pipeline_scatter_gather);
-  e["pipeline_scatter_gather"] = "on";
-  EXPECT_NE(map_error(e).find("pipeline_scatter_gather"), std::string::npos);
-  e["pipeline_scatter_gather"] = true;
+  e = expect_named_field(e, "pipeline_scatter_gather", &Plan::pipeline_scatter_gather, false,
+                         true, true, "on");
   e["parallel"]["sequence_parallel"] = true;
   EXPECT_NE(map_error(e).find("pipeline_scatter_gather=true"), std::string::npos);
 }
@@ -705,12 +701,7 @@ TEST(PublishedRun, Fp8AllGatherOnlyWhenTheEntryNamesIt) {
   Json e = llama_entry();
   e["precision"] = "fp8";
   e["parallel"]["zero_stage"] = 3;
-  EXPECT_FALSE(map_ok(e).plan.fp8_all_gather);
-  e["fp8_all_gather"] = true;
-  EXPECT_TRUE(map_ok(e).plan.fp8_all_gather);
-  e["fp8_all_gather"] = "on";
-  EXPECT_NE(map_error(e).find("fp8_all_gather"), std::string::npos);
-  e["fp8_all_gather"] = true;
+  e = expect_named_field(e, "fp8_all_gather", &Plan::fp8_all_gather, false, true, true, "on");
   e["parallel"]["zero_stage"] = 1;
   EXPECT_NE(map_error(e).find("fp8_all_gather"), std::string::npos) << map_error(e);
 }
