@@ -203,7 +203,12 @@ run_round() {
     [[ "$fields" == *'"cp"'* ]] && attention=fused
     if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then continue; fi
     run="$DIR/runs/$name"
-    echo "{$fields,\"precision\":\"fp32\",\"attention\":\"$attention\"}" > "$run.plan.json"
+    # ZeRO-2/3: the executors fill a fresh gradient buffer per micro-batch and add each reduced
+    # shard into an fp32 shard (Plan::grad_accumulation_pass shard-add, docs/inputs.md).
+    local accumulate=""
+    [[ "$fields" == *'"zero_stage":2'* || "$fields" == *'"zero_stage":3'* ]] &&
+      accumulate=',"grad_accumulation_pass":"shard-add"'
+    echo "{$fields$accumulate,\"precision\":\"fp32\",\"attention\":\"$attention\"}" > "$run.plan.json"
     local try=1
     until attempt "$DIR" "$name" "$ranks" "$model" "$attention" "$run"; do
       echo "== $name: unsteady attempt $try: $(tr '\n' ' ' < "$DIR/reference.txt.tmp")$(cat "$run.contention"); $(cat "$run.reference_gate" 2>/dev/null)"

@@ -100,6 +100,7 @@ std::string_view to_string(GradAccumulationPass g) {
     case GradAccumulationPass::kCastAdd: return "cast-add";
     case GradAccumulationPass::kAdd: return "add";
     case GradAccumulationPass::kAutograd: return "autograd";
+    case GradAccumulationPass::kShardAdd: return "shard-add";
   }
   return "?";
 }
@@ -196,8 +197,7 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   if (r.get_choice("elementwise", c, {"fused", "eager", "eager-swiglu"}, false))
     p.elementwise = static_cast<Elementwise>(c);
   r.get_bool("ddp_bucket_copy", p.ddp_bucket_copy, false);
-  if (r.get_choice("grad_accumulation_pass", c, {"none", "cast-add", "add", "autograd"},
-                   false))
+  if (r.get_choice("grad_accumulation_pass", c, kGradAccumulationPassNames, false))
     p.grad_accumulation_pass = static_cast<GradAccumulationPass>(c);
   r.get_bool("pipeline_scatter_gather", p.pipeline_scatter_gather, false);
   if (r.get_choice("zero3_recompute_gather", c, {"again", "kept"}, false))
@@ -438,7 +438,12 @@ Status validate_plan(const Plan& p) {
   const std::string pass =
       "grad_accumulation_pass=" + std::string(to_string(p.grad_accumulation_pass));
   const bool autograd = p.grad_accumulation_pass == GradAccumulationPass::kAutograd;
-  if (p.grad_accumulation_pass != GradAccumulationPass::kNone && p.zero_stage > 1)
+  const bool shard_add = p.grad_accumulation_pass == GradAccumulationPass::kShardAdd;
+  if (shard_add && p.zero_stage < 2)
+    return err(pass + " adds each micro-batch's reduce-scattered gradient into a gradient "
+               "shard; the plan has zero_stage " + std::to_string(p.zero_stage) +
+               " (it runs with ZeRO 2 or 3)");
+  if (p.grad_accumulation_pass != GradAccumulationPass::kNone && !shard_add && p.zero_stage > 1)
     return err(pass + " says how an unsharded gradient buffer is "
                "filled; the plan has zero_stage " + std::to_string(p.zero_stage) +
                " (it runs with ZeRO 0 or 1)");
@@ -446,7 +451,7 @@ Status validate_plan(const Plan& p) {
     return err(pass + " adds each micro-batch's gradient into the parameter's own .grad, in "
                "the compute precision; the plan has grad_precision " +
                std::string(to_string(p.grad_precision)) + " (it needs grad_precision compute)");
-  if (p.grad_accumulation_pass != GradAccumulationPass::kNone && !autograd &&
+  if (p.grad_accumulation_pass != GradAccumulationPass::kNone && !autograd && !shard_add &&
       (p.grad_precision != GradPrecision::kFp32 || p.precision == Precision::kFp32))
     return err(pass + " adds 16-bit gradients into an fp32 buffer; the plan "
                "has precision " + std::string(to_string(p.precision)) + " and grad_precision " +

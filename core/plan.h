@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -171,8 +172,20 @@ enum class Elementwise { kFused, kEager, kEagerSwiglu };
 // megatron/arguments.py 147-161), DeepSpeed's pipeline engine with ZeRO 0 or 1 and no
 // overlap_comm (v0.5.10, runtime/zero/stage_1_and_2.py 468-469, reduce_gradients 582-600). One
 // add per tensor reading 2 x 2 bytes and writing 2 at fp16, for micro-batches 2..M; the held
-// gradient is the plan's gradient buffer, so no memory is added.
-enum class GradAccumulationPass { kNone, kCastAdd, kAdd, kAutograd };
+// gradient is the plan's gradient buffer, so no memory is added. shard-add: ZeRO-2/3 with a
+// fresh unsharded gradient buffer for every micro-batch's backward, zero-filled before the
+// backward writes into it (writes the block's padded elements in the gradient precision), and
+// each reduce-scatter's result added into a persistent fp32 shard (reads the shard in the
+// gradient precision and in fp32, writes it in fp32), one kernel each: trainplan's CPU
+// executor (executor/cpu/cpu_stage.cc, CpuStage::grads and reduce_scatter_grad), whose plans
+// set it. The add is PyTorch FSDP2's too (foreach_reduce adds a micro-batch's reduced shard into
+// the existing sharded .grad), but not DeepSpeed ZeRO-2's, which copies the reduced partition
+// (stage_1_and_2.py copy_grads_in_partition). Priced at the block's reduce-scatter
+// (core/cost/data_parallel.cc), on its stream; needs ZeRO 2 or 3.
+enum class GradAccumulationPass { kNone, kCastAdd, kAdd, kAutograd, kShardAdd };
+// Their names in a plan or a published-run entry, in the enum's order.
+inline constexpr std::initializer_list<const char*> kGradAccumulationPassNames = {
+    "none", "cast-add", "add", "autograd", "shard-add"};
 // Whether ZeRO-3 gathers a fully recomputed layer's weights again for its recompute. again:
 // the recompute's forward gathers, then the backward gathers once more (DeepSpeed ZeRO-3, whose
 // hooks sit on every submodule and fire inside the recompute; the model as it was before this
@@ -362,8 +375,8 @@ struct Plan {
   // besides. Memory only (core/cost/memory.cc). Needs zero_stage 0 or 1 (DDP).
   bool ddp_bucket_copy = false;
   // Gradients accumulated over micro-batches by a separate pass instead of inside the weight-
-  // gradient GEMMs (GradAccumulationPass). Needs grad_precision fp32, a 16-bit precision and
-  // ZeRO 0 or 1.
+  // gradient GEMMs (GradAccumulationPass). cast-add and add need grad_precision fp32, a 16-bit
+  // precision and ZeRO 0 or 1; autograd ZeRO 0 or 1; shard-add ZeRO 2 or 3.
   GradAccumulationPass grad_accumulation_pass = GradAccumulationPass::kNone;
   // Megatron-LM's scatter/gather of pipeline messages (Narayanan et al. 2021, arXiv:2104.04473
   // sec. 4.1; megatron/p2p_communication.py at 6985e58938, lines 59-66, 87-94, 132-141): each TP

@@ -58,11 +58,13 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
   if (m.dropout) return no("dropout (set \"dropout\": false in the model)");
   if (m.num_kv_heads != m.num_attention_heads) return no("grouped-query attention (num_kv_heads != num_attention_heads)");
   // Before the precision check: the pass needs a 16-bit plan, which is refused below.
-  if (p.grad_accumulation_pass != GradAccumulationPass::kNone)
+  // shard-add is what the executors do under ZeRO-2/3 (CpuStage::grads, reduce_scatter_grad).
+  if (p.grad_accumulation_pass != GradAccumulationPass::kNone &&
+      p.grad_accumulation_pass != GradAccumulationPass::kShardAdd)
     return no("grad_accumulation_pass " + std::string(to_string(p.grad_accumulation_pass)) +
               " (a separate per-micro-batch gradient accumulation pass, modelled by plan and "
               "simulate): the executors accumulate in "
-              "the backward; use none");
+              "the backward; use none (or shard-add with ZeRO 2 or 3)");
   if (p.precision != Precision::kFp32)
     return no("precision " + std::string(to_string(p.precision)) +
               ": it computes and communicates float32, so the plan must say \"precision\": \"fp32\" "

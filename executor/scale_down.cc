@@ -163,8 +163,10 @@ void to_executor_plan(Plan& p, Changes& c) {
   c.set("ddp_bucket_copy", p.ddp_bucket_copy, false, "the executors keep one gradient buffer");
   c.set("pipeline_scatter_gather", p.pipeline_scatter_gather, false,
         "the executors send a pipeline message whole from each TP rank");
-  c.set("grad_accumulation_pass", p.grad_accumulation_pass, GradAccumulationPass::kNone,
-        "the executors accumulate gradients in the backward");
+  c.set("grad_accumulation_pass", p.grad_accumulation_pass,
+        p.zero_stage >= 2 ? GradAccumulationPass::kShardAdd : GradAccumulationPass::kNone,
+        p.zero_stage >= 2 ? "the executors add each reduced gradient shard into an fp32 shard"
+                          : "the executors accumulate gradients in the backward");
   c.set("zero3_recompute_gather", p.zero3_recompute_gather, ZeroRecomputeGather::kAgain,
         "the executors gather a recomputed layer's parameters for its recompute and backward");
   c.set("zero3_backward_prefetch", p.zero3_backward_prefetch, ZeroBackwardPrefetch::kAfterReduce,

@@ -589,7 +589,7 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   r.get_choice("zero1_collectives", zero1_collectives, {"flat", "per-rank", "all-reduce"},
                false);
   int grad_accumulation_pass = -1;
-  r.get_choice("grad_accumulation_pass", grad_accumulation_pass, {"none", "cast-add", "add", "autograd"},
+  r.get_choice("grad_accumulation_pass", grad_accumulation_pass, kGradAccumulationPassNames,
                false);
   int elementwise = -1;
   r.get_choice("elementwise", elementwise, {"fused", "eager", "eager-swiglu"}, false);

@@ -7,7 +7,9 @@ against the same measured step times. Offline: the measurements are the round's 
     python3 bench/scripts/link_refit_whatif.py BUILD_DIR ROUND_DIR [ROUND_DIR ...]
 
 Prints, per plan and round, the signed step-time error (+ = predicted slower) of:
-the profile as calibrated / with the DP sums after the backward / the refitted links / both.
+the profile as calibrated / with the DP sums after the backward / the refitted links / both /
+both with the executors' ZeRO-2/3 gradient work priced (grad_accumulation_pass shard-add, set on
+a ZeRO-2/3 plan as predicted_vs_measured.sh now sets it; the same as "both" otherwise).
 The F test uses fixed critical values (12.5 for the loop's search over its sizes, about
 F(1, 33) at 0.01/8; 7.5 for one given limit, F(1, 33) at 0.01), where calibrate computes them.
 """
@@ -117,6 +119,17 @@ def main():
                          *flag], check=True, capture_output=True, text=True).stdout
                     t = json.loads(out)["step_time_s"]
                     errors.append(f"{100 * (t - meas) / meas:+.1f}%")
+            priced = runs / f"{name}.plan.shard-add.json"
+            if plan.get("zero_stage", 0) >= 2:
+                plan["grad_accumulation_pass"] = "shard-add"
+            priced.write_text(json.dumps(plan) + "\n")
+            out = subprocess.run(
+                [str(build / "tools/simulate"), "--model", str(model), "--plan", str(priced),
+                 "--cluster", str(runs / f"{name}.cluster.json"), "--hardware", str(refitted),
+                 "--json", "--grad-reduce-after-backward"],
+                check=True, capture_output=True, text=True).stdout
+            t = json.loads(out)["step_time_s"]
+            errors.append(f"{100 * (t - meas) / meas:+.1f}%")
             print(round_dir.name, name, *errors)
 
 

@@ -185,6 +185,33 @@ std::vector<Task> reduce_copy_in(const Plan& p, const CopyPart& part) {
   return out;
 }
 
+// Plan::grad_accumulation_pass shard-add (sources at GradAccumulationPass), bytes per rank. The
+// fresh gradient buffer's zero-fill: every padded element of the block's parts (dense over
+// `dense` ranks, experts over `expert`), written once in the gradient precision, one kernel.
+Task grad_buffer_fill(const ParamBlock& b, std::int64_t dense, std::int64_t expert, double g) {
+  const double elements = d(padded(b.dense_params, dense)) + d(padded(b.expert_params, expert));
+  return memory("zero_grad_buffer_fill", elements * g, MemoryKernel::kElementwise);
+}
+
+// After the reduce-scatter: this rank's shard of each part added into its fp32 gradient shard,
+// reading the reduced shard (g bytes) and the accumulator (4) and writing the accumulator (4);
+// one kernel per part.
+Task grad_shard_add(const ParamBlock& b, std::int64_t dense, std::int64_t expert, double g) {
+  double elements = 0;
+  std::int64_t launches = 0;
+  if (b.dense_params > 0) {
+    elements += d(padded(b.dense_params, dense)) / d(dense);
+    ++launches;
+  }
+  if (b.expert_params > 0) {
+    elements += d(padded(b.expert_params, expert)) / d(expert);
+    ++launches;
+  }
+  Task t = memory("zero_grad_shard_add", elements * (g + 4.0 + 4.0), MemoryKernel::kElementwise);
+  t.launches = std::max<std::int64_t>(1, launches);
+  return t;
+}
+
 // The block's parts as dp_block_tasks shards them.
 std::vector<CopyPart> copy_parts(const Plan& p, const ParamBlock& b) {
   std::vector<CopyPart> parts;
@@ -263,6 +290,7 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
   const bool kept = p.zero3_recompute_gather == ZeroRecomputeGather::kKept &&
                     b.kind == BlockKind::kLayer && b.recomputed;
   const bool copies = p.zero_stage == 3 && p.zero3_copies != ZeroCopies::kNone;
+  const bool shard_add = p.grad_accumulation_pass == GradAccumulationPass::kShardAdd;
   switch (point) {
     case DpPoint::kBeforeForward:
       if (p.zero_stage == 3) gather();
@@ -279,8 +307,11 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
       if (copies)
         for (const CopyPart& part : copy_parts(p, b))
           for (Task& t : reduce_copy_in(p, part)) out.push_back(std::move(t));
-      if (p.zero_stage >= 2) add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
-                                 Collective::kReduceScatter);
+      if (p.zero_stage < 2) break;
+      if (shard_add) out.push_back(grad_buffer_fill(b, dense, expert, g));
+      add("zero_grad_reduce_scatter", "zero_expert_grad_reduce_scatter",
+          Collective::kReduceScatter);
+      if (shard_add) out.push_back(grad_shard_add(b, dense, expert, g));
       break;
     case DpPoint::kAfterLastBackward:
       // These sums must see every micro-batch's gradient before the data-parallel reduction.

@@ -318,9 +318,11 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   // The 16-bit gradients a separate accumulation pass reads are allocated beside the fp32
   // buffer at the end of each micro-batch's backward (Plan::grad_accumulation_pass: DeepSpeed
   // frees them before the next backward, nanotron right after its add; ZeRO 0 or 1, unsharded).
-  // autograd adds into the held gradients themselves, the buffer counted above.
+  // autograd adds into the held gradients themselves, the buffer counted above; shard-add
+  // into ZeRO-2/3's gradient shard, counted above with its per-micro-batch buffer.
   if (p.grad_accumulation_pass != GradAccumulationPass::kNone &&
-      p.grad_accumulation_pass != GradAccumulationPass::kAutograd)
+      p.grad_accumulation_pass != GradAccumulationPass::kAutograd &&
+      p.grad_accumulation_pass != GradAccumulationPass::kShardAdd)
     mem.gradients_bytes += sb.weights * (dense + expert);
   const double opt = sb.optimizer * shard(dense, expert, p.zero_stage >= 1);
   place_offloaded_states(

@@ -978,7 +978,8 @@ void add_grad_accumulation_pass(std::vector<Task>& out, const ParamBlock& b, con
       bytes = 3.0 * e * (m - 1.0) / m;
       break;
     }
-    case GradAccumulationPass::kNone: return;
+    case GradAccumulationPass::kNone:
+    case GradAccumulationPass::kShardAdd: return;  // at the reduce-scatter (data_parallel.cc)
   }
   if (bytes <= 0) return;
   const bool cast = p.grad_accumulation_pass == GradAccumulationPass::kCastAdd;

@@ -228,6 +228,40 @@ TEST(Memory, Fp32GradientsAreEighteenBytesPerParameterAndReduceInFp32) {
   }
 }
 
+// Plan::grad_accumulation_pass shard-add (the executors' ZeRO-2/3): at each block's
+// reduce-scatter, the fresh buffer's zero-fill before it (padded elements x 4 bytes in fp32) and
+// the shard's add into the fp32 gradient shard after it (shard x (4 + 4 + 4) bytes); nothing
+// else changes, at that point or any other.
+TEST(DataParallel, ShardAddFillsTheBufferAndAddsTheShardAroundTheReduceScatter) {
+  const ModelSpec m = load_repo_model("gpt2-124m.json");
+  for (int zero : {2, 3}) {
+    SCOPED_TRACE(zero);
+    Plan base = plan_of(1, 1, 2, 1, 4);
+    base.sequence_parallel = false;
+    base.precision = Precision::kFp32;
+    base.zero_stage = zero;
+    Plan add = base;
+    add.grad_accumulation_pass = GradAccumulationPass::kShardAdd;
+    for (const ParamBlock& b : param_blocks_on_stage(m, base, 0)) {
+      const std::vector<Task> before = dp_block_tasks(base, b, DpPoint::kAfterBackward);
+      const std::vector<Task> after = dp_block_tasks(add, b, DpPoint::kAfterBackward);
+      ASSERT_EQ(before.size(), 1u) << "one reduce-scatter (no experts)";
+      ASSERT_EQ(after.size(), 3u);
+      EXPECT_EQ(after[0].name, "zero_grad_buffer_fill");
+      EXPECT_EQ(after[1].name, before[0].name);
+      EXPECT_EQ(after[1].message_bytes, before[0].message_bytes);
+      EXPECT_EQ(after[2].name, "zero_grad_shard_add");
+      const double padded = static_cast<double>(before[0].message_bytes) / 4.0;
+      EXPECT_DOUBLE_EQ(after[0].bytes, 4.0 * padded);
+      EXPECT_DOUBLE_EQ(after[2].bytes, 12.0 * padded / 2.0);
+      EXPECT_EQ(after[2].launches, 1);
+      for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kBeforeBackward,
+                            DpPoint::kAfterLastBackward, DpPoint::kAfterOptimizer})
+        EXPECT_EQ(dp_block_tasks(add, b, point).size(), dp_block_tasks(base, b, point).size());
+    }
+  }
+}
+
 // Plan::zero1_collectives per-rank (nanotron 0.5's ZeRO-1 with fp32 accumulation): the whole
 // fp32 gradient buffer all-reduced in place, no copies, twice a reduce-scatter's bytes on the
 // wire; around the parameter all-gather, n + 1 flatten launches before it and n x (tensors + 1)

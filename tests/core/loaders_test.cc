@@ -1162,6 +1162,15 @@ TEST(PlanLoader, AllReduceZero1AndGradAccumulationPassRoundTripAndErrors) {
   j["zero_stage"] = 3;
   EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
                         {"p.json", "grad_accumulation_pass=autograd", "zero_stage 3"}));
+  // shard-add (the executors' ZeRO-2/3 gradient shard) needs ZeRO 2 or 3, any precision.
+  j["grad_accumulation_pass"] = "shard-add";
+  auto sa = plan_from_json(j, "p.json");
+  ASSERT_TRUE(sa.ok()) << sa.status().message();
+  EXPECT_EQ(sa->grad_accumulation_pass, GradAccumulationPass::kShardAdd);
+  EXPECT_EQ(plan_to_json(*sa).at("grad_accumulation_pass"), "shard-add");
+  j["zero_stage"] = 1;
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"),
+                        {"p.json", "grad_accumulation_pass=shard-add", "zero_stage 1"}));
   j["zero_stage"] = 0;
   j["grad_precision"] = "fp32";
   j["grad_accumulation_pass"] = "yes";

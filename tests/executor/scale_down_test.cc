@@ -45,7 +45,7 @@ void expect_same_layout(const Plan& a, const Plan& b) {
 
 // What `plan --model models/llama3-8b.json --gpus 4 --emit-plan` writes: cp 4 with Transformer
 // Engine's ring (plan's default cp_comm), ZeRO-2, bf16. The CPU executor refuses the ring by
-// name; scaled down, it runs the all-gather and says so.
+// name; scaled down, it runs the all-gather and says so, and prices its ZeRO-2 shard add.
 TEST(ScaleDown, Llama3ContextParallelPlanRunsOnTheCpuExecutor) {
   const ModelSpec m = zoo("llama3-8b.json");
   Plan p;
@@ -67,6 +67,9 @@ TEST(ScaleDown, Llama3ContextParallelPlanRunsOnTheCpuExecutor) {
   EXPECT_TRUE(lists(*r, "activation swiglu -> gelu"));
   EXPECT_TRUE(lists(*r, "hidden_size 4096 -> "));
   EXPECT_TRUE(lists(*r, "cp_comm p2p -> all-gather"));
+  // ZeRO-2: the executors add each reduced gradient shard into an fp32 shard, and say so.
+  EXPECT_EQ(r->plan.grad_accumulation_pass, GradAccumulationPass::kShardAdd);
+  EXPECT_TRUE(lists(*r, "grad_accumulation_pass none -> shard-add"));
   Plan ring = r->plan;
   for (CpComm form :
        {CpComm::kP2p, CpComm::kA2a, CpComm::kTorchAllGather, CpComm::kTorchAllToAll}) {
