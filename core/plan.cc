@@ -151,6 +151,7 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   if (r.get_choice("cp_comm", c, {"all-gather", "p2p", "a2a", "torch-allgather", "torch-alltoall"},
                    false))
     p.cp_comm = static_cast<CpComm>(c);
+  r.get_bool("cp_kv_expanded", p.cp_kv_expanded, false);
   r.get_int("pp", p.pp, 1, PL::kMaxDegree, true);
   r.get_int("dp", p.dp, 1, PL::kMaxDegree, true);
   r.get_int("ep", p.ep, 1, PL::kMaxDegree, false);
@@ -233,6 +234,7 @@ Json plan_to_json(const Plan& p) {
   // Written only when used, so that plans without context parallelism keep their JSON.
   if (p.cp != 1) j["cp"] = p.cp;
   if (p.cp_comm != CpComm::kAllGather) j["cp_comm"] = std::string(to_string(p.cp_comm));  // as cp
+  if (p.cp_kv_expanded) j["cp_kv_expanded"] = true;
   j["pp"] = p.pp;
   j["dp"] = p.dp;
   j["ep"] = p.ep;
@@ -336,6 +338,7 @@ std::string describe(const Plan& p) {
   if (p.interleaved_warmup != InterleavedWarmup::kMegatron)
     os << " interleaved-warmup=" << to_string(p.interleaved_warmup);
   if (p.cp > 1 && p.cp_comm != CpComm::kAllGather) os << " cp-comm=" << to_string(p.cp_comm);
+  if (p.cp > 1 && p.cp_kv_expanded) os << " cp-kv-expanded";
   if (p.ep_overlap) os << " ep-overlap";
   if (p.tp_comm_overlap) os << " tp-overlap";
   if (p.tp_comm_overlap_impl != TpOverlapImpl::kTeUserbuffers)
@@ -394,6 +397,8 @@ Status validate_plan(const Plan& p) {
   if (p.cp_comm != CpComm::kAllGather && p.cp == 1)
     return err("cp_comm=" + std::string(to_string(p.cp_comm)) +
                " says how context parallelism moves keys and values; the plan has cp=1");
+  if (p.cp_kv_expanded && p.cp == 1)
+    return err("cp_kv_expanded says what context parallelism's ring moves; the plan has cp=1");
   if (p.zero_stage < 0 || p.zero_stage > 3)
     return err("zero_stage=" + std::to_string(p.zero_stage) + " must be 0, 1, 2 or 3");
   if (p.zero3_recompute_gather != ZeroRecomputeGather::kAgain && p.zero_stage != 3)

@@ -318,6 +318,13 @@ struct Plan {
   std::int64_t cp = 1;
   // How the cp ranks move keys and values (cp > 1); see CpComm.
   CpComm cp_comm = CpComm::kAllGather;
+  // cp > 1: the model's code repeats K and V to every query head before the attention call that
+  // the context-parallel ring wraps (torchtitan's repeat_kv at 9dec370, torchtitan/models/llama/
+  // model.py: expand + reshape, a copy, then F.scaled_dot_product_attention), so the ring moves,
+  // copies and accumulates K, V and their gradients at the query heads' width (heads x head_dim)
+  // instead of the KV heads' (core/cost/tasks.cc Shape::ring_kv). false: the attention takes the
+  // KV heads as they are (Transformer Engine's and FlashAttention's GQA).
+  bool cp_kv_expanded = false;
   std::int64_t pp = 1;                 // pipeline stages (physical)
   std::int64_t dp = 1;                 // data-parallel replicas
   std::int64_t ep = 1;                 // expert-parallel degree (MoE); placed by expert_layout

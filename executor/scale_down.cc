@@ -185,6 +185,8 @@ void to_executor_plan(Plan& p, Changes& c) {
         "the executors defer no weight gradient");
   c.set("cp_comm", p.cp_comm, CpComm::kAllGather,
         "the CPU executor all-gathers K and V and reduce-scatters their gradients");
+  c.set("cp_kv_expanded", p.cp_kv_expanded, false,
+        "the CPU executor's attention takes the KV heads as they are");
 }
 
 }  // namespace

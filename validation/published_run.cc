@@ -615,6 +615,8 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   r.get_bool("fp8_weight_cache", fp8_weight_cache, false);
   bool fp8_all_gather = false;
   r.get_bool("fp8_all_gather", fp8_all_gather, false);
+  bool cp_kv_expanded = false;
+  r.get_bool("cp_kv_expanded", cp_kv_expanded, false);
   int cp_comm = -1;
   r.get_choice("cp_comm", cp_comm,
                {"all-gather", "p2p", "a2a", "torch-allgather", "torch-alltoall"}, false);
@@ -738,6 +740,9 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
     run.assumptions.push_back("gradient all-reduce after the pipeline flush (\"DDP impl local\")");
   }
   TRAINPLAN_RETURN_IF_ERROR(apply_cp_comm(run, cp_comm, where));
+  // K and V repeated to the query heads before the attention the ring wraps, where the entry
+  // reads it from its framework's model code (Plan::cp_kv_expanded).
+  p.cp_kv_expanded = cp_kv_expanded;
   apply_schedule_defaults(run);
   TRAINPLAN_RETURN_IF_ERROR(apply_selective_ac_option(run, where));
   if (p.layers_per_stage.empty() && run.model.num_layers % p.num_chunks() != 0 &&

@@ -83,6 +83,9 @@ struct Shape {
   // PyTorch's ring runs its merges as eager ATen kernels (Plan::elementwise eager) or compiled.
   CpComm cp_comm;
   bool eager_merge;
+  // K's and V's widths as the attention call receives them, which a context-parallel ring moves:
+  // kv and vw, or with Plan::cp_kv_expanded every query head's (q and ow).
+  std::int64_t ring_kv, ring_vw;
 };
 Shape shape_of(const ModelSpec& m, const Plan& p);
 

@@ -113,6 +113,8 @@ Shape shape_of(const ModelSpec& m, const Plan& p) {
   x.eager_swiglu = (eager || p.elementwise == Elementwise::kEagerSwiglu) && x.swiglu;
   x.cp_comm = p.cp_comm;
   x.eager_merge = eager;
+  x.ring_kv = p.cp_kv_expanded ? x.q : x.kv;
+  x.ring_vw = p.cp_kv_expanded ? x.ow : x.vw;
   return x;
 }
 
@@ -163,7 +165,7 @@ std::vector<Task> without_trivial_comm(std::vector<Task> tasks) {
 }
 
 double cp_kv_bytes(const Shape& x) {
-  return d(x.b) * d(x.s_full) * d(x.kv + x.vw) / d(x.t) * x.e;
+  return d(x.b) * d(x.s_full) * d(x.ring_kv + x.ring_vw) / d(x.t) * x.e;
 }
 
 bool is_cp_attention_task(const Task& t) {
@@ -308,7 +310,8 @@ Task attention_step(std::string_view name, const Shape& x, std::int64_t q, std::
   t.causal = causal;
   t.executed_flops = 2.0 * d(batch) * d(q) * d(k) * d(x.hd + x.vd) / (causal ? 2.0 : 1.0);
   t.flops = 2.0 * t.executed_flops;
-  t.bytes = x.e * d(x.b) * (d(q) * d(x.q + x.ow) + d(k) * d(x.kv + x.vw)) / d(x.t * width_split);
+  t.bytes = x.e * d(x.b) * (d(q) * d(x.q + x.ow) + d(k) * d(x.ring_kv + x.ring_vw)) /
+            d(x.t * width_split);
   return t;
 }
 // Its backward: FlashAttention's backward recomputes the scores, 5 matmuls against the forward's
@@ -531,9 +534,9 @@ void add_a2a_exchange(std::vector<Task>& out, const Shape& x, const std::vector<
 }
 void add_cp_a2a_forward(std::vector<Task>& out, const Shape& x) {
   const double e = x.e, s = d(x.s), b = d(x.b), t = d(x.t);
-  add_a2a_exchange(out, x,
-                   {b * s * d(x.q) / t * e, b * s * d(x.kv) / t * e, b * s * d(x.vw) / t * e},
-                   "cp_all_to_all_qkv", true);
+  add_a2a_exchange(
+      out, x, {b * s * d(x.q) / t * e, b * s * d(x.ring_kv) / t * e, b * s * d(x.ring_vw) / t * e},
+      "cp_all_to_all_qkv", true);
   out.push_back(
       attention_step("attention", x, x.s_full, x.s_full, true, x.heads_per_rank / x.cp, x.cp));
   add_a2a_exchange(out, x, {b * s * d(x.ow) / t * e}, "cp_all_to_all_out", false);
@@ -545,9 +548,9 @@ void add_cp_a2a_backward(std::vector<Task>& out, const Shape& x) {
   out.push_back(attention_step_backward(
       attention_step("attention", x, x.s_full, x.s_full, true, x.heads_per_rank / x.cp, x.cp),
       "attention_bwd"));
-  add_a2a_exchange(out, x,
-                   {b * s * d(x.q) / t * e, b * s * d(x.kv) / t * e, b * s * d(x.vw) / t * e},
-                   "cp_all_to_all_qkv_grad", false);
+  add_a2a_exchange(
+      out, x, {b * s * d(x.q) / t * e, b * s * d(x.ring_kv) / t * e, b * s * d(x.ring_vw) / t * e},
+      "cp_all_to_all_qkv_grad", false);
 }
 
 // The attention core of a layer under context parallelism, forward and backward. A ring's

@@ -417,5 +417,71 @@ TEST(CpComm, PlanFieldRoundTripsAndIsRefusedWhereItCannotApply) {
             "values; the plan has cp=1");
 }
 
+TEST(CpComm, ExpandedKvMovesEveryQueryHeadsKeysAndValues) {
+  // Plan::cp_kv_expanded: the model's code repeats K and V to the query heads before the
+  // attention the ring wraps (torchtitan's repeat_kv at 9dec370), so every exchange, copy and
+  // gradient update of K and V is at the query width: 32 / 8 = 4 times Llama 3 8B's GQA bytes.
+  // Nothing else of the layer changes, and the attention FLOPs are the same.
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  const double rep = static_cast<double>(m.q_width()) / static_cast<double>(m.kv_width());
+  ASSERT_EQ(rep, 4.0);
+  for (CpComm form : {CpComm::kTorchAllGather, CpComm::kTorchAllToAll, CpComm::kP2p,
+                      CpComm::kAllGather, CpComm::kA2a}) {
+    const Plan gqa = cp_plan(form);
+    Plan wide = gqa;
+    wide.cp_kv_expanded = true;
+    ASSERT_TRUE(validate_plan(wide).ok());
+    const std::vector<Task> f0 = forward_steps(m, gqa), f1 = forward_steps(m, wide);
+    const std::vector<Task> b0 = backward_steps(m, gqa), b1 = backward_steps(m, wide);
+    ASSERT_EQ(f0.size(), f1.size());
+    ASSERT_EQ(b0.size(), b1.size());
+    if (form == CpComm::kA2a) {
+      // Ulysses: Q's all-to-all unchanged, K's and V's four times theirs.
+      const std::vector<Task> q0 = named(f0, "cp_all_to_all_qkv"),
+                              q1 = named(f1, "cp_all_to_all_qkv");
+      ASSERT_EQ(q0.size(), 3u);
+      EXPECT_EQ(q1[0].message_bytes, q0[0].message_bytes);
+      EXPECT_EQ(q1[1].message_bytes, q0[1].message_bytes * 4);
+      EXPECT_EQ(q1[2].message_bytes, q0[2].message_bytes * 4);
+    } else {
+      EXPECT_NEAR(static_cast<double>(sent(f1)), 4.0 * static_cast<double>(sent(f0)),
+                  1e-9 * static_cast<double>(sent(f1)))
+          << to_string(form);
+      EXPECT_NEAR(static_cast<double>(sent(b1)), 4.0 * static_cast<double>(sent(b0)),
+                  1e-9 * static_cast<double>(sent(b1)))
+          << to_string(form);
+      EXPECT_GT(sent(f0), 0) << to_string(form);
+    }
+    for (std::size_t i = 0; i < f0.size(); ++i) {
+      EXPECT_EQ(f1[i].name, f0[i].name);
+      EXPECT_EQ(f1[i].flops, f0[i].flops) << f0[i].name;
+      if (f0[i].name.substr(0, 3) != "cp_" && f0[i].kind != TaskKind::kAttention)
+        EXPECT_EQ(f1[i].bytes, f0[i].bytes) << f0[i].name;
+    }
+  }
+  // The torch ring's K/V-sized kernels: the send buffer's cat four times the bytes.
+  const Plan gqa = cp_plan(CpComm::kTorchAllGather);
+  Plan wide = gqa;
+  wide.cp_kv_expanded = true;
+  EXPECT_DOUBLE_EQ(sum(named(forward_steps(m, wide), "cp_kv_cat"), &Task::bytes),
+                   4.0 * sum(named(forward_steps(m, gqa), "cp_kv_cat"), &Task::bytes));
+  EXPECT_DOUBLE_EQ(sum(named(backward_steps(m, wide), "cp_dkv_cat"), &Task::bytes),
+                   4.0 * sum(named(backward_steps(m, gqa), "cp_dkv_cat"), &Task::bytes));
+  EXPECT_GT(layer_backward_workspace_bytes(m, wide), layer_backward_workspace_bytes(m, gqa));
+  // Round trip; written only when true; refused without context parallelism.
+  const Result<Plan> back = plan_from_json(plan_to_json(wide), "round trip");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->cp_kv_expanded);
+  EXPECT_FALSE(plan_to_json(gqa).contains("cp_kv_expanded"));
+  EXPECT_NE(describe(wide).find(" cp-kv-expanded"), std::string::npos) << describe(wide);
+  Plan one = wide;
+  one.cp = 1;
+  one.cp_comm = CpComm::kAllGather;
+  const Status st = validate_plan(one);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message(),
+            "cp_kv_expanded says what context parallelism's ring moves; the plan has cp=1");
+}
+
 }  // namespace
 }  // namespace trainplan

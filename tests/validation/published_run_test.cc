@@ -279,6 +279,18 @@ TEST(PublishedRun, CpCommIsTheEntrysOrItsFrameworksDefault) {
   EXPECT_FALSE(has_assumption(map_ok(e), "cp_comm"));
 }
 
+// K and V repeated to the query heads before the ring's attention (Plan::cp_kv_expanded): only
+// where the entry says so, nothing assumed otherwise.
+TEST(PublishedRun, CpKvExpandedOnlyWhereTheEntryNamesIt) {
+  Json e = llama_entry();
+  e["parallel"]["cp"] = 2;
+  e["parallel"]["dp"] = 4;
+  EXPECT_FALSE(map_ok(e).plan.cp_kv_expanded);
+  EXPECT_FALSE(has_assumption(map_ok(e), "cp_kv_expanded"));
+  e["cp_kv_expanded"] = true;
+  EXPECT_TRUE(map_ok(e).plan.cp_kv_expanded);
+}
+
 // The fused attention kernel: generic unless the entry names one; a bad name is refused naming
 // the field.
 TEST(PublishedRun, AttentionKernelOnlyWhenTheEntryNamesIt) {
