@@ -538,6 +538,26 @@ Status apply_selective_ac_option(PublishedRun& run, const std::string& where) {
   return Status::Ok();
 }
 
+// DeepSpeed with ZeRO 2 or 3 keeps the gradients in the model's precision and reduces them in it:
+// its engine's get_data_types takes grad_accum_dtype = the model's dtype whenever ZeRO is on
+// (fp32 only for bf16 without ZeRO), and communication_data_type is fp16 or bf16 with the model
+// (microsoft/DeepSpeed v0.11.1, e9503fe40ee1, deepspeed/runtime/engine.py lines 798-809 and
+// 859-874); ZeRO 2 and 3 partition those 16-bit gradients, fp32 appears only as the optimizer
+// step's copy of a rank's partition. (ZeRO-1 is left to the general rule: which bf16 optimizer
+// ran there changed between DeepSpeed versions, BF16_Optimizer in BLOOM's 0.6.) Applied where the
+// entry names the ZeRO stage and not the gradient precision.
+void apply_deepspeed_grad_precision(PublishedRun& run) {
+  Plan& p = run.plan;
+  const std::string& f = run.family.framework;
+  if ((f != "deepspeed" && f != "megatron-deepspeed") || !run.zero_stage_given ||
+      p.zero_stage < 2 || p.grad_precision == GradPrecision::kCompute)
+    return;
+  p.grad_precision = GradPrecision::kCompute;
+  run.assumptions.push_back("grad_precision: compute (not given; DeepSpeed's ZeRO " +
+                            std::to_string(p.zero_stage) +
+                            " keeps and reduces gradients in the model's precision)");
+}
+
 // What a framework does by default that our plan names otherwise; each rule says so under
 // `assumed:`.
 // torchtitan with pipeline parallelism keeps FSDP2's gathered weights from a stage's first
@@ -652,7 +672,8 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   p.precision = precision < 0 ? Precision::kBf16 : static_cast<Precision>(precision);
   // bf16 gradients are accumulated and reduced in fp32 by Megatron-LM (forced with bf16),
   // DeepSpeed's BF16_Optimizer and FSDP's usual reduce_dtype; fp16 runs of the Megatron-LM
-  // 2021 era reduced in fp16.
+  // 2021 era reduced in fp16. DeepSpeed's ZeRO 2 and 3 are the exception
+  // (apply_deepspeed_grad_precision, once the ZeRO stage is known).
   if (grads >= 0) p.grad_precision = static_cast<GradPrecision>(grads);
   else p.grad_precision = p.precision == Precision::kBf16 ? GradPrecision::kFp32
                                                           : GradPrecision::kCompute;
@@ -756,6 +777,7 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   }
   if (!run.zero_stage_given) choose_zero_stage(run);
   apply_framework_defaults(run);
+  if (grads < 0) apply_deepspeed_grad_precision(run);
   if (Status st = validate_plan(p); !st.ok())
     return Status::Error(where + " parallel: " + st.message(), st.code());
   if (Status st = check_plan_fits_model(p, run.model); !st.ok())

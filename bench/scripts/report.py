@@ -24,6 +24,13 @@ validation/reference_gate.h) is the in-run gate: the reference kernel's rate `ex
 between its steps against the one `calibrate` timed, within compare's tolerance. With it, an
 attempt is steady only if the gate also says so; its signed deviation is listed per round.
 
+NAME.measured.json's cluster.reference_gemm.per_rank (the same kernel, every rank's rate) says
+whether the ranks ran at one speed: this host's vCPUs can sit 15-30% apart for minutes, and a
+pipeline's step is then set by the stage on the slow one (cpu-2026-12-05c: pp2_dualpipe misses by
+-14..-24% with a slow vCPU under either rank and -4% with equal ones; pp2_1f1b only when the slow
+vCPU hosts the last stage). Per round, "slow rN -X%" names the slowest rank and how far its median
+rate fell below the fastest rank's, when that is at least SLOW_RANK_PCT.
+
     python3 bench/scripts/report.py [--drift-pct 5] [--other-pct 10] [--targets 15,7,10] DIR
 
 --targets: every plan's step-time error, the median's and peak memory's, in percent (issue 6:
@@ -36,6 +43,20 @@ import statistics
 import sys
 
 STEP_TARGET_PCT, MEDIAN_TARGET_PCT, MEMORY_TARGET_PCT = 15.0, 7.0, 10.0
+# A rank whose reference GEMM ran this much below the fastest rank's is named per round.
+SLOW_RANK_PCT = 5.0
+
+
+def slowest_rank(measured):
+    """(rank, percent below the fastest rank's median reference-GEMM rate) of the slowest rank,
+    or None with fewer than two ranks' rates (one-rank plans, older or GPU measurements)."""
+    per_rank = (measured.get("cluster", {}).get("reference_gemm") or {}).get("per_rank") or []
+    rates = [(statistics.median(r["flops_per_s"]), r["rank"]) for r in per_rank
+             if r.get("flops_per_s")]
+    if len(rates) < 2:
+        return None
+    slow, fast = min(rates), max(rates)
+    return slow[1], 100.0 * (1.0 - slow[0] / fast[0])
 
 
 def load_runs(out):
@@ -66,6 +87,8 @@ def load_runs(out):
                                       if cmp.get("reference_gate") else None),
             "reference_gate_deviation_pct": (cmp["reference_gate"]["deviation_pct"]
                                              if cmp.get("reference_gate") else None),
+            # [rank, percent below the fastest rank] of the slowest rank's reference GEMM, or None.
+            "slowest_rank": slowest_rank(measured),
         })
     return runs
 
@@ -181,6 +204,7 @@ def median_rounds(round_runs):
         r["round_other_cpu_pct"] = [x.get("other_cpu_pct") for _, x in by_name[name]]
         r["round_reference_gate_pct"] = [x.get("reference_gate_deviation_pct")
                                          for _, x in by_name[name]]
+        r["round_slowest_rank"] = [x.get("slowest_rank") for _, x in by_name[name]]
         r["steady_rounds"] = len(steady)
         r["bytes_exact"] = all(x["bytes_exact"] for _, x in by_name[name])
         r["max_abs_memory_error_pct"] = max(x["max_abs_memory_error_pct"]
@@ -305,15 +329,17 @@ def main():
           + (" Plans with no steady round (their rows use every round): "
              + ", ".join(summary["plans_without_steady_round"]) + "."
              if summary["plans_without_steady_round"] else ""), "",
-          "| plan | ranks | predicted (ms, round nearest) | measured (ms, round nearest) | fastest step (ms) | median error | error per round (s: steady; attempts; other processes' CPU share) | steady rounds | bytes exact | peak memory max abs error |",
+          "| plan | ranks | predicted (ms, round nearest) | measured (ms, round nearest) | fastest step (ms) | median error | error per round (s: steady; attempts; other processes' CPU share; slow rN: that rank's reference GEMM that far below the fastest rank's) | steady rounds | bytes exact | peak memory max abs error |",
           "|---|---:|---:|---:|---:|---:|---|---:|:---:|---:|"]
     for r in runs:
         per_round = ", ".join(
             f"{e:+.1f}%{' s' if st else ''} ({a}{'' if o is None else f'; {o:.0f}%'}"
-            f"{'' if g is None else f'; ref {g:+.1f}%'})"
-            for e, st, a, o, g in zip(r["round_step_errors_pct"], r["round_steady"],
-                                      r["round_attempts"], r["round_other_cpu_pct"],
-                                      r["round_reference_gate_pct"]))
+            f"{'' if g is None else f'; ref {g:+.1f}%'}"
+            f"{f'; slow r{w[0]} -{w[1]:.0f}%' if w and w[1] >= SLOW_RANK_PCT else ''})"
+            for e, st, a, o, g, w in zip(r["round_step_errors_pct"], r["round_steady"],
+                                         r["round_attempts"], r["round_other_cpu_pct"],
+                                         r["round_reference_gate_pct"],
+                                         r["round_slowest_rank"]))
         md.append(f"| {r['name']} | {r['ranks']} | {r['predicted_step_s'] * 1e3:.2f} | "
                   f"{r['measured_step_s'] * 1e3:.2f} | {r['fastest_step_s'] * 1e3:.2f} | "
                   f"{r['step_error_pct']:+.1f}% | "

@@ -170,6 +170,30 @@ class ReportTest(unittest.TestCase):
             self.assertIn("(1; ref -30.0%)", md)
             self.assertIn("in-run reference kernel", md)
 
+    def test_the_slowest_ranks_reference_gemm_is_named_per_round(self):
+        with tempfile.TemporaryDirectory() as root:
+            # Round 1: rank 1's reference GEMM ran 20% below rank 0's (a slow vCPU under it:
+            # cpu-2026-12-05c); round 2: 2% apart (not named); round 3: one rank's rate only.
+            for k in (1, 2, 3):
+                make_round(root, k, [("a", 20, 25)], [("a:before", 10), ("a", 10)])
+            per_round = {1: [[150e9, 150e9, 140e9], [120e9, 110e9, 130e9]],
+                         2: [[150e9], [147e9]], 3: [[150e9]]}
+            for k, rates in per_round.items():
+                write(os.path.join(root, f"round-{k}", "runs", "a.measured.json"), json.dumps({
+                    "step_times_s": [0.025],
+                    "cluster": {"reference_gemm": {"per_rank": [
+                        {"rank": r, "flops_per_s": f} for r, f in enumerate(rates)]}}}))
+            a = self.report_of(root)["runs"][0]
+            (slow1, pct1), (slow2, pct2), none = a["round_slowest_rank"]
+            self.assertEqual((slow1, slow2), (1, 1))
+            self.assertAlmostEqual(pct1, 20.0)
+            self.assertAlmostEqual(pct2, 2.0)
+            self.assertIsNone(none)
+            with open(os.path.join(root, "report.md")) as f:
+                md = f.read()
+            self.assertIn("(1; slow r1 -20%)", md)
+            self.assertEqual(md.count("slow r1 -"), 1)  # 2% apart is not named
+
     def test_a_malformed_contention_file_names_the_file(self):
         with tempfile.TemporaryDirectory() as root:
             make_round(root, 1, [("a", 20, 20)], [("a:before", 10), ("a", 10)])

@@ -114,6 +114,31 @@ TEST(PublishedRun, MapsTheDevSchemaAsMegatronRanIt) {
   EXPECT_TRUE(map_ok(e).plan.partition_activations);
 }
 
+// DeepSpeed's ZeRO 2 and 3 keep gradients in the model's precision (engine.py get_data_types):
+// a bf16 entry that names ZeRO >= 2 and no gradient precision gets compute-precision gradients,
+// said under `assumed:`; ZeRO-1, another framework, or a named gradient precision keep theirs.
+TEST(PublishedRun, DeepSpeedShardedGradientsStayInTheModelsPrecision) {
+  Json e = llama_entry();
+  e["family"] = Json::parse(R"({"source": "s", "framework": "deepspeed", "gpu_generation": "H100"})");
+  e["parallel"]["zero_stage"] = 3;
+  PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.plan.grad_precision, GradPrecision::kCompute);
+  EXPECT_TRUE(has_assumption(r, "DeepSpeed's ZeRO 3 keeps and reduces gradients"));
+  e["family"]["framework"] = "megatron-deepspeed";
+  e["parallel"]["zero_stage"] = 2;
+  EXPECT_EQ(map_ok(e).plan.grad_precision, GradPrecision::kCompute);
+  e["parallel"]["zero_stage"] = 1;  // which bf16 optimizer ran changed between versions
+  r = map_ok(e);
+  EXPECT_EQ(r.plan.grad_precision, GradPrecision::kFp32);
+  EXPECT_FALSE(has_assumption(r, "DeepSpeed's ZeRO"));
+  e["parallel"]["zero_stage"] = 3;
+  e["grad_precision"] = "fp32";  // named by the entry: kept
+  EXPECT_EQ(map_ok(e).plan.grad_precision, GradPrecision::kFp32);
+  e.erase("grad_precision");
+  e["family"]["framework"] = "pytorch-fsdp";  // FSDP's usual reduce_dtype: fp32
+  EXPECT_EQ(map_ok(e).plan.grad_precision, GradPrecision::kFp32);
+}
+
 TEST(PublishedRun, FamilyFromParamsWhenNoActivationIsGiven) {
   const PublishedRun r = map_ok(llama_entry());
   EXPECT_EQ(r.model.activation, Activation::kSwiglu);
