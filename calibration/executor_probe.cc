@@ -2,6 +2,7 @@
 #include "calibration/executor_probe.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <memory>
@@ -150,6 +151,37 @@ std::vector<std::vector<double>> compute_between_waits_s(
     out.push_back(std::move(intervals));
   }
   return out;
+}
+
+double traced_compute_s(const std::vector<std::vector<executor::TraceEvent>>& steps) {
+  double total = 0;
+  for (const std::vector<executor::TraceEvent>& step : steps)
+    for (const executor::TraceEvent& e : step)
+      if (e.track == executor::TraceTrack::kCompute && !e.group.has_value() &&
+          e.task.rfind("recv", 0) != 0)
+        total += static_cast<double>(e.end_ns - e.begin_ns) * 1e-9;
+  return total;
+}
+
+std::vector<double> rank_compute_time_factors(const std::vector<double>& per_rank_s) {
+  if (per_rank_s.size() < 2) return {};
+  double sum = 0;
+  for (double t : per_rank_s) {
+    if (!(t > 0) || !std::isfinite(t)) return {};
+    sum += t;
+  }
+  const double mean = sum / static_cast<double>(per_rank_s.size());
+  std::vector<double> out;
+  for (double t : per_rank_s) out.push_back(t / mean);
+  return out;
+}
+
+std::vector<std::vector<double>> at_mean_speed(std::vector<std::vector<double>> intervals,
+                                               double factor) {
+  if (factor > 0)
+    for (std::vector<double>& step : intervals)
+      for (double& t : step) t /= factor;
+  return intervals;
 }
 
 SkewSample skew_of_step(const std::vector<double>& sum_over_ranks_s,
@@ -337,7 +369,7 @@ Result<ProbeSamples> probe_samples_across_ranks(
   for (std::vector<executor::TraceEvent>& step : steps_events)
     for (executor::TraceEvent& e : step)
       if (e.group.has_value() && *e.group != CommGroup::kPp) occurrences.push_back(&e);
-  const std::vector<std::vector<double>> intervals = compute_between_waits_s(steps_events);
+  std::vector<std::vector<double>> intervals = compute_between_waits_s(steps_events);
   std::vector<double> shape;  // what must agree across ranks before figures are combined
   shape.push_back(static_cast<double>(occurrences.size()));
   for (const std::vector<double>& step : intervals)
@@ -374,6 +406,16 @@ Result<ProbeSamples> probe_samples_across_ranks(
     reduce(comm, times, executor::ReduceOp::kSum);
     for (std::size_t k = 0; k < out.tasks.size(); ++k)
       out.tasks[k].time_s = times[k] / static_cast<double>(ranks);
+    // Each rank's traced compute, gathered (each rank fills its own entry, then a sum): its
+    // speed relative to the others. Its compute between waits is then taken at the mean
+    // rank's speed, so that the skew below is the random part alone.
+    out.rank_compute_s.assign(static_cast<std::size_t>(ranks), 0.0);
+    out.rank_compute_s[static_cast<std::size_t>(comm.world_rank())] = traced_compute_s(steps_events);
+    reduce(comm, out.rank_compute_s, executor::ReduceOp::kSum);
+    const std::vector<double> factors = rank_compute_time_factors(out.rank_compute_s);
+    if (!factors.empty())
+      intervals = at_mean_speed(std::move(intervals),
+                                factors[static_cast<std::size_t>(comm.world_rank())]);
     // Every step's intervals in one vector (their counts agree across ranks, checked above):
     // one all-reduce for the sums and one for the slowest, not two per step.
     std::vector<double> sum;

@@ -79,10 +79,28 @@ SkewSample skew_of_step(const std::vector<double>& sum_over_ranks_s,
 // excess). 0 without samples with 2+ ranks.
 double rank_compute_spread(const std::vector<SkewSample>& samples);
 
+// Per-rank compute speed. A rank's traced compute over recorded steps: the sum of its compute-
+// track spans that are tasks (receives and collectives left out), in seconds.
+double traced_compute_s(const std::vector<std::vector<executor::TraceEvent>>& steps);
+// Each rank's compute time over the same tasks (index: rank) divided by the mean over the ranks:
+// > 1 for a slower rank (HardwareProfile::rank_compute_time_factor). Empty with fewer than 2
+// ranks or with a rank that traced no compute (nothing to compare).
+std::vector<double> rank_compute_time_factors(const std::vector<double>& per_rank_s);
+// One rank's compute between waits (compute_between_waits_s) at the mean rank's speed: each
+// interval divided by the rank's time factor, so that the skew the samples then show is the
+// random part alone (the systematic part is in the factors, and is not counted twice).
+std::vector<std::vector<double>> at_mean_speed(std::vector<std::vector<double>> intervals,
+                                               double factor);
+
 struct ProbeSamples {
   std::vector<TaskSample> tasks;
   std::vector<CollectiveSample> collectives;
-  std::vector<SkewSample> skew;  // per recorded step; empty with one rank
+  // Per recorded step; empty with one rank. From each rank's compute between waits divided by
+  // that rank's time factor in this probe (at_mean_speed).
+  std::vector<SkewSample> skew;
+  // Per rank (index: its rank in comm): its traced compute over the recorded steps
+  // (traced_compute_s); empty with one rank.
+  std::vector<double> rank_compute_s;
 };
 // The samples of `steps`, each rank's recorded steps of the plan on `comm` (any executor: the
 // CPU trainer's or the CUDA trainer's trace). Every rank of `comm` calls it and gets the same
@@ -90,7 +108,8 @@ struct ProbeSamples {
 // - a task's time is the mean over ranks (the simulator adds the wait for the slowest, above);
 // - a collective's time per occurrence is the shortest over ranks: the last rank to arrive
 //   waited for nobody, the others' time includes their wait for it, which is rank skew;
-// - the skew per step, from every rank's compute between waits.
+// - each rank's traced compute in all (rank_compute_s: its speed relative to the others);
+// - the skew per step, from every rank's compute between waits at the mean rank's speed.
 // The ranks must run the same tasks (every probe plan has one stage); a mismatch is an error.
 Result<ProbeSamples> probe_samples_across_ranks(
     std::vector<std::vector<executor::TraceEvent>> steps, const ModelSpec& model,

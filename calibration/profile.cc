@@ -72,6 +72,13 @@ std::string iso8601_utc_now() {
   return buf;
 }
 
+void add_rank_compute(Measurements& m, const std::vector<double>& per_rank_s) {
+  if (per_rank_s.empty()) return;
+  if (m.rank_compute_s.empty()) m.rank_compute_s.assign(per_rank_s.size(), 0.0);
+  if (m.rank_compute_s.size() != per_rank_s.size()) return;
+  for (std::size_t r = 0; r < per_rank_s.size(); ++r) m.rank_compute_s[r] += per_rank_s[r];
+}
+
 Result<Calibration> calibrate_from(const Measurements& m, const MachineIdentity& id,
                                    const ComputeFitOptions& options) {
   Calibration c;
@@ -92,6 +99,9 @@ Result<Calibration> calibrate_from(const Measurements& m, const MachineIdentity&
   // cores), and the normal straggler model would give negative times. Held at 1 and reported.
   c.measured_rank_compute_spread = rank_compute_spread(m.skew);
   p.rank_compute_spread = std::min(1.0, c.measured_rank_compute_spread);
+  // Each rank's compute speed over the probes: its traced compute over the mean rank's. The
+  // per-task rates above stay the mean over ranks.
+  p.rank_compute_time_factor = rank_compute_time_factors(m.rank_compute_s);
   // Links from the executor's own collectives in its steps when there are any (what plans'
   // collectives cost there), else from the benchmark loop.
   const std::vector<CollectiveSample>& link_samples =
@@ -205,6 +215,9 @@ Json measurements_to_json(const Measurements& m, const Calibration& c) {
                     {"compute_between_waits_mean_us", s.mean_s / kUs},
                     {"slowest_excess_us", s.excess_s / kUs}});
   j["rank_skew"] = skew;
+  Json per_rank = Json::array();
+  for (double t : m.rank_compute_s) per_rank.push_back(t / kUs);
+  j["rank_compute_us"] = per_rank;
   j["baseline_memory"] = {{"VmRSS_MB", m.baseline.rss_bytes / kMB},
                           {"VmHWM_MB", m.baseline.hwm_bytes / kMB}};
   Json by_kind = Json::object();
@@ -236,7 +249,11 @@ Json profile_json(const Calibration& c, const Measurements& m) {
       "its traced steps, each the shortest over ranks) when there are any, else "
       "measurements.collectives (benchmark loop); rank_compute_spread: the median over "
       "measurements.rank_skew of slowest_excess / compute_between_waits_mean, over the expected "
-      "maximum of that many standard normals (core/cost/straggler.h).";
+      "maximum of that many standard normals (core/cost/straggler.h), each rank's compute "
+      "between waits first divided by its time factor in that probe; rank_compute_time_factor: "
+      "per rank, its traced compute in the executor probes (measurements.rank_compute_us, the "
+      "sum of its compute-track task spans over the probes' recorded steps) over the mean over "
+      "ranks (> 1: slower); the task rates are the mean over ranks.";
   j["measurements"] = measurements_to_json(m, c);
   return j;
 }
@@ -369,6 +386,14 @@ std::string format_fit_summary(const Calibration& c) {
                   "processes shared the cores while calibrating\n",
                   100 * c.measured_rank_compute_spread);
     os << line;
+  }
+  if (!c.profile.rank_compute_time_factor.empty()) {
+    os << "  rank compute time factor";
+    for (double f : c.profile.rank_compute_time_factor) {
+      std::snprintf(line, sizeof line, " %.3f", f);
+      os << line;
+    }
+    os << " (per rank, its compute over the mean rank's; the simulator plays each rank at it)\n";
   }
   os << "# fit residuals (task_time_s against measured)\n";
   stats("gemm", c.compute.gemm);

@@ -39,6 +39,9 @@ struct Measurements {
   std::vector<CollectiveSample> step_collectives;
   // The ranks' compute between waits per traced step (executor_probe.h); empty with one rank.
   std::vector<SkewSample> skew;
+  // Each rank's traced compute in the executor probes, summed over the probes (index: rank;
+  // add_rank_compute); empty with one rank. Gives profile.rank_compute_time_factor.
+  std::vector<double> rank_compute_s;
   ProcessMemory baseline;                     // before any model-sized allocation (max over ranks)
   // The reference kernel before the executor's steps, after them and after the GEMM sweep
   // (rank 0's); written as measurements.reference_gemm (reference_gemm_json).
@@ -55,6 +58,11 @@ Json reference_gemm_json(const ReferenceSamples& r);
 // measurements.reference_triad: the same for the triad, its rate in bytes/s ("bytes_per_s",
 // "samples_bytes_per_s") and its size in elements. Null when not measured.
 Json reference_triad_json(const TriadReferenceSamples& r);
+
+// Adds one probe's per-rank traced compute (ProbeSamples::rank_compute_s) to m.rank_compute_s,
+// entry by entry. A probe over another number of ranks is left out (the factors are per rank of
+// one world).
+void add_rank_compute(Measurements& m, const std::vector<double>& per_rank_s);
 
 struct Calibration {
   HardwareProfile profile;

@@ -484,6 +484,15 @@ class Builder {
   }
 
   std::int32_t new_op(const RankState& rs, StreamKind k, TimeNs ns, OpMeta meta) {
+    // A measured profile's per-rank speed (HardwareProfile::rank_compute_time_factor): the
+    // compute ops of world rank r (the compute stream's, and the kernels on the data-parallel
+    // stream) take factor[r] times the mean rank's. Without the field nothing changes.
+    if (ns > 0 && (k == StreamKind::kCompute || k == StreamKind::kDp) && opt_.hardware &&
+        !opt_.hardware->rank_compute_time_factor.empty()) {
+      const double f = rank_compute_time_factor(
+          *opt_.hardware, prog_.slots[static_cast<std::size_t>(rs.slot)].rank);
+      if (f != 1.0) ns = static_cast<TimeNs>(std::llround(static_cast<double>(ns) * f));
+    }
     const std::int32_t id = eng_->add_op(stream(rs, k), ns);
     slot_meta_.push_back(meta);
     if (window_) window_->push_back({segment_, chain_, id});

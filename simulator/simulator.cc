@@ -144,6 +144,26 @@ bool comm_contention_applies(const SimOptions& options, const GpuSpec& gpu) {
 
 Result<SimResult> simulate_step(const ModelSpec& model, const ClusterSpec& cluster_in,
                                 const Plan& plan, const SimOptions& options) {
+  if (options.hardware && !options.hardware->rank_compute_time_factor.empty()) {
+    // Per-rank speeds are per rank of the calibration's world: another world size is an error
+    // (recalibrate on the plan's ranks, or drop the field to play every rank at the mean).
+    const auto n = static_cast<std::int64_t>(options.hardware->rank_compute_time_factor.size());
+    if (n != plan.world_size())
+      return Status::Error(
+          "the hardware profile's rank_compute_time_factor has " + std::to_string(n) +
+              " entries (one per rank it was calibrated on), the plan has " +
+              std::to_string(plan.world_size()) +
+              " ranks: calibrate on the plan's ranks, or remove the field to play every rank at "
+              "the mean speed",
+          ExitCode::kInvalidInput);
+    // Ranks at different speeds are not symmetric: every rank is played, so that the slowest
+    // rank's compute sets the step through the collectives and pipeline waits.
+    if (!options.all_ranks && has_uneven_rank_speeds(*options.hardware)) {
+      SimOptions every_rank = options;
+      every_rank.all_ranks = true;
+      return simulate_step(model, cluster_in, plan, every_rank);
+    }
+  }
   if (options.extrapolate_above_micro_batches > 0 && validate_plan(plan).ok() &&
       plan.num_micro_batches() > options.extrapolate_above_micro_batches &&
       plan.num_micro_batches() > 3 * plan.pp + 2 && !options.collect_trace) {

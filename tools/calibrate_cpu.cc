@@ -184,6 +184,7 @@ Result<Measurements> measure_compute(const Setup& s, int rank, int world) {
       m.step_collectives.insert(m.step_collectives.end(), samples->collectives.begin(),
                                 samples->collectives.end());
       m.skew.insert(m.skew.end(), samples->skew.begin(), samples->skew.end());
+      add_rank_compute(m, samples->rank_compute_s);
     }
   }
   sample_references();

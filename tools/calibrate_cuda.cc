@@ -256,6 +256,7 @@ int run(int argc, char** argv) {
       m.step_collectives.insert(m.step_collectives.end(), samples->collectives.begin(),
                                 samples->collectives.end());
       m.skew.insert(m.skew.end(), samples->skew.begin(), samples->skew.end());
+      cal::add_rank_compute(m, samples->rank_compute_s);
     }
   log("device memory bandwidth (device-to-device copies)");
   for (double bytes : {64 * tp::kMiB, 256 * tp::kMiB, 1024 * tp::kMiB})

@@ -199,6 +199,32 @@ Result<HardwareProfile> hardware_profile_from_json(const Json& j, std::string_vi
                    "the baseline memory is also given as baseline_memory_MB (10^6 bytes); give one");
   }
   r.get_double("rank_compute_spread", p.rank_compute_spread, 0, 1.0, false);
+  r.accept("rank_compute_time_factor");  // a list of doubles: checked here
+  const auto factor = j.is_object() ? j.find("rank_compute_time_factor") : j.end();
+  if (factor != j.end() && !factor->is_null()) {
+    const Json* f = &*factor;
+    // One entry per rank of the calibration's world, each finite and > 0.
+    if (!f->is_array() || f->empty()) {
+      r.fail_field("rank_compute_time_factor",
+                   "expected a non-empty array with one factor per rank, got " +
+                       json_value_for_message(*f));
+    } else {
+      for (std::size_t i = 0; i < f->size(); ++i) {
+        const Json& e = (*f)[i];
+        const double x = e.is_number() ? e.get<double>() : 0.0;
+        if (!e.is_number() || !std::isfinite(x) || x <= 0) {
+          std::string why = "entry ";
+          why += std::to_string(i);
+          why += " is ";
+          why += json_value_for_message(e);
+          why += ": each rank's compute time factor must be a finite number > 0";
+          r.fail_field("rank_compute_time_factor", why);
+          break;
+        }
+        p.rank_compute_time_factor.push_back(x);
+      }
+    }
+  }
   if (const Json* links = r.get_object("links", false)) {
     JsonReader lr(*links, r.where() + " links");
     p.has_links = true;
@@ -256,6 +282,7 @@ Json hardware_profile_to_json(const HardwareProfile& p) {
   if (p.rates.transcendental_s > 0) j["transcendental_ns"] = p.rates.transcendental_s / kNs;
   j["baseline_memory_MB"] = p.baseline_memory_bytes / kMB;
   j["rank_compute_spread"] = p.rank_compute_spread;
+  if (!p.rank_compute_time_factor.empty()) j["rank_compute_time_factor"] = p.rank_compute_time_factor;
   if (p.has_links) {
     j["links"] = {{"intra_node_GBps", p.intra_node_bytes_per_s / kGB},
                   {"intra_node_latency_us", p.intra_node_latency_s / kUs},
@@ -267,6 +294,17 @@ Json hardware_profile_to_json(const HardwareProfile& p) {
     }
   }
   return j;
+}
+
+bool has_uneven_rank_speeds(const HardwareProfile& p) {
+  for (double f : p.rank_compute_time_factor)
+    if (f != 1.0) return true;
+  return false;
+}
+
+double rank_compute_time_factor(const HardwareProfile& p, std::int64_t rank) {
+  if (rank < 0 || rank >= static_cast<std::int64_t>(p.rank_compute_time_factor.size())) return 1.0;
+  return p.rank_compute_time_factor[static_cast<std::size_t>(rank)];
 }
 
 void apply_profile_links(const HardwareProfile& p, ClusterSpec& c) {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/cluster_spec.h"
 #include "core/cost/cost_model.h"
@@ -134,7 +135,20 @@ struct HardwareProfile {
   // with other ranks (core/cost/straggler.h; the simulator waits for the expected straggler at
   // each collective). Measured by calibrate on a CPU; 0 where ranks run at one steady speed.
   double rank_compute_spread = 0;
+  // Per-rank compute speed, by global rank id over the calibration's world: each rank's traced
+  // compute time over the same probe tasks divided by the mean over the ranks (dimensionless;
+  // > 1: that rank computes slower, e.g. {1.12, 0.88}). Measured by calibrate on a CPU, whose
+  // vCPUs can run 15-30% apart for minutes (bench/results/cpu-2026-12-05c). The simulator
+  // multiplies each compute op of rank r by entry r and plays every rank when they differ;
+  // a plan of another world size is an error. Empty (absent from the file): every rank 1.0,
+  // as every GPU preset and every profile written before the field.
+  std::vector<double> rank_compute_time_factor;
 };
+// Whether the profile's rank_compute_time_factor has entries that differ from 1.0 (then the
+// ranks are not symmetric and the simulator plays each of them).
+bool has_uneven_rank_speeds(const HardwareProfile& profile);
+// Entry `rank` of rank_compute_time_factor; 1.0 without the field.
+double rank_compute_time_factor(const HardwareProfile& profile, std::int64_t rank);
 Result<HardwareProfile> hardware_profile_from_json(const Json& json, std::string_view source);
 Json hardware_profile_to_json(const HardwareProfile& profile);
 // Replaces the cluster's link figures with the profile's measured ones (when it has them).

@@ -488,6 +488,77 @@ TEST(ExecutorProbe, SkewIsTheSlowestRanksExcessOverTheMean) {
   EXPECT_EQ(rank_compute_spread({}), 0.0);
 }
 
+// Per-rank compute speed from synthetic traces with known per-rank times: rank 1 runs every
+// task 30% longer than rank 0. Its factor over the mean is 1.3 / 1.15, rank 0's 1 / 1.15; with
+// each rank's compute between waits divided by its factor, the systematic 30% is no skew left.
+TEST(ExecutorProbe, EachRanksComputeOverTheMeanIsItsTimeFactor) {
+  auto rank_steps = [](double scale) {
+    auto ns = [scale](double t) { return static_cast<std::int64_t>(std::llround(t * scale)); };
+    executor::TraceEvent ar = event("dp_grad_all_reduce", 'B', ns(3000), ns(3000) + 500);
+    ar.group = CommGroup::kDp;
+    executor::TraceEvent recv = event("recv_forward", 'F', 0, 800);  // no compute
+    recv.group = CommGroup::kPp;
+    return std::vector<std::vector<executor::TraceEvent>>{
+        {recv, event("qkv", 'F', ns(1000), ns(2000)), event("fc1", 'F', ns(2000), ns(3000)), ar,
+         event("optimizer", 'O', ns(4000), ns(5000))},
+        {event("qkv", 'F', 0, ns(1000)), ar}};
+  };
+  const auto r0 = rank_steps(1.0), r1 = rank_steps(1.3);
+  EXPECT_NEAR(traced_compute_s(r0), 4000e-9, 1e-15);  // the receive and the all-reduce left out
+  EXPECT_NEAR(traced_compute_s(r1), 5200e-9, 1e-15);
+  const std::vector<double> f = rank_compute_time_factors({traced_compute_s(r0), traced_compute_s(r1)});
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_NEAR(f[0], 1.0 / 1.15, 1e-9);
+  EXPECT_NEAR(f[1], 1.3 / 1.15, 1e-9);
+  EXPECT_NEAR((f[0] + f[1]) / 2, 1.0, 1e-12);
+  // One rank, or a rank with no compute: no factors.
+  EXPECT_TRUE(rank_compute_time_factors({4e-6}).empty());
+  EXPECT_TRUE(rank_compute_time_factors({4e-6, 0.0}).empty());
+  EXPECT_TRUE(rank_compute_time_factors({}).empty());
+  // The skew: raw, rank 1's intervals are 30% longer (a large spread); at the mean speed the
+  // two ranks' intervals agree and the spread is 0.
+  const auto i0 = compute_between_waits_s(r0), i1 = compute_between_waits_s(r1);
+  auto spread = [](const std::vector<std::vector<double>>& a,
+                   const std::vector<std::vector<double>>& b) {
+    std::vector<SkewSample> samples;
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      std::vector<double> sum, slowest;
+      for (std::size_t j = 0; j < a[k].size(); ++j) {
+        sum.push_back(a[k][j] + b[k][j]);
+        slowest.push_back(std::max(a[k][j], b[k][j]));
+      }
+      samples.push_back(skew_of_step(sum, slowest, 2, "p"));
+    }
+    return rank_compute_spread(samples);
+  };
+  EXPECT_GT(spread(i0, i1), 0.2);
+  EXPECT_NEAR(spread(at_mean_speed(i0, f[0]), at_mean_speed(i1, f[1])), 0.0, 1e-9);
+  // Summed over probes into the measurements, they become the profile's factors.
+  Measurements m = tiny_measurements();
+  add_rank_compute(m, {traced_compute_s(r0), traced_compute_s(r1)});
+  add_rank_compute(m, {traced_compute_s(r0), traced_compute_s(r1)});
+  add_rank_compute(m, {1.0, 2.0, 3.0});  // another world: left out
+  ASSERT_EQ(m.rank_compute_s.size(), 2u);
+  EXPECT_NEAR(m.rank_compute_s[1], 2 * 5200e-9, 1e-15);
+  auto cal = calibrate_from(m, {"Test CPU", 2, 1, "2025-01-01T00:00:00Z"});
+  ASSERT_TRUE(cal.ok()) << cal.status().message();
+  ASSERT_EQ(cal->profile.rank_compute_time_factor.size(), 2u);
+  EXPECT_NEAR(cal->profile.rank_compute_time_factor[1], 1.3 / 1.15, 1e-9);
+  const Json j = profile_json(*cal, m);
+  EXPECT_NEAR(j["measurements"]["rank_compute_us"][1].get<double>(), 2 * 5.2, 1e-9);
+  auto back = hardware_profile_from_json(j, "profile.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->rank_compute_time_factor.size(), 2u);
+  EXPECT_NEAR(back->rank_compute_time_factor[0], 1.0 / 1.15, 1e-12);
+  EXPECT_NE(format_fit_summary(*cal).find("rank compute time factor 0.870 1.130"),
+            std::string::npos)
+      << format_fit_summary(*cal);
+  // One rank measured: no field in the profile.
+  auto one = calibrate_from(tiny_measurements(), {"Test CPU", 1, 1, "2025-01-01T00:00:00Z"});
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_FALSE(profile_json(*one, tiny_measurements()).contains("rank_compute_time_factor"));
+}
+
 TEST(ExecutorProbe, ASpanThatIsNoTaskIsAnErrorNamingIt) {
   const std::vector<std::vector<executor::TraceEvent>> steps = {
       {event("qkv+mystery_kernel", 'F', 0, 10)}};

@@ -1351,6 +1351,11 @@ TEST(HardwareProfileLoader, FieldErrors) {
       {"baseline_memory_MB", -1, {"-1"}},
       {"links", 5, {"5", "expected an object"}},
       {"split_k", "yes", {"\"yes\""}},
+      {"rank_compute_time_factor", 1.2, {"1.2", "one factor per rank"}},
+      {"rank_compute_time_factor", Json::array(), {"[]", "one factor per rank"}},
+      {"rank_compute_time_factor", Json::array({1.0, 0}), {"entry 1 is 0", "> 0"}},
+      {"rank_compute_time_factor", Json::array({-1.1, 1.0}), {"entry 0 is -1.1", "> 0"}},
+      {"rank_compute_time_factor", Json::array({1.0, "x"}), {"entry 1 is \"x\""}},
   };
   for (const FieldCase& c : cases) {
     Json j = basic_profile();
@@ -1426,6 +1431,33 @@ TEST(HardwareProfileLoader, SplitKIsOffUnlessTheProfileSaysAndRoundTrips) {
   auto again = hardware_profile_from_json(hardware_profile_to_json(*p), "again.json");
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_TRUE(again->rates.split_k);
+}
+
+// Per-rank compute speed: absent reads as every rank at 1.0 (and is not written back), present
+// round-trips by rank.
+TEST(HardwareProfileLoader, RankComputeTimeFactorIsOptionalAndRoundTrips) {
+  auto old = hardware_profile_from_json(basic_profile(), "hw.json");
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  EXPECT_TRUE(old->rank_compute_time_factor.empty());
+  EXPECT_FALSE(has_uneven_rank_speeds(*old));
+  EXPECT_EQ(rank_compute_time_factor(*old, 0), 1.0);
+  EXPECT_EQ(rank_compute_time_factor(*old, 7), 1.0);
+  EXPECT_FALSE(hardware_profile_to_json(*old).contains("rank_compute_time_factor"));
+  Json j = basic_profile();
+  j["rank_compute_time_factor"] = Json::array({1.12, 0.88});
+  auto p = hardware_profile_from_json(j, "hw.json");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->rank_compute_time_factor, (std::vector<double>{1.12, 0.88}));
+  EXPECT_TRUE(has_uneven_rank_speeds(*p));
+  EXPECT_EQ(rank_compute_time_factor(*p, 1), 0.88);
+  EXPECT_EQ(rank_compute_time_factor(*p, 2), 1.0);  // outside the list
+  auto again = hardware_profile_from_json(hardware_profile_to_json(*p), "again.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->rank_compute_time_factor, p->rank_compute_time_factor);
+  j["rank_compute_time_factor"] = Json::array({1.0, 1.0});
+  auto even = hardware_profile_from_json(j, "hw.json");
+  ASSERT_TRUE(even.ok()) << even.status().message();
+  EXPECT_FALSE(has_uneven_rank_speeds(*even));
 }
 
 TEST(HardwareProfileLoader, BaselineMemoryInMbOrTheOldMib) {

@@ -140,6 +140,57 @@ TEST(Simulator, SymmetricAndFullSimulationAgree) {
   }
 }
 
+// A measured profile's per-rank speed (HardwareProfile::rank_compute_time_factor): in a
+// two-rank lockstep plan (DualPipe at pp 2: both ranks carry the same work and wait for each
+// other; tp 2 and dp 2: they meet at every collective) a slow rank sets the step; without the
+// field, or with every rank at 1.0, the step is the one before; a profile of another world size
+// is an error that names the field.
+TEST(Simulator, PerRankComputeSpeedSlowsLockstepPlansByTheSlowRank) {
+  const ModelSpec gpt = testing::gpt_model(4, 512, 8, 256, 8192);
+  std::vector<std::pair<const char*, Plan>> plans;
+  plans.push_back({"pp2 dualpipe", testing::make_plan(1, 2, 1, 1, 8, Schedule::kDualPipe, 2)});
+  plans.push_back({"pp2 1f1b", testing::make_plan(1, 2, 1, 1, 8)});
+  plans.push_back({"tp2", testing::make_plan(2, 1, 1, 1, 4)});
+  plans.push_back({"dp2", testing::make_plan(1, 1, 2, 1, 4)});
+  for (const auto& [name, plan] : plans) {
+    SCOPED_TRACE(name);
+    const ClusterSpec c = testing::cluster_for(plan);
+    HardwareProfile hw;
+    hw.device = "test";
+    hw.rates = device_rates(c.gpu, plan.precision);
+    SimOptions o;
+    o.hardware = hw;
+    const SimResult base = testing::simulate_ok(gpt, c, plan, o);
+    EXPECT_EQ(base.simulated_ranks, plan.pp);  // symmetric without the field
+    o.hardware->rank_compute_time_factor = {1.0, 1.0};
+    const SimResult even = testing::simulate_ok(gpt, c, plan, o);
+    EXPECT_EQ(even.simulated_ranks, plan.pp);
+    EXPECT_EQ(even.report.step_time_s, base.report.step_time_s);
+    EXPECT_EQ(step_report_to_json(even.report).dump(), step_report_to_json(base.report).dump());
+    o.hardware->rank_compute_time_factor = {1.0, 1.3};
+    const SimResult slow1 = testing::simulate_ok(gpt, c, plan, o);
+    EXPECT_EQ(slow1.simulated_ranks, plan.world_size());  // every rank played
+    EXPECT_GT(slow1.report.step_time_s, 1.05 * base.report.step_time_s);
+    EXPECT_LE(slow1.report.step_time_s, 1.3 * base.report.step_time_s + 1e-9);
+    ASSERT_EQ(slow1.report.ranks.size(), 2u);
+    for (const RankStep& r : slow1.report.ranks) {  // each rank's compute at its speed
+      const double mean = base.report.ranks[static_cast<std::size_t>(r.stage)].compute_s;
+      EXPECT_NEAR(r.compute_s, (r.rank == 1 ? 1.3 : 1.0) * mean, 1e-3 * mean) << "rank " << r.rank;
+    }
+    o.hardware->rank_compute_time_factor = {1.3, 1.0};
+    const SimResult slow0 = testing::simulate_ok(gpt, c, plan, o);
+    EXPECT_GT(slow0.report.step_time_s, base.report.step_time_s);
+    o.hardware->rank_compute_time_factor = {1.0, 1.3, 1.0};
+    auto wrong = simulate_step(gpt, c, plan, o);
+    ASSERT_FALSE(wrong.ok());
+    EXPECT_NE(wrong.status().message().find("rank_compute_time_factor has 3 entries"),
+              std::string::npos)
+        << wrong.status().message();
+    EXPECT_NE(wrong.status().message().find("the plan has 2 ranks"), std::string::npos)
+        << wrong.status().message();
+  }
+}
+
 TEST(Simulator, OutputIsByteIdenticalAcrossRuns) {
   const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
   Plan p = testing::make_plan(2, 2, 2, 1, 8, Schedule::kInterleaved, 2);
