@@ -163,8 +163,11 @@ namespace {
 // The FlagPerf DeepSpeed rows improve (-14.0% -> -6.1%, -9.1% -> -3.6%), the SC21 ZeRO-3 rows,
 // which the same rule reads, move further too fast (family p90 19.8% -> 27.9%). p90 loosened to
 // 23.1% and memory to 9.1% for a source-backed reading and a unit correction; median kept.
+// 2026-12-05, with the twenty-fifth pass (bench/results/cp-kvexpand-2026-12-05/): torchtitan's
+// context-parallel rows move K and V at query-head width (Plan::cp_kv_expanded, torchtitan
+// 9dec370 repeat_kv): 8.13%, 21.52%, +1.2% over 367 runs, memory 9.03%. p90 tightened to 21.6%.
 constexpr double kMedianRatchet = 0.082;
-constexpr double kP90Ratchet = 0.231;
+constexpr double kP90Ratchet = 0.216;
 constexpr double kMemoryMedianRatchet = 0.091;
 
 Json read_json(const std::string& relative) {
