@@ -455,8 +455,9 @@ TEST(CpComm, ExpandedKvMovesEveryQueryHeadsKeysAndValues) {
     for (std::size_t i = 0; i < f0.size(); ++i) {
       EXPECT_EQ(f1[i].name, f0[i].name);
       EXPECT_EQ(f1[i].flops, f0[i].flops) << f0[i].name;
-      if (f0[i].name.substr(0, 3) != "cp_" && f0[i].kind != TaskKind::kAttention)
+      if (f0[i].name.substr(0, 3) != "cp_" && f0[i].kind != TaskKind::kAttention) {
         EXPECT_EQ(f1[i].bytes, f0[i].bytes) << f0[i].name;
+      }
     }
   }
   // The torch ring's K/V-sized kernels: the send buffer's cat four times the bytes.
