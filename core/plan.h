@@ -71,7 +71,8 @@ enum class OffloadDevice { kCpu, kNvme };
 // scores, softmax and dropout materialised (Megatron-LM 2021).
 enum class AttentionImpl { kFused, kUnfused };
 // Which fused attention kernel runs, where it matters to the time: generic (the default) times
-// it at DeviceRates::attention_efficiency of the GEMM rate; flash2, cudnn and flash3 take the
+// it at DeviceRates::attention_efficiency of the GEMM rate, never below FlashAttention-2's
+// published rate at the task's length on the GPU's architecture (head dim 128 and up); flash2, cudnn and flash3 take the
 // kernel's published rates on the GPU's architecture (core/cost/attention_rates.h), so a plan
 // can say what its framework runs (Transformer Engine picks cuDNN on Hopper, PyTorch's SDPA
 // FlashAttention-2). Needs attention=fused.

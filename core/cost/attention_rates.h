@@ -38,6 +38,8 @@ namespace trainplan {
 // the end value (the rates flatten by 8k-16k in the published figures). nullopt where the kernel
 // has no published rates on `architecture` (then the generic model applies), and for
 // AttentionKernel::kGeneric.
+// The head dimension every published series here was measured at.
+inline constexpr std::int64_t kPublishedAttentionHeadDim = 128;
 struct AttentionKernelRate {
   double flops_per_s = 0;
   double measured_peak_flops_per_s = 0;  // dense bf16 peak of the part it was measured on

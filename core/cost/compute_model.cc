@@ -19,6 +19,7 @@ DeviceRates device_rates(const GpuSpec& gpu, Precision precision) {
   r.memory_efficiency = gpu.memory_efficiency;
   r.sm_count = std::max<std::int64_t>(1, gpu.sm_count);
   r.split_k = true;
+  r.architecture = gpu.architecture;
   return r;
 }
 
@@ -86,19 +87,44 @@ double gemm_shape_efficiency(const DeviceRates& r, std::int64_t m, std::int64_t 
 }
 
 namespace {
-// A fused attention kernel's rate: the named kernel's published rate over the task's key length
-// (its n), masked or not (its causal), scaled from the measured part's peak to this one's; else the
-// generic model, a fraction of the GEMM rate with the GEMM's shape efficiency.
+// A named kernel's published rate over the task's key length (its n), masked or not (its causal),
+// scaled from the measured part's peak to this one's; nullopt where none is published.
+std::optional<double> published_attention_flops_per_s(const Task& t, const DeviceRates& r,
+                                                      AttentionKernel kernel) {
+  const auto rate = attention_kernel_rate(r.architecture, kernel, t.backward, t.causal, t.n);
+  if (!rate) return std::nullopt;
+  return rate->flops_per_s * r.peak_flops_per_s / rate->measured_peak_flops_per_s;
+}
+
+// A fused attention kernel's rate: the named kernel's published rate; else the generic model, a
+// fraction of the GEMM rate with the GEMM's shape efficiency, but never below the slowest
+// published fused kernel of the architecture at the task's length, mask and direction.
+//
+// The floor: FlashAttention-2 is the slowest fused kernel at every published point on Hopper
+// (arXiv:2407.08608 Fig. 5/6: cuDNN and FA3 above it at each length, masked or not, both
+// directions), and on Ampere and Blackwell the only one published (attention_rates.h). A flat
+// fraction of the GEMM rate cannot follow the kernels' rise with the key length (FA2 causal forward
+// 191 -> 335 TFLOP/s from 512 to 16k on H100): on H100 the generic 0.6 gives about 252 TFLOP/s at
+// every length, below every published kernel from 1k on, which is why long-sequence rows read too
+// slow (validation/corpus/NOTES.md, twenty-fifth pass). Where the generic estimate is higher (short
+// causal keys; Blackwell, whose frameworks run cuDNN's sm100 kernels while the published FA2 runs
+// at about its Hopper rate) it stands. A measured hardware profile (`calibrate`) has no
+// architecture and keeps its fitted rate.
 double attention_flops_per_s(const Task& t, const DeviceRates& r) {
   if (r.attention_kernel != AttentionKernel::kGeneric) {
-    const auto rate =
-        attention_kernel_rate(r.architecture, r.attention_kernel, t.backward, t.causal, t.n);
+    const auto rate = published_attention_flops_per_s(t, r, r.attention_kernel);
     TRAINPLAN_CHECK(rate.has_value()) << "task " << t.name << ": no published rate for "
                                       << to_string(r.attention_kernel) << " (plan_rates checks)";
-    return rate->flops_per_s * r.peak_flops_per_s / rate->measured_peak_flops_per_s;
+    return *rate;
   }
-  return r.peak_flops_per_s * r.gemm_efficiency * attention_efficiency_of(r, t.backward) *
-         gemm_shape_efficiency(r, t.m, t.n, t.k, t.batch);
+  const double generic = r.peak_flops_per_s * r.gemm_efficiency *
+                         attention_efficiency_of(r, t.backward) *
+                         gemm_shape_efficiency(r, t.m, t.n, t.k, t.batch);
+  // The published rates are at head dim 128 (the task's k); at a smaller head dim every kernel
+  // runs slower (FA3 paper Fig. 5 against its head dim 64 panels), so no floor is known there.
+  if (t.k < kPublishedAttentionHeadDim) return generic;
+  const auto floor = published_attention_flops_per_s(t, r, AttentionKernel::kFlash2);
+  return floor ? std::max(generic, *floor) : generic;
 }
 }  // namespace
 

@@ -47,8 +47,12 @@ struct DeviceRates {
   double attention_backward_efficiency = 0;
   // A named attention kernel (Plan::attention_kernel) on a GPU architecture with published
   // rates for it: fused attention is timed at those (attention_rates.h), scaled by this part's
-  // peak against the measured part's. kGeneric: attention_efficiency applies.
+  // peak against the measured part's. kGeneric: attention_efficiency applies, floored on an
+  // architecture with published rates by the slowest published kernel (FlashAttention-2) at the
+  // task's length (compute_model.cc attention_flops_per_s).
   AttentionKernel attention_kernel = AttentionKernel::kGeneric;
+  // The GPU's architecture (GpuSpec::architecture; device_rates sets it): which published
+  // attention rates apply. Empty for a measured profile, which times attention at its own rate.
   std::string architecture;
   std::int64_t sm_count = 1;       // parallel units for wave quantization
   double tile_m = 128, tile_n = 128;

@@ -157,14 +157,68 @@ TEST(AttentionRates, TaskTimeIsExecutedFlopsAtTheScaledRate) {
               fwd.executed_flops / (333.0 * kTFLOP * scale), 1e-12);
   EXPECT_NEAR(task_time_s(bwd, *rates) - rates->kernel_overhead_s,
               bwd.executed_flops / (318.0 * 333.0 / 370.0 * kTFLOP * scale), 1e-12);
-  // The generic model is unchanged by the field's existence.
-  auto generic = rates_for(AttentionKernel::kGeneric, "H100-96GB");
-  ASSERT_TRUE(generic.ok());
-  const double generic_rate = generic->peak_flops_per_s * generic->gemm_efficiency *
-                              generic->attention_efficiency *
-                              gemm_shape_efficiency(*generic, fwd.m, fwd.n, fwd.k, fwd.batch);
-  EXPECT_NEAR(task_time_s(fwd, *generic) - generic->kernel_overhead_s,
-              fwd.executed_flops / generic_rate, 1e-12);
+}
+
+// The generic model's own estimate: a fraction of the GEMM rate with the GEMM's shape efficiency.
+double generic_estimate(const DeviceRates& r, const Task& t) {
+  return r.peak_flops_per_s * r.gemm_efficiency * attention_efficiency_of(r, t.backward) *
+         gemm_shape_efficiency(r, t.m, t.n, t.k, t.batch);
+}
+
+double task_rate(const Task& t, const DeviceRates& r) {
+  return t.executed_flops / (task_time_s(t, r) - r.kernel_overhead_s);
+}
+
+TEST(AttentionRates, GenericIsFlooredByTheSlowestPublishedKernelAtItsLength) {
+  AttentionCase c;  // 8k keys, causal
+  auto generic = rates_for(AttentionKernel::kGeneric, "H100-80GB");
+  ASSERT_TRUE(generic.ok()) << generic.status().message();
+  EXPECT_EQ(generic->architecture, "hopper");
+  const Task fwd = task_named(layer_forward_tasks(c.model, c.plan), "attention");
+  const Task bwd = task_named(layer_backward_tasks(c.model, c.plan), "attention_bwd");
+  // At 8k FlashAttention-2's causal forward (333 TFLOP/s) and backward (318 x 333/370) are above
+  // the generic estimate (0.6 of the GEMM rate, about 250), so the task runs at FA2's rate.
+  ASSERT_LT(generic_estimate(*generic, fwd), 333.0 * kTFLOP);
+  EXPECT_NEAR(task_rate(fwd, *generic) / kTFLOP, 333.0, 1e-6);
+  EXPECT_NEAR(task_rate(bwd, *generic) / kTFLOP, 318.0 * 333.0 / 370.0, 1e-6);
+  // At 512 keys FA2's causal forward (191) is below the estimate, which stands.
+  Task short_fwd = fwd;
+  short_fwd.n = 512;
+  ASSERT_GT(generic_estimate(*generic, short_fwd), 191.0 * kTFLOP);
+  EXPECT_NEAR(task_rate(short_fwd, *generic) / generic_estimate(*generic, short_fwd), 1.0, 1e-12);
+  // The floor follows the length: 16k runs faster than 8k, and without the mask faster again.
+  Task long_fwd = fwd;
+  long_fwd.n = 16384;
+  EXPECT_NEAR(task_rate(long_fwd, *generic) / kTFLOP, 335.0, 1e-6);
+  long_fwd.causal = false;
+  EXPECT_NEAR(task_rate(long_fwd, *generic) / kTFLOP, 370.0, 1e-6);
+}
+
+TEST(AttentionRates, GenericFloorLeavesBlackwellVoltaAndMeasuredProfilesAlone) {
+  AttentionCase c;
+  const Task fwd = task_named(layer_forward_tasks(c.model, c.plan), "attention");
+  // B200: the generic estimate is far above FA2's B200 rate (about its Hopper rate).
+  auto b200 = rates_for(AttentionKernel::kGeneric, "B200-192GB");
+  ASSERT_TRUE(b200.ok());
+  ASSERT_GT(generic_estimate(*b200, fwd), 400.0 * kTFLOP);
+  EXPECT_NEAR(task_rate(fwd, *b200) / generic_estimate(*b200, fwd), 1.0, 1e-12);
+  // V100 (fp16: it has no bf16 rate): no published rates.
+  Plan fp16;
+  fp16.precision = Precision::kFp16;
+  auto v100 = plan_rates(fp16, *gpu_preset("V100-32GB"), std::nullopt);
+  ASSERT_TRUE(v100.ok()) << v100.status().message();
+  EXPECT_NEAR(task_rate(fwd, *v100) / generic_estimate(*v100, fwd), 1.0, 1e-12);
+  // A measured profile has no architecture: its fitted rate stands, even below FA2's.
+  auto h100 = gpu_preset("H100-80GB");
+  ASSERT_TRUE(h100.ok());
+  HardwareProfile profile;
+  profile.device = "measured";
+  profile.rates = device_rates(*h100, Precision::kBf16);
+  profile.rates.architecture.clear();
+  auto measured = plan_rates(c.plan, *h100, profile);
+  ASSERT_TRUE(measured.ok());
+  EXPECT_NEAR(task_rate(fwd, *measured) / generic_estimate(*measured, fwd), 1.0, 1e-12);
+  EXPECT_LT(task_rate(fwd, *measured), 333.0 * kTFLOP);
 }
 
 TEST(AttentionRates, B200RunsFlash2AtItsMeasuredRateAndRefusesTheOthers) {
