@@ -245,7 +245,9 @@ enum class ZeroCopies { kNone, kFlatParam, kPerParam };
 enum class Fp8Scaling { kCurrent, kDelayed, kBlock };
 // Where the expert layers' ranks sit. carved: ep consecutive data-parallel replicas at the same
 // tp and cp coordinates exchange tokens (ep divides dp), and the experts are split over the
-// attention's tp ranks, which all route the same (gathered) tokens; the layout of Megatron-Core
+// attention's tp ranks; with sequence parallelism each TP rank routes its own rows and the TP group
+// gathers what the all-to-all brought (Plan::moe_routes_own_rows), without it they all route the
+// same (gathered) tokens; the layout of Megatron-Core
 // before 0.10 (parallel_state.py's RankGenerator carved ep out of dp, "The ep and dp must be
 // adjacent in order") and of the CPU executor. folded: Megatron-Core's MoE parallel folding
 // (from core_v0.10.0, Megatron-LM commit 7f22e210cd, 2024-11-23, "MoE parallel folding:
@@ -456,6 +458,16 @@ struct Plan {
   // The experts' tensor-parallel degree: expert_tp (tp when 0) when folded, tp when carved.
   std::int64_t expert_tp_size() const {
     return expert_layout == ExpertLayout::kFolded && expert_tp > 0 ? expert_tp : tp;
+  }
+  // Whether each rank of an MoE layer routes its own sequence-parallel rows, the expert's TP ranks
+  // gathering the rows the all-to-all brought them before the experts and reduce-scattering the
+  // outputs after: folded, and carved with tp > 1 and sequence parallelism, as Megatron-Core's
+  // MoEAlltoAllTokenDispatcher runs both (core_v0.6.0 cac60ce4c8 all_to_all_sp2hp before the ep
+  // all-to-all; core_v0.9.0 1afee592e8 token_dispatcher.py l.515-533: permute, ep all-to-all, then
+  // gather_from_sequence_parallel_region over TP; validation/corpus/NOTES.md, twenty-eighth pass).
+  // Otherwise (carved without SP) every TP rank routes the TP-gathered tokens.
+  bool moe_routes_own_rows() const {
+    return expert_layout == ExpertLayout::kFolded || (sequence_parallel && tp > 1);
   }
   // Ranks that hold the same experts and sum their gradients: folded, the stage's tp*cp*dp
   // ranks over expert_tp*ep; carved, the dp/ep replicas holding them times the cp ranks.

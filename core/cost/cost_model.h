@@ -408,6 +408,9 @@ struct CommVolume {
   double tp_bytes = 0, pp_bytes = 0, dp_bytes = 0, ep_bytes = 0;
   double cp_bytes = 0;    // context parallelism's K,V all-gathers and dK,dV reduce-scatters
   double host_bytes = 0;  // PCIe traffic of optimizer and checkpoint offload (both directions)
+  // Of tp_bytes: the expert-TP group's gathers and scatters of routed rows (CommGroup::kExpertTp),
+  // which the CPU executor counts on their own communicator.
+  double expert_tp_bytes = 0;
   double total() const { return tp_bytes + pp_bytes + dp_bytes + ep_bytes + cp_bytes; }
 };
 CommVolume comm_volume_on_stage(const ModelSpec& model, const Plan& plan, std::int64_t stage);

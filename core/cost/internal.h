@@ -68,12 +68,13 @@ struct Shape {
   std::int64_t entry;
   std::int64_t tokens;         // T = s*b, this rank's tokens of the micro-batch
   std::int64_t norm_tokens;    // T/t with sequence parallel, else T
-  // MoE layers: the experts' tensor-parallel degree (Plan::expert_tp_size), whether the layer
-  // runs folded (Plan::expert_layout: each rank routes its norm_tokens, the expert_tp ranks of
-  // an expert gather what the all-to-all brought them), and the tokens this rank routes: T
-  // carved (every TP rank routes the gathered tokens), norm_tokens folded.
+  // MoE layers: the experts' tensor-parallel degree (Plan::expert_tp_size), whether each rank
+  // routes its own rows (Plan::moe_routes_own_rows: folded, or carved with SP; each rank routes
+  // its norm_tokens, the expert_tp ranks of an expert gather what the all-to-all brought them),
+  // and the tokens this rank routes: norm_tokens then, else T (carved without SP: every TP rank
+  // routes the gathered tokens).
   std::int64_t etp, moe_tokens;
-  bool folded;
+  bool own_rows;
   bool sp, dropout, fused, swiglu, moe, mla;
   // Plan::elementwise eager, where it changes the kernels: an RMSNorm, rotary embedding on the
   // query and key heads (not MLA's), a SwiGLU. PyTorch eager's LayerNorm and GELU are one ATen

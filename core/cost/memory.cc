@@ -113,7 +113,7 @@ double activation_bytes(const ModelSpec& m, const Plan& p, Recompute rc) {
   const double k_copies = d(m.experts_per_token);
   const double routed =
       !x.moe     ? 0.0
-      : x.folded ? (d(x.etp) + 1.0) * k_copies * d(x.moe_tokens) * h * e
+      : x.own_rows ? (d(x.etp) + 1.0) * k_copies * d(x.moe_tokens) * h * e
                  : 2.0 * k_copies * T * h * e;
   if (rc == Recompute::kSelectiveOp) return op_checkpoint_activation_bytes(m, p, x) + routed;
   double core = 0.0;

@@ -104,9 +104,11 @@ Shape shape_of(const ModelSpec& m, const Plan& p) {
   x.fused = p.attention == AttentionImpl::kFused;
   x.swiglu = m.activation == Activation::kSwiglu;
   x.moe = m.is_moe();
-  x.folded = x.moe && p.expert_layout == ExpertLayout::kFolded;
+  // Routing its own rows (Plan::moe_routes_own_rows): folded, or carved with SP; the task list is
+  // the same, the ranks' placement (core/rank_layout.h) is not.
+  x.own_rows = x.moe && p.moe_routes_own_rows();
   x.etp = p.expert_tp_size();
-  x.moe_tokens = x.folded ? x.norm_tokens : x.tokens;
+  x.moe_tokens = x.own_rows ? x.norm_tokens : x.tokens;
   const bool eager = p.elementwise == Elementwise::kEager;
   x.eager_norm = eager && m.norm == NormKind::kRmsNorm;
   x.eager_rope = eager && m.position == PositionKind::kRope && !x.mla;
@@ -638,7 +640,7 @@ Task ep_all_to_all(std::string_view name, const Shape& x, const ModelSpec& m, co
 // the k copies of the T tokens every TP rank routes; folded, the expert_tp ranks of an expert
 // gather what the all-to-all brought each of them, expert_tp x k copies of norm_tokens.
 double expert_rows(const Shape& x, std::int64_t k) {
-  return d(x.folded ? x.etp : 1) * d(x.moe_tokens) * d(k);
+  return d(x.own_rows ? x.etp : 1) * d(x.moe_tokens) * d(k);
 }
 // Folded with expert_tp > 1: the gather of the rows the all-to-all brought over the expert's
 // tensor-parallel ranks before its GEMMs, and the scatter of their partial outputs after
@@ -670,7 +672,7 @@ void add_mlp_forward(std::vector<Task>& out, const Shape& x, const ModelSpec& m,
   }
   // Mixture of experts: route, send each token to its top-k experts (all-to-all over ep),
   // run the local experts, and send the results back (Lepikhin et al. 2020, GShard).
-  if (x.folded && x.shared_f > 0) add_folded_shared_mlp(out, x);
+  if (x.own_rows && x.shared_f > 0) add_folded_shared_mlp(out, x);
   const std::int64_t f_rank = x.f / x.etp;
   const std::int64_t k = m.experts_per_token;
   const std::int64_t local_experts = m.num_experts / p.ep;
@@ -678,7 +680,8 @@ void add_mlp_forward(std::vector<Task>& out, const Shape& x, const ModelSpec& m,
   out.push_back(gemm("router", x.moe_tokens, m.num_experts, x.h, 1, x.e));
   out.push_back(moe_permute_task("moe_permute", x, k));
   out.push_back(ep_all_to_all("ep_dispatch", x, m, p));
-  if (x.folded) out.push_back(expert_tp_comm("expert_tp_all_gather", Collective::kAllGather, x, k));
+  if (x.own_rows)
+    out.push_back(expert_tp_comm("expert_tp_all_gather", Collective::kAllGather, x, k));
   if (local_experts > 1) out.push_back(moe_regroup_task("moe_regroup", x, k));
   // Balanced routing: each local expert sees routed / local_experts rows (after the
   // all-to-all, this rank holds the routed tokens of the whole ep group for its experts).
@@ -690,18 +693,18 @@ void add_mlp_forward(std::vector<Task>& out, const Shape& x, const ModelSpec& m,
   out.push_back(fc1);
   // The activation on each routed row (times: copies of this rank's T tokens).
   out.push_back(activation_task(activation_name(x), x, f_rank,
-                                x.folded ? routed / d(x.tokens) : d(k)));
+                                x.own_rows ? routed / d(x.tokens) : d(k)));
   Task fc2 = gemm("expert_fc2", per_expert, x.h, f_rank, local_experts, x.e);
   fc2.flops = fc2.executed_flops = 2.0 * routed * d(x.h) * d(f_rank);
   out.push_back(fc2);
   if (local_experts > 1) out.push_back(moe_regroup_task("moe_unregroup", x, k));
-  if (x.folded)
+  if (x.own_rows)
     out.push_back(expert_tp_comm("expert_tp_reduce_scatter", Collective::kReduceScatter, x, k));
   out.push_back(ep_all_to_all("ep_combine", x, m, p));
   out.push_back(moe_permute_task("moe_unpermute", x, k));
   // Shared experts (DeepSeekMoE, Qwen-MoE, Llama 4): after the routed experts, as Megatron-Core
   // runs them unless moe_shared_expert_overlap is set.
-  if (!x.folded && x.shared_f > 0) add_dense_mlp(out, x, x.shared_f, /*shared=*/true);
+  if (!x.own_rows && x.shared_f > 0) add_dense_mlp(out, x, x.shared_f, /*shared=*/true);
 }
 
 // The attention block's input projections. Standard attention: one column-parallel QKV GEMM
@@ -906,9 +909,9 @@ std::vector<Task> layer_forward_tasks_unscaled(const ModelSpec& m, const Plan& p
   out.push_back(norm_task("norm2", x, /*backward=*/false));
   // A folded MoE layer takes the sequence-parallel input as it is: each rank routes its own
   // tokens and gets their outputs back from the all-to-all.
-  if (x.sp && !x.folded) out.push_back(tp_gather("tp_all_gather_mlp", x));
+  if (x.sp && !x.own_rows) out.push_back(tp_gather("tp_all_gather_mlp", x));
   add_mlp_forward(out, x, m, p);
-  if (!x.folded) out.push_back(tp_exit("tp_all_reduce_mlp", "tp_reduce_scatter_mlp", x));
+  if (!x.own_rows) out.push_back(tp_exit("tp_all_reduce_mlp", "tp_reduce_scatter_mlp", x));
   out.push_back(memory("residual2", residual_bytes(x), MemoryKernel::kElementwise));
   return out;
 }
@@ -1013,28 +1016,28 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
   };
 
   out.push_back(memory("residual2_bwd", residual_bytes(x), MemoryKernel::kElementwise));
-  if (!x.folded) g_backward("tp_all_gather_mlp_grad");
+  if (!x.own_rows) g_backward("tp_all_gather_mlp_grad");
   // The shared experts' backward, a dense MLP's on the gathered tokens (folded: entered by the
   // backward of its reduce-scatter, left by that of its gather).
   auto shared_backward = [&] {
-    if (x.folded) g_backward("tp_all_gather_shared_grad");
+    if (x.own_rows) g_backward("tp_all_gather_shared_grad");
     add_gemm_backward(out, find_task(fwd, "shared_fc2"), "shared_fc2_dgrad", "shared_fc2_wgrad",
                       x.e);
     out.push_back(activation_backward(find_task(fwd, "shared_act")));
     add_gemm_backward(out, find_task(fwd, "shared_fc1"), "shared_fc1_dgrad", "shared_fc1_wgrad",
                       x.e);
-    if (x.folded) {
+    if (x.own_rows) {
       regather("tp_all_gather_shared_input");
       f_backward("tp_all_reduce_shared_grad", "tp_reduce_scatter_shared_grad");
     }
   };
   if (x.moe) {
-    if (!x.folded && x.shared_f > 0) shared_backward();
+    if (!x.own_rows && x.shared_f > 0) shared_backward();
     const std::int64_t k = m.experts_per_token;
     const bool regroup = m.num_experts / p.ep > 1;
     out.push_back(moe_permute_task("moe_unpermute_bwd", x, k));
     out.push_back(ep_all_to_all("ep_combine_bwd", x, m, p));
-    if (x.folded)
+    if (x.own_rows)
       out.push_back(expert_tp_comm("expert_tp_all_gather_grad", Collective::kAllGather, x, k));
     if (regroup) out.push_back(moe_regroup_task("moe_unregroup_bwd", x, k));
     add_gemm_backward(out, find_task(fwd, "expert_fc2"), "expert_fc2_dgrad", "expert_fc2_wgrad",
@@ -1043,14 +1046,14 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
     add_gemm_backward(out, find_task(fwd, "expert_fc1"), "expert_fc1_dgrad", "expert_fc1_wgrad",
                       x.e);
     if (regroup) out.push_back(moe_regroup_task("moe_regroup_bwd", x, k));
-    if (x.folded)
+    if (x.own_rows)
       out.push_back(
           expert_tp_comm("expert_tp_reduce_scatter_grad", Collective::kReduceScatter, x, k));
     out.push_back(ep_all_to_all("ep_dispatch_bwd", x, m, p));
     out.push_back(moe_permute_task("moe_permute_bwd", x, k));
     add_gemm_backward(out, find_task(fwd, "router"), "router_dgrad", "router_wgrad", x.e);
-    if (x.folded && x.shared_f > 0) shared_backward();
-    if (!x.folded) regather("tp_all_gather_mlp_input");
+    if (x.own_rows && x.shared_f > 0) shared_backward();
+    if (!x.own_rows) regather("tp_all_gather_mlp_input");
   } else {
     add_gemm_backward(out, find_task(fwd, "fc2"), "fc2_dgrad", "fc2_wgrad", x.e);
     out.push_back(activation_backward(find_task(fwd, activation_name(x))));
@@ -1063,7 +1066,7 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
     wg.flops = wg.executed_flops = fc1.flops;
     out.push_back(wg);
   }
-  if (!x.folded) f_backward("tp_all_reduce_mlp_grad", "tp_reduce_scatter_mlp_grad");
+  if (!x.own_rows) f_backward("tp_all_reduce_mlp_grad", "tp_reduce_scatter_mlp_grad");
   out.push_back(norm_task("norm2_bwd", x, /*backward=*/true));
   out.push_back(memory("residual1_bwd", residual_bytes(x), MemoryKernel::kElementwise));
   g_backward("tp_all_gather_attn_grad");

@@ -73,8 +73,11 @@ void add_task_bytes(const std::vector<Task>& tasks, double times, CommVolume& v)
     if (t.kind != TaskKind::kComm) continue;
     const double b = d(t.bytes_sent()) * times;
     switch (t.group) {
-      case CommGroup::kTp:
-      case CommGroup::kExpertTp: v.tp_bytes += b; break;
+      case CommGroup::kTp: v.tp_bytes += b; break;
+      case CommGroup::kExpertTp:
+        v.tp_bytes += b;
+        v.expert_tp_bytes += b;
+        break;
       case CommGroup::kCp: v.cp_bytes += b; break;
       case CommGroup::kPp:
       case CommGroup::kEmbedding: v.pp_bytes += b; break;

@@ -99,7 +99,8 @@ class MpiComm final : public Comm {
     split(CommGroup::kEp, static_cast<int>(layout->group_color(Axis::kEp, rank)),
           static_cast<int>(layout->index_in_group(Axis::kEp, rank)));
     // Folded with expert_tp > 1, the ranks that split each expert's MLP and gather the rows the
-    // all-to-all brought them (Axis::kExpertTp; carved, the tp group, which no call uses).
+    // all-to-all brought them (Axis::kExpertTp; carved, the tp group, used with sequence
+    // parallelism: Plan::moe_routes_own_rows).
     split(CommGroup::kExpertTp, static_cast<int>(layout->group_color(Axis::kExpertTp, rank)),
           static_cast<int>(layout->index_in_group(Axis::kExpertTp, rank)));
     split(CommGroup::kExpertDp, static_cast<int>(layout->group_color(Axis::kExpertDp, rank)),

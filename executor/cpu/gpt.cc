@@ -152,7 +152,7 @@ StageModel::StageModel(const ModelSpec& model, const Plan& plan, std::int64_t st
     // The capacity of the tokens one router sees (params.h's MoeCapacityShares): this rank's,
     // its cp part of the sequences and, folded over tp with sequence parallelism, its TP rank's
     // rows of those; on one rank given shares, one share of the micro-batch.
-    const bool folded_sp = plan_.expert_layout == ExpertLayout::kFolded && x_.sp;
+    const bool folded_sp = plan_.moe_routes_own_rows() && x_.sp;
     capacity_shares_ = capacity_shares;
     capacity_share_count_ = capacity_shares.cp * capacity_shares.tp;
     TRAINPLAN_CHECK(capacity_share_count_ == 1 || (x_.cp == 1 && !folded_sp))
@@ -328,8 +328,9 @@ void StageModel::layer_forward(std::size_t block, const ConstMatRef& x, LayerCac
   layernorm_forward(c.x1, P.p[kLn2G], P.p[kLn2B], c.ln2, c.ln2_mean, c.ln2_rstd);
   ScratchArena::Frame frame(arena_);  // the gathered input, the MLP's partial and summed rows
   const bool moe = layouts_[block].expert_offset >= 0;
-  // A folded MoE layer routes this rank's own tokens (Plan::expert_layout, moe_folded_forward).
-  const bool folded = moe && plan_.expert_layout == ExpertLayout::kFolded;
+  // A folded MoE layer, or a carved one with SP, routes this rank's own tokens
+  // (Plan::moe_routes_own_rows, moe_folded_forward).
+  const bool folded = moe && plan_.moe_routes_own_rows();
   if (x_.sp && !folded) span.end();
   const ConstMatMap y2 = folded ? ConstMatMap(c.ln2.data(), c.ln2.rows(), c.ln2.cols())
                                 : gathered_rows(c.ln2, "tp_all_gather_mlp");
@@ -466,7 +467,7 @@ void StageModel::layer_backward(std::size_t block, LayerCache& c, const ConstMat
   {
     ScratchArena::Frame mlp(arena_);  // norm2's output gradient, then its input's
     MatMap dyl = arena_.mat(Tl, h);
-    if (layouts_[block].expert_offset >= 0 && plan_.expert_layout == ExpertLayout::kFolded) {
+    if (layouts_[block].expert_offset >= 0 && plan_.moe_routes_own_rows()) {
       moe_folded_backward(block, c, dout, dyl);
     } else if (layouts_[block].expert_offset >= 0) {
       moe_mlp_backward(block, c, dout, dyl);
@@ -998,7 +999,7 @@ std::size_t StageModel::kernel_workspace_floats() const {
 }
 
 std::int64_t StageModel::expert_tp_members() const {
-  return plan_.expert_layout == ExpertLayout::kFolded ? comm_.group_size(CommGroup::kExpertTp) : 1;
+  return plan_.moe_routes_own_rows() ? comm_.group_size(CommGroup::kExpertTp) : 1;
 }
 
 std::int64_t StageModel::routed_capacity_rows() const {
@@ -1097,7 +1098,7 @@ std::size_t StageModel::layer_forward_floats(std::size_t block) const {
   const std::size_t out_proj = A(T, h) + summed;
   const bool moe = layouts_[block].expert_offset >= 0;
   const std::size_t mlp =
-      moe && plan_.expert_layout == ExpertLayout::kFolded
+      moe && plan_.moe_routes_own_rows()
           ? A(Tl, h) + moe_folded_forward_floats(block)
           : gathered + A(T, h) + std::max(moe ? moe_forward_floats() : 0, summed);
   return std::max({attention, out_proj, mlp});
@@ -1109,7 +1110,7 @@ std::size_t StageModel::layer_backward_floats(std::size_t block) const {
   const std::int64_t qr = model_.q_width() / plan_.tp;
   const std::size_t gathered = x_.sp ? A(T, h) : 0;
   std::size_t mlp = 0;
-  if (l.expert_offset >= 0 && plan_.expert_layout == ExpertLayout::kFolded) {
+  if (l.expert_offset >= 0 && plan_.moe_routes_own_rows()) {
     mlp = moe_folded_backward_floats(block);
   } else if (l.expert_offset >= 0) {
     mlp = 3 * gathered + moe_backward_floats(block);  // dm, y and dy gathered / summed

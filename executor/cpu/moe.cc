@@ -238,10 +238,10 @@ void StageModel::moe_drop_over_capacity(MoeCache& c) {
 void StageModel::moe_aux_loss(MoeCache& c) {
   MoeScratch& w = moe_scratch_;
   const std::int64_t E = model_.num_experts, k = model_.experts_per_token;
-  // Folded (Plan::expert_layout), each TP rank routes its own sequence-parallel share of the
-  // tokens, so the counts are summed over TP too (Megatron-Core sums tokens_per_expert over its
-  // tp x cp group).
-  const bool split_over_tp = plan_.expert_layout == ExpertLayout::kFolded && plan_.tp > 1;
+  // Folded, or carved with SP (Plan::moe_routes_own_rows), each TP rank routes its own
+  // sequence-parallel share of the tokens, so the counts are summed over TP too (Megatron-Core
+  // sums tokens_per_expert over its tp x cp group).
+  const bool split_over_tp = plan_.moe_routes_own_rows() && plan_.tp > 1;
   c.aux_tokens = c.probs.rows() * plan_.cp * (split_over_tp ? plan_.tp : 1);
   auto sum_over = [&](CommGroup g) {
     const std::int64_t n = comm_.group_size(g);
@@ -267,7 +267,7 @@ void StageModel::moe_aux_loss(MoeCache& c) {
            (tokens * static_cast<double>(k)) * static_cast<double>(prob_sums[e]) / tokens;
   // Carved, every TP rank routes the same tokens: one counts the value. Folded, each adds its
   // own tokens' share.
-  if (plan_.expert_layout != ExpertLayout::kFolded && comm_.group_rank(CommGroup::kTp) != 0)
+  if (!plan_.moe_routes_own_rows() && comm_.group_rank(CommGroup::kTp) != 0)
     return;
   const double value = static_cast<double>(c.aux_weight) * static_cast<double>(E) * aux;
   aux_loss_sum_ += value;
@@ -279,12 +279,13 @@ void StageModel::moe_forward(std::size_t block, const ConstMatRef& y, MoeCache& 
   const float* p = access_.params(block);
   const std::int64_t h = model_.hidden_size, k = model_.experts_per_token, T = y.rows();
   const bool shared = model_.shared_expert_ffn_size > 0;
-  const bool folded = plan_.expert_layout == ExpertLayout::kFolded;
-  // Carved with tp > 1 each expert's fc1 is column- and fc2 row-parallel (f / tp each), so this
-  // rank's outputs are partial sums; the row-parallel biases are added on TP rank 0 only, and
-  // the layer's TP sum after the MLP (tp_sum) completes them. Folded the same holds over the
-  // expert_tp group, whose members gather the rows the all-to-all brought each of them before
-  // the experts and reduce-scatter the partial outputs back after (Megatron-Core's
+  const bool folded = plan_.moe_routes_own_rows();
+  // Carved without SP and tp > 1, each expert's fc1 is column- and fc2 row-parallel (f / tp
+  // each), so this rank's outputs are partial sums; the row-parallel biases are added on TP rank
+  // 0 only, and the layer's TP sum after the MLP (tp_sum) completes them. Folded, or carved
+  // with SP (Plan::moe_routes_own_rows; the expert-TP group is then the TP group), the same
+  // holds over the expert_tp group, whose members gather the rows the all-to-all brought each of
+  // them before the experts and reduce-scatter the partial outputs back after (Megatron-Core's
   // MoEAlltoAllTokenDispatcher: dispatch_postprocess's gather_from_sequence_parallel_region and
   // combine_preprocess's reduce_scatter_to_sequence_parallel_region over the expert tp group,
   // with output_splits_tp; megatron/core/transformer/moe/token_dispatcher.py at NVIDIA/
@@ -482,7 +483,7 @@ void StageModel::moe_router_backward(std::size_t block, const ConstMatRef& y, Mo
   dprobs.setZero();
   const auto tokens = static_cast<double>(c.aux_tokens);  // the whole sequences' (cp)
   // Folded, each TP rank routes its own tokens and adds its own term.
-  const bool own_term = plan_.expert_layout == ExpertLayout::kFolded ||
+  const bool own_term = plan_.moe_routes_own_rows() ||
                         comm_.group_rank(CommGroup::kTp) == 0;
   for (std::int64_t e = 0; e < E && own_term; ++e) {
     const double f_e = static_cast<double>(c.assigned[static_cast<std::size_t>(e)]) /
@@ -510,7 +511,7 @@ void StageModel::moe_backward(std::size_t block, const ConstMatRef& y, MoeCache&
   const std::int64_t h = model_.hidden_size, k = model_.experts_per_token, T = y.rows();
   dy.setZero();
   // Folded, the layer runs the shared experts' backward itself (moe_folded_backward).
-  if (model_.shared_expert_ffn_size > 0 && plan_.expert_layout != ExpertLayout::kFolded)
+  if (model_.shared_expert_ffn_size > 0 && !plan_.moe_routes_own_rows())
     moe_shared_backward(block, y, c, dm, dy);
   ScratchArena::Frame frame(arena_);
   // Combine's backward: each kept pair's output row gets gate * dm of its token; the gate gets

@@ -639,6 +639,19 @@ TEST(CostModelFolded, WithoutTpOrCpItIsTheCarvedLayer) {
 // holds its experts whole; with expert_tp 4 the expert's ranks gather the rows the all-to-all
 // brought (4 x T/4 x k) and scatter the result. The layer's FLOPs are the carved layer's but the
 // router's, which carved runs on all T tokens on every TP rank.
+// The expert-TP group's gather of the routed rows before the experts and scatter of their
+// outputs after: on CommGroup::kExpertTp, `ranks` wide, `bytes` each.
+void expect_expert_tp_gather_and_scatter(const std::vector<Task>& fwd, std::int64_t ranks,
+                                         std::int64_t bytes) {
+  for (const char* name : {"expert_tp_all_gather", "expert_tp_reduce_scatter"}) {
+    const Task* c = find(fwd, name);
+    ASSERT_NE(c, nullptr) << name;
+    EXPECT_EQ(c->group, CommGroup::kExpertTp) << name;
+    EXPECT_EQ(c->group_size, ranks) << name;
+    EXPECT_EQ(c->message_bytes, bytes) << name;
+  }
+}
+
 TEST(CostModelFolded, EachRankRoutesItsSequenceParallelShare) {
   const ModelSpec m = small_qwen_moe();
   const double T = d(m.seq_len), h = d(m.hidden_size), k = d(m.experts_per_token), e = 2.0;
@@ -677,29 +690,52 @@ TEST(CostModelFolded, EachRankRoutesItsSequenceParallelShare) {
     if (etp == 1) {
       EXPECT_EQ(find(fwd, "expert_tp_all_gather"), nullptr);  // a group of one: dropped
     } else {
-      for (const char* name : {"expert_tp_all_gather", "expert_tp_reduce_scatter"}) {
-        const Task* c = find(fwd, name);
-        ASSERT_NE(c, nullptr) << name;
-        EXPECT_EQ(c->group, CommGroup::kExpertTp);
-        EXPECT_EQ(c->group_size, 4);
-        EXPECT_EQ(c->message_bytes, std::llround(T * k * h * e)) << name;
-      }
+      expect_expert_tp_gather_and_scatter(fwd, 4, std::llround(T * k * h * e));
       for (const char* name : {"expert_tp_all_gather_grad", "expert_tp_reduce_scatter_grad"})
         EXPECT_NE(find(bwd, name), nullptr) << name;
     }
-    // The same FLOPs but the router's: carved, every TP rank routes all T tokens; folded, its T/4.
+    // The same FLOPs as carved with SP, whose TP ranks route their own T/4 rows as well
+    // (Plan::moe_routes_own_rows; CostModelCarved below).
     const std::vector<Task> carved_fwd = layer_forward_tasks(m, carved);
-    const double router_flops = find(carved_fwd, "router")->flops;
-    EXPECT_DOUBLE_EQ(router->flops, router_flops / 4.0);
-    EXPECT_NEAR(flops(fwd), flops(carved_fwd) - 0.75 * router_flops, 1e-9 * flops(fwd)) << etp;
-    EXPECT_NEAR(flops(bwd), flops(layer_backward_tasks(m, carved)) - 1.5 * router_flops,
-                1e-9 * flops(bwd)) << etp;
+    EXPECT_DOUBLE_EQ(router->flops, find(carved_fwd, "router")->flops);
+    EXPECT_NEAR(flops(fwd), flops(carved_fwd), 1e-9 * flops(fwd)) << etp;
+    EXPECT_NEAR(flops(bwd), flops(layer_backward_tasks(m, carved)), 1e-9 * flops(bwd)) << etp;
     // The experts' weights: whole with expert_tp 1, a quarter with 4; summed over the stage's
     // 32 ranks / (expert_tp x 8).
     EXPECT_NEAR(parameters_on_stage(m, p, 0).expert,
                 parameters_on_stage(m, carved, 0).expert * 4.0 / d(etp), 1.0);
     EXPECT_EQ(expert_dp_cp(p), 32 / (etp * 8));
   }
+}
+
+// Carved with tp > 1 and sequence parallelism, each TP rank routes its own rows and the TP group
+// gathers what the ep all-to-all brought, as Megatron-Core's MoEAlltoAllTokenDispatcher runs it
+// (core_v0.9.0 token_dispatcher.py l.515-533): the ep bytes are a quarter of the gathered tokens'
+// at tp 4. Without SP (Megatron-Core refuses it; the cost model still costs it) every TP rank
+// routes the gathered tokens.
+TEST(CostModelCarved, WithSequenceParallelEachTpRankRoutesItsOwnRows) {
+  const ModelSpec m = small_qwen_moe();
+  const double T = d(m.seq_len), h = d(m.hidden_size), k = d(m.experts_per_token), e = 2.0;
+  Plan p = plan_of(4, 1, 8);
+  p.ep = 8;
+  p.sequence_parallel = true;
+  ASSERT_TRUE(p.moe_routes_own_rows());
+  std::vector<Task> fwd = layer_forward_tasks(m, p), bwd = layer_backward_tasks(m, p);
+  EXPECT_EQ(find(fwd, "tp_all_gather_mlp"), nullptr);
+  EXPECT_EQ(find(bwd, "tp_reduce_scatter_mlp_grad"), nullptr);
+  EXPECT_EQ(find(fwd, "router")->m, m.seq_len / 4);
+  for (const char* name : {"ep_dispatch", "ep_combine"})
+    EXPECT_EQ(find(fwd, name)->message_bytes, std::llround(T / 4 * k * h * e)) << name;
+  expect_expert_tp_gather_and_scatter(fwd, 4, std::llround(T * k * h * e));
+  EXPECT_EQ(find(fwd, "expert_fc2")->k, m.ffn_hidden_size / 4);
+  // Without SP: the gathered tokens, routed alike on every TP rank, and no expert-TP gather.
+  p.sequence_parallel = false;
+  ASSERT_FALSE(p.moe_routes_own_rows());
+  fwd = layer_forward_tasks(m, p);
+  EXPECT_EQ(find(fwd, "router")->m, m.seq_len);
+  EXPECT_EQ(find(fwd, "ep_dispatch")->message_bytes, std::llround(T * k * h * e));
+  EXPECT_EQ(find(fwd, "expert_tp_all_gather"), nullptr);
+  ASSERT_NE(find(fwd, "tp_all_reduce_mlp"), nullptr);
 }
 
 // Shared experts under folding are a tp-split MLP entered and left through sequence

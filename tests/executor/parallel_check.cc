@@ -236,7 +236,7 @@ int main(int argc, char** argv) {
   TrainOptions ref_opt = opt;
   if (drops) {
     ref_opt.moe_capacity_shares.cp = plan.cp;
-    if (plan.expert_layout == ExpertLayout::kFolded && plan.sequence_parallel)
+    if (plan.moe_routes_own_rows() && plan.sequence_parallel)
       ref_opt.moe_capacity_shares.tp = plan.tp;
   }
   auto ref = make_cpu_trainer(*model, ref_plan, ref_opt, *local);
@@ -513,11 +513,8 @@ int main(int argc, char** argv) {
   // The cost model reports the expert-TP group's bytes under tp (report_group); the executor
   // counts them on their own group, and like the ep group's they follow the routing (each
   // member gathers what the all-to-all brought the others), so they are checked summed over
-  // the stage. The same plan with expert_tp 1 has every task but the expert-TP ones.
-  Plan no_expert_tp = plan;
-  if (plan.expert_layout == ExpertLayout::kFolded) no_expert_tp.expert_tp = 1;
-  const double expert_tp_bytes =
-      v.tp_bytes - comm_volume_on_stage(*model, no_expert_tp, p.stage()).tp_bytes;
+  // the stage (CommVolume::expert_tp_bytes, a part of tp_bytes).
+  const double expert_tp_bytes = v.expert_tp_bytes;
   const double stage_ranks = static_cast<double>(size / plan.pp);
   struct Row { const char* group; double got, want; };
   const Row rows[] = {
