@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <span>
+#include <sstream>
 
 #include "core/units.h"
 
@@ -35,6 +37,77 @@ double in_step_gemm_efficiency(const GpuSpec& gpu, double share) {
   const double achievable = gpu.achievable_matmul_fraction > 0 ? gpu.achievable_matmul_fraction
                                                                : kUnmeasuredMatmulFraction;
   return std::min(1.0, share * achievable);
+}
+
+namespace {
+std::string format_number(double v) {
+  std::ostringstream os;
+  os.precision(4);
+  os << v;
+  return os.str();
+}
+
+// The dense 16-bit tensor peak of one die at each board power NVIDIA configures it for and
+// publishes a peak at: the same SMs at the clock that power sustains. Hopper, 132 SMs: H100 NVL
+// (350-400 W configurable; its peak, 835 TFLOP/s, is the 400 W figure: 1,671 with sparsity,
+// NVIDIA H100 datasheet) and H100 SXM5 at 700 W, 989.4 (hardware.json). Blackwell, 148 SMs:
+// HGX B100 at 700 W, 1,750 (NVIDIA HGX B100 datasheet, 14 PFLOP/s FP16 sparse for 8 GPUs; the
+// B200's die at a lower clock, glennklockwood.com/garden/processors/B200), HGX B200 at 1,000 W,
+// 2,250 (hardware.json), and the B200 of a GB200 at 1,200 W, 2,500 (the same page, NVIDIA's
+// figures). Between two points the peak is interpolated linearly in the power: the Blackwell
+// points rise 1.67 TFLOP/s per W from 700 to 1,000 W and 1.25 from 1,000 to 1,200, so the curve
+// is concave and a straight line between neighbours is the least that the points say.
+struct PowerPoint {
+  double watts;
+  double bf16_tflops;
+};
+constexpr PowerPoint kHopperPeakByPower[] = {{400, 835}, {700, 989.4}};
+constexpr PowerPoint kBlackwellPeakByPower[] = {{700, 1750}, {1000, 2250}, {1200, 2500}};
+
+std::span<const PowerPoint> published_peak_by_power(std::string_view architecture) {
+  if (architecture == "hopper") return kHopperPeakByPower;
+  if (architecture == "blackwell") return kBlackwellPeakByPower;
+  return {};
+}
+
+double interpolated_peak(std::span<const PowerPoint> points, double watts) {
+  for (std::size_t i = 1; i < points.size(); ++i)
+    if (watts <= points[i].watts) {
+      const PowerPoint& a = points[i - 1];
+      const PowerPoint& b = points[i];
+      return a.bf16_tflops +
+             (b.bf16_tflops - a.bf16_tflops) * (watts - a.watts) / (b.watts - a.watts);
+    }
+  return points.back().bf16_tflops;
+}
+}  // namespace
+
+Result<GpuSpec> at_power_limit(const GpuSpec& gpu, double watts) {
+  const std::string value = "power limit " + format_number(watts) + " W";
+  const auto points = published_peak_by_power(gpu.architecture);
+  if (points.size() < 2)
+    return Status::Error(value + " on " + gpu.name + ": no peaks of its die at other board " +
+                         "powers are published (only hopper and blackwell have them)");
+  if (!(watts >= points.front().watts && watts <= points.back().watts))
+    return Status::Error(value + " on " + gpu.name + ": outside " +
+                         format_number(points.front().watts) + "-" +
+                         format_number(points.back().watts) + " W, the board powers NVIDIA " +
+                         "publishes " + gpu.architecture + " peaks at");
+  if (!(gpu.board_power_w >= points.front().watts && gpu.board_power_w <= points.back().watts))
+    return Status::Error(value + " on " + gpu.name + ": the part's own board power (" +
+                         format_number(gpu.board_power_w) + " W) is not known");
+  const double scale =
+      interpolated_peak(points, watts) / interpolated_peak(points, gpu.board_power_w);
+  GpuSpec g = gpu;
+  g.peak_bf16_flops_per_s *= scale;
+  g.peak_fp16_flops_per_s *= scale;
+  g.peak_fp32_flops_per_s *= scale;
+  g.peak_fp8_flops_per_s *= scale;
+  g.board_power_w = watts;
+  g.source += "; clock-bound peaks scaled x" + format_number(scale) + " to a " +
+              format_number(watts) + " W limit (published " + gpu.architecture +
+              " peaks by board power)";
+  return g;
 }
 
 namespace {
@@ -155,14 +228,20 @@ std::vector<Preset> presets() {
                8, 215, 46, 63, 2048, 614});
   p.back().gpu.peak_fp8_flops_per_s = 2.0 * p.back().gpu.peak_bf16_flops_per_s;
   // H100 96 GB HBM2e at 500 W (Meta's Grand Teton hosts, torchtitan's 2024-12 benchmarks): the
-  // H100 die with 96 GB at 2400 GB/s and NVLink4; 400 Gb/s RDMA per GPU. Its dense bf16 peak
-  // is unpublished, "between SXM and NVL" (torchtitan's footnote): the midpoint of H100 NVL's
-  // 835 TFLOP/s (datasheet: 1,671 with sparsity) and SXM's 989.4, within 8.5% of either end.
-  p.push_back({gpu("H100-96GB", 912.2, 63.4, 96, 2400, 450, 132,
-                   "hardware.json H100 96GB HBM2e @500W; peak bf16 unpublished, midpoint of "
-                   "H100 NVL (835) and SXM (989.4)"),
-               8, 370, 46, 63, 2048, 614});
-  p.back().gpu.peak_fp8_flops_per_s = 2.0 * p.back().gpu.peak_bf16_flops_per_s;
+  // H100 die with 96 GB at 2400 GB/s and NVLink4; 400 Gb/s RDMA per GPU. Its peak is unpublished,
+  // "between SXM and NVL" (torchtitan's footnote): the die's peaks at 500 W between the powers
+  // NVIDIA publishes them at (at_power_limit: 886.5 TFLOP/s bf16, between H100 NVL's 835 at
+  // 400 W and SXM's 989.4 at 700 W).
+  {
+    Preset h96{gpu("H100-96GB", 989.4, 66.9, 96, 2400, 450, 132,
+                   "hardware.json H100 96GB HBM2e @500W; the H100 SXM5 die's peaks at 700 W"),
+               8, 370, 46, 63, 2048, 614};
+    h96.gpu.peak_fp8_flops_per_s = 2.0 * h96.gpu.peak_bf16_flops_per_s;
+    h96.gpu.architecture = "hopper";
+    h96.gpu.board_power_w = 700;
+    h96.gpu = *at_power_limit(h96.gpu, 500);
+    p.push_back(h96);
+  }
   // H200: the H100 die with 141 GB HBM3e at 4800 GB/s.
   p.push_back({gpu("H200-141GB", 989.4, 66.9, 141, 4800, 450, 132,
                    "hardware.json H200-SXM-141GB"),
@@ -199,6 +278,16 @@ std::vector<Preset> presets() {
                               : n.starts_with("B200") ? "blackwell"
                               : n.starts_with("V100") ? "volta"
                                                       : "hopper";
+  }
+  // The board power each part's peaks are for (hardware.json tdp_w; H800 and H200 are the H100
+  // SXM5 die at its 700 W; V100: not in hardware.json, left unknown).
+  for (Preset& preset : p) {
+    const std::string_view n = preset.gpu.name;
+    if (preset.gpu.board_power_w > 0) continue;
+    preset.gpu.board_power_w = n.starts_with("A100")   ? 400
+                               : n.starts_with("B200") ? 1000
+                               : n.starts_with("V100") ? 0
+                                                       : 700;
   }
   add_achievable_matmul(p);
   add_nvme(p);
@@ -313,6 +402,7 @@ Json gpu_to_json(const GpuSpec& g) {
   if (g.achievable_matmul_fraction > 0)
     j["achievable_matmul_fraction"] = g.achievable_matmul_fraction;
   j["memory_efficiency"] = g.memory_efficiency;
+  if (g.board_power_w > 0) j["board_power_W"] = g.board_power_w;
   j["source"] = g.source;
   return j;
 }
@@ -357,7 +447,16 @@ Result<GpuSpec> gpu_from_json(const Json& j, const std::string& where) {
   int arch = 0;
   if (r.get_choice("architecture", arch, {"ampere", "hopper", "blackwell", "volta"}, false))
     g.architecture = std::array{"ampere", "hopper", "blackwell", "volta"}[arch];
+  // The board power its peaks are for, and a limit it runs under (at_power_limit).
+  r.get_double("board_power_W", g.board_power_w, 1, 1e5, false);
+  double limit_w = 0;
+  const bool limited = r.get_double("power_limit_W", limit_w, 1, 1e5, false);
   TRAINPLAN_RETURN_IF_ERROR(r.finish());
+  if (limited) {
+    auto at = at_power_limit(g, limit_w);
+    if (!at.ok()) return Status::Error(where + " gpu: field 'power_limit_W': " + at.status().message());
+    return at;
+  }
   return g;
 }
 }  // namespace

@@ -72,9 +72,21 @@ struct GpuSpec {
   // kernel. `calibrate` measures the machine's own figure.
   double memory_efficiency = kPresetMemoryEfficiency;
   std::string source;                   // where the figures come from
+  // The board power (W) the peak figures above are for: the datasheet's maximum for a preset,
+  // or the limit at_power_limit set. 0: not known (a custom GPU without a "base").
+  double board_power_w = 0;
 
   double peak_flops_per_s(Precision p) const;
 };
+
+// The part run at another board power limit (`nvidia-smi -pl`, or a vendor's lower-power
+// configuration of the same die, such as a 750 W B200 or Meta's 500 W H100): its clock-bound
+// peaks (tensor cores and FP32) scaled by the die's dense peak at that power over its peak at
+// the part's own board power. The peak at a power is interpolated linearly between the board
+// powers NVIDIA publishes peaks of the same die for (cluster_spec.cc, kPublishedPeakByPower);
+// outside them, and for a die with fewer than two such points, it is an error naming the value.
+// HBM bandwidth and the links are not scaled: a power limit lowers the SM clock, not the memory's.
+Result<GpuSpec> at_power_limit(const GpuSpec& gpu, double watts);
 
 // GEMM efficiency of a framework whose GEMMs reach `share` of the part's achievable rate.
 double in_step_gemm_efficiency(const GpuSpec& gpu, double share);

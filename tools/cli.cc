@@ -502,6 +502,14 @@ Result<ClusterSpec> load_cluster(const Args& args) {
     cluster = make_cluster(gpu, *gpus, *per_node);
   }
   if (!cluster.ok()) return cluster;
+  if (args.has("power-limit-w")) {
+    auto watts = args.get_double("power-limit-w", 0, 1, 1e5);
+    if (!watts.ok()) return watts.status();
+    auto gpu = at_power_limit(cluster->gpu, *watts);
+    if (!gpu.ok())
+      return Status::Error("--power-limit-w: " + gpu.status().message(), ExitCode::kUsage);
+    cluster->gpu = *gpu;
+  }
   auto hw = load_hardware(args);
   if (!hw.ok()) return hw.status();
   if (hw->has_value()) apply_profile_links(**hw, *cluster);
@@ -528,6 +536,9 @@ std::vector<Args::Option> model_cluster_options() {
        "B200-192GB, V100-16GB, V100-32GB"},
       {"gpus-per-node", true,
        "GPUs per node (default: the preset's node, 16 for V100-32GB, else 8)"},
+      {"power-limit-w", true,
+       "board power limit of every GPU (nvidia-smi -pl); scales the clock-bound peaks by the "
+       "die's published peaks at that power (docs/inputs.md)"},
       {"hardware", true, "measured hardware profile from `calibrate`"},
       {"allow-unknown-model-type", false,
        "read a Hugging Face model_type outside the allow-list (docs/inputs.md) with the Llama "

@@ -217,6 +217,9 @@ Status read_hardware(const Json& j, const std::string& where, PublishedRun& run)
   double nic_Gbps = 0;
   const bool has_nics = r.get_int("nics_per_node", nics, 1, ClusterLimits::kMaxGpusPerNode, false);
   const bool has_rate = r.get_double("nic_Gbps", nic_Gbps, 1e-3, 1e6, false);
+  // A board power limit below the part's own (a 750 W B200): its peaks at that power.
+  double limit_w = 0;
+  const bool limited = r.get_double("power_limit_W", limit_w, 1, 1e5, false);
   TRAINPLAN_RETURN_IF_ERROR(r.finish(true));
   if (has_nics != has_rate)
     return Status::Error(where + " hardware: " +
@@ -252,6 +255,13 @@ Status read_hardware(const Json& j, const std::string& where, PublishedRun& run)
   }
   if (!c.ok()) return Status::Error(where + " hardware: " + c.status().message());
   run.cluster = *c;
+  if (limited) {
+    auto limited_gpu = at_power_limit(run.cluster.gpu, limit_w);
+    if (!limited_gpu.ok())
+      return Status::Error(where + " hardware: field 'power_limit_W': " +
+                           limited_gpu.status().message());
+    run.cluster.gpu = *limited_gpu;
+  }
   if (has_nics) {
     ClusterSpec& cl = run.cluster;
     cl.inter_node_bytes_per_s = shared_nic_bytes_per_s(nics, nic_Gbps, cl.gpus_per_node);

@@ -508,6 +508,60 @@ TEST(ClusterLoader, CustomGpuErrors) {
   EXPECT_DOUBLE_EQ(c->gpu.peak_fp16_flops_per_s, 125e12);
 }
 
+// A board power limit: the die's clock-bound peaks at that power, interpolated between the powers
+// NVIDIA publishes peaks at (Blackwell: B100 700 W 1,750; B200 1,000 W 2,250; GB200's 1,200 W
+// 2,500. Hopper: H100 NVL 400 W 835; SXM5 700 W 989.4); memory and links unchanged.
+TEST(PowerLimit, ScalesTheClockBoundPeaksByThePublishedPeaksAtThatPower) {
+  const GpuSpec b200 = *gpu_preset("B200-192GB");
+  EXPECT_EQ(b200.board_power_w, 1000);
+  auto at750 = at_power_limit(b200, 750);
+  ASSERT_TRUE(at750.ok()) << at750.status().message();
+  const double scale = (1750.0 + 500.0 * 50.0 / 300.0) / 2250.0;
+  EXPECT_NEAR(at750->peak_bf16_flops_per_s, 2250e12 * scale, 1e3);
+  EXPECT_NEAR(at750->peak_fp8_flops_per_s, 4500e12 * scale, 1e3);
+  EXPECT_NEAR(at750->peak_fp32_flops_per_s, 80e12 * scale, 1e3);
+  EXPECT_EQ(at750->hbm_bytes_per_s, b200.hbm_bytes_per_s);
+  EXPECT_EQ(at750->nvlink_bytes_per_s, b200.nvlink_bytes_per_s);
+  EXPECT_EQ(at750->board_power_w, 750);
+  EXPECT_NE(at750->source.find("750 W"), std::string::npos);
+  // Above the part's own power, on the published segment beyond it.
+  EXPECT_NEAR(at_power_limit(b200, 1100)->peak_bf16_flops_per_s, 2375e12, 1e3);
+  EXPECT_DOUBLE_EQ(at_power_limit(b200, 1000)->peak_bf16_flops_per_s, 2250e12);
+  // The 96 GB H100 is the H100 die at 500 W, one third of the way from NVL's 835 to SXM's 989.4.
+  const GpuSpec h96 = *gpu_preset("H100-96GB");
+  EXPECT_NEAR(h96.peak_bf16_flops_per_s, (835.0 + 154.4 / 3.0) * 1e12, 1e3);
+  EXPECT_NEAR(h96.peak_fp8_flops_per_s, 2.0 * h96.peak_bf16_flops_per_s, 1e3);
+  EXPECT_EQ(h96.board_power_w, 500);
+  EXPECT_DOUBLE_EQ(h96.hbm_bytes_per_s, 2400e9);
+  // Errors name the value and why.
+  EXPECT_TRUE(FailsWith(at_power_limit(b200, 600), {"600 W", "700-1200 W", "blackwell"}));
+  EXPECT_TRUE(FailsWith(at_power_limit(*gpu_preset("H100-80GB"), 300), {"300 W", "400-700 W"}));
+  EXPECT_TRUE(FailsWith(at_power_limit(*gpu_preset("A100-80GB"), 300),
+                        {"300 W", "A100-80GB", "no peaks"}));
+  GpuSpec unknown = *gpu_preset("H100-80GB");
+  unknown.board_power_w = 0;
+  EXPECT_TRUE(FailsWith(at_power_limit(unknown, 500), {"500 W", "board power (0 W) is not known"}));
+}
+
+TEST(PowerLimit, ACustomGpuTakesItFromJsonAndRoundTrips) {
+  Json j = Json::parse(R"({"num_nodes": 1, "gpus_per_node": 8,
+                           "gpu": {"name": "B200 capped", "base": "B200-192GB",
+                                   "power_limit_W": 750}})");
+  auto c = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_NEAR(c->gpu.peak_bf16_flops_per_s, 1833.33e12, 1e10);
+  const Json out = cluster_to_json(*c);
+  EXPECT_EQ(out.at("gpu").at("board_power_W").get<double>(), 750);
+  auto again = cluster_from_json(out, "back.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_DOUBLE_EQ(again->gpu.peak_bf16_flops_per_s, c->gpu.peak_bf16_flops_per_s);
+  EXPECT_EQ(again->gpu.board_power_w, 750);
+  j["gpu"]["power_limit_W"] = 400;
+  EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"), {"c.json", "'power_limit_W'", "400 W"}));
+  j["gpu"]["power_limit_W"] = -5;
+  EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"), {"c.json", "'power_limit_W'", "-5"}));
+}
+
 // GEMM efficiency per generation: each preset's measured maximum achievable matmul fraction
 // (core/cluster_spec.h: Bekman's MAMF table; V100 from DeepBench) times the one share the corpus
 // fit chose.

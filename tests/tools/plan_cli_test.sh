@@ -23,6 +23,11 @@ expect 3 'unknown GPU "V100"' -- "$plan" --model "$src/models/tiny.json" --gpus 
 # Volta: fp16 by default (no bf16 tensor cores), DGX-2's 16 GPUs per node; bf16 asked is refused.
 expect 0 "2 nodes x 16 V100-32GB (32 GB, 125 TFLOP/s fp16)" -- "$plan" --model "$src/models/gpt2-1.5b.json" --gpus 32 --gpu V100-32GB --top 1
 expect 4 "precision bf16: V100-16GB has no bf16 rate" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --gpu V100-16GB --precision bf16
+# A board power limit: the die's peaks at that power, or an error naming the value.
+expect 0 "1 node x 8 B200-192GB (180 GB, 1833 TFLOP/s bf16)" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --gpu B200-192GB --power-limit-w 750 --top 1
+expect 2 "--power-limit-w: power limit 300 W on A100-80GB: no peaks of its die" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --gpu A100-80GB --power-limit-w 300
+expect 2 "--power-limit-w: power limit 1500 W on H100-80GB: outside 400-700 W" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --power-limit-w 1500
+expect 2 "--power-limit-w: 'hot' is not a number" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --power-limit-w hot
 expect 3 "is not a multiple of --gpus-per-node=8" -- "$plan" --model "$src/models/tiny.json" --gpus 12
 expect 3 "exceeds max_position_embeddings=1024" -- "$plan" --model "$src/models/gpt2-124m.json" --gpus 8 --seq-len 4096
 expect 2 "--precision: unknown value 'fp8'" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --precision fp8

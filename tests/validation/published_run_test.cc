@@ -492,6 +492,24 @@ TEST(PublishedRun, DualPipeAndZbVSchedulesAreReadAndChecked) {
   EXPECT_NE(err.find("unknown value \"dual-pipe\""), std::string::npos) << err;
 }
 
+// hardware.power_limit_W: the part's peaks at that board power (at_power_limit); a value outside
+// the published powers is an error naming the field and the value.
+TEST(PublishedRun, PowerLimitScalesThePeaks) {
+  Json e = gpt_entry();
+  e["hardware"]["gpu"] = "B200-192GB";
+  e["hardware"]["power_limit_W"] = 750;
+  PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.cluster.gpu.board_power_w, 750);
+  EXPECT_DOUBLE_EQ(r.cluster.gpu.peak_bf16_flops_per_s,
+                   at_power_limit(*gpu_preset("B200-192GB"), 750)->peak_bf16_flops_per_s);
+  e["hardware"]["power_limit_W"] = 500;
+  const std::string error = map_error(e);
+  for (const char* part : {"hardware", "'power_limit_W'", "500 W", "700-1200 W"})
+    EXPECT_NE(error.find(part), std::string::npos) << part << " in " << error;
+  e["hardware"]["power_limit_W"] = "750 W";
+  EXPECT_NE(map_error(e).find("power_limit_W"), std::string::npos);
+}
+
 TEST(PublishedRun, MissingShapeFieldsAndGpuDescriptions) {
   Json e = gpt_entry();
   e["model"].erase("vocab");
