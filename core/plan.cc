@@ -132,6 +132,9 @@ std::string_view to_string(InterleavedWarmup w) {
 std::string_view to_string(TpOverlapImpl i) {
   return i == TpOverlapImpl::kTeUserbuffers ? "te-userbuffers" : "torch-async";
 }
+std::string_view to_string(MoeDispatcher d) {
+  return d == MoeDispatcher::kAllToAll ? "alltoall" : "deepep";
+}
 std::string_view to_string(ExpertLayout l) {
   return l == ExpertLayout::kCarved ? "carved" : "folded";
 }
@@ -215,6 +218,8 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   r.get_bool("fp8_weight_cache", p.fp8_weight_cache, false);
   r.get_bool("fp8_all_gather", p.fp8_all_gather, false);
   r.get_bool("ep_overlap", p.ep_overlap, false);
+  if (r.get_choice("moe_dispatcher", c, {"alltoall", "deepep"}, false))
+    p.moe_dispatcher = static_cast<MoeDispatcher>(c);
   r.get_bool("tp_comm_overlap", p.tp_comm_overlap, false);
   if (r.get_choice("tp_comm_overlap_impl", c, {"te-userbuffers", "torch-async"}, false))
     p.tp_comm_overlap_impl = static_cast<TpOverlapImpl>(c);
@@ -287,6 +292,8 @@ Json plan_to_json(const Plan& p) {
   if (p.fp8_weight_cache) j["fp8_weight_cache"] = true;
   if (p.fp8_all_gather) j["fp8_all_gather"] = true;  // written only when used, as cp
   if (p.ep_overlap) j["ep_overlap"] = true;
+  if (p.moe_dispatcher != MoeDispatcher::kAllToAll)  // written only when set
+    j["moe_dispatcher"] = std::string(to_string(p.moe_dispatcher));
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
   if (p.tp_comm_overlap_impl != TpOverlapImpl::kTeUserbuffers)  // written only when set
     j["tp_comm_overlap_impl"] = std::string(to_string(p.tp_comm_overlap_impl));
@@ -340,6 +347,7 @@ std::string describe(const Plan& p) {
   if (p.cp > 1 && p.cp_comm != CpComm::kAllGather) os << " cp-comm=" << to_string(p.cp_comm);
   if (p.cp > 1 && p.cp_kv_expanded) os << " cp-kv-expanded";
   if (p.ep_overlap) os << " ep-overlap";
+  if (p.moe_dispatcher != MoeDispatcher::kAllToAll) os << " " << to_string(p.moe_dispatcher);
   if (p.tp_comm_overlap) os << " tp-overlap";
   if (p.tp_comm_overlap_impl != TpOverlapImpl::kTeUserbuffers)
     os << "=" << to_string(p.tp_comm_overlap_impl);
@@ -574,6 +582,9 @@ Status validate_plan(const Plan& p) {
                " describes FP8 casts and needs fp8 true, the plan has fp8 false");
   if (p.ep_overlap && p.ep < 2)
     return err("ep_overlap needs ep >= 2 (there is no expert all-to-all to overlap)");
+  if (p.moe_dispatcher != MoeDispatcher::kAllToAll && p.ep < 2)
+    return err("moe_dispatcher " + std::string(to_string(p.moe_dispatcher)) +
+               " needs ep >= 2 (there is no expert all-to-all to dispatch)");
   // Megatron-Core's constraints on overlap_moe_expert_parallel_comm (Megatron Bridge's
   // comm_overlap validation): with pipeline parallelism it needs virtual stages, whose other
   // chunks keep a stage busy while a merged pair holds back its forward's send; and it is not

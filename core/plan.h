@@ -47,6 +47,12 @@ enum class InterleavedWarmup { kMegatron, kTorch };
 // the transfers go over copy engines, and the reduce-scatter ends with a reduction kernel of the
 // tp partials (core/cost/cost_model.h, tp_overlap_partners and tp_decomposed_gemm_s).
 enum class TpOverlapImpl { kTeUserbuffers, kTorchAsync };
+// How an MoE layer's tokens reach the experts of other nodes (Plan::moe_dispatcher).
+// alltoall: an all-to-all of every routed copy, each copy crossing the network on its own
+// (NCCL's all-to-all; Megatron-Core's alltoall dispatcher). deepep: each token crosses to each
+// destination node once and is forwarded inside it over NVLink (DeepEP's normal kernels;
+// DeepSeek-V3, arXiv:2412.19437 sec. 3.2.2).
+enum class MoeDispatcher { kAllToAll, kDeepEp };
 // none: store every activation. selective: recompute the attention core (softmax, dropout,
 // scores x V), Korthikanti et al. 2022 sec. 5. full: store only each layer's input, recompute
 // the layer's forward in the backward pass (of every layer, or of the first
@@ -308,6 +314,7 @@ std::string_view to_string(ZeroBackwardPrefetch p);
 std::string_view to_string(ZeroCopies c);
 std::string_view to_string(InterleavedWarmup w);
 std::string_view to_string(TpOverlapImpl i);
+std::string_view to_string(MoeDispatcher d);
 std::string_view to_string(Fp8Scaling s);
 std::string_view to_string(ExpertLayout l);
 std::string_view to_string(CpComm c);
@@ -424,6 +431,13 @@ struct Plan {
   // the 1F1B steady state each backward runs merged with the forward that follows it, so one's
   // dispatch and combine travel while the other computes. Needs ep > 1 and a 1F1B schedule.
   bool ep_overlap = false;
+  // The expert all-to-all's dispatcher (MoeDispatcher). deepep: the network carries each token
+  // once per destination node; the expected share of a buffer that leaves the node is
+  // collectives.h all_to_all_inter_node_share with the model's experts as one router group
+  // (node-limited routing, ModelSpec::router_groups, is priced that way under either
+  // dispatcher, as DeepSeek-V3's runs). The bytes each rank hands the collective are the same.
+  // Needs ep >= 2.
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   // TP collectives overlapped with the GEMMs beside them (Megatron-Core's --tp-comm-overlap
   // with Transformer Engine's userbuffers; PyTorch's async TP; MegaScale sec. 3.2; Wang et al.,
   // ASPLOS 2023, "decomposition"): each sequence-parallel all-gather is split into tp chunks

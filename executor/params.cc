@@ -25,6 +25,10 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
     return no("tp=" + std::to_string(p.tp) +
               " with a mixture-of-experts model without sequence_parallel (Megatron-LM requires "
               "it too); set \"sequence_parallel\": true or tp 1");
+  if (p.moe_dispatcher != MoeDispatcher::kAllToAll)
+    return no("moe_dispatcher " + std::string(to_string(p.moe_dispatcher)) +
+              " (another dispatcher's network traffic, for plan and simulate): the executors "
+              "send every routed copy through the all-to-all; use alltoall");
   if (p.ep_overlap)
     return Status::Error("ep_overlap: the executors run each expert all-to-all whole, between "
                          "the kernels around it; plan and simulate model the overlap",

@@ -187,6 +187,8 @@ void to_executor_plan(Plan& p, Changes& c) {
         "the CPU executor all-gathers K and V and reduce-scatters their gradients");
   c.set("cp_kv_expanded", p.cp_kv_expanded, false,
         "the CPU executor's attention takes the KV heads as they are");
+  c.set("moe_dispatcher", p.moe_dispatcher, MoeDispatcher::kAllToAll,
+        "the executors send every routed copy through the all-to-all");
 }
 
 }  // namespace

@@ -323,6 +323,9 @@ Status read_parallel(const Json& j, const std::string& where, std::int64_t num_g
   r.get_int("zero_shard_size", p.zero_shard_size, 0, PL::kMaxDegree, false);
   r.get_bool("sequence_parallel", p.sequence_parallel, false);
   r.get_bool("ep_overlap", p.ep_overlap, false);  // Plan::ep_overlap; checked with the plan
+  int dispatcher = 0;  // Plan::moe_dispatcher; likewise
+  if (r.get_choice("moe_dispatcher", dispatcher, {"alltoall", "deepep"}, false))
+    p.moe_dispatcher = static_cast<MoeDispatcher>(dispatcher);
   r.get_bool("tp_comm_overlap", p.tp_comm_overlap, false);  // Plan::tp_comm_overlap; likewise
   // Plan::defer_embedding_wgrad (Megatron-Core's defer_embedding_wgrad_compute) and its
   // wgrad_deferral_limit; likewise checked with the plan.

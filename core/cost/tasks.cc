@@ -626,14 +626,17 @@ void add_dense_mlp(std::vector<Task>& out, const Shape& x, std::int64_t f, bool 
 Task moe_permute_task(std::string_view name, const Shape& x, std::int64_t k) {
   return memory(name, d(x.moe_tokens) * d(x.h) * x.e * (1.0 + d(k)), MemoryKernel::kElementwise);
 }
-// An expert-parallel all-to-all of this rank's routed tokens; with node-limited routing, the
-// dispatcher built for it sends each token once per node (RoutedSpread, collectives.h).
+// An expert-parallel all-to-all of this rank's routed tokens; with node-limited routing, or with
+// a node-deduplicating dispatcher (Plan::moe_dispatcher deepep: the experts as one router group),
+// each token is sent once per node (RoutedSpread, collectives.h).
 Task ep_all_to_all(std::string_view name, const Shape& x, const ModelSpec& m, const Plan& p) {
   Task t = comm(name, Collective::kAllToAll, CommGroup::kEp, p.ep,
                 d(x.moe_tokens) * d(m.experts_per_token) * d(x.h) * x.e);
   if (m.router_groups > 0)
     t.spread = RoutedSpread{m.num_experts, m.router_groups, m.router_group_topk,
                             m.experts_per_token};
+  else if (p.moe_dispatcher == MoeDispatcher::kDeepEp)
+    t.spread = RoutedSpread{m.num_experts, 1, 1, m.experts_per_token};
   return t;
 }
 // Token-expert rows this rank's experts process per micro-batch, with balanced routing: carved,

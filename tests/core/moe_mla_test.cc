@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/cost/collectives.h"
 #include "core/cost/cost_model.h"
 #include "core/json_util.h"
 #include "core/model_spec.h"
@@ -736,6 +737,63 @@ TEST(CostModelCarved, WithSequenceParallelEachTpRankRoutesItsOwnRows) {
   EXPECT_EQ(find(fwd, "ep_dispatch")->message_bytes, std::llround(T * k * h * e));
   EXPECT_EQ(find(fwd, "expert_tp_all_gather"), nullptr);
   ASSERT_NE(find(fwd, "tp_all_reduce_mlp"), nullptr);
+}
+
+// Plan::moe_dispatcher deepep: each token crosses to each destination node once (DeepEP's normal
+// kernels; DeepSeek-V3 sec. 3.2.2). The rank hands the collective the same bytes; the expected
+// share that leaves the node is that of the experts as one router group; inside one node nothing
+// changes. Refused at ep 1, round-trips, and an unknown value names the field.
+TEST(MoeDispatcher, DeepEpSendsEachTokenOncePerNode) {
+  const ModelSpec m = small_qwen_moe();
+  Plan alltoall = folded(1, 8, 8, 1);
+  Plan deepep = alltoall;
+  deepep.moe_dispatcher = MoeDispatcher::kDeepEp;
+  ASSERT_TRUE(validate_plan(deepep).ok()) << validate_plan(deepep).message();
+  const std::vector<Task> a = layer_forward_tasks(m, alltoall), b = layer_forward_tasks(m, deepep);
+  const std::vector<Task> a_bwd = layer_backward_tasks(m, alltoall);
+  const std::vector<Task> b_bwd = layer_backward_tasks(m, deepep);
+  for (const char* name : {"ep_dispatch", "ep_combine"}) {
+    EXPECT_EQ(find(a, name)->spread, RoutedSpread{}) << name;
+    EXPECT_EQ(find(b, name)->spread, (RoutedSpread{m.num_experts, 1, 1, m.experts_per_token}))
+        << name;
+    EXPECT_EQ(find(b, name)->message_bytes, find(a, name)->message_bytes) << name;
+  }
+  for (const char* name : {"ep_combine_bwd", "ep_dispatch_bwd"})
+    EXPECT_EQ(find(b_bwd, name)->spread, find(b, "ep_dispatch")->spread) << name;
+  // Over 2 nodes of 4: a token's k copies reach the other node unless all avoid its experts.
+  const RoutedSpread spread = find(b, "ep_dispatch")->spread;
+  const std::int64_t E = m.num_experts, k = m.experts_per_token;
+  double avoid = 1;
+  for (std::int64_t i = 0; i < k; ++i) avoid *= d(E - E / 2 - i) / d(E - i);
+  const double expected = 2.0 * (1.0 - avoid) * 0.5 / d(k);
+  EXPECT_NEAR(all_to_all_inter_node_share(spread, 2, 4), std::min(0.5, expected), 1e-12);
+  EXPECT_LT(all_to_all_inter_node_share(spread, 2, 4), all_to_all_inter_node_share({}, 2, 4));
+  const std::int64_t bytes = find(b, "ep_dispatch")->message_bytes;
+  EXPECT_LT(group_collective_time_s(Collective::kAllToAll, bytes, 2, 4, 370e9, 3e-6, 46e9, 14e-6,
+                                    spread),
+            group_collective_time_s(Collective::kAllToAll, bytes, 2, 4, 370e9, 3e-6, 46e9, 14e-6));
+  EXPECT_EQ(group_collective_time_s(Collective::kAllToAll, bytes, 1, 8, 370e9, 3e-6, 46e9, 14e-6,
+                                    spread),
+            group_collective_time_s(Collective::kAllToAll, bytes, 1, 8, 370e9, 3e-6, 46e9, 14e-6));
+  // The plan file.
+  const Json j = plan_to_json(deepep);
+  EXPECT_EQ(j.at("moe_dispatcher"), "deepep");
+  EXPECT_FALSE(plan_to_json(alltoall).contains("moe_dispatcher"));
+  auto back = plan_from_json(j, "p.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->moe_dispatcher, MoeDispatcher::kDeepEp);
+  Json bad = j;
+  bad["moe_dispatcher"] = "nccl";
+  auto r = plan_from_json(bad, "p.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("moe_dispatcher"), std::string::npos)
+      << r.status().message();
+  Plan dense = plan_of(1, 1, 8);
+  dense.moe_dispatcher = MoeDispatcher::kDeepEp;
+  const Status st = validate_plan(dense);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("moe_dispatcher deepep needs ep >= 2"), std::string::npos)
+      << st.message();
 }
 
 // Shared experts under folding are a tp-split MLP entered and left through sequence
