@@ -64,6 +64,32 @@ KernelSeries blackwell_flash2() {
   return s;
 }
 
+// cuDNN's fused attention on Blackwell (B200, 2,250 TFLOP/s dense bf16): NVIDIA's own measurement,
+// cudnn-frontend benchmark/sdpa_benchmark_training/artifacts/
+// sdpa_bf16_benchmark_results_NVIDIA_B200.csv (commit bb37575d; cuDNN 9.10.2 on a B200, the
+// sample run beside it), backend pyt_cudnn: bf16, causal, head dim 128, batch 1, 128 query and 8
+// KV heads (Llama 3.1 405B's attention), 512 to 128k tokens; forward and backward TFLOP/s in this
+// file's convention (4*b*s^2*h*d per forward, halved for causal, 2.5x for the backward: the
+// table's times give 2.2e12 and 5.5e12 FLOPs at 8k). Only the causal mask is published; the
+// unmasked forward and backward are taken in Hopper cuDNN's shape (its unmasked / causal forward
+// ratio at the same length, an assumption said in docs/inputs.md), which keeps the measured causal
+// backward exactly (at_length's causal backward is backward x causal forward / forward).
+constexpr std::array<double, kLengths> kBlackwellCudnnForwardCausal = {
+    83.991, 254.501, 478.921, 855.678, 1171.278, 1332.415};
+constexpr std::array<double, kLengths> kBlackwellCudnnBackwardCausal = {
+    134.164, 308.529, 371.486, 701.265, 942.509, 1074.776};
+
+KernelSeries blackwell_cudnn() {
+  KernelSeries s{};
+  for (std::size_t i = 0; i < kLengths; ++i) {
+    const double unmasked_per_causal = kHopperCudnn.forward[i] / kHopperCudnn.forward_causal[i];
+    s.forward_causal[i] = kBlackwellCudnnForwardCausal[i];
+    s.forward[i] = kBlackwellCudnnForwardCausal[i] * unmasked_per_causal;
+    s.backward[i] = kBlackwellCudnnBackwardCausal[i] * unmasked_per_causal;
+  }
+  return s;
+}
+
 // FlashAttention-2 on Ampere (A100 80GB SXM4, 312 TFLOP/s dense bf16), head dim 128, from the
 // flash-attention README's A100 figure (assets/flash2_a100_fwd_bwd_benchmark.png, the FA2
 // paper's Fig. 4 (b) and (d), arXiv:2307.08691): forward + backward together, batch x sequence =
@@ -123,6 +149,7 @@ std::optional<AttentionKernelRate> attention_kernel_rate(std::string_view archit
                                                          AttentionKernel kernel, bool backward,
                                                          bool causal, std::int64_t seq_len) {
   static const KernelSeries kBlackwellFlash2 = blackwell_flash2();
+  static const KernelSeries kBlackwellCudnn = blackwell_cudnn();
   static const KernelSeries kAmpereFlash2 = ampere_flash2();
   const KernelSeries* s = nullptr;
   double measured_peak_tflops = 0;
@@ -131,6 +158,9 @@ std::optional<AttentionKernelRate> attention_kernel_rate(std::string_view archit
     measured_peak_tflops = kH100SxmPeakTflops;
   } else if (architecture == "blackwell" && kernel == AttentionKernel::kFlash2) {
     s = &kBlackwellFlash2;
+    measured_peak_tflops = kB200PeakTflops;
+  } else if (architecture == "blackwell" && kernel == AttentionKernel::kCudnn) {
+    s = &kBlackwellCudnn;
     measured_peak_tflops = kB200PeakTflops;
   } else if (architecture == "ampere" && kernel == AttentionKernel::kFlash2) {
     s = &kAmpereFlash2;

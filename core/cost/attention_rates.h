@@ -10,8 +10,11 @@
 // forward, halved for causal, times 2.5 for the backward (flash-attention's
 // benchmarks/benchmark_flash_attention.py, `flops`).
 //
-// Blackwell (B200): FlashAttention-2 only (attention_rates.cc: its forward measured on a B200 by
-// tritonbench, at about the Hopper rate; the causal forward and the backward in Hopper's shape).
+// Blackwell (B200): FlashAttention-2 (attention_rates.cc: its forward measured on a B200 by
+// tritonbench, at about the Hopper rate; the causal forward and the backward in Hopper's shape)
+// and cuDNN (NVIDIA's cudnn-frontend SDPA training benchmark on a B200, causal forward and
+// backward; the unmasked ones in Hopper cuDNN's shape). Transformer Engine's fused attention
+// (Megatron-LM, NeMo) is cuDNN's.
 // PyTorch's SDPA ran it on B200 until cuDNN attention became its default on sm100 (PyTorch PR
 // 162073, 2025-09-04, for 2.9).
 //

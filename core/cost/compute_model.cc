@@ -368,8 +368,8 @@ Result<DeviceRates> plan_rates(const Plan& plan, const GpuSpec& gpu,
                                " rates for " + gpu.name + " (architecture '" +
                                (gpu.architecture.empty() ? "unknown" : gpu.architecture) +
                                "'); published rates exist for hopper (H100, H800, H200) and, "
-                               "for flash2, blackwell (B200) and ampere (A100); use "
-                               "attention_kernel=generic",
+                               "for flash2 and cudnn, blackwell (B200), and for flash2, ampere "
+                               "(A100); use attention_kernel=generic",
                            ExitCode::kInfeasible);
     r.attention_kernel = plan.attention_kernel;
     r.architecture = gpu.architecture;

@@ -1,10 +1,12 @@
 // Published attention kernel rates (core/cost/attention_rates.h) and how the cost model times a
 // fused attention task with them: the paper's bars, interpolation, the causal backward, scaling
-// to another part's peak, FlashAttention-2 on Blackwell and Ampere, the plan field and every
-// refusal.
+// to another part's peak, FlashAttention-2 on Blackwell and Ampere, cuDNN on Blackwell, the plan
+// field and every refusal.
 #include "core/cost/attention_rates.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "core/cluster_spec.h"
 #include "core/cost/compute_model.h"
@@ -56,13 +58,18 @@ TEST(AttentionRates, UnmaskedStepsTakeThePapersUnmaskedBars) {
   EXPECT_FALSE(attention_kernel_rate("volta", AttentionKernel::kFlash2, true, false, 4096));
 }
 
+// A kernel's published rate in TFLOP/s on `architecture`; a missing rate fails the test.
+double published_tflops(const char* architecture, AttentionKernel kernel, bool backward,
+                        bool causal, std::int64_t seq) {
+  const auto r = attention_kernel_rate(architecture, kernel, backward, causal, seq);
+  EXPECT_TRUE(r.has_value()) << architecture;
+  return r ? r->flops_per_s / kTFLOP : 0.0;
+}
+
 TEST(AttentionRates, BlackwellFlash2IsTheMeasuredB200ForwardInHoppersShape) {
   // meta-pytorch/tritonbench PR 171: FA2 forward, no mask, head dim 128, on a B200: 361.591 at 8k.
   auto rate = [](bool backward, bool causal, std::int64_t seq) {
-    const auto r = attention_kernel_rate("blackwell", AttentionKernel::kFlash2, backward, causal,
-                                         seq);
-    EXPECT_TRUE(r.has_value());
-    return r ? r->flops_per_s / kTFLOP : 0.0;
+    return published_tflops("blackwell", AttentionKernel::kFlash2, backward, causal, seq);
   };
   EXPECT_DOUBLE_EQ(rate(false, false, 8192), 361.591);
   EXPECT_DOUBLE_EQ(rate(false, false, 512), 245.259);
@@ -75,10 +82,36 @@ TEST(AttentionRates, BlackwellFlash2IsTheMeasuredB200ForwardInHoppersShape) {
   EXPECT_DOUBLE_EQ(attention_kernel_rate("blackwell", AttentionKernel::kFlash2, false, true, 512)
                        ->measured_peak_flops_per_s,
                    2250 * kTFLOP);
-  // Only FA2 is published on Blackwell.
-  EXPECT_FALSE(attention_kernel_rate("blackwell", AttentionKernel::kCudnn, false, true, 4096));
+  // FA2 and cuDNN are published on Blackwell, FA3 is not.
+  EXPECT_TRUE(attention_kernel_rate("blackwell", AttentionKernel::kCudnn, false, true, 4096));
   EXPECT_FALSE(attention_kernel_rate("blackwell", AttentionKernel::kFlash3, false, true, 4096));
   EXPECT_FALSE(attention_kernel_rate("blackwell", AttentionKernel::kGeneric, false, true, 4096));
+}
+
+TEST(AttentionRates, BlackwellCudnnIsTheMeasuredB200CausalTable) {
+  // cudnn-frontend's sdpa_bf16_benchmark_results_NVIDIA_B200.csv (pyt_cudnn, causal, head dim
+  // 128): 1171.278 forward and 942.509 backward TFLOP/s at 8k, 83.991 / 134.164 at 512.
+  auto rate = [](bool backward, bool causal, std::int64_t seq) {
+    return published_tflops("blackwell", AttentionKernel::kCudnn, backward, causal, seq);
+  };
+  EXPECT_DOUBLE_EQ(rate(false, true, 8192), 1171.278);
+  EXPECT_NEAR(rate(true, true, 8192), 942.509, 1e-9);
+  EXPECT_DOUBLE_EQ(rate(false, true, 512), 83.991);
+  EXPECT_NEAR(rate(true, true, 512), 134.164, 1e-9);
+  EXPECT_DOUBLE_EQ(rate(false, true, 1 << 20), 1332.415);
+  // Between published lengths: linear in log2 of the length (6k is 0.585 of the way to 8k).
+  const double f = std::log2(6144.0 / 4096.0);
+  EXPECT_NEAR(rate(false, true, 6144), 855.678 + f * (1171.278 - 855.678), 1e-9);
+  // Unmasked: in Hopper cuDNN's shape (arXiv:2407.08608 Fig. 5 at 8k: 600 unmasked, 529 causal).
+  EXPECT_NEAR(rate(false, false, 8192), 1171.278 * 600.0 / 529.0, 1e-9);
+  EXPECT_NEAR(rate(true, false, 8192), 942.509 * 600.0 / 529.0, 1e-9);
+  EXPECT_DOUBLE_EQ(attention_kernel_rate("blackwell", AttentionKernel::kCudnn, true, true, 4096)
+                       ->measured_peak_flops_per_s,
+                   2250 * kTFLOP);
+  // cuDNN on B200 is 3.6x FA2's B200 causal forward at 8k (325): the two are different kernels.
+  EXPECT_GT(rate(false, true, 8192),
+            2.5 * attention_kernel_rate("blackwell", AttentionKernel::kFlash2, false, true, 8192)
+                      ->flops_per_s / kTFLOP);
 }
 
 TEST(AttentionRates, AmpereFlash2KeepsTheMeasuredForwardBackwardPairRate) {
@@ -86,10 +119,7 @@ TEST(AttentionRates, AmpereFlash2KeepsTheMeasuredForwardBackwardPairRate) {
   // backward at 189 TFLOP/s causal and 203 unmasked at 16k, 155 and 187 at 2k. A pair is one
   // forward of F FLOPs and one backward of 2.5 F; its time at the split rates is 3.5 F / pair rate.
   auto rate = [](bool backward, bool causal, std::int64_t seq) {
-    const auto r =
-        attention_kernel_rate("ampere", AttentionKernel::kFlash2, backward, causal, seq);
-    EXPECT_TRUE(r.has_value());
-    return r ? r->flops_per_s / kTFLOP : 0.0;
+    return published_tflops("ampere", AttentionKernel::kFlash2, backward, causal, seq);
   };
   auto pair_rate = [&](bool causal, std::int64_t seq) {
     return 3.5 / (1.0 / rate(false, causal, seq) + 2.5 / rate(true, causal, seq));
@@ -221,7 +251,7 @@ TEST(AttentionRates, GenericFloorLeavesBlackwellVoltaAndMeasuredProfilesAlone) {
   EXPECT_LT(task_rate(fwd, *measured), 333.0 * kTFLOP);
 }
 
-TEST(AttentionRates, B200RunsFlash2AtItsMeasuredRateAndRefusesTheOthers) {
+TEST(AttentionRates, B200RunsFlash2AndCudnnAtTheirMeasuredRatesAndRefusesFlash3) {
   AttentionCase c;
   auto rates = rates_for(AttentionKernel::kFlash2, "B200-192GB");
   ASSERT_TRUE(rates.ok()) << rates.status().message();
@@ -230,12 +260,15 @@ TEST(AttentionRates, B200RunsFlash2AtItsMeasuredRateAndRefusesTheOthers) {
   // The B200 preset is the part the forward was measured on: no scaling.
   EXPECT_NEAR(task_time_s(fwd, *rates) - rates->kernel_overhead_s,
               fwd.executed_flops / (361.591 * 333.0 / 370.0 * kTFLOP), 1e-12);
-  for (AttentionKernel k : {AttentionKernel::kCudnn, AttentionKernel::kFlash3}) {
-    auto r = rates_for(k, "B200-192GB");
-    ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.status().message().find("B200-192GB (architecture 'blackwell')"),
-              std::string::npos);
-  }
+  auto flash3 = rates_for(AttentionKernel::kFlash3, "B200-192GB");
+  ASSERT_FALSE(flash3.ok());
+  EXPECT_NE(flash3.status().message().find("B200-192GB (architecture 'blackwell')"),
+            std::string::npos);
+  // cuDNN's B200 rates are published (BlackwellCudnnIsTheMeasuredB200CausalTable): accepted.
+  auto cudnn = rates_for(AttentionKernel::kCudnn, "B200-192GB");
+  ASSERT_TRUE(cudnn.ok()) << cudnn.status().message();
+  EXPECT_NEAR(task_time_s(fwd, *cudnn) - cudnn->kernel_overhead_s,
+              fwd.executed_flops / (1171.278 * kTFLOP), 1e-12);
 }
 
 TEST(AttentionRates, PlanRatesRefusesAKernelWithoutPublishedRates) {

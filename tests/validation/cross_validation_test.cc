@@ -179,8 +179,19 @@ namespace {
 // H100 preset) and DeepEP's per-node dispatch: 7.37%, 20.20%, +2.0% over 370 runs, memory 9.30%
 // over 59; all 67 folds choose (0.85, 0.45). p90 tightened to 20.3%; memory loosened to 9.4% for
 // the three new rows' memory (device memory in use, under-predicted 15-17%), not a model change.
-constexpr double kMedianRatchet = 0.074;
-constexpr double kP90Ratchet = 0.203;
+// 2026-12-06, thirty-second and thirty-third passes (bench/results/mlperf-corpus-2026-12-06/):
+// four MLPerf Training v5.1 Llama 3.1 8B FP8 rows on B200 from three submitters the corpus did
+// not hold (Verda, Oracle, Dell; no model change): every one of the 70 folds now chooses (0.8,
+// 0.75) instead of (0.85, 0.45): 7.85%, 22.54%, +5.6% over 374 runs, memory 9.30% over 59 (at the
+// presets over the same runs: 6.9%, 21.6%, +2.7%). The folds' family-weighted p90 sits on a gap
+// (validation/corpus/NOTES.md, twenty-ninth and thirty-fourth passes); three small families near
+// -24% move it. Median loosened to 7.9% and p90 to 22.6% for new data, not for a model change;
+// memory kept. Then cuDNN's published B200 attention rates named on the nine MLPerf v5.1 B200
+// entries whose configs leave Transformer Engine's cuDNN fused attention on (thirty-fourth pass,
+// bench/results/b200-cudnn-2026-12-06/): 7.75%, 22.54%, +5.7% over 374 runs, memory 9.30%; only
+// the four v5.1 B200 families move. Median 7.8%.
+constexpr double kMedianRatchet = 0.078;
+constexpr double kP90Ratchet = 0.226;
 constexpr double kMemoryMedianRatchet = 0.094;
 
 Json read_json(const std::string& relative) {
