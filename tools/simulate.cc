@@ -252,6 +252,7 @@ int run_cross_validation(const std::vector<PublishedEntry>& entries, bool as_jso
     for (const auto& s : cv.surface)
       surface.push_back({{"gemm_share", s.point.gemm_share},
                          {"memory_efficiency", s.point.memory_efficiency},
+                         {"weighted_mean_abs", s.weighted_mean_abs},
                          {"weighted_median_abs", s.weighted_median_abs},
                          {"weighted_p90_abs", s.weighted_p90_abs}});
     std::cout << Json{{"schema", "trainplan.cross_validation/1"},

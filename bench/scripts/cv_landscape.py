@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """What the cross-validation's folds choose between: each fold's best grid point and the runner-up,
 with their objectives (median |throughput error| over the other families' runs, then p90, then
-distance from the presets' (0.9, 0.45)), as validation/accuracy.cc chooses them; and the whole
-corpus's median and p90 at each grid point.
+distance from the presets' (0.9, 0.45)), pooled over runs as validation/accuracy.cc chose them
+before 2026-12-03; and the whole corpus's median and p90 at each grid point. The folds' criterion
+of today (the family-weighted mean |error|) is replayed by bench/scripts/cv_criteria.py.
 
 usage: bench/scripts/cv_landscape.py GRID.jsonl [OUT.md]
 GRID.jsonl: build/bench/simulator/published_grid validation/corpus/published_runs.json > GRID.jsonl

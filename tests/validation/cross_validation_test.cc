@@ -190,8 +190,13 @@ namespace {
 // entries whose configs leave Transformer Engine's cuDNN fused attention on (thirty-fourth pass,
 // bench/results/b200-cudnn-2026-12-06/): 7.75%, 22.54%, +5.7% over 374 runs, memory 9.30%; only
 // the four v5.1 B200 families move. Median 7.8%.
-constexpr double kMedianRatchet = 0.078;
-constexpr double kP90Ratchet = 0.226;
+// 2026-12-06, thirty-fifth pass (bench/results/foldmean-2026-12-06/): the folds choose by the
+// family-weighted mean |error| instead of the larger of median/8% and p90/20%, judged by
+// stability on four corpora a few rows apart (bench/scripts/cv_criteria.py): 7.37%, 20.47%, +1.9%
+// over 374 runs, memory 9.30%; all 70 folds choose (0.85, 0.45). Median tightened to 7.4%, p90
+// to 20.5%; memory kept.
+constexpr double kMedianRatchet = 0.074;
+constexpr double kP90Ratchet = 0.205;
 constexpr double kMemoryMedianRatchet = 0.094;
 
 Json read_json(const std::string& relative) {
