@@ -94,6 +94,14 @@ std::string_view to_string(ZeroCollectives c) {
   }
   return "?";
 }
+std::string_view to_string(ParamGather g) {
+  switch (g) {
+    case ParamGather::kAfterStep: return "after-step";
+    case ParamGather::kNextForward: return "next-forward";
+    case ParamGather::kAligned: return "aligned";
+  }
+  return "after-step";
+}
 std::string_view to_string(GradAccumulationPass g) {
   switch (g) {
     case GradAccumulationPass::kNone: return "none";
@@ -198,6 +206,8 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
     p.zero3_gather = static_cast<ZeroGather>(c);
   if (r.get_choice("zero1_collectives", c, {"flat", "per-rank", "all-reduce"}, false))
     p.zero1_collectives = static_cast<ZeroCollectives>(c);
+  if (r.get_choice("param_gather", c, {"after-step", "next-forward", "aligned"}, false))
+    p.param_gather = static_cast<ParamGather>(c);
   if (r.get_choice("elementwise", c, {"fused", "eager", "eager-swiglu"}, false))
     p.elementwise = static_cast<Elementwise>(c);
   r.get_bool("ddp_bucket_copy", p.ddp_bucket_copy, false);
@@ -273,6 +283,8 @@ Json plan_to_json(const Plan& p) {
     j["zero3_gather"] = std::string(to_string(p.zero3_gather));
   if (p.zero1_collectives != ZeroCollectives::kFlat)  // written only when set, as cp
     j["zero1_collectives"] = std::string(to_string(p.zero1_collectives));
+  if (p.param_gather != ParamGather::kAfterStep)  // written only when set, as cp
+    j["param_gather"] = std::string(to_string(p.param_gather));
   if (p.elementwise != Elementwise::kFused)  // written only when set, as cp
     j["elementwise"] = std::string(to_string(p.elementwise));
   if (p.ddp_bucket_copy) j["ddp_bucket_copy"] = true;  // written only when set, as cp
@@ -333,6 +345,8 @@ std::string describe(const Plan& p) {
   if (p.zero3_gather == ZeroGather::kPerTensor) os << " zero3-gather=per-tensor";
   if (p.zero1_collectives != ZeroCollectives::kFlat)
     os << " zero1-collectives=" << to_string(p.zero1_collectives);
+  if (p.param_gather != ParamGather::kAfterStep)
+    os << " param-gather=" << to_string(p.param_gather);
   if (p.grad_accumulation_pass != GradAccumulationPass::kNone)
     os << " grad-accumulation-pass=" << to_string(p.grad_accumulation_pass);
   if (p.pipeline_scatter_gather) os << " pp-scatter-gather";
@@ -441,6 +455,16 @@ Status validate_plan(const Plan& p) {
     return err("zero1_collectives=" + std::string(to_string(p.zero1_collectives)) +
                " says how ZeRO-1 reduces gradients and gathers parameters; the plan has "
                "zero_stage " + std::to_string(p.zero_stage));
+  if (p.param_gather != ParamGather::kAfterStep &&
+      (p.zero_stage < 1 || p.zero_stage > 2 ||
+       (p.zero_stage == 1 && p.zero1_collectives != ZeroCollectives::kFlat)))
+    return err("param_gather=" + std::string(to_string(p.param_gather)) +
+               " says when the distributed optimizer's parameter all-gather runs; it needs "
+               "zero_stage 1 (zero1_collectives flat) or 2, the plan has zero_stage " +
+               std::to_string(p.zero_stage) +
+               (p.zero_stage == 1 ? " with zero1_collectives " +
+                                        std::string(to_string(p.zero1_collectives))
+                                  : std::string()));
   if (p.pipeline_scatter_gather && (p.tp < 2 || p.pp < 2 || p.sequence_parallel))
     return err("pipeline_scatter_gather=true splits a pipeline message over the TP ranks and "
                "gathers it after the send; the plan has tp " + std::to_string(p.tp) + ", pp " +

@@ -146,6 +146,17 @@ enum class ZeroGather { kFlat, kPerTensor };
 // optimizer "doesn't shard the static fp32 buffer it reuses". Twice the gradient bytes of a
 // reduce-scatter on the wire.
 enum class ZeroCollectives { kFlat, kPerRank, kAllReduce };
+// When ZeRO-1/2's parameter all-gather (the updated shards back to every rank) runs
+// (Plan::param_gather). after-step: right after the optimizer step, before the step ends
+// (Megatron-Core's default, DistributedDataParallelConfig.overlap_param_gather False; DeepSpeed
+// ZeRO-1/2). next-forward: overlapped with the next step's forward (overlap_param_gather True):
+// each bucket's all-gather is waited for in the forward pre-hook of the first module that reads
+// it, which then dispatches the next bucket's (Megatron-LM distributed_data_parallel.py
+// _make_forward_pre_hook, param_and_grad_buffer.py finish_param_sync), so a block's gather may
+// start once the block before it has started. aligned: the same with align_param_gather True:
+// every bucket of a model chunk is dispatched together before the chunk's first forward
+// (training.py sets config.param_sync_func to start_param_sync; the pipeline schedules call it).
+enum class ParamGather { kAfterStep, kNextForward, kAligned };
 // How the layer's elementwise work runs. fused: one kernel per norm and per activation, rotary
 // embedding folded into its neighbours (Megatron-LM's and Transformer Engine's fused kernels,
 // torch.compile's Inductor fusion; the model as it was before this field). eager: PyTorch eager
@@ -307,6 +318,7 @@ std::string_view to_string(CrossEntropy c);
 std::string_view to_string(GradPrecision g);
 std::string_view to_string(ZeroGather g);
 std::string_view to_string(ZeroCollectives c);
+std::string_view to_string(ParamGather g);
 std::string_view to_string(Elementwise e);
 std::string_view to_string(GradAccumulationPass g);
 std::string_view to_string(ZeroRecomputeGather g);
@@ -383,6 +395,10 @@ struct Plan {
   GradPrecision grad_precision = GradPrecision::kCompute;
   ZeroGather zero3_gather = ZeroGather::kFlat;  // with zero_stage 3
   ZeroCollectives zero1_collectives = ZeroCollectives::kFlat;  // with zero_stage 1
+  // When ZeRO-1/2's parameter all-gather runs (ParamGather): after the optimizer step, or
+  // overlapped with the next step's forward. The bytes are the same. Needs zero_stage 1 or 2
+  // (with zero_stage 1, zero1_collectives flat: Megatron-Core's distributed optimizer).
+  ParamGather param_gather = ParamGather::kAfterStep;
   // PyTorch DDP without gradient_as_bucket_view (its default): the Reducer keeps its own copy of
   // every gradient in its buckets, in the parameters' precision, beside the parameters' .grad
   // (PyTorch's DistributedDataParallel documentation: gradient_as_bucket_view "can reduce peak

@@ -89,6 +89,11 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
               "rank, or DeepSpeed's BF16_Optimizer's whole-gradient all-reduce, modelled by plan "
               "and simulate): the "
               "executors reduce and gather each block flat; use flat");
+  if (p.param_gather != ParamGather::kAfterStep)
+    return no("param_gather " + std::string(to_string(p.param_gather)) +
+              " (the parameter all-gather overlapped with the next step's forward, modelled by "
+              "plan and simulate): the executors gather the updated shards after the step; use "
+              "after-step");
   if (p.pipeline_scatter_gather)
     return no("pipeline_scatter_gather (Megatron-LM 2021's split pipeline sends, modelled by plan "
               "and simulate): the executors send a pipeline message whole from each TP rank; "

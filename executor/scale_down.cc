@@ -160,6 +160,8 @@ void to_executor_plan(Plan& p, Changes& c) {
         "the executors gather each block's parameters flat");
   c.set("zero1_collectives", p.zero1_collectives, ZeroCollectives::kFlat,
         "the executors reduce and gather each block's shards flat");
+  c.set("param_gather", p.param_gather, ParamGather::kAfterStep,
+        "the executors gather the updated shards after the step");
   c.set("ddp_bucket_copy", p.ddp_bucket_copy, false, "the executors keep one gradient buffer");
   c.set("pipeline_scatter_gather", p.pipeline_scatter_gather, false,
         "the executors send a pipeline message whole from each TP rank");

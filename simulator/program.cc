@@ -9,7 +9,8 @@
 //    after the block's last backward, overlapping the rest of the backward pass; ZeRO-2/3
 //    reduce-scatters after every micro-batch's backward of the block; ZeRO-3 parameter gathers
 //    before each block's forward, recompute and backward, prefetched one block ahead; ZeRO-1/2
-//    parameter all-gathers after the optimizer step;
+//    parameter all-gathers after the optimizer step, or under the next forward
+//    (Plan::param_gather);
 //  - the optimizer step waits for every gradient collective; with offload the gradients go to
 //    the host over PCIe, the host steps, and the weights come back.
 #include "simulator/program.h"
@@ -410,6 +411,9 @@ class Builder {
     // The last zero3_gather was one issued ahead: it began during the block before, so what
     // the pass allocates starts with the pass's compute, not with the gather.
     bool gathered_ahead = false;
+    // Plan::param_gather next-forward / aligned: the blocks whose overlapped parameter
+    // all-gather has been issued this step.
+    std::vector<bool> params_gathered;
     std::int32_t last_offload = -1;   // the latest gradient shard sent to the host
     std::vector<Task> deferred;       // collectives issued after the last backward
     std::int64_t deferred_head = 0;   // Plan::defer_embedding_wgrad: head wgrads kept this step
@@ -897,6 +901,22 @@ class Builder {
   }
   void block_begin(RankState& rs, std::int32_t first_compute) { rs.prefetch_gate = first_compute; }
 
+  // Plan::param_gather next-forward / aligned: ZeRO-1/2's parameter all-gather of the step
+  // before, which the block's first forward of this step waits for (one step in steady state:
+  // the optimizer step ends the step, and its gathers run under the next step's forward).
+  // next-forward: issued once the block before it has started (Megatron-Core's pre-hook waits
+  // for one bucket and dispatches the next); aligned: all issued when the step starts.
+  void overlapped_param_gather(RankState& rs, std::size_t bi, OpMeta meta) {
+    if (plan_.param_gather == ParamGather::kAfterStep) return;
+    if (rs.params_gathered.empty()) rs.params_gathered.assign(rs.step->blocks.size(), false);
+    if (rs.params_gathered[bi]) return;
+    rs.params_gathered[bi] = true;
+    const std::int32_t gate =
+        plan_.param_gather == ParamGather::kNextForward ? rs.prefetch_gate : -1;
+    const std::int32_t g = dp_tasks(rs, bi, DpPoint::kAfterOptimizer, -1, gate, meta);
+    if (g >= 0) rs.wait.push_back(g);
+  }
+
   // Offload optimizer+params (ZeRO-Infinity, Rajbhandari et al. 2021, sec. 6): the block's
   // parameter shard comes from host memory over PCIe (from NVMe first, with offload_device
   // nvme, at this GPU's share of the node's drives) before its all-gather, prefetched as the
@@ -984,6 +1004,7 @@ class Builder {
   // gather and its compute (zero3_gather_ahead).
   std::int32_t block_pass(RankState& rs, std::size_t bi, DpPoint point, const TimedTasks& tt,
                           OpMeta meta, const std::function<void()>& ahead = {}) {
+    if (point == DpPoint::kBeforeForward) overlapped_param_gather(rs, bi, meta);
     const std::int32_t g = zero3_gather(rs, bi, point, meta);
     const bool gathered_ahead = rs.gathered_ahead;
     if (ahead) ahead();
@@ -1301,8 +1322,9 @@ class Builder {
     }
     OpMeta am;
     am.name = "after_optimizer";
-    for (std::size_t bi = 0; bi < rs.step->blocks.size(); ++bi)
-      dp_tasks(rs, bi, DpPoint::kAfterOptimizer, done, -1, am);
+    if (plan_.param_gather == ParamGather::kAfterStep)  // else under the forward
+      for (std::size_t bi = 0; bi < rs.step->blocks.size(); ++bi)
+        dp_tasks(rs, bi, DpPoint::kAfterOptimizer, done, -1, am);
   }
 
   // The collectives held back to the step's end (dp_tasks), the tied embedding's sum last.

@@ -19,7 +19,9 @@ VARIANTS.json: {"name": {"drop": [ids...]}, ...}: each variant is GRID's runs le
 import json
 import math
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
+
+from cv_landscape import median, read_grid
 
 PRESETS = (0.9, 0.45)
 TARGET_MEDIAN, TARGET_P90 = 0.08, 0.20  # validation/accuracy.h kTargetMedianAbs, kTargetP90Abs
@@ -84,12 +86,6 @@ def nearest_rank(v, q):
     return v[max(math.ceil(q * len(v)), 1) - 1]
 
 
-def median(v):
-    v = sorted(v)
-    n = len(v)
-    return 0.0 if n == 0 else (v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2]))
-
-
 def weights(runs, family, power):
     """Per-run weight: a family of n runs weighs n**power in all (power 0: each family one)."""
     n = Counter(family[r] for r in runs)
@@ -133,16 +129,8 @@ CRITERIA = {
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
-    rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+    errors, family = read_grid(sys.argv[1])
     variants = json.load(open(sys.argv[2]))
-    errors = defaultdict(dict)
-    family = {}
-    for r in rows:
-        if "throughput" not in r:
-            continue
-        point = (round(r["gemm_share"], 2), round(r["memory_efficiency"], 2))
-        errors[point][r["id"]] = r["throughput"]
-        family[r["id"]] = r["family"]
     points = sorted(errors)
     out = ["# Fold criteria replayed on corpus variants\n",
            f"Grid: {len(points)} points; runs in the grid: {len(family)}.\n"]

@@ -32,19 +32,27 @@ def p90(v):
     return v[max(rank, 1) - 1]
 
 
-def main():
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
-    # errors[point][run id] = throughput error; family of each run.
+def read_grid(path):
+    """published_grid's JSON lines: errors[point][run id] = throughput error, and each run's
+    family (runs without a throughput error left out)."""
     errors = defaultdict(dict)
     family = {}
-    for r in rows:
+    for line in open(path):
+        if not line.strip():
+            continue
+        r = json.loads(line)
         if "throughput" not in r:
             continue
         point = (round(r["gemm_share"], 2), round(r["memory_efficiency"], 2))
         errors[point][r["id"]] = r["throughput"]
         family[r["id"]] = r["family"]
+    return errors, family
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    errors, family = read_grid(sys.argv[1])
     points = sorted(errors)
     families = sorted(set(family.values()))
 

@@ -229,6 +229,29 @@ TEST(ScaleDown, GroupedRoutingAndTheFp8RecipeAreDropped) {
     EXPECT_TRUE(lists(*r, what)) << what;
 }
 
+// Plan::param_gather: the executors gather the updated shards after the step; they refuse the
+// overlapped gather by name, and --scale-down puts it back, saying so.
+TEST(ScaleDown, TheOverlappedParameterGatherIsPutBackAfterTheStep) {
+  Plan p;
+  p.dp = 8;
+  p.zero_stage = 1;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 8;
+  p.param_gather = ParamGather::kNextForward;
+  ModelSpec m = zoo("gpt2-124m.json");
+  m.dropout = false;  // the CPU executor runs none, and computes in fp32
+  Plan fp32 = p;
+  fp32.precision = Precision::kFp32;
+  const Status st = check_executor_supports(m, fp32);
+  EXPECT_NE(st.message().find("param_gather next-forward"), std::string::npos) << st.message();
+  auto r = scale_down(zoo("llama3-8b.json"), p);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(check_executor_supports(r->model, r->plan).ok())
+      << check_executor_supports(r->model, r->plan).message();
+  EXPECT_EQ(r->plan.param_gather, ParamGather::kAfterStep);
+  EXPECT_TRUE(lists(*r, "param_gather next-forward -> after-step"));
+}
+
 TEST(ScaleDown, APlanThatDoesNotFitItsModelIsRefusedNamingTheField) {
   Plan p;
   p.tp = 5;

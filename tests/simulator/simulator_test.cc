@@ -440,6 +440,79 @@ TEST(Simulator, PerRankZero1AllReduceAndGatherCopiesLengthenTheStep) {
   EXPECT_GE(per_held.report.step_time_s, per.report.step_time_s - 1e-9);
 }
 
+// Plan::param_gather: ZeRO-1/2's parameter all-gather moved from after the optimizer step to
+// under the next forward (Megatron-Core's overlap_param_gather, and align_param_gather's
+// dispatch of every bucket at once) sends the same bytes and shortens a step without a pipeline
+// whose gather was exposed; its ops carry the forward they feed on the trace, and none follows the optimizer;
+// the field is refused, naming it and the value, without ZeRO-1/2 (or with nanotron's ZeRO-1).
+TEST(Simulator, ParamGatherUnderTheNextForwardShortensTheStepWithTheSameBytes) {
+  const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
+  for (const std::int64_t zero : {1, 2}) {
+    for (const std::int64_t pp : {1, 2}) {
+      Plan p = pp == 1 ? testing::make_plan(1, 1, 32, 1, 32)
+                       : testing::make_plan(1, 2, 16, 1, 32, Schedule::kInterleaved, 2);
+      p.zero_stage = zero;
+      const ClusterSpec c = testing::cluster_for(p, "H100-SXM5-80GB");
+      SimOptions traced;
+      traced.collect_trace = true;
+      const SimResult after = testing::simulate_ok(gpt, c, p, traced);
+      p.param_gather = ParamGather::kNextForward;
+      const SimResult next = testing::simulate_ok(gpt, c, p, traced);
+      p.param_gather = ParamGather::kAligned;
+      const SimResult aligned = testing::simulate_ok(gpt, c, p, traced);
+      SCOPED_TRACE("zero " + std::to_string(zero) + " pp " + std::to_string(pp));
+      EXPECT_EQ(next.report.bytes_per_group, after.report.bytes_per_group);
+      EXPECT_EQ(aligned.report.bytes_per_group, after.report.bytes_per_group);
+      // Without a pipeline the gather, exposed after the step, now runs under the forward. With
+      // one, after the step it was partly hidden already (each stage gathers as its cooldown
+      // ends, the last stage first), and at the step's start every stage's gathers meet on the
+      // shared links and stage 0's first forward waits for its own: no faster is promised.
+      if (pp == 1) {
+        EXPECT_LT(next.report.step_time_s, after.report.step_time_s);
+      }
+      // Dispatched together they are never later than one bucket ahead.
+      EXPECT_LE(aligned.report.step_time_s, next.report.step_time_s + 1e-9);
+      // after-step: the gathers follow the optimizer; otherwise the first layer's gather comes
+      // before its first forward on the trace, and none follows the optimizer.
+      EXPECT_NE(after.trace_json.find("\"zero_param_all_gather\""), std::string::npos);
+      EXPECT_EQ(after.trace_json.find("F mb0 L0 zero_param_all_gather"), std::string::npos);
+      for (const SimResult* r : {&next, &aligned}) {
+        EXPECT_EQ(r->trace_json.find("\"zero_param_all_gather\""), std::string::npos);
+        EXPECT_NE(r->trace_json.find("F mb0 L0 zero_param_all_gather"), std::string::npos);
+      }
+    }
+  }
+  // The plan file: written only when set, read back, a bad value named.
+  Plan written = testing::make_plan(1, 1, 8, 1, 8);
+  written.zero_stage = 1;
+  EXPECT_FALSE(plan_to_json(written).contains("param_gather"));
+  written.param_gather = ParamGather::kAligned;
+  const Json j = plan_to_json(written);
+  EXPECT_EQ(j.at("param_gather"), "aligned");
+  auto back = plan_from_json(j, "p.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->param_gather, ParamGather::kAligned);
+  Json bad = j;
+  bad["param_gather"] = "overlap";
+  auto read = plan_from_json(bad, "p.json");
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("param_gather"), std::string::npos);
+  EXPECT_NE(read.status().message().find("overlap"), std::string::npos);
+  Plan z0 = testing::make_plan(1, 1, 8, 1, 8);
+  z0.param_gather = ParamGather::kNextForward;
+  auto r = simulate_step(gpt, testing::cluster_for(z0, "H100-SXM5-80GB"), z0, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("param_gather=next-forward"), std::string::npos);
+  EXPECT_NE(r.status().message().find("zero_stage 0"), std::string::npos);
+  Plan nanotron = testing::make_plan(1, 1, 8, 1, 8);
+  nanotron.zero_stage = 1;
+  nanotron.zero1_collectives = ZeroCollectives::kPerRank;
+  nanotron.param_gather = ParamGather::kAligned;
+  r = simulate_step(gpt, testing::cluster_for(nanotron, "H100-SXM5-80GB"), nanotron, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("zero1_collectives per-rank"), std::string::npos);
+}
+
 // Plan::zero3_recompute_gather kept (FSDP2 around the checkpoint wrapper): each fully recomputed
 // layer is gathered twice per micro-batch instead of three times, so the dp bytes fall by a third
 // of the layers' gathers; the step is no longer, and the gathered weights are held through the

@@ -799,6 +799,22 @@ TEST(PublishedRun, NonUniformMoeAndLatentAttentionMap) {
   EXPECT_TRUE(map_ok(e).plan.ep_overlap);
 }
 
+// Megatron-Core's overlap_param_gather where the entry names it (parallel.param_gather),
+// checked with the plan: it needs ZeRO 1 or 2; an unknown value is refused naming the field.
+TEST(PublishedRun, ParamGatherOnlyWhenTheEntryNamesIt) {
+  Json e = llama_entry();
+  EXPECT_EQ(map_ok(e).plan.param_gather, ParamGather::kAfterStep);
+  e["parallel"]["zero_stage"] = 0;
+  e["parallel"]["param_gather"] = "aligned";
+  EXPECT_NE(map_error(e).find("param_gather=aligned"), std::string::npos);
+  e["parallel"]["zero_stage"] = 1;
+  EXPECT_EQ(map_ok(e).plan.param_gather, ParamGather::kAligned);
+  e["parallel"]["param_gather"] = "next-forward";
+  EXPECT_EQ(map_ok(e).plan.param_gather, ParamGather::kNextForward);
+  e["parallel"]["param_gather"] = "overlapped";
+  EXPECT_NE(map_error(e).find("param_gather"), std::string::npos);
+}
+
 // Megatron-Core's defer_embedding_wgrad_compute where the entry names it (parallel.
 // defer_embedding_wgrad, parallel.wgrad_deferral_limit), checked with the plan: it needs a
 // pipeline, and a negative limit is refused naming the field.
