@@ -14,6 +14,7 @@
 #include "core/cost/cost_model.h"
 #include "core/json_util.h"
 #include "core/model_spec.h"
+#include "tests/core/plan_file_test_util.h"
 #include "tests/core/test_util.h"
 #include "core/plan.h"
 
@@ -776,18 +777,8 @@ TEST(MoeDispatcher, DeepEpSendsEachTokenOncePerNode) {
                                     spread),
             group_collective_time_s(Collective::kAllToAll, bytes, 1, 8, 370e9, 3e-6, 46e9, 14e-6));
   // The plan file.
-  const Json j = plan_to_json(deepep);
-  EXPECT_EQ(j.at("moe_dispatcher"), "deepep");
-  EXPECT_FALSE(plan_to_json(alltoall).contains("moe_dispatcher"));
-  auto back = plan_from_json(j, "p.json");
-  ASSERT_TRUE(back.ok()) << back.status().message();
-  EXPECT_EQ(back->moe_dispatcher, MoeDispatcher::kDeepEp);
-  Json bad = j;
-  bad["moe_dispatcher"] = "nccl";
-  auto r = plan_from_json(bad, "p.json");
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("moe_dispatcher"), std::string::npos)
-      << r.status().message();
+  testing::expect_plan_choice_in_file(deepep, alltoall, &Plan::moe_dispatcher, "moe_dispatcher",
+                                      "deepep", "nccl");
   Plan dense = plan_of(1, 1, 8);
   dense.moe_dispatcher = MoeDispatcher::kDeepEp;
   const Status st = validate_plan(dense);

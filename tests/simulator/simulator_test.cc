@@ -10,6 +10,7 @@
 #include "core/cost/cost_model.h"
 #include "core/json_util.h"
 #include "core/schedule.h"
+#include "tests/core/plan_file_test_util.h"
 #include "tests/simulator/test_util.h"
 
 namespace trainplan {
@@ -483,21 +484,12 @@ TEST(Simulator, ParamGatherUnderTheNextForwardShortensTheStepWithTheSameBytes) {
     }
   }
   // The plan file: written only when set, read back, a bad value named.
-  Plan written = testing::make_plan(1, 1, 8, 1, 8);
-  written.zero_stage = 1;
-  EXPECT_FALSE(plan_to_json(written).contains("param_gather"));
+  Plan unset = testing::make_plan(1, 1, 8, 1, 8);
+  unset.zero_stage = 1;
+  Plan written = unset;
   written.param_gather = ParamGather::kAligned;
-  const Json j = plan_to_json(written);
-  EXPECT_EQ(j.at("param_gather"), "aligned");
-  auto back = plan_from_json(j, "p.json");
-  ASSERT_TRUE(back.ok()) << back.status().message();
-  EXPECT_EQ(back->param_gather, ParamGather::kAligned);
-  Json bad = j;
-  bad["param_gather"] = "overlap";
-  auto read = plan_from_json(bad, "p.json");
-  ASSERT_FALSE(read.ok());
-  EXPECT_NE(read.status().message().find("param_gather"), std::string::npos);
-  EXPECT_NE(read.status().message().find("overlap"), std::string::npos);
+  testing::expect_plan_choice_in_file(written, unset, &Plan::param_gather, "param_gather",
+                                      "aligned", "overlap");
   Plan z0 = testing::make_plan(1, 1, 8, 1, 8);
   z0.param_gather = ParamGather::kNextForward;
   auto r = simulate_step(gpt, testing::cluster_for(z0, "H100-SXM5-80GB"), z0, {});
