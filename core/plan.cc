@@ -235,6 +235,7 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
     p.tp_comm_overlap_impl = static_cast<TpOverlapImpl>(c);
   r.get_bool("defer_embedding_wgrad", p.defer_embedding_wgrad, false);
   r.get_int("wgrad_deferral_limit", p.wgrad_deferral_limit, 0, PL::kMaxBatch, false);
+  r.get_int("dp_bucket_elements", p.dp_bucket_elements, 0, PL::kMaxBucketElements, false);
   r.get_int_list("layers_per_stage", p.layers_per_stage, 1, ModelLimits::kMaxLayers, false);
   TRAINPLAN_RETURN_IF_ERROR(r.finish());
   Status st = validate_plan(p);
@@ -285,6 +286,7 @@ Json plan_to_json(const Plan& p) {
     j["zero1_collectives"] = std::string(to_string(p.zero1_collectives));
   if (p.param_gather != ParamGather::kAfterStep)  // written only when set, as cp
     j["param_gather"] = std::string(to_string(p.param_gather));
+  if (p.dp_bucket_elements != 0) j["dp_bucket_elements"] = p.dp_bucket_elements;  // likewise
   if (p.elementwise != Elementwise::kFused)  // written only when set, as cp
     j["elementwise"] = std::string(to_string(p.elementwise));
   if (p.ddp_bucket_copy) j["ddp_bucket_copy"] = true;  // written only when set, as cp
@@ -347,6 +349,7 @@ std::string describe(const Plan& p) {
     os << " zero1-collectives=" << to_string(p.zero1_collectives);
   if (p.param_gather != ParamGather::kAfterStep)
     os << " param-gather=" << to_string(p.param_gather);
+  if (p.dp_bucket_elements != 0) os << " dp-bucket=" << p.dp_bucket_elements;
   if (p.grad_accumulation_pass != GradAccumulationPass::kNone)
     os << " grad-accumulation-pass=" << to_string(p.grad_accumulation_pass);
   if (p.pipeline_scatter_gather) os << " pp-scatter-gather";
@@ -465,6 +468,17 @@ Status validate_plan(const Plan& p) {
                (p.zero_stage == 1 ? " with zero1_collectives " +
                                         std::string(to_string(p.zero1_collectives))
                                   : std::string()));
+  if (p.dp_bucket_elements != 0 && (p.dp_bucket_elements < PlanLimits::kMinBucketElements ||
+                                    p.dp_bucket_elements > PlanLimits::kMaxBucketElements))
+    return err("dp_bucket_elements=" + std::to_string(p.dp_bucket_elements) +
+               " must be 0 (one collective per parameter block) or between " +
+               std::to_string(PlanLimits::kMinBucketElements) + " and " +
+               std::to_string(PlanLimits::kMaxBucketElements));
+  if (p.dp_bucket_elements != 0 && p.zero_stage > 2)
+    return err("dp_bucket_elements=" + std::to_string(p.dp_bucket_elements) +
+               " buckets DDP's and ZeRO-1/2's gradient and parameter collectives; the plan has "
+               "zero_stage " + std::to_string(p.zero_stage) +
+               " (ZeRO-3 gathers each block as one unit)");
   if (p.pipeline_scatter_gather && (p.tp < 2 || p.pp < 2 || p.sequence_parallel))
     return err("pipeline_scatter_gather=true splits a pipeline message over the TP ranks and "
                "gathers it after the send; the plan has tp " + std::to_string(p.tp) + ", pp " +

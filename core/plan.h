@@ -399,6 +399,20 @@ struct Plan {
   // overlapped with the next step's forward. The bytes are the same. Needs zero_stage 1 or 2
   // (with zero_stage 1, zero1_collectives flat: Megatron-Core's distributed optimizer).
   ParamGather param_gather = ParamGather::kAfterStep;
+  // The data-parallel collectives of DDP and ZeRO-1/2 (the gradient all-reduce or
+  // reduce-scatter, the parameter all-gather) issued per bucket of this many elements instead of
+  // once per parameter block: a block of E elements runs k = ceil(E / dp_bucket_elements)
+  // collectives of E / k elements back to back, the same bytes, each paying its own latency
+  // (NCCL's, collectives.h). 0: one collective per block (the model before this field). Source:
+  // apex's DistributedFusedAdam, the optimizer NeMo 1.x's distributed_fused_adam runs
+  // (NVIDIA/apex apex/contrib/optimizers/distributed_fused_adam.py): "the parameters are
+  // flattened, grouped into fixed-size buckets" of bucket_cap_mb x 2^20 / (bytes of
+  // grad_sync_dtype) elements, a parameter split over buckets where it crosses one
+  // (ParameterFragment.bucket_id), and each bucket reduce-scattered and all-gathered on its own.
+  // Blocks smaller than a bucket keep one collective each: several blocks coalesced into one
+  // bucket (fewer latencies) are not modelled, nor buckets that close only at a tensor's end
+  // (Megatron-Core's bucket_size, PyTorch DDP's bucket_cap_mb). Needs zero_stage 0, 1 or 2.
+  std::int64_t dp_bucket_elements = 0;
   // PyTorch DDP without gradient_as_bucket_view (its default): the Reducer keeps its own copy of
   // every gradient in its buckets, in the parameters' precision, beside the parameters' .grad
   // (PyTorch's DistributedDataParallel documentation: gradient_as_bucket_view "can reduce peak
@@ -517,6 +531,10 @@ struct PlanLimits {
   static constexpr std::int64_t kMaxDegree = std::int64_t{1} << 24;
   static constexpr std::int64_t kMaxBatch = std::int64_t{1} << 30;
   static constexpr std::int64_t kMaxVirtualStages = 1024;
+  // Plan::dp_bucket_elements, when set: at least 2^16 (a block then splits into at most 2^24
+  // collectives for any block a rank can hold), at most 2^40.
+  static constexpr std::int64_t kMinBucketElements = std::int64_t{1} << 16;
+  static constexpr std::int64_t kMaxBucketElements = std::int64_t{1} << 40;
 };
 
 Result<Plan> plan_from_json(const Json& json, std::string_view source);

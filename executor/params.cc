@@ -94,6 +94,10 @@ Status check_executor_supports(const ModelSpec& m, const Plan& p) {
               " (the parameter all-gather overlapped with the next step's forward, modelled by "
               "plan and simulate): the executors gather the updated shards after the step; use "
               "after-step");
+  if (p.dp_bucket_elements != 0)
+    return no("dp_bucket_elements " + std::to_string(p.dp_bucket_elements) +
+              " (the data-parallel collectives split into buckets, modelled by plan and "
+              "simulate): the executors run one collective per parameter block; use 0");
   if (p.pipeline_scatter_gather)
     return no("pipeline_scatter_gather (Megatron-LM 2021's split pipeline sends, modelled by plan "
               "and simulate): the executors send a pipeline message whole from each TP rank; "

@@ -162,6 +162,8 @@ void to_executor_plan(Plan& p, Changes& c) {
         "the executors reduce and gather each block's shards flat");
   c.set("param_gather", p.param_gather, ParamGather::kAfterStep,
         "the executors gather the updated shards after the step");
+  c.set("dp_bucket_elements", p.dp_bucket_elements, std::int64_t{0},
+        "the executors run one collective per parameter block");
   c.set("ddp_bucket_copy", p.ddp_bucket_copy, false, "the executors keep one gradient buffer");
   c.set("pipeline_scatter_gather", p.pipeline_scatter_gather, false,
         "the executors send a pipeline message whole from each TP rank");

@@ -329,6 +329,8 @@ Status read_parallel(const Json& j, const std::string& where, std::int64_t num_g
   int gather = 0;  // Plan::param_gather (Megatron-Core's overlap_param_gather); likewise
   if (r.get_choice("param_gather", gather, {"after-step", "next-forward", "aligned"}, false))
     p.param_gather = static_cast<ParamGather>(gather);
+  // Plan::dp_bucket_elements (apex DistributedFusedAdam's bucket_cap_mb, in elements); likewise
+  r.get_int("dp_bucket_elements", p.dp_bucket_elements, 0, PL::kMaxBucketElements, false);
   r.get_bool("tp_comm_overlap", p.tp_comm_overlap, false);  // Plan::tp_comm_overlap; likewise
   // Plan::defer_embedding_wgrad (Megatron-Core's defer_embedding_wgrad_compute) and its
   // wgrad_deferral_limit; likewise checked with the plan.

@@ -252,13 +252,28 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
   // (Megatron-Core's data-parallel group with context parallel). With hybrid sharding the dense
   // part's group is one shard group (Plan::zero_shard_size).
   const std::int64_t dense = p.zero_shard_ranks(), expert = expert_dp_cp(p);
+  // Plan::dp_bucket_elements: DDP's and ZeRO-1/2's collective over `elements` becomes k
+  // buckets' collectives of 1/k of it, played back to back (Task::repeat), the same bytes.
+  auto bucketed = [&](Task t, std::int64_t elements) {
+    const std::int64_t bucket = p.dp_bucket_elements;
+    if (bucket > 0 && p.zero_stage <= 2 && elements > bucket) {
+      const std::int64_t k = (elements + bucket - 1) / bucket;
+      t.message_bytes = std::llround(d(t.message_bytes) / d(k));
+      t.repeat = static_cast<std::int32_t>(k);
+      t.repeat_first = true;
+    }
+    return t;
+  };
   auto add = [&](std::string_view dense_name, std::string_view expert_name, Collective c) {
     const double el = c == Collective::kAllGather ? e : g;
-    if (b.dense_params > 0)
-      out.push_back(comm(dense_name, c, CommGroup::kDp, dense, d(padded(b.dense_params, dense)) * el));
-    if (b.expert_params > 0)
-      out.push_back(comm(expert_name, c, CommGroup::kExpertDp, expert,
-                         d(padded(b.expert_params, expert)) * el));
+    if (b.dense_params > 0) {
+      const std::int64_t n = padded(b.dense_params, dense);
+      out.push_back(bucketed(comm(dense_name, c, CommGroup::kDp, dense, d(n) * el), n));
+    }
+    if (b.expert_params > 0) {
+      const std::int64_t n = padded(b.expert_params, expert);
+      out.push_back(bucketed(comm(expert_name, c, CommGroup::kExpertDp, expert, d(n) * el), n));
+    }
   };
   auto gather = [&]() {
     if (p.fp8 && p.fp8_all_gather && b.kind == BlockKind::kLayer) {

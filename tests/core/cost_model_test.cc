@@ -323,6 +323,72 @@ TEST(DataParallel, PerRankZero1AllReducesGradientsAndCopiesGathersPerRank) {
   EXPECT_TRUE(dp_block_tasks(one, layer, DpPoint::kAfterOptimizer).empty());
 }
 
+// Plan::dp_bucket_elements (apex DistributedFusedAdam's buckets): a block's DDP all-reduce or
+// ZeRO-1/2 reduce-scatter and all-gather becomes k = ceil(E / bucket) collectives of E / k
+// elements, played back to back (Task::repeat), the same bytes; a block no larger than a bucket
+// keeps one. The plan file carries it when set; a bucket below the floor or with ZeRO-3 is
+// refused naming the field and the value.
+TEST(DataParallel, BucketsSplitABlocksCollectivesWithTheSameBytes) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  for (const std::int64_t zero : {0, 1, 2}) {
+    SCOPED_TRACE(zero);
+    Plan whole = plan_of(1, 1, 16, 1, 16);
+    whole.zero_stage = zero;
+    const ParamBlock layer = param_blocks_on_stage(m, whole, 0)[1];
+    ASSERT_EQ(layer.kind, BlockKind::kLayer);
+    Plan split = whole;
+    split.dp_bucket_elements = 52428800;  // bucket_cap_mb 100 of bf16 gradients
+    ASSERT_TRUE(validate_plan(split).ok()) << validate_plan(split).message();
+    const std::int64_t k = (layer.dense_params + 52428800 - 1) / 52428800;
+    ASSERT_GT(k, 1);
+    int collectives = 0;
+    for (DpPoint point : {DpPoint::kAfterBackward, DpPoint::kAfterLastBackward,
+                          DpPoint::kAfterOptimizer}) {
+      const std::vector<Task> a = dp_block_tasks(whole, layer, point);
+      const std::vector<Task> b = dp_block_tasks(split, layer, point);
+      ASSERT_EQ(a.size(), b.size());
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        if (a[i].kind != TaskKind::kComm || a[i].group != CommGroup::kDp) continue;
+        ++collectives;
+        EXPECT_EQ(a[i].repeat, 1);
+        EXPECT_EQ(b[i].repeat, k);
+        EXPECT_TRUE(b[i].repeat_first);
+        EXPECT_NEAR(static_cast<double>(b[i].message_bytes) * static_cast<double>(k),
+                    static_cast<double>(a[i].message_bytes), static_cast<double>(k));
+        EXPECT_NEAR(static_cast<double>(b[i].bytes_sent()), static_cast<double>(a[i].bytes_sent()),
+                    1e-6 * static_cast<double>(a[i].bytes_sent()));
+      }
+    }
+    EXPECT_EQ(collectives, zero == 0 ? 1 : 2);
+    // A bucket as large as the block: one collective, as without buckets.
+    split.dp_bucket_elements = layer.dense_params * 2;
+    for (const Task& t : dp_block_tasks(split, layer, DpPoint::kAfterLastBackward))
+      EXPECT_EQ(t.repeat, 1);
+  }
+  Plan p = plan_of(1, 1, 16, 1, 16);
+  p.zero_stage = 1;
+  p.dp_bucket_elements = 104857600;
+  EXPECT_NE(describe(p).find(" dp-bucket=104857600"), std::string::npos);
+  Json j = plan_to_json(p);
+  EXPECT_EQ(j.at("dp_bucket_elements"), 104857600);
+  auto back = plan_from_json(j, "p.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->dp_bucket_elements, 104857600);
+  EXPECT_FALSE(plan_to_json(plan_of(1, 1, 16, 1, 16)).contains("dp_bucket_elements"));
+  j["dp_bucket_elements"] = 1000;
+  auto small = plan_from_json(j, "p.json");
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(small.status().message().find("dp_bucket_elements=1000"), std::string::npos)
+      << small.status().message();
+  j["dp_bucket_elements"] = -5;
+  auto negative = plan_from_json(j, "p.json");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("dp_bucket_elements"), std::string::npos);
+  p.zero_stage = 3;
+  EXPECT_NE(validate_plan(p).message().find("dp_bucket_elements=104857600"), std::string::npos)
+      << validate_plan(p).message();
+}
+
 // Plan::zero1_collectives all-reduce (DeepSpeed's BF16_Optimizer under its PipelineEngine): the
 // block's fp32 gradients all-reduced whole, a flatten before and a copy back after, each reading
 // and writing the gradients once; the weights' all-gather after the step is the flat plan's.

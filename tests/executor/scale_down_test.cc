@@ -252,6 +252,29 @@ TEST(ScaleDown, TheOverlappedParameterGatherIsPutBackAfterTheStep) {
   EXPECT_TRUE(lists(*r, "param_gather next-forward -> after-step"));
 }
 
+// Plan::dp_bucket_elements: the executors run one collective per block; they refuse buckets by
+// name, and --scale-down puts one collective per block back, saying so.
+TEST(ScaleDown, DpBucketsArePutBackToOneCollectivePerBlock) {
+  Plan p;
+  p.dp = 8;
+  p.zero_stage = 1;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 8;
+  p.dp_bucket_elements = 52428800;
+  ModelSpec m = zoo("gpt2-124m.json");
+  m.dropout = false;
+  Plan fp32 = p;
+  fp32.precision = Precision::kFp32;
+  const Status st = check_executor_supports(m, fp32);
+  EXPECT_NE(st.message().find("dp_bucket_elements 52428800"), std::string::npos) << st.message();
+  auto r = scale_down(zoo("llama3-8b.json"), p);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(check_executor_supports(r->model, r->plan).ok())
+      << check_executor_supports(r->model, r->plan).message();
+  EXPECT_EQ(r->plan.dp_bucket_elements, 0);
+  EXPECT_TRUE(lists(*r, "dp_bucket_elements 52428800 -> 0"));
+}
+
 TEST(ScaleDown, APlanThatDoesNotFitItsModelIsRefusedNamingTheField) {
   Plan p;
   p.tp = 5;

@@ -446,6 +446,26 @@ TEST(Simulator, PerRankZero1AllReduceAndGatherCopiesLengthenTheStep) {
 // dispatch of every bucket at once) sends the same bytes and shortens a step without a pipeline
 // whose gather was exposed; its ops carry the forward they feed on the trace, and none follows the optimizer;
 // the field is refused, naming it and the value, without ZeRO-1/2 (or with nanotron's ZeRO-1).
+// Plan::dp_bucket_elements: the same bytes in more collectives, each paying NCCL's latency; over
+// a data-parallel group across nodes the step is no shorter, and the DP stream's time grows.
+TEST(Simulator, DpBucketsKeepTheBytesAndAddLatency) {
+  const ModelSpec gpt = testing::gpt_model(8, 2048, 16, 1024, 50257);
+  for (const std::int64_t zero : {0, 1, 2}) {
+    Plan p = testing::make_plan(1, 1, 64, 1, 64);
+    p.zero_stage = zero;
+    const ClusterSpec c = testing::cluster_for(p, "H100-SXM5-80GB");
+    const SimResult whole = testing::simulate_ok(gpt, c, p);
+    p.dp_bucket_elements = std::int64_t{1} << 20;
+    const SimResult split = testing::simulate_ok(gpt, c, p);
+    SCOPED_TRACE("zero " + std::to_string(zero));
+    // Equal but for each piece's rounding to whole bytes.
+    ASSERT_EQ(split.report.bytes_per_group.size(), whole.report.bytes_per_group.size());
+    for (const auto& [group, bytes] : whole.report.bytes_per_group)
+      EXPECT_NEAR(split.report.bytes_per_group.at(group), bytes, 1e-6 * bytes) << group;
+    EXPECT_GT(split.report.step_time_s, whole.report.step_time_s);
+  }
+}
+
 TEST(Simulator, ParamGatherUnderTheNextForwardShortensTheStepWithTheSameBytes) {
   const ModelSpec gpt = testing::gpt_model(8, 1024, 16, 1024, 50257);
   for (const std::int64_t zero : {1, 2}) {

@@ -815,6 +815,23 @@ TEST(PublishedRun, ParamGatherOnlyWhenTheEntryNamesIt) {
   EXPECT_NE(map_error(e).find("param_gather"), std::string::npos);
 }
 
+// apex DistributedFusedAdam's buckets where the entry names them (parallel.dp_bucket_elements),
+// checked with the plan: not with ZeRO-3, not below the floor; absent, one collective per block.
+TEST(PublishedRun, DpBucketsOnlyWhenTheEntryNamesThem) {
+  Json e = llama_entry();
+  EXPECT_EQ(map_ok(e).plan.dp_bucket_elements, 0);
+  e["parallel"]["zero_stage"] = 1;
+  e["parallel"]["dp_bucket_elements"] = 104857600;
+  EXPECT_EQ(map_ok(e).plan.dp_bucket_elements, 104857600);
+  e["parallel"]["zero_stage"] = 3;
+  EXPECT_NE(map_error(e).find("dp_bucket_elements=104857600"), std::string::npos);
+  e["parallel"]["zero_stage"] = 1;
+  e["parallel"]["dp_bucket_elements"] = 100;
+  EXPECT_NE(map_error(e).find("dp_bucket_elements=100"), std::string::npos);
+  e["parallel"]["dp_bucket_elements"] = "100MB";
+  EXPECT_NE(map_error(e).find("dp_bucket_elements"), std::string::npos);
+}
+
 // Megatron-Core's defer_embedding_wgrad_compute where the entry names it (parallel.
 // defer_embedding_wgrad, parallel.wgrad_deferral_limit), checked with the plan: it needs a
 // pipeline, and a negative limit is refused naming the field.
