@@ -10,7 +10,9 @@ overlap_param_gather_with_optimizer_step true, or NeMo 1.x with apex's Distribut
 pp > 1 (NeMo hands the schedule param_sync_func); next-forward otherwise.
 (validation/corpus/NOTES.md, thirty-sixth pass: not applied to the corpus on main; see there.)
 """
-import collections, json, sys
+import collections, json, os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from corpus_edit import set_parallel_field
 values = []
 path = sys.argv[1]  # the corpus file, edited in place
 s = open(path).read()
@@ -26,21 +28,7 @@ for e in o:
     pp = pps[e['id']]
     nemo_apex_pipeline = apex and pp > 1 and not aligned
     value = 'aligned' if aligned or nemo_apex_pipeline else 'next-forward'
-    key = '"id": "%s"' % e['id']
-    i = s.index(key)
-    assert s.count(key) == 1, e['id']
-    end = s.find('\n {\n  "id"', i)
-    if end < 0: end = len(s)
-    j = s.index('"parallel": {', i)
-    k = s.index('\n  }', j)
-    assert k < end
-    block = s[j:k]
-    assert 'param_gather' not in block
     values.append(value)
-    s = s[:k] + ',\n   "param_gather": "%s"' % value + s[k:]
-    # the note
-    ni = s.index('"notes": [', i)
-    nk = s.index('\n  ]', ni)
     why = ('with overlap_param_gather_with_optimizer_step' if e['overlap_param_gather_with_optimizer_step']
            else 'with align_param_gather' if aligned
            else ("apex's DistributedFusedAdam under NeMo 1.x, whose fwd_bwd_step hands the pipeline "
@@ -51,7 +39,7 @@ for e in o:
            else 'one bucket ahead')
     note = ('parallel.param_gather %s (thirty-sixth pass; the parameter all-gather overlapped with the '
             'next forward, %s): %s' % (value, why, ev))
-    s = s[:nk] + ',\n   ' + json.dumps(note) + s[nk:]
+    s = set_parallel_field(s, e['id'], 'param_gather', value, note)
     n += 1
 open(path, 'w').write(s)
 json.loads(s)

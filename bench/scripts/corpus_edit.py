@@ -1,0 +1,24 @@
+"""Targeted text edits of the published-run corpus (validation/corpus/published_runs.json): one
+entry's `parallel` block gains a field and its `notes` a line, every other byte of the file left
+as it was (the corpus is reviewed as a diff). Used by the survey-apply scripts."""
+import json
+
+
+def set_parallel_field(s, run_id, key, value, note):
+    """Returns corpus text `s` with parallel.`key` = `value` (any JSON value) and `note` appended
+    to the notes of the entry `run_id`. The entry must exist once and not set `key` already."""
+    marker = '"id": "%s"' % run_id
+    assert s.count(marker) == 1, run_id
+    i = s.index(marker)
+    end = s.find('\n {\n  "id"', i)
+    if end < 0:
+        end = len(s)
+    j = s.index('"parallel": {', i)
+    k = s.index('\n  }', j)
+    assert k < end, run_id
+    assert '"%s"' % key not in s[j:k], (run_id, key)
+    s = s[:k] + ',\n   "%s": %s' % (key, json.dumps(value)) + s[k:]
+    end = s.find('\n {\n  "id"', i)
+    nk = s.index('\n  ]', s.index('"notes": [', i))
+    assert end < 0 or nk < end, run_id
+    return s[:nk] + ',\n   ' + json.dumps(note) + s[nk:]
