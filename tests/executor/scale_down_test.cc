@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -229,50 +230,43 @@ TEST(ScaleDown, GroupedRoutingAndTheFp8RecipeAreDropped) {
     EXPECT_TRUE(lists(*r, what)) << what;
 }
 
-// Plan::param_gather: the executors gather the updated shards after the step; they refuse the
-// overlapped gather by name, and --scale-down puts it back, saying so.
-TEST(ScaleDown, TheOverlappedParameterGatherIsPutBackAfterTheStep) {
+// A ZeRO-1 plan with one field `set` that the executors do not run: they refuse it naming it
+// (`refused`), and --scale-down puts the default back (`is_default`), listing it (`listed`).
+void expect_refused_then_reset(const std::function<void(Plan&)>& set, const std::string& refused,
+                               const std::string& listed,
+                               const std::function<bool(const Plan&)>& is_default) {
   Plan p;
   p.dp = 8;
   p.zero_stage = 1;
   p.micro_batch_size = 1;
   p.global_batch_size = 8;
-  p.param_gather = ParamGather::kNextForward;
+  set(p);
   ModelSpec m = zoo("gpt2-124m.json");
   m.dropout = false;  // the CPU executor runs none, and computes in fp32
   Plan fp32 = p;
   fp32.precision = Precision::kFp32;
   const Status st = check_executor_supports(m, fp32);
-  EXPECT_NE(st.message().find("param_gather next-forward"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(refused), std::string::npos) << st.message();
   auto r = scale_down(zoo("llama3-8b.json"), p);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(check_executor_supports(r->model, r->plan).ok())
       << check_executor_supports(r->model, r->plan).message();
-  EXPECT_EQ(r->plan.param_gather, ParamGather::kAfterStep);
-  EXPECT_TRUE(lists(*r, "param_gather next-forward -> after-step"));
+  EXPECT_TRUE(is_default(r->plan));
+  EXPECT_TRUE(lists(*r, listed)) << listed;
 }
 
-// Plan::dp_bucket_elements: the executors run one collective per block; they refuse buckets by
-// name, and --scale-down puts one collective per block back, saying so.
+// Plan::param_gather: the executors gather the updated shards after the step.
+TEST(ScaleDown, TheOverlappedParameterGatherIsPutBackAfterTheStep) {
+  expect_refused_then_reset([](Plan& p) { p.param_gather = ParamGather::kNextForward; },
+                            "param_gather next-forward", "param_gather next-forward -> after-step",
+                            [](const Plan& p) { return p.param_gather == ParamGather::kAfterStep; });
+}
+
+// Plan::dp_bucket_elements: the executors run one collective per parameter block.
 TEST(ScaleDown, DpBucketsArePutBackToOneCollectivePerBlock) {
-  Plan p;
-  p.dp = 8;
-  p.zero_stage = 1;
-  p.micro_batch_size = 1;
-  p.global_batch_size = 8;
-  p.dp_bucket_elements = 52428800;
-  ModelSpec m = zoo("gpt2-124m.json");
-  m.dropout = false;
-  Plan fp32 = p;
-  fp32.precision = Precision::kFp32;
-  const Status st = check_executor_supports(m, fp32);
-  EXPECT_NE(st.message().find("dp_bucket_elements 52428800"), std::string::npos) << st.message();
-  auto r = scale_down(zoo("llama3-8b.json"), p);
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_TRUE(check_executor_supports(r->model, r->plan).ok())
-      << check_executor_supports(r->model, r->plan).message();
-  EXPECT_EQ(r->plan.dp_bucket_elements, 0);
-  EXPECT_TRUE(lists(*r, "dp_bucket_elements 52428800 -> 0"));
+  expect_refused_then_reset([](Plan& p) { p.dp_bucket_elements = 52428800; },
+                            "dp_bucket_elements 52428800", "dp_bucket_elements 52428800 -> 0",
+                            [](const Plan& p) { return p.dp_bucket_elements == 0; });
 }
 
 TEST(ScaleDown, APlanThatDoesNotFitItsModelIsRefusedNamingTheField) {
