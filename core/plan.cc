@@ -54,6 +54,7 @@ std::string_view to_string(AttentionKernel k) {
     case AttentionKernel::kFlash2: return "flash2";
     case AttentionKernel::kCudnn: return "cudnn";
     case AttentionKernel::kFlash3: return "flash3";
+    case AttentionKernel::kFlash1: return "flash1";
   }
   return "?";
 }
@@ -196,7 +197,8 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
     p.offload_device = static_cast<OffloadDevice>(c);
   if (r.get_choice("attention", c, {"fused", "unfused"}, false))
     p.attention = static_cast<AttentionImpl>(c);
-  if (r.get_choice("attention_kernel", c, {"generic", "flash2", "cudnn", "flash3"}, false))
+  if (r.get_choice("attention_kernel", c, {"generic", "flash2", "cudnn", "flash3", "flash1"},
+                   false))
     p.attention_kernel = static_cast<AttentionKernel>(c);
   if (r.get_choice("cross_entropy", c, {"fused", "unfused", "cast"}, false))
     p.cross_entropy = static_cast<CrossEntropy>(c);

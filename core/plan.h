@@ -78,11 +78,12 @@ enum class OffloadDevice { kCpu, kNvme };
 enum class AttentionImpl { kFused, kUnfused };
 // Which fused attention kernel runs, where it matters to the time: generic (the default) times
 // it at DeviceRates::attention_efficiency of the GEMM rate, never below FlashAttention-2's
-// published rate at the task's length on the GPU's architecture (head dim 128 and up); flash2, cudnn and flash3 take the
-// kernel's published rates on the GPU's architecture (core/cost/attention_rates.h), so a plan
-// can say what its framework runs (Transformer Engine picks cuDNN on Hopper, PyTorch's SDPA
-// FlashAttention-2). Needs attention=fused.
-enum class AttentionKernel { kGeneric, kFlash2, kCudnn, kFlash3 };
+// published rate at the task's length on the GPU's architecture (head dim 128 and up); flash2,
+// cudnn, flash3 and flash1 (FlashAttention-1, flash-attn 1.x) take the kernel's published rates
+// on the GPU's architecture (core/cost/attention_rates.h), so a plan can say what its framework
+// runs (Transformer Engine picks cuDNN on Hopper, PyTorch's SDPA FlashAttention-2, Transformer
+// Engine 0.8 flash-attn 1.x). Needs attention=fused.
+enum class AttentionKernel { kGeneric, kFlash2, kCudnn, kFlash3, kFlash1 };
 // The loss over the vocabulary. fused: one kernel over fp32 logits that keeps its softmax for the
 // backward (Megatron-LM's vocab-parallel cross-entropy; 4 bytes per logit, Korthikanti et al.
 // 2022 sec. 4.3). unfused: PyTorch's eager F.cross_entropy(logits.float(), ...), as torchtitan

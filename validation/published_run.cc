@@ -615,8 +615,8 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   r.get_choice("precision", precision, {"bf16", "fp16", "fp32", "fp8"}, false);
   int attention = -1, attention_kernel = -1;
   r.get_choice("attention", attention, {"fused", "unfused"}, false);
-  r.get_choice("attention_kernel", attention_kernel, {"generic", "flash2", "cudnn", "flash3"},
-               false);
+  r.get_choice("attention_kernel", attention_kernel,
+               {"generic", "flash2", "cudnn", "flash3", "flash1"}, false);
   int cross_entropy = -1;
   r.get_choice("cross_entropy", cross_entropy, {"fused", "unfused", "cast"}, false);
   int grads = -1;

@@ -22,3 +22,24 @@ def set_parallel_field(s, run_id, key, value, note):
     nk = s.index('\n  ]', s.index('"notes": [', i))
     assert end < 0 or nk < end, run_id
     return s[:nk] + ',\n   ' + json.dumps(note) + s[nk:]
+
+
+def set_entry_field(s, run_id, after_key, key, value, note):
+    """Returns corpus text `s` with the top-level field `key` = `value` on the line after the
+    entry's top-level field `after_key`, and `note` appended to its notes. The entry must exist
+    once, hold `after_key` (not as its last field) and not set `key` already."""
+    marker = '"id": "%s"' % run_id
+    assert s.count(marker) == 1, run_id
+    i = s.index(marker)
+    end = s.find('\n {\n  "id"', i)
+    if end < 0:
+        end = len(s)
+    assert '\n  "%s":' % key not in s[i:end], (run_id, key)
+    j = s.index('\n  "%s":' % after_key, i)
+    k = s.index('\n', j + 1)
+    assert k < end and s[k - 1] == ',', run_id
+    s = s[:k] + '\n  "%s": %s,' % (key, json.dumps(value)) + s[k:]
+    nk = s.index('\n  ]', s.index('"notes": [', i))
+    end = s.find('\n {\n  "id"', i)
+    assert end < 0 or nk < end, run_id
+    return s[:nk] + ',\n   ' + json.dumps(note) + s[nk:]

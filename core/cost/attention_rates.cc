@@ -90,6 +90,24 @@ KernelSeries blackwell_cudnn() {
   return s;
 }
 
+// A forward + backward pair rate split into the forward and the backward in the shape of
+// Hopper FA2's figures (its backward / unmasked forward ratio at the same length), which keeps each
+// pair's time exactly at the measured rate (an assumption, docs/inputs.md). A pair of one forward
+// (F FLOPs at rate f) and one backward (2.5 F at rate b = ratio x f) at the pair rate R takes
+// 3.5 F / R = F / f + 2.5 F / b, so f = R (1 + 2.5 / ratio) / 3.5.
+KernelSeries split_pairs(const std::array<double, kLengths>& pair_causal,
+                         const std::array<double, kLengths>& pair) {
+  KernelSeries s{};
+  for (std::size_t i = 0; i < kLengths; ++i) {
+    const double ratio = kHopperFlash2.backward[i] / kHopperFlash2.forward[i];
+    const double forward_of_pair = (1 + 2.5 / ratio) / 3.5;
+    s.forward[i] = pair[i] * forward_of_pair;
+    s.forward_causal[i] = pair_causal[i] * forward_of_pair;
+    s.backward[i] = s.forward[i] * ratio;
+  }
+  return s;
+}
+
 // FlashAttention-2 on Ampere (A100 80GB SXM4, 312 TFLOP/s dense bf16), head dim 128, from the
 // flash-attention README's A100 figure (assets/flash2_a100_fwd_bwd_benchmark.png, the FA2
 // paper's Fig. 4 (b) and (d), arXiv:2307.08691): forward + backward together, batch x sequence =
@@ -97,32 +115,31 @@ KernelSeries blackwell_cudnn() {
 // benchmark_flash_attention.py: the pair counts 3.5 forwards). Bars as printed: causal 99, 133,
 // 155, 173, 182, 189; unmasked 173 at 1k and 187, 196, 201, 203 from 2k, and at 512, whose
 // label the legend covers, 149 read from the bar's height on the axis (+-1). The paper's
-// separate A100 forward and backward figures are not read here; the pair is split in the shape
-// of the same kernel's Hopper figures (its backward / unmasked forward ratio at the same length),
-// which keeps each pair's time exactly at the measured rate (an assumption, docs/inputs.md).
+// separate A100 forward and backward figures are not read here; the pair is split by
+// split_pairs.
 constexpr std::array<double, kLengths> kAmpereFlash2PairCausal = {99, 133, 155, 173, 182, 189};
 constexpr std::array<double, kLengths> kAmpereFlash2Pair = {149, 173, 187, 196, 201, 203};
 constexpr double kA100PeakTflops = 312;
 
-KernelSeries ampere_flash2() {
-  KernelSeries s{};
-  for (std::size_t i = 0; i < kLengths; ++i) {
-    // A pair of one forward (F FLOPs at rate f) and one backward (2.5 F at rate b = ratio x f)
-    // at the pair rate R: 3.5 F / R = F / f + 2.5 F / b, so f = R (1 + 2.5 / ratio) / 3.5.
-    const double ratio = kHopperFlash2.backward[i] / kHopperFlash2.forward[i];
-    const double forward_of_pair = (1 + 2.5 / ratio) / 3.5;
-    s.forward[i] = kAmpereFlash2Pair[i] * forward_of_pair;
-    s.forward_causal[i] = kAmpereFlash2PairCausal[i] * forward_of_pair;
-    s.backward[i] = s.forward[i] * ratio;
-  }
-  return s;
-}
+// FlashAttention-1 (flash-attn 1.x and the 0.2 releases before it; "FlashAttention" in the
+// figures' legends), head dim 128, forward + backward, on the same figures as FA2's pairs and in
+// the same benchmark: Ampere from assets/flash2_a100_fwd_bwd_benchmark.png (panels (b) unmasked
+// and (d) causal), Hopper from assets/flash2_h100_fwd_bwd_benchmark.png (H100 80GB SXM5, panels
+// (b) and (d)). Bars as printed at 512 to 16k. Split by split_pairs (no separate FA1 forward or
+// backward figure is read). Named where a run's code runs flash-attn 1.x (MLPerf v3.0's GPT-3:
+// flash_attn==1.0.5 under Transformer Engine release_v0.8); the generic floor stays FA2's
+// (compute_model.cc).
+constexpr std::array<double, kLengths> kAmpereFlash1PairCausal = {55, 62, 69, 76, 80, 83};
+constexpr std::array<double, kLengths> kAmpereFlash1Pair = {76, 72, 76, 80, 82, 83};
+constexpr std::array<double, kLengths> kHopperFlash1PairCausal = {98, 109, 108, 126, 135, 137};
+constexpr std::array<double, kLengths> kHopperFlash1Pair = {127, 127, 128, 131, 137, 139};
 
 const KernelSeries* hopper_series(AttentionKernel k) {
   switch (k) {
     case AttentionKernel::kFlash2: return &kHopperFlash2;
     case AttentionKernel::kCudnn: return &kHopperCudnn;
     case AttentionKernel::kFlash3: return &kHopperFlash3;
+    case AttentionKernel::kFlash1:
     case AttentionKernel::kGeneric: return nullptr;
   }
   return nullptr;
@@ -150,11 +167,13 @@ std::optional<AttentionKernelRate> attention_kernel_rate(std::string_view archit
                                                          bool causal, std::int64_t seq_len) {
   static const KernelSeries kBlackwellFlash2 = blackwell_flash2();
   static const KernelSeries kBlackwellCudnn = blackwell_cudnn();
-  static const KernelSeries kAmpereFlash2 = ampere_flash2();
+  static const KernelSeries kAmpereFlash2 = split_pairs(kAmpereFlash2PairCausal, kAmpereFlash2Pair);
+  static const KernelSeries kAmpereFlash1 = split_pairs(kAmpereFlash1PairCausal, kAmpereFlash1Pair);
+  static const KernelSeries kHopperFlash1 = split_pairs(kHopperFlash1PairCausal, kHopperFlash1Pair);
   const KernelSeries* s = nullptr;
   double measured_peak_tflops = 0;
   if (architecture == "hopper") {
-    s = hopper_series(kernel);
+    s = kernel == AttentionKernel::kFlash1 ? &kHopperFlash1 : hopper_series(kernel);
     measured_peak_tflops = kH100SxmPeakTflops;
   } else if (architecture == "blackwell" && kernel == AttentionKernel::kFlash2) {
     s = &kBlackwellFlash2;
@@ -164,6 +183,9 @@ std::optional<AttentionKernelRate> attention_kernel_rate(std::string_view archit
     measured_peak_tflops = kB200PeakTflops;
   } else if (architecture == "ampere" && kernel == AttentionKernel::kFlash2) {
     s = &kAmpereFlash2;
+    measured_peak_tflops = kA100PeakTflops;
+  } else if (architecture == "ampere" && kernel == AttentionKernel::kFlash1) {
+    s = &kAmpereFlash1;
     measured_peak_tflops = kA100PeakTflops;
   }
   if (s == nullptr) return std::nullopt;

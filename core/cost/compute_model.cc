@@ -102,7 +102,10 @@ std::optional<double> published_attention_flops_per_s(const Task& t, const Devic
 //
 // The floor: FlashAttention-2 is the slowest fused kernel at every published point on Hopper
 // (arXiv:2407.08608 Fig. 5/6: cuDNN and FA3 above it at each length, masked or not, both
-// directions), and on Ampere and Blackwell the only one published (attention_rates.h). A flat
+// directions), and on Ampere and Blackwell the only other one published (attention_rates.h).
+// FlashAttention-1, published on Hopper and Ampere, is slower still, but frameworks have shipped
+// FlashAttention-2 or faster since flash-attn 2.0 (July 2023): a run launches FA1 only where its
+// code pins flash-attn 1.x, so it is named there (attention_kernel=flash1), not assumed. A flat
 // fraction of the GEMM rate cannot follow the kernels' rise with the key length (FA2 causal forward
 // 191 -> 335 TFLOP/s from 512 to 16k on H100): on H100 the generic 0.6 gives about 252 TFLOP/s at
 // every length, below every published kernel from 1k on, which is why long-sequence rows read too
@@ -368,8 +371,8 @@ Result<DeviceRates> plan_rates(const Plan& plan, const GpuSpec& gpu,
                                " rates for " + gpu.name + " (architecture '" +
                                (gpu.architecture.empty() ? "unknown" : gpu.architecture) +
                                "'); published rates exist for hopper (H100, H800, H200) and, "
-                               "for flash2 and cudnn, blackwell (B200), and for flash2, ampere "
-                               "(A100); use attention_kernel=generic",
+                               "for flash2 and cudnn, blackwell (B200), and for flash2 and "
+                               "flash1, ampere (A100); use attention_kernel=generic",
                            ExitCode::kInfeasible);
     r.attention_kernel = plan.attention_kernel;
     r.architecture = gpu.architecture;

@@ -134,9 +134,44 @@ TEST(AttentionRates, AmpereFlash2KeepsTheMeasuredForwardBackwardPairRate) {
   EXPECT_DOUBLE_EQ(attention_kernel_rate("ampere", AttentionKernel::kFlash2, false, true, 512)
                        ->measured_peak_flops_per_s,
                    312 * kTFLOP);
-  // Only FA2 is published on Ampere.
+  // Only FA2 and FA1 (Flash1KeepsThePublishedPairRatesOnAmpereAndHopper) on Ampere.
   EXPECT_FALSE(attention_kernel_rate("ampere", AttentionKernel::kCudnn, false, true, 4096));
   EXPECT_FALSE(attention_kernel_rate("ampere", AttentionKernel::kFlash3, false, true, 4096));
+}
+
+TEST(AttentionRates, Flash1KeepsThePublishedPairRatesOnAmpereAndHopper) {
+  // FlashAttention-1's bars in the flash-attention repository's FA2 figures, head dim 128:
+  // assets/flash2_a100_fwd_bwd_benchmark.png (A100 80GB SXM4) and
+  // assets/flash2_h100_fwd_bwd_benchmark.png (H100 80GB SXM5), forward + backward.
+  auto pair_rate = [](const char* arch, bool causal, std::int64_t seq) {
+    auto rate = [&](bool backward) {
+      return published_tflops(arch, AttentionKernel::kFlash1, backward, causal, seq);
+    };
+    return 3.5 / (1.0 / rate(false) + 2.5 / rate(true));
+  };
+  EXPECT_NEAR(pair_rate("ampere", true, 2048), 69, 1e-9);
+  EXPECT_NEAR(pair_rate("ampere", true, 16384), 83, 1e-9);
+  EXPECT_NEAR(pair_rate("ampere", false, 1024), 72, 1e-9);
+  EXPECT_NEAR(pair_rate("hopper", true, 2048), 108, 1e-9);
+  EXPECT_NEAR(pair_rate("hopper", true, 512), 98, 1e-9);
+  EXPECT_NEAR(pair_rate("hopper", false, 8192), 137, 1e-9);
+  // Measured on the A100 and the H100 SXM5: scaled from their peaks.
+  EXPECT_DOUBLE_EQ(attention_kernel_rate("ampere", AttentionKernel::kFlash1, false, true, 512)
+                       ->measured_peak_flops_per_s,
+                   312 * kTFLOP);
+  EXPECT_DOUBLE_EQ(attention_kernel_rate("hopper", AttentionKernel::kFlash1, true, true, 512)
+                       ->measured_peak_flops_per_s,
+                   989.4 * kTFLOP);
+  // Slower than FlashAttention-2 at every published point of the same figure (265 at 2k causal
+  // on H100); the split is FA2's Hopper shape, as for FA2 on Ampere.
+  EXPECT_LT(published_tflops("hopper", AttentionKernel::kFlash1, false, true, 2048),
+            published_tflops("hopper", AttentionKernel::kFlash2, false, true, 2048));
+  auto rate = [](bool backward) {
+    return published_tflops("ampere", AttentionKernel::kFlash1, backward, false, 8192);
+  };
+  EXPECT_NEAR(rate(true) / rate(false), 318.0 / 370.0, 1e-12);
+  // Not published on Blackwell.
+  EXPECT_FALSE(attention_kernel_rate("blackwell", AttentionKernel::kFlash1, false, true, 4096));
 }
 
 TEST(AttentionRates, NoneOutsideTheirArchitecturesOrForTheGenericModel) {
@@ -276,6 +311,14 @@ TEST(AttentionRates, PlanRatesRefusesAKernelWithoutPublishedRates) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("attention_kernel=flash3"), std::string::npos);
   EXPECT_NE(r.status().message().find("A100-80GB (architecture 'ampere')"), std::string::npos);
+  // FlashAttention-1 is published on Ampere and Hopper only.
+  r = rates_for(AttentionKernel::kFlash1, "B200-192GB");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("attention_kernel=flash1: no published flash1 rates for "
+                                      "B200-192GB (architecture 'blackwell')"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_TRUE(rates_for(AttentionKernel::kFlash1, "A100-80GB").ok());
   // A custom GPU without a base preset has no architecture.
   GpuSpec custom = *gpu_preset("A100-80GB");
   custom.name = "mine";

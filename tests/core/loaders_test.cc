@@ -1318,6 +1318,13 @@ TEST(PlanLoader, AttentionKernelAndCrossEntropyRoundTrip) {
   auto back = plan_from_json(plan_to_json(*fa2), "again");
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(plan_to_json(*back), plan_to_json(*fa2));
+  j["attention_kernel"] = "flash1";
+  auto fa1 = plan_from_json(j, "p.json");
+  ASSERT_TRUE(fa1.ok()) << fa1.status().message();
+  EXPECT_EQ(fa1->attention_kernel, AttentionKernel::kFlash1);
+  EXPECT_EQ(plan_to_json(*fa1).at("attention_kernel"), "flash1");
+  EXPECT_NE(describe(*fa1).find(" attention=flash1"), std::string::npos) << describe(*fa1);
+  j["attention_kernel"] = "flash2";
   j["cross_entropy"] = "unfused";
   auto ce = plan_from_json(j, "p.json");
   ASSERT_TRUE(ce.ok()) << ce.status().message();

@@ -338,6 +338,9 @@ TEST(PublishedRun, AttentionKernelOnlyWhenTheEntryNamesIt) {
   e["attention_kernel"] = "cudnn";
   e["hardware"]["gpu"] = "A100-SXM4-80GB";
   EXPECT_TRUE(refused_naming(e, "attention_kernel=cudnn: no published cudnn rates for A100-80GB"));
+  // FlashAttention-1 (MLPerf v3.0's GPT-3 pins flash_attn 1.0.5) is published on A100.
+  e["attention_kernel"] = "flash1";
+  EXPECT_EQ(map_ok(e).plan.attention_kernel, AttentionKernel::kFlash1);
 }
 
 // TP runs that do not say whether they used sequence parallelism: those published from 2023
