@@ -294,7 +294,7 @@ int run_published(const cli::Args& args) {
   for (const char* o : {"plan", "model", "cluster", "gpus", "gpu", "gpus-per-node", "hardware",
                         "seq-len", "out", "trace", "all-ranks", "rank-order", "dp-algorithm",
                         "html", "trace-limit-gb", "memory-headroom", "threads",
-                        "zb-v-send-blind", "grad-reduce-after-backward"})
+                        "zb-v-send-blind", "grad-reduce-after-backward", "overlap-p2p"})
     if (args.has(o))
       return cli::fail(kProgram, Status::Error(std::string("--published takes no --") + o +
                                                    ": each entry gives its model, plan and cluster",
@@ -422,6 +422,10 @@ int run(int argc, char** argv) {
        "data-parallel gradient sums once the whole backward has run, not bucketed beside it "
        "(Megatron-LM 2021's local DDP; what the CPU executor does, executor/trainer.cc "
        "finish_gradients)"},
+      {"overlap-p2p", false,
+       "pipeline sends run behind compute, the sender not held (Megatron-LM's "
+       "--overlap-p2p-communication, NeMo's overlap_p2p_comm); default: the sender waits for its "
+       "send (batch_isend_irecv + wait)"},
       {"expand-repeats", false, "play a context-parallel ring's runs of identical steps step by "
                                 "step, one op per step (a check: the same step, slower)"},
       {"published", true, "published measured runs (JSON list) to simulate and compare"},
@@ -461,6 +465,7 @@ int run(int argc, char** argv) {
   opt.all_ranks = args.has("all-ranks");
   opt.zb_v_send_aware = !args.has("zb-v-send-blind");
   opt.overlap_grad_reduce = !args.has("grad-reduce-after-backward");
+  opt.overlap_p2p = args.has("overlap-p2p");
   opt.expand_repeats = args.has("expand-repeats");
   opt.rank_order = args.get("rank-order", "tp,cp,dp,pp");
   opt.collect_trace = args.has("trace");

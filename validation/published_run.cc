@@ -359,6 +359,9 @@ Status read_parallel(const Json& j, const std::string& where, std::int64_t num_g
   r.get_int_list("layers_per_stage", p.layers_per_stage, 1, ModelLimits::kMaxLayers, false);
   bool overlap = true;
   const bool has_overlap = r.get_bool("overlap_grad_reduce", overlap, false);
+  // Megatron-LM's --overlap-p2p-communication (NeMo's overlap_p2p_comm): the pipeline sends run
+  // behind compute (SimOptions::overlap_p2p); absent, the sender waits for its send.
+  r.get_bool("overlap_p2p", run.options.overlap_p2p, false);
   TRAINPLAN_RETURN_IF_ERROR(r.finish(true));
   collect_ignored(j, r, "parallel.", run.ignored_fields);
   const std::int64_t model_parallel = p.tp * p.cp * p.pp;

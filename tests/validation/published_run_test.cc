@@ -109,6 +109,7 @@ TEST(PublishedRun, MapsTheDevSchemaAsMegatronRanIt) {
   EXPECT_EQ(r.plan.grad_precision, GradPrecision::kCompute);  // fp16 era: reduced in fp16
   EXPECT_EQ(r.plan.attention, AttentionImpl::kUnfused);       // arXiv 2104: before FlashAttention
   EXPECT_TRUE(r.options.overlap_grad_reduce);
+  EXPECT_FALSE(r.options.overlap_p2p);  // blocking sends unless the entry says otherwise
   ASSERT_TRUE(r.measured.tflops_per_gpu.has_value());
   EXPECT_EQ(*r.measured.tflops_per_gpu, 137);
   EXPECT_FALSE(r.measured.mfu.has_value());  // null: not published
@@ -394,6 +395,11 @@ TEST(PublishedRun, DerivedAndDefaultedFieldsAreSaid) {
   ASSERT_TRUE(r.measured.mfu.has_value());
   EXPECT_DOUBLE_EQ(*r.measured.mfu, 0.44);
   EXPECT_FALSE(r.options.overlap_grad_reduce);
+  e["parallel"]["overlap_p2p"] = true;
+  EXPECT_TRUE(map_ok(e).options.overlap_p2p);
+  e["parallel"]["overlap_p2p"] = "yes";
+  EXPECT_TRUE(refused_naming(e, "overlap_p2p"));
+  e["parallel"].erase("overlap_p2p");
   for (const char* what : {"parallel.dp", "parallel.micro_batch", "parallel.recompute",
                            "model.ffn_hidden", "percentage", "after the pipeline flush"})
     EXPECT_TRUE(has_assumption(r, what)) << what;
