@@ -18,6 +18,7 @@
 #include "core/model_spec.h"
 #include "core/plan.h"
 #include "core/step_report.h"
+#include "tests/core/plan_file_test_util.h"
 #include "tests/core/test_util.h"
 #include "tools/cli.h"
 
@@ -1037,17 +1038,9 @@ TEST(PlanLoader, Zero3CopiesRoundTripAndErrors) {
   EXPECT_EQ(none->zero3_copies, ZeroCopies::kNone);
   EXPECT_FALSE(plan_to_json(*none).contains("zero3_copies"));
   for (const auto& [name, value] : {std::pair{"flat-param", ZeroCopies::kFlatParam},
-                                    std::pair{"per-param", ZeroCopies::kPerParam}}) {
-    j["zero3_copies"] = name;
-    auto p = plan_from_json(j, "p.json");
-    ASSERT_TRUE(p.ok()) << p.status().message();
-    EXPECT_EQ(p->zero3_copies, value);
-    EXPECT_EQ(plan_to_json(*p).at("zero3_copies"), name);
-    EXPECT_NE(describe(*p).find(std::string(" zero3-copies=") + name), std::string::npos);
-    auto back = plan_from_json(plan_to_json(*p), "again");
-    ASSERT_TRUE(back.ok()) << back.status().message();
-    EXPECT_EQ(plan_to_json(*back), plan_to_json(*p));
-  }
+                                    std::pair{"per-param", ZeroCopies::kPerParam}})
+    testing::expect_plan_choice_loads(j, &Plan::zero3_copies, "zero3_copies", name, value,
+                                      std::string(" zero3-copies=") + name);
   j["zero3_copies"] = "flat";
   EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "zero3_copies", "flat"}));
   j["zero3_copies"] = "per-param";
@@ -1310,18 +1303,9 @@ TEST(PlanLoader, AttentionKernelAndCrossEntropyRoundTrip) {
   EXPECT_FALSE(plan_to_json(*generic).contains("attention_kernel"));  // plans keep their JSON
   Json j = basic_plan();
   for (const auto& [name, kernel] : {std::pair{"flash2", AttentionKernel::kFlash2},
-                                     std::pair{"flash1", AttentionKernel::kFlash1}}) {
-    j["attention_kernel"] = name;
-    auto named = plan_from_json(j, "p.json");
-    ASSERT_TRUE(named.ok()) << named.status().message();
-    EXPECT_EQ(named->attention_kernel, kernel);
-    EXPECT_EQ(plan_to_json(*named).at("attention_kernel"), name);
-    EXPECT_NE(describe(*named).find(std::string(" attention=") + name), std::string::npos)
-        << describe(*named);
-    auto back = plan_from_json(plan_to_json(*named), "again");
-    ASSERT_TRUE(back.ok());
-    EXPECT_EQ(plan_to_json(*back), plan_to_json(*named));
-  }
+                                     std::pair{"flash1", AttentionKernel::kFlash1}})
+    testing::expect_plan_choice_loads(j, &Plan::attention_kernel, "attention_kernel", name, kernel,
+                                      std::string(" attention=") + name);
   j["attention_kernel"] = "flash2";
   j["cross_entropy"] = "unfused";
   auto ce = plan_from_json(j, "p.json");

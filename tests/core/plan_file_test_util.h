@@ -35,4 +35,25 @@ void expect_plan_choice_in_file(const Plan& set, const Plan& unset, T Plan::*mem
       << refused.status().message();
 }
 
+// `base` with `field` set to `value` (its file spelling) loads with `member` at `expected`, writes
+// `value` back under `field`, shows `describe_token` (e.g. " attention=flash1") in describe(), and
+// reads its own file back to the same file. The value-by-value check of a field whose loader test
+// lists every value (loaders_test).
+template <typename T>
+void expect_plan_choice_loads(const Json& base, T Plan::*member, const std::string& field,
+                              const std::string& value, T expected,
+                              const std::string& describe_token) {
+  SCOPED_TRACE(field + "=" + value);
+  Json j = base;
+  j[field] = value;
+  const Result<Plan> p = plan_from_json(j, "p.json");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ((*p).*member, expected);
+  EXPECT_EQ(plan_to_json(*p).at(field), value);
+  EXPECT_NE(describe(*p).find(describe_token), std::string::npos) << describe(*p);
+  const Result<Plan> back = plan_from_json(plan_to_json(*p), "again");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(plan_to_json(*back), plan_to_json(*p));
+}
+
 }  // namespace trainplan::testing
