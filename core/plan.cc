@@ -611,10 +611,16 @@ Status validate_plan(const Plan& p) {
                "precision fp32");
   if (p.fp8_all_gather && !p.fp8)
     return err("fp8_all_gather gathers FP8 weights and needs fp8 true, the plan has fp8 false");
-  if (p.fp8_all_gather && p.zero_stage != 3)
-    return err("fp8_all_gather is FSDP's all-gather of sharded weights and needs zero_stage 3, "
-               "the plan has zero_stage " + std::to_string(p.zero_stage));
-  if (p.fp8_all_gather && p.zero3_gather != ZeroGather::kFlat)
+  if (p.fp8_all_gather && p.zero_stage == 0)
+    return err(
+        "fp8_all_gather gathers sharded weights (FSDP's, or the distributed optimizer's "
+        "fp8_param_gather) and needs zero_stage 1, 2 or 3, the plan has zero_stage 0");
+  if (p.fp8_all_gather && p.zero_stage == 1 && p.zero1_collectives != ZeroCollectives::kFlat)
+    return err(
+        "fp8_all_gather is the distributed optimizer's flat gather under zero_stage 1 and "
+        "needs zero1_collectives flat, the plan has zero1_collectives " +
+        std::string(to_string(p.zero1_collectives)));
+  if (p.fp8_all_gather && p.zero_stage == 3 && p.zero3_gather != ZeroGather::kFlat)
     return err("fp8_all_gather is FSDP2's flat gather and needs zero3_gather flat, the plan has "
                "zero3_gather " + std::string(to_string(p.zero3_gather)));
   if (!p.fp8 && (p.fp8_scaling != Fp8Scaling::kCurrent || p.fp8_weight_cache))

@@ -456,6 +456,14 @@ struct Plan {
   // precomputed once per step, torchao/float8/fsdp_utils.py). The norms, the embedding and the
   // LM head (which torchtitan leaves out of float8) still travel in `precision`; the gathered
   // weight needs no cast of its own (core/cost/data_parallel.cc, tasks.cc apply_fp8).
+  // With zero_stage 1 or 2 (zero1_collectives flat): Megatron-Core's distributed optimizer
+  // with fp8_param_gather (--fp8-param-gather): the model's linear weights are FP8 tensors
+  // (Transformer Engine's fp8_model_init), the optimizer casts its fp32 shard of them to FP8
+  // after the step and all-gathers one byte per element (megatron/core/optimizer/
+  // distrib_optimizer.py at d98e8a64, _copy_main_params_to_model_params: quantize_param_shard); the
+  // norms, embedding and output layer stay in `precision`. The weight then needs no per-micro-batch
+  // cast: each step casts the shard once, and the transposed copy is cached per step. Memory
+  // is not changed by it (the weights' FP8 storage is not modelled, as for ZeRO-3).
   bool fp8_all_gather = false;
   // Expert all-to-all overlapped across micro-batches (Megatron-Core's
   // overlap_moe_expert_parallel_comm; DeepSeek-V3's DualPipe, arXiv:2412.19437 sec. 3.2.1): in

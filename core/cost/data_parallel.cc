@@ -275,21 +275,28 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
       out.push_back(bucketed(comm(expert_name, c, CommGroup::kExpertDp, expert, d(n) * el), n));
     }
   };
-  auto gather = [&]() {
-    if (p.fp8 && p.fp8_all_gather && b.kind == BlockKind::kLayer) {
-      // Plan::fp8_all_gather: a layer's linear weights travel as FP8, one byte each; its norms
-      // (and an MoE router) stay in the compute precision; the experts' weights too (torchao's
-      // Float8Linear swaps nn.Linear modules, not grouped expert weights).
-      const std::int64_t wide = std::min(b.tp_replicated_params, b.dense_params);
-      const double bytes = d(padded(b.dense_params, dense)) + d(wide) * (e - 1.0);
-      if (b.dense_params > 0)
-        out.push_back(comm("zero3_param_all_gather", Collective::kAllGather, CommGroup::kDp,
-                           dense, bytes));
-      if (b.expert_params > 0)
-        out.push_back(comm("zero3_expert_param_all_gather", Collective::kAllGather,
-                           CommGroup::kExpertDp, expert, d(padded(b.expert_params, expert)) * e));
-      return;
+  // Plan::fp8_all_gather: a layer's linear weights travel as FP8, one byte each; its norms (and
+  // an MoE router) stay in the compute precision; the experts' weights too (torchao's
+  // Float8Linear swaps nn.Linear modules, not grouped expert weights; Megatron-Core's grouped
+  // experts are left as torchao's are). Returns false where it does not apply (not FP8, not a
+  // layer block): the caller gathers in `precision`.
+  auto fp8_gather = [&](std::string_view dense_name, std::string_view expert_name) {
+    if (!p.fp8 || !p.fp8_all_gather || b.kind != BlockKind::kLayer) return false;
+    const std::int64_t wide = std::min(b.tp_replicated_params, b.dense_params);
+    const std::int64_t n = padded(b.dense_params, dense);
+    if (b.dense_params > 0)
+      out.push_back(bucketed(comm(dense_name, Collective::kAllGather, CommGroup::kDp, dense,
+                                  d(n) + d(wide) * (e - 1.0)),
+                             n));
+    if (b.expert_params > 0) {
+      const std::int64_t ne = padded(b.expert_params, expert);
+      out.push_back(bucketed(
+          comm(expert_name, Collective::kAllGather, CommGroup::kExpertDp, expert, d(ne) * e), ne));
     }
+    return true;
+  };
+  auto gather = [&]() {
+    if (fp8_gather("zero3_param_all_gather", "zero3_expert_param_all_gather")) return;
     if (p.zero3_gather == ZeroGather::kFlat) {
       add("zero3_param_all_gather", "zero3_expert_param_all_gather", Collective::kAllGather);
       return;
@@ -378,7 +385,8 @@ std::vector<Task> dp_block_tasks(const Plan& p, const ParamBlock& b, DpPoint poi
         add_per_rank_gather(out, "zero_expert_param_all_gather", CommGroup::kExpertDp, expert,
                             b.expert_params, b.expert_tensors, e);
       } else if (p.zero_stage == 1 || p.zero_stage == 2) {
-        add("zero_param_all_gather", "zero_expert_param_all_gather", Collective::kAllGather);
+        if (!fp8_gather("zero_param_all_gather", "zero_expert_param_all_gather"))
+          add("zero_param_all_gather", "zero_expert_param_all_gather", Collective::kAllGather);
       }
       break;
   }

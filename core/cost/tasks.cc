@@ -865,10 +865,17 @@ void apply_fp8(std::vector<Task>& tasks, double e, const Plan& p) {
   // eab345c) and one transposed copy of the gathered FP8 weight (read 1, write 1) for the
   // data-gradient GEMM, which scaled_mm needs column-major (preprocess_addmm's
   // b_data.t().contiguous().t(), torchao/float8/float8_ops.py at eab345c).
+  // Under ZeRO-1/2 (the distributed optimizer's fp8_param_gather) the weight stays FP8 between
+  // steps: the shard's cast runs once a step, after the optimizer, and the transposed copy is
+  // made once a step with fp8_weight_cache (Transformer Engine's is_first_microbatch), every
+  // micro-batch without.
+  const double shard_cast_bytes =
+      (kFp32Bytes + 1.0) / d(std::max<std::int64_t>(1, p.zero_shard_ranks()));
   const double weight_bytes =
-      p.fp8_all_gather && p.zero_stage == 3
-          ? (kFp32Bytes + 1.0) / d(std::max<std::int64_t>(1, p.zero_shard_ranks())) + 2.0
-          : cast_bytes_per_element * weight_share;
+      !p.fp8_all_gather   ? cast_bytes_per_element * weight_share
+      : p.zero_stage == 3 ? shard_cast_bytes + 2.0
+                          : shard_cast_bytes / d(std::max<std::int64_t>(1, p.num_micro_batches())) +
+                                2.0 * weight_share;
   auto ends_with = [](std::string_view s, std::string_view suffix) {
     return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
   };

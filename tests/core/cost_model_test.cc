@@ -1684,6 +1684,37 @@ TEST(Fp8, CastBytesFollowTheScalingAndTheWeightCache) {
   EXPECT_DOUBLE_EQ(grad_cast_bytes(cached), grad_cast_bytes(delayed));
 }
 
+// Plan::fp8_all_gather's data-parallel tasks: at each of `points`, for every parameter block,
+// plan `g` (with it) has the same tasks as `p` (without); a layer block's all-gathers carry its
+// linear weights in one byte and its norms in two (bf16: 2 bytes per padded parameter), every
+// other collective the same bytes. Returns the points at which a layer's all-gather was found.
+std::set<DpPoint> fp8_layer_gather_points(const ModelSpec& m, const Plan& p, const Plan& g,
+                                          std::initializer_list<DpPoint> points) {
+  std::set<DpPoint> found;
+  for (const ParamBlock& b : param_blocks_on_stage(m, g, 0)) {
+    SCOPED_TRACE(static_cast<int>(b.kind));
+    for (DpPoint point : points) {
+      const std::vector<Task> base = dp_block_tasks(p, b, point);
+      const std::vector<Task> fp8 = dp_block_tasks(g, b, point);
+      EXPECT_EQ(base.size(), fp8.size());
+      for (std::size_t i = 0; i < std::min(base.size(), fp8.size()); ++i) {
+        EXPECT_EQ(fp8[i].name, base[i].name);
+        if (b.kind != BlockKind::kLayer || base[i].collective != Collective::kAllGather) {
+          EXPECT_EQ(fp8[i].message_bytes, base[i].message_bytes) << base[i].name;
+          continue;
+        }
+        found.insert(point);
+        const double padded = static_cast<double>(base[i].message_bytes) / 2.0;
+        EXPECT_NEAR(static_cast<double>(fp8[i].message_bytes),
+                    padded + static_cast<double>(b.tp_replicated_params), 1.0);
+        EXPECT_LT(static_cast<double>(fp8[i].message_bytes),
+                  0.51 * static_cast<double>(base[i].message_bytes));
+      }
+    }
+  }
+  return found;
+}
+
 // Plan::fp8_all_gather: a layer's ZeRO-3 gathers carry its linear weights in one byte and its
 // norms in two; the embedding, the head and the gradients' reduce-scatter are unchanged. The
 // forward's weight cast becomes the shard's cast (read 4, write 1, over the shard ranks) plus
@@ -1695,31 +1726,11 @@ TEST(Fp8, AllGatherCarriesLinearWeightsInOneByteAndCastsTheShard) {
   Plan g = p;
   g.fp8_all_gather = true;
   ASSERT_TRUE(validate_plan(g).ok()) << validate_plan(g).message();
-  const std::vector<ParamBlock> blocks = param_blocks_on_stage(m, g, 0);
-  for (const ParamBlock& b : blocks) {
-    SCOPED_TRACE(static_cast<int>(b.kind));
-    for (DpPoint point : {DpPoint::kBeforeForward, DpPoint::kBeforeRecompute,
-                          DpPoint::kBeforeBackward, DpPoint::kAfterBackward}) {
-      const std::vector<Task> base = dp_block_tasks(p, b, point);
-      const std::vector<Task> fp8 = dp_block_tasks(g, b, point);
-      ASSERT_EQ(base.size(), fp8.size());
-      for (std::size_t i = 0; i < base.size(); ++i) {
-        const bool layer_gather = b.kind == BlockKind::kLayer &&
-                                  base[i].collective == Collective::kAllGather;
-        if (!layer_gather) {
-          EXPECT_EQ(fp8[i].message_bytes, base[i].message_bytes) << base[i].name;
-          continue;
-        }
-        // bf16: 2 bytes per parameter (padded to the shard ranks); fp8: 1 per linear weight,
-        // 2 per norm weight.
-        const double padded = static_cast<double>(base[i].message_bytes) / 2.0;
-        EXPECT_NEAR(static_cast<double>(fp8[i].message_bytes),
-                    padded + static_cast<double>(b.tp_replicated_params), 1.0);
-        EXPECT_LT(static_cast<double>(fp8[i].message_bytes),
-                  0.51 * static_cast<double>(base[i].message_bytes));
-      }
-    }
-  }
+  EXPECT_EQ(fp8_layer_gather_points(m, p, g,
+                                    {DpPoint::kBeforeForward, DpPoint::kBeforeRecompute,
+                                     DpPoint::kBeforeBackward, DpPoint::kAfterBackward}),
+            (std::set<DpPoint>{DpPoint::kBeforeForward, DpPoint::kBeforeRecompute,
+                               DpPoint::kBeforeBackward}));
   double in = 0, w = 0;
   const double plain = qkv_cast_bytes(m, p, &in, &w);
   EXPECT_GT(w, 0.0);
@@ -1727,16 +1738,54 @@ TEST(Fp8, AllGatherCarriesLinearWeightsInOneByteAndCastsTheShard) {
   ASSERT_EQ(g.zero_shard_ranks(), 4);
   const double gathered = qkv_cast_bytes(m, g, &in, &w);
   EXPECT_DOUBLE_EQ(gathered, 6.0 * in + (5.0 / 4.0 + 2.0) * w);
-  // Refused without fp8, without ZeRO-3 or with DeepSpeed's per-tensor gather, naming the field.
+  // Refused without fp8, without sharding or with DeepSpeed's per-tensor gather, naming the
+  // field.
   Plan no_fp8 = g;
   no_fp8.fp8 = false;
   EXPECT_NE(validate_plan(no_fp8).message().find("fp8_all_gather"), std::string::npos);
-  Plan zero1 = g;
-  zero1.zero_stage = 1;
-  EXPECT_NE(validate_plan(zero1).message().find("zero_stage 1"), std::string::npos);
+  Plan zero0 = g;
+  zero0.zero_stage = 0;
+  EXPECT_NE(validate_plan(zero0).message().find("zero_stage 0"), std::string::npos);
   Plan per = g;
   per.zero3_gather = ZeroGather::kPerTensor;
   EXPECT_NE(validate_plan(per).message().find("zero3_gather per-tensor"), std::string::npos);
+}
+
+// Plan::fp8_all_gather under ZeRO-1/2 (Megatron-Core's fp8_param_gather): the gather after the
+// optimizer carries a layer's linear weights in one byte and its norms in two, nothing else
+// changes; the forward's weight cast becomes the shard's cast once a step (5 bytes over the
+// shard ranks, spread over the micro-batches) plus the transposed copy (2 bytes), once a step
+// with fp8_weight_cache. Refused with nanotron's per-rank ZeRO-1 collectives.
+TEST(Fp8, DistributedOptimizerGathersLinearWeightsInOneByteOnceAStep) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  for (std::int32_t stage : {1, 2}) {
+    SCOPED_TRACE(stage);
+    Plan p = fp8_test_plan(32, true);  // 8 micro-batches per replica, 4 shard ranks
+    p.zero_stage = stage;
+    Plan g = p;
+    g.fp8_all_gather = true;
+    ASSERT_TRUE(validate_plan(g).ok()) << validate_plan(g).message();
+    EXPECT_EQ(fp8_layer_gather_points(m, p, g,
+                                      {DpPoint::kBeforeForward, DpPoint::kAfterBackward,
+                                       DpPoint::kAfterLastBackward, DpPoint::kAfterOptimizer}),
+              std::set<DpPoint>{DpPoint::kAfterOptimizer});
+    double in = 0, w = 0;
+    const double plain = qkv_cast_bytes(m, p, &in, &w);
+    EXPECT_GT(w, 0.0);
+    EXPECT_DOUBLE_EQ(plain, 6.0 * (in + w));
+    const double each = qkv_cast_bytes(m, g, &in, &w);
+    EXPECT_DOUBLE_EQ(each, 6.0 * in + (5.0 / 4.0 / 8.0 + 2.0) * w);
+    g.fp8_weight_cache = true;
+    const double cached = qkv_cast_bytes(m, g, &in, &w);
+    EXPECT_DOUBLE_EQ(cached, 6.0 * in + (5.0 / 4.0 + 2.0) / 8.0 * w);
+  }
+  Plan per_rank = fp8_test_plan(32, true);
+  per_rank.zero_stage = 1;
+  per_rank.fp8_all_gather = true;
+  per_rank.zero1_collectives = ZeroCollectives::kPerRank;
+  const std::string message = validate_plan(per_rank).message();
+  EXPECT_NE(message.find("fp8_all_gather"), std::string::npos) << message;
+  EXPECT_NE(message.find("zero1_collectives per-rank"), std::string::npos) << message;
 }
 
 TEST(Fp8, LinearGemmsRunInFp8AfterTheirCastsAndNothingElseChanges) {

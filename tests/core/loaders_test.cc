@@ -1077,14 +1077,19 @@ void expect_bool_field_round_trips(Json& j, const std::string& field, bool Plan:
   j[field] = true;
 }
 
-// fp8_all_gather: written only when set, shown in the description, refused without fp8.
-TEST(PlanLoader, Fp8AllGatherRoundTripsAndNeedsFp8AndZero3) {
+// fp8_all_gather: written only when set, shown in the description, refused without fp8 or
+// without sharded weights (ZeRO 1, 2 or 3).
+TEST(PlanLoader, Fp8AllGatherRoundTripsAndNeedsFp8AndSharding) {
   Json j = basic_plan();
   j["fp8"] = true;
-  j["zero_stage"] = 3;
-  expect_bool_field_round_trips(j, "fp8_all_gather", &Plan::fp8_all_gather, " fp8-gather");
-  j["zero_stage"] = 2;
-  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"fp8_all_gather", "zero_stage 2"}));
+  for (int stage : {1, 2, 3}) {
+    j["zero_stage"] = stage;
+    expect_bool_field_round_trips(j, "fp8_all_gather", &Plan::fp8_all_gather, " fp8-gather");
+    j.erase("fp8_all_gather");
+  }
+  j["fp8_all_gather"] = true;
+  j["zero_stage"] = 0;
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"fp8_all_gather", "zero_stage 0"}));
   j["zero_stage"] = 3;
   j["fp8"] = false;
   EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"fp8_all_gather", "fp8 false"}));

@@ -765,14 +765,17 @@ TEST(PublishedRun, Zero3CopiesOnlyWhenTheEntryNamesThem) {
                      ZeroCopies::kFlatParam, "flat");
 }
 
-// FSDP's FP8 weight all-gather only where the entry names it; on a run without ZeRO-3 it is
-// an error naming the field.
+// FSDP's or the distributed optimizer's FP8 weight all-gather only where the entry names it;
+// on a run without sharded weights it is an error naming the field.
 TEST(PublishedRun, Fp8AllGatherOnlyWhenTheEntryNamesIt) {
   Json e = llama_entry();
   e["precision"] = "fp8";
   e["parallel"]["zero_stage"] = 3;
   e = expect_named_field(e, "fp8_all_gather", &Plan::fp8_all_gather, false, true, true, "on");
+  e.erase("fp8_all_gather");
   e["parallel"]["zero_stage"] = 1;
+  e = expect_named_field(e, "fp8_all_gather", &Plan::fp8_all_gather, false, true, true, "on");
+  e["parallel"]["zero_stage"] = 0;
   EXPECT_TRUE(refused_naming(e, "fp8_all_gather"));
 }
 
