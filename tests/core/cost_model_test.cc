@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -1715,16 +1716,23 @@ std::set<DpPoint> fp8_layer_gather_points(const ModelSpec& m, const Plan& p, con
   return found;
 }
 
+// The plan pair the FP8-gather tests compare: fp8_test_plan at 32 GPUs (8 micro-batches per
+// replica, 4 shard ranks) at `zero_stage`, without and with Plan::fp8_all_gather.
+std::pair<Plan, Plan> fp8_gather_plans(std::int32_t zero_stage) {
+  Plan p = fp8_test_plan(32, true);
+  p.zero_stage = zero_stage;
+  Plan g = p;
+  g.fp8_all_gather = true;
+  return {p, g};
+}
+
 // Plan::fp8_all_gather: a layer's ZeRO-3 gathers carry its linear weights in one byte and its
 // norms in two; the embedding, the head and the gradients' reduce-scatter are unchanged. The
 // forward's weight cast becomes the shard's cast (read 4, write 1, over the shard ranks) plus
 // one transposed FP8 copy (read 1, write 1); the input's cast is unchanged.
 TEST(Fp8, AllGatherCarriesLinearWeightsInOneByteAndCastsTheShard) {
   const ModelSpec m = load_repo_model("llama3-8b.json");
-  Plan p = fp8_test_plan(32, true);
-  p.zero_stage = 3;
-  Plan g = p;
-  g.fp8_all_gather = true;
+  auto [p, g] = fp8_gather_plans(3);
   ASSERT_TRUE(validate_plan(g).ok()) << validate_plan(g).message();
   EXPECT_EQ(fp8_layer_gather_points(m, p, g,
                                     {DpPoint::kBeforeForward, DpPoint::kBeforeRecompute,
@@ -1760,10 +1768,7 @@ TEST(Fp8, DistributedOptimizerGathersLinearWeightsInOneByteOnceAStep) {
   const ModelSpec m = load_repo_model("llama3-8b.json");
   for (std::int32_t stage : {1, 2}) {
     SCOPED_TRACE(stage);
-    Plan p = fp8_test_plan(32, true);  // 8 micro-batches per replica, 4 shard ranks
-    p.zero_stage = stage;
-    Plan g = p;
-    g.fp8_all_gather = true;
+    auto [p, g] = fp8_gather_plans(stage);
     ASSERT_TRUE(validate_plan(g).ok()) << validate_plan(g).message();
     EXPECT_EQ(fp8_layer_gather_points(m, p, g,
                                       {DpPoint::kBeforeForward, DpPoint::kAfterBackward,
