@@ -9,13 +9,18 @@
 #   bench/predicted_vs_measured.sh [BUILD_DIR]        (default BUILD_DIR: build)
 #   env: MODEL=models/tiny.json MOE_MODEL=tests/executor/models/tiny-moe.json STEPS=8 WARMUP=3
 #        ROUNDS=5 FIRST_ROUND=1 TRIES=3 DRIFT_PCT=5 OTHER_PCT=10 REF_PCT=5 OUT=DIR
+#        OFFLOAD_DIR=DIR (the NVMe tier's files; default OUT/offload)
 #        ONLY="dp2 tp2" (a subset of the matrix, by name)
 # The matrix covers every plan kind the CPU executor runs: data, tensor (with and without
 # sequence parallelism), pipeline (gpipe, 1f1b, interleaved, zb-h1, zb-v, dualpipe) and context
 # parallelism, ZeRO 1-3, selective and full recompute (some layers; partitioned checkpoints),
 # and an MoE model (MOE_MODEL: a dense first layer, 4 experts top-2, a shared expert) on one
 # rank, over dp, with expert parallelism (ZeRO 0 and 1), tp 2 with SP, cp 2, pp 2, and
-# Megatron-Core's parallel folding over tp 2 (the experts over ep 2, or split over expert_tp 2).
+# Megatron-Core's parallel folding over tp 2 (the experts over ep 2, or split over expert_tp 2),
+# and the offload tiers in host memory (ZeRO-Offload's optimizer at ZeRO-2, ZeRO-Infinity's
+# optimizer+params at ZeRO-3; calibrate's cluster prices their copies and host AdamW,
+# calibration/profile.h cpu_cluster_json), and ZeRO-Infinity's NVMe tier at ZeRO-3, its files in
+# OFFLOAD_DIR (default OUT/offload), where `calibrate --offload-dir` times the same file I/O.
 # This host's speed jumps between states some 40% apart and stays in one for tens of seconds
 # (a shared VM: the same step measured 20 to 47 ms within a minute), so a calibration is only
 # good for the minute it was taken in. Each plan is therefore its own attempt: a reference plan
@@ -51,6 +56,8 @@ STEPS="${STEPS:-8}"
 ROUNDS="${ROUNDS:-5}"
 WARMUP="${WARMUP:-3}"
 OUT="${OUT:-$ROOT/bench/results/cpu-$(date -u +%Y-%m-%d)}"
+OFFLOAD_DIR="${OFFLOAD_DIR:-$OUT/offload}"
+OFFLOAD_ARGS=()
 TRIES="${TRIES:-3}"
 DRIFT_PCT="${DRIFT_PCT:-5}"
 OTHER_PCT="${OTHER_PCT:-10}"
@@ -66,7 +73,7 @@ for tool in calibrate simulate execute compare; do
     exit 2
   fi
 done
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$OFFLOAD_DIR"
 
 # The matrix: name, ranks, model (tiny: MODEL; moe: MOE_MODEL), plan fields. float32 and
 # unfused attention (fused with cp > 1): what the CPU executor runs.
@@ -105,6 +112,9 @@ MATRIX=(
   "pp2_dualpipe           2 tiny \"tp\":1,\"pp\":2,\"dp\":1,\"micro_batch_size\":1,\"global_batch_size\":4,\"schedule\":\"dualpipe\",\"virtual_stages\":2"
   "moe_fold_tp2_etp2      2 moe \"tp\":2,\"pp\":1,\"dp\":1,\"sequence_parallel\":true,\"expert_layout\":\"folded\",\"expert_tp\":2,\"micro_batch_size\":2,\"global_batch_size\":4"
   "moe_fold_tp2_ep2       2 moe \"tp\":2,\"pp\":1,\"dp\":1,\"ep\":2,\"sequence_parallel\":true,\"expert_layout\":\"folded\",\"expert_tp\":1,\"micro_batch_size\":2,\"global_batch_size\":4"
+  "dp2_offload_opt        2 tiny \"tp\":1,\"pp\":1,\"dp\":2,\"zero_stage\":2,\"offload\":\"optimizer\",\"micro_batch_size\":2,\"global_batch_size\":8"
+  "dp2_offload_params     2 tiny \"tp\":1,\"pp\":1,\"dp\":2,\"zero_stage\":3,\"offload\":\"optimizer+params\",\"micro_batch_size\":2,\"global_batch_size\":8"
+  "dp2_offload_nvme       2 tiny \"tp\":1,\"pp\":1,\"dp\":2,\"zero_stage\":3,\"offload\":\"optimizer+params\",\"offload_device\":\"nvme\",\"micro_batch_size\":2,\"global_batch_size\":8"
 )
 
 echo "== probe: the executor's fixed memory (models/probe.json, 2 ranks)"
@@ -143,7 +153,7 @@ execute_watched() {
     sh "$TOOLS/execute" --model "$model" --plan "$run.plan.json" \
     --cluster "$run.cluster.json" --hardware "$run.profile.json" \
     --steps "$STEPS" --warmup "$WARMUP" --random-tokens --out "$run.measured.json" \
-    --trace "$run.measured_trace.json" > "$run.execute.txt" 2>&1 || return 1
+    --trace "$run.measured_trace.json" "${OFFLOAD_ARGS[@]}" > "$run.execute.txt" 2>&1 || return 1
   b1="$(busy_s)"; t1="$(date +%s.%N)"
   cat "$run".cpu.* | awk -v b="$b1" -v a="$b0" -v t1="$t1" -v t0="$t0" -v n="$(nproc)" -v l="$load" \
     '{own += $1 + $2} END {wall = t1 - t0; other = b - a - own; if (other < 0) other = 0;
@@ -168,6 +178,8 @@ attempt() {
   CAL=(--quick --out "$run.profile.json" --cluster-out "$run.cluster.json" --models "$model"
        --attention "$attention" --baseline-from "$OUT/probe.measured.json")
   [ "$ranks" = 1 ] && CAL+=(--active-ranks 1 --ranks-per-node 1)
+  # The NVMe tier: its files go to OFFLOAD_DIR, where calibrate times the same file I/O.
+  CAL+=("${OFFLOAD_ARGS[@]}")
   "${MPIRUN[@]}" -np 2 "$TOOLS/calibrate" "${CAL[@]}" > "$run.calibrate.txt" 2>&1 \
     || { cat "$run.calibrate.txt" >&2; exit 5; }
   # The CPU executor sums data-parallel gradients once the backward is done (executor/trainer.cc
@@ -175,6 +187,13 @@ attempt() {
   "$TOOLS/simulate" --model "$model" --plan "$run.plan.json" --cluster "$run.cluster.json" \
     --hardware "$run.profile.json" --grad-reduce-after-backward --json --out "$run.predicted.json" \
     --trace "$run.predicted_trace.json" > /dev/null || exit 5
+  # The same prediction from the fit alone (the profile's measured task times removed): the
+  # report's "fit only" column, what the fit gives where no probe ran a plan's tasks.
+  python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); p.pop("measured_tasks", None); json.dump(p, open(sys.argv[2], "w"))' \
+    "$run.profile.json" "$run.profile_fit.json" || exit 5
+  "$TOOLS/simulate" --model "$model" --plan "$run.plan.json" --cluster "$run.cluster.json" \
+    --hardware "$run.profile_fit.json" --grad-reduce-after-backward --json \
+    --out "$run.predicted_fit.json" > /dev/null || exit 5
   execute_watched "$model" "$ranks" "$run" || { cat "$run.execute.txt" >&2; exit 5; }
   after="$(reference_ms "$DIR")" || exit 5
   printf '%s:before %s\n%s %s\n' "$name" "$before" "$name" "$after" > "$DIR/reference.txt.tmp"
@@ -203,6 +222,8 @@ run_round() {
     [[ "$fields" == *'"cp"'* ]] && attention=fused
     if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then continue; fi
     run="$DIR/runs/$name"
+    OFFLOAD_ARGS=()
+    [[ "$fields" == *'"offload_device":"nvme"'* ]] && OFFLOAD_ARGS=(--offload-dir "$OFFLOAD_DIR")
     # ZeRO-2/3: the executors fill a fresh gradient buffer per micro-batch and add each reduced
     # shard into an fp32 shard (Plan::grad_accumulation_pass shard-add, docs/inputs.md).
     local accumulate=""

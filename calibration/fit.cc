@@ -271,6 +271,41 @@ double sample_time_s(const TaskSample& s, const DeviceRates& r) {
   return t;
 }
 
+std::vector<MeasuredTaskTime> measured_task_times(const std::vector<TaskSample>& samples,
+                                                  const DeviceRates& fitted) {
+  DeviceRates rates = fitted;
+  rates.measured_tasks.reset();  // the split follows the fit alone
+  std::vector<MeasuredTaskTime> table;
+  std::vector<std::vector<double>> times;  // per table entry, every sample's
+  for (const TaskSample& s : samples) {
+    if (s.probe == "sweep" || !(s.time_s > 0) || s.tasks.empty()) continue;
+    double total = 0;
+    for (const Task& t : s.tasks) total += task_copy_time_s(t, rates);
+    const double count = static_cast<double>(s.tasks.size());
+    for (const Task& t : s.tasks) {
+      if (t.repeat != 1 || t.kind == TaskKind::kComm) continue;
+      const double share = total > 0 ? task_copy_time_s(t, rates) / total : 1.0 / count;
+      const double time_s = s.time_s * share;
+      const auto at = std::find_if(table.begin(), table.end(),
+                                   [&](const MeasuredTaskTime& m) { return same_task(m, t); });
+      if (at == table.end()) {
+        table.push_back(measured_task(t, time_s));
+        times.push_back({time_s});
+      } else {
+        times[static_cast<std::size_t>(at - table.begin())].push_back(time_s);
+      }
+    }
+  }
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    std::vector<double>& v = times[i];
+    std::sort(v.begin(), v.end());
+    const std::size_t mid = v.size() / 2;
+    table[i].time_s = v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
+    table[i].samples = static_cast<std::int64_t>(v.size());
+  }
+  return table;
+}
+
 Result<ComputeFit> fit_compute(const std::vector<TaskSample>& samples, double stream_bytes_per_s,
                                const ComputeFitOptions& o) {
   std::int64_t gemm_only = 0;

@@ -92,6 +92,15 @@ struct ComputeFit {
 Result<ComputeFit> fit_compute(const std::vector<TaskSample>& samples, double stream_bytes_per_s,
                                const ComputeFitOptions& options = {});
 
+// The profile's measured task table (core/cost/compute_model.h MeasuredTaskTime) from the
+// executor probes' samples (not the GEMM sweep's, whose tasks no plan has): each sample's time
+// split over its tasks in proportion to their times under `fitted` (a span that joins several
+// tasks, such as the unfused attention's "attn_scores+softmax+attn_values", is timed as one),
+// then per distinct task the median over the samples that ran it (the optimizer of probes that
+// differ only in micro-batch, for one). Tasks of repeated runs (Task::repeat > 1) stay out.
+std::vector<MeasuredTaskTime> measured_task_times(const std::vector<TaskSample>& samples,
+                                                  const DeviceRates& fitted);
+
 // The modelled time of a sample under `rates`: the sum of task_time_s over its tasks.
 double sample_time_s(const TaskSample& sample, const DeviceRates& rates);
 

@@ -9,6 +9,7 @@
 
 #include "executor/cpu/kernels.h"
 #include "executor/cpu/reference_gemm.h"
+#include "executor/offload.h"
 
 namespace trainplan::calibration {
 
@@ -147,6 +148,28 @@ std::vector<StreamSample> time_stream(double array_bytes, const TimingOptions& o
   run("triad", 3, [&] { a = b + s * c; });
   g_sink = g_sink + a(0) + c(n - 1);
   return out;
+}
+
+Result<FileIoSample> time_offload_file(const std::string& dir, std::int64_t rank, double bytes,
+                                       const TimingOptions& o) {
+  const auto n = static_cast<std::int64_t>(std::max(4096.0, bytes));
+  auto file = executor::OffloadFile::create(dir, rank, n);
+  if (!file.ok()) return file.status();
+  std::vector<char> buffer(static_cast<std::size_t>(n), 1);
+  Status failed;
+  auto io = [&](bool write) {
+    if (!failed.ok()) return;
+    Status st = write ? (*file)->write(0, buffer.data(), n) : (*file)->read(0, buffer.data(), n);
+    if (!st.ok()) failed = st;
+  };
+  FileIoSample x;
+  x.bytes = static_cast<double>(n);
+  std::int64_t calls = 0;
+  x.write_s = median_call_time(o, calls, [&] { io(true); });
+  x.read_s = median_call_time(o, calls, [&] { io(false); });
+  if (!failed.ok()) return failed;
+  g_sink = g_sink + static_cast<float>(buffer[static_cast<std::size_t>(n - 1)]);
+  return x;
 }
 
 }  // namespace trainplan::calibration

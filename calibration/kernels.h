@@ -1,7 +1,8 @@
 // Compute measurements on the machine at hand, one thread per rank, of the code that will run
 // the plans: the executor's (executor/cpu/kernels.h) GEMM over a sweep of m, n, k, and STREAM
 // bandwidth. The per-task measurements of a whole training step are in executor_probe.h.
-// No file I/O; `calibrate` (tools/calibrate.cc) runs these and fits (fit.h).
+// File I/O only in time_offload_file (the executor's NVMe-tier file under a directory the user
+// names); `calibrate` (tools/calibrate.cc) runs these and fits (fit.h).
 // Tested by tests/calibration/profile_test.cc.
 #pragma once
 
@@ -11,6 +12,7 @@
 
 #include "core/cost/compute_model.h"
 #include "core/cost/cost_model.h"
+#include "core/status.h"
 
 namespace trainplan::calibration {
 
@@ -78,5 +80,21 @@ struct StreamSample {
   double bytes_per_s() const { return time_s > 0 ? bytes_moved / time_s : 0; }
 };
 std::vector<StreamSample> time_stream(double array_bytes, const TimingOptions& options);
+
+// The NVMe offload tier's file I/O as the executor runs it (executor/offload.h OffloadFile: a
+// file created under `dir`, its space reserved, pwrite and pread of whole ranges): `bytes`
+// written at offset 0 and read back, each the median call; the file is removed after. What a
+// step's nvme_read_* / nvme_write_states cost on this machine, page cache included (the executor
+// does not bypass it either).
+struct FileIoSample {
+  double bytes = 0;
+  double write_s = 0, read_s = 0;
+  // One direction's rate, write and read alike: 2 bytes over the two times.
+  double bytes_per_s() const {
+    return write_s + read_s > 0 ? 2.0 * bytes / (write_s + read_s) : 0.0;
+  }
+};
+Result<FileIoSample> time_offload_file(const std::string& dir, std::int64_t rank, double bytes,
+                                       const TimingOptions& options);
 
 }  // namespace trainplan::calibration

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <memory>
 #include <sstream>
 
 #include "core/units.h"
@@ -93,6 +94,12 @@ Result<Calibration> calibrate_from(const Measurements& m, const MachineIdentity&
              ranks;
   p.date = id.date;
   p.rates = c.compute.rates;
+  // The probes' own task times where a plan has the same task (compute_model.h MeasuredTaskTime);
+  // c.compute.rates, whose residuals calibrate prints, stays the fit alone.
+  auto table = measured_task_times(m.tasks, c.compute.rates);
+  if (!table.empty())
+    p.rates.measured_tasks =
+        std::make_shared<const std::vector<MeasuredTaskTime>>(std::move(table));
   p.baseline_memory_bytes = m.baseline.hwm_bytes;
   // The profile's bound (core/cost/compute_model.cc) is 1: a larger spread means the ranks
   // shared their cores with other processes while measured (seen at 111% at load 14 on 2
@@ -102,6 +109,15 @@ Result<Calibration> calibrate_from(const Measurements& m, const MachineIdentity&
   // Each rank's compute speed over the probes: its traced compute over the mean rank's. The
   // per-task rates above stay the mean over ranks.
   p.rank_compute_time_factor = rank_compute_time_factors(m.rank_compute_s);
+  if (!m.file_io.empty()) {
+    std::vector<double> rates;
+    for (const FileIoSample& x : m.file_io) rates.push_back(x.bytes_per_s());
+    std::sort(rates.begin(), rates.end());
+    const std::size_t mid = rates.size() / 2;
+    c.file_io_bytes_per_s =
+        rates.size() % 2 == 1 ? rates[mid] : 0.5 * (rates[mid - 1] + rates[mid]);
+    c.file_io_free_bytes = m.file_io_free_bytes;
+  }
   // Links from the executor's own collectives in its steps when there are any (what plans'
   // collectives cost there), else from the benchmark loop.
   const std::vector<CollectiveSample>& link_samples =
@@ -183,7 +199,7 @@ Json measurements_to_json(const Measurements& m, const Calibration& c) {
                      {"bytes", s.bytes()},
                      {"calls", s.calls},
                      {"time_us", s.time_s / kUs},
-                     {"fit_us", sample_time_s(s, c.profile.rates) / kUs}});
+                     {"fit_us", sample_time_s(s, c.compute.rates) / kUs}});
   }
   j["tasks"] = tasks;
   Json st = Json::array();
@@ -193,6 +209,15 @@ Json measurements_to_json(const Measurements& m, const Calibration& c) {
                   {"time_us", s.time_s / kUs},
                   {"GBps", s.bytes_per_s() / kGB}});
   j["stream"] = st;
+  if (!m.file_io.empty()) {
+    Json io = Json::array();
+    for (const FileIoSample& x : m.file_io)
+      io.push_back({{"bytes", x.bytes},
+                    {"write_s", x.write_s},
+                    {"read_s", x.read_s},
+                    {"GBps", x.bytes_per_s() / kGB}});
+    j["file_io"] = {{"samples", io}, {"free_bytes", m.file_io_free_bytes}};
+  }
   auto collectives = [](const std::vector<CollectiveSample>& samples) {
     Json co = Json::array();
     for (const CollectiveSample& s : samples)
@@ -244,7 +269,10 @@ Json profile_json(const Calibration& c, const Measurements& m) {
       "Fitted by calibrate (calibration/fit.h). peak_TFLOPs: best measured GEMM (or the fit's "
       "asymptote); memory_GBps: best STREAM kernel; efficiencies, tiles, k_half and "
       "kernel_overhead_us: least squares over measurements.tasks (the executor's own code per "
-      "cost-model task, and a GEMM sweep); links: "
+      "cost-model task, and a GEMM sweep); measured_tasks: the executor probes' own time per "
+      "task and shape (a joined span split by the fit's shares; the median over probes), which "
+      "a plan's task of the same name and shape takes instead of the fit's (remove the key to "
+      "predict from the fit alone); links: "
       "alpha-beta fit over measurements.step_collectives (the executor's collectives inside "
       "its traced steps, each the shortest over ranks) when there are any, else "
       "measurements.collectives (benchmark loop); rank_compute_spread: the median over "
@@ -280,6 +308,20 @@ Json cpu_cluster_json(const Calibration& c, std::int64_t ranks_per_node,
             {"gpu", gpu},
             {"num_nodes", 1},
             {"gpus_per_node", ranks_per_node}};
+  if (!gpus) {
+    // A CPU rank's "host" is its own DRAM: the executor's offload tiers (executor/offload.h) copy
+    // gradient shards and parameters with memcpy, priced at the fitted elementwise (copy) rate,
+    // and run the same AdamW on the host copy, at the fitted optimizer-kernel rate per rank.
+    const double ranks = static_cast<double>(ranks_per_node);
+    j["pcie_GBps"] = r.hbm_bytes_per_s * memory_efficiency_of(r, MemoryKernel::kElementwise) / kGB;
+    j["host_memory_GBps_per_node"] =
+        ranks * r.hbm_bytes_per_s * memory_efficiency_of(r, MemoryKernel::kOptimizer) / kGB;
+    j["host_memory_GB_per_node"] = ranks * memory_bytes_per_rank / kGB;
+    if (c.file_io_bytes_per_s > 0) {
+      j["nvme_GBps_per_node"] = ranks * c.file_io_bytes_per_s / kGB;
+      j["nvme_TB_per_node"] = c.file_io_free_bytes / kTB;
+    }
+  }
   if (c.profile.has_links) {
     j["intra_node_GBps"] = c.profile.intra_node_bytes_per_s / kGB;
     j["intra_node_latency_us"] = c.profile.intra_node_latency_s / kUs;

@@ -48,6 +48,11 @@ struct Measurements {
   ReferenceSamples reference;
   // The triad reference at the same points (rank 0's); measurements.reference_triad.
   TriadReferenceSamples triad_reference;
+  // The NVMe offload tier's file I/O (time_offload_file, calibrate --offload-dir), every active
+  // rank at once on its own file; this rank's samples and the directory's free space (bytes).
+  // Empty: not measured.
+  std::vector<FileIoSample> file_io;
+  double file_io_free_bytes = 0;
 };
 
 // measurements.reference_gemm: the shape, the calls per sample, every sample's rate, their
@@ -74,6 +79,10 @@ struct Calibration {
   // compute with a standard deviation above its mean: other processes sharing the cores);
   // equal to profile.rank_compute_spread when within it.
   double measured_rank_compute_spread = 0;
+  // The NVMe tier per rank (bytes/s, one direction: the median of Measurements::file_io) and the
+  // directory's free space; 0 when not measured.
+  double file_io_bytes_per_s = 0;
+  double file_io_free_bytes = 0;
 };
 
 // Now, UTC, ISO 8601 ("2026-11-22T03:24:37Z"): MachineIdentity::date.
@@ -106,7 +115,12 @@ Json measurements_to_json(const Measurements& m, const Calibration& c);
 Json profile_json(const Calibration& c, const Measurements& m);
 // A cluster file for cluster_from_json: one node, `ranks_per_node` "GPUs" that are this CPU's
 // ranks (or, with a gpu_name, this node's GPUs), with the fitted rates and links and
-// memory_bytes_per_rank of capacity.
+// memory_bytes_per_rank of capacity. For CPU ranks also the offload tiers' figures: a rank's
+// host memory is the same DRAM, so pcie_GBps is the fitted elementwise (copy) bandwidth,
+// host_memory_GBps_per_node the fitted optimizer-kernel bandwidth times the ranks, and
+// host_memory_GB_per_node the ranks' capacity; with file I/O measured, nvme_GBps_per_node the
+// measured rate times the ranks (each rank has its own file, all timed at once) and
+// nvme_TB_per_node the directory's free space.
 Json cpu_cluster_json(const Calibration& c, std::int64_t ranks_per_node,
                       double memory_bytes_per_rank, const std::string& gpu_name = "");
 

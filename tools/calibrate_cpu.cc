@@ -13,6 +13,7 @@
 // Tested by tests/calibration/tools_test.cc.
 #include <mpi.h>
 
+#include <sys/statvfs.h>
 #include <time.h>  // nanosleep
 
 #include <memory>
@@ -22,10 +23,11 @@
 #include "calibration/executor_probe.h"
 #include "calibration/kernels.h"
 #include "calibration/profile.h"
+#include "core/units.h"
 #include "executor/allocator.h"
 #include "executor/cpu/comm_mpi.h"
 #include "executor/cpu/reference_gemm.h"
-#include "core/units.h"
+#include "executor/offload.h"
 #include "tools/backend.h"
 #include "tools/cli.h"
 
@@ -81,6 +83,9 @@ struct Setup {
   // alone while the others sleep: what a one-rank plan sees; on a CPU the ranks share caches
   // and memory bandwidth, so the two differ).
   bool one_active = false;
+  // --offload-dir: where to time the NVMe offload tier's file I/O (time_offload_file); empty:
+  // not timed.
+  std::string offload_dir;
 };
 
 // Waits for rank 0's signal without spinning, so that a waiting rank takes nothing from rank 0
@@ -206,6 +211,19 @@ Result<Measurements> measure_compute(const Setup& s, int rank, int world) {
   st.min_time_s = s.quick ? 0.05 : 0.2;
   for (double bytes : arrays)
     for (const StreamSample& x : time_stream(bytes, st)) m.stream.push_back(x);
+  if (!s.offload_dir.empty()) {
+    log("the NVMe offload tier's file I/O under " + s.offload_dir);
+    const std::vector<double> sizes = s.quick ? std::vector<double>{4 * kMiB, 16 * kMiB}
+                                              : std::vector<double>{4 * kMiB, 16 * kMiB, 64 * kMiB};
+    for (double bytes : sizes) {
+      auto io = time_offload_file(s.offload_dir, rank, bytes, st);
+      if (!io.ok()) return io.status();
+      m.file_io.push_back(*io);
+    }
+    struct statvfs fs {};
+    if (statvfs(s.offload_dir.c_str(), &fs) == 0)
+      m.file_io_free_bytes = static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
+  }
   if (s.one_active) {  // rank 0: release the others
     MPI_Request request;
     MPI_Ibarrier(MPI_COMM_WORLD, &request);
@@ -248,6 +266,11 @@ Status configure(const cli::Args& args, int world, Config& c) {
       c.setup.attentions.push_back(a == "fused" ? AttentionImpl::kFused : AttentionImpl::kUnfused);
     }
   }
+  if (args.has("offload-dir")) {
+    c.setup.offload_dir = args.get("offload-dir");
+    if (Status st = executor::check_offload_dir(c.setup.offload_dir, "--offload-dir"); !st.ok())
+      return st;
+  }
   auto tps = args.get_int_list("tp", "1,2", 1, 4096);
   if (!tps.ok()) return tps.status();
   c.setup.tps = *tps;
@@ -281,19 +304,27 @@ int run(int argc, char** argv, int rank, int world) {
                   {"out", true, "hardware profile JSON to write", "FILE", true},
                   {"cluster-out", true, "also write a cluster JSON describing this machine"},
                   {"quick", false, "fewer and shorter measurements (about 20 s; for CI)"},
-                  {"active-ranks", true, "ranks computing at once while the compute is timed: "
-                                         "the number of ranks (default) or 1 (for one-rank "
-                                         "plans; the other ranks sleep)"},
+                  {"active-ranks", true,
+                   "ranks computing at once while the compute is timed: "
+                   "the number of ranks (default) or 1 (for one-rank "
+                   "plans; the other ranks sleep)"},
                   {"models", true, "comma-separated model JSONs whose shapes to measure"},
                   {"micro-batches", true, "micro-batch sizes to measure (default 1,2,4)"},
                   {"tp", true, "tensor-parallel degrees to measure (default 1,2)"},
-                  {"attention", true, "attention implementations to measure: unfused (the "
-                                      "default), fused, or both (plans with cp > 1 need fused)"},
+                  {"attention", true,
+                   "attention implementations to measure: unfused (the "
+                   "default), fused, or both (plans with cp > 1 need fused)"},
                   {"ranks-per-node", true, "ranks in the cluster file (default: -np)"},
-                  {"max-message", true, "largest collective message in bytes (default 2^26 = "
-                                        "67.1 MB; 2^22 = 4.2 MB with --quick)"},
-                  {"baseline-from", true, "measured report of `execute` on models/probe.json: "
-                                          "the executor's fixed memory (default: this process's)"}});
+                  {"max-message", true,
+                   "largest collective message in bytes (default 2^26 = "
+                   "67.1 MB; 2^22 = 4.2 MB with --quick)"},
+                  {"offload-dir", true,
+                   "also time the NVMe offload tier's file I/O in this "
+                   "directory (execute --offload-dir's; the cluster file "
+                   "then has nvme_GBps_per_node)"},
+                  {"baseline-from", true,
+                   "measured report of `execute` on models/probe.json: "
+                   "the executor's fixed memory (default: this process's)"}});
   // Read /proc first: the baseline must come before any model-sized allocation.
   ProcessMemory baseline;
   if (auto s = cli::read_text_file("/proc/self/status"); s.ok()) baseline = parse_proc_status(*s);
@@ -348,7 +379,7 @@ int run(int argc, char** argv, int rank, int world) {
     cal->profile.baseline_memory_bytes = *base;
   }
 
-  std::cout << format_task_table(m.tasks, cal->profile.rates) << "\n"
+  std::cout << format_task_table(m.tasks, cal->compute.rates) << "\n"
             << format_stream_table(m.stream);
   if (!m.collectives.empty()) std::cout << format_collective_table(m.collectives);
   if (!m.step_collectives.empty())

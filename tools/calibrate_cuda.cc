@@ -278,7 +278,7 @@ int run(int argc, char** argv) {
   // The executor's own device memory is what the pool allocates (its report's peak): no
   // baseline beside the model's memory.
   calib->profile.baseline_memory_bytes = 0;
-  std::cout << cal::format_task_table(m.tasks, calib->profile.rates) << "\n"
+  std::cout << cal::format_task_table(m.tasks, calib->compute.rates) << "\n"
             << cal::format_stream_table(m.stream);
   if (!m.collectives.empty()) std::cout << cal::format_collective_table(m.collectives);
   std::cout << "\n" << cal::format_fit_summary(*calib);

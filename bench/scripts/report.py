@@ -70,6 +70,16 @@ def load_runs(out):
         step = next(r for r in cmp["rows"] if r["quantity"] == "step_time")
         measured_path = os.path.join(out, "runs", name + ".measured.json")
         measured = json.load(open(measured_path)) if os.path.exists(measured_path) else {}
+        # The same prediction from the profile's fit alone (its measured_tasks table removed):
+        # what the fit's functional form gives where no probe ran the plan's tasks.
+        fit_path = os.path.join(out, "runs", name + ".predicted_fit.json")
+        fit_error = None
+        if os.path.exists(fit_path):
+            fit_s = json.load(open(fit_path)).get("step_time_s")
+            if not isinstance(fit_s, (int, float)) or fit_s <= 0:
+                sys.exit(f"report: {fit_path}: field 'step_time_s': expected a positive number, "
+                         f"got {fit_s!r}")
+            fit_error = 100.0 * (fit_s - step["measured"]) / step["measured"]
         runs.append({
             "name": name,
             "ranks": plan["tp"] * plan.get("cp", 1) * plan["pp"] * plan["dp"],
@@ -80,6 +90,7 @@ def load_runs(out):
             # of the plan's step time there, not its time (the median is), shown beside it.
             "fastest_step_s": min(measured.get("step_times_s") or [step["measured"]]),
             "step_error_pct": cmp["step_time_error_pct"],
+            "fit_only_step_error_pct": fit_error,
             "bytes_exact": cmp["bytes_exact"],
             "max_abs_memory_error_pct": cmp["max_abs_memory_error_pct"],
             # The in-run reference gate; None for a comparison made without it.
@@ -197,6 +208,9 @@ def median_rounds(round_runs):
         k, mid = min(rounds, key=lambda kr: abs(kr[1]["step_error_pct"] - median))
         r = dict(mid)
         r["step_error_pct"] = median
+        fit = [x["fit_only_step_error_pct"] for _, x in rounds
+               if x.get("fit_only_step_error_pct") is not None]
+        r["fit_only_step_error_pct"] = statistics.median(fit) if fit else None
         r["round"] = k + 1
         r["round_step_errors_pct"] = [x["step_error_pct"] for _, x in by_name[name]]
         r["round_steady"] = [bool(x.get("reference_steady")) for _, x in by_name[name]]
@@ -256,6 +270,8 @@ def main():
     profile = first_profile(round_dirs)
     errors = [abs(r["step_error_pct"]) for r in runs]
     samples = [x for rr in all_round_runs for x in rr]
+    fit_errors = [abs(r["fit_only_step_error_pct"]) for r in runs
+                  if r.get("fit_only_step_error_pct") is not None]
     summary = {
         "plans": len(runs),
         "rounds": len(round_dirs),
@@ -274,6 +290,9 @@ def main():
         "plans_within_step_target": sum(e <= STEP_TARGET_PCT for e in errors),
         "bytes_exact_all": all(r["bytes_exact"] for r in runs),
         "max_abs_memory_error_pct": max(r["max_abs_memory_error_pct"] for r in runs),
+        # The fit-only prediction's figures (None without NAME.predicted_fit.json files).
+        "median_abs_fit_only_step_error_pct": statistics.median(fit_errors) if fit_errors else None,
+        "max_abs_fit_only_step_error_pct": max(fit_errors) if fit_errors else None,
         "round_median_signed_step_error_pct": [
             statistics.median(r["step_error_pct"] for r in rr) if rr else None
             for rr in all_round_runs],
@@ -329,8 +348,8 @@ def main():
           + (" Plans with no steady round (their rows use every round): "
              + ", ".join(summary["plans_without_steady_round"]) + "."
              if summary["plans_without_steady_round"] else ""), "",
-          "| plan | ranks | predicted (ms, round nearest) | measured (ms, round nearest) | fastest step (ms) | median error | error per round (s: steady; attempts; other processes' CPU share; slow rN: that rank's reference GEMM that far below the fastest rank's) | steady rounds | bytes exact | peak memory max abs error |",
-          "|---|---:|---:|---:|---:|---:|---|---:|:---:|---:|"]
+          "| plan | ranks | predicted (ms, round nearest) | measured (ms, round nearest) | fastest step (ms) | median error | fit only | error per round (s: steady; attempts; other processes' CPU share; slow rN: that rank's reference GEMM that far below the fastest rank's) | steady rounds | bytes exact | peak memory max abs error |",
+          "|---|---:|---:|---:|---:|---:|---:|---|---:|:---:|---:|"]
     for r in runs:
         per_round = ", ".join(
             f"{e:+.1f}%{' s' if st else ''} ({a}{'' if o is None else f'; {o:.0f}%'}"
@@ -343,6 +362,8 @@ def main():
         md.append(f"| {r['name']} | {r['ranks']} | {r['predicted_step_s'] * 1e3:.2f} | "
                   f"{r['measured_step_s'] * 1e3:.2f} | {r['fastest_step_s'] * 1e3:.2f} | "
                   f"{r['step_error_pct']:+.1f}% | "
+                  + ("n/a" if r.get("fit_only_step_error_pct") is None
+                     else f"{r['fit_only_step_error_pct']:+.1f}%") + " | "
                   f"{per_round} | {r['steady_rounds']} of {len(r['round_steady'])} | "
                   f"{yes(r['bytes_exact'])} | {r['max_abs_memory_error_pct']:.1f}% |")
     if summary["load1_range"][0] is not None:
@@ -354,6 +375,8 @@ def main():
     md += ["", "| target (issue 6) | figure | met |", "|---|---:|:---:|",
            f"| every plan's step time within {STEP_TARGET_PCT:g}% | max {summary['max_abs_step_error_pct']:.1f}% | {yes(t[f'every_step_within_{STEP_TARGET_PCT:g}pct'])} |",
            f"| median step-time error within {MEDIAN_TARGET_PCT:g}% | {summary['median_abs_step_error_pct']:.1f}% | {yes(t[f'median_within_{MEDIAN_TARGET_PCT:g}pct'])} |",
+           *([] if summary["median_abs_fit_only_step_error_pct"] is None else [
+               f"| (fit only: the profile without its measured task times) | median {summary['median_abs_fit_only_step_error_pct']:.1f}%, max {summary['max_abs_fit_only_step_error_pct']:.1f}% | – |"]),
            f"| bytes per group exact | {'all' if summary['bytes_exact_all'] else 'not all'} | {yes(t['bytes_exact'])} |",
            f"| peak memory within {MEMORY_TARGET_PCT:g}% | max {summary['max_abs_memory_error_pct']:.1f}% | {yes(t[f'memory_within_{MEMORY_TARGET_PCT:g}pct'])} |",
            ""]

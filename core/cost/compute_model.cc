@@ -133,6 +133,43 @@ double attention_flops_per_s(const Task& t, const DeviceRates& r) {
 
 bool WorkShape::operator==(const WorkShape&) const = default;
 
+MeasuredTaskTime measured_task(const Task& t, double time_s) {
+  MeasuredTaskTime m;
+  m.name = std::string(t.name);
+  m.kind = t.kind;
+  m.m = t.m;
+  m.n = t.n;
+  m.k = t.k;
+  m.batch = t.batch;
+  m.executed_flops = t.executed_flops;
+  m.bytes = t.bytes;
+  m.memory_kernel = t.memory_kernel;
+  m.backward = t.backward;
+  m.fp8 = t.fp8;
+  m.causal = t.causal;
+  m.launches = t.launches;
+  m.time_s = time_s;
+  return m;
+}
+
+bool same_task(const MeasuredTaskTime& m, const Task& t) {
+  auto same = [](double a, double b) {
+    return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b));
+  };
+  return m.name == t.name && m.kind == t.kind && m.m == t.m && m.n == t.n && m.k == t.k &&
+         m.batch == t.batch && same(m.executed_flops, t.executed_flops) && same(m.bytes, t.bytes) &&
+         (t.kind != TaskKind::kMemory || m.memory_kernel == t.memory_kernel) &&
+         m.backward == t.backward && m.fp8 == t.fp8 && m.causal == t.causal &&
+         m.launches == t.launches;
+}
+
+const MeasuredTaskTime* measured_task_time(const Task& t, const DeviceRates& r) {
+  if (!r.measured_tasks || t.kind == TaskKind::kComm) return nullptr;
+  for (const MeasuredTaskTime& m : *r.measured_tasks)
+    if (same_task(m, t)) return &m;
+  return nullptr;
+}
+
 WorkShape work_shape(const Task& t, const DeviceRates& r) {
   WorkShape w;
   switch (t.kind) {
@@ -159,6 +196,22 @@ WorkShape work_shape(const Task& t, const DeviceRates& r) {
   w.memory_s = t.bytes / (r.hbm_bytes_per_s * eff);
   if (t.kind == TaskKind::kMemory) w.memory_s += t.transcendentals * r.transcendental_s;
   w.overhead_s = static_cast<double>(t.launches) * r.kernel_overhead_s;
+  // A measured time replaces the roofline's total; its compute and memory terms keep their
+  // proportion (what contention.h slows), the overhead its fitted size where the measurement
+  // leaves room for it.
+  if (const MeasuredTaskTime* measured = measured_task_time(t, r)) {
+    const double roofline = std::max(w.compute_s, w.memory_s);
+    const double rest = measured->time_s - w.overhead_s;
+    if (rest <= 0) {
+      w.overhead_s = measured->time_s;
+      w.compute_s = w.memory_s = 0;
+    } else if (roofline > 0) {
+      w.compute_s *= rest / roofline;
+      w.memory_s *= rest / roofline;
+    } else {
+      w.memory_s = rest;
+    }
+  }
   return w;
 }
 
@@ -177,6 +230,60 @@ double tp_decomposed_gemm_s(const Task& gemm, const Plan& p, const DeviceRates& 
   if (p.tp_comm_overlap_impl != TpOverlapImpl::kTorchAsync || p.tp < 2) return task_time_s(gemm, r);
   return static_cast<double>(p.tp) * task_time_s(tp_decomposed_chunk(gemm, p.tp), r);
 }
+
+namespace {
+constexpr std::initializer_list<const char*> kMeasuredKinds = {"gemm", "attention", "memory"};
+
+Result<MeasuredTaskTime> measured_task_from_json(const Json& j, const std::string& where) {
+  MeasuredTaskTime m;
+  JsonReader r(j, where);
+  r.get_string("task", m.name, true);
+  int kind = 0;
+  if (r.get_choice("kind", kind, kMeasuredKinds, true))
+    m.kind = kind == 0 ? TaskKind::kGemm : (kind == 1 ? TaskKind::kAttention : TaskKind::kMemory);
+  r.get_int("m", m.m, 0, std::int64_t{1} << 40, false);
+  r.get_int("n", m.n, 0, std::int64_t{1} << 40, false);
+  r.get_int("k", m.k, 0, std::int64_t{1} << 40, false);
+  r.get_int("batch", m.batch, 1, std::int64_t{1} << 40, false);
+  r.get_double("executed_flops", m.executed_flops, 0, 1e30, false);
+  r.get_double("bytes", m.bytes, 0, 1e30, false);
+  int kernel = 0;
+  if (r.get_choice("memory_kernel", kernel,
+                   {"elementwise", "norm", "activation", "softmax", "embedding", "optimizer"},
+                   false))
+    m.memory_kernel = static_cast<MemoryKernel>(kernel);
+  r.get_bool("backward", m.backward, false);
+  r.get_bool("fp8", m.fp8, false);
+  r.get_bool("causal", m.causal, false);
+  r.get_int("launches", m.launches, 0, std::int64_t{1} << 40, false);
+  double us = 0;
+  if (r.get_double("time_us", us, 1e-6, 1e12, true)) m.time_s = us * kUs;
+  r.get_int("samples", m.samples, 1, std::int64_t{1} << 40, false);
+  TRAINPLAN_RETURN_IF_ERROR(r.finish());
+  return m;
+}
+
+Json measured_task_to_json(const MeasuredTaskTime& m) {
+  Json j;
+  j["task"] = m.name;
+  const std::size_t kind = m.kind == TaskKind::kGemm ? 0 : (m.kind == TaskKind::kAttention ? 1 : 2);
+  j["kind"] = *(kMeasuredKinds.begin() + kind);
+  j["m"] = m.m;
+  j["n"] = m.n;
+  j["k"] = m.k;
+  j["batch"] = m.batch;
+  j["executed_flops"] = m.executed_flops;
+  j["bytes"] = m.bytes;
+  if (m.kind == TaskKind::kMemory) j["memory_kernel"] = std::string(to_string(m.memory_kernel));
+  j["backward"] = m.backward;
+  j["fp8"] = m.fp8;
+  j["causal"] = m.causal;
+  j["launches"] = m.launches;
+  j["time_us"] = m.time_s / kUs;
+  j["samples"] = m.samples;
+  return j;
+}
+}  // namespace
 
 Result<HardwareProfile> hardware_profile_from_json(const Json& j, std::string_view source) {
   HardwareProfile p;
@@ -254,6 +361,23 @@ Result<HardwareProfile> hardware_profile_from_json(const Json& j, std::string_vi
       }
     }
   }
+  r.accept("measured_tasks");  // a list of objects: read here
+  const auto measured = j.is_object() ? j.find("measured_tasks") : j.end();
+  if (measured != j.end() && !measured->is_null()) {
+    if (!measured->is_array()) {
+      r.fail_field("measured_tasks", "expected an array of measured task times, got " +
+                                         json_value_for_message(*measured));
+    } else {
+      auto table = std::make_shared<std::vector<MeasuredTaskTime>>();
+      for (std::size_t i = 0; i < measured->size() && !r.failed(); ++i) {
+        auto entry = measured_task_from_json(
+            (*measured)[i], r.where() + " measured_tasks[" + std::to_string(i) + "]");
+        if (!entry.ok()) return entry.status();
+        table->push_back(*entry);
+      }
+      if (!table->empty()) p.rates.measured_tasks = std::move(table);
+    }
+  }
   if (const Json* links = r.get_object("links", false)) {
     JsonReader lr(*links, r.where() + " links");
     p.has_links = true;
@@ -312,6 +436,12 @@ Json hardware_profile_to_json(const HardwareProfile& p) {
   j["baseline_memory_MB"] = p.baseline_memory_bytes / kMB;
   j["rank_compute_spread"] = p.rank_compute_spread;
   if (!p.rank_compute_time_factor.empty()) j["rank_compute_time_factor"] = p.rank_compute_time_factor;
+  if (p.rates.measured_tasks && !p.rates.measured_tasks->empty()) {
+    Json table = Json::array();
+    for (const MeasuredTaskTime& m : *p.rates.measured_tasks)
+      table.push_back(measured_task_to_json(m));
+    j["measured_tasks"] = table;
+  }
   if (p.has_links) {
     j["links"] = {{"intra_node_GBps", p.intra_node_bytes_per_s / kGB},
                   {"intra_node_latency_us", p.intra_node_latency_s / kUs},

@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,30 @@
 #include "core/json_util.h"
 
 namespace trainplan {
+
+// One task's measured time, keyed by the task's identity and shape: what `calibrate` timed of
+// the executor's own code at that task (calibration/executor_probe.h), per occurrence. Where a
+// plan has a task of the same name, kind and shape (m, n, k, batch, FLOPs, bytes, memory kernel,
+// direction, FP8, mask, launches), its time is this measurement rather than the fit's roofline
+// (work_shape): the fit's functional form leaves residuals of -30% to +20% on its own probe on
+// some hosts (bench/results/cpu-2026-12-06/NOTES.md), which a plan made of the probed tasks
+// then carries. Shapes no probe ran keep the fit.
+struct MeasuredTaskTime {
+  std::string name;
+  TaskKind kind = TaskKind::kGemm;
+  std::int64_t m = 0, n = 0, k = 0, batch = 1;
+  double executed_flops = 0, bytes = 0;
+  MemoryKernel memory_kernel = MemoryKernel::kElementwise;
+  bool backward = false, fp8 = false, causal = true;
+  std::int64_t launches = 1;
+  double time_s = 0;         // one occurrence
+  std::int64_t samples = 1;  // probe measurements the time is the median of
+};
+// The measurement of `task` taking time_s per occurrence (one sample).
+MeasuredTaskTime measured_task(const Task& task, double time_s);
+// Whether the measurement is of this task (the key above; FLOPs and bytes equal to 1e-9
+// relative, as a JSON round trip leaves them).
+bool same_task(const MeasuredTaskTime& measured, const Task& task);
 
 struct DeviceRates {
   double peak_flops_per_s = 0;
@@ -67,7 +92,12 @@ struct DeviceRates {
   // GPU BLAS libraries do (the GPU presets and `calibrate --backend cuda` set it); Eigen's CPU
   // GEMM partitions M and N only (`calibrate --backend cpu` leaves it off).
   bool split_k = false;
+  // Measured task times (MeasuredTaskTime); null for the GPU presets and profiles without them.
+  // Shared: rates are copied per plan and per stage.
+  std::shared_ptr<const std::vector<MeasuredTaskTime>> measured_tasks;
 };
+// The measured time of this task in the rates' table, or null.
+const MeasuredTaskTime* measured_task_time(const Task& task, const DeviceRates& r);
 
 DeviceRates device_rates(const GpuSpec& gpu, Precision precision);
 

@@ -222,6 +222,39 @@ class ReportTest(unittest.TestCase):
             make_round(root, 1, [("a", 20, 20)], [("a:before", 10), ("a", 10)], {"a": "two"})
             self.assert_fails_naming(root, "a.attempts", "'two'")
 
+    def test_the_fit_only_prediction_is_reported_over_the_same_rounds(self):
+        with tempfile.TemporaryDirectory() as root:
+            # Round 2 is unsteady (its reference moved): its fit-only error is left out too.
+            make_round(root, 1, [("a", 20, 22)], [("a:before", 10), ("a", 10)])
+            make_round(root, 2, [("a", 20, 40)], [("a:before", 10), ("a", 20)])
+            make_round(root, 3, [("a", 20, 24)], [("a:before", 10), ("a", 10)])
+            for k, fit_ms in ((1, 18), (2, 10), (3, 20)):
+                write(os.path.join(root, f"round-{k}", "runs", "a.predicted_fit.json"),
+                      json.dumps({"step_time_s": fit_ms / 1e3}))
+            report = self.report_of(root)
+            a = report["runs"][0]
+            self.assertAlmostEqual(a["fit_only_step_error_pct"], (err(18, 22) + err(20, 24)) / 2)
+            s = report["summary"]
+            self.assertAlmostEqual(s["median_abs_fit_only_step_error_pct"],
+                                   abs(a["fit_only_step_error_pct"]))
+            self.assertAlmostEqual(s["max_abs_fit_only_step_error_pct"],
+                                   abs(a["fit_only_step_error_pct"]))
+            with open(os.path.join(root, "report.md")) as f:
+                self.assertIn("fit only", f.read())
+
+    def test_without_fit_only_predictions_the_column_reads_na(self):
+        with tempfile.TemporaryDirectory() as root:
+            make_round(root, 1, [("a", 20, 22)], [("a:before", 10), ("a", 10)])
+            report = self.report_of(root)
+            self.assertIsNone(report["runs"][0]["fit_only_step_error_pct"])
+            self.assertIsNone(report["summary"]["median_abs_fit_only_step_error_pct"])
+
+    def test_a_malformed_fit_only_prediction_names_the_file_and_field(self):
+        with tempfile.TemporaryDirectory() as root:
+            make_round(root, 1, [("a", 20, 20)], [("a:before", 10), ("a", 10)])
+            write(os.path.join(root, "round-1", "runs", "a.predicted_fit.json"), "{}")
+            self.assert_fails_naming(root, "a.predicted_fit.json", "step_time_s")
+
     def test_no_runs_is_an_error_naming_the_directory(self):
         with tempfile.TemporaryDirectory() as root:
             self.assert_fails_naming(root, root)

@@ -3,6 +3,7 @@
 // data are exact, so only floating-point rounding in QR separates fit from truth.
 #include "calibration/fit.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <utility>
@@ -324,6 +325,44 @@ TEST(FitCompute, BadSamplesAreErrorsNamingThem) {
   auto empty = fit_compute(samples, 1e9);
   ASSERT_FALSE(empty.ok());
   EXPECT_NE(empty.status().message().find("no tasks"), std::string::npos);
+}
+
+// The measured task table: a joined span's time split over its tasks by the fit's shares, the
+// median over samples of one task, the sweep left out.
+TEST(MeasuredTaskTimes, SplitJoinedSpansByTheFitsSharesAndTakeEachTasksMedian) {
+  const DeviceRates r = truth();
+  Task scores = gemm(64, 64, 16, 4), values = gemm(64, 16, 64, 4);
+  scores.name = "attn_scores";
+  values.name = "attn_values";
+  Task softmax = memory(8.0 * 4 * 64 * 64, MemoryKernel::kSoftmax, 4.0 * 64 * 64);
+  softmax.name = "softmax";
+  TaskSample attention = sample({scores, softmax, values}, r);
+  attention.probe = "t, tp 1, micro-batch 1";
+  attention.time_s *= 1.2;  // the span ran 20% slower than the fit says
+  Task fc1 = gemm(128, 64, 32, 1);
+  fc1.name = "fc1";
+  std::vector<TaskSample> samples = {attention};
+  for (double t : {3e-6, 5e-6, 4e-6}) {
+    TaskSample s = sample({fc1}, r);
+    s.probe = "t, tp 1, micro-batch 1";
+    s.time_s = t;
+    samples.push_back(s);
+  }
+  TaskSample sweep = sample({gemm(64, 64, 64, 1)}, r);
+  sweep.probe = "sweep";
+  samples.push_back(sweep);
+  const std::vector<MeasuredTaskTime> table = measured_task_times(samples, r);
+  ASSERT_EQ(table.size(), 4u);  // scores, softmax, values, fc1; not the sweep
+  for (const Task& t : {scores, softmax, values}) {
+    const auto at = std::find_if(table.begin(), table.end(),
+                                 [&](const MeasuredTaskTime& m) { return same_task(m, t); });
+    ASSERT_NE(at, table.end()) << t.name;
+    EXPECT_NEAR(at->time_s, 1.2 * task_time_s(t, r), kRel * at->time_s) << t.name;
+    EXPECT_EQ(at->samples, 1);
+  }
+  EXPECT_EQ(table[3].name, "fc1");
+  EXPECT_DOUBLE_EQ(table[3].time_s, 4e-6);
+  EXPECT_EQ(table[3].samples, 3);
 }
 
 TEST(FitLinks, RecoversLatencyAndBandwidthExactly) {

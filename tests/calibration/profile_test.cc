@@ -4,8 +4,11 @@
 #include "calibration/profile.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <set>
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -113,6 +116,16 @@ TEST(Profile, WritesJsonThatTheLoadersAccept) {
   EXPECT_EQ(cluster->gpus_per_node, 2);
   EXPECT_EQ(cluster->gpu.sm_count, 1);
   EXPECT_NEAR(cluster->intra_node_bytes_per_s, 5e9, 5e9 * 1e-6);
+  // The offload tiers on CPU ranks: copies at the elementwise rate, the host AdamW at the
+  // optimizer kernel's, per rank times the ranks; capacity the ranks'.
+  const DeviceRates& fitted = cal->profile.rates;
+  EXPECT_NEAR(cluster->pcie_bytes_per_s,
+              fitted.hbm_bytes_per_s * memory_efficiency_of(fitted, MemoryKernel::kElementwise),
+              1e-6 * cluster->pcie_bytes_per_s);
+  EXPECT_NEAR(cluster->host_memory_bytes_per_s_per_node,
+              2 * fitted.hbm_bytes_per_s * memory_efficiency_of(fitted, MemoryKernel::kOptimizer),
+              1e-6 * cluster->host_memory_bytes_per_s_per_node);
+  EXPECT_NEAR(cluster->host_memory_bytes_per_node, 2 * 8 * kGiB, 1e3);
   EXPECT_FALSE(format_fit_summary(*cal).empty());
   EXPECT_NE(format_task_table(m.tasks, cal->profile.rates).find("fc1_wgrad"), std::string::npos);
   // The backward products were timed (sweep and probe): the profile has their efficiencies,
@@ -125,6 +138,22 @@ TEST(Profile, WritesJsonThatTheLoadersAccept) {
             std::string::npos);
   EXPECT_NE(format_fit_summary(*cal).find("gemm efficiency by direction"), std::string::npos);
   EXPECT_NE(format_collective_table(m.collectives).find("busbw"), std::string::npos);
+  // The probes' own task times ride along (not the sweep's): a plan's fc1 at the micro-batch 1
+  // probe's shape takes that probe's measured time, where the fit alone gives its roofline.
+  ASSERT_TRUE(j.contains("measured_tasks"));
+  ASSERT_TRUE(back->rates.measured_tasks);
+  for (const MeasuredTaskTime& t : *back->rates.measured_tasks) EXPECT_NE(t.name, "sweep");
+  const std::vector<Task> layer = layer_forward_tasks(small_model(), one_rank_plan(1));
+  const auto fc1 =
+      std::find_if(layer.begin(), layer.end(), [](const Task& t) { return t.name == "fc1"; });
+  ASSERT_NE(fc1, layer.end());
+  const auto probed = std::find_if(m.tasks.begin(), m.tasks.end(), [&](const TaskSample& s) {
+    return s.name == "fc1" && s.tasks.size() == 1 && same_task(measured_task(s.tasks[0], 0), *fc1);
+  });
+  ASSERT_NE(probed, m.tasks.end());
+  EXPECT_NEAR(task_time_s(*fc1, back->rates), probed->time_s, 1e-9 * probed->time_s);
+  EXPECT_DOUBLE_EQ(task_time_s(*fc1, cal->compute.rates),
+                   sample_time_s(*probed, cal->compute.rates));
 }
 
 // Each sweep direction times its own product of the executor (the output m x n, reduction k)
@@ -218,6 +247,50 @@ TEST(Profile, OneRankHasNoLinks) {
 
 // Every compute task of a layer's forward and backward, the embedding, the head and the
 // optimizer is timed in the executor's step, alone or inside a composite span.
+// The NVMe tier's file I/O through the executor's own file (executor/offload.h): both
+// directions timed, the file removed; a directory that does not exist is an error naming it.
+TEST(Kernels, OffloadFileIoIsTimedThroughTheExecutorsFile) {
+  std::string name = "trainplan-fileio-";
+  name += std::to_string(::getpid());
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / name;
+  std::filesystem::create_directories(dir);
+  TimingOptions fast;
+  fast.min_time_s = 0.001;
+  auto io = time_offload_file(dir.string(), 0, 1 << 20, fast);
+  ASSERT_TRUE(io.ok()) << io.status().message();
+  EXPECT_EQ(io->bytes, 1 << 20);
+  EXPECT_GT(io->write_s, 0);
+  EXPECT_GT(io->read_s, 0);
+  EXPECT_NEAR(io->bytes_per_s(), 2.0 * io->bytes / (io->write_s + io->read_s),
+              1e-9 * io->bytes_per_s());
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  auto missing = time_offload_file((dir / "missing").string(), 0, 1 << 20, fast);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("missing"), std::string::npos)
+      << missing.status().message();
+  std::filesystem::remove_all(dir);
+}
+
+// Measured file I/O gives the CPU cluster its NVMe tier: the median rate times the ranks, and the
+// directory's free space; the measurements keep the samples.
+TEST(Profile, FileIoGivesTheClusterItsNvmeTier) {
+  Measurements m = tiny_measurements();
+  auto without = calibrate_from(m, {"Test CPU", 2, 1, "2025-01-01T00:00:00Z"});
+  ASSERT_TRUE(without.ok()) << without.status().message();
+  EXPECT_FALSE(cpu_cluster_json(*without, 2, 8 * kGiB).contains("nvme_GBps_per_node"));
+  for (double t : {1e-3, 3e-3, 2e-3}) m.file_io.push_back({4e6, t, t});
+  m.file_io_free_bytes = 5e11;
+  auto cal = calibrate_from(m, {"Test CPU", 2, 1, "2025-01-01T00:00:00Z"});
+  ASSERT_TRUE(cal.ok()) << cal.status().message();
+  EXPECT_DOUBLE_EQ(cal->file_io_bytes_per_s, 2e9);  // median: 8e6 bytes over 4 ms
+  auto cluster = cluster_from_json(cpu_cluster_json(*cal, 2, 8 * kGiB), "cluster.json");
+  ASSERT_TRUE(cluster.ok()) << cluster.status().message();
+  EXPECT_NEAR(cluster->nvme_bytes_per_s_per_node, 4e9, 1e-3);
+  EXPECT_NEAR(cluster->nvme_bytes_per_node, 5e11, 1e-3);
+  const Json j = profile_json(*cal, m);
+  EXPECT_EQ(j["measurements"]["file_io"]["samples"].size(), 3u);
+}
+
 TEST(ExecutorProbe, EveryComputeTaskOfTheStepIsTimed) {
   const ModelSpec model = small_model();
   const Plan plan = one_rank_plan(2);

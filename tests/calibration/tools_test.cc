@@ -188,6 +188,34 @@ TEST(CalibrateTool, OneRankSkipsCollectives) {
   fs::remove_all(dir);
 }
 
+// --offload-dir times the NVMe tier's file I/O there (the executor's OffloadFile): the
+// measurements keep the samples, the cluster file the rate times the ranks and the free space,
+// and nothing is left in the directory. A directory that does not exist is an error naming the
+// option, before anything is measured.
+TEST(CalibrateTool, OffloadDirTimesTheNvmeTiersFileIo) {
+  const fs::path dir = temp_dir("calibrate-nvme");
+  const fs::path files = dir / "offload";
+  fs::create_directories(files);
+  const std::string base =
+      mpirun(1) + (kTools / "calibrate").string() + " --quick --micro-batches 1 --tp 1 --out " +
+      (dir / "profile.json").string() + " --cluster-out " + (dir / "cluster.json").string();
+  Outcome r = run(base + " --offload-dir " + files.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const Json profile = read_json(dir / "profile.json");
+  ASSERT_TRUE(profile["measurements"].contains("file_io")) << r.output;
+  EXPECT_FALSE(profile["measurements"]["file_io"]["samples"].empty());
+  auto cluster = cluster_from_json(read_json(dir / "cluster.json"), "cluster.json");
+  ASSERT_TRUE(cluster.ok()) << cluster.status().message();
+  EXPECT_GT(cluster->nvme_bytes_per_s_per_node, 0);
+  EXPECT_GT(cluster->nvme_bytes_per_node, 0);
+  EXPECT_TRUE(fs::is_empty(files));
+  r = run(base + " --offload-dir " + (dir / "missing").string());
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("--offload-dir"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("missing"), std::string::npos) << r.output;
+  fs::remove_all(dir);
+}
+
 TEST(CalibrateTool, BadOptionIsAUsageError) {
   const Outcome r = run(mpirun(1) + (kTools / "calibrate").string() + " --out x.json --tp 0");
   EXPECT_EQ(r.code, 2) << r.output;

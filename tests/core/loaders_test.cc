@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <initializer_list>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -1404,6 +1405,7 @@ TEST(HardwareProfileLoader, FieldErrors) {
       {"rank_compute_time_factor", Json::array({1.0, 0}), {"entry 1 is 0", "> 0"}},
       {"rank_compute_time_factor", Json::array({-1.1, 1.0}), {"entry 0 is -1.1", "> 0"}},
       {"rank_compute_time_factor", Json::array({1.0, "x"}), {"entry 1 is \"x\""}},
+      {"measured_tasks", 5, {"5", "expected an array"}},
   };
   for (const FieldCase& c : cases) {
     Json j = basic_profile();
@@ -1506,6 +1508,92 @@ TEST(HardwareProfileLoader, RankComputeTimeFactorIsOptionalAndRoundTrips) {
   auto even = hardware_profile_from_json(j, "hw.json");
   ASSERT_TRUE(even.ok()) << even.status().message();
   EXPECT_FALSE(has_uneven_rank_speeds(*even));
+}
+
+// A measured task time (calibrate's table of the executor probes' tasks) replaces the roofline
+// of exactly that task: same name and shape, every copy of a repeated run; another shape keeps
+// the fit. Its compute and memory terms keep their proportion; a measurement below the fitted
+// overhead is all overhead. The table round-trips through the profile's JSON.
+TEST(HardwareProfileLoader, MeasuredTaskTimesReplaceTheirTasksRooflineAndRoundTrip) {
+  auto p = hardware_profile_from_json(basic_profile(), "hw.json");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const DeviceRates fit = p->rates;
+  Task fc1 = testing::gemm_task("fc1", 512, 512, 512);
+  fc1.bytes = 3.0 * 512 * 512 * 4;
+  const Task other_shape = testing::gemm_task("fc1", 512, 512, 256);
+  Task norm;
+  norm.name = "norm1";
+  norm.bytes = 1e3;
+  norm.memory_kernel = MemoryKernel::kNorm;
+  DeviceRates measured = fit;
+  measured.measured_tasks =
+      std::make_shared<const std::vector<MeasuredTaskTime>>(std::vector<MeasuredTaskTime>{
+          measured_task(fc1, 7e-3), measured_task(norm, 0.5 * fit.kernel_overhead_s)});
+  EXPECT_DOUBLE_EQ(task_time_s(fc1, measured), 7e-3);
+  EXPECT_NE(task_time_s(fc1, fit), 7e-3);
+  EXPECT_DOUBLE_EQ(task_time_s(other_shape, measured), task_time_s(other_shape, fit));
+  Task repeated = fc1;
+  repeated.repeat = 3;
+  EXPECT_DOUBLE_EQ(task_time_s(repeated, measured), 3 * 7e-3);
+  const WorkShape a = work_shape(fc1, fit), b = work_shape(fc1, measured);
+  EXPECT_NEAR(b.compute_s / b.memory_s, a.compute_s / a.memory_s, 1e-12 * a.compute_s / a.memory_s);
+  EXPECT_DOUBLE_EQ(b.overhead_s, a.overhead_s);
+  EXPECT_DOUBLE_EQ(work_shape(norm, measured).overhead_s, 0.5 * fit.kernel_overhead_s);
+  EXPECT_DOUBLE_EQ(task_time_s(norm, measured), 0.5 * fit.kernel_overhead_s);
+
+  EXPECT_FALSE(hardware_profile_to_json(*p).contains("measured_tasks"));
+  p->rates = measured;
+  const Json written = hardware_profile_to_json(*p);
+  ASSERT_TRUE(written.contains("measured_tasks"));
+  EXPECT_EQ(written["measured_tasks"][0]["task"], "fc1");
+  EXPECT_EQ(written["measured_tasks"][0]["kind"], "gemm");
+  EXPECT_DOUBLE_EQ(written["measured_tasks"][0]["time_us"].get<double>(), 7000.0);
+  EXPECT_EQ(written["measured_tasks"][1]["memory_kernel"], "norm");
+  auto again = hardware_profile_from_json(written, "again.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  ASSERT_TRUE(again->rates.measured_tasks);
+  EXPECT_EQ(again->rates.measured_tasks->size(), 2u);
+  EXPECT_DOUBLE_EQ(task_time_s(fc1, again->rates), 7e-3);
+  EXPECT_DOUBLE_EQ(task_time_s(norm, again->rates), task_time_s(norm, measured));
+}
+
+// Each entry of measured_tasks is read strictly: the error names the entry and its field.
+TEST(HardwareProfileLoader, ABadMeasuredTaskEntryIsAnErrorNamingItsField) {
+  const Json good = Json::parse(R"({"task": "fc1", "kind": "gemm", "m": 8, "n": 8, "k": 8,
+    "executed_flops": 1024, "time_us": 3.5})");
+  struct EntryCase {
+    const char* field;
+    Json value;  // null: the field removed
+    std::vector<std::string> expect;
+  };
+  const std::vector<EntryCase> cases = {
+      {"time_us", Json(), {"'time_us'", "missing"}},
+      {"time_us", -1, {"'time_us'", "-1"}},
+      {"kind", "conv", {"'kind'", "conv"}},
+      {"task", 3, {"'task'", "3"}},
+      {"m", 2.5, {"'m'", "2.5"}},
+      {"memory_kernel", "fast", {"'memory_kernel'", "fast"}},
+      {"speed", 1, {"speed"}},
+  };
+  for (const EntryCase& c : cases) {
+    Json entry = good;
+    if (c.value.is_null())
+      entry.erase(c.field);
+    else
+      entry[c.field] = c.value;
+    Json j = basic_profile();
+    j["measured_tasks"] = Json::array({good, entry});
+    auto r = hardware_profile_from_json(j, "hw.json");
+    EXPECT_TRUE(FailsWith(r, {"hw.json", "measured_tasks[1]"})) << c.field;
+    for (const std::string& e : c.expect) {
+      ASSERT_FALSE(r.ok());
+      EXPECT_NE(r.status().message().find(e), std::string::npos)
+          << c.field << ": message lacks \"" << e << "\": " << r.status().message();
+    }
+  }
+  Json j = basic_profile();
+  j["measured_tasks"] = Json::array({good});
+  EXPECT_TRUE(hardware_profile_from_json(j, "hw.json").ok());
 }
 
 TEST(HardwareProfileLoader, BaselineMemoryInMbOrTheOldMib) {
