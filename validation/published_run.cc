@@ -3,9 +3,10 @@
 #include "validation/published_run.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cctype>
+#include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "core/cost/compute_model.h"
@@ -404,6 +405,16 @@ Status read_measured(const Json& j, const std::string& where, PublishedRun& run)
   if (r.get_double("iteration_time_s", v, 1e-9, 1e9, false)) m.iteration_time_s = v;
   if (r.get_double("tokens_per_s", v, 1e-9, 1e15, false)) m.tokens_per_s = v;
   if (r.get_double("memory_gb", v, 1e-9, 1e6, false)) m.memory_gb = v;
+  int measure = -1;
+  if (r.get_choice("memory_measure", measure, {"allocated", "reserved", "device"}, false)) {
+    if (!m.memory_gb)
+      return Status::Error(where + " measured: memory_measure '" +
+                           std::string(measure == 0   ? "allocated"
+                                       : measure == 1 ? "reserved"
+                                                      : "device") +
+                           "' given without memory_gb");
+    m.memory_measure = static_cast<PublishedMeasurement::MemoryMeasure>(measure);
+  }
   // Restatements of tflops_per_gpu (over the peak, times the GPUs).
   r.accept("pct_of_peak");
   r.accept("aggregate_pflops");
@@ -661,6 +672,8 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   int cp_comm = -1;
   r.get_choice("cp_comm", cp_comm,
                {"all-gather", "p2p", "a2a", "torch-allgather", "torch-alltoall"}, false);
+  int module_loading = -1;
+  r.get_choice("cuda_module_loading", module_loading, {"lazy", "eager"}, false);
   r.accept("confidence");
   std::string notes;
   if (const auto it = entry.find("notes"); entry.is_object() && it != entry.end()) {
@@ -680,6 +693,7 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   TRAINPLAN_RETURN_IF_ERROR(read_hardware(*hardware, where, run));
   TRAINPLAN_RETURN_IF_ERROR(read_parallel(*parallel, where, run.cluster.total_gpus(), run));
   if (measured != nullptr) TRAINPLAN_RETURN_IF_ERROR(read_measured(*measured, where, run));
+  if (module_loading == 1) run.cuda_module_loading = CudaModuleLoading::kEager;
 
   Plan& p = run.plan;
   if (precision < 0) run.assumptions.push_back("precision: bf16 (not given)");
@@ -805,6 +819,22 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
     return Status::Error(where + ": " + st.message(), st.code());
   if (auto rates = plan_rates(p, run.cluster.gpu, std::nullopt); !rates.ok())
     return Status::Error(where + ": " + rates.status().message(), rates.status().code());
+  using Measure = PublishedMeasurement::MemoryMeasure;
+  if (run.measured.memory_gb && run.measured.memory_measure == Measure::kReserved)
+    run.assumptions.push_back(
+        "memory: reserved memory compared with the allocated peak (the "
+        "caching allocator's reserve is not modelled)");
+  if (run.measured.memory_gb && run.measured.memory_measure == Measure::kDevice) {
+    const DeviceRuntimeBytes rt = device_runtime_bytes(p, run.cuda_module_loading);
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "memory: device memory in use = the allocated peak + %.2f GB of CUDA context "
+                  "(%s module loading%s) + %.2f GB of NCCL buffers",
+                  rt.cuda_context_bytes / 1e9,
+                  run.cuda_module_loading == CudaModuleLoading::kLazy ? "lazy" : "eager",
+                  module_loading < 0 ? ", not given" : "", rt.nccl_bytes / 1e9);
+    run.assumptions.push_back(line);
+  }
   return run;
 }
 
@@ -821,6 +851,8 @@ std::vector<PublishedMetric> compare_published_run(const PublishedRun& run,
   if (m.memory_gb) {
     double peak = 0;
     for (const RankStep& r : predicted.ranks) peak = std::max(peak, r.peak_memory_bytes);
+    if (m.memory_measure == PublishedMeasurement::MemoryMeasure::kDevice)
+      peak += device_runtime_bytes(run.plan, run.cuda_module_loading).total();
     out.push_back({"memory_gb", *m.memory_gb, peak / 1e9});
   }
   return out;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/cluster_spec.h"
+#include "core/cost/cost_model.h"
 #include "core/json_util.h"
 #include "core/model_spec.h"
 #include "core/plan.h"
@@ -33,6 +34,12 @@ struct PublishedMeasurement {
   std::optional<double> iteration_time_s;  // one optimizer step
   std::optional<double> tokens_per_s;      // the whole job's
   std::optional<double> memory_gb;         // peak device memory per GPU, 1e9 bytes
+  // What memory_gb measured: what the framework allocated (torch.cuda.max_memory_allocated,
+  // the default), what its caching allocator reserved (max_memory_reserved: compared with the
+  // allocated peak, the reserve not modelled), or device memory in use (nvidia-smi: the
+  // allocated peak plus device_runtime_bytes, the CUDA context and NCCL's buffers).
+  enum class MemoryMeasure { kAllocated, kReserved, kDevice };
+  MemoryMeasure memory_measure = MemoryMeasure::kAllocated;
 };
 
 // Where a run comes from: one source document x framework x GPU generation. Runs of a family
@@ -55,6 +62,9 @@ struct PublishedRun {
   SimOptions options;
   PublishedMeasurement measured;
   bool zero_stage_given = false;  // parallel.zero_stage was in the entry
+  // How the run's CUDA loaded its kernels (the entry's cuda_module_loading; lazy unless given):
+  // sizes the CUDA context in a device-memory comparison.
+  CudaModuleLoading cuda_module_loading = CudaModuleLoading::kLazy;
   // torchtitan's activation_checkpoint.selective_ac_option as the entry gives it: "op" or a
   // layer frequency N ("2"); empty when not given.
   std::string selective_ac_option;  // What the entry did not say and how it was decided ("attention: unfused (source dated

@@ -402,6 +402,29 @@ double in_flight_micro_batches(const Plan& plan, std::int64_t stage);
 double weight_pending_micro_batches(const Plan& plan, std::int64_t stage);
 MemoryBreakdown memory_on_stage(const ModelSpec& model, const Plan& plan, std::int64_t stage);
 
+// Device memory a GPU process holds outside what its framework allocates: what nvidia-smi counts
+// beyond torch.cuda.max_memory_allocated / reserved. Compared with a published figure only where
+// the source measured device memory in use (PublishedRun::memory_measure), never added to the
+// planner's fit, whose headroom already stands for it.
+//  - The CUDA context: about 300 MB with lazy module loading (CUDA 11.7 and later, the default
+//    from CUDA 12.2), over 1,000 MB when every kernel is loaded at start (PyTorch issue #107667,
+//    an NVIDIA engineer's answer, 2023-08-28); 1,000 MB taken for eager loading, a lower bound.
+//  - NCCL's buffers, per communicator the rank uses: 544 MiB for a 2-GPU group and 688 MiB for a
+//    larger one running all-reduce (NCCL issue #964: 4 A100 over NVLink, every process group
+//    measured after one 4 MB all-reduce); more per rank does not come with scale beyond two
+//    nodes (NCCL issue #986, the NCCL lead's answer: memory grows with channels and algorithms,
+//    a ring keeps two connections). An all-to-all group connects every pair and takes 3.28 GB
+//    (NCCL issue #1685: 8 H100, 1.06 GB before the first all_to_all_single, 4.34 GB after).
+//    One communicator each for TP, CP, the data-parallel gradient group, the pipeline's
+//    neighbours and EP (all-to-all), where the degree is above one.
+enum class CudaModuleLoading { kLazy, kEager };
+struct DeviceRuntimeBytes {
+  double cuda_context_bytes = 0;
+  double nccl_bytes = 0;
+  double total() const { return cuda_context_bytes + nccl_bytes; }
+};
+DeviceRuntimeBytes device_runtime_bytes(const Plan& plan, CudaModuleLoading loading);
+
 // ---------------------------------------------------------------------------------------------
 // Communication volume per step: bytes one rank of `stage` sends, by group.
 struct CommVolume {

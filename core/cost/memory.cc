@@ -425,6 +425,21 @@ MemoryBreakdown memory_on_stage(const ModelSpec& m, const Plan& p, std::int64_t 
   return mem;
 }
 
+DeviceRuntimeBytes device_runtime_bytes(const Plan& p, CudaModuleLoading loading) {
+  constexpr double kMB = 1e6, kMiB = 1024.0 * 1024.0;
+  DeviceRuntimeBytes r;
+  r.cuda_context_bytes = (loading == CudaModuleLoading::kLazy ? 300 : 1000) * kMB;
+  const auto ring_group = [&](std::int64_t size) {
+    if (size > 1) r.nccl_bytes += (size == 2 ? 544 : 688) * kMiB;
+  };
+  ring_group(p.tp);
+  ring_group(p.cp);
+  ring_group(p.dp * p.cp);  // the gradients' group spans the context-parallel ranks too
+  ring_group(p.pp);
+  if (p.ep > 1) r.nccl_bytes += 3.28e9;
+  return r;
+}
+
 double deferred_head_operand_bytes(const ModelSpec& m, const Plan& p) {
   const double tokens = d(tokens_per_micro_batch(m, p));
   const double input_tokens = tokens / (p.sequence_parallel && p.tp > 1 ? d(p.tp) : 1.0);

@@ -2167,5 +2167,28 @@ TEST(PipelineScatterGather, SendsOneTpthAndGathersTheWholeTensorOnReceipt) {
       << refused.status().message();
 }
 
+// The device memory a GPU process holds beyond its framework's allocations: the CUDA context
+// (300 MB lazy, 1,000 MB eager: PyTorch issue #107667) and one NCCL communicator per parallel
+// group above one rank (544 MiB for two ranks, 688 MiB for more: NCCL issue #964; an
+// all-to-all group 3.28 GB: NCCL issue #1685).
+TEST(DeviceRuntime, ContextAndOneCommunicatorPerGroup) {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  Plan p;  // one GPU: the context alone
+  EXPECT_DOUBLE_EQ(device_runtime_bytes(p, CudaModuleLoading::kLazy).total(), 300e6);
+  EXPECT_DOUBLE_EQ(device_runtime_bytes(p, CudaModuleLoading::kEager).total(), 1000e6);
+  p.tp = 2;
+  p.dp = 4;
+  p.pp = 4;
+  DeviceRuntimeBytes r = device_runtime_bytes(p, CudaModuleLoading::kLazy);
+  EXPECT_DOUBLE_EQ(r.cuda_context_bytes, 300e6);
+  EXPECT_DOUBLE_EQ(r.nccl_bytes, (544 + 688 + 688) * kMiB);
+  p.cp = 2;  // its own group, and the gradients' group spans it: dp x cp = 8
+  EXPECT_DOUBLE_EQ(device_runtime_bytes(p, CudaModuleLoading::kLazy).nccl_bytes,
+                   (544 + 544 + 688 + 688) * kMiB);
+  p.ep = 8;
+  EXPECT_DOUBLE_EQ(device_runtime_bytes(p, CudaModuleLoading::kLazy).nccl_bytes,
+                   (544 + 544 + 688 + 688) * kMiB + 3.28e9);
+}
+
 }  // namespace
 }  // namespace trainplan

@@ -1006,5 +1006,43 @@ TEST(PublishedRun, MetricsMeetTheirPredictionsIterationTimeFirst) {
   EXPECT_FALSE(headline_metric({m[4]}).has_value());
 }
 
+// measured.memory_measure says what memory_gb counted. "device" (nvidia-smi's memory in use)
+// is compared with the allocated peak plus the CUDA context and NCCL's buffers
+// (device_runtime_bytes); "reserved" and "allocated" with the allocated peak, "reserved" saying
+// so. A measure without a figure, or an unknown one, is refused by name.
+TEST(PublishedRun, DeviceMemoryAddsTheContextAndTheCommunicatorsBuffers) {
+  Json e = gpt_entry();  // dp 32: one data-parallel communicator
+  e["measured"]["memory_gb"] = 40;
+  StepReport p;
+  p.ranks.resize(1);
+  p.ranks[0].peak_memory_bytes = 30e9;
+  const auto memory_predicted = [&](const Json& entry) {
+    const std::vector<PublishedMetric> m = compare_published_run(map_ok(entry), p);
+    return m.back().predicted;
+  };
+  EXPECT_DOUBLE_EQ(memory_predicted(e), 30);  // allocated, the default
+  e["measured"]["memory_measure"] = "reserved";
+  EXPECT_DOUBLE_EQ(memory_predicted(e), 30);
+  EXPECT_TRUE(has_assumption(map_ok(e), "caching allocator's reserve is not modelled"));
+  e["measured"]["memory_measure"] = "device";
+  const double dp_group = 688 * 1024.0 * 1024.0 / 1e9;
+  EXPECT_NEAR(memory_predicted(e), 30 + 0.3 + dp_group, 1e-9);  // lazy loading unless given
+  EXPECT_TRUE(has_assumption(map_ok(e), "lazy module loading, not given"));
+  e["cuda_module_loading"] = "eager";
+  EXPECT_NEAR(memory_predicted(e), 30 + 1.0 + dp_group, 1e-9);
+  EXPECT_TRUE(has_assumption(map_ok(e), "device memory in use = the allocated peak + 1.00 GB"));
+
+  e["cuda_module_loading"] = "jit";
+  EXPECT_TRUE(refused_naming(e, "cuda_module_loading"));
+  e.erase("cuda_module_loading");
+  e["measured"]["memory_measure"] = "nvidia-smi";
+  EXPECT_TRUE(refused_naming(e, "memory_measure"));
+  e["measured"]["memory_measure"] = "device";
+  e["measured"]["memory_gb"] = nullptr;
+  const std::string error = map_error(e);
+  for (const char* part : {"measured", "memory_measure 'device'", "without memory_gb"})
+    EXPECT_NE(error.find(part), std::string::npos) << part << " in " << error;
+}
+
 }  // namespace
 }  // namespace trainplan
