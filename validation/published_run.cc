@@ -674,6 +674,9 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
                {"all-gather", "p2p", "a2a", "torch-allgather", "torch-alltoall"}, false);
   int module_loading = -1;
   r.get_choice("cuda_module_loading", module_loading, {"lazy", "eager"}, false);
+  int allocator = -1;
+  r.get_choice("allocator", allocator,
+               {"pytorch-caching", "pytorch-expandable-segments", "paddle-auto-growth"}, false);
   r.accept("confidence");
   std::string notes;
   if (const auto it = entry.find("notes"); entry.is_object() && it != entry.end()) {
@@ -694,6 +697,7 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   TRAINPLAN_RETURN_IF_ERROR(read_parallel(*parallel, where, run.cluster.total_gpus(), run));
   if (measured != nullptr) TRAINPLAN_RETURN_IF_ERROR(read_measured(*measured, where, run));
   if (module_loading == 1) run.cuda_module_loading = CudaModuleLoading::kEager;
+  if (allocator >= 0) run.allocator = static_cast<DeviceAllocator>(allocator);
 
   Plan& p = run.plan;
   if (precision < 0) run.assumptions.push_back("precision: bf16 (not given)");
@@ -820,15 +824,30 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   if (auto rates = plan_rates(p, run.cluster.gpu, std::nullopt); !rates.ok())
     return Status::Error(where + ": " + rates.status().message(), rates.status().code());
   using Measure = PublishedMeasurement::MemoryMeasure;
-  if (run.measured.memory_gb && run.measured.memory_measure == Measure::kReserved)
-    run.assumptions.push_back(
-        "memory: reserved memory compared with the allocated peak (the "
-        "caching allocator's reserve is not modelled)");
+  if (run.measured.memory_gb && run.measured.memory_measure != Measure::kAllocated) {
+    static constexpr const char* kAllocatorNames[] = {
+        "PyTorch's caching allocator", "PyTorch's allocator with expandable segments",
+        "Paddle's auto-growth allocator"};
+    const char* name = kAllocatorNames[static_cast<int>(run.allocator)];
+    char line[320];
+    if (allocator_reserve_modelled(run.allocator))
+      std::snprintf(line, sizeof line,
+                    "memory: reserved = the allocated peak / %.2f, %s%s (GMLake's average "
+                    "fragmentation)",
+                    1.0 - allocator_fragmentation(run.allocator), name,
+                    allocator < 0 ? " (allocator not given)" : "");
+    else
+      std::snprintf(line, sizeof line,
+                    "memory: reserved taken as the allocated peak: %s has no published "
+                    "fragmentation figure, its reserve is not modelled",
+                    name);
+    run.assumptions.push_back(line);
+  }
   if (run.measured.memory_gb && run.measured.memory_measure == Measure::kDevice) {
     const DeviceRuntimeBytes rt = device_runtime_bytes(p, run.cuda_module_loading);
     char line[256];
     std::snprintf(line, sizeof line,
-                  "memory: device memory in use = the allocated peak + %.2f GB of CUDA context "
+                  "memory: device memory in use = the reserve + %.2f GB of CUDA context "
                   "(%s module loading%s) + %.2f GB of NCCL buffers",
                   rt.cuda_context_bytes / 1e9,
                   run.cuda_module_loading == CudaModuleLoading::kLazy ? "lazy" : "eager",
@@ -851,6 +870,8 @@ std::vector<PublishedMetric> compare_published_run(const PublishedRun& run,
   if (m.memory_gb) {
     double peak = 0;
     for (const RankStep& r : predicted.ranks) peak = std::max(peak, r.peak_memory_bytes);
+    if (m.memory_measure != PublishedMeasurement::MemoryMeasure::kAllocated)
+      peak = reserved_bytes(peak, run.allocator);
     if (m.memory_measure == PublishedMeasurement::MemoryMeasure::kDevice)
       peak += device_runtime_bytes(run.plan, run.cuda_module_loading).total();
     out.push_back({"memory_gb", *m.memory_gb, peak / 1e9});

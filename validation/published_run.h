@@ -35,9 +35,9 @@ struct PublishedMeasurement {
   std::optional<double> tokens_per_s;      // the whole job's
   std::optional<double> memory_gb;         // peak device memory per GPU, 1e9 bytes
   // What memory_gb measured: what the framework allocated (torch.cuda.max_memory_allocated,
-  // the default), what its caching allocator reserved (max_memory_reserved: compared with the
-  // allocated peak, the reserve not modelled), or device memory in use (nvidia-smi: the
-  // allocated peak plus device_runtime_bytes, the CUDA context and NCCL's buffers).
+  // the default), what its allocator reserved (max_memory_reserved: compared with
+  // reserved_bytes of the allocated peak under the run's allocator), or device memory in use
+  // (nvidia-smi: that reserve plus device_runtime_bytes, the CUDA context and NCCL's buffers).
   enum class MemoryMeasure { kAllocated, kReserved, kDevice };
   MemoryMeasure memory_measure = MemoryMeasure::kAllocated;
 };
@@ -65,6 +65,9 @@ struct PublishedRun {
   // How the run's CUDA loaded its kernels (the entry's cuda_module_loading; lazy unless given):
   // sizes the CUDA context in a device-memory comparison.
   CudaModuleLoading cuda_module_loading = CudaModuleLoading::kLazy;
+  // Which allocator held the run's memory (the entry's allocator; PyTorch's caching allocator
+  // unless given): sizes the reserve in a reserved- or device-memory comparison.
+  DeviceAllocator allocator = DeviceAllocator::kPyTorchCaching;
   // torchtitan's activation_checkpoint.selective_ac_option as the entry gives it: "op" or a
   // layer frequency N ("2"); empty when not given.
   std::string selective_ac_option;  // What the entry did not say and how it was decided ("attention: unfused (source dated

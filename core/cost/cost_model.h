@@ -425,6 +425,20 @@ struct DeviceRuntimeBytes {
 };
 DeviceRuntimeBytes device_runtime_bytes(const Plan& plan, CudaModuleLoading loading);
 
+// What a framework's allocator reserves from the device at its allocated peak: the peak over
+// (1 - f), f the allocator's fragmentation there (the reserve's unallocated share). Compared
+// with a published figure only where the source measured reserved or device memory
+// (PublishedRun::memory_measure), never added to the planner's fit.
+//  - PyTorch's caching allocator with block splitting (its default): f = 0.15, GMLake (Guo et
+//    al., ASPLOS 2024, arXiv:2401.08156): 15% average fragmentation (up to 33%) over eight LLMs
+//    trained on A100-80GB with recompute, offload, ZeRO and LoRA, PyTorch 2.0.
+//  - PyTorch with expandable_segments:True, and Paddle's auto-growth allocator: no published
+//    figure, so f = 0 (allocator_reserve_modelled says false and the caller says so).
+enum class DeviceAllocator { kPyTorchCaching, kPyTorchExpandableSegments, kPaddleAutoGrowth };
+double allocator_fragmentation(DeviceAllocator allocator);
+bool allocator_reserve_modelled(DeviceAllocator allocator);
+double reserved_bytes(double allocated_peak_bytes, DeviceAllocator allocator);
+
 // ---------------------------------------------------------------------------------------------
 // Communication volume per step: bytes one rank of `stage` sends, by group.
 struct CommVolume {

@@ -440,6 +440,23 @@ DeviceRuntimeBytes device_runtime_bytes(const Plan& p, CudaModuleLoading loading
   return r;
 }
 
+double allocator_fragmentation(DeviceAllocator allocator) {
+  switch (allocator) {
+    case DeviceAllocator::kPyTorchCaching: return 0.15;  // GMLake, arXiv:2401.08156
+    case DeviceAllocator::kPyTorchExpandableSegments:
+    case DeviceAllocator::kPaddleAutoGrowth: return 0.0;  // no published figure
+  }
+  return 0.0;
+}
+
+bool allocator_reserve_modelled(DeviceAllocator allocator) {
+  return allocator_fragmentation(allocator) > 0;
+}
+
+double reserved_bytes(double allocated_peak_bytes, DeviceAllocator allocator) {
+  return allocated_peak_bytes / (1.0 - allocator_fragmentation(allocator));
+}
+
 double deferred_head_operand_bytes(const ModelSpec& m, const Plan& p) {
   const double tokens = d(tokens_per_micro_batch(m, p));
   const double input_tokens = tokens / (p.sequence_parallel && p.tp > 1 ? d(p.tp) : 1.0);

@@ -2190,5 +2190,19 @@ TEST(DeviceRuntime, ContextAndOneCommunicatorPerGroup) {
                    (544 + 544 + 688 + 688) * kMiB + 3.28e9);
 }
 
+// The reserve a framework's allocator holds at its allocated peak: PyTorch's caching allocator
+// 15% fragmentation (GMLake, arXiv:2401.08156), so the peak / 0.85; no published figure for
+// expandable segments or Paddle's auto-growth allocator, so the peak itself.
+TEST(AllocatorReserve, CachingAllocatorFifteenPercentOthersNone) {
+  EXPECT_DOUBLE_EQ(allocator_fragmentation(DeviceAllocator::kPyTorchCaching), 0.15);
+  EXPECT_TRUE(allocator_reserve_modelled(DeviceAllocator::kPyTorchCaching));
+  EXPECT_DOUBLE_EQ(reserved_bytes(68e9, DeviceAllocator::kPyTorchCaching), 80e9);
+  for (DeviceAllocator a :
+       {DeviceAllocator::kPyTorchExpandableSegments, DeviceAllocator::kPaddleAutoGrowth}) {
+    EXPECT_FALSE(allocator_reserve_modelled(a));
+    EXPECT_DOUBLE_EQ(reserved_bytes(68e9, a), 68e9);
+  }
+}
+
 }  // namespace
 }  // namespace trainplan

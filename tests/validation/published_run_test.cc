@@ -1006,11 +1006,13 @@ TEST(PublishedRun, MetricsMeetTheirPredictionsIterationTimeFirst) {
   EXPECT_FALSE(headline_metric({m[4]}).has_value());
 }
 
-// measured.memory_measure says what memory_gb counted. "device" (nvidia-smi's memory in use)
-// is compared with the allocated peak plus the CUDA context and NCCL's buffers
-// (device_runtime_bytes); "reserved" and "allocated" with the allocated peak, "reserved" saying
-// so. A measure without a figure, or an unknown one, is refused by name.
-TEST(PublishedRun, DeviceMemoryAddsTheContextAndTheCommunicatorsBuffers) {
+// measured.memory_measure says what memory_gb counted. "reserved" is compared with the
+// allocated peak over (1 - f), f the run's allocator's fragmentation (PyTorch's caching
+// allocator 15%, GMLake; no figure, so none, for expandable segments and Paddle's auto-growth);
+// "device" (nvidia-smi's memory in use) with that reserve plus the CUDA context and NCCL's
+// buffers (device_runtime_bytes). A measure without a figure, or an unknown measure or
+// allocator, is refused by name.
+TEST(PublishedRun, ReservedAndDeviceMemoryAddTheAllocatorsReserveAndTheRuntime) {
   Json e = gpt_entry();  // dp 32: one data-parallel communicator
   e["measured"]["memory_gb"] = 40;
   StepReport p;
@@ -1022,19 +1024,34 @@ TEST(PublishedRun, DeviceMemoryAddsTheContextAndTheCommunicatorsBuffers) {
   };
   EXPECT_DOUBLE_EQ(memory_predicted(e), 30);  // allocated, the default
   e["measured"]["memory_measure"] = "reserved";
+  EXPECT_NEAR(memory_predicted(e), 30 / 0.85, 1e-9);  // PyTorch's caching allocator unless given
+  EXPECT_TRUE(has_assumption(map_ok(e),
+                             "allocated peak / 0.85, PyTorch's caching allocator "
+                             "(allocator not given)"));
+  e["allocator"] = "pytorch-expandable-segments";
   EXPECT_DOUBLE_EQ(memory_predicted(e), 30);
-  EXPECT_TRUE(has_assumption(map_ok(e), "caching allocator's reserve is not modelled"));
+  EXPECT_TRUE(has_assumption(map_ok(e), "expandable segments has no published fragmentation"));
+  e["allocator"] = "paddle-auto-growth";
+  EXPECT_DOUBLE_EQ(memory_predicted(e), 30);
+  EXPECT_TRUE(has_assumption(map_ok(e), "Paddle's auto-growth allocator has no published"));
+  e["allocator"] = "pytorch-caching";
+  EXPECT_FALSE(has_assumption(map_ok(e), "allocator not given"));
+
   e["measured"]["memory_measure"] = "device";
   const double dp_group = 688 * 1024.0 * 1024.0 / 1e9;
-  EXPECT_NEAR(memory_predicted(e), 30 + 0.3 + dp_group, 1e-9);  // lazy loading unless given
+  EXPECT_NEAR(memory_predicted(e), 30 / 0.85 + 0.3 + dp_group, 1e-9);  // lazy unless given
   EXPECT_TRUE(has_assumption(map_ok(e), "lazy module loading, not given"));
   e["cuda_module_loading"] = "eager";
+  e["allocator"] = "paddle-auto-growth";
   EXPECT_NEAR(memory_predicted(e), 30 + 1.0 + dp_group, 1e-9);
-  EXPECT_TRUE(has_assumption(map_ok(e), "device memory in use = the allocated peak + 1.00 GB"));
+  EXPECT_TRUE(has_assumption(map_ok(e), "device memory in use = the reserve + 1.00 GB"));
 
   e["cuda_module_loading"] = "jit";
   EXPECT_TRUE(refused_naming(e, "cuda_module_loading"));
   e.erase("cuda_module_loading");
+  e["allocator"] = "jemalloc";
+  EXPECT_TRUE(refused_naming(e, "allocator"));
+  e.erase("allocator");
   e["measured"]["memory_measure"] = "nvidia-smi";
   EXPECT_TRUE(refused_naming(e, "memory_measure"));
   e["measured"]["memory_measure"] = "device";
