@@ -30,13 +30,14 @@
 #include <string_view>
 #include <vector>
 
+#include "core/cost/cost_model.h"
 #include "core/html_report.h"
 #include "core/units.h"
+#include "simulator/simulator.h"
+#include "tools/cli.h"
 #include "validation/accuracy.h"
 #include "validation/error_band.h"
 #include "validation/published_run.h"
-#include "simulator/simulator.h"
-#include "tools/cli.h"
 
 namespace {
 
@@ -152,6 +153,22 @@ void print_summary(const Plan& plan, const SimResult& res, const std::string& er
     std::cout << ", parameters and gradients " << fmt("%.2f", m0.host_param_bytes / kGB) << " GB";
   if (m0.nvme_bytes > 0) std::cout << "; on NVMe " << fmt("%.2f", m0.nvme_bytes / kGB) << " GB";
   std::cout << "\n";
+  // What a framework's log and nvidia-smi would show for the fullest rank: the allocated peak,
+  // PyTorch's caching allocator's reserve over it, and the CUDA context and NCCL's buffers
+  // (core/cost: reserved_bytes, device_runtime_bytes, each with its source). An estimate for
+  // comparison with a run; the headroom check above keeps to the allocated peak and its margin.
+  double peak = 0;
+  for (const RankStep& k : r.ranks) peak = std::max(peak, k.peak_memory_bytes);
+  const double reserved = reserved_bytes(peak, DeviceAllocator::kPyTorchCaching);
+  const DeviceRuntimeBytes runtime = device_runtime_bytes(plan, CudaModuleLoading::kLazy);
+  std::cout << "device memory (fullest rank): allocated " << fmt("%.2f", peak / kGB)
+            << " GB; reserved about " << fmt("%.2f", reserved / kGB)
+            << " GB (PyTorch's caching allocator, "
+            << fmt("%.0f", 100 * allocator_fragmentation(DeviceAllocator::kPyTorchCaching))
+            << "% fragmentation, GMLake); in use about "
+            << fmt("%.2f", (reserved + runtime.total()) / kGB) << " GB (CUDA context "
+            << fmt("%.2f", runtime.cuda_context_bytes / kGB) << " GB, NCCL buffers "
+            << fmt("%.2f", runtime.nccl_bytes / kGB) << " GB)\n";
 }
 
 // One run's rows of the published-runs table: its figures, then what was assumed and unused.

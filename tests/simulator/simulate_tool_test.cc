@@ -2,6 +2,7 @@
 // built next to this test (TRAINPLAN_BINARY_DIR/tools/simulate).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -79,6 +80,33 @@ TEST_F(SimulateTool, SummaryAllRanksAndOptions) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("step time"), std::string::npos);
   EXPECT_NE(r.out.find("bubble"), std::string::npos);
+}
+
+// The summary's device-memory line for the fullest rank: the allocated peak (the JSON's), the
+// caching allocator's reserve over it (peak / 0.85, GMLake) and what the device holds with the
+// CUDA context (0.30 GB, lazy loading) and one NCCL communicator per group of two (tp, pp, dp:
+// 3 x 544 MiB, NCCL #964).
+TEST_F(SimulateTool, SummarySaysTheReserveAndTheDeviceMemory) {
+  const ToolRun j = run("--model " + model_ + " --plan " + plan() + " --gpus 8 --json");
+  ASSERT_EQ(j.code, 0) << j.out;
+  const trainplan::Json report = trainplan::Json::parse(j.out);
+  double peak = 0;
+  for (const auto& rank : report.at("ranks"))
+    peak = std::max(peak, rank.at("peak_memory_bytes").get<double>());
+  const ToolRun r = run("--model " + model_ + " --plan " + plan() + " --gpus 8");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::size_t at = r.out.find("device memory (fullest rank): allocated ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+  const auto figure = [&](const std::string& before) {
+    const std::size_t k = line.find(before);
+    EXPECT_NE(k, std::string::npos) << before << " in " << line;
+    return k == std::string::npos ? -1.0 : std::stod(line.substr(k + before.size()));
+  };
+  EXPECT_NEAR(figure("allocated "), peak / 1e9, 0.006);
+  EXPECT_NEAR(figure("reserved about "), peak / 0.85 / 1e9, 0.006);
+  EXPECT_NEAR(figure("in use about "), peak / 0.85 / 1e9 + 0.3 + 3 * 544 * 1048576.0 / 1e9, 0.006);
+  EXPECT_NEAR(figure("NCCL buffers "), 3 * 544 * 1048576.0 / 1e9, 0.006);
 }
 
 // --grad-reduce-after-backward: the data-parallel sums wait for the whole backward (the CPU
