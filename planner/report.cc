@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/build_info.h"
+#include "core/cost/cost_model.h"
 #include "core/units.h"
 
 namespace trainplan {
@@ -327,6 +328,27 @@ std::string measured_pipeline_note(const Plan& plan, const MeasuredLayouts& meas
 namespace {
 // The expected error of the figures above, and how the pick was made among candidates the
 // model cannot tell apart (PlanSearch::ties).
+// What the pick's fullest rank would show in a framework's log and in nvidia-smi: the reserve
+// PyTorch's caching allocator keeps over the allocated peak and the device memory in use with the
+// CUDA context and NCCL's buffers (core/cost: reserved_bytes, device_runtime_bytes, with their
+// sources). The fit above is the allocated peak against capacity less the headroom.
+void device_memory(std::ostream& os, const Candidate& w, const ClusterSpec& c) {
+  const double reserved =
+      reserved_bytes(w.estimate.peak_memory_bytes, DeviceAllocator::kPyTorchCaching);
+  const double in_use = reserved + device_runtime_bytes(w.plan, CudaModuleLoading::kLazy).total();
+  os << "  On the device: about " << fmt("%.1f", reserved / kGB)
+     << " GB reserved if PyTorch's caching allocator keeps its average "
+     << fmt("%.0f", 100 * allocator_fragmentation(DeviceAllocator::kPyTorchCaching))
+     << "% over the allocations (GMLake), " << fmt("%.1f", in_use / kGB)
+     << " GB in use with the CUDA context and NCCL's buffers";
+  if (in_use > c.gpu.hbm_bytes)
+    os << ", above the " << fmt("%.0f", c.gpu.hbm_bytes / kGB)
+       << " GB the GPU has: the allocator frees its cache and retries before it runs out, at "
+          "some cost in speed (PyTorch's expandable_segments:True is meant to reduce that "
+          "fragmentation)";
+  os << ".\n";
+}
+
 void ties_and_band(std::ostream& os, const PlanSearch& s, const ReportContext& ctx) {
   if (!ctx.options) return;
   const ErrorBand& band = ctx.options->error_band;
@@ -433,6 +455,7 @@ std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
        << fmt("%.1f", w.estimate.mfu * 100) << "% MFU), "
        << fmt("%.1f", w.estimate.peak_memory_bytes / kGB) << " GB peak on stage "
        << w.estimate.peak_stage << ".\n";
+    device_memory(os, w, c);
     if (!w.simulated && ctx.options && ctx.options->simulate_top > 0)
       os << "  (An analytical estimate: the event simulator's refinements ran out before it "
             "confirmed this candidate; check it with `simulate`.)\n";

@@ -2,6 +2,7 @@
 // ZeRO-Offload, determinism, and the analytical estimate's consistency with the cost model.
 #include "planner/planner.h"
 
+#include <cstdio>
 #include <functional>
 #include <set>
 
@@ -95,6 +96,40 @@ TEST(Planner, Gpt3On8H100sRecommendsZeroInfinityWithItsCost) {
   EXPECT_NE(text.find("ZeRO-Infinity, NVMe tier"), std::string::npos) << text;
   EXPECT_NE(text.find("The offload costs"), std::string::npos);
   EXPECT_NE(text.find("Recommendation: " + describe(best->plan)), std::string::npos) << text;
+}
+
+// The recommendation says what the pick's fullest rank would hold on the device: the caching
+// allocator's reserve over the allocated peak (peak / 0.85, GMLake) and that plus the CUDA context
+// and NCCL's buffers (device_runtime_bytes), and says when that is above the GPU's memory.
+TEST(Planner, RecommendationSaysTheReserveAndTheDeviceMemoryInUse) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  for (const double headroom : {0.10, 0.0}) {
+    const ClusterSpec c = cluster("H100-80GB", 8);
+    PlannerOptions opt;
+    opt.simulate_top = 0;
+    opt.memory_headroom = headroom;
+    auto r = plan_training(m, c, opt);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    ASSERT_TRUE(r->fits());
+    const Candidate& w = r->search.ranked.front();
+    ReportContext ctx;
+    ctx.model = &m;
+    ctx.cluster = &c;
+    ctx.options = &opt;
+    const std::string text = format_plan_report(*r, ctx);
+    const double reserved = w.estimate.peak_memory_bytes / 0.85;
+    const double in_use = reserved + device_runtime_bytes(w.plan, CudaModuleLoading::kLazy).total();
+    char expected[160];
+    std::snprintf(expected, sizeof expected, "On the device: about %.1f GB reserved",
+                  reserved / 1e9);
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
+    std::snprintf(expected, sizeof expected, "(GMLake), %.1f GB in use with the CUDA context",
+                  in_use / 1e9);
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
+    EXPECT_EQ(text.find("above the 80 GB the GPU has") != std::string::npos,
+              in_use > c.gpu.hbm_bytes)
+        << text;
+  }
 }
 
 // Full recompute that fits is cut to the fewest layers per chunk that still fit: one layer
