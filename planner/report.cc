@@ -326,8 +326,6 @@ std::string measured_pipeline_note(const Plan& plan, const MeasuredLayouts& meas
 }
 
 namespace {
-// The expected error of the figures above, and how the pick was made among candidates the
-// model cannot tell apart (PlanSearch::ties).
 // What the pick's fullest rank would show in a framework's log and in nvidia-smi: the reserve
 // PyTorch's caching allocator keeps over the allocated peak and the device memory in use with the
 // CUDA context and NCCL's buffers (core/cost: reserved_bytes, device_runtime_bytes, with their
@@ -349,6 +347,8 @@ void device_memory(std::ostream& os, const Candidate& w, const ClusterSpec& c) {
   os << ".\n";
 }
 
+// The expected error of the figures above, and how the pick was made among candidates the
+// model cannot tell apart (PlanSearch::ties).
 void ties_and_band(std::ostream& os, const PlanSearch& s, const ReportContext& ctx) {
   if (!ctx.options) return;
   const ErrorBand& band = ctx.options->error_band;
