@@ -50,6 +50,9 @@ struct PlannerOptions {
   // Usable device memory = capacity * (1 - headroom): room for the CUDA context, allocator
   // fragmentation and library workspaces that the model does not count.
   double memory_headroom = 0.10;
+  // The allocator whose reserve the report's device-memory estimate adds over the pick's
+  // allocated peak (core/cost reserved_bytes; `plan --allocator`). Not in the fit.
+  DeviceAllocator allocator = DeviceAllocator::kPyTorchCaching;
   bool allow_cross_node_tp = false;     // TP groups larger than a node (slow; off by default)
   std::int64_t max_micro_batch_size = 64;
   // Context parallelism: cp is searched over powers of two up to max_cp (0: no bound but the

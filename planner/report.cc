@@ -327,23 +327,30 @@ std::string measured_pipeline_note(const Plan& plan, const MeasuredLayouts& meas
 
 namespace {
 // What the pick's fullest rank would show in a framework's log and in nvidia-smi: the reserve
-// PyTorch's caching allocator keeps over the allocated peak and the device memory in use with the
-// CUDA context and NCCL's buffers (core/cost: reserved_bytes, device_runtime_bytes, with their
-// sources). The fit above is the allocated peak against capacity less the headroom.
-void device_memory(std::ostream& os, const Candidate& w, const ClusterSpec& c) {
-  const double reserved =
-      reserved_bytes(w.estimate.peak_memory_bytes, DeviceAllocator::kPyTorchCaching);
+// the allocator keeps over the allocated peak and the device memory in use with the CUDA context
+// and NCCL's buffers (core/cost: reserved_bytes, device_runtime_bytes, with their sources). The
+// fit above is the allocated peak against capacity less the headroom.
+void device_memory(std::ostream& os, const Candidate& w, const ClusterSpec& c,
+                   DeviceAllocator allocator) {
+  const double reserved = reserved_bytes(w.estimate.peak_memory_bytes, allocator);
   const double in_use = reserved + device_runtime_bytes(w.plan, CudaModuleLoading::kLazy).total();
-  os << "  On the device: about " << fmt("%.1f", reserved / kGB)
-     << " GB reserved if PyTorch's caching allocator keeps its average "
-     << fmt("%.0f", 100 * allocator_fragmentation(DeviceAllocator::kPyTorchCaching))
-     << "% over the allocations (GMLake), " << fmt("%.1f", in_use / kGB)
-     << " GB in use with the CUDA context and NCCL's buffers";
+  os << "  On the device: ";
+  if (allocator_reserve_modelled(allocator))
+    os << "about " << fmt("%.1f", reserved / kGB) << " GB reserved if "
+       << allocator_description(allocator) << " keeps its average "
+       << fmt("%.0f", 100 * allocator_fragmentation(allocator))
+       << "% over the allocations (GMLake), ";
+  else
+    os << "no reserve estimated for " << allocator_description(allocator)
+       << " (no published fragmentation figure), ";
+  os << fmt("%.1f", in_use / kGB) << " GB in use with the CUDA context and NCCL's buffers";
   if (in_use > c.gpu.hbm_bytes)
     os << ", above the " << fmt("%.0f", c.gpu.hbm_bytes / kGB)
        << " GB the GPU has: the allocator frees its cache and retries before it runs out, at "
-          "some cost in speed (PyTorch's expandable_segments:True is meant to reduce that "
-          "fragmentation)";
+          "some cost in speed"
+       << (allocator == DeviceAllocator::kPyTorchCaching
+               ? " (PyTorch's expandable_segments:True is meant to reduce that fragmentation)"
+               : "");
   os << ".\n";
 }
 
@@ -455,7 +462,8 @@ std::string format_plan_report(const PlanResult& r, const ReportContext& ctx) {
        << fmt("%.1f", w.estimate.mfu * 100) << "% MFU), "
        << fmt("%.1f", w.estimate.peak_memory_bytes / kGB) << " GB peak on stage "
        << w.estimate.peak_stage << ".\n";
-    device_memory(os, w, c);
+    device_memory(os, w, c,
+                  ctx.options ? ctx.options->allocator : DeviceAllocator::kPyTorchCaching);
     if (!w.simulated && ctx.options && ctx.options->simulate_top > 0)
       os << "  (An analytical estimate: the event simulator's refinements ran out before it "
             "confirmed this candidate; check it with `simulate`.)\n";

@@ -10,15 +10,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
-#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -31,17 +32,40 @@ namespace {
 // value is, by its name (every tool's options, tools/*.cc).
 std::string metavar_for(const std::string& name) {
   static const std::map<std::string, std::string> kByName = {
-      {"model", "FILE"},        {"plan", "FILE"},          {"cluster", "FILE"},
-      {"hardware", "FILE"},     {"out", "FILE"},           {"trace", "FILE"},
-      {"emit-plan", "FILE"},    {"published", "FILE"},     {"predicted", "FILE"},
-      {"measured", "FILE"},     {"report", "FILE"},        {"cluster-out", "FILE"},
-      {"data", "FILE"},         {"baseline-from", "FILE"}, {"params-out", "FILE"},
-      {"models", "FILE,..."},   {"workdir", "DIR"},        {"gpu", "NAME"},
-      {"backend", "NAME"},      {"family", "TEXT"},        {"rank-order", "AXES"},
-      {"precision", "NAME"},    {"optimizer", "NAME"},     {"attention", "NAME"},
-      {"grad-precision", "NAME"}, {"dp-algorithm", "NAME"}, {"inject-fault", "SPEC"},
-      {"micro-batches", "N,..."}, {"tp", "N,..."},         {"memory-headroom", "X"},
-      {"tokens", "X"},          {"lr", "X"},               {"peak-tflops", "X"},
+      {"model", "FILE"},
+      {"plan", "FILE"},
+      {"cluster", "FILE"},
+      {"hardware", "FILE"},
+      {"out", "FILE"},
+      {"trace", "FILE"},
+      {"emit-plan", "FILE"},
+      {"published", "FILE"},
+      {"predicted", "FILE"},
+      {"measured", "FILE"},
+      {"report", "FILE"},
+      {"cluster-out", "FILE"},
+      {"data", "FILE"},
+      {"baseline-from", "FILE"},
+      {"params-out", "FILE"},
+      {"models", "FILE,..."},
+      {"workdir", "DIR"},
+      {"gpu", "NAME"},
+      {"backend", "NAME"},
+      {"family", "TEXT"},
+      {"rank-order", "AXES"},
+      {"precision", "NAME"},
+      {"optimizer", "NAME"},
+      {"attention", "NAME"},
+      {"grad-precision", "NAME"},
+      {"dp-algorithm", "NAME"},
+      {"inject-fault", "SPEC"},
+      {"allocator", "NAME"},
+      {"micro-batches", "N,..."},
+      {"tp", "N,..."},
+      {"memory-headroom", "X"},
+      {"tokens", "X"},
+      {"lr", "X"},
+      {"peak-tflops", "X"},
   };
   const auto it = kByName.find(name);
   return it == kByName.end() ? "N" : it->second;
@@ -523,6 +547,25 @@ Result<std::optional<HardwareProfile>> load_hardware(const Args& args) {
   auto p = hardware_profile_from_json(*json, args.get("hardware"));
   if (!p.ok()) return p.status();
   return std::optional<HardwareProfile>(*p);
+}
+
+Result<DeviceAllocator> load_allocator(const Args& args) {
+  if (!args.has("allocator")) return DeviceAllocator::kPyTorchCaching;
+  std::string allowed;
+  for (int i = 0; i < static_cast<int>(std::size(kDeviceAllocatorKeys)); ++i) {
+    if (args.get("allocator") == kDeviceAllocatorKeys[i]) return static_cast<DeviceAllocator>(i);
+    allowed += (i > 0 ? ", " : "") + std::string(kDeviceAllocatorKeys[i]);
+  }
+  return Status::Error("--allocator: unknown value '" + args.get("allocator") +
+                           "' (expected one of: " + allowed + ")",
+                       ExitCode::kUsage);
+}
+
+Args::Option allocator_option() {
+  return {"allocator", true,
+          "the allocator whose reserve the device-memory estimate adds: pytorch-caching (default; "
+          "GMLake's 15% fragmentation), pytorch-expandable-segments or paddle-auto-growth (no "
+          "published figure: no reserve added)"};
 }
 
 std::vector<Args::Option> model_cluster_options() {

@@ -14,6 +14,7 @@
 
 #include "core/cluster_spec.h"
 #include "core/cost/compute_model.h"
+#include "core/cost/cost_model.h"
 #include "core/json_util.h"
 #include "core/model_spec.h"
 #include "core/plan.h"
@@ -112,6 +113,11 @@ Result<Plan> load_plan(const std::string& path);
 Result<ClusterSpec> load_cluster(const Args& args);
 // --hardware FILE (optional).
 Result<std::optional<HardwareProfile>> load_hardware(const Args& args);
+// --allocator NAME (kDeviceAllocatorKeys; default pytorch-caching): the allocator whose reserve
+// the device-memory estimate adds over the allocated peak (core/cost reserved_bytes).
+Result<DeviceAllocator> load_allocator(const Args& args);
+// The --allocator option, for Args' option list.
+Args::Option allocator_option();
 
 // The options every model/cluster tool shares, for Args' option list.
 std::vector<Args::Option> model_cluster_options();

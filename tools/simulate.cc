@@ -100,7 +100,8 @@ std::string expected_band_line(const ClusterSpec& cluster,
   return describe(expected_error_band(cluster.gpu.name, corpus_residuals()));
 }
 
-void print_summary(const Plan& plan, const SimResult& res, const std::string& error_band) {
+void print_summary(const Plan& plan, const SimResult& res, const std::string& error_band,
+                   DeviceAllocator allocator) {
   const StepReport& r = res.report;
   std::cout << "plan: " << describe(plan) << "\n"
             << "step time          " << fmt("%10.4f s", r.step_time_s) << "\n"
@@ -154,21 +155,25 @@ void print_summary(const Plan& plan, const SimResult& res, const std::string& er
   if (m0.nvme_bytes > 0) std::cout << "; on NVMe " << fmt("%.2f", m0.nvme_bytes / kGB) << " GB";
   std::cout << "\n";
   // What a framework's log and nvidia-smi would show for the fullest rank: the allocated peak,
-  // PyTorch's caching allocator's reserve over it, and the CUDA context and NCCL's buffers
-  // (core/cost: reserved_bytes, device_runtime_bytes, each with its source). An estimate for
-  // comparison with a run; the headroom check above keeps to the allocated peak and its margin.
+  // the allocator's reserve over it, and the CUDA context and NCCL's buffers (core/cost:
+  // reserved_bytes, device_runtime_bytes, each with its source). An estimate for comparison
+  // with a run; the headroom check above keeps to the allocated peak and its margin.
   double peak = 0;
   for (const RankStep& k : r.ranks) peak = std::max(peak, k.peak_memory_bytes);
-  const double reserved = reserved_bytes(peak, DeviceAllocator::kPyTorchCaching);
+  const double reserved = reserved_bytes(peak, allocator);
   const DeviceRuntimeBytes runtime = device_runtime_bytes(plan, CudaModuleLoading::kLazy);
-  std::cout << "device memory (fullest rank): allocated " << fmt("%.2f", peak / kGB)
-            << " GB; reserved about " << fmt("%.2f", reserved / kGB)
-            << " GB (PyTorch's caching allocator, "
-            << fmt("%.0f", 100 * allocator_fragmentation(DeviceAllocator::kPyTorchCaching))
-            << "% fragmentation, GMLake); in use about "
-            << fmt("%.2f", (reserved + runtime.total()) / kGB) << " GB (CUDA context "
-            << fmt("%.2f", runtime.cuda_context_bytes / kGB) << " GB, NCCL buffers "
-            << fmt("%.2f", runtime.nccl_bytes / kGB) << " GB)\n";
+  std::cout << "device memory (fullest rank): allocated " << fmt("%.2f", peak / kGB) << " GB; ";
+  if (allocator_reserve_modelled(allocator))
+    std::cout << "reserved about " << fmt("%.2f", reserved / kGB) << " GB ("
+              << allocator_description(allocator) << ", "
+              << fmt("%.0f", 100 * allocator_fragmentation(allocator))
+              << "% fragmentation, GMLake); ";
+  else
+    std::cout << "reserve not estimated (" << allocator_description(allocator)
+              << ": no published fragmentation figure); ";
+  std::cout << "in use about " << fmt("%.2f", (reserved + runtime.total()) / kGB)
+            << " GB (CUDA context " << fmt("%.2f", runtime.cuda_context_bytes / kGB)
+            << " GB, NCCL buffers " << fmt("%.2f", runtime.nccl_bytes / kGB) << " GB)\n";
 }
 
 // One run's rows of the published-runs table: its figures, then what was assumed and unused.
@@ -308,10 +313,13 @@ int run_cross_validation(const std::vector<PublishedEntry>& entries, bool as_jso
 // rest ran. The summary gives, per family and overall, median and p90 |error| and the signed
 // mean, of throughput and (where published) memory, at the presets' constants.
 int run_published(const cli::Args& args) {
-  for (const char* o : {"plan", "model", "cluster", "gpus", "gpu", "gpus-per-node", "hardware",
-                        "seq-len", "out", "trace", "all-ranks", "rank-order", "dp-algorithm",
-                        "html", "trace-limit-gb", "memory-headroom", "threads",
-                        "zb-v-send-blind", "grad-reduce-after-backward", "overlap-p2p"})
+  for (const char* o :
+       {"plan",         "model",         "cluster",         "gpus",
+        "gpu",          "gpus-per-node", "hardware",        "seq-len",
+        "out",          "trace",         "all-ranks",       "rank-order",
+        "dp-algorithm", "html",          "trace-limit-gb",  "memory-headroom",
+        "allocator",    "threads",       "zb-v-send-blind", "grad-reduce-after-backward",
+        "overlap-p2p"})
     if (args.has(o))
       return cli::fail(kProgram, Status::Error(std::string("--published takes no --") + o +
                                                    ": each entry gives its model, plan and cluster",
@@ -417,43 +425,56 @@ int run_published(const cli::Args& args) {
 
 int run(int argc, char** argv) {
   std::vector<cli::Args::Option> options = cli::model_cluster_options();
-  options.insert(options.end(), {
-      {"plan", true, "plan JSON (as written by plan --emit-plan)"},
-      {"json", false, "print the StepReport JSON instead of the summary"},
-      {"out", true, "also write the StepReport JSON to FILE"},
-      {"trace", true, "write a Chrome trace of the step to FILE (streamed; opens offline in "
-                      "Perfetto's or Chrome's trace viewer, see docs/simulator.md)"},
-      {"trace-limit-gb", true, "refuse a trace estimated above this size (default 2 GB)"},
-      {"html", true, "write a self-contained HTML picture of the step (timeline, memory over "
-                     "time, breakdown) to FILE; no network needed to open it"},
-      {"memory-headroom", true, "fraction of GPU memory kept free; a peak above the rest is "
-                                "warned about (default 0.10)"},
-      {"threads", true, "threads for the per-rank passes (default 0: every core)"},
-      {"all-ranks", false, "simulate every rank, not one per symmetric set"},
-      {"rank-order", true, "rank placement, innermost axis first (default tp,cp,dp,pp; cp may be "
-                           "left out and then follows tp)"},
-      {"dp-algorithm", true, "data-parallel gradient sum: ring (default) or gather-broadcast"},
-      {"zb-v-send-blind", false, "zb-v: order the passes without the pipeline send time "
-                                 "(default: a send-aware order where it replays shorter)"},
-      {"grad-reduce-after-backward", false,
-       "data-parallel gradient sums once the whole backward has run, not bucketed beside it "
-       "(Megatron-LM 2021's local DDP; what the CPU executor does, executor/trainer.cc "
-       "finish_gradients)"},
-      {"overlap-p2p", false,
-       "pipeline sends run behind compute, the sender not held (Megatron-LM's "
-       "--overlap-p2p-communication, NeMo's overlap_p2p_comm); default: the sender waits for its "
-       "send (batch_isend_irecv + wait)"},
-      {"expand-repeats", false, "play a context-parallel ring's runs of identical steps step by "
-                                "step, one op per step (a check: the same step, slower)"},
-      {"published", true, "published measured runs (JSON list) to simulate and compare"},
-      {"family", true, "with --published: only the runs whose family (source / framework / GPU) "
-                       "contains TEXT"},
-      {"cross-validate", false, "with --published: leave one family out, choose the "
-                                "efficiency constants on the rest, predict it; per family and "
-                                "overall"},
-      {"write-residuals", true, "with --cross-validate: write the held-out errors per family "
-                                "to FILE (schema trainplan.error_residuals/1)"},
-  });
+  options.insert(
+      options.end(),
+      {
+          {"plan", true, "plan JSON (as written by plan --emit-plan)"},
+          {"json", false, "print the StepReport JSON instead of the summary"},
+          {"out", true, "also write the StepReport JSON to FILE"},
+          {"trace", true,
+           "write a Chrome trace of the step to FILE (streamed; opens offline in "
+           "Perfetto's or Chrome's trace viewer, see docs/simulator.md)"},
+          {"trace-limit-gb", true, "refuse a trace estimated above this size (default 2 GB)"},
+          {"html", true,
+           "write a self-contained HTML picture of the step (timeline, memory over "
+           "time, breakdown) to FILE; no network needed to open it"},
+          {"memory-headroom", true,
+           "fraction of GPU memory kept free; a peak above the rest is "
+           "warned about (default 0.10)"},
+          cli::allocator_option(),
+          {"threads", true, "threads for the per-rank passes (default 0: every core)"},
+          {"all-ranks", false, "simulate every rank, not one per symmetric set"},
+          {"rank-order", true,
+           "rank placement, innermost axis first (default tp,cp,dp,pp; cp may be "
+           "left out and then follows tp)"},
+          {"dp-algorithm", true, "data-parallel gradient sum: ring (default) or gather-broadcast"},
+          {"zb-v-send-blind", false,
+           "zb-v: order the passes without the pipeline send time "
+           "(default: a send-aware order where it replays shorter)"},
+          {"grad-reduce-after-backward", false,
+           "data-parallel gradient sums once the whole backward has run, not bucketed beside it "
+           "(Megatron-LM 2021's local DDP; what the CPU executor does, executor/trainer.cc "
+           "finish_gradients)"},
+          {"overlap-p2p", false,
+           "pipeline sends run behind compute, the sender not held (Megatron-LM's "
+           "--overlap-p2p-communication, NeMo's overlap_p2p_comm); default: the sender waits for "
+           "its "
+           "send (batch_isend_irecv + wait)"},
+          {"expand-repeats", false,
+           "play a context-parallel ring's runs of identical steps step by "
+           "step, one op per step (a check: the same step, slower)"},
+          {"published", true, "published measured runs (JSON list) to simulate and compare"},
+          {"family", true,
+           "with --published: only the runs whose family (source / framework / GPU) "
+           "contains TEXT"},
+          {"cross-validate", false,
+           "with --published: leave one family out, choose the "
+           "efficiency constants on the rest, predict it; per family and "
+           "overall"},
+          {"write-residuals", true,
+           "with --cross-validate: write the held-out errors per family "
+           "to FILE (schema trainplan.error_residuals/1)"},
+      });
   for (const auto& o : cli::progress_options()) options.push_back(o);
   cli::Args args(kProgram, "Simulate one training step of a plan, event by event.", options);
   if (Status st = args.parse(argc, argv); !st.ok()) return cli::fail(kProgram, st);
@@ -498,6 +519,8 @@ int run(int argc, char** argv) {
   if (Status st = check_plan_fits_model(*plan, *model); !st.ok()) return cli::fail(kProgram, st);
 
   auto headroom = args.get_double("memory-headroom", 0.10, 0.0, 0.99);
+  auto allocator = cli::load_allocator(args);
+  if (!allocator.ok()) return cli::fail(kProgram, allocator.status());
   auto limit_gb = args.get_double("trace-limit-gb", 2.0, 0.001, 1e6);
   auto threads = args.get_int("threads", 0, 0, 4096);
   for (const Status& st : {headroom.status(), limit_gb.status(), threads.status()})
@@ -539,7 +562,8 @@ int run(int argc, char** argv) {
       return cli::fail(kProgram, st);
   }
   if (args.has("json")) std::cout << json;
-  else print_summary(*plan, *res, expected_band_line(*cluster, *hardware));
+  else
+    print_summary(*plan, *res, expected_band_line(*cluster, *hardware), *allocator);
   for (const Json& w : memory.warnings)
     cli::print_error_line(std::string(kProgram) + ": warning: " + w["message"].get<std::string>() + "\n");
   if (memory.over_capacity) return static_cast<int>(ExitCode::kInfeasible);

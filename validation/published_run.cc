@@ -676,7 +676,7 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   r.get_choice("cuda_module_loading", module_loading, {"lazy", "eager"}, false);
   int allocator = -1;
   r.get_choice("allocator", allocator,
-               {"pytorch-caching", "pytorch-expandable-segments", "paddle-auto-growth"}, false);
+               {kDeviceAllocatorKeys[0], kDeviceAllocatorKeys[1], kDeviceAllocatorKeys[2]}, false);
   r.accept("confidence");
   std::string notes;
   if (const auto it = entry.find("notes"); entry.is_object() && it != entry.end()) {
@@ -825,10 +825,7 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
     return Status::Error(where + ": " + rates.status().message(), rates.status().code());
   using Measure = PublishedMeasurement::MemoryMeasure;
   if (run.measured.memory_gb && run.measured.memory_measure != Measure::kAllocated) {
-    static constexpr const char* kAllocatorNames[] = {
-        "PyTorch's caching allocator", "PyTorch's allocator with expandable segments",
-        "Paddle's auto-growth allocator"};
-    const char* name = kAllocatorNames[static_cast<int>(run.allocator)];
+    const char* name = allocator_description(run.allocator);
     char line[320];
     if (allocator_reserve_modelled(run.allocator))
       std::snprintf(line, sizeof line,

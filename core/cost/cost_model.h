@@ -438,6 +438,12 @@ enum class DeviceAllocator { kPyTorchCaching, kPyTorchExpandableSegments, kPaddl
 double allocator_fragmentation(DeviceAllocator allocator);
 bool allocator_reserve_modelled(DeviceAllocator allocator);
 double reserved_bytes(double allocated_peak_bytes, DeviceAllocator allocator);
+// The allocator's name as input files and command lines give it ("pytorch-caching",
+// "pytorch-expandable-segments", "paddle-auto-growth"; kDeviceAllocatorKeys in that order),
+// and as prose says it.
+inline constexpr const char* kDeviceAllocatorKeys[] = {
+    "pytorch-caching", "pytorch-expandable-segments", "paddle-auto-growth"};
+const char* allocator_description(DeviceAllocator allocator);
 
 // ---------------------------------------------------------------------------------------------
 // Communication volume per step: bytes one rank of `stage` sends, by group.

@@ -457,6 +457,16 @@ double reserved_bytes(double allocated_peak_bytes, DeviceAllocator allocator) {
   return allocated_peak_bytes / (1.0 - allocator_fragmentation(allocator));
 }
 
+const char* allocator_description(DeviceAllocator allocator) {
+  switch (allocator) {
+    case DeviceAllocator::kPyTorchCaching: return "PyTorch's caching allocator";
+    case DeviceAllocator::kPyTorchExpandableSegments:
+      return "PyTorch's allocator with expandable segments";
+    case DeviceAllocator::kPaddleAutoGrowth: return "Paddle's auto-growth allocator";
+  }
+  return "the allocator";
+}
+
 double deferred_head_operand_bytes(const ModelSpec& m, const Plan& p) {
   const double tokens = d(tokens_per_micro_batch(m, p));
   const double input_tokens = tokens / (p.sequence_parallel && p.tp > 1 ? d(p.tp) : 1.0);

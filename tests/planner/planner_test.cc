@@ -129,6 +129,16 @@ TEST(Planner, RecommendationSaysTheReserveAndTheDeviceMemoryInUse) {
     EXPECT_EQ(text.find("above the 80 GB the GPU has") != std::string::npos,
               in_use > c.gpu.hbm_bytes)
         << text;
+    // An allocator without a published figure: no reserve, said so.
+    opt.allocator = DeviceAllocator::kPyTorchExpandableSegments;
+    const std::string expandable = format_plan_report(*r, ctx);
+    EXPECT_NE(expandable.find("no reserve estimated for PyTorch's allocator with expandable "
+                              "segments"),
+              std::string::npos)
+        << expandable;
+    std::snprintf(expected, sizeof expected, "figure), %.1f GB in use",
+                  (in_use - reserved + w.estimate.peak_memory_bytes) / 1e9);
+    EXPECT_NE(expandable.find(expected), std::string::npos) << expected << "\n" << expandable;
   }
 }
 

@@ -107,6 +107,26 @@ TEST_F(SimulateTool, SummarySaysTheReserveAndTheDeviceMemory) {
   EXPECT_NEAR(figure("reserved about "), peak / 0.85 / 1e9, 0.006);
   EXPECT_NEAR(figure("in use about "), peak / 0.85 / 1e9 + 0.3 + 3 * 544 * 1048576.0 / 1e9, 0.006);
   EXPECT_NEAR(figure("NCCL buffers "), 3 * 544 * 1048576.0 / 1e9, 0.006);
+
+  // --allocator names an allocator without a published fragmentation figure: no reserve is
+  // added and the line says so; an unknown name is a usage error naming the option and value.
+  for (const char* allocator : {"pytorch-expandable-segments", "paddle-auto-growth"}) {
+    const ToolRun a =
+        run("--model " + model_ + " --plan " + plan() + " --gpus 8 --allocator " + allocator);
+    ASSERT_EQ(a.code, 0) << a.out;
+    EXPECT_NE(a.out.find("reserve not estimated"), std::string::npos) << a.out;
+    const std::size_t k = a.out.find("in use about ");
+    ASSERT_NE(k, std::string::npos) << a.out;
+    EXPECT_NEAR(std::stod(a.out.substr(k + 13)), peak / 1e9 + 0.3 + 3 * 544 * 1048576.0 / 1e9,
+                0.006);
+  }
+  const ToolRun bad = run("--model " + model_ + " --plan " + plan() + " --gpus 8 --allocator tlsf");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--allocator: unknown value 'tlsf'"), std::string::npos) << bad.out;
+  const ToolRun published = run("--published x.json --allocator pytorch-caching");
+  EXPECT_EQ(published.code, 2) << published.out;
+  EXPECT_NE(published.out.find("--published takes no --allocator"), std::string::npos)
+      << published.out;
 }
 
 // --grad-reduce-after-backward: the data-parallel sums wait for the whole backward (the CPU

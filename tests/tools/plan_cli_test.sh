@@ -12,6 +12,7 @@ expect 2 "missing --model" -- "$plan" --gpus 8
 expect 2 "unknown option '--frobnicate'" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --frobnicate
 expect 2 "--gpus: value 0 is out of range" -- "$plan" --model "$src/models/tiny.json" --gpus 0
 expect 2 "--gpus: 'lots' is not an integer" -- "$plan" --model "$src/models/tiny.json" --gpus lots
+expect 2 "--allocator: unknown value 'tlsf' (expected one of: pytorch-caching, pytorch-expandable-segments, paddle-auto-growth)" -- "$plan" --model "$src/models/tiny.json" --gpus 8 --allocator tlsf
 expect 6 "cannot read" -- "$plan" --model "$tmp/absent.json" --gpus 8
 printf '{"name": "x", "num_layers": 4,' > "$tmp/broken.json"
 expect 3 "broken.json: malformed JSON at byte" -- "$plan" --model "$tmp/broken.json" --gpus 8
