@@ -10,16 +10,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
+#include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <iterator>
+#include <iostream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -32,40 +32,18 @@ namespace {
 // value is, by its name (every tool's options, tools/*.cc).
 std::string metavar_for(const std::string& name) {
   static const std::map<std::string, std::string> kByName = {
-      {"model", "FILE"},
-      {"plan", "FILE"},
-      {"cluster", "FILE"},
-      {"hardware", "FILE"},
-      {"out", "FILE"},
-      {"trace", "FILE"},
-      {"emit-plan", "FILE"},
-      {"published", "FILE"},
-      {"predicted", "FILE"},
-      {"measured", "FILE"},
-      {"report", "FILE"},
-      {"cluster-out", "FILE"},
-      {"data", "FILE"},
-      {"baseline-from", "FILE"},
-      {"params-out", "FILE"},
-      {"models", "FILE,..."},
-      {"workdir", "DIR"},
-      {"gpu", "NAME"},
-      {"backend", "NAME"},
-      {"family", "TEXT"},
-      {"rank-order", "AXES"},
-      {"precision", "NAME"},
-      {"optimizer", "NAME"},
-      {"attention", "NAME"},
-      {"grad-precision", "NAME"},
-      {"dp-algorithm", "NAME"},
-      {"inject-fault", "SPEC"},
+      {"model", "FILE"},        {"plan", "FILE"},          {"cluster", "FILE"},
+      {"hardware", "FILE"},     {"out", "FILE"},           {"trace", "FILE"},
+      {"emit-plan", "FILE"},    {"published", "FILE"},     {"predicted", "FILE"},
+      {"measured", "FILE"},     {"report", "FILE"},        {"cluster-out", "FILE"},
+      {"data", "FILE"},         {"baseline-from", "FILE"}, {"params-out", "FILE"},
+      {"models", "FILE,..."},   {"workdir", "DIR"},        {"gpu", "NAME"},
+      {"backend", "NAME"},      {"family", "TEXT"},        {"rank-order", "AXES"},
+      {"precision", "NAME"},    {"optimizer", "NAME"},     {"attention", "NAME"},
+      {"grad-precision", "NAME"}, {"dp-algorithm", "NAME"}, {"inject-fault", "SPEC"},
       {"allocator", "NAME"},
-      {"micro-batches", "N,..."},
-      {"tp", "N,..."},
-      {"memory-headroom", "X"},
-      {"tokens", "X"},
-      {"lr", "X"},
-      {"peak-tflops", "X"},
+      {"micro-batches", "N,..."}, {"tp", "N,..."},         {"memory-headroom", "X"},
+      {"tokens", "X"},          {"lr", "X"},               {"peak-tflops", "X"},
   };
   const auto it = kByName.find(name);
   return it == kByName.end() ? "N" : it->second;

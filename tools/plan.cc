@@ -174,78 +174,68 @@ ErrorBand expected_band(const ClusterSpec& cluster,
 
 int run(int argc, char** argv) {
   auto options = cli::model_cluster_options();
-  options.insert(
-      options.end(),
-      {
-          {"global-batch", true,
-           "sequences per optimizer step (default: grows with the model and the GPU count, see "
-           "docs/planner.md)"},
-          {"tokens-per-step", true,
-           "tokens per optimizer step, rounded to whole sequences (instead "
-           "of --global-batch)"},
-          {"baseline", true, "your own plan JSON, costed and shown beside the recommendation"},
-          {"precision", true, "bf16 (default; fp16 on a GPU without bf16, V100), fp16 or fp32"},
-          {"optimizer", true, "adamw (default), sgd or sgd-momentum"},
-          {"attention", true, "fused (default, FlashAttention-style) or unfused"},
-          {"grad-precision", true,
-           "compute (default: gradients in the weights' precision) or fp32 (Megatron-LM's bf16 "
-           "default: fp32 accumulation and reduction)"},
-          {"memory-headroom", true, "fraction of GPU memory kept free (default 0.10)"},
-          cli::allocator_option(),
-          {"allow-cross-node-tp", false, "consider tensor parallelism across nodes"},
-          {"fp8", false, "train the linear layers' GEMMs in FP8 (Hopper or newer)"},
-          {"fp8-scaling", true,
-           "with --fp8: current (default; amax then cast, TE Float8CurrentScaling, torchao), "
-           "delayed "
-           "(amax history, TE DelayedScaling, Megatron/NeMo before TE 2.2) or block (MXFP8)"},
-          {"fp8-weight-cache", false,
-           "with --fp8: weights cast once per step and reused by its micro-batches (Transformer "
-           "Engine under Megatron-Core)"},
-          {"tp-comm-overlap", false,
-           "overlap sequence parallelism's TP all-gathers and reduce-scatters with the GEMMs "
-           "beside "
-           "them (Megatron-Core's --tp-comm-overlap, PyTorch async TP)"},
-          {"no-hybrid-shard", false,
-           "shard ZeRO over all data-parallel ranks only (by default the search also tries shard "
-           "groups of 1, 2 and 4 nodes, replicated across: FSDP's HYBRID_SHARD)"},
-          {"no-zero-bubble", false,
-           "search gpipe, 1f1b and interleaved only: leave out the zero-bubble schedules zb-h1 and "
-           "zb-v (Qi et al. 2023, 2024) and DeepSeek-V3's dualpipe"},
-          {"no-fold-experts", false,
-           "MoE: carve the expert-parallel group out of the data-parallel ranks only (by default "
-           "the "
-           "search also folds it over each stage's tp x cp x dp ranks with expert_tp 1 and tp: "
-           "Megatron-Core's MoE parallel folding)"},
-          {"ep-overlap", false,
-           "MoE: overlap the expert all-to-all of one micro-batch with another's compute "
-           "(Megatron-Core's overlap_moe_expert_parallel_comm; needs interleaving when pp > 1)"},
-          {"max-cp", true,
-           "largest context-parallel degree searched (default: no bound; 1: no context "
-           "parallelism; it is searched for sequences of 8192 tokens or more)"},
-          {"cp-comm", true,
-           "how context parallelism exchanges keys and values: p2p (default; Transformer Engine's "
-           "ring, Megatron-Core's default), all-gather (Llama 3; TE's all_gather), a2a (Ulysses), "
-           "torch-allgather or torch-alltoall (PyTorch's context_parallel, torchtitan)"},
-          {"tie-tolerance", true,
-           "relative step-time difference within which candidates are tied and chosen by memory "
-           "headroom, then the simplest layout (default: the typical cross-validated error of "
-           "published runs on this GPU generation; 0: no ties)"},
-          {"no-prefer-measured", false,
-           "among tied candidates, do not prefer those whose pipeline schedule published runs "
-           "measured at that depth on this GPU generation (validation/corpus)"},
-          {"top", true, "candidates to show (default 10)"},
-          {"simulate-top", true, "candidates refined by the event simulator (default 8, 0: none)"},
-          {"threads", true,
-           "threads simulating candidates at once (default 0: every core; the "
-           "result is the same for any count)"},
-          {"tokens", true, "training tokens, for a whole-run estimate (days, GPU-hours)"},
-          {"json", false, "print the report as JSON (schema trainplan.plan_report/1)"},
-          {"emit-plan", true, "write the recommended plan to FILE (for simulate and execute)"},
-          {"trace", true, "write the recommended plan's simulated timeline (Chrome trace) to FILE"},
-          {"html", true,
-           "write a self-contained HTML report (candidates: step time against peak "
-           "memory; the pick's timeline) to FILE"},
-      });
+  options.insert(options.end(), {
+      {"global-batch", true,
+       "sequences per optimizer step (default: grows with the model and the GPU count, see "
+       "docs/planner.md)"},
+      {"tokens-per-step", true, "tokens per optimizer step, rounded to whole sequences (instead "
+                                "of --global-batch)"},
+      {"baseline", true, "your own plan JSON, costed and shown beside the recommendation"},
+      {"precision", true, "bf16 (default; fp16 on a GPU without bf16, V100), fp16 or fp32"},
+      {"optimizer", true, "adamw (default), sgd or sgd-momentum"},
+      {"attention", true, "fused (default, FlashAttention-style) or unfused"},
+      {"grad-precision", true,
+       "compute (default: gradients in the weights' precision) or fp32 (Megatron-LM's bf16 "
+       "default: fp32 accumulation and reduction)"},
+      {"memory-headroom", true, "fraction of GPU memory kept free (default 0.10)"},
+      cli::allocator_option(),
+      {"allow-cross-node-tp", false, "consider tensor parallelism across nodes"},
+      {"fp8", false, "train the linear layers' GEMMs in FP8 (Hopper or newer)"},
+      {"fp8-scaling", true,
+       "with --fp8: current (default; amax then cast, TE Float8CurrentScaling, torchao), delayed "
+       "(amax history, TE DelayedScaling, Megatron/NeMo before TE 2.2) or block (MXFP8)"},
+      {"fp8-weight-cache", false,
+       "with --fp8: weights cast once per step and reused by its micro-batches (Transformer "
+       "Engine under Megatron-Core)"},
+      {"tp-comm-overlap", false,
+       "overlap sequence parallelism's TP all-gathers and reduce-scatters with the GEMMs beside "
+       "them (Megatron-Core's --tp-comm-overlap, PyTorch async TP)"},
+      {"no-hybrid-shard", false,
+       "shard ZeRO over all data-parallel ranks only (by default the search also tries shard "
+       "groups of 1, 2 and 4 nodes, replicated across: FSDP's HYBRID_SHARD)"},
+      {"no-zero-bubble", false,
+       "search gpipe, 1f1b and interleaved only: leave out the zero-bubble schedules zb-h1 and "
+       "zb-v (Qi et al. 2023, 2024) and DeepSeek-V3's dualpipe"},
+      {"no-fold-experts", false,
+       "MoE: carve the expert-parallel group out of the data-parallel ranks only (by default the "
+       "search also folds it over each stage's tp x cp x dp ranks with expert_tp 1 and tp: "
+       "Megatron-Core's MoE parallel folding)"},
+      {"ep-overlap", false, "MoE: overlap the expert all-to-all of one micro-batch with another's compute (Megatron-Core's overlap_moe_expert_parallel_comm; needs interleaving when pp > 1)"},
+      {"max-cp", true,
+       "largest context-parallel degree searched (default: no bound; 1: no context "
+       "parallelism; it is searched for sequences of 8192 tokens or more)"},
+      {"cp-comm", true,
+       "how context parallelism exchanges keys and values: p2p (default; Transformer Engine's "
+       "ring, Megatron-Core's default), all-gather (Llama 3; TE's all_gather), a2a (Ulysses), "
+       "torch-allgather or torch-alltoall (PyTorch's context_parallel, torchtitan)"},
+      {"tie-tolerance", true,
+       "relative step-time difference within which candidates are tied and chosen by memory "
+       "headroom, then the simplest layout (default: the typical cross-validated error of "
+       "published runs on this GPU generation; 0: no ties)"},
+      {"no-prefer-measured", false,
+       "among tied candidates, do not prefer those whose pipeline schedule published runs "
+       "measured at that depth on this GPU generation (validation/corpus)"},
+      {"top", true, "candidates to show (default 10)"},
+      {"simulate-top", true, "candidates refined by the event simulator (default 8, 0: none)"},
+      {"threads", true, "threads simulating candidates at once (default 0: every core; the "
+                        "result is the same for any count)"},
+      {"tokens", true, "training tokens, for a whole-run estimate (days, GPU-hours)"},
+      {"json", false, "print the report as JSON (schema trainplan.plan_report/1)"},
+      {"emit-plan", true, "write the recommended plan to FILE (for simulate and execute)"},
+      {"trace", true, "write the recommended plan's simulated timeline (Chrome trace) to FILE"},
+      {"html", true, "write a self-contained HTML report (candidates: step time against peak "
+                     "memory; the pick's timeline) to FILE"},
+  });
   for (const auto& o : cli::progress_options()) options.push_back(o);
   cli::Args args("plan", "Rank the ways to split a training run across GPUs and recommend one.",
                  options);

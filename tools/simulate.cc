@@ -33,11 +33,11 @@
 #include "core/cost/cost_model.h"
 #include "core/html_report.h"
 #include "core/units.h"
-#include "simulator/simulator.h"
-#include "tools/cli.h"
 #include "validation/accuracy.h"
 #include "validation/error_band.h"
 #include "validation/published_run.h"
+#include "simulator/simulator.h"
+#include "tools/cli.h"
 
 namespace {
 
@@ -313,13 +313,10 @@ int run_cross_validation(const std::vector<PublishedEntry>& entries, bool as_jso
 // rest ran. The summary gives, per family and overall, median and p90 |error| and the signed
 // mean, of throughput and (where published) memory, at the presets' constants.
 int run_published(const cli::Args& args) {
-  for (const char* o :
-       {"plan",         "model",         "cluster",         "gpus",
-        "gpu",          "gpus-per-node", "hardware",        "seq-len",
-        "out",          "trace",         "all-ranks",       "rank-order",
-        "dp-algorithm", "html",          "trace-limit-gb",  "memory-headroom",
-        "allocator",    "threads",       "zb-v-send-blind", "grad-reduce-after-backward",
-        "overlap-p2p"})
+  for (const char* o : {"plan", "model", "cluster", "gpus", "gpu", "gpus-per-node", "hardware",
+                        "seq-len", "out", "trace", "all-ranks", "rank-order", "dp-algorithm",
+                        "html", "trace-limit-gb", "memory-headroom", "allocator", "threads",
+                        "zb-v-send-blind", "grad-reduce-after-backward", "overlap-p2p"})
     if (args.has(o))
       return cli::fail(kProgram, Status::Error(std::string("--published takes no --") + o +
                                                    ": each entry gives its model, plan and cluster",
@@ -425,56 +422,44 @@ int run_published(const cli::Args& args) {
 
 int run(int argc, char** argv) {
   std::vector<cli::Args::Option> options = cli::model_cluster_options();
-  options.insert(
-      options.end(),
-      {
-          {"plan", true, "plan JSON (as written by plan --emit-plan)"},
-          {"json", false, "print the StepReport JSON instead of the summary"},
-          {"out", true, "also write the StepReport JSON to FILE"},
-          {"trace", true,
-           "write a Chrome trace of the step to FILE (streamed; opens offline in "
-           "Perfetto's or Chrome's trace viewer, see docs/simulator.md)"},
-          {"trace-limit-gb", true, "refuse a trace estimated above this size (default 2 GB)"},
-          {"html", true,
-           "write a self-contained HTML picture of the step (timeline, memory over "
-           "time, breakdown) to FILE; no network needed to open it"},
-          {"memory-headroom", true,
-           "fraction of GPU memory kept free; a peak above the rest is "
-           "warned about (default 0.10)"},
-          cli::allocator_option(),
-          {"threads", true, "threads for the per-rank passes (default 0: every core)"},
-          {"all-ranks", false, "simulate every rank, not one per symmetric set"},
-          {"rank-order", true,
-           "rank placement, innermost axis first (default tp,cp,dp,pp; cp may be "
-           "left out and then follows tp)"},
-          {"dp-algorithm", true, "data-parallel gradient sum: ring (default) or gather-broadcast"},
-          {"zb-v-send-blind", false,
-           "zb-v: order the passes without the pipeline send time "
-           "(default: a send-aware order where it replays shorter)"},
-          {"grad-reduce-after-backward", false,
-           "data-parallel gradient sums once the whole backward has run, not bucketed beside it "
-           "(Megatron-LM 2021's local DDP; what the CPU executor does, executor/trainer.cc "
-           "finish_gradients)"},
-          {"overlap-p2p", false,
-           "pipeline sends run behind compute, the sender not held (Megatron-LM's "
-           "--overlap-p2p-communication, NeMo's overlap_p2p_comm); default: the sender waits for "
-           "its "
-           "send (batch_isend_irecv + wait)"},
-          {"expand-repeats", false,
-           "play a context-parallel ring's runs of identical steps step by "
-           "step, one op per step (a check: the same step, slower)"},
-          {"published", true, "published measured runs (JSON list) to simulate and compare"},
-          {"family", true,
-           "with --published: only the runs whose family (source / framework / GPU) "
-           "contains TEXT"},
-          {"cross-validate", false,
-           "with --published: leave one family out, choose the "
-           "efficiency constants on the rest, predict it; per family and "
-           "overall"},
-          {"write-residuals", true,
-           "with --cross-validate: write the held-out errors per family "
-           "to FILE (schema trainplan.error_residuals/1)"},
-      });
+  options.insert(options.end(), {
+      {"plan", true, "plan JSON (as written by plan --emit-plan)"},
+      {"json", false, "print the StepReport JSON instead of the summary"},
+      {"out", true, "also write the StepReport JSON to FILE"},
+      {"trace", true, "write a Chrome trace of the step to FILE (streamed; opens offline in "
+                      "Perfetto's or Chrome's trace viewer, see docs/simulator.md)"},
+      {"trace-limit-gb", true, "refuse a trace estimated above this size (default 2 GB)"},
+      {"html", true, "write a self-contained HTML picture of the step (timeline, memory over "
+                     "time, breakdown) to FILE; no network needed to open it"},
+      {"memory-headroom", true, "fraction of GPU memory kept free; a peak above the rest is "
+                                "warned about (default 0.10)"},
+      cli::allocator_option(),
+      {"threads", true, "threads for the per-rank passes (default 0: every core)"},
+      {"all-ranks", false, "simulate every rank, not one per symmetric set"},
+      {"rank-order", true, "rank placement, innermost axis first (default tp,cp,dp,pp; cp may be "
+                           "left out and then follows tp)"},
+      {"dp-algorithm", true, "data-parallel gradient sum: ring (default) or gather-broadcast"},
+      {"zb-v-send-blind", false, "zb-v: order the passes without the pipeline send time "
+                                 "(default: a send-aware order where it replays shorter)"},
+      {"grad-reduce-after-backward", false,
+       "data-parallel gradient sums once the whole backward has run, not bucketed beside it "
+       "(Megatron-LM 2021's local DDP; what the CPU executor does, executor/trainer.cc "
+       "finish_gradients)"},
+      {"overlap-p2p", false,
+       "pipeline sends run behind compute, the sender not held (Megatron-LM's "
+       "--overlap-p2p-communication, NeMo's overlap_p2p_comm); default: the sender waits for its "
+       "send (batch_isend_irecv + wait)"},
+      {"expand-repeats", false, "play a context-parallel ring's runs of identical steps step by "
+                                "step, one op per step (a check: the same step, slower)"},
+      {"published", true, "published measured runs (JSON list) to simulate and compare"},
+      {"family", true, "with --published: only the runs whose family (source / framework / GPU) "
+                       "contains TEXT"},
+      {"cross-validate", false, "with --published: leave one family out, choose the "
+                                "efficiency constants on the rest, predict it; per family and "
+                                "overall"},
+      {"write-residuals", true, "with --cross-validate: write the held-out errors per family "
+                                "to FILE (schema trainplan.error_residuals/1)"},
+  });
   for (const auto& o : cli::progress_options()) options.push_back(o);
   cli::Args args(kProgram, "Simulate one training step of a plan, event by event.", options);
   if (Status st = args.parse(argc, argv); !st.ok()) return cli::fail(kProgram, st);
@@ -562,8 +547,7 @@ int run(int argc, char** argv) {
       return cli::fail(kProgram, st);
   }
   if (args.has("json")) std::cout << json;
-  else
-    print_summary(*plan, *res, expected_band_line(*cluster, *hardware), *allocator);
+  else print_summary(*plan, *res, expected_band_line(*cluster, *hardware), *allocator);
   for (const Json& w : memory.warnings)
     cli::print_error_line(std::string(kProgram) + ": warning: " + w["message"].get<std::string>() + "\n");
   if (memory.over_capacity) return static_cast<int>(ExitCode::kInfeasible);
