@@ -103,6 +103,7 @@ Result<GpuSpec> at_power_limit(const GpuSpec& gpu, double watts) {
   g.peak_fp16_flops_per_s *= scale;
   g.peak_fp32_flops_per_s *= scale;
   g.peak_fp8_flops_per_s *= scale;
+  g.peak_fp4_flops_per_s *= scale;
   g.board_power_w = watts;
   g.source += "; clock-bound peaks scaled x" + format_number(scale) + " to a " +
               format_number(watts) + " W limit (published " + gpu.architecture +
@@ -254,6 +255,10 @@ std::vector<Preset> presets() {
                    "hardware.json B200 (HGX B200, 1000 W); 180 GB usable per GPU"),
                8, 740, 46, 63, 2048, 614});
   p.back().gpu.peak_fp8_flops_per_s = 2.0 * p.back().gpu.peak_bf16_flops_per_s;
+  // Blackwell's FP4 tensor cores (NVFP4, E2M1 with block scales): dense FP4 is twice dense FP8,
+  // 9,000 TFLOP/s on HGX B200 (hardware.json B200 fp4_dense; NVIDIA's HGX B200 table gives 18
+  // PFLOPS FP4 with sparsity, 9 PFLOPS FP8/FP6 with sparsity, i.e. 9 / 4.5 dense).
+  p.back().gpu.peak_fp4_flops_per_s = 2.0 * p.back().gpu.peak_fp8_flops_per_s;
   // V100 SXM2/SXM3 (Volta; Megatron-LM 2019, ZeRO, Turing-NLG): 125 TFLOP/s fp16 tensor-core
   // dense, 15.7 fp32, no bf16 (Volta's tensor cores take fp16 only); HBM2 at 900 GB/s; six
   // NVLink2 links of 25 GB/s per direction = 150 GB/s; 80 SMs (NVIDIA V100 datasheet and
@@ -394,6 +399,7 @@ Json gpu_to_json(const GpuSpec& g) {
   j["fp16_TFLOPs"] = g.peak_fp16_flops_per_s / kTFLOP;
   j["fp32_TFLOPs"] = g.peak_fp32_flops_per_s / kTFLOP;
   if (g.peak_fp8_flops_per_s > 0) j["fp8_TFLOPs"] = g.peak_fp8_flops_per_s / kTFLOP;
+  if (g.peak_fp4_flops_per_s > 0) j["fp4_TFLOPs"] = g.peak_fp4_flops_per_s / kTFLOP;
   j["hbm_GB"] = g.hbm_bytes / kGB;
   j["hbm_GBps"] = g.hbm_bytes_per_s / kGB;
   j["nvlink_GBps"] = g.nvlink_bytes_per_s / kGB;
@@ -433,6 +439,7 @@ Result<GpuSpec> gpu_from_json(const Json& j, const std::string& where) {
                          "(a GPU without bf16)");
   if (r.get_double("fp32_TFLOPs", v, 1e-12, 1e6, need)) g.peak_fp32_flops_per_s = v * kTFLOP;
   if (r.get_double("fp8_TFLOPs", v, 1e-12, 1e6, false)) g.peak_fp8_flops_per_s = v * kTFLOP;
+  if (r.get_double("fp4_TFLOPs", v, 1e-12, 1e6, false)) g.peak_fp4_flops_per_s = v * kTFLOP;
   if (r.get_double("hbm_GB", v, 1e-12, 1e6, need)) g.hbm_bytes = v * kGB;
   if (r.get_double("hbm_GBps", v, 1e-12, 1e6, need)) g.hbm_bytes_per_s = v * kGB;
   if (r.get_double("nvlink_GBps", v, 0, 1e6, false)) g.nvlink_bytes_per_s = v * kGB;

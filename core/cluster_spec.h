@@ -40,6 +40,7 @@ struct GpuSpec {
   double peak_fp16_flops_per_s = 0;
   double peak_fp32_flops_per_s = 0;     // non-tensor-core FP32 (fp32 training, no TF32)
   double peak_fp8_flops_per_s = 0;      // dense FP8 tensor-core peak; 0: no FP8 tensor cores
+  double peak_fp4_flops_per_s = 0;      // dense FP4 (NVFP4) tensor-core peak; 0: no FP4 cores
   double hbm_bytes = 0;                 // device memory capacity
   double hbm_bytes_per_s = 0;           // device memory bandwidth
   double nvlink_bytes_per_s = 0;        // per-GPU unidirectional NVLink line rate

@@ -71,6 +71,7 @@ std::string_view to_string(Fp8Scaling s) {
     case Fp8Scaling::kCurrent: return "current";
     case Fp8Scaling::kDelayed: return "delayed";
     case Fp8Scaling::kBlock: return "block";
+    case Fp8Scaling::kNvfp4: return "nvfp4";
   }
   return "?";
 }
@@ -225,10 +226,11 @@ Result<Plan> plan_from_json(const Json& j, std::string_view source) {
   if (r.get_choice("zero3_copies", c, {"none", "flat-param", "per-param"}, false))
     p.zero3_copies = static_cast<ZeroCopies>(c);
   r.get_bool("fp8", p.fp8, false);
-  if (r.get_choice("fp8_scaling", c, {"current", "delayed", "block"}, false))
+  if (r.get_choice("fp8_scaling", c, {"current", "delayed", "block", "nvfp4"}, false))
     p.fp8_scaling = static_cast<Fp8Scaling>(c);
   r.get_bool("fp8_weight_cache", p.fp8_weight_cache, false);
   r.get_bool("fp8_all_gather", p.fp8_all_gather, false);
+  r.get_bool("fp8_attention", p.fp8_attention, false);
   r.get_bool("ep_overlap", p.ep_overlap, false);
   if (r.get_choice("moe_dispatcher", c, {"alltoall", "deepep"}, false))
     p.moe_dispatcher = static_cast<MoeDispatcher>(c);
@@ -307,6 +309,7 @@ Json plan_to_json(const Plan& p) {
   if (p.fp8_scaling != Fp8Scaling::kCurrent) j["fp8_scaling"] = std::string(to_string(p.fp8_scaling));
   if (p.fp8_weight_cache) j["fp8_weight_cache"] = true;
   if (p.fp8_all_gather) j["fp8_all_gather"] = true;  // written only when used, as cp
+  if (p.fp8_attention) j["fp8_attention"] = true;
   if (p.ep_overlap) j["ep_overlap"] = true;
   if (p.moe_dispatcher != MoeDispatcher::kAllToAll)  // written only when set
     j["moe_dispatcher"] = std::string(to_string(p.moe_dispatcher));
@@ -341,6 +344,7 @@ std::string describe(const Plan& p) {
   if (p.fp8 && p.fp8_scaling != Fp8Scaling::kCurrent) os << "-" << to_string(p.fp8_scaling);
   if (p.fp8 && p.fp8_weight_cache) os << "-wcache";
   if (p.fp8 && p.fp8_all_gather) os << "-gather";
+  if (p.fp8 && p.fp8_attention) os << "-attention";
   if (p.attention_kernel != AttentionKernel::kGeneric)
     os << " attention=" << to_string(p.attention_kernel);
   if (p.cross_entropy == CrossEntropy::kUnfused) os << " unfused-ce";
@@ -626,6 +630,15 @@ Status validate_plan(const Plan& p) {
   if (!p.fp8 && (p.fp8_scaling != Fp8Scaling::kCurrent || p.fp8_weight_cache))
     return err(std::string(p.fp8_weight_cache ? "fp8_weight_cache" : "fp8_scaling") +
                " describes FP8 casts and needs fp8 true, the plan has fp8 false");
+  if (p.fp8_attention && !p.fp8)
+    return err("fp8_attention runs under the FP8 recipe and needs fp8 true, the plan has fp8 "
+               "false");
+  if (p.fp8_attention && p.attention != AttentionImpl::kFused)
+    return err("fp8_attention is a fused attention kernel's and needs attention fused, the plan "
+               "has attention " + std::string(to_string(p.attention)));
+  if (p.fp8_all_gather && p.fp8_scaling == Fp8Scaling::kNvfp4)
+    return err("fp8_all_gather gathers FP8 weights; with fp8_scaling nvfp4 the weights are NVFP4, "
+               "whose gather is not modelled");
   if (p.ep_overlap && p.ep < 2)
     return err("ep_overlap needs ep >= 2 (there is no expert all-to-all to overlap)");
   if (p.moe_dispatcher != MoeDispatcher::kAllToAll && p.ep < 2)

@@ -260,7 +260,16 @@ enum class ZeroCopies { kNone, kFlatParam, kPerParam };
 // one scale per block of elements found inside the cast kernel from the block itself, one read
 // (MXFP8's 32-element blocks with an 8-bit scale, TE's MXFP8BlockScaling on Blackwell;
 // DeepSeek-V3's 1x128 and 128x128 tiles, arXiv:2412.19437 sec. 3.3.2).
-enum class Fp8Scaling { kCurrent, kDelayed, kBlock };
+// nvfp4: not FP8 but the recipe Transformer Engine runs in its place, under the same autocast
+// (TE 2.8 NVFP4BlockScaling, transformer_engine/common/recipe/__init__.py; Megatron-Core's
+// --fp4-format e2m1 --fp4-recipe nvfp4; arXiv:2509.25149): the linear GEMMs' operands are FP4
+// (E2M1) in blocks of 16 elements, each block with an E4M3 scale, and a per-tensor FP32 scale
+// from the tensor's amax; the GEMMs (forward, data and weight gradients) run at the GPU's FP4
+// rate (Blackwell). Weights take 16x16 blocks, activations and gradients 1x16; the two are the
+// same bytes. Stochastic rounding of the gradients is done inside the cast (no bytes); the
+// random Hadamard transform of the weight-gradient operands is not costed (the runs the corpus
+// holds turn it off: NVTE_NVFP4_DISABLE_RHT=1).
+enum class Fp8Scaling { kCurrent, kDelayed, kBlock, kNvfp4 };
 // Where the expert layers' ranks sit. carved: ep consecutive data-parallel replicas at the same
 // tp and cp coordinates exchange tokens (ep divides dp), and the experts are split over the
 // attention's tp ranks; with sequence parallelism each TP rank routes its own rows and the TP group
@@ -465,6 +474,15 @@ struct Plan {
   // cast: each step casts the shard once, and the transposed copy is cached per step. Memory
   // is not changed by it (the weights' FP8 storage is not modelled, as for ZeRO-3).
   bool fp8_all_gather = false;
+  // With fp8: the fused attention kernel on FP8 Q, K, V (and dO, O in its backward), Transformer
+  // Engine's FP8 dot-product attention (fp8_dpa; Megatron-Core's --fp8-dot-product-attention;
+  // NeMo's FP8_DPA), run by cuDNN: timed at cuDNN's published FP8 rate
+  // (core/cost/attention_rates.h), which exists for Blackwell only, so the plan needs
+  // attention_kernel cudnn there. Each of Q, K, V is cast under current scaling before the
+  // forward (an amax read, a cast read, a one-byte write; TE's Float8CurrentScaling, which
+  // NVTE_DPA_FP8_RECIPE names in the runs the corpus holds) and O and dO before the backward;
+  // the output stays 16-bit (NVTE_DPA_FP8CS_O_in_F16). The other attention tasks are unchanged.
+  bool fp8_attention = false;
   // Expert all-to-all overlapped across micro-batches (Megatron-Core's
   // overlap_moe_expert_parallel_comm; DeepSeek-V3's DualPipe, arXiv:2412.19437 sec. 3.2.1): in
   // the 1F1B steady state each backward runs merged with the forward that follows it, so one's

@@ -146,6 +146,7 @@ void to_executor_plan(Plan& p, Changes& c) {
   c.set("fp8_scaling", p.fp8_scaling, Fp8Scaling::kCurrent, "no FP8 casts");
   c.set("fp8_weight_cache", p.fp8_weight_cache, false, "no FP8 casts");
   c.set("fp8_all_gather", p.fp8_all_gather, false, "no FP8 weights to gather");
+  c.set("fp8_attention", p.fp8_attention, false, "no FP8 attention kernel");
   c.set("attention_kernel", p.attention_kernel, AttentionKernel::kGeneric,
         "the CPU executor runs its own attention kernel");
   c.set("cross_entropy", p.cross_entropy, CrossEntropy::kFused,

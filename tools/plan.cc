@@ -193,7 +193,8 @@ int run(int argc, char** argv) {
       {"fp8", false, "train the linear layers' GEMMs in FP8 (Hopper or newer)"},
       {"fp8-scaling", true,
        "with --fp8: current (default; amax then cast, TE Float8CurrentScaling, torchao), delayed "
-       "(amax history, TE DelayedScaling, Megatron/NeMo before TE 2.2) or block (MXFP8)"},
+       "(amax history, TE DelayedScaling, Megatron/NeMo before TE 2.2), block (MXFP8) or nvfp4 "
+       "(TE NVFP4BlockScaling: the linear GEMMs in FP4 at the FP4 rate, Blackwell)"},
       {"fp8-weight-cache", false,
        "with --fp8: weights cast once per step and reused by its micro-batches (Transformer "
        "Engine under Megatron-Core)"},
@@ -308,7 +309,8 @@ int run(int argc, char** argv) {
   for (const Status& st : {choice("precision", {"bf16", "fp16", "fp32"}, precision),
                            choice("cp-comm", {"all-gather", "p2p", "a2a", "torch-allgather",
                                               "torch-alltoall"}, cp_comm),
-                           choice("fp8-scaling", {"current", "delayed", "block"}, fp8_scaling),
+                           choice("fp8-scaling", {"current", "delayed", "block", "nvfp4"},
+                                  fp8_scaling),
                            choice("optimizer", {"adamw", "sgd", "sgd-momentum"}, optimizer),
                            choice("attention", {"fused", "unfused"}, attention),
                            choice("grad-precision", {"compute", "fp32"}, grad_precision)})

@@ -662,9 +662,11 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   int zero3_copies = -1;
   r.get_choice("zero3_copies", zero3_copies, {"none", "flat-param", "per-param"}, false);
   int fp8_scaling = -1;
-  r.get_choice("fp8_scaling", fp8_scaling, {"current", "delayed", "block"}, false);
+  r.get_choice("fp8_scaling", fp8_scaling, {"current", "delayed", "block", "nvfp4"}, false);
   bool fp8_weight_cache = false;
   r.get_bool("fp8_weight_cache", fp8_weight_cache, false);
+  bool fp8_attention = false;
+  r.get_bool("fp8_attention", fp8_attention, false);
   bool fp8_all_gather = false;
   r.get_bool("fp8_all_gather", fp8_all_gather, false);
   bool cp_kv_expanded = false;
@@ -775,6 +777,8 @@ Result<PublishedRun> published_run_from_json(const Json& entry, std::string_view
   // otherwise current scaling with a cast per micro-batch (the plan's default).
   if (fp8_scaling >= 0) p.fp8_scaling = static_cast<Fp8Scaling>(fp8_scaling);
   p.fp8_weight_cache = fp8_weight_cache;
+  // FP8 dot-product attention, where the entry's source's config turns it on (FP8_DPA).
+  p.fp8_attention = fp8_attention;
   // FSDP's FP8 weight all-gather, where the entry's source states it (Plan::fp8_all_gather).
   p.fp8_all_gather = fp8_all_gather;
   if (p.fp8 && fp8_scaling < 0)

@@ -90,6 +90,36 @@ KernelSeries blackwell_cudnn() {
   return s;
 }
 
+// cuDNN's FP8 fused attention on Blackwell against its bf16 one, measured in the same run:
+// cudnn-frontend benchmark/sdpa_benchmark_training/artifacts/
+// sdpa_fp8_benchmark_results_NVIDIA_B200.csv (commit bb37575d, the commit of the bf16 file above;
+// cuDNN 9.13.1, sample_b200_fp8_run.txt beside it), causal, head dim 128, batch 1, 128 query
+// and 8 KV heads, fp8 and bf16 rows at each length. The FP8 series is the bf16 series above times
+// the measured FP8 / bf16 ratio at each length (the two files ran different cuDNN builds, so the
+// ratio is taken within one run); the unmasked ratio is assumed equal to the causal one.
+constexpr std::array<double, kLengths> kBlackwellCudnnFp8ForwardCausal = {
+    196.081, 516.222, 974.247, 1230.650, 1502.114, 1692.390};
+constexpr std::array<double, kLengths> kBlackwellCudnnFp8RunBf16ForwardCausal = {
+    244.143, 561.287, 907.547, 1141.140, 1384.231, 1475.253};
+constexpr std::array<double, kLengths> kBlackwellCudnnFp8BackwardCausal = {
+    169.939, 376.804, 555.968, 972.284, 1254.687, 1469.494};
+constexpr std::array<double, kLengths> kBlackwellCudnnFp8RunBf16BackwardCausal = {
+    200.594, 376.937, 545.088, 832.907, 994.850, 1151.690};
+
+KernelSeries blackwell_cudnn_fp8(const KernelSeries& bf16) {
+  KernelSeries s = bf16;
+  for (std::size_t i = 0; i < kLengths; ++i) {
+    const double forward = kBlackwellCudnnFp8ForwardCausal[i] /
+                           kBlackwellCudnnFp8RunBf16ForwardCausal[i];
+    const double backward = kBlackwellCudnnFp8BackwardCausal[i] /
+                            kBlackwellCudnnFp8RunBf16BackwardCausal[i];
+    s.forward_causal[i] *= forward;
+    s.forward[i] *= forward;
+    s.backward[i] *= backward;
+  }
+  return s;
+}
+
 // A forward + backward pair rate split into the forward and the backward in the shape of
 // Hopper FA2's figures (its backward / unmasked forward ratio at the same length), which keeps each
 // pair's time exactly at the measured rate (an assumption, docs/inputs.md). A pair of one forward
@@ -164,15 +194,22 @@ double at_length(const std::array<double, kLengths>& series, std::int64_t seq_le
 
 std::optional<AttentionKernelRate> attention_kernel_rate(std::string_view architecture,
                                                          AttentionKernel kernel, bool backward,
-                                                         bool causal, std::int64_t seq_len) {
+                                                         bool causal, std::int64_t seq_len,
+                                                         bool fp8) {
   static const KernelSeries kBlackwellFlash2 = blackwell_flash2();
   static const KernelSeries kBlackwellCudnn = blackwell_cudnn();
+  static const KernelSeries kBlackwellCudnnFp8 = blackwell_cudnn_fp8(kBlackwellCudnn);
   static const KernelSeries kAmpereFlash2 = split_pairs(kAmpereFlash2PairCausal, kAmpereFlash2Pair);
   static const KernelSeries kAmpereFlash1 = split_pairs(kAmpereFlash1PairCausal, kAmpereFlash1Pair);
   static const KernelSeries kHopperFlash1 = split_pairs(kHopperFlash1PairCausal, kHopperFlash1Pair);
   const KernelSeries* s = nullptr;
   double measured_peak_tflops = 0;
-  if (architecture == "hopper") {
+  if (fp8) {
+    // FP8 rates are published for cuDNN on Blackwell only.
+    if (architecture != "blackwell" || kernel != AttentionKernel::kCudnn) return std::nullopt;
+    s = &kBlackwellCudnnFp8;
+    measured_peak_tflops = kB200PeakTflops;
+  } else if (architecture == "hopper") {
     s = kernel == AttentionKernel::kFlash1 ? &kHopperFlash1 : hopper_series(kernel);
     measured_peak_tflops = kH100SxmPeakTflops;
   } else if (architecture == "blackwell" && kernel == AttentionKernel::kFlash2) {

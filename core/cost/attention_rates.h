@@ -47,8 +47,11 @@ struct AttentionKernelRate {
   double flops_per_s = 0;
   double measured_peak_flops_per_s = 0;  // dense bf16 peak of the part it was measured on
 };
+// fp8: the kernel on FP8 Q, K, V (Plan::fp8_attention); published for cuDNN on Blackwell only
+// (attention_rates.cc: NVIDIA's FP8 / bf16 ratio measured in one cudnn-frontend run on a B200).
 std::optional<AttentionKernelRate> attention_kernel_rate(std::string_view architecture,
                                                          AttentionKernel kernel, bool backward,
-                                                         bool causal, std::int64_t seq_len);
+                                                         bool causal, std::int64_t seq_len,
+                                                         bool fp8 = false);
 
 }  // namespace trainplan

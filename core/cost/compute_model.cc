@@ -14,6 +14,7 @@ DeviceRates device_rates(const GpuSpec& gpu, Precision precision) {
   DeviceRates r;
   r.peak_flops_per_s = gpu.peak_flops_per_s(precision);
   r.fp8_peak_flops_per_s = gpu.peak_fp8_flops_per_s;
+  r.fp4_peak_flops_per_s = gpu.peak_fp4_flops_per_s;
   r.hbm_bytes_per_s = gpu.hbm_bytes_per_s;
   r.gemm_efficiency = gpu.gemm_efficiency;
   r.memory_efficiency = gpu.memory_efficiency;
@@ -91,7 +92,7 @@ namespace {
 // scaled from the measured part's peak to this one's; nullopt where none is published.
 std::optional<double> published_attention_flops_per_s(const Task& t, const DeviceRates& r,
                                                       AttentionKernel kernel) {
-  const auto rate = attention_kernel_rate(r.architecture, kernel, t.backward, t.causal, t.n);
+  const auto rate = attention_kernel_rate(r.architecture, kernel, t.backward, t.causal, t.n, t.fp8);
   if (!rate) return std::nullopt;
   return rate->flops_per_s * r.peak_flops_per_s / rate->measured_peak_flops_per_s;
 }
@@ -146,6 +147,7 @@ MeasuredTaskTime measured_task(const Task& t, double time_s) {
   m.memory_kernel = t.memory_kernel;
   m.backward = t.backward;
   m.fp8 = t.fp8;
+  m.fp4 = t.fp4;
   m.causal = t.causal;
   m.launches = t.launches;
   m.time_s = time_s;
@@ -159,7 +161,7 @@ bool same_task(const MeasuredTaskTime& m, const Task& t) {
   return m.name == t.name && m.kind == t.kind && m.m == t.m && m.n == t.n && m.k == t.k &&
          m.batch == t.batch && same(m.executed_flops, t.executed_flops) && same(m.bytes, t.bytes) &&
          (t.kind != TaskKind::kMemory || m.memory_kernel == t.memory_kernel) &&
-         m.backward == t.backward && m.fp8 == t.fp8 && m.causal == t.causal &&
+         m.backward == t.backward && m.fp8 == t.fp8 && m.fp4 == t.fp4 && m.causal == t.causal &&
          m.launches == t.launches;
 }
 
@@ -176,8 +178,11 @@ WorkShape work_shape(const Task& t, const DeviceRates& r) {
     case TaskKind::kComm: return w;
     case TaskKind::kMemory: break;
     case TaskKind::kGemm: {
-      const double peak = t.fp8 ? r.fp8_peak_flops_per_s : r.peak_flops_per_s;
-      TRAINPLAN_CHECK(peak > 0) << "task " << t.name << ": no " << (t.fp8 ? "FP8 " : "")
+      const double peak = t.fp4   ? r.fp4_peak_flops_per_s
+                          : t.fp8 ? r.fp8_peak_flops_per_s
+                                  : r.peak_flops_per_s;
+      TRAINPLAN_CHECK(peak > 0) << "task " << t.name << ": no "
+                                << (t.fp4 ? "FP4 " : t.fp8 ? "FP8 " : "")
                                 << "peak rate (plan_rates checks FP8 plans)";
       w.compute_s = t.executed_flops / (peak * gemm_efficiency_of(r, gemm_direction(t)) *
                                         gemm_shape_efficiency(r, t.m, t.n, t.k, t.batch, true));
@@ -254,6 +259,7 @@ Result<MeasuredTaskTime> measured_task_from_json(const Json& j, const std::strin
     m.memory_kernel = static_cast<MemoryKernel>(kernel);
   r.get_bool("backward", m.backward, false);
   r.get_bool("fp8", m.fp8, false);
+  r.get_bool("fp4", m.fp4, false);
   r.get_bool("causal", m.causal, false);
   r.get_int("launches", m.launches, 0, std::int64_t{1} << 40, false);
   double us = 0;
@@ -277,6 +283,7 @@ Json measured_task_to_json(const MeasuredTaskTime& m) {
   if (m.kind == TaskKind::kMemory) j["memory_kernel"] = std::string(to_string(m.memory_kernel));
   j["backward"] = m.backward;
   j["fp8"] = m.fp8;
+  if (m.fp4) j["fp4"] = true;
   j["causal"] = m.causal;
   j["launches"] = m.launches;
   j["time_us"] = m.time_s / kUs;
@@ -298,6 +305,8 @@ Result<HardwareProfile> hardware_profile_from_json(const Json& j, std::string_vi
   if (r.get_double("memory_GBps", v, 1e-9, 1e6, true)) p.rates.hbm_bytes_per_s = v * kGB;
   if (r.get_double("fp8_peak_TFLOPs", v, 1e-9, 1e6, false))
     p.rates.fp8_peak_flops_per_s = v * kTFLOP;
+  if (r.get_double("fp4_peak_TFLOPs", v, 1e-9, 1e6, false))
+    p.rates.fp4_peak_flops_per_s = v * kTFLOP;
   r.get_double("gemm_efficiency", p.rates.gemm_efficiency, 1e-6, 1.0, true);
   r.get_double("memory_efficiency", p.rates.memory_efficiency, 1e-6, 1.0, true);
   // Profiles written before the directions were measured apart have none of these three:
@@ -411,6 +420,8 @@ Json hardware_profile_to_json(const HardwareProfile& p) {
   j["peak_TFLOPs"] = p.rates.peak_flops_per_s / kTFLOP;
   j["memory_GBps"] = p.rates.hbm_bytes_per_s / kGB;
   if (p.rates.fp8_peak_flops_per_s > 0) j["fp8_peak_TFLOPs"] = p.rates.fp8_peak_flops_per_s / kTFLOP;
+  if (p.rates.fp4_peak_flops_per_s > 0)
+    j["fp4_peak_TFLOPs"] = p.rates.fp4_peak_flops_per_s / kTFLOP;
   j["gemm_efficiency"] = p.rates.gemm_efficiency;
   j["memory_efficiency"] = p.rates.memory_efficiency;
   if (p.rates.gemm_input_gradient_efficiency > 0)
@@ -489,6 +500,7 @@ Result<DeviceRates> plan_rates(const Plan& plan, const GpuSpec& gpu,
                          ExitCode::kInfeasible);
   DeviceRates r = hardware ? hardware->rates : device_rates(gpu, plan.precision);
   if (r.fp8_peak_flops_per_s <= 0) r.fp8_peak_flops_per_s = gpu.peak_fp8_flops_per_s;
+  if (r.fp4_peak_flops_per_s <= 0) r.fp4_peak_flops_per_s = gpu.peak_fp4_flops_per_s;
   if (plan.attention_kernel != AttentionKernel::kGeneric) {
     const std::string kernel(to_string(plan.attention_kernel));
     if (hardware)
@@ -507,6 +519,21 @@ Result<DeviceRates> plan_rates(const Plan& plan, const GpuSpec& gpu,
     r.attention_kernel = plan.attention_kernel;
     r.architecture = gpu.architecture;
   }
+  if (plan.fp8_attention &&
+      (hardware || !attention_kernel_rate(gpu.architecture, plan.attention_kernel, false, true,
+                                          4096, true)))
+    return Status::Error("fp8_attention: no published FP8 rate for attention_kernel=" +
+                             std::string(to_string(plan.attention_kernel)) + " on " +
+                             (hardware ? "the hardware profile of '" + hardware->device + "'"
+                                       : gpu.name) +
+                             "; one is published for cudnn on blackwell (B200)",
+                         ExitCode::kInfeasible);
+  if (plan.fp8 && plan.fp8_scaling == Fp8Scaling::kNvfp4 && r.fp4_peak_flops_per_s <= 0)
+    return Status::Error("fp8_scaling nvfp4: " +
+                             (hardware ? "the hardware profile of '" + hardware->device + "'"
+                                       : gpu.name) +
+                             " has no FP4 tensor-core rate (NVFP4 needs Blackwell: B200)",
+                         ExitCode::kInfeasible);
   if (plan.fp8 && r.fp8_peak_flops_per_s <= 0)
     return Status::Error("fp8: " + (hardware ? "the hardware profile of '" + hardware->device + "'"
                                              : gpu.name) +

@@ -39,7 +39,7 @@ struct MeasuredTaskTime {
   std::int64_t m = 0, n = 0, k = 0, batch = 1;
   double executed_flops = 0, bytes = 0;
   MemoryKernel memory_kernel = MemoryKernel::kElementwise;
-  bool backward = false, fp8 = false, causal = true;
+  bool backward = false, fp8 = false, fp4 = false, causal = true;
   std::int64_t launches = 1;
   double time_s = 0;         // one occurrence
   std::int64_t samples = 1;  // probe measurements the time is the median of
@@ -53,6 +53,7 @@ bool same_task(const MeasuredTaskTime& measured, const Task& task);
 struct DeviceRates {
   double peak_flops_per_s = 0;
   double fp8_peak_flops_per_s = 0;  // FP8 GEMMs (Task::fp8); 0: the device has no FP8 rate
+  double fp4_peak_flops_per_s = 0;  // NVFP4 GEMMs (Task::fp4); 0: the device has no FP4 rate
   double hbm_bytes_per_s = 0;
   double gemm_efficiency = 0.8;    // large-GEMM fraction of peak (the forward product's)
   // The backward products' own fractions of peak (GemmDirection); 0 means gemm_efficiency.

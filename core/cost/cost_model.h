@@ -129,7 +129,11 @@ struct Task {
   // a CPU computes in software (DeviceRates::transcendental_s).
   double transcendentals = 0;
   MemoryKernel memory_kernel = MemoryKernel::kElementwise;  // for kMemory tasks
-  bool fp8 = false;  // a GEMM on FP8 operands, timed at the FP8 rate (Plan::fp8)
+  // A GEMM on FP8 operands, timed at the FP8 rate (Plan::fp8); a fused attention kernel on FP8
+  // Q, K, V (Plan::fp8_attention), timed at its published FP8 rate.
+  bool fp8 = false;
+  // With fp8: a GEMM on NVFP4 operands, timed at the FP4 rate (Plan::fp8_scaling nvfp4).
+  bool fp4 = false;
   bool backward = false;  // a fused attention kernel's backward (attention_rates.h)
   // A fused attention kernel with the causal mask (its m queries end where its n keys end); false:
   // unmasked, as a context-parallel ring step on another rank's keys (attention_rates.h).

@@ -841,14 +841,27 @@ bool is_linear_gemm(std::string_view name) {
   return false;
 }
 
+// Bytes per element of a linear GEMM's low-precision operand: FP8's one byte; NVFP4's half
+// byte and an E4M3 scale per 16-element block (TE's NVFP4BlockScaling; nvfp4.rst: "each block
+// of 16" consecutive values, the scale "FP8 E4M3"), which the GEMM reads beside the data.
+constexpr double kNvfp4BlockElements = 16.0;
+double low_precision_operand_bytes(const Plan& p) {
+  return p.fp8_scaling == Fp8Scaling::kNvfp4 ? 0.5 + 1.0 / kNvfp4BlockElements : 1.0;
+}
+
 // Bytes moved per element cast to FP8: `passes` reads of the e-byte tensor, two 1-byte writes
 // (the tensor and its transpose), and under block scaling two 1-byte scales per 32 elements.
+// NVFP4: two reads (the per-tensor amax its FP32 scale needs, then the cast) and two writes of
+// the operand bytes (the row-wise copy and the column-wise one for the other GEMM, both made
+// from the 16-bit input: TE's recipe docstring, "both versions are computed from the high
+// precision input").
 double fp8_cast_bytes_per_element(const Plan& p, double e) {
   constexpr double kMxBlockElements = 32.0;  // OCP Microscaling Formats v1.0, MXFP8
   switch (p.fp8_scaling) {
     case Fp8Scaling::kCurrent: return 2.0 * e + 2.0;
     case Fp8Scaling::kDelayed: return e + 2.0;
     case Fp8Scaling::kBlock: return e + 2.0 + 2.0 / kMxBlockElements;
+    case Fp8Scaling::kNvfp4: return 2.0 * e + 2.0 * low_precision_operand_bytes(p);
   }
   return 2.0 * e + 2.0;
 }
@@ -890,11 +903,41 @@ void apply_fp8(std::vector<Task>& tasks, double e, const Plan& p) {
                              MemoryKernel::kElementwise));
       }
       t.fp8 = true;
-      t.bytes = mk + kn + e * b * d(t.m) * d(t.n);  // one-byte operands, 16-bit output
+      t.fp4 = p.fp8_scaling == Fp8Scaling::kNvfp4;
+      // Low-precision operands, 16-bit output.
+      t.bytes = low_precision_operand_bytes(p) * (mk + kn) + e * b * d(t.m) * d(t.n);
     }
     out.push_back(t);
   }
   tasks = std::move(out);
+}
+
+// Plan::fp8_attention: every fused attention kernel of the list runs on FP8 operands, after one
+// current-scaling cast (an amax read, a cast read, a one-byte write per element) of this rank's
+// Q, K and V before the forward's first kernel, or of O and dO before the backward's.
+void apply_fp8_attention(std::vector<Task>& tasks, const Shape& x) {
+  std::vector<Task> out;
+  out.reserve(tasks.size() + 1);
+  bool cast = false;
+  for (Task t : tasks) {
+    if (t.kind == TaskKind::kAttention) {
+      if (!cast) {
+        const double elements = t.backward ? 2.0 * d(x.tokens) * d(x.ow) / d(x.t)
+                                           : d(x.tokens) * d(x.q + x.kv + x.vw) / d(x.t);
+        out.push_back(memory(t.backward ? "fp8_attention_cast_grad" : "fp8_attention_cast",
+                             (2.0 * x.e + 1.0) * elements, MemoryKernel::kElementwise));
+        cast = true;
+      }
+      t.fp8 = true;
+    }
+    out.push_back(t);
+  }
+  tasks = std::move(out);
+}
+
+void apply_low_precision(std::vector<Task>& tasks, const Shape& x, const Plan& p) {
+  if (p.fp8) apply_fp8(tasks, x.e, p);
+  if (p.fp8_attention) apply_fp8_attention(tasks, x);
 }
 
 }  // namespace
@@ -959,7 +1002,7 @@ void add_matmul_parts(std::vector<Task>& out, const Task& t, const Shape& x) {
 
 std::vector<Task> layer_forward_tasks(const ModelSpec& m, const Plan& p) {
   std::vector<Task> out = layer_forward_tasks_unscaled(m, p);
-  if (p.fp8) apply_fp8(out, shape_of(m, p).e, p);
+  apply_low_precision(out, shape_of(m, p), p);
   return without_trivial_comm(out);
 }
 
@@ -1138,7 +1181,7 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
     }
   }
   out.push_back(norm_task("norm1_bwd", x, /*backward=*/true));
-  if (p.fp8) apply_fp8(out, x.e, p);
+  apply_low_precision(out, x, p);
   add_grad_accumulation_pass(out, layer_block(m, p), p);
   return without_trivial_comm(out);
 }
@@ -1295,7 +1338,7 @@ std::vector<Task> op_checkpoint_recompute_tasks(const ModelSpec& m, const Plan& 
       out.push_back(t);
     }
   }
-  if (p.fp8) apply_fp8(out, x.e, p);
+  apply_low_precision(out, x, p);
   return without_trivial_comm(out);
 }
 }  // namespace

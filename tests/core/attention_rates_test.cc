@@ -174,6 +174,31 @@ TEST(AttentionRates, Flash1KeepsThePublishedPairRatesOnAmpereAndHopper) {
   EXPECT_FALSE(attention_kernel_rate("blackwell", AttentionKernel::kFlash1, false, true, 4096));
 }
 
+// FP8 (Plan::fp8_attention): the bf16 series times cudnn-frontend's FP8 / bf16 ratio measured in
+// one B200 run (sdpa_fp8_benchmark_results_NVIDIA_B200.csv at bb37575d): at 8k 1502.114 / 1384.231
+// forward and 1254.687 / 994.850 backward, causal; the unmasked rates take the same ratio.
+TEST(AttentionRates, BlackwellCudnnFp8IsTheBf16SeriesAtTheMeasuredFp8Ratio) {
+  auto rate = [](bool backward, bool causal, std::int64_t seq, bool fp8) {
+    const auto r =
+        attention_kernel_rate("blackwell", AttentionKernel::kCudnn, backward, causal, seq, fp8);
+    EXPECT_TRUE(r.has_value());
+    return r ? r->flops_per_s / kTFLOP : 0.0;
+  };
+  EXPECT_NEAR(rate(false, true, 8192, true), 1171.278 * 1502.114 / 1384.231, 1e-9);
+  EXPECT_NEAR(rate(true, true, 8192, true), 942.509 * 1254.687 / 994.850, 1e-9);
+  EXPECT_NEAR(rate(false, true, 512, true), 83.991 * 196.081 / 244.143, 1e-9);
+  for (std::int64_t seq : {512, 4096, 8192, 1 << 20})  // at published lengths
+    for (bool backward : {false, true})
+      EXPECT_NEAR(rate(backward, false, seq, true) / rate(backward, true, seq, true),
+                  rate(backward, false, seq, false) / rate(backward, true, seq, false), 1e-12);
+  EXPECT_GT(rate(true, true, 8192, true), 1.2 * rate(true, true, 8192, false));
+  // Published nowhere else.
+  EXPECT_FALSE(attention_kernel_rate("hopper", AttentionKernel::kCudnn, false, true, 8192, true));
+  EXPECT_FALSE(
+      attention_kernel_rate("blackwell", AttentionKernel::kFlash2, false, true, 8192, true));
+  EXPECT_FALSE(attention_kernel_rate("ampere", AttentionKernel::kFlash2, true, true, 8192, true));
+}
+
 TEST(AttentionRates, NoneOutsideTheirArchitecturesOrForTheGenericModel) {
   EXPECT_FALSE(attention_kernel_rate("volta", AttentionKernel::kFlash2, false, true, 4096));
   EXPECT_FALSE(attention_kernel_rate("", AttentionKernel::kCudnn, false, true, 4096));

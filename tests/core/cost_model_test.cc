@@ -1858,6 +1858,149 @@ TEST(Fp8, PlanRatesNameADeviceWithoutFp8) {
   EXPECT_TRUE(plan_rates(p, *gpu_preset("A100-80GB"), std::nullopt).ok());
 }
 
+// Fp8Scaling::kNvfp4 (TE's NVFP4BlockScaling): the same linear GEMMs as FP8, on half-byte
+// operands with an E4M3 scale per 16 elements, at the FP4 rate; each cast reads the 16-bit
+// tensor twice (amax, cast) and writes the row-wise and column-wise NVFP4 copies.
+TEST(Nvfp4, LinearGemmsRunAtTheFp4RateOnHalfByteOperandsWithBlockScales) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  const Plan fp8 = fp8_test_plan(8, true);
+  Plan nv = fp8;
+  nv.fp8_scaling = Fp8Scaling::kNvfp4;
+  ASSERT_TRUE(validate_plan(nv).ok()) << validate_plan(nv).message();
+  double in = 0, w = 0;
+  constexpr double kOperand = 0.5 + 1.0 / 16.0;
+  const double cast = qkv_cast_bytes(m, nv, &in, &w);
+  EXPECT_DOUBLE_EQ(cast, (4.0 + 2.0 * kOperand) * (in + w));
+  const std::vector<Task> a = layer_forward_tasks(m, fp8), b = layer_forward_tasks(m, nv);
+  ASSERT_EQ(a.size(), b.size());
+  int fp4 = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].name, b[i].name);
+    EXPECT_EQ(b[i].fp4, a[i].fp8) << b[i].name;  // exactly FP8's GEMMs
+    if (!b[i].fp4) continue;
+    ++fp4;
+    const double mk = double(a[i].batch) * double(a[i].m) * double(a[i].k);
+    const double kn = double(a[i].batch) * double(a[i].k) * double(a[i].n);
+    EXPECT_DOUBLE_EQ(a[i].bytes - b[i].bytes, (1.0 - kOperand) * (mk + kn)) << b[i].name;
+  }
+  EXPECT_EQ(fp4, 4);
+  int bwd_fp4 = 0;
+  for (const Task& t : layer_backward_tasks(m, nv)) bwd_fp4 += t.fp4;
+  EXPECT_EQ(bwd_fp4, 8);  // the data and weight gradients too (TE: Fprop, Dgrad and Wgrad)
+  // B200: FP4 is twice FP8 (9,000 against 4,500 TFLOP/s dense); a compute-bound NVFP4 GEMM takes
+  // half its FP8 time, and the power limit scales the FP4 peak with the others.
+  const GpuSpec b200 = *gpu_preset("B200-192GB");
+  EXPECT_DOUBLE_EQ(b200.peak_fp4_flops_per_s, 9000e12);
+  EXPECT_DOUBLE_EQ(gpu_preset("H100-80GB")->peak_fp4_flops_per_s, 0.0);
+  const auto at750 = at_power_limit(b200, 750);
+  ASSERT_TRUE(at750.ok());
+  EXPECT_DOUBLE_EQ(at750->peak_fp4_flops_per_s / b200.peak_fp4_flops_per_s,
+                   at750->peak_bf16_flops_per_s / b200.peak_bf16_flops_per_s);
+  const DeviceRates r = *plan_rates(nv, b200, std::nullopt);
+  Task big;
+  for (const Task& t : b)
+    if (t.name == "fc1") big = t;
+  ASSERT_TRUE(big.fp4);
+  Task as_fp8 = big;
+  as_fp8.fp4 = false;
+  big.bytes = as_fp8.bytes = 0;  // compute alone
+  EXPECT_NEAR(task_time_s(big, r) - r.kernel_overhead_s,
+              0.5 * (task_time_s(as_fp8, r) - r.kernel_overhead_s), 1e-15);
+}
+
+TEST(Nvfp4, RefusedOnAPartWithoutFp4AndWithTheFp8WeightGather) {
+  Plan p = fp8_test_plan(8, true);
+  p.fp8_scaling = Fp8Scaling::kNvfp4;
+  EXPECT_TRUE(plan_rates(p, *gpu_preset("B200-192GB"), std::nullopt).ok());
+  auto h100 = plan_rates(p, *gpu_preset("H100-80GB"), std::nullopt);
+  ASSERT_FALSE(h100.ok());
+  EXPECT_EQ(h100.status().code(), ExitCode::kInfeasible);
+  EXPECT_NE(h100.status().message().find("fp8_scaling nvfp4: H100-80GB has no FP4"),
+            std::string::npos)
+      << h100.status().message();
+  p.zero_stage = 1;
+  p.fp8_all_gather = true;
+  const std::string message = validate_plan(p).message();
+  EXPECT_NE(message.find("fp8_all_gather"), std::string::npos) << message;
+  EXPECT_NE(message.find("nvfp4"), std::string::npos) << message;
+  Plan no_fp8;
+  no_fp8.fp8_scaling = Fp8Scaling::kNvfp4;
+  EXPECT_NE(validate_plan(no_fp8).message().find("fp8_scaling"), std::string::npos);
+}
+
+// Plan::fp8_attention: the fused attention kernels take the FP8 flag (and cuDNN's FP8 rate on
+// Blackwell) after one current-scaling cast of Q, K, V (forward) or O, dO (backward); nothing
+// else changes.
+TEST(Fp8Attention, AttentionKernelsRunInFp8AfterOneCastOfTheirOperands) {
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  const Plan f = fp8_test_plan(8, true);
+  Plan a = f;
+  a.fp8_attention = true;
+  a.attention_kernel = AttentionKernel::kCudnn;
+  ASSERT_TRUE(validate_plan(a).ok()) << validate_plan(a).message();
+  for (bool backward : {false, true}) {
+    SCOPED_TRACE(backward);
+    auto tasks = [&](const Plan& plan) {
+      return backward ? layer_backward_tasks(m, plan) : layer_forward_tasks(m, plan);
+    };
+    const std::vector<Task> base = tasks(f), with = tasks(a);
+    ASSERT_EQ(with.size(), base.size() + 1);
+    std::size_t j = 0;
+    for (std::size_t i = 0; i < with.size(); ++i) {
+      if (with[i].name == (backward ? "fp8_attention_cast_grad" : "fp8_attention_cast")) {
+        ASSERT_LT(i + 1, with.size());
+        EXPECT_EQ(with[i + 1].kind, TaskKind::kAttention);
+        // Llama 3 8B at tp 2: T = 8192 tokens, q 4096, kv = v = 1024, o 4096 wide, over tp.
+        const double t = 8192;
+        const double elements = backward ? 2.0 * t * 4096 / 2 : t * (4096 + 1024 + 1024) / 2;
+        EXPECT_DOUBLE_EQ(with[i].bytes, (2.0 * 2 + 1.0) * elements);
+        continue;
+      }
+      EXPECT_EQ(with[i].name, base[j].name);
+      EXPECT_EQ(with[i].fp8, base[j].fp8 || with[i].kind == TaskKind::kAttention) << with[i].name;
+      ++j;
+    }
+  }
+  // cuDNN's FP8 rate on B200 is faster than its bf16 one at 8k, forward and backward.
+  const DeviceRates r = *plan_rates(a, *gpu_preset("B200-192GB"), std::nullopt);
+  for (const Task& t : layer_backward_tasks(m, a)) {
+    if (t.kind != TaskKind::kAttention) continue;
+    Task bf16 = t;
+    bf16.fp8 = false;
+    EXPECT_LT(task_time_s(t, r), task_time_s(bf16, r)) << t.name;
+  }
+}
+
+TEST(Fp8Attention, RefusedWithoutFp8UnfusedOrWithoutAPublishedFp8Rate) {
+  Plan p = fp8_test_plan(8, true);
+  p.fp8_attention = true;
+  p.attention_kernel = AttentionKernel::kCudnn;
+  EXPECT_TRUE(plan_rates(p, *gpu_preset("B200-192GB"), std::nullopt).ok());
+  for (const auto& [gpu, kernel] :
+       {std::pair{"H100-80GB", AttentionKernel::kCudnn},
+        std::pair{"B200-192GB", AttentionKernel::kGeneric},
+        std::pair{"B200-192GB", AttentionKernel::kFlash2}}) {
+    Plan q = p;
+    q.attention_kernel = kernel;
+    auto r = plan_rates(q, *gpu_preset(gpu), std::nullopt);
+    ASSERT_FALSE(r.ok()) << gpu;
+    EXPECT_EQ(r.status().code(), ExitCode::kInfeasible);
+    EXPECT_NE(r.status().message().find("fp8_attention: no published FP8 rate for "
+                                        "attention_kernel=" + std::string(to_string(kernel))),
+              std::string::npos)
+        << r.status().message();
+  }
+  Plan no_fp8 = p;
+  no_fp8.fp8 = false;
+  EXPECT_NE(validate_plan(no_fp8).message().find("fp8_attention runs under the FP8 recipe"),
+            std::string::npos);
+  Plan unfused = p;
+  unfused.attention_kernel = AttentionKernel::kGeneric;
+  unfused.attention = AttentionImpl::kUnfused;
+  EXPECT_NE(validate_plan(unfused).message().find("fp8_attention is a fused attention kernel's"),
+            std::string::npos);
+}
+
 // --- Plan::tp_comm_overlap ----------------------------------------------------------------
 
 // Every sequence-parallel collective of a GPT layer, forward, backward and recompute, with and

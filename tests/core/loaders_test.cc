@@ -939,6 +939,21 @@ TEST(PlanLoader, Fp8RecipeRoundTripsAndNeedsFp8) {
   auto mx = plan_from_json(j, "p.json");
   ASSERT_TRUE(mx.ok());
   EXPECT_EQ(mx->fp8_scaling, Fp8Scaling::kBlock);
+  // NVFP4 and FP8 attention: read, written, described, and refused by name without fp8.
+  j["fp8_scaling"] = "nvfp4";
+  j["fp8_attention"] = true;
+  auto nv = plan_from_json(j, "p.json");
+  ASSERT_TRUE(nv.ok()) << nv.status().message();
+  EXPECT_EQ(nv->fp8_scaling, Fp8Scaling::kNvfp4);
+  EXPECT_TRUE(nv->fp8_attention);
+  EXPECT_EQ(plan_to_json(*nv).at("fp8_scaling"), "nvfp4");
+  EXPECT_EQ(plan_to_json(*nv).at("fp8_attention"), true);
+  EXPECT_NE(describe(*nv).find(" fp8-nvfp4-wcache-attention"), std::string::npos)
+      << describe(*nv);
+  EXPECT_FALSE(plan_to_json(*plain).contains("fp8_attention"));  // written only when set
+  j["fp8_attention"] = "yes";
+  EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "fp8_attention"}));
+  j.erase("fp8_attention");
   j["fp8_scaling"] = "rowwise";
   EXPECT_TRUE(FailsWith(plan_from_json(j, "p.json"), {"p.json", "fp8_scaling", "rowwise"}));
   j["fp8_scaling"] = "delayed";

@@ -206,6 +206,7 @@ TEST(ScaleDown, GroupedRoutingAndTheFp8RecipeAreDropped) {
   p.fp8 = true;
   p.fp8_scaling = Fp8Scaling::kDelayed;
   p.fp8_weight_cache = true;
+  p.fp8_attention = true;
   p.attention_kernel = AttentionKernel::kFlash2;
   p.moe_dispatcher = MoeDispatcher::kDeepEp;
   {  // The executors refuse another dispatcher's traffic by name.
@@ -213,6 +214,7 @@ TEST(ScaleDown, GroupedRoutingAndTheFp8RecipeAreDropped) {
     only.fp8 = false;
     only.fp8_scaling = Fp8Scaling::kCurrent;
     only.fp8_weight_cache = false;
+    only.fp8_attention = false;
     only.attention_kernel = AttentionKernel::kGeneric;
     const Status st = check_executor_supports(zoo("mixtral-8x7b.json"), only);
     EXPECT_NE(st.message().find("moe_dispatcher deepep"), std::string::npos) << st.message();
@@ -225,7 +227,8 @@ TEST(ScaleDown, GroupedRoutingAndTheFp8RecipeAreDropped) {
   EXPECT_EQ(r->plan.moe_dispatcher, MoeDispatcher::kAllToAll);
   EXPECT_FALSE(r->plan.fp8_weight_cache);
   for (const char* what : {"router_groups 4 -> 0", "fp8_scaling delayed -> current",
-                           "fp8_weight_cache true -> false", "attention_kernel flash2 -> generic",
+                           "fp8_weight_cache true -> false", "fp8_attention true -> false",
+                           "attention_kernel flash2 -> generic",
                            "moe_dispatcher deepep -> alltoall"})
     EXPECT_TRUE(lists(*r, what)) << what;
 }

@@ -85,7 +85,12 @@ expect 0 "Recommendation: tp=" -- "$plan" --model "$src/models/llama3-8b.json" -
 if grep -q '"fp8_scaling": "delayed"' "$tmp/fp8te.json" && grep -q '"fp8_weight_cache": true' "$tmp/fp8te.json"; then passed=$((passed + 1)); else echo "FAIL: plan --fp8-scaling delayed --fp8-weight-cache emitted neither field"; failures=$((failures + 1)); fi
 expect 2 "--fp8-scaling describes FP8 casts and needs --fp8" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 8 --fp8-scaling delayed
 expect 2 "--fp8-weight-cache describes FP8 casts and needs --fp8" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 8 --fp8-weight-cache
-expect 2 "--fp8-scaling: unknown value 'rowwise' (expected one of: current, delayed, block)" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 8 --fp8 --fp8-scaling rowwise
+expect 2 "--fp8-scaling: unknown value 'rowwise' (expected one of: current, delayed, block, nvfp4)" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 8 --fp8 --fp8-scaling rowwise
+# NVFP4 (Transformer Engine's NVFP4BlockScaling) on a B200 reaches the emitted plan; a part
+# without FP4 tensor cores is refused naming the recipe and the GPU.
+expect 0 "Recommendation: tp=" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 8 --gpu B200-192GB --fp8 --fp8-scaling nvfp4 --emit-plan "$tmp/nvfp4.json"
+if grep -q '"fp8_scaling": "nvfp4"' "$tmp/nvfp4.json"; then passed=$((passed + 1)); else echo "FAIL: plan --fp8-scaling nvfp4 emitted no nvfp4 plan"; failures=$((failures + 1)); fi
+expect 4 "fp8_scaling nvfp4: H100-80GB has no FP4 tensor-core rate" -- "$plan" --model "$src/models/llama3-8b.json" --gpus 8 --gpu H100-80GB --fp8 --fp8-scaling nvfp4
 # --cp-comm: how the candidates' context parallelism exchanges K and V (Llama 3 8B at 131072
 # tokens on 64 GPUs picks cp > 1); the emitted plan names it; a bad form is a usage error.
 sed 's/"seq_len": 8192/"seq_len": 131072/' "$src/models/llama3-8b.json" > "$tmp/llama128k.json"

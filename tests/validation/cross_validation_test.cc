@@ -210,8 +210,15 @@ namespace {
 // (nvidia-smi's, as FlagPerf's other rows), which the model, predicting allocated bytes, puts
 // 11-49% under. p90 loosened to 25.8% and memory to 11.1% for new data, not for a model change;
 // median kept.
-constexpr double kMedianRatchet = 0.074;
-constexpr double kP90Ratchet = 0.258;
+// 2026-12-07, forty-seventh pass (bench/results/nvfp4-2026-12-07/): NVFP4 linear GEMMs and FP8
+// attention as plan fields, and nine MLPerf v5.1 Llama 3.1 8B NVFP4 runs on B200 (three new
+// families: Nebius, Supermicro, Lenovo; one more scale each of Oracle and Dell), held out at
+// -3.8% to +6.2%; every earlier entry byte-identical at the presets. 8.56%, 25.41%, +1.8% over 418
+// runs, memory unchanged: 19 of 78 folds now choose (0.8, 0.45), the family-weighted mean being
+// nearly flat between 0.8 and 0.85 (13.66% against 13.62%). Median loosened to 8.6% for new data,
+// not for a model change; p90 tightened to 25.5%.
+constexpr double kMedianRatchet = 0.086;
+constexpr double kP90Ratchet = 0.255;
 // Then device memory in use where a source measured it (forty-fifth pass,
 // bench/results/device-memory-2026-12-07/): the 22 FlagPerf rows compared with the allocated
 // peak plus the CUDA context and NCCL's buffers (device_runtime_bytes, from PyTorch #107667 and

@@ -690,6 +690,33 @@ TEST(PublishedRun, Fp8RunsTrainLinearGemmsInFp8) {
   EXPECT_TRUE(has_assumption(r, "fp8_scaling: current (not given)"));
 }
 
+// NVFP4 and FP8 attention, where the entry names them (the MLPerf v5.1 NVFP4 runs); FP8
+// attention on a part without a published FP8 attention rate, or without fp8, is refused naming
+// the field.
+TEST(PublishedRun, Nvfp4AndFp8AttentionFromTheEntry) {
+  Json e = llama_entry();  // H100
+  e["precision"] = "fp8";
+  e["fp8_scaling"] = "nvfp4";
+  EXPECT_TRUE(refused_naming(e, "fp8_scaling nvfp4: H100"));
+  e["hardware"]["gpu"] = "B200";
+  e["attention"] = "fused";
+  e["attention_kernel"] = "cudnn";
+  e["fp8_attention"] = true;
+  const PublishedRun r = map_ok(e);
+  EXPECT_EQ(r.plan.fp8_scaling, Fp8Scaling::kNvfp4);
+  EXPECT_TRUE(r.plan.fp8_attention);
+  EXPECT_NE(describe(r.plan).find("fp8-nvfp4-attention"), std::string::npos) << describe(r.plan);
+  e["attention_kernel"] = "flash2";
+  EXPECT_TRUE(refused_naming(e, "fp8_attention: no published FP8 rate"));
+  e["attention_kernel"] = "cudnn";
+  e["precision"] = "bf16";
+  e.erase("fp8_scaling");
+  EXPECT_TRUE(refused_naming(e, "fp8_attention runs under the FP8 recipe"));
+  e["precision"] = "fp8";
+  e["fp8_attention"] = "yes";
+  EXPECT_TRUE(refused_naming(e, "fp8_attention"));
+}
+
 // The FP8 recipe is read where the entry names it, and then not said to be assumed; on a run
 // that is not FP8 it is an error naming the field.
 TEST(PublishedRun, Fp8RecipeFromTheEntry) {
