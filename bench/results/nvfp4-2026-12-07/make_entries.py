@@ -4,7 +4,8 @@
 Reads the mlcommons/training_results_v5.1 mirror at 441d65f4 (git show), derives
 iteration_time_s exactly as the mlperf51_uf_* entries do (median over the result logs of
 each log's median block time / steps per block), quotes file:line for every setting, and
-writes entries.json + scan.txt next to this script.  No network, no build.
+writes entries.json + scan.txt to OUT_DIR (argument; default the current directory).
+Usage: MLPERF_V51_GIT_DIR=<bare clone> make_entries.py [OUT_DIR]  No network, no build.
 """
 import json, os, re, statistics, subprocess, sys
 
@@ -12,6 +13,8 @@ import json, os, re, statistics, subprocess, sys
 GIT_DIR = os.environ.get("MLPERF_V51_GIT_DIR", "training_results_v5.1.git")
 COMMIT = "441d65f4"
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Where entries.json and scan.txt go: the first argument, else the current directory.
+OUT = sys.argv[1] if len(sys.argv) > 1 else "."
 CORPUS = os.path.join(HERE, "..", "..", "..", "validation", "corpus", "published_runs.json")
 
 
@@ -46,71 +49,9 @@ def q(path, regex, short=None):
 
 
 # --------------------------------------------------------------------------------------
-RUNS = [
-    dict(id="mlperf51_nebius_llama31_8b_8gpu_b200_nvfp4", submitter="Nebius", fam="nebius",
-         results="Nebius/results/nebius_b200_n1/llama31_8b",
-         cfgdir="Nebius/benchmarks/llama31_8b/configs/nebius_b200_n1",
-         cfg="config_DGXB200_1x8x2xtp1pp1cp1_8b_fp4.sh",
-         impl="Nebius/benchmarks/llama31_8b",
-         system="Nebius/systems/nebius_b200_n1.json", gpus=8, logged_cfg=True,
-         desc="Nebius, Nebius B200 n1 (1 node x 8 B200-SXM-180GB, 'Available cloud')"),
-    dict(id="mlperf51_nebius_llama31_8b_16gpu_b200_nvfp4", submitter="Nebius", fam="nebius",
-         results="Nebius/results/nebius_b200_n2/llama31_8b",
-         cfgdir="Nebius/benchmarks/llama31_8b/configs/nebius_b200_n2",
-         cfg="config_DGXB200_2x8x2xtp1pp1cp1_8b_fp4.sh",
-         impl="Nebius/benchmarks/llama31_8b",
-         system="Nebius/systems/nebius_b200_n2.json", gpus=16, logged_cfg=True,
-         desc="Nebius, Nebius B200 n2 (2 nodes x 8 B200-SXM-180GB, 'Available cloud')"),
-    dict(id="mlperf51_nebius_llama31_8b_32gpu_b200_nvfp4", submitter="Nebius", fam="nebius",
-         results="Nebius/results/nebius_b200_n4/llama31_8b",
-         cfgdir="Nebius/benchmarks/llama31_8b/configs/nebius_b200_n4",
-         cfg="config_DGXB200_4x8x1xtp1pp1cp1_8b_fp4.sh",
-         impl="Nebius/benchmarks/llama31_8b",
-         system="Nebius/systems/nebius_b200_n4.json", gpus=32, logged_cfg=True,
-         desc="Nebius, Nebius B200 n4 (4 nodes x 8 B200-SXM-180GB, 'Available cloud')"),
-    dict(id="mlperf51_oracle_llama31_8b_8gpu_b200_nvfp4", submitter="Oracle", fam="oracle",
-         results="Oracle/results/1xBM.GPU.B200.8/llama31_8b",
-         cfgdir="Oracle/benchmarks/llama31_8b",
-         cfg="config_DGXB200_1x8x2xtp1pp1cp1_8b_fp4.sh",
-         impl=None,
-         system="Oracle/systems/1xBM.GPU.B200.8.json", gpus=8, logged_cfg=True,
-         desc="Oracle, 1x BM.GPU.B200.8 (OCI bare metal, 8x B200-SXM-180GB)"),
-    dict(id="mlperf51_supermicro_llama31_8b_8gpu_as4126gs_b200_nvfp4", submitter="Supermicro", fam="supermicro",
-         results="Supermicro/results/AS-4126GS-NBR-LCC/llama31_8b",
-         cfgdir="Supermicro/benchmarks/llama31_8b/implementations/AS-4126GS-NBR-LCC",
-         cfg="config_AS-4126GS-NBR-LCC_1x8x2xtp1pp1cp1_8b_fp4.sh",
-         impl="Supermicro/benchmarks/llama31_8b/implementations/Blackwell_llama31_8b",
-         system="Supermicro/systems/AS-4126GS-NBR-LCC.json", gpus=8, logged_cfg=True,
-         desc="Supermicro, AS-4126GS-NBR-LCC (1 node, 8x B200-SXM-180GB, liquid-cooled, AMD EPYC 9755)"),
-    dict(id="mlperf51_supermicro_llama31_8b_8gpu_sys422gs_b200_nvfp4", submitter="Supermicro", fam="supermicro",
-         results="Supermicro/results/SYS-422GS-NBRT-LCC/llama31_8b",
-         cfgdir="Supermicro/benchmarks/llama31_8b/implementations/SYS-422GS-NBRT-LCC",
-         cfg="config_SYS-422GS-NBRT-LCC_1x8x2xtp1pp1cp1_8b_fp4.sh",
-         impl="Supermicro/benchmarks/llama31_8b/implementations/Blackwell_llama31_8b",
-         system="Supermicro/systems/SYS-422GS-NBRT-LCC.json", gpus=8, logged_cfg=True,
-         desc="Supermicro, SYS-422GS-NBRT-LCC (1 node, 8x B200-SXM-180GB, liquid-cooled, Intel Xeon 6787P)"),
-    dict(id="mlperf51_lenovo_llama31_8b_8gpu_sr680av3_b200_nvfp4", submitter="Lenovo", fam="lenovo",
-         results="Lenovo/results/SR680aV3-8xB200_SXM_180GB/llama31_8b",
-         cfgdir="Lenovo/benchmarks/llama31_8b",
-         cfg="config_SR780aV3_SR680aV3_SR680aV4.sh",
-         impl="Lenovo/benchmarks/llama31_8b",
-         system="Lenovo/systems/SR680aV3-8xB200_SXM_180GB.json", gpus=8, logged_cfg=False,
-         desc="Lenovo, ThinkSystem SR680a V3 with 8x B200-SXM-180GB (air-cooled)"),
-    dict(id="mlperf51_lenovo_llama31_8b_8gpu_sr780av3_b200_nvfp4", submitter="Lenovo", fam="lenovo",
-         results="Lenovo/results/SR780aV3-8xB200_SXM_180GB/llama31_8b",
-         cfgdir="Lenovo/benchmarks/llama31_8b",
-         cfg="config_SR780aV3_SR680aV3_SR680aV4.sh",
-         impl="Lenovo/benchmarks/llama31_8b",
-         system="Lenovo/systems/SR780aV3-8xB200_SXM_180GB.json", gpus=8, logged_cfg=False,
-         desc="Lenovo, ThinkSystem SR780a V3 with 8x B200-SXM-180GB (water-cooled)"),
-    dict(id="mlperf51_dell_llama31_8b_8gpu_xe9680l_b200_nvfp4", submitter="Dell", fam="dell",
-         results="Dell/results/1xXE9680Lx8B200-SXM-180GB/llama31_8b",
-         cfgdir="Dell/benchmarks/llama31_8b/implementations/nemo",
-         cfg="config_1xXE9680Lx8B200-SXM-180GB.sh",
-         impl="Dell/benchmarks/llama31_8b/implementations/nemo",
-         system="Dell/systems/1xXE9680Lx8B200-SXM-180GB.json", gpus=8, logged_cfg=False,
-         desc="Dell, 1x PowerEdge XE9680L with 8x B200-SXM-180GB (Intel Xeon 8562Y+)"),
-]
+# The nine runs: where each one's logs, configs and system description sit in the results
+# repository (runs.json beside this script).
+RUNS = json.load(open(os.path.join(HERE, "runs.json")))
 
 MLLOG = re.compile(r":::MLLOG (\{.*\})\s*$")
 
@@ -193,7 +134,7 @@ def r4(x):
 def main():
     corpus = json.load(open(CORPUS))
     uf = next(e for e in corpus if e["id"] == "mlperf51_uf_llama31_8b_8gpu_b200_fp8")
-    existing = {e["id"] for e in corpus}
+    existing = {e["id"] for e in corpus} - {R["id"] for R in RUNS}  # re-runs regenerate these
     entries, scan = [], []
     for R in RUNS:
         logs = sorted([p for p in ls(R["results"] + "/") if re.search(r"/result_\d+\.txt$", p)],
@@ -423,8 +364,8 @@ def main():
         scan.append(f"{R['id']}: GPUs {dp} layout dp{dp} x mbs{mbs} x GA{GA} = {GBS}; step {r4(step)} s; tok/s {tok}; "
                     f"train_step_time median {r4(statistics.median(tmeds))}; steps/block {SPB}; per-log "
                     + ", ".join(f"{n} {r4(m)}" for n, m in zip(names, meds)))
-    open(os.path.join(HERE, "entries.json"), "w").write(json.dumps(entries, indent=1, ensure_ascii=False) + "\n")
-    open(os.path.join(HERE, "scan.txt"), "w").write("\n".join(scan) + "\n")
+    open(os.path.join(OUT, "entries.json"), "w").write(json.dumps(entries, indent=1, ensure_ascii=False) + "\n")
+    open(os.path.join(OUT, "scan.txt"), "w").write("\n".join(scan) + "\n")
     print("\n".join(scan))
 
 
