@@ -62,7 +62,9 @@ std::vector<EfficiencyPoint> default_efficiency_grid();
 struct CrossValidation {
   struct Fold {
     std::string family;
-    EfficiencyPoint chosen;        // best on every other family
+    // Chosen on every other family: the best grid point, then on each axis the vertex of the
+    // objective's parabola through it and its two grid neighbours (between grid points).
+    EfficiencyPoint chosen;
     std::size_t runs = 0;          // the held-out family's runs
   };
   std::vector<Fold> folds;
@@ -70,8 +72,8 @@ struct CrossValidation {
   std::vector<FamilyStats> by_family;
   std::vector<RunErrors> held_out;  // run i's held-out errors, in the order of `families`
   ErrorStats throughput, memory;
-  // For comparison only (not the headline): the best single point over all runs at once, and
-  // the errors at the presets' own constants.
+  // For comparison only (not the headline): the point chosen over all runs at once, as a fold
+  // chooses, and the errors at the presets' own constants.
   EfficiencyPoint fit_all;
   ErrorStats throughput_fit_all, throughput_presets, memory_presets;
   // The objective over all runs at every grid point, in the grid's order: how flat it is near
@@ -89,6 +91,10 @@ struct CrossValidation {
 // family one (a run of a family of n runs weighs 1/n): the weighted mean |throughput error|;
 // exact ties are broken by the distance from the presets (validation/corpus/NOTES.md,
 // thirty-fifth pass: the weighted median and p90 used before moved every fold with a new row).
+// From the best grid point the choice moves, on each axis where the grid has a point either side
+// with the other constant equal, to the vertex of the parabola through the three (within half a
+// step; forty-ninth pass: on the grid alone a flat objective flipped whole folds between two
+// points); a fold's held-out runs, and the fit over all runs, are evaluated there.
 // `evaluate` is called once per run and grid point (plus once at `presets`), in any order, and
 // may be called from several threads at once when `threads` > 1.
 CrossValidation cross_validate(const std::vector<std::string>& families,

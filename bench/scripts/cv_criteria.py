@@ -21,7 +21,7 @@ import math
 import sys
 from collections import Counter
 
-from cv_landscape import median, read_grid
+from cv_landscape import emit, median, read_grid
 
 PRESETS = (0.9, 0.45)
 TARGET_MEDIAN, TARGET_P90 = 0.08, 0.20  # validation/accuracy.h kTargetMedianAbs, kTargetP90Abs
@@ -171,10 +171,7 @@ def main():
     for cname, majority in summary.items():
         verdict = "stable" if len(majority) == 1 else f"{len(majority)} different points"
         out.append(f"- {cname}: {verdict} ({', '.join(f'({p[0]}, {p[1]})' for p in sorted(majority))})")
-    text = "\n".join(out) + "\n"
-    if len(sys.argv) > 3:
-        open(sys.argv[3], "w").write(text)
-    sys.stdout.write(text)
+    emit(out, sys.argv[3] if len(sys.argv) > 3 else None)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-from cv_landscape import median, p90, read_grid
+from cv_landscape import emit, median, p90, read_grid
 
 PRESETS = (0.8, 0.6)  # core/cluster_spec.h kPresetGemmShare, kPresetMemoryEfficiency
 
@@ -199,10 +199,7 @@ def main():
     for cname, rows in summary.items():
         out.append(f"| {cname} | {100 * sum(r[0] for r in rows) / len(rows):.3f} points | "
                    f"{100 * max(r[1] for r in rows):.2f} points | {sum(r[2] for r in rows)} |")
-    text = "\n".join(out) + "\n"
-    if len(sys.argv) > 3:
-        open(sys.argv[3], "w").write(text)
-    sys.stdout.write(text)
+    emit(out, sys.argv[3] if len(sys.argv) > 3 else None)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,14 @@ def read_grid(path):
     return errors, family
 
 
+def emit(out, path=None):
+    """The report's lines as one text: written to `path` when given, and to stdout."""
+    text = "\n".join(out) + "\n"
+    if path:
+        open(path, "w").write(text)
+    sys.stdout.write(text)
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -89,10 +97,7 @@ def main():
     a = [abs(e) for e in held]
     out.append(f"\nCross-validated (held out): median {100 * median(a):.2f}%, p90 {100 * p90(a):.2f}%, "
                f"mean {100 * sum(held) / len(held):+.2f}% over {len(held)} runs.")
-    text = "\n".join(out) + "\n"
-    if len(sys.argv) > 2:
-        open(sys.argv[2], "w").write(text)
-    sys.stdout.write(text)
+    emit(out, sys.argv[2] if len(sys.argv) > 2 else None)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -112,6 +115,44 @@ TEST(CrossValidate, ANewSmallFamilyMovesTheObjectiveByItsWeightOnly) {
   EXPECT_DOUBLE_EQ(before.surface[0].weighted_p90_abs, 0.21);
   EXPECT_DOUBLE_EQ(after.surface[0].weighted_p90_abs, 0.21);
   EXPECT_DOUBLE_EQ(after.surface[1].weighted_p90_abs, 0.14);
+}
+
+TEST(CrossValidate, AFoldChoosesTheVertexBetweenGridPointsAndIsPredictedThere) {
+  // One-run families whose |error| is a parabola in the GEMM share, 1% + 10 (share - t)^2: over
+  // the training families the objective is a parabola with its vertex at their mean t, which
+  // the three grid points 0.8 / 0.85 / 0.9 recover exactly (forty-ninth pass). The memory axis
+  // has one value, so it stays.
+  const std::vector<double> t{0.82, 0.84, 0.83, 0.87};
+  struct Parabolic {
+    std::vector<std::string> families;
+    std::vector<double> t;
+    mutable std::vector<double> asked;  // the shares evaluated for the held-out family f4
+    RunErrors operator()(std::size_t i, const EfficiencyPoint& p) const {
+      if (i == 3) asked.push_back(p.gemm_share);
+      RunErrors e;
+      e.throughput = 0.01 + 10 * (p.gemm_share - t[i]) * (p.gemm_share - t[i]);
+      return e;
+    }
+  };
+  Parabolic s{{"f1", "f2", "f3", "f4"}, t, {}};
+  const EfficiencyPoint kC{0.9, 0.6};
+  const CrossValidation cv = cross_validate(s.families, {kA, kB, kC}, kA, std::cref(s));
+  const auto share = chosen_share(cv);
+  EXPECT_NEAR(share.at("f4"), (0.82 + 0.84 + 0.83) / 3, 1e-12);
+  EXPECT_NEAR(share.at("f1"), (0.84 + 0.83 + 0.87) / 3, 1e-12);
+  for (const auto& fold : cv.folds) EXPECT_DOUBLE_EQ(fold.chosen.memory_efficiency, 0.6);
+  // f4 is predicted at its fold's vertex, which was evaluated, not read off the grid.
+  EXPECT_NEAR(*cv.held_out[3].throughput, 0.01 + 10 * 0.04 * 0.04, 1e-12);
+  EXPECT_NE(std::find_if(s.asked.begin(), s.asked.end(),
+                         [](double g) { return std::fabs(g - 0.83) < 1e-12; }),
+            s.asked.end());
+  EXPECT_NEAR(cv.fit_all.gemm_share, (0.82 + 0.84 + 0.83 + 0.87) / 4, 1e-12);
+  // Training families that agree on a grid point keep the fold on it; the fourth moves only the
+  // fit over all runs.
+  Parabolic far{{"f1", "f2", "f3", "f4"}, {0.85, 0.85, 0.85, 0.95}, {}};
+  const CrossValidation pulled = cross_validate(far.families, {kA, kB, kC}, kA, std::cref(far));
+  EXPECT_NEAR(pulled.fit_all.gemm_share, 0.875, 1e-12);
+  EXPECT_NEAR(chosen_share(pulled).at("f4"), 0.85, 1e-12);
 }
 
 TEST(CrossValidate, RunsWithoutAThroughputErrorDoNotWeigh) {

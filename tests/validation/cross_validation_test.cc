@@ -217,8 +217,15 @@ namespace {
 // runs, memory unchanged: 19 of 78 folds now choose (0.8, 0.45), the family-weighted mean being
 // nearly flat between 0.8 and 0.85 (13.66% against 13.62%). Median loosened to 8.6% for new data,
 // not for a model change; p90 tightened to 25.5%.
-constexpr double kMedianRatchet = 0.086;
-constexpr double kP90Ratchet = 0.255;
+// 2026-12-07, forty-ninth pass (bench/results/foldinterp-2026-12-07/): a fold chooses between
+// grid points (the vertex of the mean's parabola through the best grid point and its neighbours),
+// judged before the replay by stability on seven corpora a few rows apart: a run's held-out error
+// moved 0.28 points on average against 1.23 on the grid. No model or corpus change: 7.64%,
+// 25.87%, +1.2% over 418 runs, memory unchanged; the folds choose gemm share 0.824-0.832 at
+// memory 0.45. Median tightened to 7.7%; p90 loosened to 25.9% (it rises 0.46 points with the
+// criterion, which was not chosen by its headline).
+constexpr double kMedianRatchet = 0.077;
+constexpr double kP90Ratchet = 0.259;
 // Then device memory in use where a source measured it (forty-fifth pass,
 // bench/results/device-memory-2026-12-07/): the 22 FlagPerf rows compared with the allocated
 // peak plus the CUDA context and NCCL's buffers (device_runtime_bytes, from PyTorch #107667 and

@@ -9,6 +9,9 @@ Usage: MLPERF_V51_GIT_DIR=<bare clone> make_entries.py [OUT_DIR]  No network, no
 """
 import json, os, re, statistics, subprocess, sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from mllog import RunFacts, printed_config, records  # noqa: E402
+
 # A bare clone of github.com/mlcommons/training_results_v5.1 (containing commit 441d65f4).
 GIT_DIR = os.environ.get("MLPERF_V51_GIT_DIR", "training_results_v5.1.git")
 COMMIT = "441d65f4"
@@ -53,26 +56,17 @@ def q(path, regex, short=None):
 # repository (runs.json beside this script).
 RUNS = json.load(open(os.path.join(HERE, "runs.json")))
 
-MLLOG = re.compile(r":::MLLOG (\{.*\})\s*$")
 
 
 def parse_log(text):
     blocks, starts, seen = [], {}, set()
-    tst, gbs, ga, seq, status = [], None, None, None, None
-    for line in text.splitlines():
-        m = MLLOG.search(line)
-        if not m:
-            continue
-        try:
-            d = json.loads(m.group(1))
-        except json.JSONDecodeError:
-            continue
-        k, md = d.get("key"), d.get("metadata", {})
+    facts = RunFacts()
+    for k, time_ms, md, value in records(text):
         if k == "block_start":
             st = md.get("step")
             if ("s", st) in seen:          # some logs repeat MLLOG lines per rank
                 continue
-            seen.add(("s", st)); starts[st] = d["time_ms"]
+            seen.add(("s", st)); starts[st] = time_ms
         elif k == "block_stop":
             st = md.get("step")
             if ("e", st) in seen:
@@ -80,23 +74,12 @@ def parse_log(text):
             seen.add(("e", st))
             # pair with the latest start before it
             s0 = max(s for s in starts if s < st)
-            blocks.append((d["time_ms"] - starts[s0], st - s0))
-        elif k == "tracked_stats" and isinstance(d.get("value"), dict):
-            v = d["value"]
-            t = v.get("train_step_time", v.get("train_step_timing"))
-            if t is not None and ("t", md.get("step"), t) not in seen:   # drop exact per-rank repeats only
-                seen.add(("t", md.get("step"), t)); tst.append(t)
-        elif k == "global_batch_size" and gbs is None:
-            gbs = d["value"]
-        elif k == "gradient_accumulation_steps" and ga is None:
-            ga = d["value"]
-        elif k == "max_sequence_length" and seq is None:
-            seq = d["value"]
-        elif k == "run_stop":
-            status = md.get("status")
+            blocks.append((time_ms - starts[s0], st - s0))
+        else:
+            facts.take(k, md, value)
     per_step = [ms / 1000.0 / n for ms, n in blocks]
     spb = sorted({n for _, n in blocks})
-    return dict(per_step=per_step, steps_per_block=spb, tst=tst, gbs=gbs, ga=ga, seq=seq, status=status)
+    return dict(per_step=per_step, steps_per_block=spb, **facts.as_dict())
 
 
 CFG_KEYS = ["tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
@@ -107,12 +90,8 @@ CFG_KEYS = ["tensor_model_parallel_size", "pipeline_model_parallel_size", "conte
 
 
 def logged_config(text):
-    out = {}
+    out = printed_config(text, CFG_KEYS)
     lines = text.splitlines()
-    for i, line in enumerate(lines, 1):
-        m = re.match(r"^\s*0:\s+([a-z0-9_]+): (.*)$", line)
-        if m and m.group(1) in CFG_KEYS and m.group(1) not in out:
-            out[m.group(1)] = (i, m.group(2).strip())
     for i, line in enumerate(lines, 1):
         for tag, rx in [("dlpal", r"^\s*:::DLPAL "), ("fp4_type", r"fp4='e2m1'"),
                         ("ddp", r"DistributedDataParallelConfig\(grad_reduce_in_fp32=False"),
