@@ -224,8 +224,14 @@ namespace {
 // 25.87%, +1.2% over 418 runs, memory unchanged; the folds choose gemm share 0.824-0.832 at
 // memory 0.45. Median tightened to 7.7%; p90 loosened to 25.9% (it rises 0.46 points with the
 // criterion, which was not chosen by its headline).
-constexpr double kMedianRatchet = 0.077;
-constexpr double kP90Ratchet = 0.259;
+// Then the grid's memory axis extended to 0.30 (fiftieth pass, bench/results/gridmem-2026-12-07/),
+// registered before it was run to be adopted whatever it gave, so that the range holds the
+// LayerNorm measurement (0.35-0.4) it cites: 9.77%, 27.84%, +0.4% over 418 runs, memory
+// unchanged. The objective has two near-equal basins, (0.95, 0.30) at 13.56% and (0.85, 0.45) at
+// 13.62%: 69 of 78 folds move to the first, at the new edge. Median loosened to 9.8% and p90 to
+// 27.9% with the grid, not for a model change.
+constexpr double kMedianRatchet = 0.098;
+constexpr double kP90Ratchet = 0.279;
 // Then device memory in use where a source measured it (forty-fifth pass,
 // bench/results/device-memory-2026-12-07/): the 22 FlagPerf rows compared with the allocated
 // peak plus the CUDA context and NCCL's buffers (device_runtime_bytes, from PyTorch #107667 and
