@@ -196,6 +196,7 @@ std::vector<Preset> presets() {
     g.nvlink_bytes_per_s = nvlink_GBps * kGB;
     g.sm_count = sms;
     g.source = source;
+    g.memory_rates = MemoryRates::kPublished;
     return g;
   };
   // FP8 (Hopper and Blackwell): dense FP8 is twice dense bf16 on each part (H100 SXM 1,978.9
@@ -408,6 +409,7 @@ Json gpu_to_json(const GpuSpec& g) {
   if (g.achievable_matmul_fraction > 0)
     j["achievable_matmul_fraction"] = g.achievable_matmul_fraction;
   j["memory_efficiency"] = g.memory_efficiency;
+  j["memory_rates"] = g.memory_rates == MemoryRates::kPublished ? "published" : "uniform";
   if (g.board_power_w > 0) j["board_power_W"] = g.board_power_w;
   j["source"] = g.source;
   return j;
@@ -449,7 +451,14 @@ Result<GpuSpec> gpu_from_json(const Json& j, const std::string& where) {
   // takes from its base, or kUnmeasuredMatmulFraction).
   if (!r.get_double("gemm_efficiency", g.gemm_efficiency, 0.01, 1.0, false))
     g.gemm_efficiency = in_step_gemm_efficiency(g, kPresetGemmShare);
-  r.get_double("memory_efficiency", g.memory_efficiency, 0.01, 1.0, false);
+  // A GPU without a base times its memory-bound kernels at the published rates, as the presets
+  // do; one that gives memory_efficiency (and not memory_rates) at that one figure.
+  if (need) g.memory_rates = MemoryRates::kPublished;
+  if (r.get_double("memory_efficiency", g.memory_efficiency, 0.01, 1.0, false))
+    g.memory_rates = MemoryRates::kUniform;
+  int rates = 0;
+  if (r.get_choice("memory_rates", rates, {"uniform", "published"}, false))
+    g.memory_rates = rates == 1 ? MemoryRates::kPublished : MemoryRates::kUniform;
   r.get_string("source", g.source, false);
   int arch = 0;
   if (r.get_choice("architecture", arch, {"ampere", "hopper", "blackwell", "volta"}, false))

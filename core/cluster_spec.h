@@ -32,7 +32,18 @@ inline constexpr double kUnmeasuredMatmulFraction = 0.8;
 // why). The accuracy headline does not use them: there each family is predicted with constants
 // chosen without it.
 inline constexpr double kPresetGemmShare = 0.8;
-inline constexpr double kPresetMemoryEfficiency = 0.6;
+// Since the fifty-first pass (validation/corpus/NOTES.md) the presets time memory-bound kernels at
+// published per-kind rates (MemoryRates::kPublished, core/cost/memory_kernel_rates.h) and the
+// folds no longer choose a memory efficiency; this figure is then the GEMMs' and attention's
+// operand streaming only: the published single elementwise kernel's 0.873 (before: 0.6, the
+// corpus's fit of one efficiency for every kernel).
+inline constexpr double kPresetMemoryEfficiency = 0.873;
+
+// How a GPU's memory-bound kernels are timed. published: each kind, direction and implementation
+// at its published fraction of HBM peak (core/cost/memory_kernel_rates.h); every preset, and a
+// custom GPU whose JSON gives no memory_efficiency. uniform: every memory-bound kernel at
+// GpuSpec::memory_efficiency (a custom GPU that gives one, or says "memory_rates": "uniform").
+enum class MemoryRates { kUniform, kPublished };
 
 struct GpuSpec {
   std::string name;                     // preset name, e.g. "H100-80GB"
@@ -65,13 +76,12 @@ struct GpuSpec {
   // 1402.6 of 1979 = 0.709), but scaling FP8 GEMMs by FP8 MAMF / bf16 MAMF made the predicted
   // FP8-over-bf16 gain smaller than the measured one on all 20 published pairs
   // (bench/results/published-2026-11-25d/NOTES.md), so it is not applied.
-  // Fraction of HBM bandwidth that the framework's memory-bound kernels reach on average
-  // (norms, softmax, dropout, bias-GELU, residual adds, the optimizer). Plain copies reach about
-  // 0.9; PyTorch's fp16 LayerNorm forward+backward on an A100 moves (8192, 4096) in 509 us
-  // (pytorch/pytorch#87445), about 0.66 TB/s or 0.35-0.4 of peak. kPresetMemoryEfficiency (0.6)
-  // lies between the two: the corpus's fit over every run, whose steps mix both kinds of
-  // kernel. `calibrate` measures the machine's own figure.
+  // Fraction of HBM bandwidth that memory-bound kernels reach: under MemoryRates::kUniform every
+  // memory-bound kernel's (norms, softmax, dropout, bias-GELU, residual adds, the optimizer);
+  // under kPublished only a GEMM's and fused attention's operand traffic, the kernels having
+  // their published rates. `calibrate` measures the machine's own figures.
   double memory_efficiency = kPresetMemoryEfficiency;
+  MemoryRates memory_rates = MemoryRates::kUniform;
   std::string source;                   // where the figures come from
   // The board power (W) the peak figures above are for: the datasheet's maximum for a preset,
   // or the limit at_power_limit set. 0: not known (a custom GPU without a "base").

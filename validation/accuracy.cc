@@ -217,10 +217,7 @@ ErrorStats error_stats(const std::vector<double>& signed_errors) {
 
 std::vector<EfficiencyPoint> default_efficiency_grid() {
   std::vector<EfficiencyPoint> grid;
-  // The memory points as they were computed before 0.30 was added (0.45 + 0.15 m), bit for bit.
-  constexpr double kMemory[] = {0.30, 0.45, 0.45 + 0.15, 0.45 + 0.30};
-  for (int g = 0; g <= 7; ++g)
-    for (double m : kMemory) grid.push_back({0.65 + 0.05 * g, m});
+  for (int g = 0; g <= 7; ++g) grid.push_back({0.65 + 0.05 * g, kPresetMemoryEfficiency});
   return grid;
 }
 

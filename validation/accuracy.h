@@ -55,9 +55,10 @@ struct EfficiencyPoint {
   double memory_efficiency = GpuSpec{}.memory_efficiency;
 };
 // The grid searched: GEMM share 0.65..1.00 by 0.05 (GEMM efficiency from 0.50 of peak on a
-// B200 to 0.87 on an A100) x memory 0.30..0.75 by 0.15 (below the LayerNorm measurement of
-// core/cluster_spec.h at 0.35-0.4, up to near-copy 0.75; until 2026-12-07 it began at 0.45, above
-// that measurement: validation/corpus/NOTES.md, fiftieth pass).
+// B200 to 0.87 on an A100), memory at kPresetMemoryEfficiency. The presets time memory-bound
+// kernels at published rates (core/cost/memory_kernel_rates.h), so memory is no longer chosen;
+// until the fifty-first pass (validation/corpus/NOTES.md) the grid also searched one memory
+// efficiency for every kernel, 0.30..0.75, which the corpus could not separate from the share.
 std::vector<EfficiencyPoint> default_efficiency_grid();
 
 struct CrossValidation {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/cost/attention_rates.h"
+#include "core/cost/memory_kernel_rates.h"
 #include "core/units.h"
 
 namespace trainplan {
@@ -18,6 +19,7 @@ DeviceRates device_rates(const GpuSpec& gpu, Precision precision) {
   r.hbm_bytes_per_s = gpu.hbm_bytes_per_s;
   r.gemm_efficiency = gpu.gemm_efficiency;
   r.memory_efficiency = gpu.memory_efficiency;
+  r.published_memory_rates = gpu.memory_rates == MemoryRates::kPublished;
   r.sm_count = std::max<std::int64_t>(1, gpu.sm_count);
   r.split_k = true;
   r.architecture = gpu.architecture;
@@ -58,6 +60,13 @@ double attention_efficiency_of(const DeviceRates& r, bool backward) {
 double memory_efficiency_of(const DeviceRates& r, MemoryKernel k) {
   const double e = r.memory_kernel_efficiency[static_cast<std::size_t>(k)];
   return e > 0 ? e : r.memory_efficiency;
+}
+
+double memory_efficiency_of(const DeviceRates& r, const Task& t) {
+  if (r.memory_kernel_efficiency[static_cast<std::size_t>(t.memory_kernel)] > 0 ||
+      !r.published_memory_rates)
+    return memory_efficiency_of(r, t.memory_kernel);
+  return published_memory_efficiency(t.memory_kernel, t.backward, t.eager);
 }
 
 double gemm_shape_efficiency(const DeviceRates& r, std::int64_t m, std::int64_t n, std::int64_t k,
@@ -196,8 +205,7 @@ WorkShape work_shape(const Task& t, const DeviceRates& r) {
     w.tiles = std::ceil(static_cast<double>(t.m) / r.tile_m) *
               std::ceil(static_cast<double>(t.n) / r.tile_n) *
               static_cast<double>(std::max<std::int64_t>(1, t.batch));
-  const double eff = t.kind == TaskKind::kMemory ? memory_efficiency_of(r, t.memory_kernel)
-                                                 : r.memory_efficiency;
+  const double eff = t.kind == TaskKind::kMemory ? memory_efficiency_of(r, t) : r.memory_efficiency;
   w.memory_s = t.bytes / (r.hbm_bytes_per_s * eff);
   if (t.kind == TaskKind::kMemory) w.memory_s += t.transcendentals * r.transcendental_s;
   w.overhead_s = static_cast<double>(t.launches) * r.kernel_overhead_s;

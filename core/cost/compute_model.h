@@ -66,6 +66,10 @@ struct DeviceRates {
   // Per kind of memory-bound kernel (MemoryKernel), its own fraction of bandwidth; 0 means
   // memory_efficiency. `calibrate` measures them; the GPU presets leave them at 0.
   std::array<double, kMemoryKernelCount> memory_kernel_efficiency{};
+  // Kinds without a measured fraction above take their published rate by direction and
+  // implementation (memory_kernel_rates.h) rather than memory_efficiency: a GPU with
+  // MemoryRates::kPublished (device_rates sets it).
+  bool published_memory_rates = false;
   double attention_efficiency = 0.6;  // fused attention kernel, fraction of gemm rate
   // The fused attention backward's own fraction (Task::backward); 0 means
   // attention_efficiency. A CPU's fused kernel runs its forward and backward at different
@@ -116,8 +120,13 @@ double gemm_efficiency_of(const DeviceRates& r, GemmDirection d);
 // set, else attention_efficiency).
 double attention_efficiency_of(const DeviceRates& r, bool backward);
 
-// The fraction of bandwidth a memory-bound kernel of kind k reaches.
+// The fraction of bandwidth a memory-bound kernel of kind k reaches (a measured one, else
+// memory_efficiency).
 double memory_efficiency_of(const DeviceRates& r, MemoryKernel k);
+// The fraction a memory-bound task reaches: its kind's measured one; else, with
+// published_memory_rates, the published rate of its kind, direction and implementation
+// (Task::backward, Task::eager); else memory_efficiency.
+double memory_efficiency_of(const DeviceRates& r, const Task& t);
 
 // The shape's share of the GEMM rate: wave quantization x tile padding x k / (k + k_half).
 // may_split_k (a GEMM task, not the generic attention's products): on rates with split_k, a

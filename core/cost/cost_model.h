@@ -134,7 +134,13 @@ struct Task {
   bool fp8 = false;
   // With fp8: a GEMM on NVFP4 operands, timed at the FP4 rate (Plan::fp8_scaling nvfp4).
   bool fp4 = false;
-  bool backward = false;  // a fused attention kernel's backward (attention_rates.h)
+  // A fused attention kernel's backward (attention_rates.h); a norm's or an activation's
+  // backward kernel, whose published rates differ from the forward's (memory_kernel_rates.h).
+  bool backward = false;
+  // A memory-bound norm or activation run as PyTorch eager's ATen kernels one by one
+  // (Plan::elementwise eager, eager-swiglu), timed at that implementation's published rate
+  // (memory_kernel_rates.h); false: one kernel.
+  bool eager = false;
   // A fused attention kernel with the causal mask (its m queries end where its n keys end); false:
   // unmasked, as a context-parallel ring step on another rank's keys (attention_rates.h).
   bool causal = true;

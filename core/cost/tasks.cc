@@ -213,12 +213,14 @@ Task activation_backward(const Task& fwd) {
   const std::string_view name = fwd.name == "swiglu"       ? "swiglu_bwd"
                                 : fwd.name == "shared_act" ? "shared_act_bwd"
                                                            : "gelu_bwd";
-  const bool eager = fwd.launches == kEagerSwigluForwardLaunches;
+  const bool eager = fwd.eager;
   Task t = memory(name,
                   eager ? fwd.bytes * kEagerSwigluBackwardElements / kEagerSwigluForwardElements
                         : 2.0 * fwd.bytes,
                   MemoryKernel::kActivation);
   t.transcendentals = fwd.transcendentals;
+  t.backward = true;
+  t.eager = eager;
   if (eager) t.launches = kEagerSwigluBackwardLaunches;
   return t;
 }
@@ -600,7 +602,10 @@ Task activation_task(std::string_view name, const Shape& x, std::int64_t f_rank,
   Task t = memory(name, d(x.tokens) * d(f_rank) * x.e * elements * times,
                   MemoryKernel::kActivation);
   t.transcendentals = d(x.tokens) * d(f_rank) * times;
-  if (x.eager_swiglu) t.launches = kEagerSwigluForwardLaunches;
+  if (x.eager_swiglu) {
+    t.launches = kEagerSwigluForwardLaunches;
+    t.eager = true;
+  }
   return t;
 }
 std::string_view activation_name(const Shape& x) { return x.swiglu ? "swiglu" : "gelu"; }
@@ -768,14 +773,19 @@ double eager_rmsnorm_backward_bytes_per_element(double e) { return 8.0 * e + 19.
 
 // A norm over this rank's tokens (norm1, norm2, the final norm), fused or eager.
 Task norm_task(std::string_view name, const Shape& x, bool backward) {
-  if (!x.eager_norm)
-    return memory(name, (backward ? 2.0 : 1.0) * norm_bytes(x), MemoryKernel::kNorm);
+  if (!x.eager_norm) {
+    Task t = memory(name, (backward ? 2.0 : 1.0) * norm_bytes(x), MemoryKernel::kNorm);
+    t.backward = backward;
+    return t;
+  }
   const double elements = d(x.norm_tokens) * d(x.h);
   Task t = memory(name,
                   elements * (backward ? eager_rmsnorm_backward_bytes_per_element(x.e)
                                        : eager_rmsnorm_forward_bytes_per_element(x.e)),
-                  MemoryKernel::kElementwise);
+                  MemoryKernel::kNorm);
   t.launches = backward ? kEagerRmsNormBackwardLaunches : kEagerRmsNormForwardLaunches;
+  t.backward = backward;
+  t.eager = true;
   return t;
 }
 
@@ -1174,9 +1184,11 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
     // The duplicated down-projections and latent norms, on this rank's tokens.
     const std::int64_t local = x.norm_tokens;
     out.push_back(memory("kv_norm_bwd", 4.0 * d(local) * d(x.kvl) * x.e, MemoryKernel::kNorm));
+    out.back().backward = true;
     add_gemm_backward(out, find_task(fwd, "kv_down"), "kv_down_dgrad", "kv_down_wgrad", x.e);
     if (x.ql > 0) {
       out.push_back(memory("q_norm_bwd", 4.0 * d(local) * d(x.ql) * x.e, MemoryKernel::kNorm));
+      out.back().backward = true;
       add_gemm_backward(out, find_task(fwd, "q_down"), "q_down_dgrad", "q_down_wgrad", x.e);
     }
   }

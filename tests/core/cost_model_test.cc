@@ -11,6 +11,7 @@
 
 #include "core/cost/collectives.h"
 #include "core/cost/compute_model.h"
+#include "core/cost/memory_kernel_rates.h"
 #include "tests/core/test_util.h"
 
 namespace trainplan {
@@ -790,6 +791,65 @@ TEST(Tasks, EagerSwigluAloneKeepsNormsAndRotaryFused) {
   // A GELU model has no SwiGLU: unchanged.
   const ModelSpec g = load_repo_model("gpt3.json");
   EXPECT_DOUBLE_EQ(layer_activation_bytes(g, glu), layer_activation_bytes(g, fused));
+}
+
+// The fifty-first pass (core/cost/memory_kernel_rates.h): a preset times each memory-bound task
+// at the published rate of its kind, direction and implementation; a uniform GPU and a measured
+// per-kind figure keep theirs.
+TEST(MemoryKernelRates, APresetTimesEachKindDirectionAndImplementationAtItsPublishedRate) {
+  EXPECT_DOUBLE_EQ(published_memory_efficiency(MemoryKernel::kElementwise, false, false), 0.873);
+  EXPECT_DOUBLE_EQ(published_memory_efficiency(MemoryKernel::kNorm, false, false), 0.713);
+  EXPECT_DOUBLE_EQ(published_memory_efficiency(MemoryKernel::kNorm, true, false), 0.455);
+  EXPECT_DOUBLE_EQ(published_memory_efficiency(MemoryKernel::kNorm, false, true), 0.617);
+  EXPECT_DOUBLE_EQ(published_memory_efficiency(MemoryKernel::kNorm, true, true), 0.604);
+  EXPECT_DOUBLE_EQ(published_memory_efficiency(MemoryKernel::kActivation, false, false), 0.845);
+  EXPECT_DOUBLE_EQ(published_memory_efficiency(MemoryKernel::kActivation, true, false), 0.504);
+  EXPECT_DOUBLE_EQ(published_memory_efficiency(MemoryKernel::kActivation, false, true), 0.536);
+  EXPECT_DOUBLE_EQ(published_memory_efficiency(MemoryKernel::kActivation, true, true), 0.315);
+  EXPECT_DOUBLE_EQ(published_memory_efficiency(MemoryKernel::kSoftmax, true, false), 0.600);
+  EXPECT_DOUBLE_EQ(published_memory_efficiency(MemoryKernel::kEmbedding, false, false), 0.300);
+  // No figure of its own: the optimizer takes the elementwise rate; eager means nothing there.
+  EXPECT_DOUBLE_EQ(published_memory_efficiency(MemoryKernel::kOptimizer, true, true),
+                   kPublishedElementwiseEfficiency);
+
+  const ModelSpec m = load_repo_model("llama3-8b.json");
+  Plan fused = plan_of(1, 1, 8, 1, 8);
+  Plan eager = fused;
+  eager.elementwise = Elementwise::kEager;
+  const GpuSpec h100 = *gpu_preset("H100-80GB");
+  ASSERT_EQ(h100.memory_rates, MemoryRates::kPublished);
+  const DeviceRates r = device_rates(h100, Precision::kBf16);
+  auto memory_s = [&](const Task& t) { return work_shape(t, r).memory_s; };
+  const std::vector<Task> ff = layer_forward_tasks(m, fused), fb = layer_backward_tasks(m, fused);
+  const std::vector<Task> ef = layer_forward_tasks(m, eager), eb = layer_backward_tasks(m, eager);
+  const double bw = h100.hbm_bytes_per_s;
+  EXPECT_DOUBLE_EQ(memory_s(task_named(ff, "norm1")), task_named(ff, "norm1").bytes / (bw * 0.713));
+  EXPECT_DOUBLE_EQ(memory_s(task_named(fb, "norm1_bwd")),
+                   task_named(fb, "norm1_bwd").bytes / (bw * 0.455));
+  EXPECT_DOUBLE_EQ(memory_s(task_named(eb, "norm1_bwd")),
+                   task_named(eb, "norm1_bwd").bytes / (bw * 0.604));
+  EXPECT_EQ(task_named(ef, "norm1").memory_kernel, MemoryKernel::kNorm);
+  EXPECT_DOUBLE_EQ(memory_s(task_named(fb, "swiglu_bwd")),
+                   task_named(fb, "swiglu_bwd").bytes / (bw * 0.504));
+  EXPECT_DOUBLE_EQ(memory_s(task_named(ef, "swiglu")),
+                   task_named(ef, "swiglu").bytes / (bw * 0.536));
+  EXPECT_DOUBLE_EQ(memory_s(task_named(ff, "residual1")),
+                   task_named(ff, "residual1").bytes / (bw * 0.873));
+  // A GEMM's operand traffic streams at the presets' memory_efficiency, the elementwise figure.
+  EXPECT_DOUBLE_EQ(h100.memory_efficiency, kPublishedElementwiseEfficiency);
+
+  // Uniform: every memory-bound kernel at memory_efficiency, as before the pass.
+  GpuSpec uniform = h100;
+  uniform.memory_rates = MemoryRates::kUniform;
+  uniform.memory_efficiency = 0.5;
+  const DeviceRates u = device_rates(uniform, Precision::kBf16);
+  EXPECT_DOUBLE_EQ(work_shape(task_named(fb, "norm1_bwd"), u).memory_s,
+                   task_named(fb, "norm1_bwd").bytes / (bw * 0.5));
+  // A measured per-kind figure (a `calibrate` profile) wins over the published one.
+  DeviceRates measured = r;
+  measured.memory_kernel_efficiency[static_cast<std::size_t>(MemoryKernel::kNorm)] = 0.25;
+  EXPECT_DOUBLE_EQ(work_shape(task_named(fb, "norm1_bwd"), measured).memory_s,
+                   task_named(fb, "norm1_bwd").bytes / (bw * 0.25));
 }
 
 // Plan::cross_entropy cast (nanotron's loss): 10 bytes per bf16 logit at the forward's end (the

@@ -545,6 +545,35 @@ TEST(PowerLimit, ScalesTheClockBoundPeaksByThePublishedPeaksAtThatPower) {
   EXPECT_TRUE(FailsWith(at_power_limit(unknown, 500), {"500 W", "board power (0 W) is not known"}));
 }
 
+// GpuSpec::memory_rates from JSON (fifty-first pass): a custom GPU times memory-bound kernels at
+// the published rates unless it gives memory_efficiency; "memory_rates" says so outright; the
+// value round-trips; a bad one is refused by name.
+TEST(MemoryRates, ACustomGpuTakesThemFromJsonAndRoundTrips) {
+  Json j = Json::parse(R"({"num_nodes": 1, "gpus_per_node": 8,
+                           "gpu": {"name": "H100 like", "base": "H100-80GB"}})");
+  auto c = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->gpu.memory_rates, MemoryRates::kPublished);
+  j["gpu"]["memory_efficiency"] = 0.5;
+  c = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->gpu.memory_rates, MemoryRates::kUniform);
+  EXPECT_DOUBLE_EQ(c->gpu.memory_efficiency, 0.5);
+  auto again = cluster_from_json(cluster_to_json(*c), "back.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->gpu.memory_rates, MemoryRates::kUniform);
+  j["gpu"]["memory_rates"] = "published";
+  c = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->gpu.memory_rates, MemoryRates::kPublished);
+  again = cluster_from_json(cluster_to_json(*c), "back.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->gpu.memory_rates, MemoryRates::kPublished);
+  EXPECT_DOUBLE_EQ(again->gpu.memory_efficiency, 0.5);
+  j["gpu"]["memory_rates"] = "fast";
+  EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"), {"c.json", "memory_rates", "fast"}));
+}
+
 TEST(PowerLimit, ACustomGpuTakesItFromJsonAndRoundTrips) {
   Json j = Json::parse(R"({"num_nodes": 1, "gpus_per_node": 8,
                            "gpu": {"name": "B200 capped", "base": "B200-192GB",
