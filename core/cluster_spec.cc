@@ -134,6 +134,7 @@ struct Preset {
 // replaces it: the DGX user guides and datasheets give the drives' count and capacity only,
 // and the drive model inside a DGX varies by shipment, so no one drive datasheet applies.
 // docs/inputs.md says so; give the cluster's fio figure as nvme_GBps_per_node.
+// GB200 and GB300 racks (a 72-GPU node) keep the 8-drive default: no per-rack figure is sourced.
 void add_nvme(std::vector<Preset>& presets) {
   for (Preset& p : presets) {
     const std::string& n = p.gpu.name;
@@ -168,6 +169,13 @@ void add_achievable_matmul(std::vector<Preset>& p) {
       g.achievable_matmul_fraction = 794.5 / 989;
     } else if (n.starts_with("B200")) {
       g.achievable_matmul_fraction = 1745.0 / 2250;
+    } else if (n.starts_with("GB200")) {
+      g.achievable_matmul_fraction = 1822.0 / 2500;  // GB200 SXM
+    } else if (n.starts_with("B300")) {
+      g.achievable_matmul_fraction = 1769.0 / 2250;  // B300 SXM
+    } else if (n.starts_with("GB300")) {
+      // Not in the table: the unmeasured default, not B300's (GB200 and B200, one die, differ).
+      g.achievable_matmul_fraction = kUnmeasuredMatmulFraction;
     } else if (n.starts_with("V100")) {
       g.achievable_matmul_fraction = 112.3 / 125;  // DeepBench, V100 SXM2, cuBLAS 10.1
     }
@@ -260,6 +268,48 @@ std::vector<Preset> presets() {
   // 9,000 TFLOP/s on HGX B200 (hardware.json B200 fp4_dense; NVIDIA's HGX B200 table gives 18
   // PFLOPS FP4 with sparsity, 9 PFLOPS FP8/FP6 with sparsity, i.e. 9 / 4.5 dense).
   p.back().gpu.peak_fp4_flops_per_s = 2.0 * p.back().gpu.peak_fp8_flops_per_s;
+  // GB200 (the B200 die of a GB200 superchip at 1,200 W, in a GB200 NVL72 rack): 2,500 TFLOP/s
+  // bf16, 5,000 FP8, 10,000 FP4 dense (NVIDIA's GB200 NVL72 per-GPU table, 5 / 10 / 20 PFLOPS
+  // with sparsity, halved as for HGX B200; the 1,200 W point of kBlackwellPeakByPower); 186 GB
+  // HBM3e (NVIDIA's label) at 8,000 GB/s; 148 SMs. The node is the NVLink domain: 72 GPUs over
+  // NVLink 5 and NVSwitch, 900 GB/s per direction, at the B200 preset's ring busbw (740: the
+  // presets' intra figure is a ring's; the rack's measured all-reduce, 835-847 GB/s at 8 GiB,
+  // coreweave/nccl-tests README, has NVLS, which the collectives do not model). Across racks one
+  // ConnectX-7 NDR 400 Gb/s per GPU (MLPerf v5.0 / v5.1 systems JSONs, "4x ConnectX-7 IB NDR
+  // 400Gb/s" per 4-GPU tray): 46 GB/s, the H100 preset's. Host link: each Grace's NVLink-C2C,
+  // 450 GB/s per direction, shared by its two GPUs: 225. Host memory: 36 Grace CPUs per rack,
+  // 480 GB LPDDR5X at 384 GB/s each (the 480 GB part's bandwidth, NVIDIA's Grace tuning guide as
+  // quoted by Verda's GB300 report). Figures and sources:
+  // bench/results/mlperf-gb-drafts-2026-12-07/preset_sources.md; the rules that chose among
+  // them: validation/corpus/NOTES.md, fifty-second pass.
+  p.push_back({gpu("GB200-186GB", 2500, 80, 186, 8000, 900, 148,
+                   "NVIDIA GB200 NVL72 (per GPU, 1200 W); NVL72 rack as one NVLink node"),
+               72, 740, 46, 225, 36 * 480e9 / kGiB, 36 * 384.0});
+  p.back().gpu.peak_fp8_flops_per_s = 2.0 * p.back().gpu.peak_bf16_flops_per_s;
+  p.back().gpu.peak_fp4_flops_per_s = 2.0 * p.back().gpu.peak_fp8_flops_per_s;
+  p.back().gpu.board_power_w = 1200;
+  // Blackwell Ultra (160 SMs; NVIDIA, "Inside NVIDIA Blackwell Ultra", developer blog). GB300 in a
+  // GB300 NVL72 rack: 2,500 TFLOP/s bf16, 5,000 FP8 dense, 15,000 dense NVFP4 (the blog), 288 GB
+  // HBM3e at 8,000 GB/s (the blog); one ConnectX-8 XDR 800 Gb/s per GPU (MLPerf v5.1 systems
+  // JSONs): 92 GB/s at the 92% of line rate the NDR figure uses; 17 TB of LPDDR5X at 14 TB/s per
+  // rack (Verda's GB300 report). Node, NVLink and host link as GB200's.
+  p.push_back({gpu("GB300-288GB", 2500, 80, 288, 8000, 900, 160,
+                   "NVIDIA Blackwell Ultra blog; GB300 NVL72 (per GPU); NVL72 rack as one NVLink "
+                   "node"),
+               72, 740, 92, 225, 17e12 / kGiB, 14000});
+  p.back().gpu.peak_fp8_flops_per_s = 2.0 * p.back().gpu.peak_bf16_flops_per_s;
+  p.back().gpu.peak_fp4_flops_per_s = 15000 * kTFLOP;
+  // HGX B300 (8 GPUs, x86 host): 2,250 TFLOP/s bf16, 4,500 FP8 dense; FP4 13,500 dense (NVIDIA's
+  // HGX B300 table, 108 PFLOPS dense per 8 GPUs: NVIDIA's figure for this product form rather
+  // than the GB300 die's 15,000); 270 GB (the MLPerf product name B300-SXM-270GB) at 7,700 GB/s
+  // (DGX B300 datasheet, as Verda quotes it, against the blog's 8,000 for the die); 8x
+  // ConnectX-8 XDR 800 Gb/s (Nebius's MLPerf v5.1 systems JSON): 92 GB/s per GPU; PCIe gen6 x16,
+  // 126 GB/s. Host memory and bandwidth: none published, the B200 node's.
+  p.push_back(
+      {gpu("B300-270GB", 2250, 80, 270, 7700, 900, 160, "NVIDIA HGX B300 / DGX B300 (per GPU)"), 8,
+       740, 92, 126, 2048, 614});
+  p.back().gpu.peak_fp8_flops_per_s = 2.0 * p.back().gpu.peak_bf16_flops_per_s;
+  p.back().gpu.peak_fp4_flops_per_s = 13500 * kTFLOP;
   // V100 SXM2/SXM3 (Volta; Megatron-LM 2019, ZeRO, Turing-NLG): 125 TFLOP/s fp16 tensor-core
   // dense, 15.7 fp32, no bf16 (Volta's tensor cores take fp16 only); HBM2 at 900 GB/s; six
   // NVLink2 links of 25 GB/s per direction = 150 GB/s; 80 SMs (NVIDIA V100 datasheet and
@@ -280,20 +330,23 @@ std::vector<Preset> presets() {
   // The die each part is built on (H800, H200 and the 96 GB part are H100 dies).
   for (Preset& preset : p) {
     const std::string_view n = preset.gpu.name;
-    preset.gpu.architecture = n.starts_with("A100")  ? "ampere"
-                              : n.starts_with("B200") ? "blackwell"
-                              : n.starts_with("V100") ? "volta"
-                                                      : "hopper";
+    preset.gpu.architecture = n.starts_with("A100")                       ? "ampere"
+                              : n.starts_with("B") || n.starts_with("GB") ? "blackwell"
+                              : n.starts_with("V100")                     ? "volta"
+                                                                          : "hopper";
   }
   // The board power each part's peaks are for (hardware.json tdp_w; H800 and H200 are the H100
-  // SXM5 die at its 700 W; V100: not in hardware.json, left unknown).
+  // SXM5 die at its 700 W; V100: not in hardware.json, left unknown; Blackwell Ultra: its peaks at
+  // other powers are not published, so left unknown and a power limit is refused rather than
+  // scaled on the B200 die's curve).
   for (Preset& preset : p) {
     const std::string_view n = preset.gpu.name;
     if (preset.gpu.board_power_w > 0) continue;
-    preset.gpu.board_power_w = n.starts_with("A100")   ? 400
-                               : n.starts_with("B200") ? 1000
-                               : n.starts_with("V100") ? 0
-                                                       : 700;
+    preset.gpu.board_power_w =
+        n.starts_with("A100")                                                      ? 400
+        : n.starts_with("B200")                                                    ? 1000
+        : n.starts_with("V100") || n.starts_with("B300") || n.starts_with("GB300") ? 0
+                                                                                   : 700;
   }
   add_achievable_matmul(p);
   add_nvme(p);
@@ -314,15 +367,19 @@ Result<Preset> find_preset(std::string_view name) {
     if (normalise(p.gpu.name) == key) return p;
   }
   // Accept the datasheet spellings of hardware.json too.
+  // clang-format off
   static const std::pair<const char*, const char*> aliases[] = {
       {"A100SXM440GB", "A100-40GB"}, {"A100SXM480GB", "A100-80GB"},
       {"H100SXM580GB", "H100-80GB"}, {"H100SXM", "H100-80GB"},
       {"H100", "H100-80GB"},         {"H200SXM141GB", "H200-141GB"},
       {"H200", "H200-141GB"},        {"B200", "B200-192GB"},
+      {"GB200", "GB200-186GB"},      {"GB300", "GB300-288GB"},
+      {"B300", "B300-270GB"},        {"B300SXM270GB", "B300-270GB"},
       {"H10096GBHBM2E500W", "H100-96GB"}, {"H800", "H800-80GB"},
       {"H800SXM580GB", "H800-80GB"}, {"V100SXM216GB", "V100-16GB"},
       {"V100SXM232GB", "V100-32GB"}, {"V100SXM332GB", "V100-32GB"},
       {"TESLAV100SXM216GB", "V100-16GB"}, {"TESLAV100SXM232GB", "V100-32GB"}};
+  // clang-format on
   for (const auto& [alias, target] : aliases) {
     if (key == alias) return find_preset(target);
   }

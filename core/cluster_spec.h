@@ -159,7 +159,8 @@ inline constexpr double kNicAchievableFraction = 0.92;
 double shared_nic_bytes_per_s(std::int64_t nics, double line_Gbps, std::int64_t gpus_per_node);
 
 // Preset GPU names: A100-40GB, A100-80GB, H100-80GB, H800-80GB, H100-96GB, H200-141GB,
-// B200-192GB, V100-16GB (DGX-1), V100-32GB (DGX-2).
+// B200-192GB, GB200-186GB and GB300-288GB (an NVL72 rack as one 72-GPU node), B300-270GB,
+// V100-16GB (DGX-1), V100-32GB (DGX-2).
 Result<GpuSpec> gpu_preset(std::string_view name);
 std::vector<std::string> gpu_preset_names();
 // GPUs per node of the preset's reference node (16 for DGX-2's V100-32GB, else 8).

@@ -554,9 +554,10 @@ std::vector<Args::Option> model_cluster_options() {
       {"gpus", true, "number of GPUs (default cluster: H100-80GB, 8 per node)"},
       {"gpu", true,
        "GPU preset: A100-40GB, A100-80GB, H100-80GB, H800-80GB, H100-96GB, H200-141GB, "
-       "B200-192GB, V100-16GB, V100-32GB"},
+       "B200-192GB, GB200-186GB, GB300-288GB, B300-270GB, V100-16GB, V100-32GB"},
       {"gpus-per-node", true,
-       "GPUs per node (default: the preset's node, 16 for V100-32GB, else 8)"},
+       "GPUs per node (default: the preset's node: 72 for GB200-186GB and GB300-288GB, an NVL72 "
+       "rack's NVLink domain; 16 for V100-32GB; else 8)"},
       {"power-limit-w", true,
        "board power limit of every GPU (nvidia-smi -pl); scales the clock-bound peaks by the "
        "die's published peaks at that power (docs/inputs.md)"},

@@ -244,6 +244,12 @@ Status read_hardware(const Json& j, const std::string& where, PublishedRun& run)
     else if (has("h100")) preset = has("96") ? "H100-96GB" : "H100-80GB";
     else if (has("h800")) preset = "H800-80GB";
     else if (has("h200")) preset = "H200-141GB";
+    else if (has("gb200"))
+      preset = "GB200-186GB";
+    else if (has("gb300"))
+      preset = "GB300-288GB";
+    else if (has("b300"))
+      preset = "B300-270GB";
     else if (has("b200")) preset = "B200-192GB";
     else if (has("v100")) preset = has("16") ? "V100-16GB" : "V100-32GB";
     if (!preset.empty()) {

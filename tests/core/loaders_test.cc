@@ -510,6 +510,40 @@ TEST(ClusterLoader, CustomGpuErrors) {
   EXPECT_DOUBLE_EQ(c->gpu.peak_fp16_flops_per_s, 125e12);
 }
 
+// The GB200, GB300 and B300 presets (fifty-second pass): their figures, the NVL72 rack as one
+// 72-GPU node, the spellings MLPerf uses, and a power limit refused where no peaks of the die at
+// other powers are published (Blackwell Ultra).
+TEST(Presets, GraceBlackwellRacksAndBlackwellUltra) {
+  const GpuSpec gb200 = *gpu_preset("GB200");
+  EXPECT_EQ(gb200.name, "GB200-186GB");
+  EXPECT_DOUBLE_EQ(gb200.peak_bf16_flops_per_s, 2500e12);
+  EXPECT_DOUBLE_EQ(gb200.peak_fp4_flops_per_s, 10000e12);
+  EXPECT_DOUBLE_EQ(gb200.achievable_matmul_fraction, 1822.0 / 2500);
+  EXPECT_EQ(gb200.board_power_w, 1200);
+  EXPECT_EQ(gb200.architecture, "blackwell");
+  EXPECT_EQ(gb200.memory_rates, MemoryRates::kPublished);
+  EXPECT_EQ(*preset_gpus_per_node("GB200-186GB"), 72);
+  EXPECT_EQ(*preset_gpus_per_node("GB300"), 72);
+  const GpuSpec gb300 = *gpu_preset("GB300-288GB");
+  EXPECT_DOUBLE_EQ(gb300.peak_fp4_flops_per_s, 15000e12);
+  EXPECT_EQ(gb300.sm_count, 160);
+  EXPECT_DOUBLE_EQ(gb300.achievable_matmul_fraction, kUnmeasuredMatmulFraction);
+  const GpuSpec b300 = *gpu_preset("B300-SXM-270GB");
+  EXPECT_EQ(b300.name, "B300-270GB");
+  EXPECT_DOUBLE_EQ(b300.peak_fp4_flops_per_s, 13500e12);
+  EXPECT_DOUBLE_EQ(b300.hbm_bytes_per_s, 7700e9);
+  EXPECT_DOUBLE_EQ(b300.achievable_matmul_fraction, 1769.0 / 2250);
+  EXPECT_EQ(*preset_gpus_per_node("B300"), 8);
+  // 512 GPUs as eight racks of 64: the node is the NVLink domain the job used.
+  auto c = make_cluster("GB200-186GB", 512, 64);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->num_nodes, 8);
+  EXPECT_DOUBLE_EQ(c->inter_node_bytes_per_s, 46e9);
+  EXPECT_DOUBLE_EQ(make_cluster("GB300-288GB", 72, 72)->inter_node_bytes_per_s, 92e9);
+  EXPECT_TRUE(FailsWith(at_power_limit(b300, 1000), {"1000 W", "B300-270GB", "not known"}));
+  EXPECT_TRUE(at_power_limit(gb200, 1000).ok());
+}
+
 // A board power limit: the die's clock-bound peaks at that power, interpolated between the powers
 // NVIDIA publishes peaks at (Blackwell: B100 700 W 1,750; B200 1,000 W 2,250; GB200's 1,200 W
 // 2,500. Hopper: H100 NVL 400 W 835; SXM5 700 W 989.4); memory and links unchanged.
