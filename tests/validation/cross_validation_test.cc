@@ -237,8 +237,13 @@ namespace {
 // Then GB200, GB300 and B300 presets and 22 MLPerf v5.0 / v5.1 Llama 3.1 rows on them (fifty-second
 // pass, bench/results/gbpresets-2026-12-07/; nine new families, held out at -21% to +13%, median
 // 5.2%): 8.42%, 22.32%, +1.6% over 440 runs. Median tightened to 8.5% and p90 to 22.4%.
-constexpr double kMedianRatchet = 0.085;
-constexpr double kP90Ratchet = 0.224;
+// Then Megatron-Bridge's GB200, GB300 and B300 rows (fifty-fourth pass,
+// bench/results/mbridge-gb-2026-12-07/; 42 rows, 40 simulated, three new families, held out
+// median 13.0%, 8 over 20%; the 440 earlier rows move by at most 0.21 points): 8.55%, 23.08%,
+// +1.4% over 480 runs. Median loosened to 8.6% and p90 to 23.1% for new data, not for a model
+// change.
+constexpr double kMedianRatchet = 0.086;
+constexpr double kP90Ratchet = 0.231;
 // Then device memory in use where a source measured it (forty-fifth pass,
 // bench/results/device-memory-2026-12-07/): the 22 FlagPerf rows compared with the allocated
 // peak plus the CUDA context and NCCL's buffers (device_runtime_bytes, from PyTorch #107667 and
