@@ -327,13 +327,15 @@ std::vector<Preset> presets() {
                    "NVIDIA V100 datasheet (SXM2/SXM3); DGX-2 node"),
                16, 123, 5.75, 15.75, 1536, 256});
   p.back().gpu.peak_bf16_flops_per_s = 0;
-  // The die each part is built on (H800, H200 and the 96 GB part are H100 dies).
+  // The die each part is built on (H800, H200 and the 96 GB part are H100 dies; B300 and GB300
+  // the Blackwell Ultra die, whose attention NVIDIA measured apart: core/cost/attention_rates.cc).
   for (Preset& preset : p) {
     const std::string_view n = preset.gpu.name;
-    preset.gpu.architecture = n.starts_with("A100")                       ? "ampere"
-                              : n.starts_with("B") || n.starts_with("GB") ? "blackwell"
-                              : n.starts_with("V100")                     ? "volta"
-                                                                          : "hopper";
+    preset.gpu.architecture = n.starts_with("A100")                             ? "ampere"
+                              : n.starts_with("B300") || n.starts_with("GB300") ? "blackwell-ultra"
+                              : n.starts_with("B") || n.starts_with("GB")       ? "blackwell"
+                              : n.starts_with("V100")                           ? "volta"
+                                                                                : "hopper";
   }
   // The board power each part's peaks are for (hardware.json tdp_w; H800 and H200 are the H100
   // SXM5 die at its 700 W; V100: not in hardware.json, left unknown; Blackwell Ultra: its peaks at
@@ -468,6 +470,8 @@ Json gpu_to_json(const GpuSpec& g) {
   j["memory_efficiency"] = g.memory_efficiency;
   j["memory_rates"] = g.memory_rates == MemoryRates::kPublished ? "published" : "uniform";
   if (g.board_power_w > 0) j["board_power_W"] = g.board_power_w;
+  // The die, so that a written cluster read back keeps its published attention rates.
+  if (!g.architecture.empty()) j["architecture"] = g.architecture;
   j["source"] = g.source;
   return j;
 }
@@ -518,8 +522,9 @@ Result<GpuSpec> gpu_from_json(const Json& j, const std::string& where) {
     g.memory_rates = rates == 1 ? MemoryRates::kPublished : MemoryRates::kUniform;
   r.get_string("source", g.source, false);
   int arch = 0;
-  if (r.get_choice("architecture", arch, {"ampere", "hopper", "blackwell", "volta"}, false))
-    g.architecture = std::array{"ampere", "hopper", "blackwell", "volta"}[arch];
+  if (r.get_choice("architecture", arch,
+                   {"ampere", "hopper", "blackwell", "blackwell-ultra", "volta"}, false))
+    g.architecture = std::array{"ampere", "hopper", "blackwell", "blackwell-ultra", "volta"}[arch];
   // The board power its peaks are for, and a limit it runs under (at_power_limit).
   r.get_double("board_power_W", g.board_power_w, 1, 1e5, false);
   double limit_w = 0;

@@ -56,8 +56,9 @@ struct GpuSpec {
   double hbm_bytes_per_s = 0;           // device memory bandwidth
   double nvlink_bytes_per_s = 0;        // per-GPU unidirectional NVLink line rate
   std::int64_t sm_count = 0;            // streaming multiprocessors (for GEMM wave quantization)
-  // The die's architecture ("ampere", "hopper", "blackwell", "volta"): which published attention
-  // kernel rates apply (core/cost/attention_rates.h). Empty for a custom GPU without a "base".
+  // The die's architecture ("ampere", "hopper", "blackwell", "blackwell-ultra", "volta"): which
+  // published attention kernel rates apply (core/cost/attention_rates.h). Empty for a custom GPU
+  // without a "base".
   std::string architecture;
   // Fraction of dense peak that the step's large, well-shaped GEMMs reach on the part: by
   // default kPresetGemmShare of achievable_matmul_fraction (in_step_gemm_efficiency).

@@ -66,26 +66,43 @@ KernelSeries blackwell_flash2() {
 
 // cuDNN's fused attention on Blackwell (B200, 2,250 TFLOP/s dense bf16): NVIDIA's own measurement,
 // cudnn-frontend benchmark/sdpa_benchmark_training/artifacts/
-// sdpa_bf16_benchmark_results_NVIDIA_B200.csv (commit bb37575d; cuDNN 9.10.2 on a B200, the
-// sample run beside it), backend pyt_cudnn: bf16, causal, head dim 128, batch 1, 128 query and 8
-// KV heads (Llama 3.1 405B's attention), 512 to 128k tokens; forward and backward TFLOP/s in this
-// file's convention (4*b*s^2*h*d per forward, halved for causal, 2.5x for the backward: the
-// table's times give 2.2e12 and 5.5e12 FLOPs at 8k). Only the causal mask is published; the
-// unmasked forward and backward are taken in Hopper cuDNN's shape (its unmasked / causal forward
-// ratio at the same length, an assumption said in docs/inputs.md), which keeps the measured causal
-// backward exactly (at_length's causal backward is backward x causal forward / forward).
+// sdpa_bf16_benchmark_results_NVIDIA_B200.csv (commit bb37575d; NGC PyTorch 25.09 with cuDNN
+// 9.13.0 on a B200, sample_b200_bf16_run.txt beside it), backend pyt_cudnn: bf16, causal, head dim
+// 128, batch 1, 128 query and 8 KV heads (Llama 3.1 405B's attention), 512 to 128k tokens; forward
+// and backward TFLOP/s in this file's convention (4*b*s^2*h*d per forward, halved for causal, 2.5x
+// for the backward: the table's times give 2.2e12 and 5.5e12 FLOPs at 8k). Only the causal mask is
+// published; the unmasked forward and backward are taken in Hopper cuDNN's shape (its unmasked /
+// causal forward ratio at the same length, an assumption said in docs/inputs.md), which keeps the
+// measured causal backward exactly (at_length's causal backward is backward x causal forward /
+// forward).
 constexpr std::array<double, kLengths> kBlackwellCudnnForwardCausal = {
     83.991, 254.501, 478.921, 855.678, 1171.278, 1332.415};
 constexpr std::array<double, kLengths> kBlackwellCudnnBackwardCausal = {
     134.164, 308.529, 371.486, 701.265, 942.509, 1074.776};
 
-KernelSeries blackwell_cudnn() {
+// cuDNN's fused attention on the Blackwell Ultra die (GB300, 2,500 TFLOP/s dense bf16), measured
+// by NVIDIA in the same benchmark, commit, container and backend as the B200 series above:
+// artifacts/sdpa_bf16_benchmark_results_NVIDIA_GB300.csv at bb37575d (NGC PyTorch 25.09, cuDNN
+// 9.13.0, sample_gb300_bf16_run.txt), pyt_cudnn, the same shapes. The die runs attention faster
+// than its peak alone says (at 8k 15% forward and 8% backward above the B200's rates scaled to
+// 2,500): NVIDIA gives Blackwell Ultra twice the SFU exponential rate for attention ("Inside
+// NVIDIA Blackwell Ultra", developer blog, 2025-08). Below 2k the PyTorch path's launch cost
+// shows (55 TFLOP/s at 512 against the B200's 84).
+constexpr std::array<double, kLengths> kBlackwellUltraCudnnForwardCausal = {
+    54.923, 224.233, 593.514, 1144.867, 1495.674, 1702.463};
+constexpr std::array<double, kLengths> kBlackwellUltraCudnnBackwardCausal = {
+    95.339, 277.209, 487.345, 892.572, 1130.076, 1267.827};
+constexpr double kGb300PeakTflops = 2500;
+
+// A measured causal series, with the unmasked forward and backward in Hopper cuDNN's shape.
+KernelSeries cudnn_from_causal(const std::array<double, kLengths>& forward_causal,
+                               const std::array<double, kLengths>& backward_causal) {
   KernelSeries s{};
   for (std::size_t i = 0; i < kLengths; ++i) {
     const double unmasked_per_causal = kHopperCudnn.forward[i] / kHopperCudnn.forward_causal[i];
-    s.forward_causal[i] = kBlackwellCudnnForwardCausal[i];
-    s.forward[i] = kBlackwellCudnnForwardCausal[i] * unmasked_per_causal;
-    s.backward[i] = kBlackwellCudnnBackwardCausal[i] * unmasked_per_causal;
+    s.forward_causal[i] = forward_causal[i];
+    s.forward[i] = forward_causal[i] * unmasked_per_causal;
+    s.backward[i] = backward_causal[i] * unmasked_per_causal;
   }
   return s;
 }
@@ -106,13 +123,29 @@ constexpr std::array<double, kLengths> kBlackwellCudnnFp8BackwardCausal = {
 constexpr std::array<double, kLengths> kBlackwellCudnnFp8RunBf16BackwardCausal = {
     200.594, 376.937, 545.088, 832.907, 994.850, 1151.690};
 
-KernelSeries blackwell_cudnn_fp8(const KernelSeries& bf16) {
+// The same for the Blackwell Ultra die: artifacts/sdpa_fp8_benchmark_results_NVIDIA_GB300.csv at
+// bb37575d (cuDNN 9.13.1, sample_gb300_fp8_run.txt), fp8 and bf16 rows of one run.
+constexpr std::array<double, kLengths> kBlackwellUltraCudnnFp8ForwardCausal = {
+    137.027, 425.497, 1030.215, 1675.104, 2073.580, 2266.632};
+constexpr std::array<double, kLengths> kBlackwellUltraCudnnFp8RunBf16ForwardCausal = {
+    175.563, 492.203, 999.760, 1445.205, 1716.056, 1835.897};
+constexpr std::array<double, kLengths> kBlackwellUltraCudnnFp8BackwardCausal = {
+    146.223, 368.629, 573.320, 1156.208, 1513.772, 1745.939};
+constexpr std::array<double, kLengths> kBlackwellUltraCudnnFp8RunBf16BackwardCausal = {
+    174.467, 365.691, 544.508, 941.941, 1150.498, 1290.765};
+
+// One run's FP8 / bf16 ratios applied to a bf16 series.
+struct Fp8Run {
+  const std::array<double, kLengths>& fp8_forward;
+  const std::array<double, kLengths>& bf16_forward;
+  const std::array<double, kLengths>& fp8_backward;
+  const std::array<double, kLengths>& bf16_backward;
+};
+KernelSeries cudnn_fp8(const KernelSeries& bf16, const Fp8Run& run) {
   KernelSeries s = bf16;
   for (std::size_t i = 0; i < kLengths; ++i) {
-    const double forward = kBlackwellCudnnFp8ForwardCausal[i] /
-                           kBlackwellCudnnFp8RunBf16ForwardCausal[i];
-    const double backward = kBlackwellCudnnFp8BackwardCausal[i] /
-                            kBlackwellCudnnFp8RunBf16BackwardCausal[i];
+    const double forward = run.fp8_forward[i] / run.bf16_forward[i];
+    const double backward = run.fp8_backward[i] / run.bf16_backward[i];
     s.forward_causal[i] *= forward;
     s.forward[i] *= forward;
     s.backward[i] *= backward;
@@ -197,27 +230,40 @@ std::optional<AttentionKernelRate> attention_kernel_rate(std::string_view archit
                                                          bool causal, std::int64_t seq_len,
                                                          bool fp8) {
   static const KernelSeries kBlackwellFlash2 = blackwell_flash2();
-  static const KernelSeries kBlackwellCudnn = blackwell_cudnn();
-  static const KernelSeries kBlackwellCudnnFp8 = blackwell_cudnn_fp8(kBlackwellCudnn);
+  static const KernelSeries kBlackwellCudnn =
+      cudnn_from_causal(kBlackwellCudnnForwardCausal, kBlackwellCudnnBackwardCausal);
+  static const KernelSeries kBlackwellCudnnFp8 = cudnn_fp8(
+      kBlackwellCudnn, {kBlackwellCudnnFp8ForwardCausal, kBlackwellCudnnFp8RunBf16ForwardCausal,
+                        kBlackwellCudnnFp8BackwardCausal, kBlackwellCudnnFp8RunBf16BackwardCausal});
+  static const KernelSeries kBlackwellUltraCudnn =
+      cudnn_from_causal(kBlackwellUltraCudnnForwardCausal, kBlackwellUltraCudnnBackwardCausal);
+  static const KernelSeries kBlackwellUltraCudnnFp8 = cudnn_fp8(
+      kBlackwellUltraCudnn,
+      {kBlackwellUltraCudnnFp8ForwardCausal, kBlackwellUltraCudnnFp8RunBf16ForwardCausal,
+       kBlackwellUltraCudnnFp8BackwardCausal, kBlackwellUltraCudnnFp8RunBf16BackwardCausal});
   static const KernelSeries kAmpereFlash2 = split_pairs(kAmpereFlash2PairCausal, kAmpereFlash2Pair);
   static const KernelSeries kAmpereFlash1 = split_pairs(kAmpereFlash1PairCausal, kAmpereFlash1Pair);
   static const KernelSeries kHopperFlash1 = split_pairs(kHopperFlash1PairCausal, kHopperFlash1Pair);
   const KernelSeries* s = nullptr;
   double measured_peak_tflops = 0;
+  const bool ultra = architecture == "blackwell-ultra";
+  const bool blackwell = architecture == "blackwell" || ultra;
   if (fp8) {
-    // FP8 rates are published for cuDNN on Blackwell only.
-    if (architecture != "blackwell" || kernel != AttentionKernel::kCudnn) return std::nullopt;
-    s = &kBlackwellCudnnFp8;
-    measured_peak_tflops = kB200PeakTflops;
+    // FP8 rates are published for cuDNN on the Blackwell dies only.
+    if (!blackwell || kernel != AttentionKernel::kCudnn) return std::nullopt;
+    s = ultra ? &kBlackwellUltraCudnnFp8 : &kBlackwellCudnnFp8;
+    measured_peak_tflops = ultra ? kGb300PeakTflops : kB200PeakTflops;
   } else if (architecture == "hopper") {
     s = kernel == AttentionKernel::kFlash1 ? &kHopperFlash1 : hopper_series(kernel);
     measured_peak_tflops = kH100SxmPeakTflops;
-  } else if (architecture == "blackwell" && kernel == AttentionKernel::kFlash2) {
+  } else if (blackwell && kernel == AttentionKernel::kFlash2) {
+    // FA2 runs Ampere's MMA on either die: the B200's series, scaled by the peak (an assumption
+    // for Blackwell Ultra, where no FA2 series is read).
     s = &kBlackwellFlash2;
     measured_peak_tflops = kB200PeakTflops;
-  } else if (architecture == "blackwell" && kernel == AttentionKernel::kCudnn) {
-    s = &kBlackwellCudnn;
-    measured_peak_tflops = kB200PeakTflops;
+  } else if (blackwell && kernel == AttentionKernel::kCudnn) {
+    s = ultra ? &kBlackwellUltraCudnn : &kBlackwellCudnn;
+    measured_peak_tflops = ultra ? kGb300PeakTflops : kB200PeakTflops;
   } else if (architecture == "ampere" && kernel == AttentionKernel::kFlash2) {
     s = &kAmpereFlash2;
     measured_peak_tflops = kA100PeakTflops;

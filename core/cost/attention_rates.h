@@ -18,6 +18,9 @@
 // PyTorch's SDPA ran it on B200 until cuDNN attention became its default on sm100 (PyTorch PR
 // 162073, 2025-09-04, for 2.9).
 //
+// Blackwell Ultra (GB300, B300; "blackwell-ultra"): cuDNN measured on a GB300 by NVIDIA in the
+// same cudnn-frontend run setup as the B200's (attention_rates.cc); FlashAttention-2 as on B200.
+//
 // Ampere (A100): FlashAttention-2 only (attention_rates.cc: the flash-attention README's A100
 // forward + backward figure, arXiv:2307.08691 Fig. 4, head dim 128, causal and unmasked, split
 // into forward and backward in the Hopper FA2 figures' shape).
@@ -47,8 +50,9 @@ struct AttentionKernelRate {
   double flops_per_s = 0;
   double measured_peak_flops_per_s = 0;  // dense bf16 peak of the part it was measured on
 };
-// fp8: the kernel on FP8 Q, K, V (Plan::fp8_attention); published for cuDNN on Blackwell only
-// (attention_rates.cc: NVIDIA's FP8 / bf16 ratio measured in one cudnn-frontend run on a B200).
+// fp8: the kernel on FP8 Q, K, V (Plan::fp8_attention); published for cuDNN on the Blackwell dies
+// only (attention_rates.cc: NVIDIA's FP8 / bf16 ratio measured in one cudnn-frontend run on a B200
+// and in one on a GB300).
 std::optional<AttentionKernelRate> attention_kernel_rate(std::string_view architecture,
                                                          AttentionKernel kernel, bool backward,
                                                          bool causal, std::int64_t seq_len,

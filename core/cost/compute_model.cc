@@ -521,8 +521,9 @@ Result<DeviceRates> plan_rates(const Plan& plan, const GpuSpec& gpu,
                                " rates for " + gpu.name + " (architecture '" +
                                (gpu.architecture.empty() ? "unknown" : gpu.architecture) +
                                "'); published rates exist for hopper (H100, H800, H200) and, "
-                               "for flash2 and cudnn, blackwell (B200), and for flash2 and "
-                               "flash1, ampere (A100); use attention_kernel=generic",
+                               "for flash2 and cudnn, blackwell (B200, GB200) and "
+                               "blackwell-ultra (B300, GB300), and for flash2 and flash1, "
+                               "ampere (A100); use attention_kernel=generic",
                            ExitCode::kInfeasible);
     r.attention_kernel = plan.attention_kernel;
     r.architecture = gpu.architecture;
@@ -530,12 +531,13 @@ Result<DeviceRates> plan_rates(const Plan& plan, const GpuSpec& gpu,
   if (plan.fp8_attention &&
       (hardware || !attention_kernel_rate(gpu.architecture, plan.attention_kernel, false, true,
                                           4096, true)))
-    return Status::Error("fp8_attention: no published FP8 rate for attention_kernel=" +
-                             std::string(to_string(plan.attention_kernel)) + " on " +
-                             (hardware ? "the hardware profile of '" + hardware->device + "'"
-                                       : gpu.name) +
-                             "; one is published for cudnn on blackwell (B200)",
-                         ExitCode::kInfeasible);
+    return Status::Error(
+        "fp8_attention: no published FP8 rate for attention_kernel=" +
+            std::string(to_string(plan.attention_kernel)) + " on " +
+            (hardware ? "the hardware profile of '" + hardware->device + "'" : gpu.name) +
+            "; one is published for cudnn on blackwell (B200) and "
+            "blackwell-ultra (GB300)",
+        ExitCode::kInfeasible);
   if (plan.fp8 && plan.fp8_scaling == Fp8Scaling::kNvfp4 && r.fp4_peak_flops_per_s <= 0)
     return Status::Error("fp8_scaling nvfp4: " +
                              (hardware ? "the hardware profile of '" + hardware->device + "'"

@@ -49,7 +49,9 @@ NcclArch arch_of(const GpuSpec& gpu) {
     a.intra = kIntraSm90;
     a.inter = kInterSm90;
     a.pcie_GBps = 48;
-  } else if (gpu.architecture == "blackwell") {
+  } else if (gpu.architecture == "blackwell" || gpu.architecture == "blackwell-ultra") {
+    // Blackwell Ultra (sm_103) shares the row: NCCL tunes compute capability >= 100 as one
+    // (src/graph/tuning.cc, compCapIndex).
     a.cc = 100;
     a.line_GBps_per_link = 50;
     a.nccl_GBps_per_link = 40;

@@ -114,6 +114,47 @@ TEST(AttentionRates, BlackwellCudnnIsTheMeasuredB200CausalTable) {
                       ->flops_per_s / kTFLOP);
 }
 
+// Blackwell Ultra (GB300, B300): cudnn-frontend's sdpa_bf16_benchmark_results_NVIDIA_GB300.csv
+// beside the B200's at bb37575d (pyt_cudnn, causal, head dim 128): 1495.674 forward and 1130.076
+// backward at 8k, measured at the GB300's 2,500 TFLOP/s peak; FA2 is the B200 die's.
+TEST(AttentionRates, BlackwellUltraCudnnIsTheMeasuredGb300CausalTable) {
+  auto rate = [](bool backward, bool causal, std::int64_t seq) {
+    return published_tflops("blackwell-ultra", AttentionKernel::kCudnn, backward, causal, seq);
+  };
+  EXPECT_DOUBLE_EQ(rate(false, true, 8192), 1495.674);
+  EXPECT_NEAR(rate(true, true, 8192), 1130.076, 1e-9);
+  EXPECT_DOUBLE_EQ(rate(false, true, 512), 54.923);
+  EXPECT_DOUBLE_EQ(rate(false, true, 1 << 20), 1702.463);
+  EXPECT_NEAR(rate(false, false, 8192), 1495.674 * 600.0 / 529.0, 1e-9);
+  EXPECT_DOUBLE_EQ(
+      attention_kernel_rate("blackwell-ultra", AttentionKernel::kCudnn, true, true, 4096)
+          ->measured_peak_flops_per_s,
+      2500 * kTFLOP);
+  // Faster than the B200's series scaled by the peak, forward and backward, at 4k and up.
+  for (std::int64_t seq : {4096, 8192, 16384})
+    for (bool backward : {false, true})
+      EXPECT_GT(
+          rate(backward, true, seq),
+          published_tflops("blackwell", AttentionKernel::kCudnn, backward, true, seq) * 2500 / 2250)
+          << seq << " " << backward;
+  // FP8: the GB300 run's own ratio (2073.580 / 1716.056 forward, 1513.772 / 1150.498 backward).
+  const auto fp8 = [](bool backward) {
+    return attention_kernel_rate("blackwell-ultra", AttentionKernel::kCudnn, backward, true, 8192,
+                                 true)
+               ->flops_per_s /
+           kTFLOP;
+  };
+  EXPECT_NEAR(fp8(false), 1495.674 * 2073.580 / 1716.056, 1e-9);
+  EXPECT_NEAR(fp8(true), 1130.076 * 1513.772 / 1150.498, 1e-9);
+  // FlashAttention-2 as on the B200 die; FA3 and FA1 unpublished.
+  EXPECT_DOUBLE_EQ(
+      published_tflops("blackwell-ultra", AttentionKernel::kFlash2, false, false, 8192), 361.591);
+  EXPECT_FALSE(
+      attention_kernel_rate("blackwell-ultra", AttentionKernel::kFlash3, false, true, 4096));
+  EXPECT_FALSE(
+      attention_kernel_rate("blackwell-ultra", AttentionKernel::kFlash2, false, true, 4096, true));
+}
+
 TEST(AttentionRates, AmpereFlash2KeepsTheMeasuredForwardBackwardPairRate) {
   // The flash-attention README's A100 figure (arXiv:2307.08691 Fig. 4, head dim 128): forward +
   // backward at 189 TFLOP/s causal and 203 unmasked at 16k, 155 and 187 at 2k. A pair is one
@@ -374,6 +415,9 @@ TEST(AttentionRates, PresetsKnowTheirDie) {
     EXPECT_EQ(gpu_preset(hopper)->architecture, "hopper") << hopper;
   EXPECT_EQ(gpu_preset("A100-40GB")->architecture, "ampere");
   EXPECT_EQ(gpu_preset("B200-192GB")->architecture, "blackwell");
+  EXPECT_EQ(gpu_preset("GB200-186GB")->architecture, "blackwell");
+  for (const char* ultra : {"GB300-288GB", "B300-270GB"})
+    EXPECT_EQ(gpu_preset(ultra)->architecture, "blackwell-ultra") << ultra;
   EXPECT_EQ(gpu_preset("V100-32GB")->architecture, "volta");
 }
 

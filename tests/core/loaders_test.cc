@@ -528,6 +528,7 @@ TEST(Presets, GraceBlackwellRacksAndBlackwellUltra) {
   EXPECT_DOUBLE_EQ(gb300.peak_fp4_flops_per_s, 15000e12);
   EXPECT_EQ(gb300.sm_count, 160);
   EXPECT_DOUBLE_EQ(gb300.achievable_matmul_fraction, kUnmeasuredMatmulFraction);
+  EXPECT_EQ(gb300.architecture, "blackwell-ultra");
   const GpuSpec b300 = *gpu_preset("B300-SXM-270GB");
   EXPECT_EQ(b300.name, "B300-270GB");
   EXPECT_DOUBLE_EQ(b300.peak_fp4_flops_per_s, 13500e12);
@@ -540,8 +541,21 @@ TEST(Presets, GraceBlackwellRacksAndBlackwellUltra) {
   EXPECT_EQ(c->num_nodes, 8);
   EXPECT_DOUBLE_EQ(c->inter_node_bytes_per_s, 46e9);
   EXPECT_DOUBLE_EQ(make_cluster("GB300-288GB", 72, 72)->inter_node_bytes_per_s, 92e9);
-  EXPECT_TRUE(FailsWith(at_power_limit(b300, 1000), {"1000 W", "B300-270GB", "not known"}));
+  EXPECT_EQ(b300.architecture, "blackwell-ultra");
+  EXPECT_TRUE(FailsWith(at_power_limit(b300, 1000), {"1000 W", "B300-270GB", "no peaks"}));
   EXPECT_TRUE(at_power_limit(gb200, 1000).ok());
+  // A custom GPU names the die; it round-trips, and a die not known is refused by name.
+  Json j = Json::parse(R"({"num_nodes": 1, "gpus_per_node": 8,
+                           "gpu": {"name": "B300 like", "base": "H100-80GB",
+                                   "architecture": "blackwell-ultra"}})");
+  auto custom = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(custom.ok()) << custom.status().message();
+  EXPECT_EQ(custom->gpu.architecture, "blackwell-ultra");
+  auto again = cluster_from_json(cluster_to_json(*custom), "back.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->gpu.architecture, "blackwell-ultra");
+  j["gpu"]["architecture"] = "rubin";
+  EXPECT_TRUE(FailsWith(cluster_from_json(j, "c.json"), {"c.json", "architecture", "rubin"}));
 }
 
 // A board power limit: the die's clock-bound peaks at that power, interpolated between the powers
