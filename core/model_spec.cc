@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -83,6 +84,7 @@ Result<ModelSpec> read_ours(const Json& j, std::string_view source) {
     m.position = static_cast<PositionKind>(choice);
   r.get_bool("bias", m.bias, false);
   r.get_bool("dropout", m.dropout, false);
+  r.get_double("glu_clamp", m.glu_clamp, 0.0, 1e6, false);
   r.get_int("num_experts", m.num_experts, 1, L::kMaxExperts, false);
   r.get_int("experts_per_token", m.experts_per_token, 1, L::kMaxExperts, false);
   r.get_int("shared_expert_ffn_size", m.shared_expert_ffn_size, 0, L::kMaxFfn, false);
@@ -173,6 +175,13 @@ Status validate_model(const ModelSpec& m, std::string_view source) {
   if (m.vocab_size < 1 || m.vocab_size > L::kMaxVocab)
     return bad("vocab_size", m.vocab_size, "is out of range");
   if (m.seq_len < 1 || m.seq_len > L::kMaxSeq) return bad("seq_len", m.seq_len, "is out of range");
+  if (!(m.glu_clamp >= 0) || (m.glu_clamp > 0 && m.activation != Activation::kSwiglu)) {
+    std::ostringstream value;
+    value << m.glu_clamp;
+    return Status::Error(where + "field 'glu_clamp': value " + value.str() +
+                         (m.glu_clamp > 0 ? " needs a gated activation (activation swiglu)"
+                                          : " must be 0 (no clamp) or positive"));
+  }
   if (m.position == PositionKind::kLearned && m.seq_len > m.max_position_embeddings)
     return bad("seq_len", m.seq_len,
                "exceeds max_position_embeddings=" + std::to_string(m.max_position_embeddings) +
@@ -266,6 +275,7 @@ Json model_to_json(const ModelSpec& m) {
   j["experts_per_token"] = m.experts_per_token;
   // Written only when used, so that the JSON of other models stays as it was.
   if (m.shared_expert_ffn_size > 0) j["shared_expert_ffn_size"] = m.shared_expert_ffn_size;
+  if (m.glu_clamp > 0) j["glu_clamp"] = m.glu_clamp;
   if (m.router_groups > 0) j["router_groups"] = m.router_groups;
   if (m.router_group_topk > 0) j["router_group_topk"] = m.router_group_topk;
   if (m.router_aux_loss_coef) j["router_aux_loss_coef"] = *m.router_aux_loss_coef;

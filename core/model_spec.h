@@ -36,6 +36,9 @@ struct ModelSpec {
   PositionKind position = PositionKind::kLearned;
   bool bias = true;                      // linear layers have biases
   bool dropout = true;                   // training applies dropout (its masks are stored)
+  // The gated activation's inputs clamped at this limit before it (GPT-OSS: 7, HF config
+  // swiglu_limit, Megatron-Core activation_func_clamp_value); 0 = no clamp. Only with swiglu.
+  double glu_clamp = 0;
   std::int64_t num_experts = 1;          // MoE experts per layer; 1 = dense
   std::int64_t experts_per_token = 1;    // top-k routing
   // Node-limited (group-limited) routing (DeepSeek-V3, arXiv:2412.19437 sec. 3.2.2; HF config

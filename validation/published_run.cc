@@ -131,6 +131,7 @@ Status read_model(const Json& j, const std::string& where, PublishedRun& run) {
   const bool has_tied = r.get_bool("tied_embeddings", tied, false);
   const bool has_bias = r.get_bool("bias", bias, false);
   const bool has_dropout = r.get_bool("dropout", dropout, false);
+  r.get_double("glu_clamp", m.glu_clamp, 0.0, 1e6, false);
   if (r.failed()) return r.finish(true);
   collect_ignored(j, r, "model.", run.ignored_fields);
   if (!has_heads) {

@@ -662,6 +662,39 @@ Task moe_regroup_task(std::string_view name, const Shape& x, std::int64_t k) {
   return memory(name, 2.0 * expert_rows(x, k) * d(x.h) * x.e, MemoryKernel::kElementwise);
 }
 
+// Megatron-Core's TEGroupedMLP around a clamped gated activation and expert biases (GPT-OSS:
+// ModelSpec::glu_clamp, bias), read at Megatron-Core 92c8482e and 44151194
+// (validation/corpus/NOTES.md, fifty-seventh pass). Per routed row of `rows`, inner width f and
+// model width h, e-byte elements:
+//  - the clamp runs as eager PyTorch before the compiled activation
+//    (megatron/core/fusions/fused_bias_geglu.py, weighted_bias_quick_geglu_impl): forward, the
+//    gate half's clamp and the linear half's each read and write f, the cat reads and writes 2f:
+//    8 f e bytes in 3 launches; backward, clamp_backward's comparison masks (1 byte) and where
+//    (le, where on the gate half; ge, le, logical_and, where on the linear half) and the chunk's
+//    cat: 11 f e + 8 f bytes in 7 launches;
+//  - the fc2 bias is added with the routing weight by a loop over the local experts
+//    (megatron/core/transformer/moe/experts.py, _apply_bias: cat([t + b * p ...])): forward b * p
+//    writes h, the add reads 2h and writes h, the cat reads and writes h: 6 h e bytes in 2 E + 1
+//    launches; backward, per expert grad * p and its sum over rows (the bias gradient), grad * b
+//    and its sum over h (the weight's gradient), then the split's cat: 8 h e bytes in 4 E + 1.
+// The fc1 bias is in the grouped GEMM's epilogue (cuBLASLt BIAS / BGRADB): nothing added.
+Task glu_clamp_task(std::string_view name, const Shape& x, double rows, std::int64_t f_rank,
+                    bool backward) {
+  const double per_row =
+      backward ? 11.0 * x.e * d(f_rank) + 8.0 * d(f_rank) : 8.0 * x.e * d(f_rank);
+  Task t = memory(name, rows * per_row, MemoryKernel::kElementwise);
+  t.launches = backward ? 7 : 3;
+  t.backward = backward;
+  return t;
+}
+Task expert_bias_task(std::string_view name, const Shape& x, double rows,
+                      std::int64_t local_experts, bool backward) {
+  Task t = memory(name, rows * (backward ? 8.0 : 6.0) * x.e * d(x.h), MemoryKernel::kElementwise);
+  t.launches = (backward ? 4 : 2) * local_experts + 1;
+  t.backward = backward;
+  return t;
+}
+
 // A dense MLP of the folded MoE layer (its shared experts) on the attention's TP ranks, which
 // enters and leaves it through sequence parallelism's gather and scatter of this rank's tokens
 // (Megatron-Core's SharedExpertMLP is an MLP over tp; MoELayer.forward computes it first, on the
@@ -699,12 +732,14 @@ void add_mlp_forward(std::vector<Task>& out, const Shape& x, const ModelSpec& m,
   Task fc1 = gemm("expert_fc1", per_expert, fc1_n, x.h, local_experts, x.e);
   fc1.flops = fc1.executed_flops = 2.0 * routed * d(fc1_n) * d(x.h);
   out.push_back(fc1);
+  if (m.glu_clamp > 0) out.push_back(glu_clamp_task("moe_act_clamp", x, routed, f_rank, false));
   // The activation on each routed row (times: copies of this rank's T tokens).
   out.push_back(activation_task(activation_name(x), x, f_rank,
                                 x.own_rows ? routed / d(x.tokens) : d(k)));
   Task fc2 = gemm("expert_fc2", per_expert, x.h, f_rank, local_experts, x.e);
   fc2.flops = fc2.executed_flops = 2.0 * routed * d(x.h) * d(f_rank);
   out.push_back(fc2);
+  if (m.bias) out.push_back(expert_bias_task("moe_expert_bias", x, routed, local_experts, false));
   if (local_experts > 1) out.push_back(moe_regroup_task("moe_unregroup", x, k));
   if (x.own_rows)
     out.push_back(expert_tp_comm("expert_tp_reduce_scatter", Collective::kReduceScatter, x, k));
@@ -1103,9 +1138,15 @@ std::vector<Task> layer_backward_tasks(const ModelSpec& m, const Plan& p) {
     if (x.own_rows)
       out.push_back(expert_tp_comm("expert_tp_all_gather_grad", Collective::kAllGather, x, k));
     if (regroup) out.push_back(moe_regroup_task("moe_unregroup_bwd", x, k));
+    const std::int64_t local_experts = m.num_experts / p.ep;
+    const double routed = expert_rows(x, k);
+    if (m.bias)
+      out.push_back(expert_bias_task("moe_expert_bias_bwd", x, routed, local_experts, true));
     add_gemm_backward(out, find_task(fwd, "expert_fc2"), "expert_fc2_dgrad", "expert_fc2_wgrad",
                       x.e);
     out.push_back(activation_backward(find_task(fwd, activation_name(x))));
+    if (m.glu_clamp > 0)
+      out.push_back(glu_clamp_task("moe_act_clamp_bwd", x, routed, x.f / x.etp, true));
     add_gemm_backward(out, find_task(fwd, "expert_fc1"), "expert_fc1_dgrad", "expert_fc1_wgrad",
                       x.e);
     if (regroup) out.push_back(moe_regroup_task("moe_regroup_bwd", x, k));

@@ -353,10 +353,11 @@ TEST(ExecutorProbe, AnMoeModelWithDenseLayersHasBothKindsTimed) {
     const ModelSpec lm = layer_model(model, kind);
     for (auto* list : {&layer_forward_tasks, &layer_backward_tasks})
       for (const Task& t : (*list)(lm, plan))
-        // The CPU executor's MoE layer does its token permutations and regroupings inside its
-        // router and expert spans (executor/cpu/moe.cc), so the cost model's moe_permute,
-        // moe_regroup and their inverses have no span of their own and are not sampled: the
-        // fit sees their time in the router's and the experts' samples.
+        // The CPU executor's MoE layer does its token permutations and regroupings, and adds its
+        // experts' biases, inside its router and expert spans (executor/cpu/moe.cc), so the cost
+        // model's moe_permute, moe_regroup, moe_expert_bias and their inverses have no span of
+        // their own and are not sampled: the fit sees their time in the router's and the
+        // experts' samples.
         if (t.kind != TaskKind::kComm && !std::string(t.name).starts_with("moe_")) {
           EXPECT_TRUE(calls.count(std::string(t.name))) << t.name;
         }

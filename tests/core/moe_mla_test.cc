@@ -384,6 +384,76 @@ TEST(CostModelMoe, TokenPermutationsAroundTheAllToAlls) {
     }
 }
 
+// GPT-OSS's clamped activation and expert biases as Megatron-Core's TEGroupedMLP runs them
+// (tasks.cc, glu_clamp_task / expert_bias_task): per routed row, the eager clamp moves 8 f e bytes
+// forward in 3 launches and 11 f e + 8 f backward in 7; the fc2 bias loop 6 h e forward in
+// 2 E + 1 launches and 8 h e backward in 4 E + 1. Nothing without the clamp or the bias.
+TEST(CostModelMoe, ClampedActivationAndExpertBiasesAreEagerPasses) {
+  ModelSpec m = layer_model(small_deepseek(), LayerKind::kMoe);
+  const double T = d(m.seq_len), h = d(m.hidden_size), f = d(m.ffn_hidden_size), e = 2.0;
+  const double rows = T * d(m.experts_per_token);
+  auto find = [](const std::vector<Task>& tasks, std::string_view name) -> const Task* {
+    for (const Task& t : tasks)
+      if (t.name == name) return &t;
+    return nullptr;
+  };
+  Plan p = plan_of(1, 1, 8);
+  p.ep = 2;  // 4 local experts
+  for (const char* name : {"moe_act_clamp", "moe_expert_bias"})
+    EXPECT_EQ(find(layer_forward_tasks(m, p), name), nullptr) << name;
+  m.glu_clamp = 7.0;
+  m.bias = true;
+  const std::vector<Task> fwd = layer_forward_tasks(m, p), bwd = layer_backward_tasks(m, p);
+  const Task* clamp = find(fwd, "moe_act_clamp");
+  ASSERT_NE(clamp, nullptr);
+  EXPECT_DOUBLE_EQ(clamp->bytes, rows * 8.0 * f * e);
+  EXPECT_EQ(clamp->launches, 3);
+  const Task* clamp_bwd = find(bwd, "moe_act_clamp_bwd");
+  ASSERT_NE(clamp_bwd, nullptr);
+  EXPECT_DOUBLE_EQ(clamp_bwd->bytes, rows * (11.0 * f * e + 8.0 * f));
+  EXPECT_EQ(clamp_bwd->launches, 7);
+  const Task* bias = find(fwd, "moe_expert_bias");
+  ASSERT_NE(bias, nullptr);
+  EXPECT_DOUBLE_EQ(bias->bytes, rows * 6.0 * h * e);
+  EXPECT_EQ(bias->launches, 2 * 4 + 1);
+  const Task* bias_bwd = find(bwd, "moe_expert_bias_bwd");
+  ASSERT_NE(bias_bwd, nullptr);
+  EXPECT_DOUBLE_EQ(bias_bwd->bytes, rows * 8.0 * h * e);
+  EXPECT_EQ(bias_bwd->launches, 4 * 4 + 1);
+  // The clamp sits between fc1 and the activation, the bias after fc2.
+  auto index = [&](std::string_view name) {
+    for (std::size_t i = 0; i < fwd.size(); ++i)
+      if (fwd[i].name == name) return static_cast<std::int64_t>(i);
+    return std::int64_t{-1};
+  };
+  EXPECT_EQ(index("moe_act_clamp"), index("expert_fc1") + 1);
+  EXPECT_EQ(index("moe_expert_bias"), index("expert_fc2") + 1);
+}
+
+// glu_clamp round-trips, is written only when set, and is refused without a gated activation or
+// below zero, naming the field and the value.
+TEST(ModelSpecMoe, GluClamp) {
+  ModelSpec m = small_deepseek();
+  EXPECT_FALSE(model_to_json(m).contains("glu_clamp"));
+  m.glu_clamp = 7.0;
+  auto back = load_json(model_to_json(m));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_DOUBLE_EQ(back->glu_clamp, 7.0);
+  Json j = model_to_json(m);
+  j["activation"] = "gelu";
+  auto gelu = load_json(j);
+  ASSERT_FALSE(gelu.ok());
+  EXPECT_NE(gelu.status().message().find("'glu_clamp': value 7 needs a gated activation"),
+            std::string::npos)
+      << gelu.status().message();
+  j = model_to_json(m);
+  j["glu_clamp"] = -1;
+  auto negative = load_json(j);
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("glu_clamp"), std::string::npos);
+  EXPECT_NE(negative.status().message().find("-1"), std::string::npos);
+}
+
 TEST(CostModelMoe, StageSumsMatchTheBlocksWithDenseLayersAndAnUnevenSplit) {
   const ModelSpec m = small_deepseek();
   const ParameterCounts c = count_parameters(m);

@@ -252,8 +252,11 @@ namespace {
 // move from median 15.4% to 7.1%, the MoE rows further (their miss is MoE-specific): 8.71%,
 // 23.35%, +2.7% over 480 runs. Median loosened to 8.8% and p90 to 23.4%, for a corpus change
 // read from the frameworks' code (said, not hidden).
-constexpr double kMedianRatchet = 0.088;
-constexpr double kP90Ratchet = 0.234;
+// Then GPT-OSS's eager clamp and per-expert bias loop as Megatron-Core runs them (fifty-seventh
+// pass, bench/results/gptoss-clamp-2026-12-08/; its 9 rows from median 45.7% to 29.1%): 8.67%,
+// 23.14%, +2.4% over 480 runs. Median tightened to 8.7% and p90 to 23.2%.
+constexpr double kMedianRatchet = 0.087;
+constexpr double kP90Ratchet = 0.232;
 // Then device memory in use where a source measured it (forty-fifth pass,
 // bench/results/device-memory-2026-12-07/): the 22 FlagPerf rows compared with the allocated
 // peak plus the CUDA context and NCCL's buffers (device_runtime_bytes, from PyTorch #107667 and

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Fifty-sixth pass (validation/corpus/NOTES.md): every Megatron-Bridge performance-summary row names
 attention_kernel cudnn, the backend each Transformer Engine its container pins prefers on compute
-capability >= 9.0. Rewrites the corpus in place (or to OUT), keeping its formatting.
+capability >= 9.0. Rewrites the corpus in place (or to OUT) with bench/scripts/corpus_edit.py's
+text edits, every other byte kept.
 
 Usage: apply.py CORPUS [OUT]
 """
-import json
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import corpus_edit  # noqa: E402
 
 # Container (id prefix) -> where its TE pin and TE's preference are read.
 PINS = {
@@ -21,33 +25,17 @@ PINS = {
 }
 
 
-def main():
-    path = sys.argv[1]
-    out = sys.argv[2] if len(sys.argv) > 2 else path
-    corpus = json.load(open(path, encoding="utf-8"))
-    runs = corpus["runs"] if isinstance(corpus, dict) else corpus
-    changed = 0
-    for i, run in enumerate(runs):
-        if run["family"]["source"] != "megatron-bridge-perf-summary":
-            continue
-        prefix = run["id"].split("_")[0]
-        if run.get("attention") != "fused" or run.get("attention_kernel") is not None:
-            sys.exit(f"{run['id']}: expected fused attention with no kernel named")
-        rebuilt = {}
-        for key, value in run.items():
-            rebuilt[key] = value
-            if key == "attention":
-                rebuilt["attention_kernel"] = "cudnn"
-        rebuilt["notes"] = list(run["notes"]) + [
-            "attention_kernel cudnn (fifty-sixth pass): " + PINS[prefix] + " give cuDNN's "
-            "FusedAttention preference over FlashAttention on compute capability >= 9.0 "
-            "('Select FusedAttention for performance'); the recipe leaves attention_backend to TE."]
-        runs[i] = rebuilt
-        changed += 1
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(json.dumps(corpus, indent=1, ensure_ascii=False) + "\n")
-    print(f"{changed} rows name attention_kernel cudnn")
-
+def edit(text, run):
+    if run["family"]["source"] != "megatron-bridge-perf-summary":
+        return None
+    if run.get("attention") != "fused" or run.get("attention_kernel") is not None:
+        sys.exit(f"{run['id']}: expected fused attention with no kernel named")
+    note = ("attention_kernel cudnn (fifty-sixth pass): " + PINS[run["id"].split("_")[0]] +
+            " give cuDNN's FusedAttention preference over FlashAttention on compute "
+            "capability >= 9.0 ('Select FusedAttention for performance'); the recipe leaves "
+            "attention_backend to TE.")
+    return corpus_edit.set_entry_field(text, run["id"], "attention", "attention_kernel", "cudnn",
+                                       note)
 
 if __name__ == "__main__":
-    main()
+    corpus_edit.edit_corpus(sys.argv, edit, "name attention_kernel cudnn")
